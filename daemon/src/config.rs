@@ -1,0 +1,377 @@
+//! The daemon's configuration: one typed struct with defaults, read from TOML.
+//!
+//! The daemon runs with no file at all. A file may hold sections for other parts of clibot
+//! (`[gateway]`, `[access]`); those are ignored here, while a typo inside a section the daemon
+//! owns is an error that names the key. `${NAME}` inside any string is replaced by the
+//! environment variable, so secrets stay out of the file.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why the configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error(
+        "config file {path}: `{key}` refers to ${{{var}}}, but the environment variable {var} is not set; export it or remove the reference"
+    )]
+    MissingEnv { path: PathBuf, key: String, var: String },
+    #[error("config file {path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// Everything the daemon reads from `config.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub tmux: TmuxConfig,
+    /// User entries; merged over the built-in ones by [`Config::clis`].
+    #[serde(rename = "cli")]
+    pub cli_overrides: BTreeMap<String, CliOverride>,
+}
+
+/// `[daemon]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Socket path; the command line and `CLIBOT_SOCKET` win over it.
+    pub socket: Option<PathBuf>,
+    /// State directory; the command line and `CLIBOT_STATE_DIR` win over it.
+    pub state_dir: Option<PathBuf>,
+    /// Working directories must lie inside one of these (`~` is the home directory).
+    pub allowed_roots: Vec<PathBuf>,
+    /// Largest text accepted by one `send`, in bytes.
+    pub max_input_bytes: usize,
+    /// How many events the log keeps; older ones are dropped.
+    pub event_retention: usize,
+    /// How long a graceful stop may take before the session is killed.
+    pub stop_timeout_ms: u64,
+    /// The safety-net check for exited sessions.
+    pub poll_interval_ms: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: None,
+            state_dir: None,
+            allowed_roots: vec![PathBuf::from("~")],
+            max_input_bytes: 64 * 1024,
+            event_retention: 10_000,
+            stop_timeout_ms: 5_000,
+            poll_interval_ms: 2_000,
+        }
+    }
+}
+
+/// `[tmux]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TmuxConfig {
+    /// The tmux binary.
+    pub binary: PathBuf,
+    /// A socket path (tmux `-S`); the command line and `CLIBOT_TMUX_SOCKET` win over it.
+    pub socket: Option<PathBuf>,
+    /// A socket name (tmux `-L`), used when no path is given.
+    pub socket_name: String,
+    /// A tmux config file for the server (tmux `-f`); unset: tmux's own default.
+    pub config_file: Option<PathBuf>,
+    /// Size of new windows until a terminal attaches.
+    pub width: u16,
+    pub height: u16,
+    /// Scrollback lines kept per pane.
+    pub history_limit: u32,
+}
+
+impl Default for TmuxConfig {
+    fn default() -> Self {
+        TmuxConfig {
+            binary: PathBuf::from("tmux"),
+            socket: None,
+            socket_name: "clibot".to_string(),
+            config_file: None,
+            width: 200,
+            height: 50,
+            history_limit: 10_000,
+        }
+    }
+}
+
+/// `[cli.NAME]` as written by the user: every field optional, merged over the built-in entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CliOverride {
+    pub argv: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub dir: Option<PathBuf>,
+    pub submit_delay_ms: Option<u64>,
+    pub stop_keys: Option<Vec<String>>,
+    pub stop_text: Option<String>,
+}
+
+/// A CLI the daemon may spawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliSpec {
+    pub name: String,
+    /// Program and its fixed arguments; spawn arguments are appended.
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Default working directory.
+    pub dir: Option<PathBuf>,
+    /// Pause between typing text and pressing Enter: several TUIs turn an Enter that follows
+    /// a paste too quickly into a newline (Codex within 120 ms, Gemini within 40 ms).
+    pub submit_delay_ms: u64,
+    /// Keys that ask the CLI to quit (graceful stop).
+    pub stop_keys: Vec<String>,
+    /// Text typed and submitted to quit, after `stop_keys`.
+    pub stop_text: Option<String>,
+}
+
+/// The CLIs every installation knows.
+fn builtin_clis() -> BTreeMap<String, CliSpec> {
+    let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into());
+    let mk = |name: &str, argv: Vec<String>, delay: u64, keys: &[&str], text: Option<&str>| CliSpec {
+        name: name.to_string(),
+        argv,
+        env: BTreeMap::new(),
+        dir: None,
+        submit_delay_ms: delay,
+        stop_keys: keys.iter().map(|k| k.to_string()).collect(),
+        stop_text: text.map(str::to_string),
+    };
+    [
+        mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
+        mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
+        mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
+        mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),
+        mk("shell", vec![shell], 50, &["C-c"], Some("exit")),
+    ]
+    .into_iter()
+    .map(|c| (c.name.clone(), c))
+    .collect()
+}
+
+impl Config {
+    /// Reads `path`. A missing file is an error only when `required` (it was named explicitly).
+    pub fn load(path: &Path, required: bool) -> Result<Option<Config>, ConfigError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+            Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
+        };
+        Config::parse(&text, path).map(Some)
+    }
+
+    /// Parses TOML text (`path` only names the file in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut value: toml::Table = toml::from_str(text)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        // Only the sections the daemon owns: a gateway token whose variable is unset in the
+        // daemon's environment must not stop the daemon.
+        value.retain(|k, _| matches!(k.as_ref(), "daemon" | "tmux" | "cli"));
+        substitute_env(&mut value, path, &mut String::new())?;
+        let config: Config = toml::Table::try_into(value)
+            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        for (name, cli) in &self.cli_overrides {
+            if !crate::names::is_valid_name(name) {
+                return Err(invalid(format!("[cli.{name}]: CLI names use only A-Z a-z 0-9 _ - (at most 64)")));
+            }
+            if cli.argv.as_ref().is_some_and(|a| a.is_empty() || a[0].is_empty()) {
+                return Err(invalid(format!("[cli.{name}]: argv must name a program, e.g. argv = [\"{name}\"]")));
+            }
+            for key in cli.stop_keys.iter().flatten() {
+                crate::keys::Key::parse(key).map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
+            }
+            if !builtin_clis().contains_key(name) && cli.argv.is_none() {
+                return Err(invalid(format!("[cli.{name}]: a new CLI needs argv, e.g. argv = [\"{name}\"]")));
+            }
+        }
+        if self.daemon.event_retention == 0 {
+            return Err(invalid("[daemon] event_retention must be at least 1".into()));
+        }
+        if self.tmux.width < 10 || self.tmux.height < 5 {
+            return Err(invalid("[tmux] width must be at least 10 and height at least 5".into()));
+        }
+        Ok(())
+    }
+
+    /// The built-in CLIs with the user's entries merged over them.
+    pub fn clis(&self) -> BTreeMap<String, CliSpec> {
+        let mut clis = builtin_clis();
+        for (name, o) in &self.cli_overrides {
+            let entry = clis.entry(name.clone()).or_insert_with(|| CliSpec {
+                name: name.clone(),
+                argv: Vec::new(),
+                env: BTreeMap::new(),
+                dir: None,
+                submit_delay_ms: 300,
+                stop_keys: vec!["C-c".into()],
+                stop_text: None,
+            });
+            if let Some(v) = &o.argv {
+                entry.argv = v.clone();
+            }
+            if let Some(v) = &o.env {
+                entry.env.extend(v.clone());
+            }
+            if let Some(v) = &o.dir {
+                entry.dir = Some(v.clone());
+            }
+            if let Some(v) = o.submit_delay_ms {
+                entry.submit_delay_ms = v;
+            }
+            if let Some(v) = &o.stop_keys {
+                entry.stop_keys = v.clone();
+            }
+            if let Some(v) = &o.stop_text {
+                entry.stop_text = Some(v.clone()).filter(|t| !t.is_empty());
+            }
+        }
+        clis
+    }
+}
+
+/// Replaces `${NAME}` in every string with the environment variable `NAME`; `$${` stays a
+/// literal `${`.
+fn substitute_env(table: &mut toml::Table, path: &Path, key_path: &mut String) -> Result<(), ConfigError> {
+    for (k, v) in table.iter_mut() {
+        let len = key_path.len();
+        if !key_path.is_empty() {
+            key_path.push('.');
+        }
+        key_path.push_str(k);
+        substitute_value(v, path, key_path)?;
+        key_path.truncate(len);
+    }
+    Ok(())
+}
+
+fn substitute_value(value: &mut toml::Value, path: &Path, key_path: &mut String) -> Result<(), ConfigError> {
+    match value {
+        toml::Value::String(s) => *s = expand_env(s, path, key_path)?,
+        toml::Value::Array(items) => {
+            for item in items {
+                substitute_value(item, path, key_path)?;
+            }
+        }
+        toml::Value::Table(t) => substitute_env(t, path, key_path)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn expand_env(s: &str, path: &Path, key: &str) -> Result<String, ConfigError> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix("${") {
+            out.push_str("${");
+            rest = tail;
+        } else if let Some(tail) = after.strip_prefix('{')
+            && let Some(end) = tail.find('}')
+        {
+            let var = &tail[..end];
+            match std::env::var(var) {
+                Ok(v) => out.push_str(&v),
+                Err(_) => {
+                    return Err(ConfigError::MissingEnv {
+                        path: path.to_path_buf(),
+                        key: key.to_string(),
+                        var: var.to_string(),
+                    });
+                }
+            }
+            rest = &tail[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Expands a leading `~` to the home directory.
+pub fn expand_home(p: &Path) -> PathBuf {
+    let home = || directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf());
+    if p == Path::new("~") {
+        return home().unwrap_or_else(|| p.to_path_buf());
+    }
+    match p.strip_prefix("~") {
+        Ok(rest) => home().map(|h| h.join(rest)).unwrap_or_else(|| p.to_path_buf()),
+        Err(_) => p.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Config, ConfigError> {
+        Config::parse(s, Path::new("test.toml"))
+    }
+
+    #[test]
+    fn empty_file_gives_defaults_and_builtins() {
+        let c = parse("").expect("empty config parses");
+        let clis = c.clis();
+        for name in ["claude", "codex", "gemini", "opencode", "shell"] {
+            assert!(clis.contains_key(name), "{name} is built in");
+        }
+        assert_eq!(c.daemon.max_input_bytes, 65536);
+        assert_eq!(c.tmux.socket_name, "clibot");
+    }
+
+    #[test]
+    fn user_entry_merges_over_builtin() {
+        let c = parse("[cli.claude]\nenv = { A = \"1\" }\n[cli.mytool]\nargv = [\"python3\", \"-i\"]\n").expect("parses");
+        let clis = c.clis();
+        assert_eq!(clis["claude"].argv, vec!["claude".to_string()]);
+        assert_eq!(clis["claude"].env["A"], "1");
+        assert_eq!(clis["mytool"].argv, vec!["python3".to_string(), "-i".to_string()]);
+    }
+
+    #[test]
+    fn env_substitution_and_escape() {
+        // SAFETY of the test: a variable name no other test uses.
+        let v = std::env::var("PATH").expect("PATH is set in tests");
+        let c = parse("[cli.x]\nargv = [\"${PATH}\", \"$${LITERAL}\", \"a$b\"]\n").expect("parses");
+        assert_eq!(c.clis()["x"].argv, vec![v, "${LITERAL}".to_string(), "a$b".to_string()]);
+        let e = parse("[cli.x]\nargv = [\"${CLIBOT_SURELY_UNSET_VAR}\"]\n").expect_err("unset var is an error");
+        let msg = e.to_string();
+        assert!(msg.contains("CLIBOT_SURELY_UNSET_VAR") && msg.contains("cli.x.argv"), "{msg}");
+    }
+
+    #[test]
+    fn typos_are_named() {
+        let e = parse("[daemon]\nalowed_roots = []\n").expect_err("unknown key");
+        assert!(e.to_string().contains("alowed_roots"), "{e}");
+        let e = parse("[cli.new]\nenv = {}\n").expect_err("new cli without argv");
+        assert!(e.to_string().contains("argv"), "{e}");
+        let e = parse("[cli.x]\nargv=[\"a\"]\nstop_keys = [\"Hyper-Q\"]\n").expect_err("bad key");
+        assert!(e.to_string().contains("Hyper-Q"), "{e}");
+    }
+
+    #[test]
+    fn other_sections_are_ignored() {
+        parse("[gateway.telegram]\ntoken = \"x\"\n[access.telegram]\npolicy = \"pairing\"\n").expect("foreign sections are fine");
+    }
+}

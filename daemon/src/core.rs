@@ -1,0 +1,861 @@
+//! The daemon's core: the session registry, what each operation does, and the reconciliation
+//! with tmux at start and afterwards. It knows nothing of gRPC; `rpc.rs` translates.
+//!
+//! Locking: `sessions` is a short-lived std mutex (never held across an await). Each session
+//! has its own async input lock, a fair FIFO queue, so input to one session is delivered in
+//! arrival order while other sessions proceed in parallel. Stopping does not take the input
+//! lock: a stop must never wait behind a long paste.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::config::{CliSpec, Config, expand_home};
+use crate::error::CoreError;
+use crate::events::{EventKind, EventLog};
+use crate::keys::Key;
+use crate::names::{is_valid_env_key, is_valid_name};
+use crate::session::{SessionRecord, State};
+use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
+use crate::tmux::{Mux, MuxError, MuxSession, NewSession, SessionMeta};
+
+/// What the daemon was started with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config: Config,
+    pub config_file: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    /// The gRPC socket, passed to CLIs as `CLIBOT_SOCKET` so their hooks can reach the daemon.
+    pub socket: PathBuf,
+}
+
+/// A spawn request.
+#[derive(Debug, Clone, Default)]
+pub struct SpawnRequest {
+    pub name: String,
+    pub cli: String,
+    pub dir: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// Filters for [`Daemon::list`]; empty fields match everything.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub cli: String,
+    pub dir: Option<PathBuf>,
+    pub state: Option<State>,
+}
+
+/// How a stop went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopOutcome {
+    pub forced: bool,
+    pub exit_status: Option<i32>,
+}
+
+/// Daemon-wide facts for `Status`.
+#[derive(Debug, Clone)]
+pub struct StatusInfo {
+    pub uptime: Duration,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub config_file: Option<PathBuf>,
+    pub tmux_args: Vec<String>,
+    pub tmux_version: Option<String>,
+    pub sessions: usize,
+    pub last_seq: u64,
+    pub clis: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+struct Entry {
+    rec: SessionRecord,
+    input: Arc<tokio::sync::Mutex<()>>,
+    stopping: bool,
+}
+
+struct Inner {
+    settings: Settings,
+    clis: BTreeMap<String, CliSpec>,
+    roots: Vec<PathBuf>,
+    mux: Arc<dyn Mux>,
+    sessions: Mutex<BTreeMap<String, Entry>>,
+    events: EventLog,
+    registry_path: PathBuf,
+    /// Serialises registry writes so an older snapshot never overwrites a newer one.
+    persist: Mutex<()>,
+    started: Instant,
+    warnings: Mutex<Vec<String>>,
+    paste_counter: AtomicU64,
+}
+
+/// The core. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Daemon {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A fresh random-looking id: time plus process and counter entropy, hex. Unique per daemon
+/// state dir, which is all it needs to be.
+fn new_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut x = (t as u64) ^ ((std::process::id() as u64) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    // splitmix64 finaliser: spreads the bits so ids do not share long prefixes.
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^= x >> 31;
+    format!("{x:016x}")
+}
+
+impl Daemon {
+    /// Opens the state directory, re-adopts the sessions that are still alive in tmux and marks
+    /// the others exited.
+    pub async fn start(settings: Settings, mux: Arc<dyn Mux>) -> Result<Daemon, CoreError> {
+        let state_dir = settings.state_dir.clone();
+        create_private_dir(&state_dir).map_err(|source| CoreError::State { path: state_dir.clone(), source })?;
+        let registry_path = state_dir.join("sessions.json");
+        let (registry, mut warnings) = load_registry(&registry_path);
+        let (events, w) =
+            EventLog::open(&state_dir.join("events.jsonl"), settings.config.daemon.event_retention, registry.last_seq);
+        warnings.extend(w);
+
+        let roots = settings
+            .config
+            .daemon
+            .allowed_roots
+            .iter()
+            .filter_map(|r| expand_home(r).canonicalize().ok())
+            .collect::<Vec<_>>();
+        if roots.is_empty() {
+            warnings.push("none of [daemon] allowed_roots exists: no session can be spawned".to_string());
+        }
+        match mux.ensure_server(settings.config.tmux.history_limit).await {
+            Ok(()) => {}
+            Err(e @ MuxError::Spawn { .. }) => return Err(e.into()),
+            Err(e) => warnings.push(format!("could not prepare the tmux server: {e}")),
+        }
+        for w in &warnings {
+            warn!("{w}");
+        }
+        let daemon = Daemon {
+            inner: Arc::new(Inner {
+                clis: settings.config.clis(),
+                roots,
+                settings,
+                mux,
+                sessions: Mutex::new(BTreeMap::new()),
+                events,
+                registry_path,
+                persist: Mutex::new(()),
+                started: Instant::now(),
+                warnings: Mutex::new(warnings),
+                paste_counter: AtomicU64::new(0),
+            }),
+        };
+        let readopted = daemon.reconcile_at_start(registry).await;
+        daemon.event(
+            "",
+            "",
+            EventKind::DaemonStarted {
+                pid: std::process::id(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+                readopted,
+            },
+        );
+        daemon.persist();
+        Ok(daemon)
+    }
+
+    /// Matches the registry against tmux: live sessions are managed again (same ids, names and
+    /// state), vanished ones are marked exited, and sessions tmux knows as clibot's that the
+    /// registry lost (a corrupt file) are recovered from their tmux options.
+    async fn reconcile_at_start(&self, registry: RegistryFile) -> u32 {
+        let live = match self.inner.mux.list_sessions().await {
+            Ok(l) => l,
+            Err(MuxError::NoServer(_)) => Vec::new(),
+            Err(e) => {
+                self.warn(format!("cannot list tmux sessions at start: {e}; sessions are kept as they were"));
+                let mut sessions = lock(&self.inner.sessions);
+                for rec in registry.sessions {
+                    sessions.insert(rec.name.clone(), Entry::new(rec));
+                }
+                return 0;
+            }
+        };
+        let mut readopted = 0;
+        let mut exited = Vec::new();
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            for mut rec in registry.sessions {
+                match live.iter().find(|s| s.meta.id == rec.id) {
+                    Some(s) => {
+                        rec.tmux_id = s.id.clone();
+                        rec.tmux_session = s.name.clone();
+                        rec.pid = s.pid;
+                        if !rec.state.is_exited() {
+                            readopted += 1;
+                            if s.dead {
+                                exited.push((rec.name.clone(), s.dead_status, "the CLI exited while the daemon was down"));
+                            }
+                        }
+                    }
+                    None if !rec.state.is_exited() => {
+                        exited.push((rec.name.clone(), None, "its tmux session is gone (was the tmux server restarted?)"));
+                    }
+                    None => {}
+                }
+                if let Some(t) = self.inner.events.last_activity(&rec.name) {
+                    rec.last_activity_ms = rec.last_activity_ms.max(t);
+                }
+                sessions.insert(rec.name.clone(), Entry::new(rec));
+            }
+            for s in &live {
+                let m = &s.meta;
+                if m.id.is_empty() || sessions.values().any(|e| e.rec.id == m.id) {
+                    continue;
+                }
+                if !is_valid_name(&m.name) || sessions.contains_key(&m.name) {
+                    continue;
+                }
+                let rec = SessionRecord {
+                    id: m.id.clone(),
+                    name: m.name.clone(),
+                    cli: m.cli.clone(),
+                    dir: PathBuf::from(if m.dir.is_empty() { &s.path } else { &m.dir }),
+                    state: if s.dead { State::Exited } else { State::Idle },
+                    created_at_ms: m.created_ms.parse().unwrap_or_else(|_| now_ms()),
+                    last_activity_ms: now_ms(),
+                    tmux_session: s.name.clone(),
+                    tmux_id: s.id.clone(),
+                    pid: s.pid,
+                    exit_status: s.dead_status,
+                    adopted: false,
+                    args: Vec::new(),
+                };
+                readopted += 1;
+                self.warn(format!("session {} was missing from the registry and was recovered from tmux", rec.name));
+                sessions.insert(rec.name.clone(), Entry::new(rec));
+            }
+        }
+        for (name, status, reason) in exited {
+            self.mark_exited(&name, status, reason);
+        }
+        readopted
+    }
+
+    fn warn(&self, w: String) {
+        warn!("{w}");
+        lock(&self.inner.warnings).push(w);
+    }
+
+    fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
+        self.inner.events.append(session, id, kind).seq
+    }
+
+    /// Writes the registry (atomically). A failure is logged: the in-memory state and the event
+    /// log stay authoritative, and the next change retries.
+    fn persist(&self) {
+        let _guard = lock(&self.inner.persist);
+        let file = RegistryFile {
+            version: 1,
+            last_seq: self.inner.events.last_seq(),
+            sessions: lock(&self.inner.sessions).values().map(|e| e.rec.clone()).collect(),
+        };
+        if let Err(e) = save_registry(&self.inner.registry_path, &file) {
+            tracing::error!(path = %self.inner.registry_path.display(), "cannot save the session registry: {e}");
+        }
+    }
+
+    /// The event log.
+    pub fn events(&self) -> &EventLog {
+        &self.inner.events
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// Changes a session's state and records the change.
+    fn set_state(&self, name: &str, to: State, reason: &str) {
+        let change = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get_mut(name) {
+                Some(e) if e.rec.state != to => {
+                    let from = e.rec.state;
+                    e.rec.state = to;
+                    e.rec.last_activity_ms = now_ms();
+                    Some((from, e.rec.id.clone()))
+                }
+                _ => None,
+            }
+        };
+        if let Some((from, id)) = change {
+            self.event(name, &id, EventKind::StateChanged { from, to, reason: reason.to_string() });
+        }
+    }
+
+    fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
+        let id = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get_mut(name) {
+                Some(e) if !e.rec.state.is_exited() => {
+                    e.rec.exit_status = status;
+                    e.rec.id.clone()
+                }
+                _ => return,
+            }
+        };
+        info!(session = name, ?status, "{reason}");
+        self.set_state(name, State::Exited, reason);
+        self.event(name, &id, EventKind::Exited { status, reason: reason.to_string() });
+        self.persist();
+    }
+
+    fn lookup(&self, name: &str) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
+        let sessions = lock(&self.inner.sessions);
+        let e = sessions.get(name).ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        if e.stopping {
+            return Err(CoreError::Stopping(name.to_string()));
+        }
+        Ok((e.rec.clone(), e.input.clone()))
+    }
+
+    fn cli(&self, name: &str) -> Result<&CliSpec, CoreError> {
+        self.inner.clis.get(name).ok_or_else(|| CoreError::UnknownCli {
+            name: name.to_string(),
+            known: self.inner.clis.keys().cloned().collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// Resolves and confines a working directory.
+    fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
+        let raw = if requested.is_empty() {
+            match &cli.dir {
+                Some(d) => expand_home(d),
+                None => expand_home(Path::new("~")),
+            }
+        } else {
+            expand_home(Path::new(requested))
+        };
+        if !raw.is_absolute() {
+            return Err(CoreError::DirNotAbsolute(requested.to_string()));
+        }
+        let dir = raw.canonicalize().map_err(|_| CoreError::DirNotFound(raw.clone()))?;
+        if !dir.is_dir() {
+            return Err(CoreError::NotADirectory(dir));
+        }
+        if !self.inner.roots.iter().any(|r| dir.starts_with(r)) {
+            let roots = if self.inner.roots.is_empty() {
+                "none configured exists".to_string()
+            } else {
+                self.inner.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+            };
+            return Err(CoreError::DirNotAllowed { dir, roots });
+        }
+        Ok(dir)
+    }
+
+    /// Starts a configured CLI in a new tmux session.
+    pub async fn spawn(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+        let span = info_span!("session", session = %req.name);
+        self.spawn_inner(req).instrument(span).await
+    }
+
+    async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+        if !is_valid_name(&req.name) {
+            return Err(CoreError::InvalidName(req.name));
+        }
+        let cli = self.cli(&req.cli)?.clone();
+        let dir = self.resolve_dir(&req.dir, &cli)?;
+        for (k, v) in &req.env {
+            if !is_valid_env_key(k) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "invalid environment variable name {k:?}: use letters, digits and _ (not starting with a digit)"
+                )));
+            }
+            if v.contains('\0') {
+                return Err(CoreError::InvalidArgument(format!("environment variable {k} contains a NUL byte")));
+            }
+        }
+        if req.args.iter().any(|a| a.contains('\0')) {
+            return Err(CoreError::InvalidArgument("an argument contains a NUL byte".into()));
+        }
+        let id = new_id();
+        let created = now_ms();
+        let rec = SessionRecord {
+            id: id.clone(),
+            name: req.name.clone(),
+            cli: cli.name.clone(),
+            dir: dir.clone(),
+            state: State::Starting,
+            created_at_ms: created,
+            last_activity_ms: created,
+            tmux_session: req.name.clone(),
+            tmux_id: String::new(),
+            pid: 0,
+            exit_status: None,
+            adopted: false,
+            args: req.args.clone(),
+        };
+        // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            if sessions.contains_key(&req.name) {
+                return Err(CoreError::AlreadyExists(req.name));
+            }
+            let mut e = Entry::new(rec.clone());
+            e.stopping = true; // not usable until it exists
+            sessions.insert(req.name.clone(), e);
+        }
+        let result = self.create_tmux_session(&rec, &cli, &req).await;
+        let mut sessions = lock(&self.inner.sessions);
+        match result {
+            Ok(s) => {
+                let e = sessions.get_mut(&req.name).ok_or_else(|| CoreError::NoSuchSession(req.name.clone()))?;
+                e.rec.tmux_id = s.id;
+                e.rec.pid = s.pid;
+                e.stopping = false;
+                let rec = e.rec.clone();
+                drop(sessions);
+                self.event(
+                    &rec.name,
+                    &rec.id,
+                    EventKind::Spawned {
+                        cli: rec.cli.clone(),
+                        dir: rec.dir.display().to_string(),
+                        args: rec.args.clone(),
+                    },
+                );
+                info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
+                self.set_state(&rec.name, State::Idle, "started");
+                if s.dead {
+                    self.mark_exited(&rec.name, s.dead_status, "the CLI exited right after it started");
+                }
+                self.persist();
+                self.get(&rec.name)
+            }
+            Err(e) => {
+                sessions.remove(&req.name);
+                Err(e)
+            }
+        }
+    }
+
+    async fn create_tmux_session(
+        &self,
+        rec: &SessionRecord,
+        cli: &CliSpec,
+        req: &SpawnRequest,
+    ) -> Result<MuxSession, CoreError> {
+        let live = match self.inner.mux.list_sessions().await {
+            Ok(l) => l,
+            Err(MuxError::NoServer(_)) => {
+                self.inner.mux.ensure_server(self.inner.settings.config.tmux.history_limit).await?;
+                Vec::new()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if live.iter().any(|s| s.name == rec.name) {
+            return Err(CoreError::TmuxNameTaken(rec.name.clone()));
+        }
+        let mut argv = cli.argv.clone();
+        argv.extend(req.args.iter().cloned());
+        let mut env: Vec<(String, String)> = cli.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        env.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
+        env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
+        env.push(("CLIBOT_SOCKET".into(), self.inner.settings.socket.display().to_string()));
+        let meta = SessionMeta {
+            id: rec.id.clone(),
+            name: rec.name.clone(),
+            cli: rec.cli.clone(),
+            dir: rec.dir.display().to_string(),
+            created_ms: rec.created_at_ms.to_string(),
+        };
+        let t = &self.inner.settings.config.tmux;
+        let spec = NewSession {
+            name: &rec.name,
+            dir: &rec.dir,
+            argv: &argv,
+            env: &env,
+            width: t.width,
+            height: t.height,
+            meta: &meta,
+        };
+        Ok(self.inner.mux.new_session(&spec).await?)
+    }
+
+    /// One session.
+    pub fn get(&self, name: &str) -> Result<SessionRecord, CoreError> {
+        lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.clone())
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))
+    }
+
+    /// All sessions matching `filter`, by name.
+    pub fn list(&self, filter: &ListFilter) -> Vec<SessionRecord> {
+        lock(&self.inner.sessions)
+            .values()
+            .filter(|e| filter.cli.is_empty() || e.rec.cli == filter.cli)
+            .filter(|e| filter.dir.as_ref().is_none_or(|d| e.rec.dir.starts_with(d)))
+            .filter(|e| filter.state.is_none_or(|s| e.rec.state == s))
+            .map(|e| e.rec.clone())
+            .collect()
+    }
+
+    /// Types `text` into the session and, when `submit`, presses Enter after the CLI's settle
+    /// time. Multi-line text goes as one bracketed paste. Returns the event's sequence number.
+    pub async fn send_input(&self, name: &str, text: &str, submit: bool) -> Result<u64, CoreError> {
+        let max = self.inner.settings.config.daemon.max_input_bytes;
+        if text.len() > max {
+            return Err(CoreError::TextTooLong { len: text.len(), max });
+        }
+        if text.contains('\0') {
+            return Err(CoreError::InvalidArgument("text contains a NUL byte, which a terminal cannot receive".into()));
+        }
+        // One newline convention; trailing newlines would be typed as extra blank lines —
+        // submitting is what Enter is for.
+        let text = text.replace("\r\n", "\n").replace('\r', "\n");
+        let text = text.trim_end_matches('\n');
+        if text.is_empty() && !submit {
+            return Err(CoreError::InvalidArgument("nothing to send: the text is empty and submit is off".into()));
+        }
+        let (rec, input) = self.lookup(name)?;
+        if rec.state.is_exited() {
+            return Err(CoreError::Exited(name.to_string()));
+        }
+        let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
+        let span = info_span!("session", session = %name);
+        async {
+            let _turn = input.lock().await;
+            let mux = &self.inner.mux;
+            if text.contains('\n') {
+                let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+                let buffer = format!("clibot-{}-{n}", rec.id);
+                mux.paste(&rec.tmux_id, &buffer, text).await?;
+            } else if !text.is_empty() {
+                mux.send_text(&rec.tmux_id, text).await?;
+            }
+            if submit {
+                if !text.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
+                }
+                mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())]).await?;
+            }
+            self.touch(name);
+            Ok(self.event(name, &rec.id, EventKind::InputSent { text: text.to_string(), submitted: submit }))
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Presses named keys, in order, behind any input already queued.
+    pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
+        if keys.is_empty() {
+            return Err(CoreError::InvalidArgument("no keys given: name at least one, e.g. Enter or Escape".into()));
+        }
+        let parsed = keys.iter().map(|k| Key::parse(k)).collect::<Result<Vec<_>, _>>()?;
+        let (rec, input) = self.lookup(name)?;
+        if rec.state.is_exited() {
+            return Err(CoreError::Exited(name.to_string()));
+        }
+        let _turn = input.lock().await;
+        self.inner.mux.send_keys(&rec.tmux_id, &parsed).await?;
+        self.touch(name);
+        let names = parsed.iter().map(|k| k.to_string()).collect();
+        Ok(self.event(name, &rec.id, EventKind::KeysSent { keys: names }))
+    }
+
+    fn touch(&self, name: &str) {
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rec.last_activity_ms = now_ms();
+        }
+    }
+
+    /// The pane's text: the last `lines` lines (scrollback included), or the visible screen
+    /// when `lines` is 0. Trailing blank lines are dropped.
+    pub async fn capture(&self, name: &str, lines: u32, escapes: bool) -> Result<String, CoreError> {
+        let rec = self.get(name)?;
+        let raw = self.inner.mux.capture(&rec.tmux_id, lines, escapes).await?;
+        Ok(trim_capture(&raw, lines as usize, escapes))
+    }
+
+    /// Stops a session: the CLI's own quit keys first, then a kill after `timeout` (or at once
+    /// when `force`). The session is then forgotten; its events stay in the log.
+    pub async fn stop(&self, name: &str, force: bool, timeout: Option<Duration>) -> Result<StopOutcome, CoreError> {
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions.get_mut(name).ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            if e.stopping {
+                return Err(CoreError::Stopping(name.to_string()));
+            }
+            e.stopping = true;
+            e.rec.clone()
+        };
+        let span = info_span!("session", session = %name);
+        let outcome = self.stop_inner(&rec, force, timeout).instrument(span).await;
+        match outcome {
+            Ok(outcome) => {
+                if !rec.state.is_exited() {
+                    self.event(
+                        name,
+                        &rec.id,
+                        EventKind::Exited { status: outcome.exit_status, reason: "stopped".into() },
+                    );
+                }
+                self.event(name, &rec.id, EventKind::Stopped { forced: outcome.forced });
+                lock(&self.inner.sessions).remove(name);
+                self.persist();
+                info!(session = name, forced = outcome.forced, "stopped");
+                Ok(outcome)
+            }
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn stop_inner(&self, rec: &SessionRecord, force: bool, timeout: Option<Duration>) -> Result<StopOutcome, CoreError> {
+        let mux = &self.inner.mux;
+        let timeout = timeout.unwrap_or(Duration::from_millis(self.inner.settings.config.daemon.stop_timeout_ms));
+        let mut status = rec.exit_status;
+        let mut ended = rec.state.is_exited();
+        if !force && !ended {
+            if let Ok(cli) = self.cli(&rec.cli) {
+                let keys = cli.stop_keys.iter().filter_map(|k| Key::parse(k).ok()).collect::<Vec<_>>();
+                // Ignore failures: the session may already be gone, which the wait below sees.
+                let _ = mux.send_keys(&rec.tmux_id, &keys).await;
+                if let Some(text) = &cli.stop_text {
+                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+                    let _ = mux.send_text(&rec.tmux_id, text).await;
+                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+                    let _ = mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())]).await;
+                }
+            }
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                match self.find_tmux(rec).await {
+                    Ok(Some(s)) if s.dead => {
+                        status = s.dead_status;
+                        ended = true;
+                        break;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        ended = true;
+                        break;
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        match mux.kill_session(&rec.tmux_id).await {
+            Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        Ok(StopOutcome { forced: !ended, exit_status: status })
+    }
+
+    async fn find_tmux(&self, rec: &SessionRecord) -> Result<Option<MuxSession>, MuxError> {
+        match self.inner.mux.list_sessions().await {
+            Ok(l) => Ok(l.into_iter().find(|s| s.meta.id == rec.id || (!rec.tmux_id.is_empty() && s.id == rec.tmux_id))),
+            Err(MuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts managing an existing tmux session on clibot's tmux server.
+    pub async fn adopt(&self, tmux_session: &str, cli: &str, name: &str) -> Result<SessionRecord, CoreError> {
+        let cli = self.cli(cli)?.clone();
+        let live = match self.inner.mux.list_sessions().await {
+            Ok(l) => l,
+            Err(MuxError::NoServer(_)) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let list_cmd = {
+            let mut v = vec!["tmux".to_string()];
+            v.extend(self.inner.mux.server_args());
+            v.push("list-sessions".into());
+            v.join(" ")
+        };
+        let s = live
+            .iter()
+            .find(|s| s.name == tmux_session || s.id == tmux_session)
+            .ok_or_else(|| CoreError::NoSuchTmuxSession(tmux_session.to_string(), list_cmd))?;
+        let name = if name.is_empty() { s.name.clone() } else { name.to_string() };
+        if !is_valid_name(&name) {
+            return Err(CoreError::InvalidArgument(format!(
+                "{name:?} is not a valid session name (1 to 64 of A-Z a-z 0-9 _ -): pass --name"
+            )));
+        }
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            if let Some(e) = sessions.values().find(|e| e.rec.tmux_id == s.id || (!s.meta.id.is_empty() && e.rec.id == s.meta.id)) {
+                return Err(CoreError::AlreadyManaged(tmux_session.to_string(), e.rec.name.clone()));
+            }
+            if sessions.contains_key(&name) {
+                return Err(CoreError::AlreadyExists(name));
+            }
+            let now = now_ms();
+            let rec = SessionRecord {
+                id: new_id(),
+                name: name.clone(),
+                cli: cli.name.clone(),
+                dir: PathBuf::from(&s.path),
+                state: if s.dead { State::Exited } else { State::Idle },
+                created_at_ms: now,
+                last_activity_ms: now,
+                tmux_session: s.name.clone(),
+                tmux_id: s.id.clone(),
+                pid: s.pid,
+                exit_status: s.dead_status,
+                adopted: true,
+                args: Vec::new(),
+            };
+            sessions.insert(name.clone(), Entry::new(rec.clone()));
+            rec
+        };
+        let meta = SessionMeta {
+            id: rec.id.clone(),
+            name: rec.name.clone(),
+            cli: rec.cli.clone(),
+            dir: rec.dir.display().to_string(),
+            created_ms: rec.created_at_ms.to_string(),
+        };
+        if let Err(e) = self.inner.mux.set_meta(&rec.tmux_id, Some(&meta)).await {
+            lock(&self.inner.sessions).remove(&name);
+            return Err(e.into());
+        }
+        self.event(&name, &rec.id, EventKind::Adopted { cli: rec.cli.clone(), tmux_session: rec.tmux_session.clone() });
+        self.persist();
+        info!(session = %name, tmux = %rec.tmux_session, "adopted");
+        Ok(rec)
+    }
+
+    /// Stops managing a session; it keeps running in tmux.
+    pub async fn release(&self, name: &str) -> Result<(), CoreError> {
+        let (rec, _) = self.lookup(name)?;
+        match self.inner.mux.set_meta(&rec.tmux_id, None).await {
+            Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        lock(&self.inner.sessions).remove(name);
+        self.event(name, &rec.id, EventKind::Released);
+        self.persist();
+        info!(session = %name, "released");
+        Ok(())
+    }
+
+    /// Daemon-wide facts.
+    pub async fn status(&self) -> StatusInfo {
+        let tmux_version = self.inner.mux.version().await.ok().filter(|v| !v.is_empty());
+        StatusInfo {
+            uptime: self.inner.started.elapsed(),
+            socket: self.inner.settings.socket.clone(),
+            state_dir: self.inner.settings.state_dir.clone(),
+            config_file: self.inner.settings.config_file.clone(),
+            tmux_args: self.inner.mux.server_args(),
+            tmux_version,
+            sessions: lock(&self.inner.sessions).len(),
+            last_seq: self.inner.events.last_seq(),
+            clis: self.inner.clis.keys().cloned().collect(),
+            warnings: lock(&self.inner.warnings).clone(),
+        }
+    }
+
+    /// The command that attaches a terminal to the session.
+    pub fn attach_command(&self, rec: &SessionRecord) -> Vec<String> {
+        self.inner.mux.attach_command(&rec.tmux_id)
+    }
+
+    /// Compares every managed session with tmux and records those whose process exited or
+    /// whose tmux session vanished. This is the slow safety net; it costs one tmux call.
+    pub async fn check_sessions(&self) {
+        let live = match self.inner.mux.list_sessions().await {
+            Ok(l) => l,
+            Err(MuxError::NoServer(_)) => Vec::new(),
+            Err(e) => {
+                warn!("cannot list tmux sessions: {e}");
+                return;
+            }
+        };
+        let candidates: Vec<(String, String, String)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.stopping && !e.rec.state.is_exited())
+            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
+            .collect();
+        for (name, id, tmux_id) in candidates {
+            match live.iter().find(|s| s.meta.id == id || s.id == tmux_id) {
+                Some(s) if s.dead => self.mark_exited(&name, s.dead_status, "the CLI exited"),
+                Some(_) => {}
+                None => self.mark_exited(&name, None, "its tmux session is gone"),
+            }
+        }
+    }
+
+    /// Runs [`Daemon::check_sessions`] every `poll_interval_ms` until `shutdown`.
+    pub async fn run_monitor(self, shutdown: CancellationToken) {
+        let period = Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => self.check_sessions().await,
+            }
+        }
+    }
+
+    /// Saves everything before the process ends. tmux and its sessions are left running.
+    pub fn shutdown(&self) {
+        self.persist();
+    }
+}
+
+impl Entry {
+    fn new(rec: SessionRecord) -> Entry {
+        Entry { rec, input: Arc::new(tokio::sync::Mutex::new(())), stopping: false }
+    }
+}
+
+/// Keeps the last `lines` lines (all when 0), without trailing blank lines or trailing spaces.
+fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
+    let mut v: Vec<&str> = raw.lines().map(|l| if escapes { l } else { l.trim_end() }).collect();
+    while v.last().is_some_and(|l| l.trim().is_empty()) {
+        v.pop();
+    }
+    if lines > 0 && v.len() > lines {
+        v.drain(..v.len() - lines);
+    }
+    let mut out = v.join("\n");
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+/// Creates `dir` (and parents) with mode 0700 for the parts it creates.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,61 @@
+//! The core's errors. Each says what went wrong and what to do about it; the gRPC layer maps
+//! each to a precise status code.
+
+use std::path::PathBuf;
+
+use crate::keys::UnknownKey;
+use crate::tmux::MuxError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    #[error("invalid session name {0:?}: use 1 to 64 characters from A-Z a-z 0-9 _ -")]
+    InvalidName(String),
+    #[error(
+        "unknown CLI {name:?}: the configured CLIs are {known}; add a [cli.{name}] section with argv to the config to allow it"
+    )]
+    UnknownCli { name: String, known: String },
+    #[error("directory {0} does not exist: create it or choose another --dir")]
+    DirNotFound(PathBuf),
+    #[error("{0} is not a directory: choose a directory for --dir")]
+    NotADirectory(PathBuf),
+    #[error("directory {0:?} is not an absolute path: pass a full path (clibotctl resolves relative ones)")]
+    DirNotAbsolute(String),
+    #[error(
+        "directory {dir} is outside the allowed roots ({roots}): choose a directory inside them or add a root to [daemon] allowed_roots"
+    )]
+    DirNotAllowed { dir: PathBuf, roots: String },
+    #[error("a session named {0:?} already exists: choose another name, or remove it first with `clibotctl stop {0}`")]
+    AlreadyExists(String),
+    #[error(
+        "a tmux session named {0:?} already exists on clibot's tmux server: adopt it with `clibotctl adopt {0} --cli CLI`, or choose another name"
+    )]
+    TmuxNameTaken(String),
+    #[error("no session named {0:?}: see `clibotctl list` for the sessions there are")]
+    NoSuchSession(String),
+    #[error("no tmux session {0:?} on clibot's tmux server: see `{1}` for the sessions there are")]
+    NoSuchTmuxSession(String, String),
+    #[error("tmux session {0:?} is already managed as session {1:?}")]
+    AlreadyManaged(String, String),
+    #[error(
+        "text is {len} bytes, more than the {max} bytes one send may carry: split it, or raise [daemon] max_input_bytes"
+    )]
+    TextTooLong { len: usize, max: usize },
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error(transparent)]
+    UnknownKey(#[from] UnknownKey),
+    #[error(
+        "session {0:?} has exited: read its last screen with `clibotctl screen {0}`, remove it with `clibotctl stop {0}`"
+    )]
+    Exited(String),
+    #[error("session {0:?} is being stopped")]
+    Stopping(String),
+    #[error("tmux: {0}")]
+    Mux(#[from] MuxError),
+    #[error("state directory {path}: {source}")]
+    State {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}

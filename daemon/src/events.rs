@@ -1,0 +1,344 @@
+//! The durable event log: every change the daemon makes or sees, with gap-free sequence numbers
+//! that keep increasing across restarts.
+//!
+//! On disk it is JSON lines (`events.jsonl`), appended with one `write` per event, so a killed
+//! daemon loses nothing that was acknowledged: the kernel holds the bytes even if the process
+//! dies. In memory the newest `retention` events are kept for replay; the file is compacted when
+//! it reaches twice that. Readers never block writers: they copy what they need under a short
+//! lock and wait on a watch channel for more.
+
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::session::State;
+use crate::store::{now_ms, set_aside, write_atomic};
+
+/// One event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    pub seq: u64,
+    pub time_ms: i64,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session_id: String,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// What happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EventKind {
+    DaemonStarted { pid: u32, version: String, readopted: u32 },
+    Spawned { cli: String, dir: String, args: Vec<String> },
+    Adopted { cli: String, tmux_session: String },
+    Released,
+    InputSent { text: String, submitted: bool },
+    KeysSent { keys: Vec<String> },
+    StateChanged { from: State, to: State, #[serde(default)] reason: String },
+    Exited { status: Option<i32>, reason: String },
+    Stopped { forced: bool },
+    Error { message: String },
+    /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Result of a read: the events, and the range lost to retention before them, if any.
+#[derive(Debug, Default)]
+pub struct Read {
+    pub dropped: Option<(u64, u64)>,
+    pub events: Vec<Event>,
+}
+
+struct Inner {
+    file: Option<File>,
+    lines_in_file: usize,
+    mem: VecDeque<Event>,
+    last_seq: u64,
+}
+
+/// The log. Cheap to share behind an `Arc`.
+pub struct EventLog {
+    path: PathBuf,
+    retention: usize,
+    inner: Mutex<Inner>,
+    notify: watch::Sender<u64>,
+}
+
+impl EventLog {
+    /// Opens (or creates) the log at `path`. `min_last_seq` comes from the session registry, so
+    /// that numbering continues even if the log itself had to be set aside. Problems that were
+    /// repaired are returned as warnings.
+    pub fn open(path: &Path, retention: usize, min_last_seq: u64) -> (EventLog, Vec<String>) {
+        let mut warnings = Vec::new();
+        let mut mem: VecDeque<Event> = VecDeque::new();
+        let mut rewrite = false;
+        match File::open(path) {
+            Ok(f) => {
+                let mut reader = BufReader::new(f);
+                let mut line = Vec::new();
+                let mut lineno = 0usize;
+                let mut corrupt_at: Option<usize> = None;
+                loop {
+                    line.clear();
+                    match reader.read_until(b'\n', &mut line) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(e) => {
+                            warnings.push(format!("reading {}: {e}", path.display()));
+                            corrupt_at = Some(lineno + 1);
+                            break;
+                        }
+                    }
+                    lineno += 1;
+                    let complete = line.ends_with(b"\n");
+                    match serde_json::from_slice::<Event>(&line) {
+                        Ok(ev) if mem.back().is_none_or(|b| ev.seq > b.seq) => {
+                            mem.push_back(ev);
+                            if mem.len() > retention {
+                                mem.pop_front();
+                            }
+                        }
+                        Ok(ev) => {
+                            warnings.push(format!(
+                                "{} line {lineno}: sequence {} goes backwards; skipped",
+                                path.display(),
+                                ev.seq
+                            ));
+                            rewrite = true;
+                        }
+                        Err(_) if !complete => {
+                            // The last write was torn by a crash: that event was never acknowledged.
+                            warnings.push(format!(
+                                "{}: incomplete last line (interrupted write) dropped",
+                                path.display()
+                            ));
+                            rewrite = true;
+                        }
+                        Err(e) => {
+                            corrupt_at.get_or_insert(lineno);
+                            warnings.push(format!("{} line {lineno}: {e}; line skipped", path.display()));
+                        }
+                    }
+                }
+                if let Some(at) = corrupt_at {
+                    match set_aside(path) {
+                        Ok(kept) => warnings.push(format!(
+                            "event log {} is corrupt from line {at}; the original is kept at {}, readable events were kept",
+                            path.display(),
+                            kept.display()
+                        )),
+                        Err(e) => warnings.push(format!("could not set aside corrupt {}: {e}", path.display())),
+                    }
+                    rewrite = true;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warnings.push(format!("cannot read event log {}: {e}; starting a new one", path.display())),
+        }
+        let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
+        let log = EventLog {
+            path: path.to_path_buf(),
+            retention,
+            inner: Mutex::new(Inner { file: None, lines_in_file: mem.len(), mem, last_seq }),
+            notify: watch::channel(last_seq).0,
+        };
+        {
+            let mut inner = log.lock();
+            if rewrite && let Err(e) = log.compact(&mut inner) {
+                warnings.push(format!("cannot rewrite event log {}: {e}", path.display()));
+            }
+            if let Err(e) = log.open_append(&mut inner) {
+                warnings.push(format!(
+                    "cannot open event log {} for writing: {e}; events are kept in memory only",
+                    path.display()
+                ));
+            }
+        }
+        (log, warnings)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave the log half-updated in a way that matters
+        // more than stopping the daemon would; keep serving.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open_append(&self, inner: &mut Inner) -> std::io::Result<()> {
+        inner.file = Some(OpenOptions::new().create(true).append(true).open(&self.path)?);
+        Ok(())
+    }
+
+    /// Rewrites the file with just the events kept in memory.
+    fn compact(&self, inner: &mut Inner) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        for ev in &inner.mem {
+            serde_json::to_writer(&mut buf, ev).map_err(std::io::Error::other)?;
+            buf.push(b'\n');
+        }
+        write_atomic(&self.path, &buf)?;
+        inner.lines_in_file = inner.mem.len();
+        self.open_append(inner)
+    }
+
+    /// Appends an event and wakes every reader. Returns it with its sequence number.
+    pub fn append(&self, session: &str, session_id: &str, kind: EventKind) -> Event {
+        let mut inner = self.lock();
+        inner.last_seq += 1;
+        let ev = Event {
+            seq: inner.last_seq,
+            time_ms: now_ms(),
+            session: session.to_string(),
+            session_id: session_id.to_string(),
+            kind,
+        };
+        let mut line = serde_json::to_vec(&ev).unwrap_or_default();
+        line.push(b'\n');
+        if let Some(f) = inner.file.as_mut()
+            && let Err(e) = f.write_all(&line)
+        {
+            tracing::error!(path = %self.path.display(), "cannot append to the event log: {e}");
+        }
+        inner.lines_in_file += 1;
+        inner.mem.push_back(ev.clone());
+        if inner.mem.len() > self.retention {
+            inner.mem.pop_front();
+        }
+        if inner.lines_in_file >= self.retention.saturating_mul(2).max(16)
+            && let Err(e) = self.compact(&mut inner)
+        {
+            tracing::error!(path = %self.path.display(), "cannot compact the event log: {e}");
+        }
+        let seq = ev.seq;
+        drop(inner);
+        self.notify.send_replace(seq);
+        ev
+    }
+
+    /// Up to `limit` events with `seq > since`.
+    pub fn read_after(&self, since: u64, limit: usize) -> Read {
+        let inner = self.lock();
+        let mut read = Read::default();
+        let Some(first) = inner.mem.front().map(|e| e.seq) else { return read };
+        if since + 1 < first {
+            read.dropped = Some((since + 1, first - 1));
+        }
+        let start = inner.mem.partition_point(|e| e.seq <= since);
+        read.events = inner.mem.range(start..).take(limit).cloned().collect();
+        read
+    }
+
+    /// The newest sequence number.
+    pub fn last_seq(&self) -> u64 {
+        self.lock().last_seq
+    }
+
+    /// Wakes when a new event was appended.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.notify.subscribe()
+    }
+
+    /// When `session` last had an event, as far as the retained log knows.
+    pub fn last_activity(&self, session: &str) -> Option<i64> {
+        self.lock().mem.iter().rev().find(|e| e.session == session).map(|e| e.time_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(i: usize) -> EventKind {
+        EventKind::Error { message: format!("e{i}") }
+    }
+
+    #[test]
+    fn append_read_and_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.is_empty(), "{w:?}");
+        for i in 0..5 {
+            log.append("s", "id", kind(i));
+        }
+        let r = log.read_after(2, 10);
+        assert_eq!(r.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        drop(log);
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(log.last_seq(), 5);
+        assert_eq!(log.append("s", "id", kind(9)).seq, 6);
+    }
+
+    #[test]
+    fn retention_reports_dropped_range_and_compacts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, _) = EventLog::open(&p, 10, 0);
+        for i in 0..50 {
+            log.append("s", "", kind(i));
+        }
+        let r = log.read_after(0, 100);
+        assert_eq!(r.dropped, Some((1, 40)));
+        assert_eq!(r.events.len(), 10);
+        assert_eq!(r.events[0].seq, 41);
+        let lines = std::fs::read_to_string(&p).expect("read").lines().count();
+        assert!(lines <= 20, "file compacted, has {lines} lines");
+        drop(log);
+        let (log, _) = EventLog::open(&p, 10, 0);
+        assert_eq!(log.last_seq(), 50);
+    }
+
+    #[test]
+    fn torn_last_line_is_dropped_and_corrupt_file_set_aside() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, _) = EventLog::open(&p, 100, 0);
+        log.append("s", "", kind(1));
+        log.append("s", "", kind(2));
+        drop(log);
+        let mut f = OpenOptions::new().append(true).open(&p).expect("open");
+        f.write_all(b"{\"seq\":3,\"time_").expect("write");
+        drop(f);
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.iter().any(|w| w.contains("incomplete")), "{w:?}");
+        assert_eq!(log.append("s", "", kind(3)).seq, 3);
+        drop(log);
+
+        // Garbage in the middle: the file is kept aside, readable events survive.
+        let text = std::fs::read_to_string(&p).expect("read");
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.insert(1, "not json at all");
+        std::fs::write(&p, lines.join("\n") + "\n").expect("write");
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.iter().any(|w| w.contains("kept at")), "{w:?}");
+        assert_eq!(log.read_after(0, 10).events.len(), 3);
+        let aside = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
+        assert!(aside, "the corrupt original is kept");
+        // Numbering continues from the registry's number when that is higher.
+        drop(log);
+        let (log, _) = EventLog::open(&p, 100, 40);
+        assert_eq!(log.append("s", "", kind(4)).seq, 41);
+    }
+
+    #[test]
+    fn unknown_kinds_from_newer_versions_are_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::write(&p, "{\"seq\":1,\"time_ms\":1,\"type\":\"from_the_future\",\"x\":1}\n").expect("write");
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(log.read_after(0, 10).events[0].kind, EventKind::Unknown);
+    }
+}

@@ -1,0 +1,18 @@
+//! clibotd: owns the tmux sessions that run AI coding CLIs, keeps the durable event log, and
+//! serves the `clibot.v1` gRPC contract on a Unix socket.
+//!
+//! Layout: `core` is the daemon's logic and knows nothing of gRPC; `rpc` translates; `server`
+//! owns the socket and who may connect; `tmux` is the multiplexer adapter behind the `Mux`
+//! trait; `events` and `store` own the files in the state directory.
+
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod events;
+pub mod keys;
+pub mod names;
+pub mod rpc;
+pub mod server;
+pub mod session;
+pub mod store;
+pub mod tmux;

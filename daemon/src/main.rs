@@ -1,0 +1,174 @@
+//! `clibotd`: the daemon binary. Reads flags and config, takes the socket (from systemd or by
+//! binding it), starts the core and serves until SIGTERM/SIGINT. The tmux server and every
+//! session in it outlive this process.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+use clap::Parser;
+use clibotd::config::{Config, expand_home};
+use clibotd::core::{Daemon, Settings, create_private_dir};
+use clibotd::rpc::Service;
+use clibotd::tmux::{Tmux, TmuxSocket};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+/// clibotd — runs AI coding CLIs in tmux and serves clibot.v1 on a Unix socket.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Config file [default: ~/.config/clibot/config.toml; optional]
+    #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// gRPC socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
+    #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// State directory: session registry and event log [default: ~/.local/state/clibot]
+    #[arg(long, env = "CLIBOT_STATE_DIR", value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// tmux server socket (tmux -S) [default: tmux -L clibot]
+    #[arg(long, env = "CLIBOT_TMUX_SOCKET", value_name = "PATH")]
+    tmux_socket: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // Before any thread exists: listenfd edits the environment.
+    let activated = listenfd::ListenFd::from_env().take_unix_listener(0);
+    init_tracing();
+    match run(args, activated) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            error!("{e:#}");
+            eprintln!("clibotd: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CLIBOT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+fn default_config_path() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "clibot").map(|d| d.config_dir().join("config.toml"))
+}
+
+fn default_state_dir() -> anyhow::Result<PathBuf> {
+    let dirs = directories::ProjectDirs::from("", "", "clibot")
+        .ok_or_else(|| anyhow!("cannot find the home directory; pass --state-dir"))?;
+    Ok(dirs.state_dir().unwrap_or_else(|| dirs.data_local_dir()).to_path_buf())
+}
+
+fn run(args: Args, activated: std::io::Result<Option<std::os::unix::net::UnixListener>>) -> anyhow::Result<()> {
+    let (config, config_file) = match &args.config {
+        Some(p) => (Config::load(p, true)?.unwrap_or_default(), Some(p.clone())),
+        None => match default_config_path() {
+            Some(p) => match Config::load(&p, false)? {
+                Some(c) => (c, Some(p)),
+                None => (Config::default(), None),
+            },
+            None => (Config::default(), None),
+        },
+    };
+    let socket = match args.socket.or_else(|| config.daemon.socket.as_deref().map(expand_home)) {
+        Some(s) => s,
+        None => clibot_proto::default_socket_path(),
+    };
+    let state_dir = match args.state_dir.or_else(|| config.daemon.state_dir.as_deref().map(expand_home)) {
+        Some(d) => d,
+        None => default_state_dir()?,
+    };
+    let tmux_socket = match args.tmux_socket.or_else(|| config.tmux.socket.as_deref().map(expand_home)) {
+        Some(p) => TmuxSocket::Path(p),
+        None => TmuxSocket::Name(config.tmux.socket_name.clone()),
+    };
+
+    // One daemon per state directory, even with different sockets.
+    create_private_dir(&state_dir).with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
+    let lock_path = state_dir.join("clibotd.lock");
+    let mut lock = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .with_context(|| format!("cannot open {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        let holder = std::fs::read_to_string(&lock_path).unwrap_or_default();
+        return Err(anyhow!(
+            "another clibotd (pid {}) is using state directory {}: stop it first, or pass a different --state-dir",
+            holder.trim(),
+            state_dir.display()
+        ));
+    }
+    lock.set_len(0)?;
+    writeln!(lock, "{}", std::process::id())?;
+
+    let (std_listener, bound) = match activated {
+        Ok(Some(l)) => {
+            info!("using the socket passed by systemd");
+            (l, false)
+        }
+        Ok(None) => (clibotd::server::bind(&socket)?, true),
+        Err(e) => return Err(anyhow!("cannot take the socket passed by systemd: {e}")),
+    };
+    std_listener.set_nonblocking(true)?;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let result = runtime.block_on(async {
+        let listener = tokio::net::UnixListener::from_std(std_listener)?;
+        let tmux = Tmux::new(&config.tmux.binary, tmux_socket, config.tmux.config_file.as_deref());
+        let settings = Settings { config, config_file, state_dir: state_dir.clone(), socket: socket.clone() };
+        let daemon = Daemon::start(settings, Arc::new(tmux)).await?;
+        let shutdown = CancellationToken::new();
+        tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
+        tokio::spawn(wait_for_signal(shutdown.clone()));
+        tokio::spawn(watchdog(shutdown.clone()));
+        info!(socket = %socket.display(), state_dir = %state_dir.display(), "serving");
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status("serving")]);
+        let served = clibotd::server::serve(listener, Service::new(daemon.clone(), shutdown.clone()), shutdown.clone()).await;
+        let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+        shutdown.cancel();
+        daemon.shutdown();
+        info!("stopped; tmux sessions keep running");
+        served.map_err(anyhow::Error::from)
+    });
+    if bound {
+        let _ = std::fs::remove_file(&socket);
+    }
+    result
+}
+
+async fn wait_for_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        error!("cannot install signal handlers; stop the daemon with SIGKILL");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+        _ = int.recv() => info!("SIGINT: shutting down"),
+        _ = shutdown.cancelled() => {}
+    }
+    shutdown.cancel();
+}
+
+/// Pings systemd's watchdog at half its period, when one is configured.
+async fn watchdog(shutdown: CancellationToken) {
+    let Some(period) = sd_notify::watchdog_enabled() else { return };
+    let mut tick = tokio::time::interval((period / 2).max(Duration::from_millis(100)));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => { let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]); }
+            _ = shutdown.cancelled() => return,
+        }
+    }
+}

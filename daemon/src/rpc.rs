@@ -1,0 +1,285 @@
+//! The gRPC service: translates `clibot.v1` messages to core calls and core results back, and
+//! maps every core error to a precise status code. No logic lives here.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use clibot_proto::v1::{self, clibot_server::Clibot, event::Kind};
+use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, Request, Response, Status};
+
+use crate::core::{Daemon, ListFilter, SpawnRequest};
+use crate::error::CoreError;
+use crate::events::{Event, EventKind};
+use crate::session::{SessionRecord, State};
+use crate::tmux::MuxError;
+
+/// Largest `lines` a capture may ask for.
+const MAX_CAPTURE_LINES: u32 = 100_000;
+/// Events sent per batch while replaying.
+const BATCH: usize = 256;
+
+/// The `clibot.v1.Clibot` service.
+#[derive(Clone)]
+pub struct Service {
+    daemon: Daemon,
+    shutdown: CancellationToken,
+}
+
+impl Service {
+    pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
+        Service { daemon, shutdown }
+    }
+}
+
+impl From<CoreError> for Status {
+    fn from(e: CoreError) -> Status {
+        let code = match &e {
+            CoreError::InvalidName(_)
+            | CoreError::DirNotFound(_)
+            | CoreError::NotADirectory(_)
+            | CoreError::DirNotAbsolute(_)
+            | CoreError::TextTooLong { .. }
+            | CoreError::InvalidArgument(_)
+            | CoreError::UnknownKey(_) => Code::InvalidArgument,
+            CoreError::UnknownCli { .. } | CoreError::NoSuchSession(_) | CoreError::NoSuchTmuxSession(..) => {
+                Code::NotFound
+            }
+            CoreError::DirNotAllowed { .. } => Code::PermissionDenied,
+            CoreError::AlreadyExists(_) | CoreError::TmuxNameTaken(_) | CoreError::AlreadyManaged(..) => {
+                Code::AlreadyExists
+            }
+            CoreError::Exited(_) | CoreError::Stopping(_) => Code::FailedPrecondition,
+            CoreError::Mux(MuxError::NoServer(_)) | CoreError::Mux(MuxError::Spawn { .. }) => Code::Unavailable,
+            CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
+            CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+fn state_to_proto(s: State) -> v1::SessionState {
+    match s {
+        State::Starting => v1::SessionState::Starting,
+        State::Idle => v1::SessionState::Idle,
+        State::Working => v1::SessionState::Working,
+        State::Waiting => v1::SessionState::Waiting,
+        State::Exited => v1::SessionState::Exited,
+        State::Error => v1::SessionState::Error,
+    }
+}
+
+fn state_from_proto(s: v1::SessionState) -> Option<State> {
+    Some(match s {
+        v1::SessionState::Unspecified => return None,
+        v1::SessionState::Starting => State::Starting,
+        v1::SessionState::Idle => State::Idle,
+        v1::SessionState::Working => State::Working,
+        v1::SessionState::Waiting => State::Waiting,
+        v1::SessionState::Exited => State::Exited,
+        v1::SessionState::Error => State::Error,
+    })
+}
+
+fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
+    v1::Session {
+        attach_command: d.attach_command(&r),
+        id: r.id,
+        name: r.name,
+        cli: r.cli,
+        dir: r.dir.display().to_string(),
+        state: state_to_proto(r.state) as i32,
+        created_at_ms: r.created_at_ms,
+        last_activity_ms: r.last_activity_ms,
+        tmux_session: r.tmux_session,
+        tmux_session_id: r.tmux_id,
+        pid: r.pid,
+        exit_status: r.exit_status,
+        adopted: r.adopted,
+        args: r.args,
+    }
+}
+
+/// Converts a logged event; `None` for kinds this build does not know.
+pub fn event_to_proto(e: Event) -> Option<v1::Event> {
+    let kind = match e.kind {
+        EventKind::DaemonStarted { pid, version, readopted } => {
+            Kind::DaemonStarted(v1::DaemonStarted { pid, version, readopted })
+        }
+        EventKind::Spawned { cli, dir, args } => Kind::Spawned(v1::SessionSpawned { cli, dir, args }),
+        EventKind::Adopted { cli, tmux_session } => Kind::Adopted(v1::SessionAdopted { cli, tmux_session }),
+        EventKind::Released => Kind::Released(v1::SessionReleased {}),
+        EventKind::InputSent { text, submitted } => Kind::InputSent(v1::InputSent { text, submitted }),
+        EventKind::KeysSent { keys } => Kind::KeysSent(v1::KeysSent { keys }),
+        EventKind::StateChanged { from, to, reason } => Kind::StateChanged(v1::StateChanged {
+            from: state_to_proto(from) as i32,
+            to: state_to_proto(to) as i32,
+            reason,
+        }),
+        EventKind::Exited { status, reason } => Kind::Exited(v1::SessionExited { status, reason }),
+        EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
+        EventKind::Error { message } => Kind::Error(v1::Error { message }),
+        EventKind::Unknown => return None,
+    };
+    Some(v1::Event { seq: e.seq, time_ms: e.time_ms, session: e.session, session_id: e.session_id, kind: Some(kind) })
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<v1::Event, Status>> + Send + 'static>>;
+
+#[tonic::async_trait]
+impl Clibot for Service {
+    async fn status(&self, _: Request<v1::StatusRequest>) -> Result<Response<v1::StatusResponse>, Status> {
+        let s = self.daemon.status().await;
+        Ok(Response::new(v1::StatusResponse {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_ms: s.uptime.as_millis() as u64,
+            socket: s.socket.display().to_string(),
+            state_dir: s.state_dir.display().to_string(),
+            tmux_args: s.tmux_args,
+            tmux_reachable: s.tmux_version.is_some(),
+            tmux_version: s.tmux_version.unwrap_or_default(),
+            sessions: s.sessions as u32,
+            last_seq: s.last_seq,
+            clis: s.clis,
+            config_file: s.config_file.map(|p| p.display().to_string()).unwrap_or_default(),
+            warnings: s.warnings,
+        }))
+    }
+
+    async fn list_sessions(
+        &self,
+        req: Request<v1::ListSessionsRequest>,
+    ) -> Result<Response<v1::ListSessionsResponse>, Status> {
+        let r = req.into_inner();
+        let state = v1::SessionState::try_from(r.state)
+            .map_err(|_| Status::invalid_argument(format!("unknown session state {}", r.state)))?;
+        let filter = ListFilter {
+            cli: r.cli,
+            dir: (!r.dir.is_empty()).then(|| std::path::PathBuf::from(&r.dir)),
+            state: state_from_proto(state),
+        };
+        let sessions = self.daemon.list(&filter).into_iter().map(|s| session_to_proto(&self.daemon, s)).collect();
+        Ok(Response::new(v1::ListSessionsResponse { sessions }))
+    }
+
+    async fn get_session(&self, req: Request<v1::GetSessionRequest>) -> Result<Response<v1::Session>, Status> {
+        let rec = self.daemon.get(&req.into_inner().name)?;
+        Ok(Response::new(session_to_proto(&self.daemon, rec)))
+    }
+
+    async fn spawn_session(&self, req: Request<v1::SpawnSessionRequest>) -> Result<Response<v1::Session>, Status> {
+        let r = req.into_inner();
+        let rec = self
+            .daemon
+            .spawn(SpawnRequest { name: r.name, cli: r.cli, dir: r.dir, args: r.args, env: r.env.into_iter().collect() })
+            .await?;
+        Ok(Response::new(session_to_proto(&self.daemon, rec)))
+    }
+
+    async fn send_input(&self, req: Request<v1::SendInputRequest>) -> Result<Response<v1::SendInputResponse>, Status> {
+        let r = req.into_inner();
+        let seq = self.daemon.send_input(&r.session, &r.text, r.submit).await?;
+        Ok(Response::new(v1::SendInputResponse { seq }))
+    }
+
+    async fn send_keys(&self, req: Request<v1::SendKeysRequest>) -> Result<Response<v1::SendKeysResponse>, Status> {
+        let r = req.into_inner();
+        let seq = self.daemon.send_keys(&r.session, &r.keys).await?;
+        Ok(Response::new(v1::SendKeysResponse { seq }))
+    }
+
+    async fn capture(&self, req: Request<v1::CaptureRequest>) -> Result<Response<v1::CaptureResponse>, Status> {
+        let r = req.into_inner();
+        if r.lines > MAX_CAPTURE_LINES {
+            return Err(Status::invalid_argument(format!(
+                "lines is {}; at most {MAX_CAPTURE_LINES} lines can be captured at once",
+                r.lines
+            )));
+        }
+        let text = self.daemon.capture(&r.session, r.lines, r.escapes).await?;
+        Ok(Response::new(v1::CaptureResponse { text }))
+    }
+
+    async fn stop_session(
+        &self,
+        req: Request<v1::StopSessionRequest>,
+    ) -> Result<Response<v1::StopSessionResponse>, Status> {
+        let r = req.into_inner();
+        let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
+        let out = self.daemon.stop(&r.session, r.force, timeout).await?;
+        Ok(Response::new(v1::StopSessionResponse { forced: out.forced, exit_status: out.exit_status }))
+    }
+
+    async fn adopt_session(&self, req: Request<v1::AdoptSessionRequest>) -> Result<Response<v1::Session>, Status> {
+        let r = req.into_inner();
+        let rec = self.daemon.adopt(&r.tmux_session, &r.cli, &r.name).await?;
+        Ok(Response::new(session_to_proto(&self.daemon, rec)))
+    }
+
+    async fn release_session(
+        &self,
+        req: Request<v1::ReleaseSessionRequest>,
+    ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
+        self.daemon.release(&req.into_inner().session).await?;
+        Ok(Response::new(v1::ReleaseSessionResponse {}))
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(&self, req: Request<v1::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
+        let r = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::Event, Status>>(BATCH);
+        let daemon = self.daemon.clone();
+        let shutdown = self.shutdown.clone();
+        tokio::spawn(async move {
+            let log = daemon.events();
+            // Subscribe before reading, so nothing appended in between is missed.
+            let mut changed = log.subscribe();
+            let mut cursor = r.since.unwrap_or_else(|| log.last_seq());
+            loop {
+                let read = log.read_after(cursor, BATCH);
+                if let Some((first, last)) = read.dropped {
+                    let gap = v1::Event {
+                        seq: 0,
+                        time_ms: crate::store::now_ms(),
+                        session: String::new(),
+                        session_id: String::new(),
+                        kind: Some(Kind::EventsDropped(v1::EventsDropped { first_seq: first, last_seq: last })),
+                    };
+                    if tx.send(Ok(gap)).await.is_err() {
+                        return;
+                    }
+                }
+                let n = read.events.len();
+                for ev in read.events {
+                    cursor = ev.seq;
+                    if !r.sessions.is_empty() && !r.sessions.contains(&ev.session) {
+                        continue;
+                    }
+                    if let Some(pe) = event_to_proto(ev)
+                        && tx.send(Ok(pe)).await.is_err()
+                    {
+                        return;
+                    }
+                }
+                if n == BATCH {
+                    continue;
+                }
+                if !r.follow {
+                    return;
+                }
+                tokio::select! {
+                    res = changed.changed() => if res.is_err() { return },
+                    _ = tx.closed() => return,
+                    _ = shutdown.cancelled() => {
+                        let _ = tx.send(Err(Status::unavailable("clibotd is shutting down; reconnect and resume with since"))).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}

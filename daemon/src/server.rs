@@ -1,0 +1,143 @@
+//! The Unix socket: where it lives, who may connect, and serving the gRPC service on it.
+//!
+//! Three layers keep other users out: the socket sits in a 0700 directory, the socket itself is
+//! 0600, and every connection's peer credentials are checked (at accept and again per call), so
+//! even root-run tools of another uid are refused.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::Path;
+
+use clibot_proto::v1::clibot_server::ClibotServer;
+use tokio::net::UnixListener;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnixListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Server;
+use tonic::transport::server::UdsConnectInfo;
+use tonic::{Request, Status};
+
+use crate::rpc::Service;
+
+/// Why the socket could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error(
+        "another clibotd (pid {pid}) is already serving on {path}: use it, or stop it first (`kill {pid}` or `systemctl --user stop clibotd`)"
+    )]
+    InUse { path: String, pid: String },
+    #[error("{0} exists and is not a socket: remove it or choose another --socket")]
+    NotASocket(String),
+    #[error("cannot prepare socket {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SocketError + '_ {
+    move |source| SocketError::Io { path: path.display().to_string(), source }
+}
+
+/// Binds `path` with mode 0600 in a private directory. A stale socket (nothing answers) is
+/// replaced; a live one means another daemon, and that is an error naming its pid.
+pub fn bind(path: &Path) -> Result<StdUnixListener, SocketError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        prepare_dir(dir).map_err(io_err(dir))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if !meta.file_type().is_socket() => return Err(SocketError::NotASocket(path.display().to_string())),
+        Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(stream) => {
+                let pid = rustix::net::sockopt::socket_peercred(&stream)
+                    .map(|c| c.pid.as_raw_nonzero().to_string())
+                    .unwrap_or_else(|_| "unknown".into());
+                return Err(SocketError::InUse { path: path.display().to_string(), pid });
+            }
+            Err(_) => {
+                tracing::info!(path = %path.display(), "replacing a stale socket");
+                std::fs::remove_file(path).map_err(io_err(path))?;
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err(path)(e)),
+    }
+    let listener = StdUnixListener::bind(path).map_err(io_err(path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err(path))?;
+    Ok(listener)
+}
+
+/// Creates the socket's directory with mode 0700. An existing directory of clibot's own
+/// (`clibot…`, owned by this user) is tightened to 0700; any other existing directory is left
+/// as it is, the socket's own mode and the peer check still apply.
+fn prepare_dir(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        return crate::core::create_private_dir(dir);
+    }
+    let meta = std::fs::metadata(dir)?;
+    let ours = meta.uid() == rustix::process::getuid().as_raw();
+    let named = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("clibot"));
+    if ours && named && meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Refuses a call whose connection comes from another uid (defence in depth behind the accept
+/// filter).
+#[allow(clippy::result_large_err)]
+fn same_uid(req: Request<()>) -> Result<Request<()>, Status> {
+    let me = rustix::process::getuid().as_raw();
+    match req.extensions().get::<UdsConnectInfo>().and_then(|ci| ci.peer_cred) {
+        Some(c) if c.uid() == me => Ok(req),
+        _ => Err(Status::permission_denied("clibotd only serves the user that runs it")),
+    }
+}
+
+/// Serves `service` on `listener` until `shutdown` is cancelled.
+pub async fn serve(
+    listener: UnixListener,
+    service: Service,
+    shutdown: CancellationToken,
+) -> Result<(), tonic::transport::Error> {
+    let me = rustix::process::getuid().as_raw();
+    let incoming = UnixListenerStream::new(listener).filter(move |conn| match conn {
+        Ok(s) => match s.peer_cred() {
+            Ok(c) if c.uid() == me => true,
+            Ok(c) => {
+                tracing::warn!(uid = c.uid(), pid = ?c.pid(), "refused a connection from another user");
+                false
+            }
+            Err(_) => false,
+        },
+        Err(_) => true,
+    });
+    Server::builder()
+        .add_service(ClibotServer::with_interceptor(service, same_uid))
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bind_replaces_stale_and_refuses_live() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("clibot-x");
+        let path = sub.join("d.sock");
+        let l = bind(&path).expect("first bind");
+        let mode = std::fs::metadata(&path).expect("meta").mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::metadata(&sub).expect("meta").mode() & 0o777, 0o700);
+        let e = bind(&path).expect_err("live socket");
+        assert!(e.to_string().contains(&std::process::id().to_string()), "{e}");
+        drop(l); // the file stays: now stale
+        bind(&path).expect("stale socket replaced");
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "x").expect("write");
+        assert!(matches!(bind(&file), Err(SocketError::NotASocket(_))));
+    }
+}

@@ -1,0 +1,435 @@
+//! The terminal multiplexer behind a small trait, and its tmux implementation.
+//!
+//! The core only speaks [`Mux`], so it can be tested without tmux. [`Tmux`] runs the tmux
+//! client (commands built with `tmux_interface`) without ever going through a shell: every
+//! argument reaches tmux as its own argv entry, and the two places where tmux itself would
+//! interpret an argument — a trailing `;` (a command separator) and `#` in format-expanded
+//! options (`#(…)` runs a shell command) — are escaped here.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use async_trait::async_trait;
+use tmux_interface::{
+    CapturePane, KillSession, ListSessions, LoadBuffer, PasteBuffer, SendKeys, SetOption, TmuxCommand,
+};
+use tokio::io::AsyncWriteExt;
+
+use crate::keys::Key;
+
+/// What went wrong talking to tmux.
+#[derive(Debug, thiserror::Error)]
+pub enum MuxError {
+    #[error("tmux server at {0} is not running")]
+    NoServer(String),
+    #[error("tmux has no {0}")]
+    NoSuchTarget(String),
+    #[error("cannot run tmux ({binary}): {source}; install tmux 3.2 or newer, or set [tmux] binary")]
+    Spawn {
+        binary: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("tmux {command} failed: {stderr}")]
+    Failed { command: String, stderr: String },
+}
+
+/// A tmux session as tmux reports it, with the options clibot stores on it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MuxSession {
+    /// `$3`
+    pub id: String,
+    pub name: String,
+    /// Pid of the active pane's process.
+    pub pid: u32,
+    /// The active pane's process has exited (kept visible by `remain-on-exit`).
+    pub dead: bool,
+    pub dead_status: Option<i32>,
+    /// The active pane's current directory.
+    pub path: String,
+    /// `@clibot_*` user options (empty when unset).
+    pub meta: SessionMeta,
+}
+
+/// What clibot records on a tmux session so that a daemon that lost its state files can still
+/// recognise its sessions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionMeta {
+    pub id: String,
+    pub name: String,
+    pub cli: String,
+    pub dir: String,
+    pub created_ms: String,
+}
+
+impl SessionMeta {
+    fn pairs(&self) -> [(&'static str, &str); 5] {
+        [
+            ("@clibot_id", &self.id),
+            ("@clibot_name", &self.name),
+            ("@clibot_cli", &self.cli),
+            ("@clibot_dir", &self.dir),
+            ("@clibot_created", &self.created_ms),
+        ]
+    }
+}
+
+/// What a new session runs.
+#[derive(Debug, Clone)]
+pub struct NewSession<'a> {
+    pub name: &'a str,
+    pub dir: &'a Path,
+    pub argv: &'a [String],
+    pub env: &'a [(String, String)],
+    pub width: u16,
+    pub height: u16,
+    pub meta: &'a SessionMeta,
+}
+
+/// The multiplexer operations the core needs.
+#[async_trait]
+pub trait Mux: Send + Sync + 'static {
+    /// Starts the server when needed and applies the server-wide options clibot relies on.
+    async fn ensure_server(&self, history_limit: u32) -> Result<(), MuxError>;
+    /// `tmux -V`.
+    async fn version(&self) -> Result<String, MuxError>;
+    /// Creates a detached session; returns it as listed.
+    async fn new_session(&self, spec: &NewSession<'_>) -> Result<MuxSession, MuxError>;
+    /// Every session on the server.
+    async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError>;
+    /// Records (or, with `None`, removes) clibot's options on a session.
+    async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError>;
+    /// Types text literally (no key-name lookup). Must not contain newlines.
+    async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError>;
+    /// Pastes text as one bracketed paste.
+    async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError>;
+    /// Presses keys in order.
+    async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError>;
+    /// The pane's text; `history` lines of scrollback above the screen, joined wrapped lines.
+    async fn capture(&self, target: &str, history: u32, escapes: bool) -> Result<String, MuxError>;
+    async fn kill_session(&self, target: &str) -> Result<(), MuxError>;
+    /// The command a person runs to attach to `target`.
+    fn attach_command(&self, target: &str) -> Vec<String>;
+    /// The global arguments that select this server (`-S path` or `-L name`).
+    fn server_args(&self) -> Vec<String>;
+}
+
+/// Which tmux server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TmuxSocket {
+    /// `-S path`
+    Path(PathBuf),
+    /// `-L name`
+    Name(String),
+}
+
+/// The real tmux.
+#[derive(Debug, Clone)]
+pub struct Tmux {
+    binary: String,
+    socket: TmuxSocket,
+    config_file: Option<String>,
+}
+
+/// Field separator in `-F` formats; session names and paths never contain it in practice, and a
+/// row that does not split cleanly is skipped rather than misread.
+const SEP: char = '\t';
+
+const LIST_FORMAT: &str = "#{session_id}\t#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{@clibot_id}\t#{@clibot_name}\t#{@clibot_cli}\t#{@clibot_dir}\t#{@clibot_created}\t#{pane_current_path}";
+
+impl Tmux {
+    pub fn new(binary: &Path, socket: TmuxSocket, config_file: Option<&Path>) -> Tmux {
+        Tmux {
+            binary: binary.to_string_lossy().into_owned(),
+            socket,
+            config_file: config_file.map(|p| p.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
+    async fn run(&self, commands: Vec<TmuxCommand<'_>>, stdin: Option<&[u8]>) -> Result<String, MuxError> {
+        let mut cmd = tokio::process::Command::new(&self.binary);
+        cmd.args(self.server_args());
+        if let Some(f) = &self.config_file {
+            cmd.arg("-f").arg(f);
+        }
+        let mut label = String::new();
+        for (i, c) in commands.iter().enumerate() {
+            if i > 0 {
+                cmd.arg(";");
+                label.push_str(" ; ");
+            }
+            let v = c.to_vec();
+            if let Some(first) = v.first() {
+                label.push_str(first);
+            }
+            cmd.args(v.iter().map(|a| a.as_ref()));
+        }
+        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+        if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            // A write error shows up as tmux's own failure below.
+            let _ = pipe.write_all(data).await;
+            drop(pipe);
+        }
+        let out = child
+            .wait_with_output()
+            .await
+            .map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        Err(classify(&label, stderr, &self.socket))
+    }
+}
+
+fn classify(command: &str, stderr: String, socket: &TmuxSocket) -> MuxError {
+    let server = match socket {
+        TmuxSocket::Path(p) => p.display().to_string(),
+        TmuxSocket::Name(n) => format!("-L {n}"),
+    };
+    if stderr.contains("no server running") || stderr.contains("error connecting to") {
+        MuxError::NoServer(server)
+    } else if stderr.contains("can't find") || stderr.contains("session not found") {
+        MuxError::NoSuchTarget(stderr)
+    } else {
+        MuxError::Failed { command: command.to_string(), stderr }
+    }
+}
+
+/// tmux ends a command at an argument that ends in `;` (and turns a trailing `\;` into `;`).
+/// Escaping the final `;` makes any string reach tmux unchanged.
+pub fn escape_arg(s: &str) -> Cow<'_, str> {
+    match s.strip_suffix(';') {
+        Some(head) => Cow::Owned(format!("{head}\\;")),
+        None => Cow::Borrowed(s),
+    }
+}
+
+/// Options such as `new-session -c` are format-expanded by tmux: `#(cmd)` would run a shell
+/// command. `##` is a literal `#`.
+pub fn escape_format(s: &str) -> String {
+    s.replace('#', "##")
+}
+
+fn parse_sessions(out: &str) -> Vec<MuxSession> {
+    out.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split(SEP).collect();
+            if f.len() != 11 {
+                return None;
+            }
+            Some(MuxSession {
+                id: f[0].to_string(),
+                name: f[1].to_string(),
+                pid: f[2].parse().unwrap_or(0),
+                dead: f[3] == "1",
+                dead_status: f[4].parse().ok(),
+                path: f[10].to_string(),
+                meta: SessionMeta {
+                    id: f[5].to_string(),
+                    name: f[6].to_string(),
+                    cli: f[7].to_string(),
+                    dir: f[8].to_string(),
+                    created_ms: f[9].to_string(),
+                },
+            })
+        })
+        .collect()
+}
+
+fn meta_commands<'a>(target: &'a str, meta: &'a SessionMeta) -> Vec<TmuxCommand<'a>> {
+    meta.pairs()
+        .into_iter()
+        .map(|(k, v)| SetOption::new().quiet().target_pane(target).option(k).value(escape_arg(v)).build())
+        .collect()
+}
+
+fn send_key_commands<'a>(target: &'a str, keys: &'a [Key]) -> Vec<TmuxCommand<'a>> {
+    keys.iter()
+        .map(|k| match k {
+            Key::Named(n) => SendKeys::new().target_pane(target).key(n.as_str()).build(),
+            Key::Char(c) => {
+                SendKeys::new().disable_lookup().target_pane(target).key("--").key(escape_arg(&c.to_string()).into_owned()).build()
+            }
+        })
+        .collect()
+}
+
+#[async_trait]
+impl Mux for Tmux {
+    async fn ensure_server(&self, history_limit: u32) -> Result<(), MuxError> {
+        // exit-empty off: the server outlives its last session, so a later spawn never has to
+        // start a new server (which would then belong to the daemon's cgroup).
+        // remain-on-exit on: an exited CLI stays visible, with its exit status.
+        let mut start = TmuxCommand::new();
+        start.name("start-server");
+        let history = history_limit.to_string();
+        self.run(
+            vec![
+                start,
+                SetOption::new().server().option("exit-empty").value("off").build(),
+                SetOption::new().global().option("remain-on-exit").value("on").build(),
+                SetOption::new().global().option("history-limit").value(history.as_str()).build(),
+            ],
+            None,
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn version(&self) -> Result<String, MuxError> {
+        let out = tokio::process::Command::new(&self.binary)
+            .arg("-V")
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    async fn new_session(&self, spec: &NewSession<'_>) -> Result<MuxSession, MuxError> {
+        let mut new = TmuxCommand::new();
+        new.name("new-session");
+        new.push_flag("-d");
+        new.push_option("-s", spec.name);
+        new.push_option("-c", escape_format(&spec.dir.to_string_lossy()));
+        new.push_option("-x", spec.width.to_string());
+        new.push_option("-y", spec.height.to_string());
+        for (k, v) in spec.env {
+            new.push_option("-e", escape_arg(&format!("{k}={v}")).into_owned());
+        }
+        new.push_param("--");
+        // With exactly one argument tmux would hand the command to `sh -c`; `env --` keeps it
+        // an argv that is executed directly.
+        if spec.argv.len() == 1 {
+            new.push_param("env");
+            new.push_param("--");
+        }
+        for a in spec.argv {
+            new.push_param(escape_arg(a).into_owned());
+        }
+        // The options are set in the same client call: nothing can observe the session
+        // without them.
+        let target = format!("={}", spec.name);
+        let mut cmds = vec![new];
+        cmds.extend(meta_commands(&target, spec.meta));
+        self.run(cmds, None).await?;
+        let sessions = self.list_sessions().await?;
+        sessions
+            .into_iter()
+            .find(|s| s.meta.id == spec.meta.id)
+            .ok_or_else(|| MuxError::NoSuchTarget(format!("session {} right after creating it", spec.name)))
+    }
+
+    async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
+        match self.run(vec![ListSessions::new().format(LIST_FORMAT).build()], None).await {
+            Ok(out) => Ok(parse_sessions(&out)),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
+        let cmds = match meta {
+            Some(m) => meta_commands(target, m),
+            None => SessionMeta::default()
+                .pairs()
+                .into_iter()
+                .map(|(k, _)| SetOption::new().quiet().unset().target_pane(target).option(k).build())
+                .collect(),
+        };
+        self.run(cmds, None).await.map(|_| ())
+    }
+
+    async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError> {
+        let cmd = SendKeys::new().disable_lookup().target_pane(target).key("--").key(escape_arg(text)).build();
+        self.run(vec![cmd], None).await.map(|_| ())
+    }
+
+    async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {
+        // The text travels on stdin, never as an argument.
+        let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
+        let paste = PasteBuffer::new().delete().bracket_codes().buffer_name(buffer).target_pane(target).build();
+        self.run(vec![load, paste], Some(text.as_bytes())).await.map(|_| ())
+    }
+
+    async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.run(send_key_commands(target, keys), None).await.map(|_| ())
+    }
+
+    async fn capture(&self, target: &str, history: u32, escapes: bool) -> Result<String, MuxError> {
+        let mut c = CapturePane::new().stdout().join().target_pane(target);
+        if escapes {
+            c = c.escape_sequences();
+        }
+        let start = format!("-{history}");
+        if history > 0 {
+            c = c.start_line(start.as_str());
+        }
+        self.run(vec![c.build()], None).await
+    }
+
+    async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
+        self.run(vec![KillSession::new().target_session(target).build()], None).await.map(|_| ())
+    }
+
+    fn attach_command(&self, target: &str) -> Vec<String> {
+        let mut v = vec![self.binary.clone()];
+        v.extend(self.server_args());
+        v.extend(["attach-session".to_string(), "-t".to_string(), target.to_string()]);
+        v
+    }
+
+    fn server_args(&self) -> Vec<String> {
+        match &self.socket {
+            TmuxSocket::Path(p) => vec!["-S".into(), p.to_string_lossy().into_owned()],
+            TmuxSocket::Name(n) => vec!["-L".into(), n.clone()],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailing_semicolon_is_escaped() {
+        assert_eq!(escape_arg("a;"), "a\\;");
+        assert_eq!(escape_arg("a\\;"), "a\\\\;");
+        assert_eq!(escape_arg(";"), "\\;");
+        assert_eq!(escape_arg("a;b"), "a;b");
+    }
+
+    #[test]
+    fn formats_are_escaped() {
+        assert_eq!(escape_format("/tmp/#(touch x)"), "/tmp/##(touch x)");
+    }
+
+    #[test]
+    fn list_rows() {
+        let out = "$1\tapi\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp\n$2\tbad row\n$3\tx\t0\t1\t3\t\t\t\t\t\t/\n";
+        let s = parse_sessions(out);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].meta.cli, "shell");
+        assert!(!s[0].dead);
+        assert!(s[1].dead);
+        assert_eq!(s[1].dead_status, Some(3));
+    }
+
+    #[test]
+    fn command_vectors() {
+        let keys = [Key::Named("Enter".into()), Key::Char(';')];
+        let cmds = send_key_commands("$1", &keys);
+        let v: Vec<Vec<String>> = cmds.iter().map(|c| c.to_vec().iter().map(|a| a.to_string()).collect()).collect();
+        assert_eq!(v[0], ["send-keys", "-t", "$1", "Enter"]);
+        assert_eq!(v[1], ["send-keys", "-l", "-t", "$1", "--", "\\;"]);
+    }
+}

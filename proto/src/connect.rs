@@ -1,0 +1,68 @@
+//! Connecting to the daemon over its Unix socket, with errors that say what to do.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Endpoint, Uri};
+
+use crate::Client;
+
+/// Why no connection to the daemon could be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// Nothing listens at the path (no file, or a stale socket).
+    #[error(
+        "no clibotd is listening at {path}: start it with `clibotd` (or `systemctl --user start clibotd.socket`), or point --socket / CLIBOT_SOCKET at a running one"
+    )]
+    NoDaemon { path: PathBuf },
+    /// The socket exists but this user may not open it.
+    #[error(
+        "permission denied opening {path}: the daemon only accepts connections from the user that runs it"
+    )]
+    PermissionDenied { path: PathBuf },
+    /// Anything else the transport reported.
+    #[error("cannot connect to clibotd at {path}: {source}")]
+    Transport {
+        path: PathBuf,
+        #[source]
+        source: tonic::transport::Error,
+    },
+}
+
+impl ConnectError {
+    /// True when no daemon runs at the path (so starting one would help).
+    pub fn is_no_daemon(&self) -> bool {
+        matches!(self, ConnectError::NoDaemon { .. })
+    }
+}
+
+/// Connects to the daemon at `socket`. The connection is made eagerly, so an absent daemon is
+/// reported here rather than on the first call.
+pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
+    // Probe first: it yields a precise error (absent vs. refused vs. forbidden), which the
+    // transport error below would blur into "transport error".
+    match UnixStream::connect(socket).await {
+        Ok(_) => {}
+        Err(e) => {
+            let path = socket.to_path_buf();
+            return Err(match e.kind() {
+                std::io::ErrorKind::PermissionDenied => ConnectError::PermissionDenied { path },
+                _ => ConnectError::NoDaemon { path },
+            });
+        }
+    }
+    let path = socket.to_path_buf();
+    let connector_path = path.clone();
+    // The URI is never resolved; the connector below ignores it.
+    let channel = Endpoint::from_static("http://clibotd.local")
+        .connect_timeout(Duration::from_secs(5))
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let p = connector_path.clone();
+            async move { UnixStream::connect(p).await.map(TokioIo::new) }
+        }))
+        .await
+        .map_err(|source| ConnectError::Transport { path, source })?;
+    Ok(Client::new(channel))
+}
