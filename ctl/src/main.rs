@@ -1,1 +1,354 @@
-fn main(){}
+//! `clibotctl`: the command line for people and scripts. A thin client of clibotd.
+//!
+//! Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
+
+mod connect;
+mod output;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+use clap::{Parser, Subcommand};
+use clibot_proto::v1;
+use tokio_stream::StreamExt;
+
+/// clibotctl — drive AI coding CLIs running under clibotd.
+#[derive(Debug, Parser)]
+#[command(version, about, propagate_version = true)]
+struct Cli {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
+    #[arg(long, global = true, env = "CLIBOT_SOCKET", value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// Do not start clibotd when none is running.
+    #[arg(long, global = true, env = "CLIBOT_NO_AUTOSTART", value_parser = clap::builder::FalseyValueParser::new())]
+    no_autostart: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Daemon status: version, paths, tmux, sessions.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions.
+    #[command(alias = "ls")]
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Only sessions of this CLI.
+        #[arg(long)]
+        cli: Option<String>,
+        /// Only sessions in this state (starting, idle, working, waiting, exited, error).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only sessions in this directory or below it.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Show one session.
+    Show {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a CLI in a new session.
+    Spawn {
+        name: String,
+        /// A configured CLI: claude, codex, gemini, opencode, shell, or one from [cli.NAME].
+        #[arg(long)]
+        cli: String,
+        /// Working directory [default: the current directory].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Extra environment, KEY=VALUE (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Extra arguments for the CLI, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type text into a session and submit it (`-` reads the text from stdin).
+    Send {
+        name: String,
+        text: String,
+        /// Type the text without pressing Enter.
+        #[arg(long)]
+        no_submit: bool,
+    },
+    /// Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, 1, ...
+    Keys {
+        name: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Print what the session's pane shows.
+    Screen {
+        name: String,
+        /// The last N lines, scrollback included [default: the visible screen].
+        #[arg(long, short = 'n')]
+        lines: Option<u32>,
+        /// Keep colours and attributes (escape sequences).
+        #[arg(long, short = 'e')]
+        escapes: bool,
+    },
+    /// Stop a session: the CLI's graceful quit, then a kill after the timeout.
+    Stop {
+        name: String,
+        /// Kill at once.
+        #[arg(long)]
+        force: bool,
+        /// Seconds the graceful quit may take [default: the daemon's, 5].
+        #[arg(long)]
+        timeout: Option<f64>,
+    },
+    /// Manage a tmux session that already runs on clibot's tmux server.
+    Adopt {
+        /// The tmux session's name (or $id).
+        tmux_session: String,
+        #[arg(long)]
+        cli: String,
+        /// The session's clibot name [default: the tmux name].
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Stop managing a session; it keeps running in tmux.
+    Release { name: String },
+    /// Print events from the durable log.
+    Events {
+        /// Keep printing new events.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Only events after this sequence number [default: 0, everything retained; with
+        /// --follow alone: only new ones].
+        #[arg(long)]
+        since: Option<u64>,
+        /// Only this session (repeatable).
+        #[arg(long = "session")]
+        sessions: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach this terminal to the session (tmux attach); detach with the tmux prefix, then d.
+    Attach { name: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("clibotctl: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            match e.downcast_ref::<tonic::Status>() {
+                Some(s) => eprintln!("clibotctl: {}", s.message()),
+                None => eprintln!("clibotctl: {e:#}"),
+            }
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let cwd = std::env::current_dir().context("cannot read the current directory; pass an absolute --dir")?;
+    Ok(cwd.join(p))
+}
+
+fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let explicit = cli.socket.is_some();
+    let socket = cli.socket.clone().unwrap_or_else(clibot_proto::default_socket_path);
+    let mut c = connect::client(&socket, !cli.no_autostart, explicit).await?;
+    match cli.command {
+        Command::Status { json } => {
+            let s = c.status(v1::StatusRequest {}).await?.into_inner();
+            if json {
+                return print_json(&serde_json::json!({
+                    "version": s.version, "pid": s.pid, "uptime_ms": s.uptime_ms, "socket": s.socket,
+                    "state_dir": s.state_dir, "tmux_args": s.tmux_args, "tmux_version": s.tmux_version,
+                    "tmux_reachable": s.tmux_reachable, "sessions": s.sessions, "last_seq": s.last_seq,
+                    "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
+                }));
+            }
+            println!("clibotd {} (pid {}), up {}s", s.version, s.pid, s.uptime_ms / 1000);
+            println!("socket:     {}", s.socket);
+            println!("state dir:  {}", s.state_dir);
+            println!("config:     {}", if s.config_file.is_empty() { "(defaults)" } else { &s.config_file });
+            let tmux = if s.tmux_reachable { s.tmux_version.clone() } else { "NOT FOUND".to_string() };
+            println!("tmux:       {} ({})", tmux, s.tmux_args.join(" "));
+            println!("sessions:   {}", s.sessions);
+            println!("last event: {}", s.last_seq);
+            println!("CLIs:       {}", s.clis.join(", "));
+            for w in &s.warnings {
+                println!("warning:    {w}");
+            }
+        }
+        Command::List { json, cli, state, dir } => {
+            let state = match state {
+                Some(s) => output::parse_state(&s)
+                    .ok_or_else(|| anyhow!("unknown state {s:?}: use starting, idle, working, waiting, exited or error"))?,
+                None => v1::SessionState::Unspecified,
+            };
+            let dir = dir.map(|d| absolute(&d)).transpose()?.map(|d| d.display().to_string()).unwrap_or_default();
+            let req = v1::ListSessionsRequest { cli: cli.unwrap_or_default(), dir, state: state as i32 };
+            let sessions = c.list_sessions(req).await?.into_inner().sessions;
+            if json {
+                return print_json(&serde_json::Value::Array(sessions.iter().map(output::session_json).collect()));
+            }
+            if sessions.is_empty() {
+                println!("no sessions; start one with `clibotctl spawn NAME --cli shell`");
+            } else {
+                print!("{}", output::session_table(&sessions));
+            }
+        }
+        Command::Show { name, json } => {
+            let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
+            if json {
+                return print_json(&output::session_json(&s));
+            }
+            for (k, v) in output::session_json(&s).as_object().into_iter().flatten() {
+                println!("{k:<17} {v}");
+            }
+        }
+        Command::Spawn { name, cli, dir, env, args, json } => {
+            let dir = match dir {
+                Some(d) => absolute(&d)?,
+                None => std::env::current_dir().context("cannot read the current directory; pass --dir")?,
+            };
+            let mut envs = std::collections::HashMap::new();
+            for kv in env {
+                let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
+                envs.insert(k.to_string(), v.to_string());
+            }
+            let req = v1::SpawnSessionRequest { name, cli, dir: dir.display().to_string(), args, env: envs };
+            let s = c.spawn_session(req).await?.into_inner();
+            if json {
+                return print_json(&output::session_json(&s));
+            }
+            println!("spawned {} ({}) in {}; attach with `clibotctl attach {}`", s.name, s.cli, s.dir, s.name);
+        }
+        Command::Send { name, text, no_submit } => {
+            let text = if text == "-" {
+                let mut buf = String::new();
+                std::io::stdin().read_to_string(&mut buf).context("cannot read the text from stdin")?;
+                buf
+            } else {
+                text
+            };
+            c.send_input(v1::SendInputRequest { session: name, text, submit: !no_submit }).await?;
+        }
+        Command::Keys { name, keys } => {
+            c.send_keys(v1::SendKeysRequest { session: name, keys }).await?;
+        }
+        Command::Screen { name, lines, escapes } => {
+            let r = c.capture(v1::CaptureRequest { session: name, lines: lines.unwrap_or(0), escapes }).await?;
+            print!("{}", r.into_inner().text);
+        }
+        Command::Stop { name, force, timeout } => {
+            let timeout_ms = match timeout {
+                Some(t) if !(0.0..=3600.0).contains(&t) => bail!("--timeout must be between 0 and 3600 seconds"),
+                Some(t) => (t * 1000.0) as u32,
+                None => 0,
+            };
+            let r = c.stop_session(v1::StopSessionRequest { session: name.clone(), force, timeout_ms }).await?.into_inner();
+            let how = if force { "killed" } else if r.forced { "did not quit in time; killed" } else { "quit" };
+            match r.exit_status {
+                Some(code) => println!("stopped {name}: {how} (exit status {code})"),
+                None => println!("stopped {name}: {how}"),
+            }
+        }
+        Command::Adopt { tmux_session, cli, name } => {
+            let req = v1::AdoptSessionRequest { tmux_session, cli, name: name.unwrap_or_default() };
+            let s = c.adopt_session(req).await?.into_inner();
+            println!("adopted tmux session {} as {} ({})", s.tmux_session, s.name, s.cli);
+        }
+        Command::Release { name } => {
+            c.release_session(v1::ReleaseSessionRequest { session: name.clone() }).await?;
+            println!("released {name}; it keeps running in tmux");
+        }
+        Command::Events { follow, since, sessions, json } => {
+            // Following without --since starts at the newest event; the position is then known
+            // and survives reconnects.
+            let since = match since {
+                Some(s) => s,
+                None if follow => c.status(v1::StatusRequest {}).await?.into_inner().last_seq,
+                None => 0,
+            };
+            watch_events(c, &socket, since, sessions, follow, json).await?;
+        }
+        Command::Attach { name } => {
+            let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
+            let (prog, args) = s.attach_command.split_first().ok_or_else(|| anyhow!("the daemon sent no attach command"))?;
+            use std::os::unix::process::CommandExt;
+            // Replaces this process; only returns on failure. TMUX is cleared so that attaching
+            // from inside another tmux works (as a nested client).
+            let err = std::process::Command::new(prog).args(args).env_remove("TMUX").exec();
+            bail!("cannot run {prog}: {err}");
+        }
+    }
+    Ok(())
+}
+
+/// Prints events; with `follow`, keeps going across daemon restarts by resuming after the last
+/// sequence number seen.
+async fn watch_events(
+    mut c: clibot_proto::Client,
+    socket: &Path,
+    mut since: u64,
+    sessions: Vec<String>,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    loop {
+        let req = v1::WatchEventsRequest { since: Some(since), sessions: sessions.clone(), follow };
+        let result: anyhow::Result<()> = async {
+            let mut stream = c.watch_events(req).await?.into_inner();
+            while let Some(item) = stream.next().await {
+                let ev = item?;
+                if ev.seq > 0 {
+                    since = ev.seq;
+                }
+                if json {
+                    println!("{}", output::event_json(&ev));
+                } else {
+                    println!("{}", output::event_line(&ev));
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if !follow {
+            return result;
+        }
+        if let Err(e) = &result {
+            eprintln!("clibotctl: event stream interrupted ({e}); reconnecting");
+        }
+        // The daemon went away: wait for it to come back and resume after the last event.
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if let Ok(nc) = clibot_proto::connect(socket).await {
+                c = nc;
+                break;
+            }
+        }
+    }
+}

@@ -150,7 +150,8 @@ impl Tmux {
     /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
     async fn run(&self, commands: Vec<TmuxCommand<'_>>, stdin: Option<&[u8]>) -> Result<String, MuxError> {
         let mut cmd = tokio::process::Command::new(&self.binary);
-        cmd.args(self.server_args());
+        // A daemon started from inside tmux must not talk to that tmux.
+        cmd.env_remove("TMUX").args(self.server_args());
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
@@ -243,10 +244,18 @@ fn parse_sessions(out: &str) -> Vec<MuxSession> {
         .collect()
 }
 
-fn meta_commands<'a>(target: &'a str, meta: &'a SessionMeta) -> Vec<TmuxCommand<'a>> {
+/// Sets clibot's options on `target`, or, with `None`, on the session the same tmux call has
+/// just created (tmux's `-t` has no exact-match form for session names here).
+fn meta_commands<'a>(target: Option<&'a str>, meta: &'a SessionMeta) -> Vec<TmuxCommand<'a>> {
     meta.pairs()
         .into_iter()
-        .map(|(k, v)| SetOption::new().quiet().target_pane(target).option(k).value(escape_arg(v)).build())
+        .map(|(k, v)| {
+            let mut o = SetOption::new().quiet();
+            if let Some(t) = target {
+                o = o.target_pane(t);
+            }
+            o.option(k).value(escape_arg(v)).build()
+        })
         .collect()
 }
 
@@ -316,9 +325,8 @@ impl Mux for Tmux {
         }
         // The options are set in the same client call: nothing can observe the session
         // without them.
-        let target = format!("={}", spec.name);
         let mut cmds = vec![new];
-        cmds.extend(meta_commands(&target, spec.meta));
+        cmds.extend(meta_commands(None, spec.meta));
         self.run(cmds, None).await?;
         let sessions = self.list_sessions().await?;
         sessions
@@ -336,7 +344,7 @@ impl Mux for Tmux {
 
     async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
         let cmds = match meta {
-            Some(m) => meta_commands(target, m),
+            Some(m) => meta_commands(Some(target), m),
             None => SessionMeta::default()
                 .pairs()
                 .into_iter()

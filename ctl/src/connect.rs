@@ -1,0 +1,72 @@
+//! Reaching the daemon, starting one when none answers (as tmux starts its server), unless the
+//! user said not to.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use clibot_proto::{Client, ConnectError, connect};
+
+/// How long a freshly started daemon may take to answer.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connects to the daemon at `socket`, starting it first when `autostart` and nothing listens.
+pub async fn client(socket: &Path, autostart: bool, explicit_socket: bool) -> anyhow::Result<Client> {
+    match connect(socket).await {
+        Ok(c) => Ok(c),
+        Err(e) if e.is_no_daemon() && autostart => start_daemon(socket, explicit_socket).await,
+        Err(e @ ConnectError::NoDaemon { .. }) => {
+            Err(anyhow!("{e} (clibotctl starts one by itself unless --no-autostart or CLIBOT_NO_AUTOSTART=1)"))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn daemon_binary() -> PathBuf {
+    // Prefer the clibotd installed next to this clibotctl, so both are the same version.
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("clibotd")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("clibotd"))
+}
+
+async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Client> {
+    let bin = daemon_binary();
+    let log_dir = socket.parent().map(Path::to_path_buf).unwrap_or_else(clibot_proto::private_runtime_dir);
+    std::fs::create_dir_all(&log_dir).with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let log_path = log_dir.join("clibotd.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log_path)
+        .with_context(|| format!("cannot open {}", log_path.display()))?;
+    let mut cmd = tokio::process::Command::new(&bin);
+    if explicit_socket {
+        cmd.arg("--socket").arg(socket);
+    }
+    // Its own process group: a Ctrl-C in this terminal must not reach the daemon.
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).process_group(0);
+    let mut child = cmd.spawn().with_context(|| {
+        format!("no clibotd is running at {} and starting {} failed", socket.display(), bin.display())
+    })?;
+    eprintln!("clibotctl: started clibotd (pid {}); its log is {}", child.id().unwrap_or(0), log_path.display());
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match connect(socket).await {
+            Ok(c) => return Ok(c),
+            Err(e) if !e.is_no_daemon() => return Err(e.into()),
+            Err(_) => {}
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let last = tail.lines().rev().find(|l| l.contains("error")).unwrap_or("").to_string();
+            return Err(anyhow!("clibotd exited at start ({status}): {last} (see {})", log_path.display()));
+        }
+        if Instant::now() > deadline {
+            return Err(anyhow!("clibotd did not answer within {}s; see {}", START_TIMEOUT.as_secs(), log_path.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

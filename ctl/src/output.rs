@@ -1,0 +1,135 @@
+//! How sessions and events look on a terminal, and as JSON for scripts.
+
+use clibot_proto::v1::{self, event::Kind};
+use serde_json::{Value, json};
+
+pub fn state_name(s: i32) -> &'static str {
+    match v1::SessionState::try_from(s) {
+        Ok(v1::SessionState::Starting) => "starting",
+        Ok(v1::SessionState::Idle) => "idle",
+        Ok(v1::SessionState::Working) => "working",
+        Ok(v1::SessionState::Waiting) => "waiting",
+        Ok(v1::SessionState::Exited) => "exited",
+        Ok(v1::SessionState::Error) => "error",
+        _ => "unknown",
+    }
+}
+
+pub fn parse_state(s: &str) -> Option<v1::SessionState> {
+    Some(match s {
+        "starting" => v1::SessionState::Starting,
+        "idle" => v1::SessionState::Idle,
+        "working" => v1::SessionState::Working,
+        "waiting" => v1::SessionState::Waiting,
+        "exited" => v1::SessionState::Exited,
+        "error" => v1::SessionState::Error,
+        _ => return None,
+    })
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// "42s", "5m", "3h", "2d".
+pub fn ago(ms: i64) -> String {
+    let s = ((now_ms() - ms).max(0) / 1000) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+pub fn session_json(s: &v1::Session) -> Value {
+    json!({
+        "id": s.id, "name": s.name, "cli": s.cli, "dir": s.dir, "state": state_name(s.state),
+        "created_at_ms": s.created_at_ms, "last_activity_ms": s.last_activity_ms,
+        "tmux_session": s.tmux_session, "tmux_session_id": s.tmux_session_id, "pid": s.pid,
+        "exit_status": s.exit_status, "adopted": s.adopted, "args": s.args,
+        "attach_command": s.attach_command,
+    })
+}
+
+pub fn session_table(sessions: &[v1::Session]) -> String {
+    let rows: Vec<[String; 6]> = sessions
+        .iter()
+        .map(|s| {
+            let mut state = state_name(s.state).to_string();
+            if let Some(code) = s.exit_status {
+                state = format!("{state}({code})");
+            }
+            [s.name.clone(), s.cli.clone(), state, ago(s.created_at_ms), ago(s.last_activity_ms), s.dir.clone()]
+        })
+        .collect();
+    let header = ["NAME", "CLI", "STATE", "AGE", "ACTIVE", "DIR"].map(String::from);
+    let mut widths = header.clone().map(|h| h.len());
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for r in std::iter::once(&header).chain(&rows) {
+        let line: Vec<String> = r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The event's type and its fields.
+fn kind_fields(k: &Kind) -> (&'static str, Value) {
+    match k {
+        Kind::DaemonStarted(d) => ("daemon_started", json!({"pid": d.pid, "version": d.version, "readopted": d.readopted})),
+        Kind::Spawned(s) => ("spawned", json!({"cli": s.cli, "dir": s.dir, "args": s.args})),
+        Kind::Adopted(a) => ("adopted", json!({"cli": a.cli, "tmux_session": a.tmux_session})),
+        Kind::Released(_) => ("released", json!({})),
+        Kind::InputSent(i) => ("input_sent", json!({"text": i.text, "submitted": i.submitted})),
+        Kind::KeysSent(k) => ("keys_sent", json!({"keys": k.keys})),
+        Kind::StateChanged(s) => (
+            "state_changed",
+            json!({"from": state_name(s.from), "to": state_name(s.to), "reason": s.reason}),
+        ),
+        Kind::Exited(e) => ("exited", json!({"status": e.status, "reason": e.reason})),
+        Kind::Stopped(s) => ("stopped", json!({"forced": s.forced})),
+        Kind::Error(e) => ("error", json!({"message": e.message})),
+        Kind::EventsDropped(d) => ("events_dropped", json!({"first_seq": d.first_seq, "last_seq": d.last_seq})),
+    }
+}
+
+pub fn event_json(e: &v1::Event) -> Value {
+    let (ty, fields) = e.kind.as_ref().map(kind_fields).unwrap_or(("unknown", json!({})));
+    let mut v = json!({"seq": e.seq, "time_ms": e.time_ms, "session": e.session, "type": ty});
+    if let (Some(obj), Value::Object(f)) = (v.as_object_mut(), fields) {
+        obj.extend(f);
+    }
+    v
+}
+
+pub fn event_line(e: &v1::Event) -> String {
+    let (ty, fields) = e.kind.as_ref().map(kind_fields).unwrap_or(("unknown", json!({})));
+    let detail = match (&e.kind, fields) {
+        (Some(Kind::InputSent(i)), _) => {
+            let mut t: String = i.text.chars().take(60).collect();
+            if t.len() < i.text.len() {
+                t.push('…');
+            }
+            format!("{t:?}{}", if i.submitted { " ⏎" } else { "" })
+        }
+        (Some(Kind::StateChanged(s)), _) => {
+            format!("{} → {}{}", state_name(s.from), state_name(s.to), if s.reason.is_empty() { String::new() } else { format!(" ({})", s.reason) })
+        }
+        (_, Value::Object(m)) => m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
+        _ => String::new(),
+    };
+    let session = if e.session.is_empty() { "-" } else { &e.session };
+    format!("{:>6}  {}  {:<16} {:<14} {}", e.seq, clock(e.time_ms), session, ty, detail).trim_end().to_string()
+}
+
+/// UTC wall-clock time of day.
+fn clock(ms: i64) -> String {
+    let s = (ms / 1000).rem_euclid(86400);
+    format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
