@@ -1,1 +1,336 @@
+//! Core tests against an in-memory multiplexer: the logic without tmux.
 
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::tmux::MuxError;
+
+#[derive(Default)]
+struct FakeState {
+    sessions: Vec<MuxSession>,
+    next: u32,
+    log: Vec<String>,
+    /// C-c ends the session's process.
+    quit_on_ctrl_c: bool,
+    /// send_text sleeps this long for sessions whose name starts with "slow".
+    slow_ms: u64,
+}
+
+#[derive(Default)]
+struct FakeMux(Mutex<FakeState>);
+
+impl FakeMux {
+    fn st(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.0.lock().expect("fake lock")
+    }
+    fn log(&self) -> Vec<String> {
+        self.st().log.clone()
+    }
+    fn name_of(&self, target: &str) -> String {
+        self.st().sessions.iter().find(|s| s.id == target).map(|s| s.name.clone()).unwrap_or_default()
+    }
+}
+
+#[async_trait]
+impl Mux for FakeMux {
+    async fn ensure_server(&self, _: u32) -> Result<(), MuxError> {
+        Ok(())
+    }
+    async fn version(&self) -> Result<String, MuxError> {
+        Ok("tmux fake".into())
+    }
+    async fn new_session(&self, spec: &NewSession<'_>) -> Result<MuxSession, MuxError> {
+        let mut st = self.st();
+        st.next += 1;
+        let s = MuxSession {
+            id: format!("${}", st.next),
+            name: spec.name.to_string(),
+            pid: 1000 + st.next,
+            dead: false,
+            dead_status: None,
+            path: spec.dir.display().to_string(),
+            meta: spec.meta.clone(),
+        };
+        st.log.push(format!("new {} {}", spec.name, spec.argv.join(" ")));
+        st.sessions.push(s.clone());
+        Ok(s)
+    }
+    async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
+        Ok(self.st().sessions.clone())
+    }
+    async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
+        let mut st = self.st();
+        let s = st.sessions.iter_mut().find(|s| s.id == target).ok_or(MuxError::NoSuchTarget(target.into()))?;
+        s.meta = meta.cloned().unwrap_or_default();
+        Ok(())
+    }
+    async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError> {
+        let name = self.name_of(target);
+        let slow = self.st().slow_ms;
+        if name.starts_with("slow") && slow > 0 {
+            tokio::time::sleep(Duration::from_millis(slow)).await;
+        }
+        self.st().log.push(format!("text {name} {text}"));
+        Ok(())
+    }
+    async fn paste(&self, target: &str, _buffer: &str, text: &str) -> Result<(), MuxError> {
+        let name = self.name_of(target);
+        self.st().log.push(format!("paste {name} {text}"));
+        Ok(())
+    }
+    async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError> {
+        let name = self.name_of(target);
+        let mut st = self.st();
+        let quit = st.quit_on_ctrl_c && keys.iter().any(|k| k.to_string() == "C-c");
+        st.log.push(format!("keys {name} {}", keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" ")));
+        if quit && let Some(s) = st.sessions.iter_mut().find(|s| s.id == target) {
+            s.dead = true;
+            s.dead_status = Some(130);
+        }
+        Ok(())
+    }
+    async fn capture(&self, _target: &str, _history: u32, _escapes: bool) -> Result<String, MuxError> {
+        Ok("a\nb   \nc\n\n\n".into())
+    }
+    async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
+        let mut st = self.st();
+        let before = st.sessions.len();
+        st.sessions.retain(|s| s.id != target);
+        if st.sessions.len() == before {
+            return Err(MuxError::NoSuchTarget(target.into()));
+        }
+        Ok(())
+    }
+    fn attach_command(&self, target: &str) -> Vec<String> {
+        vec!["tmux".into(), "attach".into(), "-t".into(), target.into()]
+    }
+    fn server_args(&self) -> Vec<String> {
+        vec!["-L".into(), "fake".into()]
+    }
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    mux: Arc<FakeMux>,
+}
+
+impl Env {
+    fn new() -> Env {
+        Env { dir: tempfile::tempdir().expect("tempdir"), mux: Arc::new(FakeMux::default()) }
+    }
+    fn work(&self) -> PathBuf {
+        let w = self.dir.path().join("work");
+        std::fs::create_dir_all(&w).expect("mkdir");
+        w.canonicalize().expect("canonical")
+    }
+    fn settings(&self) -> Settings {
+        let mut config = Config::default();
+        config.daemon.allowed_roots = vec![self.work()];
+        config.daemon.stop_timeout_ms = 300;
+        Settings {
+            config,
+            config_file: None,
+            state_dir: self.dir.path().join("state"),
+            socket: self.dir.path().join("d.sock"),
+        }
+    }
+    async fn daemon(&self) -> Daemon {
+        Daemon::start(self.settings(), self.mux.clone()).await.expect("daemon starts")
+    }
+    fn spawn_req(&self, name: &str) -> SpawnRequest {
+        SpawnRequest { name: name.into(), cli: "shell".into(), dir: self.work().display().to_string(), ..Default::default() }
+    }
+}
+
+fn kinds(d: &Daemon, session: &str) -> Vec<String> {
+    d.events()
+        .read_after(0, 10_000)
+        .events
+        .into_iter()
+        .filter(|e| e.session == session)
+        .map(|e| serde_json::to_value(&e.kind).ok().and_then(|v| v["type"].as_str().map(String::from)).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test]
+async fn spawn_rejects_bad_input_and_keeps_others_untouched() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("ok")).await.expect("spawn ok");
+
+    let e = d.spawn(env.spawn_req("bad name")).await.expect_err("bad name");
+    assert!(matches!(e, CoreError::InvalidName(_)), "{e}");
+    let e = d.spawn(SpawnRequest { cli: "nope".into(), ..env.spawn_req("x") }).await.expect_err("unknown cli");
+    assert!(matches!(e, CoreError::UnknownCli { .. }) && e.to_string().contains("shell"), "{e}");
+    let missing = env.work().join("missing");
+    let e = d
+        .spawn(SpawnRequest { dir: missing.display().to_string(), ..env.spawn_req("x") })
+        .await
+        .expect_err("missing dir");
+    assert!(matches!(e, CoreError::DirNotFound(_)), "{e}");
+    let e = d.spawn(SpawnRequest { dir: "/".into(), ..env.spawn_req("x") }).await.expect_err("outside roots");
+    assert!(matches!(e, CoreError::DirNotAllowed { .. }), "{e}");
+    // A symlink inside the root that points outside it is still outside.
+    let link = env.work().join("escape");
+    std::os::unix::fs::symlink("/", &link).expect("symlink");
+    let e = d
+        .spawn(SpawnRequest { dir: link.display().to_string(), ..env.spawn_req("x") })
+        .await
+        .expect_err("symlink escape");
+    assert!(matches!(e, CoreError::DirNotAllowed { .. }), "{e}");
+    let e = d.spawn(env.spawn_req("ok")).await.expect_err("duplicate");
+    assert!(matches!(e, CoreError::AlreadyExists(_)), "{e}");
+    let mut bad_env = env.spawn_req("x");
+    bad_env.env.insert("1BAD".into(), "v".into());
+    assert!(matches!(d.spawn(bad_env).await, Err(CoreError::InvalidArgument(_))));
+
+    assert_eq!(d.list(&ListFilter::default()).len(), 1);
+    assert_eq!(d.get("ok").expect("ok").state, State::Idle);
+    let news = env.mux.log().iter().filter(|l| l.starts_with("new")).count();
+    assert_eq!(news, 1, "rejected spawns never reach tmux");
+}
+
+#[tokio::test]
+async fn input_paste_keys_and_capture() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("s")).await.expect("spawn");
+    let s1 = d.send_input("s", "hello;", true).await.expect("send");
+    let s2 = d.send_input("s", "one\r\ntwo\n", true).await.expect("send multi");
+    assert!(s2 > s1);
+    d.send_keys("s", &["esc".into(), "y".into()]).await.expect("keys");
+    let log = env.mux.log();
+    let tail: Vec<&str> = log.iter().skip(1).map(String::as_str).collect();
+    assert_eq!(tail, ["text s hello;", "keys s Enter", "paste s one\ntwo", "keys s Enter", "keys s Escape y"]);
+    assert_eq!(d.capture("s", 2, false).await.expect("capture"), "b\nc\n");
+    assert_eq!(d.capture("s", 0, false).await.expect("capture"), "a\nb\nc\n");
+
+    assert!(matches!(d.send_input("s", &"x".repeat(70_000), true).await, Err(CoreError::TextTooLong { .. })));
+    assert!(matches!(d.send_input("s", "a\0b", true).await, Err(CoreError::InvalidArgument(_))));
+    assert!(matches!(d.send_input("s", "", false).await, Err(CoreError::InvalidArgument(_))));
+    assert!(matches!(d.send_keys("s", &["Hyper-Q".into()]).await, Err(CoreError::UnknownKey(_))));
+    assert!(matches!(d.send_input("nope", "x", true).await, Err(CoreError::NoSuchSession(_))));
+    assert_eq!(kinds(&d, "s"), ["spawned", "state_changed", "input_sent", "input_sent", "keys_sent"]);
+}
+
+#[tokio::test]
+async fn input_to_one_session_keeps_order_and_others_run_in_parallel() {
+    let env = Env::new();
+    env.mux.st().slow_ms = 300;
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("slow")).await.expect("spawn");
+    d.spawn(env.spawn_req("fast")).await.expect("spawn");
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let d = d.clone();
+        tasks.push(tokio::spawn(async move { d.send_input("slow", &format!("m{i}"), false).await }));
+        tokio::task::yield_now().await;
+    }
+    let started = Instant::now();
+    d.send_input("fast", "quick", false).await.expect("fast send");
+    assert!(started.elapsed() < Duration::from_millis(250), "the fast session did not wait behind the slow one");
+    for t in tasks {
+        t.await.expect("join").expect("send");
+    }
+    let slow: Vec<String> = env.mux.log().into_iter().filter(|l| l.starts_with("text slow")).collect();
+    assert_eq!(slow, (0..5).map(|i| format!("text slow m{i}")).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn stop_graceful_then_forced() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("a")).await.expect("spawn");
+    d.spawn(env.spawn_req("b")).await.expect("spawn");
+    // The fake ignores the quit: the stop kills it after the timeout.
+    let out = d.stop("a", false, Some(Duration::from_millis(100))).await.expect("stop");
+    assert!(out.forced);
+    env.mux.st().quit_on_ctrl_c = true;
+    let out = d.stop("b", false, None).await.expect("stop");
+    assert_eq!(out, StopOutcome { forced: false, exit_status: Some(130) });
+    assert!(d.list(&ListFilter::default()).is_empty());
+    assert!(env.mux.st().sessions.is_empty(), "both tmux sessions are gone");
+    assert_eq!(kinds(&d, "b"), ["spawned", "state_changed", "exited", "stopped"]);
+    assert!(matches!(d.stop("b", true, None).await, Err(CoreError::NoSuchSession(_))));
+    // The name is free again.
+    d.spawn(env.spawn_req("b")).await.expect("respawn");
+}
+
+#[tokio::test]
+async fn restart_readopts_live_sessions_and_reports_vanished_ones() {
+    let env = Env::new();
+    let (id_a, id_b) = {
+        let d = env.daemon().await;
+        let a = d.spawn(env.spawn_req("a")).await.expect("spawn");
+        let b = d.spawn(env.spawn_req("b")).await.expect("spawn");
+        d.send_input("a", "hi", true).await.expect("send");
+        (a.id, b.id)
+    };
+    let last = {
+        // The daemon "dies" (no shutdown); b's tmux session disappears meanwhile.
+        env.mux.st().sessions.retain(|s| s.name != "b");
+        let d = env.daemon().await;
+        let a = d.get("a").expect("a survives");
+        assert_eq!(a.id, id_a);
+        assert_eq!(a.state, State::Idle);
+        let b = d.get("b").expect("b is still listed");
+        assert_eq!((b.id.as_str(), b.state), (id_b.as_str(), State::Exited));
+        assert_eq!(kinds(&d, "b"), ["spawned", "state_changed", "state_changed", "exited"]);
+        let started = d.events().read_after(0, 1000).events.into_iter().filter(|e| matches!(e.kind, EventKind::DaemonStarted { .. })).count();
+        assert_eq!(started, 2);
+        d.events().last_seq()
+    };
+    // Lose the registry entirely: a is recovered from its tmux options.
+    std::fs::remove_file(env.dir.path().join("state/sessions.json")).expect("rm registry");
+    let d = env.daemon().await;
+    let a = d.get("a").expect("recovered");
+    assert_eq!(a.id, id_a);
+    assert!(d.status().await.warnings.iter().any(|w| w.contains("recovered from tmux")));
+    assert!(d.events().last_seq() > last, "numbering continues");
+}
+
+#[tokio::test]
+async fn safety_net_marks_exited_sessions() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("a")).await.expect("spawn");
+    {
+        let mut st = env.mux.st();
+        st.sessions[0].dead = true;
+        st.sessions[0].dead_status = Some(3);
+    }
+    d.check_sessions().await;
+    let a = d.get("a").expect("a");
+    assert_eq!((a.state, a.exit_status), (State::Exited, Some(3)));
+    assert!(matches!(d.send_input("a", "x", true).await, Err(CoreError::Exited(_))));
+    // Checking again reports nothing new.
+    d.check_sessions().await;
+    assert_eq!(kinds(&d, "a").iter().filter(|k| *k == "exited").count(), 1);
+}
+
+#[tokio::test]
+async fn adopt_and_release() {
+    let env = Env::new();
+    env.mux.st().sessions.push(MuxSession {
+        id: "$9".into(),
+        name: "manual".into(),
+        pid: 9,
+        path: "/tmp".into(),
+        ..Default::default()
+    });
+    let d = env.daemon().await;
+    assert!(d.list(&ListFilter::default()).is_empty(), "foreign sessions are not taken over at start");
+    assert!(matches!(d.adopt("nope", "shell", "").await, Err(CoreError::NoSuchTmuxSession(..))));
+    assert!(matches!(d.adopt("manual", "nope", "").await, Err(CoreError::UnknownCli { .. })));
+    let rec = d.adopt("manual", "shell", "").await.expect("adopt");
+    assert!(rec.adopted);
+    assert_eq!(env.mux.st().sessions[0].meta.name, "manual");
+    assert!(matches!(d.adopt("manual", "shell", "other").await, Err(CoreError::AlreadyManaged(..))));
+    d.send_input("manual", "ls", true).await.expect("input to adopted");
+    d.release("manual").await.expect("release");
+    assert!(d.get("manual").is_err());
+    assert_eq!(env.mux.st().sessions.len(), 1, "released session keeps running");
+    assert!(env.mux.st().sessions[0].meta.id.is_empty(), "clibot's marks are removed");
+}
