@@ -1,0 +1,263 @@
+//! Test harness: the real `clibotd` and `clibotctl` binaries on a private socket, state directory
+//! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Where the workspace's binaries are, building them once if a test binary runs before them.
+pub fn bin(name: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        // target/<profile>/deps/<test-binary> → target/<profile>
+        let exe = std::env::current_exe().expect("current_exe");
+        let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
+        if !dir.join("clibotd").is_file() || !dir.join("clibotctl").is_file() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "clibotd", "-p", "clibotctl"])
+                .status()
+                .expect("run cargo build");
+            assert!(status.success(), "building clibotd and clibotctl failed");
+        }
+        dir
+    });
+    dir.join(name)
+}
+
+/// One isolated clibot installation.
+pub struct Harness {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    pub tmux_socket: PathBuf,
+    pub config: PathBuf,
+    pub work: PathBuf,
+    daemon: Option<Child>,
+}
+
+/// The config every test starts from: confined to the test's work dir, quick safety net, and
+/// a `bash` CLI with no rc files and a fixed prompt, so screens are predictable.
+const BASE_CONFIG: &str = r#"
+[daemon]
+allowed_roots = ["@WORK@"]
+poll_interval_ms = 200
+stop_timeout_ms = 2000
+
+[tmux]
+config_file = "/dev/null"
+width = 120
+height = 40
+
+[cli.bash]
+argv = ["bash", "--norc", "--noprofile"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+submit_delay_ms = 50
+stop_keys = ["C-c"]
+stop_text = "exit"
+"#;
+
+impl Harness {
+    /// A harness with the base config plus `extra` TOML appended.
+    pub fn with_config(extra: &str) -> Harness {
+        let dir = tempfile::Builder::new().prefix("clibot-test-").tempdir().expect("tempdir");
+        let root = dir.path().canonicalize().expect("canonical tempdir");
+        let work = root.join("work");
+        std::fs::create_dir_all(&work).expect("mkdir work");
+        let config = root.join("config.toml");
+        let text = BASE_CONFIG.replace("@WORK@", &work.display().to_string()) + extra;
+        std::fs::write(&config, text).expect("write config");
+        Harness {
+            socket: root.join("run/clibotd.sock"),
+            state_dir: root.join("state"),
+            tmux_socket: root.join("tmux.sock"),
+            config,
+            work,
+            dir,
+            daemon: None,
+        }
+    }
+
+    pub fn new() -> Harness {
+        Harness::with_config("")
+    }
+
+    /// The environment both binaries get.
+    fn envs(&self, cmd: &mut Command) {
+        cmd.env("CLIBOT_SOCKET", &self.socket)
+            .env("CLIBOT_STATE_DIR", &self.state_dir)
+            .env("CLIBOT_TMUX_SOCKET", &self.tmux_socket)
+            .env("CLIBOT_CONFIG", &self.config)
+            .env("CLIBOT_LOG", "debug")
+            .env_remove("TMUX");
+    }
+
+    /// Starts clibotd and waits until it reports ready over NOTIFY_SOCKET (as systemd would see
+    /// it), so tests never sleep to guess.
+    pub fn start_daemon(&mut self) {
+        assert!(self.daemon.is_none(), "daemon already running");
+        let notify_path = self.dir.path().join(format!("notify-{}", Instant::now().elapsed().as_nanos()));
+        let _ = std::fs::remove_file(&notify_path);
+        let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
+        notify.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("clibotd.log"))
+            .expect("log file");
+        let mut cmd = Command::new(bin("clibotd"));
+        self.envs(&mut cmd);
+        cmd.env("NOTIFY_SOCKET", &notify_path).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        let child = cmd.spawn().expect("spawn clibotd");
+        self.daemon = Some(child);
+        let mut buf = [0u8; 512];
+        loop {
+            match notify.recv(&mut buf) {
+                Ok(n) if String::from_utf8_lossy(&buf[..n]).contains("READY=1") => break,
+                Ok(_) => continue,
+                Err(e) => panic!("clibotd did not become ready: {e}\nlog:\n{}", self.daemon_log()),
+            }
+        }
+        let _ = std::fs::remove_file(&notify_path);
+    }
+
+    /// What the daemon logged so far.
+    pub fn daemon_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("clibotd.log")).unwrap_or_default()
+    }
+
+    /// The daemon's pid.
+    pub fn daemon_pid(&self) -> Option<u32> {
+        self.daemon.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL: no shutdown code runs.
+    pub fn kill_daemon(&mut self) {
+        if let Some(mut c) = self.daemon.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait: the graceful path.
+    pub fn terminate_daemon(&mut self) -> std::process::ExitStatus {
+        let mut c = self.daemon.take().expect("daemon running");
+        let pid = c.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        c.wait().expect("wait clibotd")
+    }
+
+    /// A clibotctl command with this installation's environment (autostart off).
+    pub fn ctl_command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(bin("clibotctl"));
+        self.envs(&mut cmd);
+        cmd.env("CLIBOT_NO_AUTOSTART", "1").args(args).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs clibotctl to completion.
+    pub fn ctl(&self, args: &[&str]) -> Output {
+        self.ctl_command(args).output().expect("run clibotctl")
+    }
+
+    /// Runs clibotctl and insists that it succeeds; returns stdout.
+    pub fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert!(
+            out.status.success(),
+            "clibotctl {args:?} failed ({}):\nstdout: {}\nstderr: {}\ndaemon log:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            self.daemon_log()
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs clibotctl and insists that it fails with exit code 1; returns stderr.
+    pub fn ctl_err(&self, args: &[&str]) -> String {
+        let out = self.ctl(args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "clibotctl {args:?} should fail with 1; stdout: {} stderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+
+    /// A gRPC client.
+    pub async fn client(&self) -> clibot_proto::Client {
+        clibot_proto::connect(&self.socket).await.expect("connect to clibotd")
+    }
+
+    /// A raw tmux command against this installation's tmux server.
+    pub fn tmux(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-S")
+            .arg(&self.tmux_socket)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("run tmux")
+    }
+
+    /// Waits until the session's screen satisfies `pred`; panics with the last screen if not.
+    pub fn wait_screen(&self, name: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let out = self.ctl(&["screen", name, "--lines", "200"]);
+            last = String::from_utf8_lossy(&out.stdout).into_owned();
+            if out.status.success() && pred(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for {what} in {name}; last screen:\n{last}\ndaemon log:\n{}", self.daemon_log());
+    }
+
+    /// Waits until `clibotctl list --json` satisfies `pred`.
+    pub fn wait_list(&self, what: &str, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut last = serde_json::Value::Null;
+        while Instant::now() < deadline {
+            last = serde_json::from_str(&self.ctl_ok(&["list", "--json"])).expect("list --json is JSON");
+            if pred(&last) {
+                return last;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("timed out waiting for {what}; last list: {last:#}");
+    }
+
+    /// All events as JSON objects (`events --since 0 --json`).
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.ctl_ok(&["events", "--since", "0", "--json"])
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("event line is JSON"))
+            .collect()
+    }
+}
+
+impl Default for Harness {
+    fn default() -> Self {
+        Harness::new()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.kill_daemon();
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// Lines of a screen, trimmed.
+pub fn lines(screen: &str) -> Vec<&str> {
+    screen.lines().map(str::trim_end).collect()
+}
