@@ -12,14 +12,36 @@ use clibot_proto::{Client, ConnectError, connect};
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connects to the daemon at `socket`, starting it first when `autostart` and nothing listens.
-pub async fn client(socket: &Path, autostart: bool, explicit_socket: bool) -> anyhow::Result<Client> {
+pub async fn client(
+    socket: &Path,
+    autostart: bool,
+    explicit_socket: bool,
+) -> anyhow::Result<Client> {
     match connect(socket).await {
         Ok(c) => Ok(c),
         Err(e) if e.is_no_daemon() && autostart => start_daemon(socket, explicit_socket).await,
-        Err(e @ ConnectError::NoDaemon { .. }) => {
-            Err(anyhow!("{e} (clibotctl starts one by itself unless --no-autostart or CLIBOT_NO_AUTOSTART=1)"))
-        }
+        Err(e @ ConnectError::NoDaemon { .. }) => Err(anyhow!(
+            "{e} (clibotctl starts one by itself unless --no-autostart or CLIBOT_NO_AUTOSTART=1)"
+        )),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `[daemon] socket` from the config file the daemon reads (`CLIBOT_CONFIG` or
+/// `~/.config/clibot/config.toml`), so that a socket moved in the config is found without flags.
+pub fn configured_socket() -> Option<PathBuf> {
+    let path = std::env::var_os("CLIBOT_CONFIG")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "clibot")
+                .map(|d| d.config_dir().join("config.toml"))
+        })?;
+    let table: toml::Table = std::fs::read_to_string(path).ok()?.parse().ok()?;
+    let s = table.get("daemon")?.get("socket")?.as_str()?;
+    match s.strip_prefix("~/") {
+        Some(rest) => directories::BaseDirs::new().map(|b| b.home_dir().join(rest)),
+        None => Some(PathBuf::from(s)),
     }
 }
 
@@ -34,12 +56,26 @@ fn daemon_binary() -> PathBuf {
 
 async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Client> {
     let bin = daemon_binary();
-    let log_dir = socket.parent().map(Path::to_path_buf).unwrap_or_else(clibot_proto::private_runtime_dir);
-    std::fs::create_dir_all(&log_dir).with_context(|| format!("cannot create {}", log_dir.display()))?;
+    let log_dir = socket
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(clibot_proto::private_runtime_dir);
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&log_dir)
+            .with_context(|| format!("cannot create {}", log_dir.display()))?;
+    }
     let log_path = log_dir.join("clibotd.log");
+    use std::os::unix::fs::OpenOptionsExt;
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        // Never follow a symlink planted where the log goes.
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let mut cmd = tokio::process::Command::new(&bin);
@@ -47,11 +83,22 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
         cmd.arg("--socket").arg(socket);
     }
     // Its own process group: a Ctrl-C in this terminal must not reach the daemon.
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).process_group(0);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0);
     let mut child = cmd.spawn().with_context(|| {
-        format!("no clibotd is running at {} and starting {} failed", socket.display(), bin.display())
+        format!(
+            "no clibotd is running at {} and starting {} failed",
+            socket.display(),
+            bin.display()
+        )
     })?;
-    eprintln!("clibotctl: started clibotd (pid {}); its log is {}", child.id().unwrap_or(0), log_path.display());
+    eprintln!(
+        "clibotctl: started clibotd (pid {}); its log is {}",
+        child.id().unwrap_or(0),
+        log_path.display()
+    );
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         match connect(socket).await {
@@ -61,11 +108,23 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
         }
         if let Ok(Some(status)) = child.try_wait() {
             let tail = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let last = tail.lines().rev().find(|l| l.contains("error")).unwrap_or("").to_string();
-            return Err(anyhow!("clibotd exited at start ({status}): {last} (see {})", log_path.display()));
+            let last = tail
+                .lines()
+                .rev()
+                .find(|l| l.contains("error"))
+                .unwrap_or("")
+                .to_string();
+            return Err(anyhow!(
+                "clibotd exited at start ({status}): {last} (see {})",
+                log_path.display()
+            ));
         }
         if Instant::now() > deadline {
-            return Err(anyhow!("clibotd did not answer within {}s; see {}", START_TIMEOUT.as_secs(), log_path.display()));
+            return Err(anyhow!(
+                "clibotd did not answer within {}s; see {}",
+                START_TIMEOUT.as_secs(),
+                log_path.display()
+            ));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -105,8 +105,8 @@ enum Command {
         /// Kill at once.
         #[arg(long)]
         force: bool,
-        /// Seconds the graceful quit may take [default: the daemon's, 5].
-        #[arg(long)]
+        /// Seconds the graceful quit may take, 0.001 to 3600 [default: the daemon's, 5].
+        #[arg(long, value_parser = parse_timeout)]
         timeout: Option<f64>,
     },
     /// Manage a tmux session that already runs on clibot's tmux server.
@@ -142,7 +142,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("clibotctl: cannot start: {e}");
@@ -161,11 +164,23 @@ fn main() -> ExitCode {
     }
 }
 
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if (0.001..=3600.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err("must be between 0.001 and 3600 seconds".into())
+    }
+}
+
 fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
     if p.is_absolute() {
         return Ok(p.to_path_buf());
     }
-    let cwd = std::env::current_dir().context("cannot read the current directory; pass an absolute --dir")?;
+    let cwd = std::env::current_dir()
+        .context("cannot read the current directory; pass an absolute --dir")?;
     Ok(cwd.join(p))
 }
 
@@ -175,8 +190,9 @@ fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let explicit = cli.socket.is_some();
-    let socket = cli.socket.clone().unwrap_or_else(clibot_proto::default_socket_path);
+    let configured = cli.socket.clone().or_else(connect::configured_socket);
+    let explicit = configured.is_some();
+    let socket = configured.unwrap_or_else(clibot_proto::default_socket_path);
     let mut c = connect::client(&socket, !cli.no_autostart, explicit).await?;
     match cli.command {
         Command::Status { json } => {
@@ -189,11 +205,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
                 }));
             }
-            println!("clibotd {} (pid {}), up {}s", s.version, s.pid, s.uptime_ms / 1000);
+            println!(
+                "clibotd {} (pid {}), up {}s",
+                s.version,
+                s.pid,
+                s.uptime_ms / 1000
+            );
             println!("socket:     {}", s.socket);
             println!("state dir:  {}", s.state_dir);
-            println!("config:     {}", if s.config_file.is_empty() { "(defaults)" } else { &s.config_file });
-            let tmux = if s.tmux_reachable { s.tmux_version.clone() } else { "NOT FOUND".to_string() };
+            println!(
+                "config:     {}",
+                if s.config_file.is_empty() {
+                    "(defaults)"
+                } else {
+                    &s.config_file
+                }
+            );
+            let tmux = if s.tmux_reachable {
+                s.tmux_version.clone()
+            } else {
+                "NOT FOUND".to_string()
+            };
             println!("tmux:       {} ({})", tmux, s.tmux_args.join(" "));
             println!("sessions:   {}", s.sessions);
             println!("last event: {}", s.last_seq);
@@ -202,17 +234,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("warning:    {w}");
             }
         }
-        Command::List { json, cli, state, dir } => {
+        Command::List {
+            json,
+            cli,
+            state,
+            dir,
+        } => {
             let state = match state {
-                Some(s) => output::parse_state(&s)
-                    .ok_or_else(|| anyhow!("unknown state {s:?}: use starting, idle, working, waiting, exited or error"))?,
+                Some(s) => output::parse_state(&s).ok_or_else(|| {
+                    anyhow!(
+                        "unknown state {s:?}: use starting, idle, working, waiting, exited or error"
+                    )
+                })?,
                 None => v1::SessionState::Unspecified,
             };
-            let dir = dir.map(|d| absolute(&d)).transpose()?.map(|d| d.display().to_string()).unwrap_or_default();
-            let req = v1::ListSessionsRequest { cli: cli.unwrap_or_default(), dir, state: state as i32 };
+            let dir = dir
+                .map(|d| absolute(&d))
+                .transpose()?
+                .map(|d| d.display().to_string())
+                .unwrap_or_default();
+            let req = v1::ListSessionsRequest {
+                cli: cli.unwrap_or_default(),
+                dir,
+                state: state as i32,
+            };
             let sessions = c.list_sessions(req).await?.into_inner().sessions;
             if json {
-                return print_json(&serde_json::Value::Array(sessions.iter().map(output::session_json).collect()));
+                return print_json(&serde_json::Value::Array(
+                    sessions.iter().map(output::session_json).collect(),
+                ));
             }
             if sessions.is_empty() {
                 println!("no sessions; start one with `clibotctl spawn NAME --cli shell`");
@@ -221,7 +271,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Show { name, json } => {
-            let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
+            let s = c
+                .get_session(v1::GetSessionRequest { name })
+                .await?
+                .into_inner();
             if json {
                 return print_json(&output::session_json(&s));
             }
@@ -229,63 +282,139 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{k:<17} {v}");
             }
         }
-        Command::Spawn { name, cli, dir, env, args, json } => {
+        Command::Spawn {
+            name,
+            cli,
+            dir,
+            env,
+            args,
+            json,
+        } => {
             let dir = match dir {
                 Some(d) => absolute(&d)?,
-                None => std::env::current_dir().context("cannot read the current directory; pass --dir")?,
+                None => std::env::current_dir()
+                    .context("cannot read the current directory; pass --dir")?,
             };
             let mut envs = std::collections::HashMap::new();
             for kv in env {
-                let (k, v) = kv.split_once('=').ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
                 envs.insert(k.to_string(), v.to_string());
             }
-            let req = v1::SpawnSessionRequest { name, cli, dir: dir.display().to_string(), args, env: envs };
+            let req = v1::SpawnSessionRequest {
+                name,
+                cli,
+                dir: dir.display().to_string(),
+                args,
+                env: envs,
+            };
             let s = c.spawn_session(req).await?.into_inner();
             if json {
                 return print_json(&output::session_json(&s));
             }
-            println!("spawned {} ({}) in {}; attach with `clibotctl attach {}`", s.name, s.cli, s.dir, s.name);
+            println!(
+                "spawned {} ({}) in {}; attach with `clibotctl attach {}`",
+                s.name, s.cli, s.dir, s.name
+            );
         }
-        Command::Send { name, text, no_submit } => {
+        Command::Send {
+            name,
+            text,
+            no_submit,
+        } => {
             let text = if text == "-" {
                 let mut buf = String::new();
-                std::io::stdin().read_to_string(&mut buf).context("cannot read the text from stdin")?;
+                std::io::stdin()
+                    .read_to_string(&mut buf)
+                    .context("cannot read the text from stdin")?;
                 buf
             } else {
                 text
             };
-            c.send_input(v1::SendInputRequest { session: name, text, submit: !no_submit }).await?;
+            c.send_input(v1::SendInputRequest {
+                session: name,
+                text,
+                submit: !no_submit,
+            })
+            .await?;
         }
         Command::Keys { name, keys } => {
-            c.send_keys(v1::SendKeysRequest { session: name, keys }).await?;
+            c.send_keys(v1::SendKeysRequest {
+                session: name,
+                keys,
+            })
+            .await?;
         }
-        Command::Screen { name, lines, escapes } => {
-            let r = c.capture(v1::CaptureRequest { session: name, lines: lines.unwrap_or(0), escapes }).await?;
+        Command::Screen {
+            name,
+            lines,
+            escapes,
+        } => {
+            let r = c
+                .capture(v1::CaptureRequest {
+                    session: name,
+                    lines: lines.unwrap_or(0),
+                    escapes,
+                })
+                .await?;
             print!("{}", r.into_inner().text);
         }
-        Command::Stop { name, force, timeout } => {
-            let timeout_ms = match timeout {
-                Some(t) if !(0.0..=3600.0).contains(&t) => bail!("--timeout must be between 0 and 3600 seconds"),
-                Some(t) => (t * 1000.0) as u32,
-                None => 0,
+        Command::Stop {
+            name,
+            force,
+            timeout,
+        } => {
+            let timeout_ms = timeout.map(|t| ((t * 1000.0) as u32).max(1)).unwrap_or(0);
+            let r = c
+                .stop_session(v1::StopSessionRequest {
+                    session: name.clone(),
+                    force,
+                    timeout_ms,
+                })
+                .await?
+                .into_inner();
+            let how = if force {
+                "killed"
+            } else if r.forced {
+                "did not quit in time; killed"
+            } else {
+                "quit"
             };
-            let r = c.stop_session(v1::StopSessionRequest { session: name.clone(), force, timeout_ms }).await?.into_inner();
-            let how = if force { "killed" } else if r.forced { "did not quit in time; killed" } else { "quit" };
             match r.exit_status {
                 Some(code) => println!("stopped {name}: {how} (exit status {code})"),
                 None => println!("stopped {name}: {how}"),
             }
         }
-        Command::Adopt { tmux_session, cli, name } => {
-            let req = v1::AdoptSessionRequest { tmux_session, cli, name: name.unwrap_or_default() };
+        Command::Adopt {
+            tmux_session,
+            cli,
+            name,
+        } => {
+            let req = v1::AdoptSessionRequest {
+                tmux_session,
+                cli,
+                name: name.unwrap_or_default(),
+            };
             let s = c.adopt_session(req).await?.into_inner();
-            println!("adopted tmux session {} as {} ({})", s.tmux_session, s.name, s.cli);
+            println!(
+                "adopted tmux session {} as {} ({})",
+                s.tmux_session, s.name, s.cli
+            );
         }
         Command::Release { name } => {
-            c.release_session(v1::ReleaseSessionRequest { session: name.clone() }).await?;
+            c.release_session(v1::ReleaseSessionRequest {
+                session: name.clone(),
+            })
+            .await?;
             println!("released {name}; it keeps running in tmux");
         }
-        Command::Events { follow, since, sessions, json } => {
+        Command::Events {
+            follow,
+            since,
+            sessions,
+            json,
+        } => {
             // Following without --since starts at the newest event; the position is then known
             // and survives reconnects.
             let since = match since {
@@ -296,12 +425,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             watch_events(c, &socket, since, sessions, follow, json).await?;
         }
         Command::Attach { name } => {
-            let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
-            let (prog, args) = s.attach_command.split_first().ok_or_else(|| anyhow!("the daemon sent no attach command"))?;
+            let s = c
+                .get_session(v1::GetSessionRequest { name })
+                .await?
+                .into_inner();
+            let (prog, args) = s
+                .attach_command
+                .split_first()
+                .ok_or_else(|| anyhow!("the daemon sent no attach command"))?;
             use std::os::unix::process::CommandExt;
             // Replaces this process; only returns on failure. TMUX is cleared so that attaching
             // from inside another tmux works (as a nested client).
-            let err = std::process::Command::new(prog).args(args).env_remove("TMUX").exec();
+            let err = std::process::Command::new(prog)
+                .args(args)
+                .env_remove("TMUX")
+                .exec();
             bail!("cannot run {prog}: {err}");
         }
     }
@@ -319,7 +457,11 @@ async fn watch_events(
     json: bool,
 ) -> anyhow::Result<()> {
     loop {
-        let req = v1::WatchEventsRequest { since: Some(since), sessions: sessions.clone(), follow };
+        let req = v1::WatchEventsRequest {
+            since: Some(since),
+            sessions: sessions.clone(),
+            follow,
+        };
         let result: anyhow::Result<()> = async {
             let mut stream = c.watch_events(req).await?.into_inner();
             while let Some(item) = stream.next().await {

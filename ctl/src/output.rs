@@ -28,7 +28,10 @@ pub fn parse_state(s: &str) -> Option<v1::SessionState> {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 /// "42s", "5m", "3h", "2d".
@@ -60,7 +63,14 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
             if let Some(code) = s.exit_status {
                 state = format!("{state}({code})");
             }
-            [s.name.clone(), s.cli.clone(), state, ago(s.created_at_ms), ago(s.last_activity_ms), s.dir.clone()]
+            [
+                s.name.clone(),
+                s.cli.clone(),
+                state,
+                ago(s.created_at_ms),
+                ago(s.last_activity_ms),
+                s.dir.clone(),
+            ]
         })
         .collect();
     let header = ["NAME", "CLI", "STATE", "AGE", "ACTIVE", "DIR"].map(String::from);
@@ -72,7 +82,11 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
     }
     let mut out = String::new();
     for r in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = r.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let line: Vec<String> = r
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
@@ -82,11 +96,23 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
 /// The event's type and its fields.
 fn kind_fields(k: &Kind) -> (&'static str, Value) {
     match k {
-        Kind::DaemonStarted(d) => ("daemon_started", json!({"pid": d.pid, "version": d.version, "readopted": d.readopted})),
-        Kind::Spawned(s) => ("spawned", json!({"cli": s.cli, "dir": s.dir, "args": s.args})),
-        Kind::Adopted(a) => ("adopted", json!({"cli": a.cli, "tmux_session": a.tmux_session})),
+        Kind::DaemonStarted(d) => (
+            "daemon_started",
+            json!({"pid": d.pid, "version": d.version, "readopted": d.readopted}),
+        ),
+        Kind::Spawned(s) => (
+            "spawned",
+            json!({"cli": s.cli, "dir": s.dir, "args": s.args}),
+        ),
+        Kind::Adopted(a) => (
+            "adopted",
+            json!({"cli": a.cli, "tmux_session": a.tmux_session}),
+        ),
         Kind::Released(_) => ("released", json!({})),
-        Kind::InputSent(i) => ("input_sent", json!({"text": i.text, "submitted": i.submitted})),
+        Kind::InputSent(i) => (
+            "input_sent",
+            json!({"text": i.text, "submitted": i.submitted}),
+        ),
         Kind::KeysSent(k) => ("keys_sent", json!({"keys": k.keys})),
         Kind::StateChanged(s) => (
             "state_changed",
@@ -95,12 +121,19 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::Exited(e) => ("exited", json!({"status": e.status, "reason": e.reason})),
         Kind::Stopped(s) => ("stopped", json!({"forced": s.forced})),
         Kind::Error(e) => ("error", json!({"message": e.message})),
-        Kind::EventsDropped(d) => ("events_dropped", json!({"first_seq": d.first_seq, "last_seq": d.last_seq})),
+        Kind::EventsDropped(d) => (
+            "events_dropped",
+            json!({"first_seq": d.first_seq, "last_seq": d.last_seq}),
+        ),
     }
 }
 
 pub fn event_json(e: &v1::Event) -> Value {
-    let (ty, fields) = e.kind.as_ref().map(kind_fields).unwrap_or(("unknown", json!({})));
+    let (ty, fields) = e
+        .kind
+        .as_ref()
+        .map(kind_fields)
+        .unwrap_or(("unknown", json!({})));
     let mut v = json!({"seq": e.seq, "time_ms": e.time_ms, "session": e.session, "type": ty});
     if let (Some(obj), Value::Object(f)) = (v.as_object_mut(), fields) {
         obj.extend(f);
@@ -109,7 +142,11 @@ pub fn event_json(e: &v1::Event) -> Value {
 }
 
 pub fn event_line(e: &v1::Event) -> String {
-    let (ty, fields) = e.kind.as_ref().map(kind_fields).unwrap_or(("unknown", json!({})));
+    let (ty, fields) = e
+        .kind
+        .as_ref()
+        .map(kind_fields)
+        .unwrap_or(("unknown", json!({})));
     let detail = match (&e.kind, fields) {
         (Some(Kind::InputSent(i)), _) => {
             let mut t: String = i.text.chars().take(60).collect();
@@ -119,13 +156,39 @@ pub fn event_line(e: &v1::Event) -> String {
             format!("{t:?}{}", if i.submitted { " ⏎" } else { "" })
         }
         (Some(Kind::StateChanged(s)), _) => {
-            format!("{} → {}{}", state_name(s.from), state_name(s.to), if s.reason.is_empty() { String::new() } else { format!(" ({})", s.reason) })
+            format!(
+                "{} → {}{}",
+                state_name(s.from),
+                state_name(s.to),
+                if s.reason.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", s.reason)
+                }
+            )
         }
-        (_, Value::Object(m)) => m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
+        (_, Value::Object(m)) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         _ => String::new(),
     };
-    let session = if e.session.is_empty() { "-" } else { &e.session };
-    format!("{:>6}  {}  {:<16} {:<14} {}", e.seq, clock(e.time_ms), session, ty, detail).trim_end().to_string()
+    let session = if e.session.is_empty() {
+        "-"
+    } else {
+        &e.session
+    };
+    format!(
+        "{:>6}  {}  {:<16} {:<14} {}",
+        e.seq,
+        clock(e.time_ms),
+        session,
+        ty,
+        detail
+    )
+    .trim_end()
+    .to_string()
 }
 
 /// UTC wall-clock time of day.

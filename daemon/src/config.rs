@@ -24,7 +24,11 @@ pub enum ConfigError {
     #[error(
         "config file {path}: `{key}` refers to ${{{var}}}, but the environment variable {var} is not set; export it or remove the reference"
     )]
-    MissingEnv { path: PathBuf, key: String, var: String },
+    MissingEnv {
+        path: PathBuf,
+        key: String,
+        var: String,
+    },
     #[error("config file {path}: {message}")]
     Invalid { path: PathBuf, message: String },
 }
@@ -139,16 +143,20 @@ pub struct CliSpec {
 
 /// The CLIs every installation knows.
 fn builtin_clis() -> BTreeMap<String, CliSpec> {
-    let shell = std::env::var("SHELL").ok().filter(|s| !s.is_empty()).unwrap_or_else(|| "/bin/sh".into());
-    let mk = |name: &str, argv: Vec<String>, delay: u64, keys: &[&str], text: Option<&str>| CliSpec {
-        name: name.to_string(),
-        argv,
-        env: BTreeMap::new(),
-        dir: None,
-        submit_delay_ms: delay,
-        stop_keys: keys.iter().map(|k| k.to_string()).collect(),
-        stop_text: text.map(str::to_string),
-    };
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".into());
+    let mk =
+        |name: &str, argv: Vec<String>, delay: u64, keys: &[&str], text: Option<&str>| CliSpec {
+            name: name.to_string(),
+            argv,
+            env: BTreeMap::new(),
+            dir: None,
+            submit_delay_ms: delay,
+            stop_keys: keys.iter().map(|k| k.to_string()).collect(),
+            stop_text: text.map(str::to_string),
+        };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
         mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
@@ -167,46 +175,73 @@ impl Config {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-            Err(source) => return Err(ConfigError::Read { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
         };
         Config::parse(&text, path).map(Some)
     }
 
     /// Parses TOML text (`path` only names the file in errors).
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let mut value: toml::Table = toml::from_str(text)
-            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        let mut value: toml::Table = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
-        value.retain(|k, _| matches!(k.as_ref(), "daemon" | "tmux" | "cli"));
+        value.retain(|k, _| matches!(k, "daemon" | "tmux" | "cli"));
         substitute_env(&mut value, path, &mut String::new())?;
-        let config: Config = toml::Table::try_into(value)
-            .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })?;
+        let config: Config = toml::Table::try_into(value).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
         config.validate(path)?;
         Ok(config)
     }
 
     fn validate(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |message: String| ConfigError::Invalid { path: path.to_path_buf(), message };
+        let invalid = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
         for (name, cli) in &self.cli_overrides {
             if !crate::names::is_valid_name(name) {
-                return Err(invalid(format!("[cli.{name}]: CLI names use only A-Z a-z 0-9 _ - (at most 64)")));
+                return Err(invalid(format!(
+                    "[cli.{name}]: CLI names use only A-Z a-z 0-9 _ - (at most 64)"
+                )));
             }
-            if cli.argv.as_ref().is_some_and(|a| a.is_empty() || a[0].is_empty()) {
-                return Err(invalid(format!("[cli.{name}]: argv must name a program, e.g. argv = [\"{name}\"]")));
+            if cli
+                .argv
+                .as_ref()
+                .is_some_and(|a| a.is_empty() || a[0].is_empty())
+            {
+                return Err(invalid(format!(
+                    "[cli.{name}]: argv must name a program, e.g. argv = [\"{name}\"]"
+                )));
             }
             for key in cli.stop_keys.iter().flatten() {
-                crate::keys::Key::parse(key).map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
+                crate::keys::Key::parse(key)
+                    .map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
             }
             if !builtin_clis().contains_key(name) && cli.argv.is_none() {
-                return Err(invalid(format!("[cli.{name}]: a new CLI needs argv, e.g. argv = [\"{name}\"]")));
+                return Err(invalid(format!(
+                    "[cli.{name}]: a new CLI needs argv, e.g. argv = [\"{name}\"]"
+                )));
             }
         }
         if self.daemon.event_retention == 0 {
-            return Err(invalid("[daemon] event_retention must be at least 1".into()));
+            return Err(invalid(
+                "[daemon] event_retention must be at least 1".into(),
+            ));
         }
         if self.tmux.width < 10 || self.tmux.height < 5 {
-            return Err(invalid("[tmux] width must be at least 10 and height at least 5".into()));
+            return Err(invalid(
+                "[tmux] width must be at least 10 and height at least 5".into(),
+            ));
         }
         Ok(())
     }
@@ -249,7 +284,11 @@ impl Config {
 
 /// Replaces `${NAME}` in every string with the environment variable `NAME`; `$${` stays a
 /// literal `${`.
-fn substitute_env(table: &mut toml::Table, path: &Path, key_path: &mut String) -> Result<(), ConfigError> {
+fn substitute_env(
+    table: &mut toml::Table,
+    path: &Path,
+    key_path: &mut String,
+) -> Result<(), ConfigError> {
     for (k, v) in table.iter_mut() {
         let len = key_path.len();
         if !key_path.is_empty() {
@@ -262,7 +301,11 @@ fn substitute_env(table: &mut toml::Table, path: &Path, key_path: &mut String) -
     Ok(())
 }
 
-fn substitute_value(value: &mut toml::Value, path: &Path, key_path: &mut String) -> Result<(), ConfigError> {
+fn substitute_value(
+    value: &mut toml::Value,
+    path: &Path,
+    key_path: &mut String,
+) -> Result<(), ConfigError> {
     match value {
         toml::Value::String(s) => *s = expand_env(s, path, key_path)?,
         toml::Value::Array(items) => {
@@ -316,7 +359,9 @@ pub fn expand_home(p: &Path) -> PathBuf {
         return home().unwrap_or_else(|| p.to_path_buf());
     }
     match p.strip_prefix("~") {
-        Ok(rest) => home().map(|h| h.join(rest)).unwrap_or_else(|| p.to_path_buf()),
+        Ok(rest) => home()
+            .map(|h| h.join(rest))
+            .unwrap_or_else(|| p.to_path_buf()),
         Err(_) => p.to_path_buf(),
     }
 }
@@ -342,11 +387,17 @@ mod tests {
 
     #[test]
     fn user_entry_merges_over_builtin() {
-        let c = parse("[cli.claude]\nenv = { A = \"1\" }\n[cli.mytool]\nargv = [\"python3\", \"-i\"]\n").expect("parses");
+        let c = parse(
+            "[cli.claude]\nenv = { A = \"1\" }\n[cli.mytool]\nargv = [\"python3\", \"-i\"]\n",
+        )
+        .expect("parses");
         let clis = c.clis();
         assert_eq!(clis["claude"].argv, vec!["claude".to_string()]);
         assert_eq!(clis["claude"].env["A"], "1");
-        assert_eq!(clis["mytool"].argv, vec!["python3".to_string(), "-i".to_string()]);
+        assert_eq!(
+            clis["mytool"].argv,
+            vec!["python3".to_string(), "-i".to_string()]
+        );
     }
 
     #[test]
@@ -354,10 +405,17 @@ mod tests {
         // SAFETY of the test: a variable name no other test uses.
         let v = std::env::var("PATH").expect("PATH is set in tests");
         let c = parse("[cli.x]\nargv = [\"${PATH}\", \"$${LITERAL}\", \"a$b\"]\n").expect("parses");
-        assert_eq!(c.clis()["x"].argv, vec![v, "${LITERAL}".to_string(), "a$b".to_string()]);
-        let e = parse("[cli.x]\nargv = [\"${CLIBOT_SURELY_UNSET_VAR}\"]\n").expect_err("unset var is an error");
+        assert_eq!(
+            c.clis()["x"].argv,
+            vec![v, "${LITERAL}".to_string(), "a$b".to_string()]
+        );
+        let e = parse("[cli.x]\nargv = [\"${CLIBOT_SURELY_UNSET_VAR}\"]\n")
+            .expect_err("unset var is an error");
         let msg = e.to_string();
-        assert!(msg.contains("CLIBOT_SURELY_UNSET_VAR") && msg.contains("cli.x.argv"), "{msg}");
+        assert!(
+            msg.contains("CLIBOT_SURELY_UNSET_VAR") && msg.contains("cli.x.argv"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -372,6 +430,7 @@ mod tests {
 
     #[test]
     fn other_sections_are_ignored() {
-        parse("[gateway.telegram]\ntoken = \"x\"\n[access.telegram]\npolicy = \"pairing\"\n").expect("foreign sections are fine");
+        parse("[gateway.telegram]\ntoken = \"x\"\n[access.telegram]\npolicy = \"pairing\"\n")
+            .expect("foreign sections are fine");
     }
 }

@@ -110,8 +110,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 fn new_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    let mut x = (t as u64) ^ ((std::process::id() as u64) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut x =
+        (t as u64) ^ ((std::process::id() as u64) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     // splitmix64 finaliser: spreads the bits so ids do not share long prefixes.
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -124,11 +128,17 @@ impl Daemon {
     /// the others exited.
     pub async fn start(settings: Settings, mux: Arc<dyn Mux>) -> Result<Daemon, CoreError> {
         let state_dir = settings.state_dir.clone();
-        create_private_dir(&state_dir).map_err(|source| CoreError::State { path: state_dir.clone(), source })?;
+        create_private_dir(&state_dir).map_err(|source| CoreError::State {
+            path: state_dir.clone(),
+            source,
+        })?;
         let registry_path = state_dir.join("sessions.json");
         let (registry, mut warnings) = load_registry(&registry_path);
-        let (events, w) =
-            EventLog::open(&state_dir.join("events.jsonl"), settings.config.daemon.event_retention, registry.last_seq);
+        let (events, w) = EventLog::open(
+            &state_dir.join("events.jsonl"),
+            settings.config.daemon.event_retention,
+            registry.last_seq,
+        );
         warnings.extend(w);
 
         let roots = settings
@@ -139,12 +149,19 @@ impl Daemon {
             .filter_map(|r| expand_home(r).canonicalize().ok())
             .collect::<Vec<_>>();
         if roots.is_empty() {
-            warnings.push("none of [daemon] allowed_roots exists: no session can be spawned".to_string());
+            warnings.push(
+                "none of [daemon] allowed_roots exists: no session can be spawned".to_string(),
+            );
         }
         match mux.ensure_server(settings.config.tmux.history_limit).await {
             Ok(()) => {}
             Err(e @ MuxError::Spawn { .. }) => return Err(e.into()),
             Err(e) => warnings.push(format!("could not prepare the tmux server: {e}")),
+        }
+        if let Ok(v) = mux.version().await
+            && let Some(warning) = old_tmux_warning(&v)
+        {
+            warnings.push(warning);
         }
         for w in &warnings {
             warn!("{w}");
@@ -186,7 +203,9 @@ impl Daemon {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
             Err(e) => {
-                self.warn(format!("cannot list tmux sessions at start: {e}; sessions are kept as they were"));
+                self.warn(format!(
+                    "cannot list tmux sessions at start: {e}; sessions are kept as they were"
+                ));
                 let mut sessions = lock(&self.inner.sessions);
                 for rec in registry.sessions {
                     sessions.insert(rec.name.clone(), Entry::new(rec));
@@ -207,12 +226,20 @@ impl Daemon {
                         if !rec.state.is_exited() {
                             readopted += 1;
                             if s.dead {
-                                exited.push((rec.name.clone(), s.dead_status, "the CLI exited while the daemon was down"));
+                                exited.push((
+                                    rec.name.clone(),
+                                    s.dead_status,
+                                    "the CLI exited while the daemon was down",
+                                ));
                             }
                         }
                     }
                     None if !rec.state.is_exited() => {
-                        exited.push((rec.name.clone(), None, "its tmux session is gone (was the tmux server restarted?)"));
+                        exited.push((
+                            rec.name.clone(),
+                            None,
+                            "its tmux session is gone (was the tmux server restarted?)",
+                        ));
                     }
                     None => {}
                 }
@@ -245,7 +272,10 @@ impl Daemon {
                     args: Vec::new(),
                 };
                 readopted += 1;
-                self.warn(format!("session {} was missing from the registry and was recovered from tmux", rec.name));
+                self.warn(format!(
+                    "session {} was missing from the registry and was recovered from tmux",
+                    rec.name
+                ));
                 sessions.insert(rec.name.clone(), Entry::new(rec));
             }
         }
@@ -271,7 +301,10 @@ impl Daemon {
         let file = RegistryFile {
             version: 1,
             last_seq: self.inner.events.last_seq(),
-            sessions: lock(&self.inner.sessions).values().map(|e| e.rec.clone()).collect(),
+            sessions: lock(&self.inner.sessions)
+                .values()
+                .map(|e| e.rec.clone())
+                .collect(),
         };
         if let Err(e) = save_registry(&self.inner.registry_path, &file) {
             tracing::error!(path = %self.inner.registry_path.display(), "cannot save the session registry: {e}");
@@ -302,7 +335,15 @@ impl Daemon {
             }
         };
         if let Some((from, id)) = change {
-            self.event(name, &id, EventKind::StateChanged { from, to, reason: reason.to_string() });
+            self.event(
+                name,
+                &id,
+                EventKind::StateChanged {
+                    from,
+                    to,
+                    reason: reason.to_string(),
+                },
+            );
         }
     }
 
@@ -319,13 +360,25 @@ impl Daemon {
         };
         info!(session = name, ?status, "{reason}");
         self.set_state(name, State::Exited, reason);
-        self.event(name, &id, EventKind::Exited { status, reason: reason.to_string() });
+        self.event(
+            name,
+            &id,
+            EventKind::Exited {
+                status,
+                reason: reason.to_string(),
+            },
+        );
         self.persist();
     }
 
-    fn lookup(&self, name: &str) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
+    fn lookup(
+        &self,
+        name: &str,
+    ) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
         let sessions = lock(&self.inner.sessions);
-        let e = sessions.get(name).ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let e = sessions
+            .get(name)
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
         if e.stopping {
             return Err(CoreError::Stopping(name.to_string()));
         }
@@ -333,10 +386,19 @@ impl Daemon {
     }
 
     fn cli(&self, name: &str) -> Result<&CliSpec, CoreError> {
-        self.inner.clis.get(name).ok_or_else(|| CoreError::UnknownCli {
-            name: name.to_string(),
-            known: self.inner.clis.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        self.inner
+            .clis
+            .get(name)
+            .ok_or_else(|| CoreError::UnknownCli {
+                name: name.to_string(),
+                known: self
+                    .inner
+                    .clis
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })
     }
 
     /// Resolves and confines a working directory.
@@ -352,7 +414,9 @@ impl Daemon {
         if !raw.is_absolute() {
             return Err(CoreError::DirNotAbsolute(requested.to_string()));
         }
-        let dir = raw.canonicalize().map_err(|_| CoreError::DirNotFound(raw.clone()))?;
+        let dir = raw
+            .canonicalize()
+            .map_err(|_| CoreError::DirNotFound(raw.clone()))?;
         if !dir.is_dir() {
             return Err(CoreError::NotADirectory(dir));
         }
@@ -360,7 +424,12 @@ impl Daemon {
             let roots = if self.inner.roots.is_empty() {
                 "none configured exists".to_string()
             } else {
-                self.inner.roots.iter().map(|r| r.display().to_string()).collect::<Vec<_>>().join(", ")
+                self.inner
+                    .roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             };
             return Err(CoreError::DirNotAllowed { dir, roots });
         }
@@ -386,11 +455,15 @@ impl Daemon {
                 )));
             }
             if v.contains('\0') {
-                return Err(CoreError::InvalidArgument(format!("environment variable {k} contains a NUL byte")));
+                return Err(CoreError::InvalidArgument(format!(
+                    "environment variable {k} contains a NUL byte"
+                )));
             }
         }
         if req.args.iter().any(|a| a.contains('\0')) {
-            return Err(CoreError::InvalidArgument("an argument contains a NUL byte".into()));
+            return Err(CoreError::InvalidArgument(
+                "an argument contains a NUL byte".into(),
+            ));
         }
         let id = new_id();
         let created = now_ms();
@@ -423,7 +496,9 @@ impl Daemon {
         let mut sessions = lock(&self.inner.sessions);
         match result {
             Ok(s) => {
-                let e = sessions.get_mut(&req.name).ok_or_else(|| CoreError::NoSuchSession(req.name.clone()))?;
+                let e = sessions
+                    .get_mut(&req.name)
+                    .ok_or_else(|| CoreError::NoSuchSession(req.name.clone()))?;
                 e.rec.tmux_id = s.id;
                 e.rec.pid = s.pid;
                 e.stopping = false;
@@ -441,7 +516,11 @@ impl Daemon {
                 info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
                 self.set_state(&rec.name, State::Idle, "started");
                 if s.dead {
-                    self.mark_exited(&rec.name, s.dead_status, "the CLI exited right after it started");
+                    self.mark_exited(
+                        &rec.name,
+                        s.dead_status,
+                        "the CLI exited right after it started",
+                    );
                 }
                 self.persist();
                 self.get(&rec.name)
@@ -462,7 +541,10 @@ impl Daemon {
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => {
-                self.inner.mux.ensure_server(self.inner.settings.config.tmux.history_limit).await?;
+                self.inner
+                    .mux
+                    .ensure_server(self.inner.settings.config.tmux.history_limit)
+                    .await?;
                 Vec::new()
             }
             Err(e) => return Err(e.into()),
@@ -472,11 +554,25 @@ impl Daemon {
         }
         let mut argv = cli.argv.clone();
         argv.extend(req.args.iter().cloned());
-        let mut env: Vec<(String, String)> = cli.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut env: Vec<(String, String)> = cli
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         env.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        // A daemon started by systemd may have no locale; TUIs then draw boxes as `?`.
+        let has_locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+        if !has_locale && !env.iter().any(|(k, _)| k == "LANG" || k == "LC_ALL") {
+            env.push(("LANG".into(), "C.UTF-8".into()));
+        }
         env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
         env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
-        env.push(("CLIBOT_SOCKET".into(), self.inner.settings.socket.display().to_string()));
+        env.push((
+            "CLIBOT_SOCKET".into(),
+            self.inner.settings.socket.display().to_string(),
+        ));
         let meta = SessionMeta {
             id: rec.id.clone(),
             name: rec.name.clone(),
@@ -521,17 +617,24 @@ impl Daemon {
     pub async fn send_input(&self, name: &str, text: &str, submit: bool) -> Result<u64, CoreError> {
         let max = self.inner.settings.config.daemon.max_input_bytes;
         if text.len() > max {
-            return Err(CoreError::TextTooLong { len: text.len(), max });
+            return Err(CoreError::TextTooLong {
+                len: text.len(),
+                max,
+            });
         }
         if text.contains('\0') {
-            return Err(CoreError::InvalidArgument("text contains a NUL byte, which a terminal cannot receive".into()));
+            return Err(CoreError::InvalidArgument(
+                "text contains a NUL byte, which a terminal cannot receive".into(),
+            ));
         }
         // One newline convention; trailing newlines would be typed as extra blank lines —
         // submitting is what Enter is for.
         let text = text.replace("\r\n", "\n").replace('\r', "\n");
         let text = text.trim_end_matches('\n');
         if text.is_empty() && !submit {
-            return Err(CoreError::InvalidArgument("nothing to send: the text is empty and submit is off".into()));
+            return Err(CoreError::InvalidArgument(
+                "nothing to send: the text is empty and submit is off".into(),
+            ));
         }
         let (rec, input) = self.lookup(name)?;
         if rec.state.is_exited() {
@@ -553,10 +656,18 @@ impl Daemon {
                 if !text.is_empty() {
                     tokio::time::sleep(Duration::from_millis(delay)).await;
                 }
-                mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())]).await?;
+                mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
+                    .await?;
             }
             self.touch(name);
-            Ok(self.event(name, &rec.id, EventKind::InputSent { text: text.to_string(), submitted: submit }))
+            Ok(self.event(
+                name,
+                &rec.id,
+                EventKind::InputSent {
+                    text: text.to_string(),
+                    submitted: submit,
+                },
+            ))
         }
         .instrument(span)
         .await
@@ -565,9 +676,14 @@ impl Daemon {
     /// Presses named keys, in order, behind any input already queued.
     pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
         if keys.is_empty() {
-            return Err(CoreError::InvalidArgument("no keys given: name at least one, e.g. Enter or Escape".into()));
+            return Err(CoreError::InvalidArgument(
+                "no keys given: name at least one, e.g. Enter or Escape".into(),
+            ));
         }
-        let parsed = keys.iter().map(|k| Key::parse(k)).collect::<Result<Vec<_>, _>>()?;
+        let parsed = keys
+            .iter()
+            .map(|k| Key::parse(k))
+            .collect::<Result<Vec<_>, _>>()?;
         let (rec, input) = self.lookup(name)?;
         if rec.state.is_exited() {
             return Err(CoreError::Exited(name.to_string()));
@@ -587,7 +703,12 @@ impl Daemon {
 
     /// The pane's text: the last `lines` lines (scrollback included), or the visible screen
     /// when `lines` is 0. Trailing blank lines are dropped.
-    pub async fn capture(&self, name: &str, lines: u32, escapes: bool) -> Result<String, CoreError> {
+    pub async fn capture(
+        &self,
+        name: &str,
+        lines: u32,
+        escapes: bool,
+    ) -> Result<String, CoreError> {
         let rec = self.get(name)?;
         let raw = self.inner.mux.capture(&rec.tmux_id, lines, escapes).await?;
         Ok(trim_capture(&raw, lines as usize, escapes))
@@ -595,10 +716,17 @@ impl Daemon {
 
     /// Stops a session: the CLI's own quit keys first, then a kill after `timeout` (or at once
     /// when `force`). The session is then forgotten; its events stay in the log.
-    pub async fn stop(&self, name: &str, force: bool, timeout: Option<Duration>) -> Result<StopOutcome, CoreError> {
+    pub async fn stop(
+        &self,
+        name: &str,
+        force: bool,
+        timeout: Option<Duration>,
+    ) -> Result<StopOutcome, CoreError> {
         let rec = {
             let mut sessions = lock(&self.inner.sessions);
-            let e = sessions.get_mut(name).ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
             if e.stopping {
                 return Err(CoreError::Stopping(name.to_string()));
             }
@@ -613,10 +741,19 @@ impl Daemon {
                     self.event(
                         name,
                         &rec.id,
-                        EventKind::Exited { status: outcome.exit_status, reason: "stopped".into() },
+                        EventKind::Exited {
+                            status: outcome.exit_status,
+                            reason: "stopped".into(),
+                        },
                     );
                 }
-                self.event(name, &rec.id, EventKind::Stopped { forced: outcome.forced });
+                self.event(
+                    name,
+                    &rec.id,
+                    EventKind::Stopped {
+                        forced: outcome.forced,
+                    },
+                );
                 lock(&self.inner.sessions).remove(name);
                 self.persist();
                 info!(session = name, forced = outcome.forced, "stopped");
@@ -631,28 +768,44 @@ impl Daemon {
         }
     }
 
-    async fn stop_inner(&self, rec: &SessionRecord, force: bool, timeout: Option<Duration>) -> Result<StopOutcome, CoreError> {
+    async fn stop_inner(
+        &self,
+        rec: &SessionRecord,
+        force: bool,
+        timeout: Option<Duration>,
+    ) -> Result<StopOutcome, CoreError> {
         let mux = &self.inner.mux;
-        let timeout = timeout.unwrap_or(Duration::from_millis(self.inner.settings.config.daemon.stop_timeout_ms));
+        let timeout = timeout.unwrap_or(Duration::from_millis(
+            self.inner.settings.config.daemon.stop_timeout_ms,
+        ));
         let mut status = rec.exit_status;
         let mut ended = rec.state.is_exited();
         if !force && !ended {
             if let Ok(cli) = self.cli(&rec.cli) {
-                let keys = cli.stop_keys.iter().filter_map(|k| Key::parse(k).ok()).collect::<Vec<_>>();
+                let keys = cli
+                    .stop_keys
+                    .iter()
+                    .filter_map(|k| Key::parse(k).ok())
+                    .collect::<Vec<_>>();
                 // Ignore failures: the session may already be gone, which the wait below sees.
                 let _ = mux.send_keys(&rec.tmux_id, &keys).await;
                 if let Some(text) = &cli.stop_text {
                     tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
                     let _ = mux.send_text(&rec.tmux_id, text).await;
                     tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())]).await;
+                    let _ = mux
+                        .send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
+                        .await;
                 }
             }
             let deadline = Instant::now() + timeout;
             while Instant::now() < deadline {
                 match self.find_tmux(rec).await {
                     Ok(Some(s)) if s.dead => {
-                        status = s.dead_status;
+                        status = match s.dead_status {
+                            Some(st) => Some(st),
+                            None => self.settled_exit_status(&rec.id, &rec.tmux_id).await,
+                        };
                         ended = true;
                         break;
                     }
@@ -670,19 +823,45 @@ impl Daemon {
             Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        Ok(StopOutcome { forced: !ended, exit_status: status })
+        Ok(StopOutcome {
+            forced: !ended,
+            exit_status: status,
+        })
+    }
+
+    /// tmux marks a pane dead when its terminal closes and records the exit status a moment
+    /// later, when it reaps the process; wait briefly for the status.
+    async fn settled_exit_status(&self, id: &str, tmux_id: &str) -> Option<i32> {
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if let Ok(l) = self.inner.mux.list_sessions().await {
+                match l.into_iter().find(|s| s.meta.id == id || s.id == tmux_id) {
+                    Some(s) if s.dead_status.is_some() => return s.dead_status,
+                    Some(_) => {}
+                    None => return None,
+                }
+            }
+        }
+        None
     }
 
     async fn find_tmux(&self, rec: &SessionRecord) -> Result<Option<MuxSession>, MuxError> {
         match self.inner.mux.list_sessions().await {
-            Ok(l) => Ok(l.into_iter().find(|s| s.meta.id == rec.id || (!rec.tmux_id.is_empty() && s.id == rec.tmux_id))),
+            Ok(l) => Ok(l
+                .into_iter()
+                .find(|s| s.meta.id == rec.id || (!rec.tmux_id.is_empty() && s.id == rec.tmux_id))),
             Err(MuxError::NoServer(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
     /// Starts managing an existing tmux session on clibot's tmux server.
-    pub async fn adopt(&self, tmux_session: &str, cli: &str, name: &str) -> Result<SessionRecord, CoreError> {
+    pub async fn adopt(
+        &self,
+        tmux_session: &str,
+        cli: &str,
+        name: &str,
+    ) -> Result<SessionRecord, CoreError> {
         let cli = self.cli(cli)?.clone();
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
@@ -699,7 +878,11 @@ impl Daemon {
             .iter()
             .find(|s| s.name == tmux_session || s.id == tmux_session)
             .ok_or_else(|| CoreError::NoSuchTmuxSession(tmux_session.to_string(), list_cmd))?;
-        let name = if name.is_empty() { s.name.clone() } else { name.to_string() };
+        let name = if name.is_empty() {
+            s.name.clone()
+        } else {
+            name.to_string()
+        };
         if !is_valid_name(&name) {
             return Err(CoreError::InvalidArgument(format!(
                 "{name:?} is not a valid session name (1 to 64 of A-Z a-z 0-9 _ -): pass --name"
@@ -707,8 +890,14 @@ impl Daemon {
         }
         let rec = {
             let mut sessions = lock(&self.inner.sessions);
-            if let Some(e) = sessions.values().find(|e| e.rec.tmux_id == s.id || (!s.meta.id.is_empty() && e.rec.id == s.meta.id)) {
-                return Err(CoreError::AlreadyManaged(tmux_session.to_string(), e.rec.name.clone()));
+            if let Some(e) = sessions
+                .values()
+                .find(|e| e.rec.tmux_id == s.id || (!s.meta.id.is_empty() && e.rec.id == s.meta.id))
+            {
+                return Err(CoreError::AlreadyManaged(
+                    tmux_session.to_string(),
+                    e.rec.name.clone(),
+                ));
             }
             if sessions.contains_key(&name) {
                 return Err(CoreError::AlreadyExists(name));
@@ -743,7 +932,14 @@ impl Daemon {
             lock(&self.inner.sessions).remove(&name);
             return Err(e.into());
         }
-        self.event(&name, &rec.id, EventKind::Adopted { cli: rec.cli.clone(), tmux_session: rec.tmux_session.clone() });
+        self.event(
+            &name,
+            &rec.id,
+            EventKind::Adopted {
+                cli: rec.cli.clone(),
+                tmux_session: rec.tmux_session.clone(),
+            },
+        );
         self.persist();
         info!(session = %name, tmux = %rec.tmux_session, "adopted");
         Ok(rec)
@@ -765,7 +961,13 @@ impl Daemon {
 
     /// Daemon-wide facts.
     pub async fn status(&self) -> StatusInfo {
-        let tmux_version = self.inner.mux.version().await.ok().filter(|v| !v.is_empty());
+        let tmux_version = self
+            .inner
+            .mux
+            .version()
+            .await
+            .ok()
+            .filter(|v| !v.is_empty());
         StatusInfo {
             uptime: self.inner.started.elapsed(),
             socket: self.inner.settings.socket.clone(),
@@ -803,7 +1005,13 @@ impl Daemon {
             .collect();
         for (name, id, tmux_id) in candidates {
             match live.iter().find(|s| s.meta.id == id || s.id == tmux_id) {
-                Some(s) if s.dead => self.mark_exited(&name, s.dead_status, "the CLI exited"),
+                Some(s) if s.dead => {
+                    let status = match s.dead_status {
+                        Some(st) => Some(st),
+                        None => self.settled_exit_status(&id, &tmux_id).await,
+                    };
+                    self.mark_exited(&name, status, "the CLI exited")
+                }
                 Some(_) => {}
                 None => self.mark_exited(&name, None, "its tmux session is gone"),
             }
@@ -812,7 +1020,8 @@ impl Daemon {
 
     /// Runs [`Daemon::check_sessions`] every `poll_interval_ms` until `shutdown`.
     pub async fn run_monitor(self, shutdown: CancellationToken) {
-        let period = Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
+        let period =
+            Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -831,13 +1040,39 @@ impl Daemon {
 
 impl Entry {
     fn new(rec: SessionRecord) -> Entry {
-        Entry { rec, input: Arc::new(tokio::sync::Mutex::new(())), stopping: false }
+        Entry {
+            rec,
+            input: Arc::new(tokio::sync::Mutex::new(())),
+            stopping: false,
+        }
     }
+}
+
+/// clibot relies on tmux 3.2 features (`-e` on new-session, `-D`, bracketed paste handling).
+fn old_tmux_warning(version: &str) -> Option<String> {
+    let num = version
+        .split_whitespace()
+        .last()?
+        .trim_start_matches("next-");
+    let mut parts = num.split('.');
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts
+        .next()?
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()?;
+    ((major, minor) < (3, 2))
+        .then(|| format!("{version} is older than 3.2, which clibot needs: upgrade tmux"))
 }
 
 /// Keeps the last `lines` lines (all when 0), without trailing blank lines or trailing spaces.
 fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
-    let mut v: Vec<&str> = raw.lines().map(|l| if escapes { l } else { l.trim_end() }).collect();
+    let mut v: Vec<&str> = raw
+        .lines()
+        .map(|l| if escapes { l } else { l.trim_end() })
+        .collect();
     while v.last().is_some_and(|l| l.trim().is_empty()) {
         v.pop();
     }
@@ -854,7 +1089,10 @@ fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
 /// Creates `dir` (and parents) with mode 0700 for the parts it creates.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
 }
 
 #[cfg(test)]

@@ -18,13 +18,17 @@ pub enum CoreError {
     DirNotFound(PathBuf),
     #[error("{0} is not a directory: choose a directory for --dir")]
     NotADirectory(PathBuf),
-    #[error("directory {0:?} is not an absolute path: pass a full path (clibotctl resolves relative ones)")]
+    #[error(
+        "directory {0:?} is not an absolute path: pass a full path (clibotctl resolves relative ones)"
+    )]
     DirNotAbsolute(String),
     #[error(
         "directory {dir} is outside the allowed roots ({roots}): choose a directory inside them or add a root to [daemon] allowed_roots"
     )]
     DirNotAllowed { dir: PathBuf, roots: String },
-    #[error("a session named {0:?} already exists: choose another name, or remove it first with `clibotctl stop {0}`")]
+    #[error(
+        "a session named {0:?} already exists: choose another name, or remove it first with `clibotctl stop {0}`"
+    )]
     AlreadyExists(String),
     #[error(
         "a tmux session named {0:?} already exists on clibot's tmux server: adopt it with `clibotctl adopt {0} --cli CLI`, or choose another name"

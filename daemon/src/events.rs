@@ -36,16 +36,44 @@ pub struct Event {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum EventKind {
-    DaemonStarted { pid: u32, version: String, readopted: u32 },
-    Spawned { cli: String, dir: String, args: Vec<String> },
-    Adopted { cli: String, tmux_session: String },
+    DaemonStarted {
+        pid: u32,
+        version: String,
+        readopted: u32,
+    },
+    Spawned {
+        cli: String,
+        dir: String,
+        args: Vec<String>,
+    },
+    Adopted {
+        cli: String,
+        tmux_session: String,
+    },
     Released,
-    InputSent { text: String, submitted: bool },
-    KeysSent { keys: Vec<String> },
-    StateChanged { from: State, to: State, #[serde(default)] reason: String },
-    Exited { status: Option<i32>, reason: String },
-    Stopped { forced: bool },
-    Error { message: String },
+    InputSent {
+        text: String,
+        submitted: bool,
+    },
+    KeysSent {
+        keys: Vec<String>,
+    },
+    StateChanged {
+        from: State,
+        to: State,
+        #[serde(default)]
+        reason: String,
+    },
+    Exited {
+        status: Option<i32>,
+        reason: String,
+    },
+    Stopped {
+        forced: bool,
+    },
+    Error {
+        message: String,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,
@@ -125,7 +153,10 @@ impl EventLog {
                         }
                         Err(e) => {
                             corrupt_at.get_or_insert(lineno);
-                            warnings.push(format!("{} line {lineno}: {e}; line skipped", path.display()));
+                            warnings.push(format!(
+                                "{} line {lineno}: {e}; line skipped",
+                                path.display()
+                            ));
                         }
                     }
                 }
@@ -142,13 +173,21 @@ impl EventLog {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warnings.push(format!("cannot read event log {}: {e}; starting a new one", path.display())),
+            Err(e) => warnings.push(format!(
+                "cannot read event log {}: {e}; starting a new one",
+                path.display()
+            )),
         }
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
         let log = EventLog {
             path: path.to_path_buf(),
             retention,
-            inner: Mutex::new(Inner { file: None, lines_in_file: mem.len(), mem, last_seq }),
+            inner: Mutex::new(Inner {
+                file: None,
+                lines_in_file: mem.len(),
+                mem,
+                last_seq,
+            }),
             notify: watch::channel(last_seq).0,
         };
         {
@@ -173,7 +212,12 @@ impl EventLog {
     }
 
     fn open_append(&self, inner: &mut Inner) -> std::io::Result<()> {
-        inner.file = Some(OpenOptions::new().create(true).append(true).open(&self.path)?);
+        inner.file = Some(
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)?,
+        );
         Ok(())
     }
 
@@ -227,7 +271,9 @@ impl EventLog {
     pub fn read_after(&self, since: u64, limit: usize) -> Read {
         let inner = self.lock();
         let mut read = Read::default();
-        let Some(first) = inner.mem.front().map(|e| e.seq) else { return read };
+        let Some(first) = inner.mem.front().map(|e| e.seq) else {
+            return read;
+        };
         if since + 1 < first {
             read.dropped = Some((since + 1, first - 1));
         }
@@ -248,7 +294,12 @@ impl EventLog {
 
     /// When `session` last had an event, as far as the retained log knows.
     pub fn last_activity(&self, session: &str) -> Option<i64> {
-        self.lock().mem.iter().rev().find(|e| e.session == session).map(|e| e.time_ms)
+        self.lock()
+            .mem
+            .iter()
+            .rev()
+            .find(|e| e.session == session)
+            .map(|e| e.time_ms)
     }
 }
 
@@ -257,7 +308,9 @@ mod tests {
     use super::*;
 
     fn kind(i: usize) -> EventKind {
-        EventKind::Error { message: format!("e{i}") }
+        EventKind::Error {
+            message: format!("e{i}"),
+        }
     }
 
     #[test]
@@ -270,7 +323,10 @@ mod tests {
             log.append("s", "id", kind(i));
         }
         let r = log.read_after(2, 10);
-        assert_eq!(r.events.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
+        assert_eq!(
+            r.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![3, 4, 5]
+        );
         drop(log);
         let (log, w) = EventLog::open(&p, 100, 0);
         assert!(w.is_empty(), "{w:?}");
@@ -336,7 +392,11 @@ mod tests {
     fn unknown_kinds_from_newer_versions_are_kept() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
-        std::fs::write(&p, "{\"seq\":1,\"time_ms\":1,\"type\":\"from_the_future\",\"x\":1}\n").expect("write");
+        std::fs::write(
+            &p,
+            "{\"seq\":1,\"time_ms\":1,\"type\":\"from_the_future\",\"x\":1}\n",
+        )
+        .expect("write");
         let (log, w) = EventLog::open(&p, 100, 0);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(log.read_after(0, 10).events[0].kind, EventKind::Unknown);

@@ -22,9 +22,9 @@ pub enum Key {
 pub struct UnknownKey(pub String);
 
 const NAMED: &[&str] = &[
-    "Enter", "Escape", "Tab", "BTab", "BSpace", "Space", "Up", "Down", "Left", "Right", "Home", "End",
-    "PageUp", "PageDown", "PgUp", "PgDn", "PPage", "NPage", "Delete", "DC", "Insert", "IC", "F1", "F2",
-    "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12",
+    "Enter", "Escape", "Tab", "BTab", "BSpace", "Space", "Up", "Down", "Left", "Right", "Home",
+    "End", "PageUp", "PageDown", "PgUp", "PgDn", "PPage", "NPage", "Delete", "DC", "Insert", "IC",
+    "F1", "F2", "F3", "F4", "F5", "F6", "F7", "F8", "F9", "F10", "F11", "F12",
 ];
 
 const ALIASES: &[(&str, &str)] = &[
@@ -53,7 +53,11 @@ impl Key {
     pub fn parse(s: &str) -> Result<Key, UnknownKey> {
         let mut chars = s.chars();
         if let (Some(c), None) = (chars.next(), chars.next()) {
-            return if c.is_control() { Err(UnknownKey(s.to_string())) } else { Ok(Key::Char(c)) };
+            return if c.is_control() {
+                Err(UnknownKey(s.to_string()))
+            } else {
+                Ok(Key::Char(c))
+            };
         }
         // Modifiers: C-, M-, S- in any order; "Ctrl-", "Alt-", "Shift-" as friendly spellings.
         let mut rest = s;
@@ -90,7 +94,11 @@ impl Key {
             match (cs.next(), cs.next()) {
                 // A modified single character: C-c, M-x. Without a modifier it was handled above.
                 (Some(c), None) if !prefix.is_empty() && c.is_ascii_graphic() => {
-                    if prefix.contains("C-") { c.to_ascii_lowercase().to_string() } else { c.to_string() }
+                    if prefix.contains("C-") {
+                        c.to_ascii_lowercase().to_string()
+                    } else {
+                        c.to_string()
+                    }
                 }
                 _ => return Err(UnknownKey(s.to_string())),
             }
@@ -127,7 +135,9 @@ mod tests {
 
     #[test]
     fn unknown() {
-        for bad in ["", "Hyper-Q", "Entr", "C-", "\u{7}", "rm -rf", "C-Entr", "F13"] {
+        for bad in [
+            "", "Hyper-Q", "Entr", "C-", "\u{7}", "rm -rf", "C-Entr", "F13",
+        ] {
             assert!(Key::parse(bad).is_err(), "{bad:?} must be refused");
         }
     }

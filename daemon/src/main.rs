@@ -70,10 +70,16 @@ fn default_config_path() -> Option<PathBuf> {
 fn default_state_dir() -> anyhow::Result<PathBuf> {
     let dirs = directories::ProjectDirs::from("", "", "clibot")
         .ok_or_else(|| anyhow!("cannot find the home directory; pass --state-dir"))?;
-    Ok(dirs.state_dir().unwrap_or_else(|| dirs.data_local_dir()).to_path_buf())
+    Ok(dirs
+        .state_dir()
+        .unwrap_or_else(|| dirs.data_local_dir())
+        .to_path_buf())
 }
 
-fn run(args: Args, activated: std::io::Result<Option<std::os::unix::net::UnixListener>>) -> anyhow::Result<()> {
+fn run(
+    args: Args,
+    activated: std::io::Result<Option<std::os::unix::net::UnixListener>>,
+) -> anyhow::Result<()> {
     let (config, config_file) = match &args.config {
         Some(p) => (Config::load(p, true)?.unwrap_or_default(), Some(p.clone())),
         None => match default_config_path() {
@@ -84,21 +90,31 @@ fn run(args: Args, activated: std::io::Result<Option<std::os::unix::net::UnixLis
             None => (Config::default(), None),
         },
     };
-    let socket = match args.socket.or_else(|| config.daemon.socket.as_deref().map(expand_home)) {
+    let socket = match args
+        .socket
+        .or_else(|| config.daemon.socket.as_deref().map(expand_home))
+    {
         Some(s) => s,
         None => clibot_proto::default_socket_path(),
     };
-    let state_dir = match args.state_dir.or_else(|| config.daemon.state_dir.as_deref().map(expand_home)) {
+    let state_dir = match args
+        .state_dir
+        .or_else(|| config.daemon.state_dir.as_deref().map(expand_home))
+    {
         Some(d) => d,
         None => default_state_dir()?,
     };
-    let tmux_socket = match args.tmux_socket.or_else(|| config.tmux.socket.as_deref().map(expand_home)) {
+    let tmux_socket = match args
+        .tmux_socket
+        .or_else(|| config.tmux.socket.as_deref().map(expand_home))
+    {
         Some(p) => TmuxSocket::Path(p),
         None => TmuxSocket::Name(config.tmux.socket_name.clone()),
     };
 
     // One daemon per state directory, even with different sockets.
-    create_private_dir(&state_dir).with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
+    create_private_dir(&state_dir)
+        .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
     let lock_path = state_dir.join("clibotd.lock");
     let mut lock = File::options()
         .read(true)
@@ -118,36 +134,69 @@ fn run(args: Args, activated: std::io::Result<Option<std::os::unix::net::UnixLis
     lock.set_len(0)?;
     writeln!(lock, "{}", std::process::id())?;
 
-    let (std_listener, bound) = match activated {
+    let (std_listener, bound, socket) = match activated {
         Ok(Some(l)) => {
-            info!("using the socket passed by systemd");
-            (l, false)
+            // The socket systemd bound is the one clients (and hooks) use, whatever the default.
+            let path = l
+                .local_addr()
+                .ok()
+                .and_then(|a| a.as_pathname().map(PathBuf::from))
+                .unwrap_or(socket);
+            info!(socket = %path.display(), "using the socket passed by systemd");
+            (l, false, path)
         }
-        Ok(None) => (clibotd::server::bind(&socket)?, true),
+        Ok(None) => (clibotd::server::bind(&socket)?, true, socket),
         Err(e) => return Err(anyhow!("cannot take the socket passed by systemd: {e}")),
     };
     std_listener.set_nonblocking(true)?;
+    let identity = if bound {
+        clibotd::server::socket_identity(&socket)
+    } else {
+        None
+    };
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
     let result = runtime.block_on(async {
         let listener = tokio::net::UnixListener::from_std(std_listener)?;
-        let tmux = Tmux::new(&config.tmux.binary, tmux_socket, config.tmux.config_file.as_deref());
-        let settings = Settings { config, config_file, state_dir: state_dir.clone(), socket: socket.clone() };
+        let conf_file = config.tmux.config_file.as_deref().map(expand_home);
+        let tmux = Tmux::new(
+            &expand_home(&config.tmux.binary),
+            tmux_socket,
+            conf_file.as_deref(),
+        );
+        let settings = Settings {
+            config,
+            config_file,
+            state_dir: state_dir.clone(),
+            socket: socket.clone(),
+        };
         let daemon = Daemon::start(settings, Arc::new(tmux)).await?;
         let shutdown = CancellationToken::new();
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));
         info!(socket = %socket.display(), state_dir = %state_dir.display(), "serving");
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status("serving")]);
-        let served = clibotd::server::serve(listener, Service::new(daemon.clone(), shutdown.clone()), shutdown.clone()).await;
+        let _ = sd_notify::notify(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("serving"),
+        ]);
+        let served = clibotd::server::serve(
+            listener,
+            Service::new(daemon.clone(), shutdown.clone()),
+            shutdown.clone(),
+        )
+        .await;
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         shutdown.cancel();
         daemon.shutdown();
         info!("stopped; tmux sessions keep running");
         served.map_err(anyhow::Error::from)
     });
-    if bound {
+    // Only the file this process bound: a newer daemon may have replaced it meanwhile.
+    if bound && identity.is_some() && clibotd::server::socket_identity(&socket) == identity {
         let _ = std::fs::remove_file(&socket);
     }
     result
@@ -155,7 +204,10 @@ fn run(args: Args, activated: std::io::Result<Option<std::os::unix::net::UnixLis
 
 async fn wait_for_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
         error!("cannot install signal handlers; stop the daemon with SIGKILL");
         return;
     };
@@ -169,7 +221,9 @@ async fn wait_for_signal(shutdown: CancellationToken) {
 
 /// Pings systemd's watchdog at half its period, when one is configured.
 async fn watchdog(shutdown: CancellationToken) {
-    let Some(period) = sd_notify::watchdog_enabled() else { return };
+    let Some(period) = sd_notify::watchdog_enabled() else {
+        return;
+    };
     let mut tick = tokio::time::interval((period / 2).max(Duration::from_millis(100)));
     loop {
         tokio::select! {

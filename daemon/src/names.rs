@@ -7,7 +7,9 @@ pub const MAX_NAME_LEN: usize = 64;
 pub fn is_valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_NAME_LEN
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: an environment variable name.

@@ -43,15 +43,17 @@ impl From<CoreError> for Status {
             | CoreError::TextTooLong { .. }
             | CoreError::InvalidArgument(_)
             | CoreError::UnknownKey(_) => Code::InvalidArgument,
-            CoreError::UnknownCli { .. } | CoreError::NoSuchSession(_) | CoreError::NoSuchTmuxSession(..) => {
-                Code::NotFound
-            }
+            CoreError::UnknownCli { .. }
+            | CoreError::NoSuchSession(_)
+            | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
             CoreError::DirNotAllowed { .. } => Code::PermissionDenied,
-            CoreError::AlreadyExists(_) | CoreError::TmuxNameTaken(_) | CoreError::AlreadyManaged(..) => {
-                Code::AlreadyExists
-            }
+            CoreError::AlreadyExists(_)
+            | CoreError::TmuxNameTaken(_)
+            | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
             CoreError::Exited(_) | CoreError::Stopping(_) => Code::FailedPrecondition,
-            CoreError::Mux(MuxError::NoServer(_)) | CoreError::Mux(MuxError::Spawn { .. }) => Code::Unavailable,
+            CoreError::Mux(MuxError::NoServer(_)) | CoreError::Mux(MuxError::Spawn { .. }) => {
+                Code::Unavailable
+            }
             CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
         };
@@ -104,13 +106,25 @@ fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
 /// Converts a logged event; `None` for kinds this build does not know.
 pub fn event_to_proto(e: Event) -> Option<v1::Event> {
     let kind = match e.kind {
-        EventKind::DaemonStarted { pid, version, readopted } => {
-            Kind::DaemonStarted(v1::DaemonStarted { pid, version, readopted })
+        EventKind::DaemonStarted {
+            pid,
+            version,
+            readopted,
+        } => Kind::DaemonStarted(v1::DaemonStarted {
+            pid,
+            version,
+            readopted,
+        }),
+        EventKind::Spawned { cli, dir, args } => {
+            Kind::Spawned(v1::SessionSpawned { cli, dir, args })
         }
-        EventKind::Spawned { cli, dir, args } => Kind::Spawned(v1::SessionSpawned { cli, dir, args }),
-        EventKind::Adopted { cli, tmux_session } => Kind::Adopted(v1::SessionAdopted { cli, tmux_session }),
+        EventKind::Adopted { cli, tmux_session } => {
+            Kind::Adopted(v1::SessionAdopted { cli, tmux_session })
+        }
         EventKind::Released => Kind::Released(v1::SessionReleased {}),
-        EventKind::InputSent { text, submitted } => Kind::InputSent(v1::InputSent { text, submitted }),
+        EventKind::InputSent { text, submitted } => {
+            Kind::InputSent(v1::InputSent { text, submitted })
+        }
         EventKind::KeysSent { keys } => Kind::KeysSent(v1::KeysSent { keys }),
         EventKind::StateChanged { from, to, reason } => Kind::StateChanged(v1::StateChanged {
             from: state_to_proto(from) as i32,
@@ -122,14 +136,23 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         EventKind::Error { message } => Kind::Error(v1::Error { message }),
         EventKind::Unknown => return None,
     };
-    Some(v1::Event { seq: e.seq, time_ms: e.time_ms, session: e.session, session_id: e.session_id, kind: Some(kind) })
+    Some(v1::Event {
+        seq: e.seq,
+        time_ms: e.time_ms,
+        session: e.session,
+        session_id: e.session_id,
+        kind: Some(kind),
+    })
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::Event, Status>> + Send + 'static>>;
 
 #[tonic::async_trait]
 impl Clibot for Service {
-    async fn status(&self, _: Request<v1::StatusRequest>) -> Result<Response<v1::StatusResponse>, Status> {
+    async fn status(
+        &self,
+        _: Request<v1::StatusRequest>,
+    ) -> Result<Response<v1::StatusResponse>, Status> {
         let s = self.daemon.status().await;
         Ok(Response::new(v1::StatusResponse {
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -143,7 +166,10 @@ impl Clibot for Service {
             sessions: s.sessions as u32,
             last_seq: s.last_seq,
             clis: s.clis,
-            config_file: s.config_file.map(|p| p.display().to_string()).unwrap_or_default(),
+            config_file: s
+                .config_file
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             warnings: s.warnings,
         }))
     }
@@ -160,37 +186,66 @@ impl Clibot for Service {
             dir: (!r.dir.is_empty()).then(|| std::path::PathBuf::from(&r.dir)),
             state: state_from_proto(state),
         };
-        let sessions = self.daemon.list(&filter).into_iter().map(|s| session_to_proto(&self.daemon, s)).collect();
+        let sessions = self
+            .daemon
+            .list(&filter)
+            .into_iter()
+            .map(|s| session_to_proto(&self.daemon, s))
+            .collect();
         Ok(Response::new(v1::ListSessionsResponse { sessions }))
     }
 
-    async fn get_session(&self, req: Request<v1::GetSessionRequest>) -> Result<Response<v1::Session>, Status> {
+    async fn get_session(
+        &self,
+        req: Request<v1::GetSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
         let rec = self.daemon.get(&req.into_inner().name)?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
-    async fn spawn_session(&self, req: Request<v1::SpawnSessionRequest>) -> Result<Response<v1::Session>, Status> {
+    async fn spawn_session(
+        &self,
+        req: Request<v1::SpawnSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
         let r = req.into_inner();
         let rec = self
             .daemon
-            .spawn(SpawnRequest { name: r.name, cli: r.cli, dir: r.dir, args: r.args, env: r.env.into_iter().collect() })
+            .spawn(SpawnRequest {
+                name: r.name,
+                cli: r.cli,
+                dir: r.dir,
+                args: r.args,
+                env: r.env.into_iter().collect(),
+            })
             .await?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
-    async fn send_input(&self, req: Request<v1::SendInputRequest>) -> Result<Response<v1::SendInputResponse>, Status> {
+    async fn send_input(
+        &self,
+        req: Request<v1::SendInputRequest>,
+    ) -> Result<Response<v1::SendInputResponse>, Status> {
         let r = req.into_inner();
-        let seq = self.daemon.send_input(&r.session, &r.text, r.submit).await?;
+        let seq = self
+            .daemon
+            .send_input(&r.session, &r.text, r.submit)
+            .await?;
         Ok(Response::new(v1::SendInputResponse { seq }))
     }
 
-    async fn send_keys(&self, req: Request<v1::SendKeysRequest>) -> Result<Response<v1::SendKeysResponse>, Status> {
+    async fn send_keys(
+        &self,
+        req: Request<v1::SendKeysRequest>,
+    ) -> Result<Response<v1::SendKeysResponse>, Status> {
         let r = req.into_inner();
         let seq = self.daemon.send_keys(&r.session, &r.keys).await?;
         Ok(Response::new(v1::SendKeysResponse { seq }))
     }
 
-    async fn capture(&self, req: Request<v1::CaptureRequest>) -> Result<Response<v1::CaptureResponse>, Status> {
+    async fn capture(
+        &self,
+        req: Request<v1::CaptureRequest>,
+    ) -> Result<Response<v1::CaptureResponse>, Status> {
         let r = req.into_inner();
         if r.lines > MAX_CAPTURE_LINES {
             return Err(Status::invalid_argument(format!(
@@ -209,10 +264,16 @@ impl Clibot for Service {
         let r = req.into_inner();
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
         let out = self.daemon.stop(&r.session, r.force, timeout).await?;
-        Ok(Response::new(v1::StopSessionResponse { forced: out.forced, exit_status: out.exit_status }))
+        Ok(Response::new(v1::StopSessionResponse {
+            forced: out.forced,
+            exit_status: out.exit_status,
+        }))
     }
 
-    async fn adopt_session(&self, req: Request<v1::AdoptSessionRequest>) -> Result<Response<v1::Session>, Status> {
+    async fn adopt_session(
+        &self,
+        req: Request<v1::AdoptSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
         let r = req.into_inner();
         let rec = self.daemon.adopt(&r.tmux_session, &r.cli, &r.name).await?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
@@ -228,7 +289,10 @@ impl Clibot for Service {
 
     type WatchEventsStream = EventStream;
 
-    async fn watch_events(&self, req: Request<v1::WatchEventsRequest>) -> Result<Response<EventStream>, Status> {
+    async fn watch_events(
+        &self,
+        req: Request<v1::WatchEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
         let r = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::Event, Status>>(BATCH);
         let daemon = self.daemon.clone();
@@ -246,7 +310,10 @@ impl Clibot for Service {
                         time_ms: crate::store::now_ms(),
                         session: String::new(),
                         session_id: String::new(),
-                        kind: Some(Kind::EventsDropped(v1::EventsDropped { first_seq: first, last_seq: last })),
+                        kind: Some(Kind::EventsDropped(v1::EventsDropped {
+                            first_seq: first,
+                            last_seq: last,
+                        })),
                     };
                     if tx.send(Ok(gap)).await.is_err() {
                         return;
@@ -280,6 +347,8 @@ impl Clibot for Service {
                 }
             }
         });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
     }
 }

@@ -37,7 +37,10 @@ pub enum SocketError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SocketError + '_ {
-    move |source| SocketError::Io { path: path.display().to_string(), source }
+    move |source| SocketError::Io {
+        path: path.display().to_string(),
+        source,
+    }
 }
 
 /// Binds `path` with mode 0600 in a private directory. A stale socket (nothing answers) is
@@ -47,13 +50,18 @@ pub fn bind(path: &Path) -> Result<StdUnixListener, SocketError> {
         prepare_dir(dir).map_err(io_err(dir))?;
     }
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.file_type().is_socket() => return Err(SocketError::NotASocket(path.display().to_string())),
+        Ok(meta) if !meta.file_type().is_socket() => {
+            return Err(SocketError::NotASocket(path.display().to_string()));
+        }
         Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
             Ok(stream) => {
                 let pid = rustix::net::sockopt::socket_peercred(&stream)
                     .map(|c| c.pid.as_raw_nonzero().to_string())
                     .unwrap_or_else(|_| "unknown".into());
-                return Err(SocketError::InUse { path: path.display().to_string(), pid });
+                return Err(SocketError::InUse {
+                    path: path.display().to_string(),
+                    pid,
+                });
             }
             Err(_) => {
                 tracing::info!(path = %path.display(), "replacing a stale socket");
@@ -77,11 +85,31 @@ fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     }
     let meta = std::fs::metadata(dir)?;
     let ours = meta.uid() == rustix::process::getuid().as_raw();
-    let named = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("clibot"));
+    let named = dir
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with("clibot"));
+    if named && !ours {
+        // In a shared /tmp another user could have created it first to intercept the socket.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to uid {}, not to you: it may be a trap for clibot's socket; remove it, or set XDG_RUNTIME_DIR or --socket",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
     if ours && named && meta.mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+/// Identifies the socket file this process bound, so that it removes only its own at exit.
+pub fn socket_identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 /// Refuses a call whose connection comes from another uid (defence in depth behind the accept
@@ -89,9 +117,15 @@ fn prepare_dir(dir: &Path) -> std::io::Result<()> {
 #[allow(clippy::result_large_err)]
 fn same_uid(req: Request<()>) -> Result<Request<()>, Status> {
     let me = rustix::process::getuid().as_raw();
-    match req.extensions().get::<UdsConnectInfo>().and_then(|ci| ci.peer_cred) {
+    match req
+        .extensions()
+        .get::<UdsConnectInfo>()
+        .and_then(|ci| ci.peer_cred)
+    {
         Some(c) if c.uid() == me => Ok(req),
-        _ => Err(Status::permission_denied("clibotd only serves the user that runs it")),
+        _ => Err(Status::permission_denied(
+            "clibotd only serves the user that runs it",
+        )),
     }
 }
 
@@ -133,7 +167,10 @@ mod tests {
         assert_eq!(mode, 0o600);
         assert_eq!(std::fs::metadata(&sub).expect("meta").mode() & 0o777, 0o700);
         let e = bind(&path).expect_err("live socket");
-        assert!(e.to_string().contains(&std::process::id().to_string()), "{e}");
+        assert!(
+            e.to_string().contains(&std::process::id().to_string()),
+            "{e}"
+        );
         drop(l); // the file stays: now stale
         bind(&path).expect("stale socket replaced");
         let file = dir.path().join("plain");

@@ -41,7 +41,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
 /// Moves an unreadable file out of the way (`NAME.corrupt-<ms>`) so that it can be inspected,
 /// and returns where it went.
 pub fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let target = path.with_file_name(format!("{name}.corrupt-{}", now_ms()));
     fs::rename(path, &target)?;
     Ok(target)
@@ -75,9 +78,18 @@ pub fn load_registry(path: &Path) -> (RegistryFile, Vec<String>) {
             }
         },
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => warnings.push(format!("cannot read session registry {}: {e}", path.display())),
+        Err(e) => warnings.push(format!(
+            "cannot read session registry {}: {e}",
+            path.display()
+        )),
     }
-    (RegistryFile { version: 1, ..Default::default() }, warnings)
+    (
+        RegistryFile {
+            version: 1,
+            ..Default::default()
+        },
+        warnings,
+    )
 }
 
 /// Writes the registry atomically.
@@ -99,7 +111,15 @@ mod tests {
         assert!(reg.sessions.is_empty());
         assert!(w[0].contains("corrupt"), "{w:?}");
         assert!(!p.exists());
-        save_registry(&p, &RegistryFile { version: 1, last_seq: 7, sessions: vec![] }).expect("save");
+        save_registry(
+            &p,
+            &RegistryFile {
+                version: 1,
+                last_seq: 7,
+                sessions: vec![],
+            },
+        )
+        .expect("save");
         let (reg, w) = load_registry(&p);
         assert!(w.is_empty());
         assert_eq!(reg.last_seq, 7);

@@ -12,7 +12,8 @@ use std::process::Stdio;
 
 use async_trait::async_trait;
 use tmux_interface::{
-    CapturePane, KillSession, ListSessions, LoadBuffer, PasteBuffer, SendKeys, SetOption, TmuxCommand,
+    CapturePane, KillSession, ListSessions, LoadBuffer, PasteBuffer, SendKeys, SetOption,
+    TmuxCommand,
 };
 use tokio::io::AsyncWriteExt;
 
@@ -25,7 +26,9 @@ pub enum MuxError {
     NoServer(String),
     #[error("tmux has no {0}")]
     NoSuchTarget(String),
-    #[error("cannot run tmux ({binary}): {source}; install tmux 3.2 or newer, or set [tmux] binary")]
+    #[error(
+        "cannot run tmux ({binary}): {source}; install tmux 3.2 or newer, or set [tmux] binary"
+    )]
     Spawn {
         binary: String,
         #[source]
@@ -148,10 +151,16 @@ impl Tmux {
     }
 
     /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
-    async fn run(&self, commands: Vec<TmuxCommand<'_>>, stdin: Option<&[u8]>) -> Result<String, MuxError> {
+    async fn run(
+        &self,
+        commands: Vec<TmuxCommand<'_>>,
+        stdin: Option<&[u8]>,
+    ) -> Result<String, MuxError> {
         let mut cmd = tokio::process::Command::new(&self.binary);
         // A daemon started from inside tmux must not talk to that tmux.
-        cmd.env_remove("TMUX").args(self.server_args());
+        // -u: tmux otherwise assumes a non-UTF-8 client when the daemon has no UTF-8 locale
+        // (as under systemd), and turns tabs and every non-ASCII character into `_`.
+        cmd.env_remove("TMUX").arg("-u").args(self.server_args());
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
@@ -167,11 +176,18 @@ impl Tmux {
             }
             cmd.args(v.iter().map(|a| a.as_ref()));
         }
-        cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
+            binary: self.binary.clone(),
+            source,
+        })?;
         if let (Some(data), Some(mut pipe)) = (stdin, child.stdin.take()) {
             // A write error shows up as tmux's own failure below.
             let _ = pipe.write_all(data).await;
@@ -180,7 +196,10 @@ impl Tmux {
         let out = child
             .wait_with_output()
             .await
-            .map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+            .map_err(|source| MuxError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
@@ -199,7 +218,10 @@ fn classify(command: &str, stderr: String, socket: &TmuxSocket) -> MuxError {
     } else if stderr.contains("can't find") || stderr.contains("session not found") {
         MuxError::NoSuchTarget(stderr)
     } else {
-        MuxError::Failed { command: command.to_string(), stderr }
+        MuxError::Failed {
+            command: command.to_string(),
+            stderr,
+        }
     }
 }
 
@@ -246,6 +268,27 @@ fn parse_sessions(out: &str) -> Vec<MuxSession> {
 
 /// Sets clibot's options on `target`, or, with `None`, on the session the same tmux call has
 /// just created (tmux's `-t` has no exact-match form for session names here).
+/// The exit status of a process that has exited but was not reaped yet (a zombie), read from
+/// `/proc/PID/stat` (field 52, in `waitpid` form). tmux sometimes reaps a pane's process late
+/// (when the next child exits), and until then reports the pane dead with no status.
+fn zombie_exit_status(pid: u32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may contain spaces.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    // Field 52 overall is index 49 after the state (field 3).
+    let code: i32 = fields.get(49)?.parse().ok()?;
+    let signal = code & 0x7f;
+    Some(if signal == 0 {
+        (code >> 8) & 0xff
+    } else {
+        128 + signal
+    })
+}
+
 fn meta_commands<'a>(target: Option<&'a str>, meta: &'a SessionMeta) -> Vec<TmuxCommand<'a>> {
     meta.pairs()
         .into_iter()
@@ -263,9 +306,12 @@ fn send_key_commands<'a>(target: &'a str, keys: &'a [Key]) -> Vec<TmuxCommand<'a
     keys.iter()
         .map(|k| match k {
             Key::Named(n) => SendKeys::new().target_pane(target).key(n.as_str()).build(),
-            Key::Char(c) => {
-                SendKeys::new().disable_lookup().target_pane(target).key("--").key(escape_arg(&c.to_string()).into_owned()).build()
-            }
+            Key::Char(c) => SendKeys::new()
+                .disable_lookup()
+                .target_pane(target)
+                .key("--")
+                .key(escape_arg(&c.to_string()).into_owned())
+                .build(),
         })
         .collect()
 }
@@ -282,9 +328,21 @@ impl Mux for Tmux {
         self.run(
             vec![
                 start,
-                SetOption::new().server().option("exit-empty").value("off").build(),
-                SetOption::new().global().option("remain-on-exit").value("on").build(),
-                SetOption::new().global().option("history-limit").value(history.as_str()).build(),
+                SetOption::new()
+                    .server()
+                    .option("exit-empty")
+                    .value("off")
+                    .build(),
+                SetOption::new()
+                    .global()
+                    .option("remain-on-exit")
+                    .value("on")
+                    .build(),
+                SetOption::new()
+                    .global()
+                    .option("history-limit")
+                    .value(history.as_str())
+                    .build(),
             ],
             None,
         )
@@ -298,7 +356,10 @@ impl Mux for Tmux {
             .stdin(Stdio::null())
             .output()
             .await
-            .map_err(|source| MuxError::Spawn { binary: self.binary.clone(), source })?;
+            .map_err(|source| MuxError::Spawn {
+                binary: self.binary.clone(),
+                source,
+            })?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
@@ -307,7 +368,10 @@ impl Mux for Tmux {
         new.name("new-session");
         new.push_flag("-d");
         new.push_option("-s", spec.name);
-        new.push_option("-c", escape_format(&spec.dir.to_string_lossy()));
+        new.push_option(
+            "-c",
+            escape_arg(&escape_format(&spec.dir.to_string_lossy())).into_owned(),
+        );
         new.push_option("-x", spec.width.to_string());
         new.push_option("-y", spec.height.to_string());
         for (k, v) in spec.env {
@@ -332,14 +396,24 @@ impl Mux for Tmux {
         sessions
             .into_iter()
             .find(|s| s.meta.id == spec.meta.id)
-            .ok_or_else(|| MuxError::NoSuchTarget(format!("session {} right after creating it", spec.name)))
+            .ok_or_else(|| {
+                MuxError::NoSuchTarget(format!("session {} right after creating it", spec.name))
+            })
     }
 
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
-        match self.run(vec![ListSessions::new().format(LIST_FORMAT).build()], None).await {
-            Ok(out) => Ok(parse_sessions(&out)),
-            Err(e) => Err(e),
+        let mut sessions = parse_sessions(
+            &self
+                .run(vec![ListSessions::new().format(LIST_FORMAT).build()], None)
+                .await?,
+        );
+        for s in sessions
+            .iter_mut()
+            .filter(|s| s.dead && s.dead_status.is_none() && s.pid > 0)
+        {
+            s.dead_status = zombie_exit_status(s.pid);
         }
+        Ok(sessions)
     }
 
     async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
@@ -348,29 +422,50 @@ impl Mux for Tmux {
             None => SessionMeta::default()
                 .pairs()
                 .into_iter()
-                .map(|(k, _)| SetOption::new().quiet().unset().target_pane(target).option(k).build())
+                .map(|(k, _)| {
+                    SetOption::new()
+                        .quiet()
+                        .unset()
+                        .target_pane(target)
+                        .option(k)
+                        .build()
+                })
                 .collect(),
         };
         self.run(cmds, None).await.map(|_| ())
     }
 
     async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError> {
-        let cmd = SendKeys::new().disable_lookup().target_pane(target).key("--").key(escape_arg(text)).build();
+        let cmd = SendKeys::new()
+            .disable_lookup()
+            .target_pane(target)
+            .key("--")
+            .key(escape_arg(text))
+            .build();
         self.run(vec![cmd], None).await.map(|_| ())
     }
 
     async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {
         // The text travels on stdin, never as an argument.
         let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
-        let paste = PasteBuffer::new().delete().bracket_codes().buffer_name(buffer).target_pane(target).build();
-        self.run(vec![load, paste], Some(text.as_bytes())).await.map(|_| ())
+        let paste = PasteBuffer::new()
+            .delete()
+            .bracket_codes()
+            .buffer_name(buffer)
+            .target_pane(target)
+            .build();
+        self.run(vec![load, paste], Some(text.as_bytes()))
+            .await
+            .map(|_| ())
     }
 
     async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError> {
         if keys.is_empty() {
             return Ok(());
         }
-        self.run(send_key_commands(target, keys), None).await.map(|_| ())
+        self.run(send_key_commands(target, keys), None)
+            .await
+            .map(|_| ())
     }
 
     async fn capture(&self, target: &str, history: u32, escapes: bool) -> Result<String, MuxError> {
@@ -386,13 +481,22 @@ impl Mux for Tmux {
     }
 
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
-        self.run(vec![KillSession::new().target_session(target).build()], None).await.map(|_| ())
+        self.run(
+            vec![KillSession::new().target_session(target).build()],
+            None,
+        )
+        .await
+        .map(|_| ())
     }
 
     fn attach_command(&self, target: &str) -> Vec<String> {
         let mut v = vec![self.binary.clone()];
         v.extend(self.server_args());
-        v.extend(["attach-session".to_string(), "-t".to_string(), target.to_string()]);
+        v.extend([
+            "attach-session".to_string(),
+            "-t".to_string(),
+            target.to_string(),
+        ]);
         v
     }
 
@@ -436,7 +540,10 @@ mod tests {
     fn command_vectors() {
         let keys = [Key::Named("Enter".into()), Key::Char(';')];
         let cmds = send_key_commands("$1", &keys);
-        let v: Vec<Vec<String>> = cmds.iter().map(|c| c.to_vec().iter().map(|a| a.to_string()).collect()).collect();
+        let v: Vec<Vec<String>> = cmds
+            .iter()
+            .map(|c| c.to_vec().iter().map(|a| a.to_string()).collect())
+            .collect();
         assert_eq!(v[0], ["send-keys", "-t", "$1", "Enter"]);
         assert_eq!(v[1], ["send-keys", "-l", "-t", "$1", "--", "\\;"]);
     }

@@ -22,6 +22,11 @@ pub enum ConnectError {
         "permission denied opening {path}: the daemon only accepts connections from the user that runs it"
     )]
     PermissionDenied { path: PathBuf },
+    /// The socket is served by another user: talking to it would hand them everything.
+    #[error(
+        "{path} is served by uid {uid}, not by you: refusing to talk to it; remove it, or point --socket / CLIBOT_SOCKET at your own daemon"
+    )]
+    ForeignServer { path: PathBuf, uid: u32 },
     /// Anything else the transport reported.
     #[error("cannot connect to clibotd at {path}: {source}")]
     Transport {
@@ -44,7 +49,17 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
     // Probe first: it yields a precise error (absent vs. refused vs. forbidden), which the
     // transport error below would blur into "transport error".
     match UnixStream::connect(socket).await {
-        Ok(_) => {}
+        Ok(probe) => {
+            let me = rustix::process::getuid().as_raw();
+            if let Ok(cred) = probe.peer_cred()
+                && cred.uid() != me
+            {
+                return Err(ConnectError::ForeignServer {
+                    path: socket.to_path_buf(),
+                    uid: cred.uid(),
+                });
+            }
+        }
         Err(e) => {
             let path = socket.to_path_buf();
             return Err(match e.kind() {

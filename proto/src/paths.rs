@@ -18,7 +18,9 @@ pub fn default_socket_path() -> PathBuf {
 /// The private per-user runtime directory: `$XDG_RUNTIME_DIR/clibot` (tmpfs, cleaned at logout)
 /// or, where that is unset, `$TMPDIR/clibot-$UID`.
 pub fn private_runtime_dir() -> PathBuf {
-    if let Some(dir) = directories::ProjectDirs::from("", "", "clibot").and_then(|d| d.runtime_dir().map(PathBuf::from)) {
+    if let Some(dir) = directories::ProjectDirs::from("", "", "clibot")
+        .and_then(|d| d.runtime_dir().map(PathBuf::from))
+    {
         return dir;
     }
     let uid = rustix::process::getuid().as_raw();

@@ -11,17 +11,31 @@ use std::time::{Duration, Instant};
 pub fn bin(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
-        // target/<profile>/deps/<test-binary> → target/<profile>
+        // Tests run from target/<profile>/deps/, benchmarks from target/<profile>/.
         let exe = std::env::current_exe().expect("current_exe");
-        let dir = exe.parent().and_then(Path::parent).expect("target dir").to_path_buf();
-        if !dir.join("clibotd").is_file() || !dir.join("clibotctl").is_file() {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            let status = Command::new(cargo)
-                .args(["build", "-p", "clibotd", "-p", "clibotctl"])
-                .status()
-                .expect("run cargo build");
-            assert!(status.success(), "building clibotd and clibotctl failed");
+        let candidates: Vec<PathBuf> = exe
+            .ancestors()
+            .skip(1)
+            .take(2)
+            .map(Path::to_path_buf)
+            .collect();
+        let has_bins = |d: &PathBuf| d.join("clibotd").is_file() && d.join("clibotctl").is_file();
+        if let Some(d) = candidates.iter().find(|d| has_bins(d)) {
+            return d.clone();
         }
+        let dir = candidates
+            .iter()
+            .find(|d| d.join("deps").is_dir())
+            .cloned()
+            .expect("target dir");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "-p", "clibotd", "-p", "clibotctl"]);
+        if dir.ends_with("release") {
+            cmd.arg("--release");
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "building clibotd and clibotctl failed");
         dir
     });
     dir.join(name)
@@ -62,7 +76,10 @@ stop_text = "exit"
 impl Harness {
     /// A harness with the base config plus `extra` TOML appended.
     pub fn with_config(extra: &str) -> Harness {
-        let dir = tempfile::Builder::new().prefix("clibot-test-").tempdir().expect("tempdir");
+        let dir = tempfile::Builder::new()
+            .prefix("clibot-test-")
+            .tempdir()
+            .expect("tempdir");
         let root = dir.path().canonicalize().expect("canonical tempdir");
         let work = root.join("work");
         std::fs::create_dir_all(&work).expect("mkdir work");
@@ -98,10 +115,15 @@ impl Harness {
     /// it), so tests never sleep to guess.
     pub fn start_daemon(&mut self) {
         assert!(self.daemon.is_none(), "daemon already running");
-        let notify_path = self.dir.path().join(format!("notify-{}", Instant::now().elapsed().as_nanos()));
+        let notify_path = self
+            .dir
+            .path()
+            .join(format!("notify-{}", Instant::now().elapsed().as_nanos()));
         let _ = std::fs::remove_file(&notify_path);
         let notify = UnixDatagram::bind(&notify_path).expect("bind notify socket");
-        notify.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        notify
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -109,7 +131,10 @@ impl Harness {
             .expect("log file");
         let mut cmd = Command::new(bin("clibotd"));
         self.envs(&mut cmd);
-        cmd.env("NOTIFY_SOCKET", &notify_path).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
+        cmd.env("NOTIFY_SOCKET", &notify_path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
         let child = cmd.spawn().expect("spawn clibotd");
         self.daemon = Some(child);
         let mut buf = [0u8; 512];
@@ -117,7 +142,10 @@ impl Harness {
             match notify.recv(&mut buf) {
                 Ok(n) if String::from_utf8_lossy(&buf[..n]).contains("READY=1") => break,
                 Ok(_) => continue,
-                Err(e) => panic!("clibotd did not become ready: {e}\nlog:\n{}", self.daemon_log()),
+                Err(e) => panic!(
+                    "clibotd did not become ready: {e}\nlog:\n{}",
+                    self.daemon_log()
+                ),
             }
         }
         let _ = std::fs::remove_file(&notify_path);
@@ -153,7 +181,9 @@ impl Harness {
     pub fn ctl_command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(bin("clibotctl"));
         self.envs(&mut cmd);
-        cmd.env("CLIBOT_NO_AUTOSTART", "1").args(args).stdin(Stdio::null());
+        cmd.env("CLIBOT_NO_AUTOSTART", "1")
+            .args(args)
+            .stdin(Stdio::null());
         cmd
     }
 
@@ -191,7 +221,9 @@ impl Harness {
 
     /// A gRPC client.
     pub async fn client(&self) -> clibot_proto::Client {
-        clibot_proto::connect(&self.socket).await.expect("connect to clibotd")
+        clibot_proto::connect(&self.socket)
+            .await
+            .expect("connect to clibotd")
     }
 
     /// A raw tmux command against this installation's tmux server.
@@ -218,15 +250,23 @@ impl Harness {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("timed out waiting for {what} in {name}; last screen:\n{last}\ndaemon log:\n{}", self.daemon_log());
+        panic!(
+            "timed out waiting for {what} in {name}; last screen:\n{last}\ndaemon log:\n{}",
+            self.daemon_log()
+        );
     }
 
     /// Waits until `clibotctl list --json` satisfies `pred`.
-    pub fn wait_list(&self, what: &str, pred: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    pub fn wait_list(
+        &self,
+        what: &str,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
         let deadline = Instant::now() + Duration::from_secs(20);
         let mut last = serde_json::Value::Null;
         while Instant::now() < deadline {
-            last = serde_json::from_str(&self.ctl_ok(&["list", "--json"])).expect("list --json is JSON");
+            last = serde_json::from_str(&self.ctl_ok(&["list", "--json"]))
+                .expect("list --json is JSON");
             if pred(&last) {
                 return last;
             }

@@ -21,14 +21,23 @@ fn spawn_send_screen_list_stop_with_a_shell() {
     h.start_daemon();
     spawn_bash(&h, "s1");
     h.ctl_ok(&["send", "s1", "echo hello-$((6*7))"]);
-    h.wait_screen("s1", "the command's output", |s| lines(s).contains(&"hello-42"));
+    h.wait_screen("s1", "the command's output", |s| {
+        lines(s).contains(&"hello-42")
+    });
 
-    let list: serde_json::Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let list: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     let s = &list[0];
-    assert_eq!((s["name"].as_str(), s["cli"].as_str(), s["state"].as_str()), (Some("s1"), Some("bash"), Some("idle")));
+    assert_eq!(
+        (s["name"].as_str(), s["cli"].as_str(), s["state"].as_str()),
+        (Some("s1"), Some("bash"), Some("idle"))
+    );
     assert_eq!(s["dir"].as_str(), Some(h.work.to_str().expect("utf8")));
     let table = h.ctl_ok(&["list"]);
-    assert!(table.starts_with("NAME") && table.contains("s1") && table.contains("bash"), "{table}");
+    assert!(
+        table.starts_with("NAME") && table.contains("s1") && table.contains("bash"),
+        "{table}"
+    );
 
     // Keys: type without submitting, then press Enter by name.
     h.ctl_ok(&["send", "--no-submit", "s1", "echo by-key"]);
@@ -37,15 +46,28 @@ fn spawn_send_screen_list_stop_with_a_shell() {
 
     // Text that tmux would otherwise parse: a trailing ';' and a leading '-'.
     h.ctl_ok(&["send", "s1", "echo semi;"]);
-    h.wait_screen("s1", "trailing semicolon kept", |s| lines(s).contains(&"$ echo semi;"));
+    h.wait_screen("s1", "trailing semicolon kept", |s| {
+        lines(s).contains(&"$ echo semi;")
+    });
 
     let out = h.ctl_ok(&["stop", "s1"]);
     assert!(out.contains("stopped s1: quit"), "graceful stop: {out}");
     assert!(h.ctl_ok(&["list"]).contains("no sessions"));
-    assert!(!h.tmux(&["has-session", "-t", "s1"]).status.success(), "tmux session is gone");
-    let types: Vec<String> = h.events().iter().filter(|e| e["session"] == "s1").map(|e| e["type"].as_str().unwrap_or("").to_string()).collect();
+    assert!(
+        !h.tmux(&["has-session", "-t", "s1"]).status.success(),
+        "tmux session is gone"
+    );
+    let types: Vec<String> = h
+        .events()
+        .iter()
+        .filter(|e| e["session"] == "s1")
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect();
     assert_eq!(types.first().map(String::as_str), Some("spawned"));
-    assert!(types.ends_with(&["exited".to_string(), "stopped".to_string()]), "{types:?}");
+    assert!(
+        types.ends_with(&["exited".to_string(), "stopped".to_string()]),
+        "{types:?}"
+    );
 }
 
 #[test]
@@ -54,22 +76,46 @@ fn multi_line_input_arrives_as_one_submission() {
     h.start_daemon();
     spawn_bash(&h, "m");
     // Pasted without Enter: bash holds both lines in its editor and runs neither.
-    h.ctl_ok(&["send", "--no-submit", "m", "echo first-line\necho second-line"]);
+    h.ctl_ok(&[
+        "send",
+        "--no-submit",
+        "m",
+        "echo first-line\necho second-line",
+    ]);
     h.wait_screen("m", "the pasted text", |s| s.contains("echo second-line"));
     std::thread::sleep(Duration::from_millis(400));
     let screen = h.ctl_ok(&["screen", "m"]);
-    assert!(!lines(&screen).contains(&"first-line"), "a newline inside the paste submitted early:\n{screen}");
+    assert!(
+        !lines(&screen).contains(&"first-line"),
+        "a newline inside the paste submitted early:\n{screen}"
+    );
     // One Enter submits the whole paste.
     h.ctl_ok(&["keys", "m", "Enter"]);
-    h.wait_screen("m", "both outputs", |s| lines(s).contains(&"first-line") && lines(s).contains(&"second-line"));
+    h.wait_screen("m", "both outputs", |s| {
+        lines(s).contains(&"first-line") && lines(s).contains(&"second-line")
+    });
 
     // And with submit, from stdin, in one call.
-    let mut child = h.ctl_command(&["send", "m", "-"]).stdin(Stdio::piped()).spawn().expect("spawn ctl");
-    child.stdin.take().expect("stdin").write_all(b"echo third-$((1+2))\necho fourth\n").expect("write");
+    let mut child = h
+        .ctl_command(&["send", "m", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("spawn ctl");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"echo third-$((1+2))\necho fourth\n")
+        .expect("write");
     assert!(child.wait().expect("wait").success());
-    let screen = h.wait_screen("m", "third and fourth", |s| lines(s).contains(&"third-3") && lines(s).contains(&"fourth"));
+    let screen = h.wait_screen("m", "third and fourth", |s| {
+        lines(s).contains(&"third-3") && lines(s).contains(&"fourth")
+    });
     // A single prompt line holds the pasted block: bash saw one submission.
-    let prompt_lines = lines(&screen).iter().filter(|l| l.starts_with("$ echo third")).count();
+    let prompt_lines = lines(&screen)
+        .iter()
+        .filter(|l| l.starts_with("$ echo third"))
+        .count();
     assert_eq!(prompt_lines, 1, "{screen}");
 }
 
@@ -82,47 +128,91 @@ fn kill_9_and_restart_keep_every_session_and_every_event() {
     spawn_bash(&h, "gone");
     h.ctl_ok(&["send", "a", "echo before-crash"]);
     h.wait_screen("a", "output", |s| lines(s).contains(&"before-crash"));
-    let before: serde_json::Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let before: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     let events_before = h.events();
 
     h.kill_daemon();
     // tmux and the CLIs do not depend on the daemon.
     for s in ["a", "b", "gone"] {
-        assert!(h.tmux(&["has-session", "-t", s]).status.success(), "{s} survived kill -9");
+        assert!(
+            h.tmux(&["has-session", "-t", s]).status.success(),
+            "{s} survived kill -9"
+        );
     }
     // A session ends while no daemon watches.
     assert!(h.tmux(&["kill-session", "-t", "gone"]).status.success());
     h.start_daemon();
 
-    let after: serde_json::Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let after: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     for name in ["a", "b"] {
-        let find = |v: &serde_json::Value| v.as_array().and_then(|a| a.iter().find(|s| s["name"] == name).cloned());
+        let find = |v: &serde_json::Value| {
+            v.as_array()
+                .and_then(|a| a.iter().find(|s| s["name"] == name).cloned())
+        };
         let (x, y) = (find(&before).expect("before"), find(&after).expect("after"));
-        for field in ["id", "cli", "dir", "state", "created_at_ms", "tmux_session_id"] {
+        for field in [
+            "id",
+            "cli",
+            "dir",
+            "state",
+            "created_at_ms",
+            "tmux_session_id",
+        ] {
             assert_eq!(x[field], y[field], "{name}.{field} changed across restart");
         }
     }
-    let gone = after.as_array().and_then(|a| a.iter().find(|s| s["name"] == "gone").cloned()).expect("gone listed");
+    let gone = after
+        .as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == "gone").cloned())
+        .expect("gone listed");
     assert_eq!(gone["state"], "exited");
 
     let events_after = h.events();
-    assert_eq!(&events_after[..events_before.len()], &events_before[..], "no event lost or changed");
-    let seqs: Vec<u64> = events_after.iter().filter_map(|e| e["seq"].as_u64()).collect();
-    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>(), "gap-free sequence numbers");
-    let new: Vec<&str> = events_after[events_before.len()..].iter().filter_map(|e| e["type"].as_str()).collect();
-    assert!(new.contains(&"daemon_started") && new.contains(&"exited"), "{new:?}");
-    let started = events_after.iter().rev().find(|e| e["type"] == "daemon_started").expect("daemon_started");
+    assert_eq!(
+        &events_after[..events_before.len()],
+        &events_before[..],
+        "no event lost or changed"
+    );
+    let seqs: Vec<u64> = events_after
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .collect();
+    assert_eq!(
+        seqs,
+        (1..=seqs.len() as u64).collect::<Vec<_>>(),
+        "gap-free sequence numbers"
+    );
+    let new: Vec<&str> = events_after[events_before.len()..]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert!(
+        new.contains(&"daemon_started") && new.contains(&"exited"),
+        "{new:?}"
+    );
+    let started = events_after
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "daemon_started")
+        .expect("daemon_started");
     assert_eq!(started["readopted"], 2);
 
     // The re-adopted session takes input as before.
     h.ctl_ok(&["send", "a", "echo after-restart"]);
-    h.wait_screen("a", "output after restart", |s| lines(s).contains(&"after-restart"));
+    h.wait_screen("a", "output after restart", |s| {
+        lines(s).contains(&"after-restart")
+    });
 
     // A graceful restart (SIGTERM) keeps them too.
     assert!(h.terminate_daemon().success());
     assert!(h.tmux(&["has-session", "-t", "a"]).status.success());
     h.start_daemon();
-    h.wait_list("a still idle", |l| l.as_array().is_some_and(|a| a.iter().any(|s| s["name"] == "a" && s["state"] == "idle")));
+    h.wait_list("a still idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "a" && s["state"] == "idle"))
+    });
 }
 
 #[test]
@@ -134,12 +224,32 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     let missing = h.work.join("missing").display().to_string();
 
     let cases: &[(&[&str], &str)] = &[
-        (&["spawn", "bad name", "--cli", "bash", "--dir", &work], "invalid session name"),
-        (&["spawn", "x", "--cli", "nosuchcli", "--dir", &work], "unknown CLI \"nosuchcli\""),
-        (&["spawn", "x", "--cli", "bash", "--dir", &missing], "does not exist"),
-        (&["spawn", "x", "--cli", "bash", "--dir", "/"], "outside the allowed roots"),
-        (&["spawn", "ok", "--cli", "bash", "--dir", &work], "already exists"),
-        (&["spawn", "x", "--cli", "bash", "--dir", &work, "--env", "1X=y"], "invalid environment variable"),
+        (
+            &["spawn", "bad name", "--cli", "bash", "--dir", &work],
+            "invalid session name",
+        ),
+        (
+            &["spawn", "x", "--cli", "nosuchcli", "--dir", &work],
+            "unknown CLI \"nosuchcli\"",
+        ),
+        (
+            &["spawn", "x", "--cli", "bash", "--dir", &missing],
+            "does not exist",
+        ),
+        (
+            &["spawn", "x", "--cli", "bash", "--dir", "/"],
+            "outside the allowed roots",
+        ),
+        (
+            &["spawn", "ok", "--cli", "bash", "--dir", &work],
+            "already exists",
+        ),
+        (
+            &[
+                "spawn", "x", "--cli", "bash", "--dir", &work, "--env", "1X=y",
+            ],
+            "invalid environment variable",
+        ),
         (&["keys", "ok", "Hyper-Q"], "unknown key"),
         (&["send", "nosuch", "hi"], "no session named \"nosuch\""),
         (&["screen", "nosuch"], "no session named"),
@@ -148,14 +258,31 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     ];
     for (args, expect) in cases {
         let err = h.ctl_err(args);
-        assert!(err.contains(expect), "clibotctl {args:?}: expected {expect:?} in {err:?}");
+        assert!(
+            err.contains(expect),
+            "clibotctl {args:?}: expected {expect:?} in {err:?}"
+        );
     }
     // Oversized text, from stdin.
-    let mut child = h.ctl_command(&["send", "ok", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    child.stdin.take().expect("stdin").write_all(&vec![b'x'; 70_000]).expect("write");
+    let mut child = h
+        .ctl_command(&["send", "ok", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&vec![b'x'; 70_000])
+        .expect("write");
     let out = child.wait_with_output().expect("wait");
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("70000 bytes"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("70000 bytes"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Usage errors exit 2.
     assert_eq!(h.ctl(&["spawn", "x"]).status.code(), Some(2));
     assert_eq!(h.ctl(&["frobnicate"]).status.code(), Some(2));
@@ -163,7 +290,8 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     // The existing session is untouched and still works.
     h.ctl_ok(&["send", "ok", "echo still-fine"]);
     h.wait_screen("ok", "output", |s| lines(s).contains(&"still-fine"));
-    let list: serde_json::Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let list: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     assert_eq!(list.as_array().map(Vec::len), Some(1));
 }
 
@@ -179,19 +307,60 @@ async fn grpc_status_codes_are_precise() {
         dir: dir.into(),
         ..Default::default()
     };
-    c.spawn_session(spawn("g", "bash", &work)).await.expect("spawn");
-    let code = |r: Result<tonic::Response<v1::Session>, tonic::Status>| r.expect_err("must fail").code();
-    assert_eq!(code(c.spawn_session(spawn("a b", "bash", &work)).await), Code::InvalidArgument);
-    assert_eq!(code(c.spawn_session(spawn("x", "nope", &work)).await), Code::NotFound);
-    assert_eq!(code(c.spawn_session(spawn("x", "bash", "/")).await), Code::PermissionDenied);
-    assert_eq!(code(c.spawn_session(spawn("g", "bash", &work)).await), Code::AlreadyExists);
-    assert_eq!(code(c.get_session(v1::GetSessionRequest { name: "zz".into() }).await), Code::NotFound);
-    let big = v1::SendInputRequest { session: "g".into(), text: "x".repeat(70_000), submit: true };
-    assert_eq!(c.send_input(big).await.expect_err("too big").code(), Code::InvalidArgument);
-    let keys = v1::SendKeysRequest { session: "g".into(), keys: vec!["Nope".into()] };
-    assert_eq!(c.send_keys(keys).await.expect_err("bad key").code(), Code::InvalidArgument);
-    let st = c.status(v1::StatusRequest {}).await.expect("status").into_inner();
-    assert!(st.tmux_reachable && st.tmux_version.starts_with("tmux"), "{st:?}");
+    c.spawn_session(spawn("g", "bash", &work))
+        .await
+        .expect("spawn");
+    let code =
+        |r: Result<tonic::Response<v1::Session>, tonic::Status>| r.expect_err("must fail").code();
+    assert_eq!(
+        code(c.spawn_session(spawn("a b", "bash", &work)).await),
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code(c.spawn_session(spawn("x", "nope", &work)).await),
+        Code::NotFound
+    );
+    assert_eq!(
+        code(c.spawn_session(spawn("x", "bash", "/")).await),
+        Code::PermissionDenied
+    );
+    assert_eq!(
+        code(c.spawn_session(spawn("g", "bash", &work)).await),
+        Code::AlreadyExists
+    );
+    assert_eq!(
+        code(
+            c.get_session(v1::GetSessionRequest { name: "zz".into() })
+                .await
+        ),
+        Code::NotFound
+    );
+    let big = v1::SendInputRequest {
+        session: "g".into(),
+        text: "x".repeat(70_000),
+        submit: true,
+    };
+    assert_eq!(
+        c.send_input(big).await.expect_err("too big").code(),
+        Code::InvalidArgument
+    );
+    let keys = v1::SendKeysRequest {
+        session: "g".into(),
+        keys: vec!["Nope".into()],
+    };
+    assert_eq!(
+        c.send_keys(keys).await.expect_err("bad key").code(),
+        Code::InvalidArgument
+    );
+    let st = c
+        .status(v1::StatusRequest {})
+        .await
+        .expect("status")
+        .into_inner();
+    assert!(
+        st.tmux_reachable && st.tmux_version.starts_with("tmux"),
+        "{st:?}"
+    );
     assert_eq!(st.sessions, 1);
 }
 
@@ -199,9 +368,14 @@ async fn grpc_status_codes_are_precise() {
 fn socket_is_private_and_other_users_are_refused() {
     let mut h = Harness::new();
     h.start_daemon();
-    let mode = |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
     assert_eq!(mode(&h.socket), 0o600, "socket mode");
-    assert_eq!(mode(h.socket.parent().expect("dir")), 0o700, "socket directory mode");
+    assert_eq!(
+        mode(h.socket.parent().expect("dir")),
+        0o700,
+        "socket directory mode"
+    );
 
     // A second daemon on the live socket refuses and names the holder.
     let out = std::process::Command::new(clibot_tests::bin("clibotd"))
@@ -215,13 +389,36 @@ fn socket_is_private_and_other_users_are_refused() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     let pid = h.daemon_pid().expect("pid").to_string();
-    assert!(err.contains("already serving") && err.contains(&pid), "{err}");
+    assert!(
+        err.contains("already serving") && err.contains(&pid),
+        "{err}"
+    );
 
     if rustix_uid() != 0 {
         // Without root the test cannot act as another user; the modes above are what keep one out.
         eprintln!("not root: cross-uid connection not attempted");
         return;
     }
+    // A private directory planted by another user is refused, not used.
+    let trap = h.dir.path().join("clibot-trap");
+    std::fs::create_dir(&trap).expect("mkdir");
+    std::os::unix::fs::chown(&trap, Some(65534), Some(65534)).expect("chown");
+    let out = std::process::Command::new(clibot_tests::bin("clibotd"))
+        .arg("--socket")
+        .arg(trap.join("d.sock"))
+        .arg("--state-dir")
+        .arg(h.dir.path().join("trap-state"))
+        .arg("--tmux-socket")
+        .arg(&h.tmux_socket)
+        .env("CLIBOT_CONFIG", &h.config)
+        .output()
+        .expect("run clibotd");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("belongs to uid 65534"),
+        "{err}"
+    );
+
     // Open every door on the path, so that only the peer-credential check stands in the way.
     for p in [h.dir.path(), h.socket.parent().expect("dir")] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
@@ -230,21 +427,44 @@ fn socket_is_private_and_other_users_are_refused() {
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(clibot_tests::bin("clibotctl"))
-        .args(["--no-autostart", "--socket", h.socket.to_str().expect("utf8"), "list"])
+        .args([
+            "--no-autostart",
+            "--socket",
+            h.socket.to_str().expect("utf8"),
+            "list",
+        ])
         .output()
         .expect("run setpriv");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "another uid must be refused; stderr: {err}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("NAME"), "no data for another uid");
-    assert!(h.daemon_log().contains("refused a connection from another user"), "{}", h.daemon_log());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "another uid must be refused; stderr: {err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("NAME"),
+        "no data for another uid"
+    );
+    assert!(
+        h.daemon_log()
+            .contains("refused a connection from another user"),
+        "{}",
+        h.daemon_log()
+    );
     // The owner is still served.
     h.ctl_ok(&["status"]);
 }
 
 fn rustix_uid() -> u32 {
     // `id -u` keeps this crate free of a libc binding just for one call.
-    let out = std::process::Command::new("id").arg("-u").output().expect("id -u");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or(u32::MAX)
+    let out = std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .expect("id -u");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(u32::MAX)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,14 +482,26 @@ async fn two_sessions_work_in_parallel() {
     let mut cb = h.client().await;
     let started = Instant::now();
     let slow = tokio::spawn(async move {
-        ca.send_input(v1::SendInputRequest { session: "a".into(), text: "echo from-a".into(), submit: true }).await
+        ca.send_input(v1::SendInputRequest {
+            session: "a".into(),
+            text: "echo from-a".into(),
+            submit: true,
+        })
+        .await
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    cb.send_input(v1::SendInputRequest { session: "b".into(), text: "echo from-b".into(), submit: true })
-        .await
-        .expect("send b");
+    cb.send_input(v1::SendInputRequest {
+        session: "b".into(),
+        text: "echo from-b".into(),
+        submit: true,
+    })
+    .await
+    .expect("send b");
     let b_done = started.elapsed();
-    assert!(b_done < Duration::from_millis(1200), "b waited behind a: {b_done:?}");
+    assert!(
+        b_done < Duration::from_millis(1200),
+        "b waited behind a: {b_done:?}"
+    );
     assert!(!slow.is_finished(), "a is still settling");
     slow.await.expect("join").expect("send a");
     h.wait_screen("a", "a's output", |s| lines(s).contains(&"from-a"));
@@ -281,8 +513,23 @@ fn adopt_an_existing_tmux_session_and_release_it() {
     let mut h = Harness::new();
     h.start_daemon();
     let work = h.work.display().to_string();
-    let out = h.tmux(&["new-session", "-d", "-s", "manual", "-c", &work, "--", "bash", "--norc", "--noprofile"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = h.tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "manual",
+        "-c",
+        &work,
+        "--",
+        "bash",
+        "--norc",
+        "--noprofile",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let msg = h.ctl_ok(&["adopt", "manual", "--cli", "bash"]);
     assert!(msg.contains("adopted tmux session manual"), "{msg}");
     h.ctl_ok(&["send", "manual", "echo adopted-ok"]);
@@ -291,7 +538,10 @@ fn adopt_an_existing_tmux_session_and_release_it() {
     assert!(err.contains("already managed"), "{err}");
     h.ctl_ok(&["release", "manual"]);
     assert!(h.ctl_ok(&["list"]).contains("no sessions"));
-    assert!(h.tmux(&["has-session", "-t", "manual"]).status.success(), "released session keeps running");
+    assert!(
+        h.tmux(&["has-session", "-t", "manual"]).status.success(),
+        "released session keeps running"
+    );
 }
 
 #[test]
@@ -300,7 +550,9 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     h.start_daemon();
     spawn_bash(&h, "e");
     h.ctl_ok(&["send", "e", "echo bye; exit 7"]);
-    h.wait_list("e exited", |l| l[0]["state"] == "exited" && l[0]["exit_status"] == 7);
+    h.wait_list("e exited", |l| {
+        l[0]["state"] == "exited" && l[0]["exit_status"] == 7
+    });
     // The last screen stays readable.
     assert!(lines(&h.ctl_ok(&["screen", "e", "--lines", "50"])).contains(&"bye"));
     let err = h.ctl_err(&["send", "e", "hello"]);
@@ -308,7 +560,10 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     h.ctl_ok(&["stop", "e"]);
     assert!(h.ctl_ok(&["list"]).contains("no sessions"));
     let ev = h.events();
-    let exited = ev.iter().find(|e| e["type"] == "exited").expect("exited event");
+    let exited = ev
+        .iter()
+        .find(|e| e["type"] == "exited")
+        .expect("exited event");
     assert_eq!(exited["status"], 7);
 }
 
@@ -335,9 +590,18 @@ fn events_follow_streams_live_and_filters_by_session() {
             }
         }
     });
-    let line = rx.recv_timeout(Duration::from_secs(10)).expect("an event arrives");
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("an event arrives");
     let ev: serde_json::Value = serde_json::from_str(&line).expect("json");
-    assert_eq!((ev["session"].as_str(), ev["type"].as_str(), ev["text"].as_str()), (Some("two"), Some("input_sent"), Some("echo this-one")));
+    assert_eq!(
+        (
+            ev["session"].as_str(),
+            ev["type"].as_str(),
+            ev["text"].as_str()
+        ),
+        (Some("two"), Some("input_sent"), Some("echo this-one"))
+    );
 
     // The follower survives a daemon restart and resumes after the last event it printed.
     h.kill_daemon();
@@ -356,13 +620,21 @@ fn events_follow_streams_live_and_filters_by_session() {
     let _ = follower.kill();
     let _ = follower.wait();
     assert!(seen.iter().any(|l| l.contains("after-restart")), "{seen:?}");
-    assert!(!seen.iter().any(|l| l.contains("this-one")), "nothing delivered twice: {seen:?}");
+    assert!(
+        !seen.iter().any(|l| l.contains("this-one")),
+        "nothing delivered twice: {seen:?}"
+    );
 }
 
 #[test]
 fn clibotctl_starts_the_daemon_when_none_runs() {
     let h = Harness::new();
-    let out = h.ctl_command(&["status"]).env_remove("CLIBOT_NO_AUTOSTART").env("CLIBOT_NO_AUTOSTART", "0").output().expect("run");
+    let out = h
+        .ctl_command(&["status"])
+        .env_remove("CLIBOT_NO_AUTOSTART")
+        .env("CLIBOT_NO_AUTOSTART", "0")
+        .output()
+        .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("started clibotd"), "{stderr}");
@@ -370,13 +642,127 @@ fn clibotctl_starts_the_daemon_when_none_runs() {
     let v: serde_json::Value = serde_json::from_str(&status).expect("json");
     let pid = v["pid"].as_u64().expect("pid");
     // Not a child of the test harness: stop it by pid.
-    let _ = std::process::Command::new("kill").arg(pid.to_string()).status();
+    let _ = std::process::Command::new("kill")
+        .arg(pid.to_string())
+        .status();
     let deadline = Instant::now() + Duration::from_secs(10);
     while h.socket.exists() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!h.socket.exists(), "the daemon removed its socket on SIGTERM");
+    assert!(
+        !h.socket.exists(),
+        "the daemon removed its socket on SIGTERM"
+    );
     // Without autostart, the message says how to start one.
     let err = h.ctl_err(&["status"]);
-    assert!(err.contains("no clibotd is listening") && err.contains("clibotd"), "{err}");
+    assert!(
+        err.contains("no clibotd is listening") && err.contains("clibotd"),
+        "{err}"
+    );
+}
+
+#[test]
+fn attach_shows_the_same_live_session() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "desk");
+    h.ctl_ok(&["send", "desk", "echo seen-from-$((40+2))"]);
+    h.wait_screen("desk", "output", |s| lines(s).contains(&"seen-from-42"));
+    // A terminal at the desk: an outer tmux (its own server) runs `clibotctl attach desk`.
+    let outer = h.dir.path().join("outer.sock");
+    let tmux_outer = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&outer)
+            .args(["-f", "/dev/null"])
+            .args(args)
+            .env_remove("TMUX")
+            .output()
+            .expect("outer tmux")
+    };
+    let ctl = clibot_tests::bin("clibotctl").display().to_string();
+    let socket = h.socket.display().to_string();
+    let out = tmux_outer(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "--",
+        &ctl,
+        "--socket",
+        &socket,
+        "attach",
+        "desk",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut screen = String::new();
+    while Instant::now() < deadline {
+        screen = String::from_utf8_lossy(&tmux_outer(&["capture-pane", "-p"]).stdout).into_owned();
+        if screen.contains("seen-from-42") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Typing at the desk reaches the same session the daemon drives.
+    assert!(
+        screen.contains("seen-from-42"),
+        "attached terminal shows the session:\n{screen}"
+    );
+    tmux_outer(&["send-keys", "-l", "echo typed-at-desk"]);
+    tmux_outer(&["send-keys", "Enter"]);
+    h.wait_screen("desk", "desk typing", |s| {
+        lines(s).contains(&"typed-at-desk")
+    });
+    let _ = tmux_outer(&["kill-server"]);
+}
+
+#[test]
+fn socket_activation_serves_on_the_passed_socket() {
+    // systemd's own helper passes the listening socket as fd 3 with LISTEN_FDS/LISTEN_PID, as
+    // clibotd.socket does.
+    let h = Harness::new();
+    std::fs::create_dir_all(h.socket.parent().expect("dir")).expect("mkdir");
+    let mut child = std::process::Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&h.socket)
+        // It passes on only the environment named with -E; no CLIBOT_SOCKET: the daemon must
+        // find its path from the socket itself.
+        .arg(format!(
+            "--setenv=CLIBOT_STATE_DIR={}",
+            h.state_dir.display()
+        ))
+        .arg(format!(
+            "--setenv=CLIBOT_TMUX_SOCKET={}",
+            h.tmux_socket.display()
+        ))
+        .arg(format!("--setenv=CLIBOT_CONFIG={}", h.config.display()))
+        .arg(clibot_tests::bin("clibotd"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("systemd-socket-activate (package systemd) runs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !h.socket.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The first connection starts clibotd, which takes over the socket.
+    let status = h.ctl_ok(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).expect("json");
+    assert_eq!(v["socket"], h.socket.display().to_string());
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "act", "--cli", "bash", "--dir", &work]);
+    assert!(h.ctl_ok(&["list"]).contains("act"));
+    let _ = std::process::Command::new("kill")
+        .arg(v["pid"].to_string())
+        .status();
+    let _ = child.kill();
+    let _ = child.wait();
 }

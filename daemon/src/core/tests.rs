@@ -29,7 +29,12 @@ impl FakeMux {
         self.st().log.clone()
     }
     fn name_of(&self, target: &str) -> String {
-        self.st().sessions.iter().find(|s| s.id == target).map(|s| s.name.clone()).unwrap_or_default()
+        self.st()
+            .sessions
+            .iter()
+            .find(|s| s.id == target)
+            .map(|s| s.name.clone())
+            .unwrap_or_default()
     }
 }
 
@@ -53,7 +58,8 @@ impl Mux for FakeMux {
             path: spec.dir.display().to_string(),
             meta: spec.meta.clone(),
         };
-        st.log.push(format!("new {} {}", spec.name, spec.argv.join(" ")));
+        st.log
+            .push(format!("new {} {}", spec.name, spec.argv.join(" ")));
         st.sessions.push(s.clone());
         Ok(s)
     }
@@ -62,7 +68,11 @@ impl Mux for FakeMux {
     }
     async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
         let mut st = self.st();
-        let s = st.sessions.iter_mut().find(|s| s.id == target).ok_or(MuxError::NoSuchTarget(target.into()))?;
+        let s = st
+            .sessions
+            .iter_mut()
+            .find(|s| s.id == target)
+            .ok_or(MuxError::NoSuchTarget(target.into()))?;
         s.meta = meta.cloned().unwrap_or_default();
         Ok(())
     }
@@ -84,14 +94,25 @@ impl Mux for FakeMux {
         let name = self.name_of(target);
         let mut st = self.st();
         let quit = st.quit_on_ctrl_c && keys.iter().any(|k| k.to_string() == "C-c");
-        st.log.push(format!("keys {name} {}", keys.iter().map(|k| k.to_string()).collect::<Vec<_>>().join(" ")));
+        st.log.push(format!(
+            "keys {name} {}",
+            keys.iter()
+                .map(|k| k.to_string())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
         if quit && let Some(s) = st.sessions.iter_mut().find(|s| s.id == target) {
             s.dead = true;
             s.dead_status = Some(130);
         }
         Ok(())
     }
-    async fn capture(&self, _target: &str, _history: u32, _escapes: bool) -> Result<String, MuxError> {
+    async fn capture(
+        &self,
+        _target: &str,
+        _history: u32,
+        _escapes: bool,
+    ) -> Result<String, MuxError> {
         Ok("a\nb   \nc\n\n\n".into())
     }
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
@@ -118,7 +139,10 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env { dir: tempfile::tempdir().expect("tempdir"), mux: Arc::new(FakeMux::default()) }
+        Env {
+            dir: tempfile::tempdir().expect("tempdir"),
+            mux: Arc::new(FakeMux::default()),
+        }
     }
     fn work(&self) -> PathBuf {
         let w = self.dir.path().join("work");
@@ -137,10 +161,17 @@ impl Env {
         }
     }
     async fn daemon(&self) -> Daemon {
-        Daemon::start(self.settings(), self.mux.clone()).await.expect("daemon starts")
+        Daemon::start(self.settings(), self.mux.clone())
+            .await
+            .expect("daemon starts")
     }
     fn spawn_req(&self, name: &str) -> SpawnRequest {
-        SpawnRequest { name: name.into(), cli: "shell".into(), dir: self.work().display().to_string(), ..Default::default() }
+        SpawnRequest {
+            name: name.into(),
+            cli: "shell".into(),
+            dir: self.work().display().to_string(),
+            ..Default::default()
+        }
     }
 }
 
@@ -150,8 +181,23 @@ fn kinds(d: &Daemon, session: &str) -> Vec<String> {
         .events
         .into_iter()
         .filter(|e| e.session == session)
-        .map(|e| serde_json::to_value(&e.kind).ok().and_then(|v| v["type"].as_str().map(String::from)).unwrap_or_default())
+        .map(|e| {
+            serde_json::to_value(&e.kind)
+                .ok()
+                .and_then(|v| v["type"].as_str().map(String::from))
+                .unwrap_or_default()
+        })
         .collect()
+}
+
+#[test]
+fn tmux_versions() {
+    assert!(old_tmux_warning("tmux 3.1c").is_some());
+    assert!(old_tmux_warning("tmux 2.9").is_some());
+    assert!(old_tmux_warning("tmux 3.2").is_none());
+    assert!(old_tmux_warning("tmux 3.3a").is_none());
+    assert!(old_tmux_warning("tmux next-3.6").is_none());
+    assert!(old_tmux_warning("tmux 10.0").is_none());
 }
 
 #[tokio::test]
@@ -160,23 +206,47 @@ async fn spawn_rejects_bad_input_and_keeps_others_untouched() {
     let d = env.daemon().await;
     d.spawn(env.spawn_req("ok")).await.expect("spawn ok");
 
-    let e = d.spawn(env.spawn_req("bad name")).await.expect_err("bad name");
+    let e = d
+        .spawn(env.spawn_req("bad name"))
+        .await
+        .expect_err("bad name");
     assert!(matches!(e, CoreError::InvalidName(_)), "{e}");
-    let e = d.spawn(SpawnRequest { cli: "nope".into(), ..env.spawn_req("x") }).await.expect_err("unknown cli");
-    assert!(matches!(e, CoreError::UnknownCli { .. }) && e.to_string().contains("shell"), "{e}");
+    let e = d
+        .spawn(SpawnRequest {
+            cli: "nope".into(),
+            ..env.spawn_req("x")
+        })
+        .await
+        .expect_err("unknown cli");
+    assert!(
+        matches!(e, CoreError::UnknownCli { .. }) && e.to_string().contains("shell"),
+        "{e}"
+    );
     let missing = env.work().join("missing");
     let e = d
-        .spawn(SpawnRequest { dir: missing.display().to_string(), ..env.spawn_req("x") })
+        .spawn(SpawnRequest {
+            dir: missing.display().to_string(),
+            ..env.spawn_req("x")
+        })
         .await
         .expect_err("missing dir");
     assert!(matches!(e, CoreError::DirNotFound(_)), "{e}");
-    let e = d.spawn(SpawnRequest { dir: "/".into(), ..env.spawn_req("x") }).await.expect_err("outside roots");
+    let e = d
+        .spawn(SpawnRequest {
+            dir: "/".into(),
+            ..env.spawn_req("x")
+        })
+        .await
+        .expect_err("outside roots");
     assert!(matches!(e, CoreError::DirNotAllowed { .. }), "{e}");
     // A symlink inside the root that points outside it is still outside.
     let link = env.work().join("escape");
     std::os::unix::fs::symlink("/", &link).expect("symlink");
     let e = d
-        .spawn(SpawnRequest { dir: link.display().to_string(), ..env.spawn_req("x") })
+        .spawn(SpawnRequest {
+            dir: link.display().to_string(),
+            ..env.spawn_req("x")
+        })
         .await
         .expect_err("symlink escape");
     assert!(matches!(e, CoreError::DirNotAllowed { .. }), "{e}");
@@ -184,11 +254,19 @@ async fn spawn_rejects_bad_input_and_keeps_others_untouched() {
     assert!(matches!(e, CoreError::AlreadyExists(_)), "{e}");
     let mut bad_env = env.spawn_req("x");
     bad_env.env.insert("1BAD".into(), "v".into());
-    assert!(matches!(d.spawn(bad_env).await, Err(CoreError::InvalidArgument(_))));
+    assert!(matches!(
+        d.spawn(bad_env).await,
+        Err(CoreError::InvalidArgument(_))
+    ));
 
     assert_eq!(d.list(&ListFilter::default()).len(), 1);
     assert_eq!(d.get("ok").expect("ok").state, State::Idle);
-    let news = env.mux.log().iter().filter(|l| l.starts_with("new")).count();
+    let news = env
+        .mux
+        .log()
+        .iter()
+        .filter(|l| l.starts_with("new"))
+        .count();
     assert_eq!(news, 1, "rejected spawns never reach tmux");
 }
 
@@ -198,21 +276,62 @@ async fn input_paste_keys_and_capture() {
     let d = env.daemon().await;
     d.spawn(env.spawn_req("s")).await.expect("spawn");
     let s1 = d.send_input("s", "hello;", true).await.expect("send");
-    let s2 = d.send_input("s", "one\r\ntwo\n", true).await.expect("send multi");
+    let s2 = d
+        .send_input("s", "one\r\ntwo\n", true)
+        .await
+        .expect("send multi");
     assert!(s2 > s1);
-    d.send_keys("s", &["esc".into(), "y".into()]).await.expect("keys");
+    d.send_keys("s", &["esc".into(), "y".into()])
+        .await
+        .expect("keys");
     let log = env.mux.log();
     let tail: Vec<&str> = log.iter().skip(1).map(String::as_str).collect();
-    assert_eq!(tail, ["text s hello;", "keys s Enter", "paste s one\ntwo", "keys s Enter", "keys s Escape y"]);
+    assert_eq!(
+        tail,
+        [
+            "text s hello;",
+            "keys s Enter",
+            "paste s one\ntwo",
+            "keys s Enter",
+            "keys s Escape y"
+        ]
+    );
     assert_eq!(d.capture("s", 2, false).await.expect("capture"), "b\nc\n");
-    assert_eq!(d.capture("s", 0, false).await.expect("capture"), "a\nb\nc\n");
+    assert_eq!(
+        d.capture("s", 0, false).await.expect("capture"),
+        "a\nb\nc\n"
+    );
 
-    assert!(matches!(d.send_input("s", &"x".repeat(70_000), true).await, Err(CoreError::TextTooLong { .. })));
-    assert!(matches!(d.send_input("s", "a\0b", true).await, Err(CoreError::InvalidArgument(_))));
-    assert!(matches!(d.send_input("s", "", false).await, Err(CoreError::InvalidArgument(_))));
-    assert!(matches!(d.send_keys("s", &["Hyper-Q".into()]).await, Err(CoreError::UnknownKey(_))));
-    assert!(matches!(d.send_input("nope", "x", true).await, Err(CoreError::NoSuchSession(_))));
-    assert_eq!(kinds(&d, "s"), ["spawned", "state_changed", "input_sent", "input_sent", "keys_sent"]);
+    assert!(matches!(
+        d.send_input("s", &"x".repeat(70_000), true).await,
+        Err(CoreError::TextTooLong { .. })
+    ));
+    assert!(matches!(
+        d.send_input("s", "a\0b", true).await,
+        Err(CoreError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        d.send_input("s", "", false).await,
+        Err(CoreError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        d.send_keys("s", &["Hyper-Q".into()]).await,
+        Err(CoreError::UnknownKey(_))
+    ));
+    assert!(matches!(
+        d.send_input("nope", "x", true).await,
+        Err(CoreError::NoSuchSession(_))
+    ));
+    assert_eq!(
+        kinds(&d, "s"),
+        [
+            "spawned",
+            "state_changed",
+            "input_sent",
+            "input_sent",
+            "keys_sent"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -225,17 +344,34 @@ async fn input_to_one_session_keeps_order_and_others_run_in_parallel() {
     let mut tasks = Vec::new();
     for i in 0..5 {
         let d = d.clone();
-        tasks.push(tokio::spawn(async move { d.send_input("slow", &format!("m{i}"), false).await }));
+        tasks.push(tokio::spawn(async move {
+            d.send_input("slow", &format!("m{i}"), false).await
+        }));
         tokio::task::yield_now().await;
     }
     let started = Instant::now();
-    d.send_input("fast", "quick", false).await.expect("fast send");
-    assert!(started.elapsed() < Duration::from_millis(250), "the fast session did not wait behind the slow one");
+    d.send_input("fast", "quick", false)
+        .await
+        .expect("fast send");
+    assert!(
+        started.elapsed() < Duration::from_millis(250),
+        "the fast session did not wait behind the slow one"
+    );
     for t in tasks {
         t.await.expect("join").expect("send");
     }
-    let slow: Vec<String> = env.mux.log().into_iter().filter(|l| l.starts_with("text slow")).collect();
-    assert_eq!(slow, (0..5).map(|i| format!("text slow m{i}")).collect::<Vec<_>>());
+    let slow: Vec<String> = env
+        .mux
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("text slow"))
+        .collect();
+    assert_eq!(
+        slow,
+        (0..5)
+            .map(|i| format!("text slow m{i}"))
+            .collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test]
@@ -245,15 +381,33 @@ async fn stop_graceful_then_forced() {
     d.spawn(env.spawn_req("a")).await.expect("spawn");
     d.spawn(env.spawn_req("b")).await.expect("spawn");
     // The fake ignores the quit: the stop kills it after the timeout.
-    let out = d.stop("a", false, Some(Duration::from_millis(100))).await.expect("stop");
+    let out = d
+        .stop("a", false, Some(Duration::from_millis(100)))
+        .await
+        .expect("stop");
     assert!(out.forced);
     env.mux.st().quit_on_ctrl_c = true;
     let out = d.stop("b", false, None).await.expect("stop");
-    assert_eq!(out, StopOutcome { forced: false, exit_status: Some(130) });
+    assert_eq!(
+        out,
+        StopOutcome {
+            forced: false,
+            exit_status: Some(130)
+        }
+    );
     assert!(d.list(&ListFilter::default()).is_empty());
-    assert!(env.mux.st().sessions.is_empty(), "both tmux sessions are gone");
-    assert_eq!(kinds(&d, "b"), ["spawned", "state_changed", "exited", "stopped"]);
-    assert!(matches!(d.stop("b", true, None).await, Err(CoreError::NoSuchSession(_))));
+    assert!(
+        env.mux.st().sessions.is_empty(),
+        "both tmux sessions are gone"
+    );
+    assert_eq!(
+        kinds(&d, "b"),
+        ["spawned", "state_changed", "exited", "stopped"]
+    );
+    assert!(matches!(
+        d.stop("b", true, None).await,
+        Err(CoreError::NoSuchSession(_))
+    ));
     // The name is free again.
     d.spawn(env.spawn_req("b")).await.expect("respawn");
 }
@@ -277,8 +431,17 @@ async fn restart_readopts_live_sessions_and_reports_vanished_ones() {
         assert_eq!(a.state, State::Idle);
         let b = d.get("b").expect("b is still listed");
         assert_eq!((b.id.as_str(), b.state), (id_b.as_str(), State::Exited));
-        assert_eq!(kinds(&d, "b"), ["spawned", "state_changed", "state_changed", "exited"]);
-        let started = d.events().read_after(0, 1000).events.into_iter().filter(|e| matches!(e.kind, EventKind::DaemonStarted { .. })).count();
+        assert_eq!(
+            kinds(&d, "b"),
+            ["spawned", "state_changed", "state_changed", "exited"]
+        );
+        let started = d
+            .events()
+            .read_after(0, 1000)
+            .events
+            .into_iter()
+            .filter(|e| matches!(e.kind, EventKind::DaemonStarted { .. }))
+            .count();
         assert_eq!(started, 2);
         d.events().last_seq()
     };
@@ -287,7 +450,13 @@ async fn restart_readopts_live_sessions_and_reports_vanished_ones() {
     let d = env.daemon().await;
     let a = d.get("a").expect("recovered");
     assert_eq!(a.id, id_a);
-    assert!(d.status().await.warnings.iter().any(|w| w.contains("recovered from tmux")));
+    assert!(
+        d.status()
+            .await
+            .warnings
+            .iter()
+            .any(|w| w.contains("recovered from tmux"))
+    );
     assert!(d.events().last_seq() > last, "numbering continues");
 }
 
@@ -304,7 +473,10 @@ async fn safety_net_marks_exited_sessions() {
     d.check_sessions().await;
     let a = d.get("a").expect("a");
     assert_eq!((a.state, a.exit_status), (State::Exited, Some(3)));
-    assert!(matches!(d.send_input("a", "x", true).await, Err(CoreError::Exited(_))));
+    assert!(matches!(
+        d.send_input("a", "x", true).await,
+        Err(CoreError::Exited(_))
+    ));
     // Checking again reports nothing new.
     d.check_sessions().await;
     assert_eq!(kinds(&d, "a").iter().filter(|k| *k == "exited").count(), 1);
@@ -321,16 +493,37 @@ async fn adopt_and_release() {
         ..Default::default()
     });
     let d = env.daemon().await;
-    assert!(d.list(&ListFilter::default()).is_empty(), "foreign sessions are not taken over at start");
-    assert!(matches!(d.adopt("nope", "shell", "").await, Err(CoreError::NoSuchTmuxSession(..))));
-    assert!(matches!(d.adopt("manual", "nope", "").await, Err(CoreError::UnknownCli { .. })));
+    assert!(
+        d.list(&ListFilter::default()).is_empty(),
+        "foreign sessions are not taken over at start"
+    );
+    assert!(matches!(
+        d.adopt("nope", "shell", "").await,
+        Err(CoreError::NoSuchTmuxSession(..))
+    ));
+    assert!(matches!(
+        d.adopt("manual", "nope", "").await,
+        Err(CoreError::UnknownCli { .. })
+    ));
     let rec = d.adopt("manual", "shell", "").await.expect("adopt");
     assert!(rec.adopted);
     assert_eq!(env.mux.st().sessions[0].meta.name, "manual");
-    assert!(matches!(d.adopt("manual", "shell", "other").await, Err(CoreError::AlreadyManaged(..))));
-    d.send_input("manual", "ls", true).await.expect("input to adopted");
+    assert!(matches!(
+        d.adopt("manual", "shell", "other").await,
+        Err(CoreError::AlreadyManaged(..))
+    ));
+    d.send_input("manual", "ls", true)
+        .await
+        .expect("input to adopted");
     d.release("manual").await.expect("release");
     assert!(d.get("manual").is_err());
-    assert_eq!(env.mux.st().sessions.len(), 1, "released session keeps running");
-    assert!(env.mux.st().sessions[0].meta.id.is_empty(), "clibot's marks are removed");
+    assert_eq!(
+        env.mux.st().sessions.len(),
+        1,
+        "released session keeps running"
+    );
+    assert!(
+        env.mux.st().sessions[0].meta.id.is_empty(),
+        "clibot's marks are removed"
+    );
 }
