@@ -538,20 +538,6 @@ impl Daemon {
         cli: &CliSpec,
         req: &SpawnRequest,
     ) -> Result<MuxSession, CoreError> {
-        let live = match self.inner.mux.list_sessions().await {
-            Ok(l) => l,
-            Err(MuxError::NoServer(_)) => {
-                self.inner
-                    .mux
-                    .ensure_server(self.inner.settings.config.tmux.history_limit)
-                    .await?;
-                Vec::new()
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if live.iter().any(|s| s.name == rec.name) {
-            return Err(CoreError::TmuxNameTaken(rec.name.clone()));
-        }
         let mut argv = cli.argv.clone();
         argv.extend(req.args.iter().cloned());
         let mut env: Vec<(String, String)> = cli
@@ -590,7 +576,20 @@ impl Daemon {
             height: t.height,
             meta: &meta,
         };
-        Ok(self.inner.mux.new_session(&spec).await?)
+        let mux = &self.inner.mux;
+        let created = match mux.new_session(&spec).await {
+            // The tmux server went away (killed, or its unit restarted): start it and retry once.
+            Err(MuxError::NoServer(_)) => {
+                mux.ensure_server(t.history_limit).await?;
+                mux.new_session(&spec).await
+            }
+            other => other,
+        };
+        match created {
+            Ok(s) => Ok(s),
+            Err(MuxError::DuplicateSession(_)) => Err(CoreError::TmuxNameTaken(rec.name.clone())),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// One session.

@@ -55,6 +55,7 @@ impl From<CoreError> for Status {
                 Code::Unavailable
             }
             CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
+            CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
         };
         Status::new(code, e.to_string())

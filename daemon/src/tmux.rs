@@ -26,6 +26,8 @@ pub enum MuxError {
     NoServer(String),
     #[error("tmux has no {0}")]
     NoSuchTarget(String),
+    #[error("tmux already has a session named {0}")]
+    DuplicateSession(String),
     #[error(
         "cannot run tmux ({binary}): {source}; install tmux 3.2 or newer, or set [tmux] binary"
     )]
@@ -215,6 +217,8 @@ fn classify(command: &str, stderr: String, socket: &TmuxSocket) -> MuxError {
     };
     if stderr.contains("no server running") || stderr.contains("error connecting to") {
         MuxError::NoServer(server)
+    } else if let Some(name) = stderr.strip_prefix("duplicate session: ") {
+        MuxError::DuplicateSession(name.to_string())
     } else if stderr.contains("can't find") || stderr.contains("session not found") {
         MuxError::NoSuchTarget(stderr)
     } else {
@@ -367,6 +371,8 @@ impl Mux for Tmux {
         let mut new = TmuxCommand::new();
         new.name("new-session");
         new.push_flag("-d");
+        new.push_flag("-P");
+        new.push_option("-F", "#{session_id}\t#{pane_pid}\t#{pane_dead}");
         new.push_option("-s", spec.name);
         new.push_option(
             "-c",
@@ -391,14 +397,23 @@ impl Mux for Tmux {
         // without them.
         let mut cmds = vec![new];
         cmds.extend(meta_commands(None, spec.meta));
-        self.run(cmds, None).await?;
-        let sessions = self.list_sessions().await?;
-        sessions
-            .into_iter()
-            .find(|s| s.meta.id == spec.meta.id)
-            .ok_or_else(|| {
-                MuxError::NoSuchTarget(format!("session {} right after creating it", spec.name))
-            })
+        let out = self.run(cmds, None).await?;
+        let f: Vec<&str> = out.trim_end().split(SEP).collect();
+        match f.as_slice() {
+            [id, pid, dead] if id.starts_with('$') => Ok(MuxSession {
+                id: id.to_string(),
+                name: spec.name.to_string(),
+                pid: pid.parse().unwrap_or(0),
+                dead: *dead == "1",
+                dead_status: None,
+                path: spec.dir.display().to_string(),
+                meta: spec.meta.clone(),
+            }),
+            _ => Err(MuxError::Failed {
+                command: "new-session".into(),
+                stderr: format!("unexpected output {out:?}"),
+            }),
+        }
     }
 
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {

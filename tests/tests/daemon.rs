@@ -222,6 +222,11 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     spawn_bash(&h, "ok");
     let work = h.work.display().to_string();
     let missing = h.work.join("missing").display().to_string();
+    assert!(
+        h.tmux(&["new-session", "-d", "-s", "taken", "--", "sleep", "60"])
+            .status
+            .success()
+    );
 
     let cases: &[(&[&str], &str)] = &[
         (
@@ -255,6 +260,10 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
         (&["screen", "nosuch"], "no session named"),
         (&["stop", "nosuch"], "no session named"),
         (&["adopt", "nosuch", "--cli", "bash"], "no tmux session"),
+        (
+            &["spawn", "taken", "--cli", "bash", "--dir", &work],
+            "adopt it with `clibotctl adopt taken",
+        ),
     ];
     for (args, expect) in cases {
         let err = h.ctl_err(args);
@@ -286,6 +295,10 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     // Usage errors exit 2.
     assert_eq!(h.ctl(&["spawn", "x"]).status.code(), Some(2));
     assert_eq!(h.ctl(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(
+        h.ctl(&["stop", "ok", "--timeout", "9999"]).status.code(),
+        Some(2)
+    );
 
     // The existing session is untouched and still works.
     h.ctl_ok(&["send", "ok", "echo still-fine"]);
