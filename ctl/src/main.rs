@@ -3,6 +3,7 @@
 //! Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
 
 mod connect;
+mod hook;
 mod output;
 
 use std::io::Read;
@@ -138,10 +139,33 @@ enum Command {
     },
     /// Attach this terminal to the session (tmux attach); detach with the tmux prefix, then d.
     Attach { name: String },
+    /// Answer the prompt a session waits on: an option number, yes/no/always, or free text.
+    Answer {
+        name: String,
+        answer: String,
+        /// The prompt's id (from the waiting event); refuses to answer a different prompt.
+        #[arg(long)]
+        prompt: Option<String>,
+    },
+    /// Print the final reply of the session's last completed turn.
+    Last { name: String },
+    /// Entry point for CLI hooks: reads the hook's JSON from stdin and hands it to clibotd.
+    /// Never fails the CLI: with no daemon it exits 0 at once.
+    #[command(hide = true)]
+    Hook {
+        /// Which CLI's hook this is.
+        #[arg(long)]
+        cli: String,
+        /// The event name, for CLIs that do not put it in the payload.
+        event: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Hook { cli: name, event } = &cli.command {
+        return hook::run(cli.socket.clone(), name, event.as_deref().unwrap_or(""));
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -332,12 +356,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 text
             };
-            c.send_input(v1::SendInputRequest {
-                session: name,
+            let req = v1::SendInputRequest {
+                session: name.clone(),
                 text,
                 submit: !no_submit,
-            })
-            .await?;
+            };
+            if c.send_input(req).await?.get_ref().queued {
+                eprintln!(
+                    "queued: {name} is busy; the text is delivered when the current turn ends"
+                );
+            }
         }
         Command::Keys { name, keys } => {
             c.send_keys(v1::SendKeysRequest {
@@ -424,6 +452,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             watch_events(c, &socket, since, sessions, follow, json).await?;
         }
+        Command::Answer {
+            name,
+            answer,
+            prompt,
+        } => {
+            let req = v1::AnswerPromptRequest {
+                session: name,
+                prompt_id: prompt.unwrap_or_default(),
+                answer,
+            };
+            c.answer_prompt(req).await?;
+        }
+        Command::Last { name } => {
+            let r = c
+                .get_last_reply(v1::GetLastReplyRequest {
+                    session: name.clone(),
+                })
+                .await?
+                .into_inner();
+            if r.seq == 0 {
+                bail!("{name} has not completed a turn yet");
+            }
+            println!("{}", r.text);
+        }
+        Command::Hook { .. } => {}
         Command::Attach { name } => {
             let s = c
                 .get_session(v1::GetSessionRequest { name })

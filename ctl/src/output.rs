@@ -45,6 +45,10 @@ pub fn ago(ms: i64) -> String {
     }
 }
 
+pub fn prompt_json(p: &v1::Prompt) -> Value {
+    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "source": p.source})
+}
+
 pub fn session_json(s: &v1::Session) -> Value {
     json!({
         "id": s.id, "name": s.name, "cli": s.cli, "dir": s.dir, "state": state_name(s.state),
@@ -52,6 +56,8 @@ pub fn session_json(s: &v1::Session) -> Value {
         "tmux_session": s.tmux_session, "tmux_session_id": s.tmux_session_id, "pid": s.pid,
         "exit_status": s.exit_status, "adopted": s.adopted, "args": s.args,
         "attach_command": s.attach_command,
+        "prompt": s.prompt.as_ref().map(prompt_json), "stalled": s.stalled,
+        "queued_inputs": s.queued_inputs, "error": s.error,
     })
 }
 
@@ -120,7 +126,24 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::Exited(e) => ("exited", json!({"status": e.status, "reason": e.reason})),
         Kind::Stopped(s) => ("stopped", json!({"forced": s.forced})),
-        Kind::Error(e) => ("error", json!({"message": e.message})),
+        Kind::Error(e) => ("error", json!({"message": e.message, "kind": e.kind})),
+        Kind::TurnCompleted(t) => (
+            "turn_completed",
+            json!({"text": t.text, "source": t.source}),
+        ),
+        Kind::Waiting(w) => (
+            "waiting",
+            w.prompt.as_ref().map(prompt_json).unwrap_or(json!({})),
+        ),
+        Kind::PromptResolved(r) => (
+            "prompt_resolved",
+            json!({"prompt_id": r.prompt_id, "by": r.by, "answer": r.answer}),
+        ),
+        Kind::InputQueued(q) => (
+            "input_queued",
+            json!({"text": q.text, "position": q.position}),
+        ),
+        Kind::Stalled(s) => ("stalled", json!({"silent_ms": s.silent_ms})),
         Kind::EventsDropped(d) => (
             "events_dropped",
             json!({"first_seq": d.first_seq, "last_seq": d.last_seq}),
@@ -155,6 +178,25 @@ pub fn event_line(e: &v1::Event) -> String {
             }
             format!("{t:?}{}", if i.submitted { " ⏎" } else { "" })
         }
+        (Some(Kind::TurnCompleted(t)), _) => format!("{:?}", t.text),
+        (Some(Kind::Waiting(w)), _) => match &w.prompt {
+            Some(p) => {
+                let opts = p
+                    .options
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| format!("{}. {o}", i + 1))
+                    .collect::<Vec<_>>()
+                    .join(" / ");
+                let subject = if p.subject.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", p.subject)
+                };
+                format!("{} {}{subject} — {opts} (id {})", p.kind, p.text, p.id)
+            }
+            None => String::new(),
+        },
         (Some(Kind::StateChanged(s)), _) => {
             format!(
                 "{} → {}{}",

@@ -62,6 +62,13 @@ pub struct DaemonConfig {
     pub stop_timeout_ms: u64,
     /// The safety-net check for exited sessions.
     pub poll_interval_ms: u64,
+    /// A working session with no output for this long is reported stalled (never killed).
+    pub stall_after_ms: u64,
+    /// How long a CLI's permission hook waits for an answer from clibot before the CLI's own
+    /// dialog is left to be answered (by keys through clibot, or at the terminal).
+    pub permission_wait_ms: u64,
+    /// The command the CLIs' hooks run; default: the `clibotctl` next to `clibotd`, `hook`.
+    pub hook_command: Option<String>,
 }
 
 impl Default for DaemonConfig {
@@ -74,6 +81,9 @@ impl Default for DaemonConfig {
             event_retention: 10_000,
             stop_timeout_ms: 5_000,
             poll_interval_ms: 2_000,
+            stall_after_ms: 600_000,
+            permission_wait_ms: 600_000,
+            hook_command: None,
         }
     }
 }
@@ -121,6 +131,14 @@ pub struct CliOverride {
     pub submit_delay_ms: Option<u64>,
     pub stop_keys: Option<Vec<String>>,
     pub stop_text: Option<String>,
+    /// Which integration: "claude" (hooks) or "generic" (quiescence and patterns).
+    pub adapter: Option<String>,
+    /// Which built-in pattern pack: "generic", "claude", "codex", "gemini", "opencode".
+    pub pattern_pack: Option<String>,
+    /// Patterns added to the pack (`check_lines`, `prompts`, `busy`, `idle`, `errors`).
+    pub patterns: Option<crate::detect::PackConfig>,
+    /// Generic adapter: a turn is complete after this long without output.
+    pub quiet_ms: Option<u64>,
 }
 
 /// A CLI the daemon may spawn.
@@ -139,6 +157,14 @@ pub struct CliSpec {
     pub stop_keys: Vec<String>,
     /// Text typed and submitted to quit, after `stop_keys`.
     pub stop_text: Option<String>,
+    /// The integration ("claude", "generic").
+    pub adapter: String,
+    /// The built-in pattern pack it starts from.
+    pub pattern_pack: String,
+    /// User additions to the pack.
+    pub patterns: Option<crate::detect::PackConfig>,
+    /// Generic adapter: quiet time that completes a turn.
+    pub quiet_ms: u64,
 }
 
 /// The CLIs every installation knows.
@@ -156,6 +182,18 @@ fn builtin_clis() -> BTreeMap<String, CliSpec> {
             submit_delay_ms: delay,
             stop_keys: keys.iter().map(|k| k.to_string()).collect(),
             stop_text: text.map(str::to_string),
+            adapter: if crate::adapter::ADAPTERS.contains(&name) {
+                name.to_string()
+            } else {
+                "generic".into()
+            },
+            pattern_pack: if name == "shell" {
+                "generic".into()
+            } else {
+                name.to_string()
+            },
+            patterns: None,
+            quiet_ms: 1_500,
         };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
@@ -227,6 +265,34 @@ impl Config {
                 crate::keys::Key::parse(key)
                     .map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
             }
+            if let Some(a) = &cli.adapter
+                && !crate::adapter::ADAPTERS.contains(&a.as_str())
+            {
+                return Err(invalid(format!(
+                    "[cli.{name}] adapter = {a:?}: use one of {}",
+                    crate::adapter::ADAPTERS.join(", ")
+                )));
+            }
+            let packs = crate::detect::builtin_packs();
+            if let Some(p) = &cli.pattern_pack
+                && !packs.contains_key(p)
+            {
+                let known = packs.keys().cloned().collect::<Vec<_>>().join(", ");
+                return Err(invalid(format!(
+                    "[cli.{name}] pattern_pack = {p:?}: use one of {known}"
+                )));
+            }
+            let base_name = cli.pattern_pack.clone().unwrap_or_else(|| {
+                if packs.contains_key(name) {
+                    name.clone()
+                } else {
+                    "generic".into()
+                }
+            });
+            if let (Some(extra), Some(base)) = (&cli.patterns, packs.get(&base_name)) {
+                crate::detect::Pack::compile(base, Some(extra))
+                    .map_err(|e| invalid(format!("[cli.{name}.patterns] {e}")))?;
+            }
             if !builtin_clis().contains_key(name) && cli.argv.is_none() {
                 return Err(invalid(format!(
                     "[cli.{name}]: a new CLI needs argv, e.g. argv = [\"{name}\"]"
@@ -258,7 +324,23 @@ impl Config {
                 submit_delay_ms: 300,
                 stop_keys: vec!["C-c".into()],
                 stop_text: None,
+                adapter: "generic".into(),
+                pattern_pack: "generic".into(),
+                patterns: None,
+                quiet_ms: 1_500,
             });
+            if let Some(v) = &o.adapter {
+                entry.adapter = v.clone();
+            }
+            if let Some(v) = &o.pattern_pack {
+                entry.pattern_pack = v.clone();
+            }
+            if let Some(v) = &o.patterns {
+                entry.patterns = Some(v.clone());
+            }
+            if let Some(v) = o.quiet_ms {
+                entry.quiet_ms = v;
+            }
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();
             }

@@ -15,13 +15,16 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
+use crate::adapter::adapter;
 use crate::config::{CliSpec, Config, expand_home};
+use crate::detect::{Pack, builtin_packs};
 use crate::error::CoreError;
 use crate::events::{EventKind, EventLog};
 use crate::keys::Key;
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::session::{SessionRecord, State};
 use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
+use crate::supervisor::{CliKind, Runtime};
 use crate::tmux::{Mux, MuxError, MuxSession, NewSession, SessionMeta};
 
 /// What the daemon was started with.
@@ -74,40 +77,44 @@ pub struct StatusInfo {
     pub warnings: Vec<String>,
 }
 
-struct Entry {
-    rec: SessionRecord,
-    input: Arc<tokio::sync::Mutex<()>>,
-    stopping: bool,
+pub(crate) struct Entry {
+    pub(crate) rec: SessionRecord,
+    pub(crate) input: Arc<tokio::sync::Mutex<()>>,
+    pub(crate) stopping: bool,
+    pub(crate) rt: Runtime,
 }
 
-struct Inner {
-    settings: Settings,
-    clis: BTreeMap<String, CliSpec>,
-    roots: Vec<PathBuf>,
-    mux: Arc<dyn Mux>,
-    sessions: Mutex<BTreeMap<String, Entry>>,
-    events: EventLog,
-    registry_path: PathBuf,
+pub(crate) struct Inner {
+    pub(crate) settings: Settings,
+    pub(crate) clis: BTreeMap<String, CliSpec>,
+    pub(crate) kinds: BTreeMap<String, CliKind>,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) mux: Arc<dyn Mux>,
+    pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
+    pub(crate) events: EventLog,
+    pub(crate) registry_path: PathBuf,
     /// Serialises registry writes so an older snapshot never overwrites a newer one.
-    persist: Mutex<()>,
-    started: Instant,
-    warnings: Mutex<Vec<String>>,
-    paste_counter: AtomicU64,
+    pub(crate) persist: Mutex<()>,
+    pub(crate) started: Instant,
+    pub(crate) warnings: Mutex<Vec<String>>,
+    pub(crate) paste_counter: AtomicU64,
+    /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
+    pub(crate) shutdown: CancellationToken,
 }
 
 /// The core. Cheap to clone; all clones share one state.
 #[derive(Clone)]
 pub struct Daemon {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A fresh random-looking id: time plus process and counter entropy, hex. Unique per daemon
 /// state dir, which is all it needs to be.
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let t = std::time::SystemTime::now()
@@ -166,9 +173,38 @@ impl Daemon {
         for w in &warnings {
             warn!("{w}");
         }
+        let clis = settings.config.clis();
+        let packs = builtin_packs();
+        let mut kinds = BTreeMap::new();
+        for (name, spec) in &clis {
+            let pack_name = if spec.pattern_pack == "generic" && packs.contains_key(&spec.adapter) {
+                spec.adapter.clone()
+            } else {
+                spec.pattern_pack.clone()
+            };
+            let base = packs.get(&pack_name).cloned().unwrap_or_default();
+            let pack = match Pack::compile(&base, spec.patterns.as_ref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    warnings.push(format!(
+                        "[cli.{name}] patterns: {e}; using the built-in ones"
+                    ));
+                    Pack::compile(&base, None).map_err(|e| CoreError::InvalidArgument(e))?
+                }
+            };
+            kinds.insert(
+                name.clone(),
+                CliKind {
+                    adapter: Arc::from(adapter(&spec.adapter)),
+                    pack: Arc::new(pack),
+                },
+            );
+        }
         let daemon = Daemon {
             inner: Arc::new(Inner {
-                clis: settings.config.clis(),
+                kinds,
+                shutdown: CancellationToken::new(),
+                clis,
                 roots,
                 settings,
                 mux,
@@ -192,7 +228,27 @@ impl Daemon {
             },
         );
         daemon.persist();
+        let names: Vec<String> = {
+            let mut sessions = lock(&daemon.inner.sessions);
+            for e in sessions
+                .values_mut()
+                .filter(|e| e.rec.state == State::Working)
+            {
+                // The turn ran on while no daemon watched: time and the screen finish it.
+                e.rt.turn_started = Some(Instant::now());
+                e.rt.recovered = true;
+            }
+            sessions.keys().cloned().collect()
+        };
+        for n in names {
+            daemon.start_watcher(&n);
+        }
         Ok(daemon)
+    }
+
+    /// Cancelled when the daemon shuts down.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
     }
 
     /// Matches the registry against tmux: live sessions are managed again (same ids, names and
@@ -270,6 +326,7 @@ impl Daemon {
                     exit_status: s.dead_status,
                     adopted: false,
                     args: Vec::new(),
+                    ..Default::default()
                 };
                 readopted += 1;
                 self.warn(format!(
@@ -285,18 +342,18 @@ impl Daemon {
         readopted
     }
 
-    fn warn(&self, w: String) {
+    pub(crate) fn warn(&self, w: String) {
         warn!("{w}");
         lock(&self.inner.warnings).push(w);
     }
 
-    fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
+    pub(crate) fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
         self.inner.events.append(session, id, kind).seq
     }
 
     /// Writes the registry (atomically). A failure is logged: the in-memory state and the event
     /// log stay authoritative, and the next change retries.
-    fn persist(&self) {
+    pub(crate) fn persist(&self) {
         let _guard = lock(&self.inner.persist);
         let file = RegistryFile {
             version: 1,
@@ -321,7 +378,7 @@ impl Daemon {
     }
 
     /// Changes a session's state and records the change.
-    fn set_state(&self, name: &str, to: State, reason: &str) {
+    pub(crate) fn set_state(&self, name: &str, to: State, reason: &str) {
         let change = {
             let mut sessions = lock(&self.inner.sessions);
             match sessions.get_mut(name) {
@@ -347,7 +404,7 @@ impl Daemon {
         }
     }
 
-    fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
+    pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             match sessions.get_mut(name) {
@@ -359,6 +416,14 @@ impl Daemon {
             }
         };
         info!(session = name, ?status, "{reason}");
+        self.stop_watcher(name);
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            // A hook still waiting for an answer will get none: the CLI is gone.
+            for (_, (tx, _)) in e.rt.waiters.drain() {
+                let _ = tx.send(String::new());
+            }
+            e.rec.prompt = None;
+        }
         self.set_state(name, State::Exited, reason);
         self.event(
             name,
@@ -371,7 +436,7 @@ impl Daemon {
         self.persist();
     }
 
-    fn lookup(
+    pub(crate) fn lookup(
         &self,
         name: &str,
     ) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
@@ -385,7 +450,7 @@ impl Daemon {
         Ok((e.rec.clone(), e.input.clone()))
     }
 
-    fn cli(&self, name: &str) -> Result<&CliSpec, CoreError> {
+    pub(crate) fn cli(&self, name: &str) -> Result<&CliSpec, CoreError> {
         self.inner
             .clis
             .get(name)
@@ -481,6 +546,9 @@ impl Daemon {
             exit_status: None,
             adopted: false,
             args: req.args.clone(),
+            hook_token: format!("{}{}", new_id(), new_id()),
+            cli_session_id: new_uuid(),
+            ..Default::default()
         };
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
         {
@@ -514,7 +582,14 @@ impl Daemon {
                     },
                 );
                 info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
-                self.set_state(&rec.name, State::Idle, "started");
+                // A CLI with hooks is ready when its screen says so; any other program at once.
+                let by_hook = self
+                    .kind_of(&rec.cli)
+                    .is_some_and(|(a, _)| a.completes_by_hook());
+                if !by_hook {
+                    self.set_state(&rec.name, State::Idle, "started");
+                }
+                self.start_watcher(&rec.name);
                 if s.dead {
                     self.mark_exited(
                         &rec.name,
@@ -539,6 +614,15 @@ impl Daemon {
         req: &SpawnRequest,
     ) -> Result<MuxSession, CoreError> {
         let mut argv = cli.argv.clone();
+        if let Some((adapter, _)) = self.kind_of(&cli.name) {
+            let hook_command = self.hook_command(&cli.name);
+            let launch = adapter.launch(&crate::adapter::LaunchContext {
+                hook_command: &hook_command,
+                cli_session_id: &rec.cli_session_id,
+                permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
+            });
+            argv.extend(launch.args);
+        }
         argv.extend(req.args.iter().cloned());
         let mut env: Vec<(String, String)> = cli
             .env
@@ -554,6 +638,7 @@ impl Daemon {
             env.push(("LANG".into(), "C.UTF-8".into()));
         }
         env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
+        env.push(("CLIBOT_HOOK_TOKEN".into(), rec.hook_token.clone()));
         env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
         env.push((
             "CLIBOT_SOCKET".into(),
@@ -592,6 +677,24 @@ impl Daemon {
         }
     }
 
+    /// The shell command the CLI's hooks run: the configured one, or the `clibotctl` installed
+    /// next to this `clibotd`, quoted for the shell the CLI runs hooks with.
+    fn hook_command(&self, cli: &str) -> String {
+        let base = match &self.inner.settings.config.daemon.hook_command {
+            Some(c) => c.clone(),
+            None => {
+                let ctl = std::env::current_exe()
+                    .ok()
+                    .and_then(|p| p.parent().map(|d| d.join("clibotctl")))
+                    .filter(|p| p.is_file())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "clibotctl".into());
+                format!("'{}' hook", ctl.replace('\'', "'\\''"))
+            }
+        };
+        format!("{base} --cli {cli}")
+    }
+
     /// One session.
     pub fn get(&self, name: &str) -> Result<SessionRecord, CoreError> {
         lock(&self.inner.sessions)
@@ -612,8 +715,15 @@ impl Daemon {
     }
 
     /// Types `text` into the session and, when `submit`, presses Enter after the CLI's settle
-    /// time. Multi-line text goes as one bracketed paste. Returns the event's sequence number.
-    pub async fn send_input(&self, name: &str, text: &str, submit: bool) -> Result<u64, CoreError> {
+    /// time. Multi-line text goes as one bracketed paste. While a turn runs the text is queued
+    /// and delivered when the CLI is ready. Returns the event's sequence number and whether the
+    /// text was queued.
+    pub async fn send_input(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+    ) -> Result<(u64, bool), CoreError> {
         let max = self.inner.settings.config.daemon.max_input_bytes;
         if text.len() > max {
             return Err(CoreError::TextTooLong {
@@ -635,41 +745,10 @@ impl Daemon {
                 "nothing to send: the text is empty and submit is off".into(),
             ));
         }
-        let (rec, input) = self.lookup(name)?;
-        if rec.state.is_exited() {
-            return Err(CoreError::Exited(name.to_string()));
-        }
-        let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
         let span = info_span!("session", session = %name);
-        async {
-            let _turn = input.lock().await;
-            let mux = &self.inner.mux;
-            if text.contains('\n') {
-                let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
-                let buffer = format!("clibot-{}-{n}", rec.id);
-                mux.paste(&rec.tmux_id, &buffer, text).await?;
-            } else if !text.is_empty() {
-                mux.send_text(&rec.tmux_id, text).await?;
-            }
-            if submit {
-                if !text.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(delay)).await;
-                }
-                mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
-                    .await?;
-            }
-            self.touch(name);
-            Ok(self.event(
-                name,
-                &rec.id,
-                EventKind::InputSent {
-                    text: text.to_string(),
-                    submitted: submit,
-                },
-            ))
-        }
-        .instrument(span)
-        .await
+        self.submit_input(name, text.to_string(), submit)
+            .instrument(span)
+            .await
     }
 
     /// Presses named keys, in order, behind any input already queued.
@@ -709,7 +788,8 @@ impl Daemon {
         escapes: bool,
     ) -> Result<String, CoreError> {
         let rec = self.get(name)?;
-        let raw = self.inner.mux.capture(&rec.tmux_id, lines, escapes).await?;
+        let start = (lines > 0).then(|| -i64::from(lines));
+        let raw = self.inner.mux.capture(&rec.tmux_id, start, escapes).await?;
         Ok(trim_capture(&raw, lines as usize, escapes))
     }
 
@@ -732,6 +812,7 @@ impl Daemon {
             e.stopping = true;
             e.rec.clone()
         };
+        self.stop_watcher(name);
         let span = info_span!("session", session = %name);
         let outcome = self.stop_inner(&rec, force, timeout).instrument(span).await;
         match outcome {
@@ -762,6 +843,7 @@ impl Daemon {
                 if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
                     entry.stopping = false;
                 }
+                self.start_watcher(name);
                 Err(e)
             }
         }
@@ -916,6 +998,7 @@ impl Daemon {
                 exit_status: s.dead_status,
                 adopted: true,
                 args: Vec::new(),
+                ..Default::default()
             };
             sessions.insert(name.clone(), Entry::new(rec.clone()));
             rec
@@ -941,6 +1024,7 @@ impl Daemon {
         );
         self.persist();
         info!(session = %name, tmux = %rec.tmux_session, "adopted");
+        self.start_watcher(&name);
         Ok(rec)
     }
 
@@ -951,6 +1035,7 @@ impl Daemon {
             Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => return Err(e.into()),
         }
+        self.stop_watcher(name);
         lock(&self.inner.sessions).remove(name);
         self.event(name, &rec.id, EventKind::Released);
         self.persist();
@@ -1043,6 +1128,7 @@ impl Entry {
             rec,
             input: Arc::new(tokio::sync::Mutex::new(())),
             stopping: false,
+            rt: Runtime::default(),
         }
     }
 }
@@ -1083,6 +1169,22 @@ fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A random version-4 UUID (for CLIs that take a session id chosen up front).
+pub(crate) fn new_uuid() -> String {
+    let a = u64::from_str_radix(&new_id(), 16).unwrap_or(0);
+    let b = u64::from_str_radix(&new_id(), 16).unwrap_or(0);
+    let a = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xffff,
+        b >> 48,
+        b & 0xffff_ffff_ffff
+    )
 }
 
 /// Creates `dir` (and parents) with mode 0700 for the parts it creates.

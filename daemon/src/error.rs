@@ -54,6 +54,14 @@ pub enum CoreError {
     Exited(String),
     #[error("session {0:?} is being stopped")]
     Stopping(String),
+    #[error(
+        "this hook call does not belong to a session clibot started (unknown session id or token)"
+    )]
+    HookDenied,
+    #[error("prompt {0:?} was already resolved (by {1}); the CLI has moved on")]
+    AlreadyResolved(String, String),
+    #[error("session {0:?} is not waiting for an answer: see `clibotctl screen {0}`")]
+    NotWaiting(String),
     #[error("tmux: {0}")]
     Mux(#[from] MuxError),
     #[error("state directory {path}: {source}")]

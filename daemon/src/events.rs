@@ -16,7 +16,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::session::State;
+use crate::session::{Prompt, State};
 use crate::store::{now_ms, set_aside, write_atomic};
 
 /// One event.
@@ -73,6 +73,28 @@ pub enum EventKind {
     },
     Error {
         message: String,
+        #[serde(default)]
+        kind: String,
+    },
+    TurnCompleted {
+        text: String,
+        source: String,
+    },
+    Waiting {
+        prompt: Prompt,
+    },
+    PromptResolved {
+        prompt_id: String,
+        by: String,
+        #[serde(default)]
+        answer: String,
+    },
+    InputQueued {
+        text: String,
+        position: u32,
+    },
+    Stalled {
+        silent_ms: u64,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
@@ -310,6 +332,7 @@ mod tests {
     fn kind(i: usize) -> EventKind {
         EventKind::Error {
             message: format!("e{i}"),
+            kind: String::new(),
         }
     }
 

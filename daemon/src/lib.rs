@@ -5,8 +5,10 @@
 //! owns the socket and who may connect; `tmux` is the multiplexer adapter behind the `Mux`
 //! trait; `events` and `store` own the files in the state directory.
 
+pub mod adapter;
 pub mod config;
 pub mod core;
+pub mod detect;
 pub mod error;
 pub mod events;
 pub mod keys;
@@ -15,4 +17,5 @@ pub mod rpc;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod supervisor;
 pub mod tmux;

@@ -174,7 +174,7 @@ fn run(
             socket: socket.clone(),
         };
         let daemon = Daemon::start(settings, Arc::new(tmux)).await?;
-        let shutdown = CancellationToken::new();
+        let shutdown = daemon.shutdown_token();
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));

@@ -50,7 +50,11 @@ impl From<CoreError> for Status {
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
-            CoreError::Exited(_) | CoreError::Stopping(_) => Code::FailedPrecondition,
+            CoreError::Exited(_)
+            | CoreError::Stopping(_)
+            | CoreError::NotWaiting(_)
+            | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
+            CoreError::HookDenied => Code::PermissionDenied,
             CoreError::Mux(MuxError::NoServer(_)) | CoreError::Mux(MuxError::Spawn { .. }) => {
                 Code::Unavailable
             }
@@ -85,6 +89,17 @@ fn state_from_proto(s: v1::SessionState) -> Option<State> {
     })
 }
 
+fn prompt_to_proto(p: crate::session::Prompt) -> v1::Prompt {
+    v1::Prompt {
+        id: p.id,
+        kind: p.kind,
+        text: p.text,
+        options: p.options,
+        subject: p.subject,
+        source: p.source,
+    }
+}
+
 fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
     v1::Session {
         attach_command: d.attach_command(&r),
@@ -101,6 +116,10 @@ fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         exit_status: r.exit_status,
         adopted: r.adopted,
         args: r.args,
+        prompt: r.prompt.map(prompt_to_proto),
+        stalled: r.stalled,
+        queued_inputs: r.queue.len() as u32,
+        error: r.error.unwrap_or_default(),
     }
 }
 
@@ -134,7 +153,26 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         }),
         EventKind::Exited { status, reason } => Kind::Exited(v1::SessionExited { status, reason }),
         EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
-        EventKind::Error { message } => Kind::Error(v1::Error { message }),
+        EventKind::Error { message, kind } => Kind::Error(v1::Error { message, kind }),
+        EventKind::TurnCompleted { text, source } => {
+            Kind::TurnCompleted(v1::TurnCompleted { text, source })
+        }
+        EventKind::Waiting { prompt } => Kind::Waiting(v1::Waiting {
+            prompt: Some(prompt_to_proto(prompt)),
+        }),
+        EventKind::PromptResolved {
+            prompt_id,
+            by,
+            answer,
+        } => Kind::PromptResolved(v1::PromptResolved {
+            prompt_id,
+            by,
+            answer,
+        }),
+        EventKind::InputQueued { text, position } => {
+            Kind::InputQueued(v1::InputQueued { text, position })
+        }
+        EventKind::Stalled { silent_ms } => Kind::Stalled(v1::Stalled { silent_ms }),
         EventKind::Unknown => return None,
     };
     Some(v1::Event {
@@ -227,11 +265,11 @@ impl Clibot for Service {
         req: Request<v1::SendInputRequest>,
     ) -> Result<Response<v1::SendInputResponse>, Status> {
         let r = req.into_inner();
-        let seq = self
+        let (seq, queued) = self
             .daemon
             .send_input(&r.session, &r.text, r.submit)
             .await?;
-        Ok(Response::new(v1::SendInputResponse { seq }))
+        Ok(Response::new(v1::SendInputResponse { seq, queued }))
     }
 
     async fn send_keys(
@@ -286,6 +324,38 @@ impl Clibot for Service {
     ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
         self.daemon.release(&req.into_inner().session).await?;
         Ok(Response::new(v1::ReleaseSessionResponse {}))
+    }
+
+    async fn answer_prompt(
+        &self,
+        req: Request<v1::AnswerPromptRequest>,
+    ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
+        let r = req.into_inner();
+        let (prompt_id, via) = self
+            .daemon
+            .answer_prompt(&r.session, &r.prompt_id, &r.answer)
+            .await?;
+        Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
+    }
+
+    async fn get_last_reply(
+        &self,
+        req: Request<v1::GetLastReplyRequest>,
+    ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
+        let (text, seq) = self.daemon.last_reply(&req.into_inner().session)?;
+        Ok(Response::new(v1::GetLastReplyResponse { text, seq }))
+    }
+
+    async fn hook(
+        &self,
+        req: Request<v1::HookRequest>,
+    ) -> Result<Response<v1::HookResponse>, Status> {
+        let r = req.into_inner();
+        let output = self
+            .daemon
+            .hook(&r.session_id, &r.token, &r.event, &r.payload)
+            .await?;
+        Ok(Response::new(v1::HookResponse { output }))
     }
 
     type WatchEventsStream = EventStream;

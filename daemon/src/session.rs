@@ -4,10 +4,13 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::detect::AnswerStyle;
+
 /// Where a session is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum State {
+    #[default]
     Starting,
     Idle,
     Working,
@@ -35,7 +38,7 @@ impl State {
 }
 
 /// The persisted record of one session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
     pub id: String,
     pub name: String,
@@ -56,4 +59,50 @@ pub struct SessionRecord {
     pub adopted: bool,
     #[serde(default)]
     pub args: Vec<String>,
+    /// The prompt the session waits on.
+    #[serde(default)]
+    pub prompt: Option<Prompt>,
+    /// Working without output for longer than the stall time.
+    #[serde(default)]
+    pub stalled: bool,
+    /// The final reply of the last completed turn, and its event's sequence number.
+    #[serde(default)]
+    pub last_reply: Option<String>,
+    #[serde(default)]
+    pub last_reply_seq: u64,
+    /// The CLI's last error message.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Secret that a hook call must present (given to the CLI as CLIBOT_HOOK_TOKEN).
+    #[serde(default)]
+    pub hook_token: String,
+    /// The CLI's own session id when clibot chose it (Claude Code `--session-id`).
+    #[serde(default)]
+    pub cli_session_id: String,
+    /// Inputs waiting behind the running turn, oldest first. Persisted: a restart loses none.
+    #[serde(default)]
+    pub queue: Vec<String>,
+}
+
+/// A question the CLI waits on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prompt {
+    pub id: String,
+    pub kind: String,
+    pub text: String,
+    pub options: Vec<String>,
+    #[serde(default)]
+    pub subject: String,
+    /// "hook" or "screen".
+    pub source: String,
+    /// How an option is chosen with keys.
+    #[serde(default)]
+    pub answer: AnswerStyle,
+}
+
+impl Prompt {
+    /// Two sightings of the same dialog.
+    pub fn same_question(&self, kind: &str, text: &str, options: &[String]) -> bool {
+        self.kind == kind && self.text == text && self.options == options
+    }
 }

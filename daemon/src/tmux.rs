@@ -80,6 +80,15 @@ impl SessionMeta {
     }
 }
 
+/// A push notification about a session's pane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEvent {
+    /// The pane printed something.
+    Output,
+    /// The control client ended (the session is gone, or tmux went away).
+    Closed,
+}
+
 /// What a new session runs.
 #[derive(Debug, Clone)]
 pub struct NewSession<'a> {
@@ -111,8 +120,22 @@ pub trait Mux: Send + Sync + 'static {
     async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError>;
     /// Presses keys in order.
     async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError>;
-    /// The pane's text; `history` lines of scrollback above the screen, joined wrapped lines.
-    async fn capture(&self, target: &str, history: u32, escapes: bool) -> Result<String, MuxError>;
+    /// The pane's text from line `start` (negative: scrollback above the screen; `None`: the
+    /// visible screen only) to the bottom, wrapped lines joined.
+    async fn capture(
+        &self,
+        target: &str,
+        start: Option<i64>,
+        escapes: bool,
+    ) -> Result<String, MuxError>;
+    /// Scrollback size and cursor row, which together locate the cursor in the pane's history.
+    async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
+    /// Output notifications for the session (a tmux control-mode client): one `Output` per
+    /// burst at most (they are change signals, not data), `Closed` when the session ends.
+    async fn watch(
+        &self,
+        target: &str,
+    ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError>;
     async fn kill_session(&self, target: &str) -> Result<(), MuxError>;
     /// The command a person runs to attach to `target`.
     fn attach_command(&self, target: &str) -> Vec<String>;
@@ -483,16 +506,90 @@ impl Mux for Tmux {
             .map(|_| ())
     }
 
-    async fn capture(&self, target: &str, history: u32, escapes: bool) -> Result<String, MuxError> {
+    async fn capture(
+        &self,
+        target: &str,
+        start: Option<i64>,
+        escapes: bool,
+    ) -> Result<String, MuxError> {
         let mut c = CapturePane::new().stdout().join().target_pane(target);
         if escapes {
             c = c.escape_sequences();
         }
-        let start = format!("-{history}");
-        if history > 0 {
-            c = c.start_line(start.as_str());
+        let start = start.map(|s| s.to_string());
+        if let Some(s) = &start {
+            c = c.start_line(s.as_str());
         }
         self.run(vec![c.build()], None).await
+    }
+
+    async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError> {
+        let mut d = TmuxCommand::new();
+        d.name("display-message");
+        d.push_flag("-p");
+        d.push_option("-t", target);
+        d.push_param("#{history_size} #{cursor_y}");
+        let out = self.run(vec![d], None).await?;
+        let mut it = out
+            .split_whitespace()
+            .map(|n| n.parse::<i64>().unwrap_or(0));
+        Ok((it.next().unwrap_or(0), it.next().unwrap_or(0)))
+    }
+
+    async fn watch(
+        &self,
+        target: &str,
+    ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError> {
+        use tokio::io::AsyncBufReadExt;
+        let mut cmd = tokio::process::Command::new(&self.binary);
+        cmd.env_remove("TMUX").arg("-u").args(self.server_args());
+        if let Some(f) = &self.config_file {
+            cmd.arg("-f").arg(f);
+        }
+        // ignore-size: this client never changes the window's size; read-only: it cannot type.
+        cmd.args([
+            "-C",
+            "attach-session",
+            "-t",
+            target,
+            "-f",
+            "ignore-size,read-only",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
+            binary: self.binary.clone(),
+            source,
+        })?;
+        let stdout = child.stdout.take().ok_or_else(|| MuxError::Failed {
+            command: "attach-session -C".into(),
+            stderr: "no stdout".into(),
+        })?;
+        // Capacity 1 and try_send: a burst of output is one signal; the reader never waits.
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        tokio::spawn(async move {
+            // Keeping stdin open keeps the control client attached.
+            let _stdin = child.stdin.take();
+            let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+            loop {
+                tokio::select! {
+                    line = lines.next_segment() => match line {
+                        Ok(Some(l)) if l.starts_with(b"%output ") || l.starts_with(b"%extended-output ") => {
+                            let _ = tx.try_send(WatchEvent::Output);
+                        }
+                        Ok(Some(l)) if l.starts_with(b"%exit") => break,
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => break,
+                    },
+                    _ = tx.closed() => return,
+                }
+            }
+            let _ = tx.send(WatchEvent::Closed).await;
+            let _ = child.kill().await;
+        });
+        Ok(rx)
     }
 
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {

@@ -71,6 +71,7 @@ env = { PS1 = "$ ", HISTFILE = "/dev/null" }
 submit_delay_ms = 50
 stop_keys = ["C-c"]
 stop_text = "exit"
+quiet_ms = 300
 "#;
 
 impl Harness {

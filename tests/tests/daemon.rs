@@ -24,6 +24,7 @@ fn spawn_send_screen_list_stop_with_a_shell() {
     h.wait_screen("s1", "the command's output", |s| {
         lines(s).contains(&"hello-42")
     });
+    h.wait_list("s1 idle again", |l| l[0]["state"] == "idle");
 
     let list: serde_json::Value =
         serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
@@ -128,6 +129,10 @@ fn kill_9_and_restart_keep_every_session_and_every_event() {
     spawn_bash(&h, "gone");
     h.ctl_ok(&["send", "a", "echo before-crash"]);
     h.wait_screen("a", "output", |s| lines(s).contains(&"before-crash"));
+    h.wait_list("all idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().all(|s| s["state"] == "idle"))
+    });
     let before: serde_json::Value =
         serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     let events_before = h.events();
@@ -778,4 +783,116 @@ fn socket_activation_serves_on_the_passed_socket() {
         .status();
     let _ = child.kill();
     let _ = child.wait();
+}
+
+/// Waits until an event satisfies `pred`; returns it.
+fn wait_event(
+    h: &Harness,
+    what: &str,
+    pred: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Some(e) = h.events().into_iter().find(|e| pred(e)) {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "timed out waiting for {what}; events:\n{:#?}\nlog:\n{}",
+        h.events(),
+        h.daemon_log()
+    );
+}
+
+#[test]
+fn a_shell_turn_completes_and_its_prompts_wait_for_an_answer() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "p");
+
+    // A turn ends when the output goes quiet; its reply is what the pane printed.
+    h.ctl_ok(&["send", "p", "echo alpha; echo beta"]);
+    let done = wait_event(&h, "turn_completed", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "alpha\nbeta");
+    assert_eq!(h.ctl_ok(&["last", "p"]), "alpha\nbeta\n");
+
+    // A question on the last line makes the session wait, with its options.
+    h.ctl_ok(&[
+        "send",
+        "p",
+        "read -p 'Overwrite config? [y/N] ' a; echo answer=$a",
+    ]);
+    let w = wait_event(&h, "waiting", |e| e["type"] == "waiting");
+    assert_eq!(
+        (w["kind"].as_str(), w["text"].as_str()),
+        (Some("confirm"), Some("Overwrite config? [y/N]"))
+    );
+    assert_eq!(w["options"], serde_json::json!(["y", "n"]));
+    h.wait_list("waiting", |l| {
+        l[0]["state"] == "waiting" && l[0]["prompt"]["kind"] == "confirm"
+    });
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    h.ctl_ok(&["answer", "p", "yes", "--prompt", &id]);
+    h.wait_screen("p", "the answer", |s| lines(s).contains(&"answer=y"));
+    let resolved = wait_event(&h, "prompt_resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["answer"].as_str()),
+        (Some("clibot"), Some("y"))
+    );
+    // The first answer won; a second one never reaches the CLI.
+    let err = h.ctl_err(&["answer", "p", "n", "--prompt", &id]);
+    assert!(err.contains("already resolved"), "{err}");
+    let done = wait_event(&h, "second turn", |e| {
+        e["type"] == "turn_completed" && e["text"].as_str().is_some_and(|t| t.contains("answer=y"))
+    });
+    assert!(
+        done["text"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("answer=y")),
+        "{done}"
+    );
+
+    // Answered at the desk instead: the prompt is reported resolved by the terminal.
+    h.ctl_ok(&["send", "p", "read -p 'Really? (y/n) ' b; echo b=$b"]);
+    let w2 = wait_event(&h, "second waiting", |e| {
+        e["type"] == "waiting" && e["text"] == "Really? (y/n)"
+    });
+    assert!(
+        h.tmux(&["send-keys", "-t", "p", "n", "Enter"])
+            .status
+            .success()
+    );
+    let by_terminal = wait_event(&h, "resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved" && e["prompt_id"] == w2["prompt_id"]
+    });
+    assert_eq!(by_terminal["by"], "terminal");
+    let err = h.ctl_err(&[
+        "answer",
+        "p",
+        "y",
+        "--prompt",
+        w2["prompt_id"].as_str().unwrap_or(""),
+    ]);
+    assert!(err.contains("already resolved (by terminal)"), "{err}");
+    h.wait_screen("p", "terminal answer", |s| lines(s).contains(&"b=n"));
+
+    // Input sent while a turn runs is queued and delivered in order when the CLI is ready.
+    h.wait_list("idle", |l| l[0]["state"] == "idle");
+    h.ctl_ok(&["send", "p", "sleep 1; echo first-done"]);
+    let out = h.ctl(&["send", "p", "echo second-done"]);
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("queued"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let screen = h.wait_screen("p", "both, in order", |s| lines(s).contains(&"second-done"));
+    let ls = lines(&screen);
+    let first = ls.iter().position(|l| *l == "first-done").expect("first");
+    let second = ls.iter().position(|l| *l == "second-done").expect("second");
+    assert!(first < second, "{screen}");
+    wait_event(&h, "input_queued", |e| {
+        e["type"] == "input_queued" && e["text"] == "echo second-done"
+    });
 }

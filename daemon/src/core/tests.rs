@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::*;
-use crate::tmux::MuxError;
+use crate::tmux::{MuxError, WatchEvent};
 
 #[derive(Default)]
 struct FakeState {
@@ -16,6 +16,9 @@ struct FakeState {
     quit_on_ctrl_c: bool,
     /// send_text sleeps this long for sessions whose name starts with "slow".
     slow_ms: u64,
+    /// What capture returns, when set.
+    screen: Option<String>,
+    watchers: Vec<tokio::sync::mpsc::Sender<WatchEvent>>,
 }
 
 #[derive(Default)]
@@ -110,10 +113,25 @@ impl Mux for FakeMux {
     async fn capture(
         &self,
         _target: &str,
-        _history: u32,
+        _start: Option<i64>,
         _escapes: bool,
     ) -> Result<String, MuxError> {
-        Ok("a\nb   \nc\n\n\n".into())
+        Ok(self
+            .st()
+            .screen
+            .clone()
+            .unwrap_or_else(|| "a\nb   \nc\n\n\n".into()))
+    }
+    async fn cursor(&self, _target: &str) -> Result<(i64, i64), MuxError> {
+        Ok((0, 0))
+    }
+    async fn watch(
+        &self,
+        _target: &str,
+    ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError> {
+        let (tx, rx) = tokio::sync::mpsc::channel(1);
+        self.st().watchers.push(tx);
+        Ok(rx)
     }
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
         let mut st = self.st();
@@ -173,6 +191,16 @@ impl Env {
             ..Default::default()
         }
     }
+}
+
+async fn wait_for(pred: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if pred() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition not reached in 2 s");
 }
 
 fn kinds(d: &Daemon, session: &str) -> Vec<String> {
@@ -275,12 +303,27 @@ async fn input_paste_keys_and_capture() {
     let env = Env::new();
     let d = env.daemon().await;
     d.spawn(env.spawn_req("s")).await.expect("spawn");
-    let s1 = d.send_input("s", "hello;", true).await.expect("send");
-    let s2 = d
+    let (s1, queued) = d.send_input("s", "hello;", true).await.expect("send");
+    assert!(!queued);
+    assert_eq!(d.get("s").expect("s").state, State::Working);
+    // A turn runs: the next input waits behind it, in order, and survives in the registry.
+    let (s2, queued) = d
         .send_input("s", "one\r\ntwo\n", true)
         .await
         .expect("send multi");
-    assert!(s2 > s1);
+    assert!(queued && s2 > s1);
+    assert_eq!(d.get("s").expect("s").queue, vec!["one\ntwo".to_string()]);
+    d.complete_turn("s", "done".into(), "screen");
+    wait_for(|| {
+        env.mux
+            .log()
+            .iter()
+            .filter(|l| *l == "keys s Enter")
+            .count()
+            == 2
+    })
+    .await;
+    assert_eq!(d.last_reply("s").expect("reply").0, "done");
     d.send_keys("s", &["esc".into(), "y".into()])
         .await
         .expect("keys");
@@ -328,7 +371,12 @@ async fn input_paste_keys_and_capture() {
             "spawned",
             "state_changed",
             "input_sent",
+            "state_changed",
+            "input_queued",
+            "turn_completed",
+            "state_changed",
             "input_sent",
+            "state_changed",
             "keys_sent"
         ]
     );

@@ -1,0 +1,453 @@
+//! Reading a screen: is the CLI busy, idle, interrupted, showing an error, or waiting on a
+//! prompt — and if so, what it asks and which options it offers.
+//!
+//! The knowledge is data (`patterns.toml`, extended from the config); this module only compiles
+//! and applies it. It sees plain text from `capture-pane -J`, never escape sequences.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::Deserialize;
+
+/// The built-in packs.
+const BUILTIN: &str = include_str!("patterns.toml");
+
+/// How a prompt's option is chosen with keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStyle {
+    /// Press the option's number.
+    #[default]
+    Digit,
+    /// Type the option's text and press Enter.
+    Line,
+    /// Enter accepts (the only option).
+    Enter,
+    /// Right arrow N-1 times, then Enter (a horizontal button row).
+    Arrows,
+}
+
+/// One prompt rule as written in TOML.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptRuleConfig {
+    pub kind: String,
+    pub pattern: String,
+    #[serde(default)]
+    pub options: Vec<String>,
+    #[serde(default)]
+    pub answer: AnswerStyle,
+    #[serde(default)]
+    pub subject: Option<String>,
+}
+
+/// One error rule as written in TOML.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorRuleConfig {
+    pub kind: String,
+    pub pattern: String,
+}
+
+/// A pack as written in TOML (built in, or `[cli.NAME.patterns]`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackConfig {
+    pub check_lines: Option<usize>,
+    #[serde(default)]
+    pub busy: Vec<String>,
+    #[serde(default)]
+    pub idle: Vec<String>,
+    #[serde(default)]
+    pub interrupted: Vec<String>,
+    #[serde(default)]
+    pub prompts: Vec<PromptRuleConfig>,
+    #[serde(default)]
+    pub errors: Vec<ErrorRuleConfig>,
+}
+
+#[derive(Debug, Clone)]
+struct PromptRule {
+    kind: String,
+    pattern: Regex,
+    options: Vec<String>,
+    answer: AnswerStyle,
+    subject: Option<Regex>,
+}
+
+/// A compiled pack.
+#[derive(Debug, Clone)]
+pub struct Pack {
+    check_lines: usize,
+    busy: Vec<Regex>,
+    idle: Vec<Regex>,
+    interrupted: Vec<Regex>,
+    prompts: Vec<PromptRule>,
+    errors: Vec<(String, Regex)>,
+}
+
+/// A prompt read off the screen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScreenPrompt {
+    pub kind: String,
+    pub text: String,
+    pub options: Vec<String>,
+    pub subject: String,
+    pub answer: AnswerStyle,
+}
+
+/// What a screen shows.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Analysis {
+    pub prompt: Option<ScreenPrompt>,
+    pub busy: bool,
+    pub idle: bool,
+    pub interrupted: bool,
+    /// (kind, the line that matched)
+    pub error: Option<(String, String)>,
+}
+
+fn compile(p: &str, what: &str) -> Result<Regex, String> {
+    Regex::new(p).map_err(|e| format!("{what}: invalid regex {p:?}: {e}"))
+}
+
+fn compile_all(ps: &[String], what: &str) -> Result<Vec<Regex>, String> {
+    ps.iter().map(|p| compile(p, what)).collect()
+}
+
+/// The built-in packs, by name ("generic", "claude", "codex", "gemini", "opencode").
+pub fn builtin_packs() -> BTreeMap<String, PackConfig> {
+    // The embedded file is part of the binary and covered by tests; an error here is a build bug.
+    toml::from_str(BUILTIN).unwrap_or_default()
+}
+
+impl Pack {
+    /// Compiles `base` with `extra` merged in: extra prompts and errors are tried first, extra
+    /// busy/idle patterns are added, and extra `check_lines` wins.
+    pub fn compile(base: &PackConfig, extra: Option<&PackConfig>) -> Result<Pack, String> {
+        let empty = PackConfig::default();
+        let extra = extra.unwrap_or(&empty);
+        let join = |a: &[String], b: &[String]| b.iter().chain(a).cloned().collect::<Vec<_>>();
+        let prompts = extra
+            .prompts
+            .iter()
+            .chain(&base.prompts)
+            .map(|r| {
+                Ok(PromptRule {
+                    kind: r.kind.clone(),
+                    pattern: compile(&r.pattern, "prompt pattern")?,
+                    options: r.options.clone(),
+                    answer: r.answer,
+                    subject: r
+                        .subject
+                        .as_deref()
+                        .map(|s| compile(s, "subject pattern"))
+                        .transpose()?,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let errors = extra
+            .errors
+            .iter()
+            .chain(&base.errors)
+            .map(|r| Ok((r.kind.clone(), compile(&r.pattern, "error pattern")?)))
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok(Pack {
+            check_lines: extra.check_lines.or(base.check_lines).unwrap_or(20).max(1),
+            busy: compile_all(&join(&base.busy, &extra.busy), "busy pattern")?,
+            idle: compile_all(&join(&base.idle, &extra.idle), "idle pattern")?,
+            interrupted: compile_all(
+                &join(&base.interrupted, &extra.interrupted),
+                "interrupted pattern",
+            )?,
+            prompts,
+            errors,
+        })
+    }
+
+    /// Reads a screen.
+    pub fn analyze(&self, screen: &str) -> Analysis {
+        let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+        let end = lines
+            .iter()
+            .rposition(|l| !l.trim().is_empty())
+            .map_or(0, |i| i + 1);
+        let lines = &lines[..end];
+        // The last `check_lines` non-blank lines, with the blank lines between them kept.
+        let mut start = end;
+        let mut seen = 0;
+        while start > 0 && seen < self.check_lines {
+            start -= 1;
+            if !lines[start].trim().is_empty() {
+                seen += 1;
+            }
+        }
+        let tail = lines[start..].join("\n");
+        let mut a = Analysis {
+            busy: self.busy.iter().any(|r| r.is_match(&tail)),
+            idle: self.idle.iter().any(|r| r.is_match(&tail)),
+            interrupted: self.interrupted.iter().any(|r| r.is_match(&tail)),
+            ..Default::default()
+        };
+        for (kind, r) in &self.errors {
+            if let Some(m) = r.find(&tail) {
+                let line = tail[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+                let line_end = tail[m.end()..]
+                    .find('\n')
+                    .map_or(tail.len(), |i| m.end() + i);
+                a.error = Some((kind.clone(), clean_line(&tail[line..line_end]).to_string()));
+                break;
+            }
+        }
+        for rule in &self.prompts {
+            let Some(caps) = rule.pattern.captures(&tail) else {
+                continue;
+            };
+            let Some(m) = caps.get(0) else { continue };
+            // The question is the `q` group when the rule names one, else the line where the
+            // match starts. Options are the numbered lines from there on (or, for a line-
+            // oriented menu, the numbered lines above it).
+            // A leading `\s*` may have matched blank lines before the question.
+            let mstart = m.start() + (m.as_str().len() - m.as_str().trim_start().len());
+            let line_start = tail[..mstart].rfind('\n').map_or(0, |i| i + 1);
+            let line_end = tail[mstart..].find('\n').map_or(tail.len(), |i| mstart + i);
+            let text = match caps.name("q") {
+                Some(q) => clean_line(q.as_str()).to_string(),
+                None => clean_line(&tail[line_start..line_end]).to_string(),
+            };
+            let from_match: Vec<&str> = tail[line_start..].lines().collect();
+            let options = if !rule.options.is_empty() {
+                rule.options.clone()
+            } else {
+                let below = numbered_options(&from_match);
+                if below.is_empty() {
+                    let mut above: Vec<&str> = lines[start.saturating_sub(20)..start].to_vec();
+                    above.extend(tail[..line_start].lines());
+                    numbered_options(&above)
+                } else {
+                    below
+                }
+            };
+            let subject = rule
+                .subject
+                .as_ref()
+                .and_then(|r| r.captures(&tail))
+                .and_then(|c| c.get(1))
+                .map(|s| clean_line(s.as_str()).to_string())
+                .unwrap_or_default();
+            a.prompt = Some(ScreenPrompt {
+                kind: rule.kind.clone(),
+                text,
+                options,
+                subject,
+                answer: rule.answer,
+            });
+            break;
+        }
+        a
+    }
+}
+
+/// Strips box-drawing borders and the focus markers TUIs draw around a line.
+fn clean_line(l: &str) -> &str {
+    l.trim_matches(|c: char| c.is_whitespace() || matches!(c, '│' | '┃' | '║'))
+}
+
+/// The options of a numbered menu ("❯ 1. Yes", "  2) No"), in order, numbered from 1 without
+/// gaps; description lines between them are skipped.
+fn numbered_options(lines: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for l in lines {
+        let l = clean_line(l);
+        let l = l
+            .trim_start_matches(['❯', '›', '>', '●', '◉', '○', '*'])
+            .trim_start();
+        let digits: String = l.chars().take_while(char::is_ascii_digit).collect();
+        let Ok(n) = digits.parse::<usize>() else {
+            continue;
+        };
+        let rest = &l[digits.len()..];
+        let Some(label) = rest.strip_prefix(". ").or_else(|| rest.strip_prefix(") ")) else {
+            continue;
+        };
+        if n == out.len() + 1 {
+            out.push(label.trim().to_string());
+        } else if n == 1 {
+            // A new menu starts: the earlier numbers belonged to something else.
+            out = vec![label.trim().to_string()];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pack(name: &str) -> Pack {
+        let packs = builtin_packs();
+        Pack::compile(packs.get(name).expect("pack exists"), None).expect("compiles")
+    }
+
+    fn screen(file: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/screens")
+            .join(file);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    #[test]
+    fn builtin_packs_all_compile() {
+        let packs = builtin_packs();
+        for name in ["generic", "claude", "codex", "gemini", "opencode"] {
+            Pack::compile(packs.get(name).expect(name), None).expect(name);
+        }
+    }
+
+    #[test]
+    fn claude_bash_permission() {
+        let a = pack("claude").analyze(&screen("claude_bash_perm.txt"));
+        let p = a.prompt.expect("prompt");
+        assert_eq!(p.kind, "permission");
+        assert_eq!(p.text, "Do you want to proceed?");
+        assert_eq!(
+            p.options,
+            [
+                "Yes",
+                "Yes, and always allow access to proj/ from this project",
+                "No"
+            ]
+        );
+        assert_eq!(p.subject, "touch /home/dev/proj/created_by_bash.txt");
+        assert!(!a.busy);
+    }
+
+    #[test]
+    fn claude_write_permission_and_question() {
+        let p = pack("claude")
+            .analyze(&screen("claude_write_perm.txt"))
+            .prompt
+            .expect("prompt");
+        assert_eq!(p.kind, "permission");
+        assert!(p.text.starts_with("Do you want to create"), "{}", p.text);
+        assert_eq!(p.options.len(), 3);
+        let p = pack("claude")
+            .analyze(&screen("claude_askq.txt"))
+            .prompt
+            .expect("prompt");
+        assert_eq!(p.kind, "question");
+        assert_eq!(p.text, "Which database should we use?");
+        assert_eq!(
+            p.options,
+            ["Postgres", "SQLite", "Type something.", "Chat about this"]
+        );
+    }
+
+    #[test]
+    fn claude_trust() {
+        let p = pack("claude")
+            .analyze(&screen("claude_trust.txt"))
+            .prompt
+            .expect("prompt");
+        assert_eq!(p.kind, "trust");
+        assert_eq!(p.options, ["Yes, I trust this folder", "No, exit"]);
+    }
+
+    #[test]
+    fn other_clis() {
+        let p = pack("codex")
+            .analyze(&screen("codex_exec_approval.txt"))
+            .prompt
+            .expect("codex");
+        assert_eq!(p.kind, "permission");
+        assert_eq!(p.subject, "touch /home/dev/outside_codex.txt");
+        assert_eq!(p.options.len(), 3);
+        assert!(p.options[0].starts_with("Yes, proceed"), "{:?}", p.options);
+        let p = pack("gemini")
+            .analyze(&screen("gemini_shell_perm.txt"))
+            .prompt
+            .expect("gemini");
+        assert_eq!(p.text, "Allow execution of [Shell]?");
+        assert_eq!(
+            p.options,
+            [
+                "Allow once",
+                "Allow for this session",
+                "No, suggest changes (esc)"
+            ]
+        );
+        assert_eq!(p.subject, "touch /home/dev/proj/created_by_gemini.txt");
+        let p = pack("opencode")
+            .analyze(&screen("opencode_bash_perm.txt"))
+            .prompt
+            .expect("opencode");
+        assert_eq!(p.answer, AnswerStyle::Arrows);
+        assert_eq!(p.subject, "touch /home/dev/proj/created_by_opencode.txt");
+    }
+
+    #[test]
+    fn generic_prompts_only_on_the_last_line() {
+        let g = pack("generic");
+        let p = g
+            .analyze("$ ./install.sh\nOverwrite config? [y/N] ")
+            .prompt
+            .expect("y/N");
+        assert_eq!(
+            (p.kind.as_str(), p.options.clone(), p.answer),
+            (
+                "confirm",
+                vec!["y".to_string(), "n".into()],
+                AnswerStyle::Line
+            )
+        );
+        assert_eq!(p.text, "Overwrite config? [y/N]");
+        assert!(
+            g.analyze("Overwrite config? [y/N]\n$ ").prompt.is_none(),
+            "an old prompt above the shell prompt is not waiting"
+        );
+        assert!(g.analyze("Proceed (y/n) ").prompt.is_some());
+        assert!(g.analyze("Really delete? (yes/no) ").prompt.is_some());
+        assert!(g.analyze("Press Enter to continue...").prompt.is_some());
+        assert!(g.analyze("Confirm?").prompt.is_some());
+        let p = g
+            .analyze("1) apple\n2) pear\n3) plum\nSelect an option [1-3]: ")
+            .prompt
+            .expect("select");
+        assert_eq!(p.options, ["apple", "pear", "plum"]);
+    }
+
+    #[test]
+    fn user_patterns_come_first() {
+        let extra: PackConfig =
+            toml::from_str("prompts = [{ kind = \"deploy\", pattern = 'Deploy to prod\\?', options = [\"go\", \"stop\"], answer = \"line\" }]\n")
+                .expect("toml");
+        let base = builtin_packs().remove("generic").expect("generic");
+        let p = Pack::compile(&base, Some(&extra)).expect("compiles");
+        assert_eq!(
+            p.analyze("Deploy to prod?").prompt.expect("prompt").kind,
+            "deploy"
+        );
+        let bad: PackConfig =
+            toml::from_str("prompts = [{ kind = \"x\", pattern = '(' }]\n").expect("toml");
+        assert!(
+            Pack::compile(&base, Some(&bad))
+                .expect_err("bad regex")
+                .contains("invalid regex")
+        );
+    }
+
+    #[test]
+    fn busy_idle_errors() {
+        let c = pack("claude");
+        let a = c.analyze("✻ Crunching…\n  esc to interrupt · ← for agents");
+        assert!(a.busy && !a.idle);
+        let a = c.analyze("❯ \n  ? for shortcuts · ← for agents");
+        assert!(a.idle && !a.busy);
+        let a = c.analyze("  ⎿  API Error: 429 rate_limit_error\n❯ \n? for shortcuts");
+        assert_eq!(a.error.map(|e| e.0), Some("rate_limit".to_string()));
+        assert!(
+            c.analyze("  ⎿  Interrupted · What should Claude do instead?\n❯ ")
+                .interrupted
+        );
+    }
+}

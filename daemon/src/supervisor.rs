@@ -1,0 +1,938 @@
+//! Each session's life between spawn and exit: the turn state machine.
+//!
+//! Push sources drive it: a tmux control-mode client per session signals output (a screen check
+//! follows after a few quiet milliseconds), and the CLI's hooks arrive through the `Hook` RPC.
+//! A slow tick only covers what is defined by time passing: quiescence (turn completion for
+//! CLIs without hooks), stalls, and the one retry of an Enter that changed nothing.
+//!
+//! States: idle → working → (waiting ⇄ working) → idle; exited and error from anywhere. Input
+//! that arrives while a turn runs is queued, persisted, and delivered when the CLI is ready.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::adapter::{Adapter, Choice, HookSignal, Stroke, answer_strokes, parse_choice};
+use crate::core::{Daemon, lock};
+use crate::detect::{Analysis, AnswerStyle, Pack};
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::keys::Key;
+use crate::session::{Prompt, State};
+use crate::tmux::{MuxError, WatchEvent};
+
+/// Quiet time after output before the screen is read.
+const DEBOUNCE: Duration = Duration::from_millis(20);
+/// A screen read happens at the latest this long after the first unread output, even while
+/// output continues (a spinner never goes quiet).
+const MAX_DEBOUNCE: Duration = Duration::from_millis(120);
+/// The slow tick.
+const TICK: Duration = Duration::from_millis(250);
+/// After Enter, a change is expected within this time; otherwise Enter is pressed once more.
+const CONFIRM_AFTER: Duration = Duration::from_millis(2_000);
+/// A hook announced a prompt; if the screen has not shown it by then, the hook's own
+/// description is published.
+const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
+/// A hook-driven CLI that shows no idle screen is taken as ready after this long without output.
+const STARTUP_QUIET: Duration = Duration::from_millis(3_000);
+
+/// The integration of one configured CLI.
+pub(crate) struct CliKind {
+    pub(crate) adapter: Arc<dyn Adapter>,
+    pub(crate) pack: Arc<Pack>,
+}
+
+/// What the supervisor keeps per session besides the persisted record.
+pub(crate) struct Runtime {
+    pub(crate) last_output: Instant,
+    /// When the current turn's input was submitted.
+    pub(crate) turn_started: Option<Instant>,
+    /// Absolute pane line where the current turn's output begins (for screen replies).
+    pub(crate) anchor: Option<i64>,
+    /// How many lines the submitted input itself takes on screen.
+    pub(crate) input_lines: usize,
+    /// Enter was pressed; a visible change or a submit hook confirms it before this instant.
+    pub(crate) confirm_by: Option<Instant>,
+    pub(crate) confirm_retried: bool,
+    /// A hook announced the current prompt and the screen has not shown it yet.
+    pub(crate) prompt_pending_since: Option<Instant>,
+    /// Permission hooks waiting for a decision, by prompt id, with their payloads.
+    pub(crate) waiters: HashMap<String, (oneshot::Sender<String>, Value)>,
+    /// Recently resolved prompts and by whom, so that a late answer gets a clear error.
+    pub(crate) resolved: VecDeque<(String, String)>,
+    /// A prompt answered by keys may stay on screen for a moment; it is not a new prompt.
+    pub(crate) answered_screen: Option<(String, Instant)>,
+    pub(crate) watcher: Option<CancellationToken>,
+    /// Wakes the watcher for an immediate screen read.
+    pub(crate) poke: Arc<Notify>,
+    pub(crate) last_error_line: Option<String>,
+    pub(crate) delivering: bool,
+    /// The turn was already running when this daemon started: its hooks may have fired while
+    /// no daemon listened, so the screen decides when it is over.
+    pub(crate) recovered: bool,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            last_output: Instant::now(),
+            turn_started: None,
+            anchor: None,
+            input_lines: 0,
+            confirm_by: None,
+            confirm_retried: false,
+            prompt_pending_since: None,
+            waiters: HashMap::new(),
+            resolved: VecDeque::new(),
+            answered_screen: None,
+            watcher: None,
+            poke: Arc::new(Notify::new()),
+            last_error_line: None,
+            delivering: false,
+            recovered: false,
+        }
+    }
+}
+
+fn signature(kind: &str, text: &str, options: &[String]) -> String {
+    format!("{kind}\u{1f}{text}\u{1f}{}", options.join("\u{1f}"))
+}
+
+/// Lines of the pane since the turn began, without the echoed input and the prompt that
+/// follows the output (generic CLIs: "what the pane printed since the input").
+fn reply_from_screen(captured: &str, input_lines: usize) -> String {
+    let mut lines: Vec<&str> = captured.lines().map(str::trim_end).collect();
+    let prompt_prefix = lines.first().map(|l| l.to_string()).unwrap_or_default();
+    let skip = input_lines.max(1).min(lines.len());
+    lines.drain(..skip);
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    // The shell (or REPL) prompt that came back at the end is not part of the reply.
+    if let Some(last) = lines.last() {
+        let p = last.trim();
+        if !p.is_empty() && prompt_prefix.starts_with(p) && p.len() <= 40 {
+            lines.pop();
+        }
+    }
+    lines.join("\n")
+}
+
+impl Daemon {
+    pub(crate) fn kind_of(&self, cli: &str) -> Option<(Arc<dyn Adapter>, Arc<Pack>)> {
+        self.inner
+            .kinds
+            .get(cli)
+            .map(|k| (k.adapter.clone(), k.pack.clone()))
+    }
+
+    /// Starts the session's watcher (idempotent).
+    pub(crate) fn start_watcher(&self, name: &str) {
+        let token = CancellationToken::new();
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if e.rec.state.is_exited() || e.rt.watcher.is_some() {
+                return;
+            }
+            e.rt.watcher = Some(token.clone());
+        }
+        let d = self.clone();
+        let name = name.to_string();
+        let span = info_span!("session", session = %name);
+        tokio::spawn(async move { d.watch_loop(&name, token).await }.instrument(span));
+    }
+
+    pub(crate) fn stop_watcher(&self, name: &str) {
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+            && let Some(t) = e.rt.watcher.take()
+        {
+            t.cancel();
+        }
+    }
+
+    async fn watch_loop(self, name: &str, cancel: CancellationToken) {
+        let shutdown = self.inner.shutdown.clone();
+        let mut backoff = Duration::from_millis(200);
+        'outer: loop {
+            let Some((target, poke)) = lock(&self.inner.sessions)
+                .get(name)
+                .map(|e| (e.rec.tmux_id.clone(), e.rt.poke.clone()))
+            else {
+                break;
+            };
+            let mut rx = match self.inner.mux.watch(&target).await {
+                Ok(rx) => rx,
+                Err(e) => {
+                    warn!("cannot watch the session's output: {e}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => { backoff = (backoff * 2).min(Duration::from_secs(10)); continue },
+                        _ = cancel.cancelled() => break,
+                        _ = shutdown.cancelled() => break,
+                    }
+                }
+            };
+            // The first read tells where the session stands (a restarted daemon, a fresh spawn).
+            let mut check_at: Option<Instant> = Some(Instant::now());
+            let mut first_unread: Option<Instant> = None;
+            let mut tick = tokio::time::interval(TICK);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                let sleep_until = check_at.map(tokio::time::Instant::from_std);
+                tokio::select! {
+                    ev = rx.recv() => match ev {
+                        Some(WatchEvent::Output) => {
+                            let now = Instant::now();
+                            self.note_output(name);
+                            let first = *first_unread.get_or_insert(now);
+                            check_at = Some((now + DEBOUNCE).min(first + MAX_DEBOUNCE));
+                        }
+                        Some(WatchEvent::Closed) | None => {
+                            // The session ended, or tmux went away: let the exit check decide.
+                            self.check_sessions().await;
+                            let alive = lock(&self.inner.sessions).get(name).is_some_and(|e| !e.rec.state.is_exited());
+                            if !alive {
+                                break 'outer;
+                            }
+                            tokio::select! {
+                                _ = tokio::time::sleep(backoff) => { backoff = (backoff * 2).min(Duration::from_secs(10)); continue 'outer },
+                                _ = cancel.cancelled() => break 'outer,
+                                _ = shutdown.cancelled() => break 'outer,
+                            }
+                        }
+                    },
+                    _ = async { match sleep_until { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                        check_at = None;
+                        first_unread = None;
+                        self.read_screen(name, &target).await;
+                    }
+                    _ = poke.notified() => check_at = Some(Instant::now()),
+                    _ = tick.tick() => self.on_tick(name, &target).await,
+                    _ = cancel.cancelled() => break 'outer,
+                    _ = shutdown.cancelled() => break 'outer,
+                }
+                backoff = Duration::from_millis(200);
+            }
+        }
+        debug!("watcher ended");
+    }
+
+    fn note_output(&self, name: &str) {
+        let mut sessions = lock(&self.inner.sessions);
+        if let Some(e) = sessions.get_mut(name) {
+            let now = Instant::now();
+            e.rt.last_output = now;
+            // Output after Enter confirms the input arrived.
+            if e.rt.confirm_by.is_some() && e.rt.turn_started.is_some_and(|t| now > t) {
+                e.rt.confirm_by = None;
+            }
+            if e.rec.stalled {
+                e.rec.stalled = false;
+            }
+        }
+    }
+
+    async fn read_screen(&self, name: &str, target: &str) {
+        let Some(cli) = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.cli.clone())
+        else {
+            return;
+        };
+        let Some((_, pack)) = self.kind_of(&cli) else {
+            return;
+        };
+        match self.inner.mux.capture(target, None, false).await {
+            Ok(screen) => {
+                let a = pack.analyze(&screen);
+                self.on_screen(name, a);
+            }
+            Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+            Err(e) => debug!("screen read failed: {e}"),
+        }
+    }
+
+    /// Applies what the screen shows to the session's state.
+    pub(crate) fn on_screen(&self, name: &str, a: Analysis) {
+        let mut deliver = false;
+        let mut recovered_turn = false;
+        let mut events: Vec<EventKind> = Vec::new();
+        let mut state_to: Option<(State, &'static str)> = None;
+        let id;
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if e.stopping || e.rec.state.is_exited() {
+                return;
+            }
+            id = e.rec.id.clone();
+            let by_hook = self
+                .kind_of(&e.rec.cli)
+                .is_some_and(|(ad, _)| ad.completes_by_hook());
+            let now = Instant::now();
+            match (&a.prompt, e.rec.prompt.clone()) {
+                (Some(sp), Some(mut cur)) => {
+                    if e.rt.prompt_pending_since.is_some() && cur.source == "hook" {
+                        // The dialog the hook announced is on screen: take its exact words.
+                        if !sp.text.is_empty() && cur.kind != "question" {
+                            cur.text = sp.text.clone();
+                        }
+                        if !sp.options.is_empty() {
+                            cur.options = sp.options.clone();
+                        }
+                        if cur.subject.is_empty() {
+                            cur.subject = sp.subject.clone();
+                        }
+                        cur.answer = sp.answer;
+                        e.rt.prompt_pending_since = None;
+                        e.rec.prompt = Some(cur.clone());
+                        events.push(EventKind::Waiting { prompt: cur });
+                    } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
+                        && cur.source == "screen"
+                    {
+                        // A different dialog replaced the previous one.
+                        events.push(EventKind::PromptResolved {
+                            prompt_id: cur.id.clone(),
+                            by: "terminal".into(),
+                            answer: String::new(),
+                        });
+                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
+                        let p = new_prompt(sp, "screen");
+                        e.rec.prompt = Some(p.clone());
+                        events.push(EventKind::Waiting { prompt: p });
+                    }
+                }
+                (Some(sp), None) => {
+                    let sig = signature(&sp.kind, &sp.text, &sp.options);
+                    let lingering = e.rt.answered_screen.as_ref().is_some_and(|(s, at)| {
+                        *s == sig && now.duration_since(*at) < Duration::from_secs(2)
+                    });
+                    if !lingering {
+                        let p = new_prompt(sp, "screen");
+                        e.rec.prompt = Some(p.clone());
+                        e.rt.confirm_by = None;
+                        state_to = Some((State::Waiting, "the CLI asks"));
+                        events.push(EventKind::Waiting { prompt: p });
+                    }
+                }
+                (None, Some(cur)) => {
+                    if e.rt.prompt_pending_since.is_none() {
+                        // Gone from the screen, and nobody answered through clibot: the person at
+                        // the terminal did (or the CLI withdrew it).
+                        e.rec.prompt = None;
+                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
+                        if let Some((tx, _)) = e.rt.waiters.remove(&cur.id) {
+                            let _ = tx.send(String::new());
+                        }
+                        events.push(EventKind::PromptResolved {
+                            prompt_id: cur.id.clone(),
+                            by: "terminal".into(),
+                            answer: String::new(),
+                        });
+                        state_to = Some((State::Working, "answered at the terminal"));
+                    }
+                }
+                (None, None) => {}
+            }
+            if a.prompt.is_none() && e.rec.prompt.is_none() {
+                match e.rec.state {
+                    State::Starting if a.idle || (!by_hook) => {
+                        state_to = Some((State::Idle, "ready"));
+                        deliver = true;
+                    }
+                    State::Working | State::Waiting if a.interrupted && by_hook => {
+                        // Claude Code fires no Stop hook for an interrupted turn.
+                        state_to = Some((State::Idle, "interrupted"));
+                        e.rt.turn_started = None;
+                        deliver = true;
+                    }
+                    State::Idle | State::Error if a.busy => {
+                        state_to = Some((State::Working, "busy"))
+                    }
+                    State::Working if by_hook && e.rt.recovered && a.idle && !a.busy => {
+                        e.rt.recovered = false;
+                        recovered_turn = true;
+                    }
+                    _ => {}
+                }
+            }
+            if let Some((kind, line)) = &a.error
+                && e.rt.last_error_line.as_deref() != Some(line.as_str())
+            {
+                e.rt.last_error_line = Some(line.clone());
+                e.rec.error = Some(line.clone());
+                events.push(EventKind::Error {
+                    message: line.clone(),
+                    kind: kind.clone(),
+                });
+            }
+        }
+        if let Some((to, reason)) = state_to {
+            self.set_state(name, to, reason);
+        }
+        for ev in events {
+            self.event(name, &id, ev);
+        }
+        if recovered_turn {
+            let rec = lock(&self.inner.sessions).get(name).map(|e| e.rec.clone());
+            let text = rec
+                .and_then(|r| {
+                    self.kind_of(&r.cli)
+                        .and_then(|(ad, _)| ad.recover_reply(&r, self.cli(&r.cli).ok()))
+                })
+                .unwrap_or_default();
+            self.complete_turn(name, text, "transcript");
+        } else if deliver {
+            self.deliver_queued(name);
+        }
+    }
+
+    async fn on_tick(&self, name: &str, target: &str) {
+        let now = Instant::now();
+        let stall_after = Duration::from_millis(self.inner.settings.config.daemon.stall_after_ms);
+        let mut complete_from_screen: Option<(Option<i64>, usize)> = None;
+        let mut retry_enter = false;
+        let mut publish: Option<Prompt> = None;
+        let mut stalled: Option<u64> = None;
+        let mut ready = false;
+        let id;
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if e.stopping || e.rec.state.is_exited() {
+                return;
+            }
+            id = e.rec.id.clone();
+            let Some(kind) = self.inner.kinds.get(&e.rec.cli) else {
+                return;
+            };
+            let quiet =
+                Duration::from_millis(self.cli(&e.rec.cli).map(|c| c.quiet_ms).unwrap_or(1500));
+            let silent = now.duration_since(e.rt.last_output);
+            if let Some(since) = e.rt.prompt_pending_since
+                && now.duration_since(since) > HOOK_PROMPT_SCREEN_WAIT
+            {
+                e.rt.prompt_pending_since = None;
+                publish = e.rec.prompt.clone();
+            }
+            if let Some(by) = e.rt.confirm_by
+                && now > by
+            {
+                e.rt.confirm_by = None;
+                if !e.rt.confirm_retried {
+                    e.rt.confirm_retried = true;
+                    retry_enter = true;
+                }
+            }
+            match e.rec.state {
+                State::Working if !kind.adapter.completes_by_hook() => {
+                    if e.rt
+                        .turn_started
+                        .is_some_and(|t| now.duration_since(t) >= quiet)
+                        && silent >= quiet
+                    {
+                        complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
+                        e.rt.turn_started = None;
+                    }
+                }
+                State::Starting if silent >= STARTUP_QUIET => ready = true,
+                _ => {}
+            }
+            if e.rec.state == State::Working && silent >= stall_after && !e.rec.stalled {
+                e.rec.stalled = true;
+                stalled = Some(silent.as_millis() as u64);
+            }
+        }
+        if let Some(p) = publish {
+            self.event(name, &id, EventKind::Waiting { prompt: p });
+        }
+        if let Some(ms) = stalled {
+            warn!(silent_ms = ms, "no output for a long time");
+            self.event(name, &id, EventKind::Stalled { silent_ms: ms });
+        }
+        if retry_enter {
+            info!("no visible change after Enter; pressing Enter once more");
+            let input = lock(&self.inner.sessions)
+                .get(name)
+                .map(|e| e.input.clone());
+            if let Some(input) = input {
+                let _g = input.lock().await;
+                let _ = self
+                    .inner
+                    .mux
+                    .send_keys(target, &[Key::Named("Enter".into())])
+                    .await;
+            }
+        }
+        if ready {
+            self.set_state(name, State::Idle, "ready");
+            self.deliver_queued(name);
+        }
+        if let Some((anchor, input_lines)) = complete_from_screen {
+            let text = match (anchor, self.inner.mux.cursor(target).await) {
+                (Some(a), Ok((hist, _))) => self
+                    .inner
+                    .mux
+                    .capture(target, Some(a - hist), false)
+                    .await
+                    .ok(),
+                _ => self.inner.mux.capture(target, None, false).await.ok(),
+            }
+            .map(|c| reply_from_screen(&c, input_lines))
+            .unwrap_or_default();
+            self.complete_turn(name, text, "screen");
+        }
+    }
+
+    /// Records a finished turn and moves on to the next queued input.
+    pub(crate) fn complete_turn(&self, name: &str, text: String, source: &str) {
+        let id = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            e.rt.turn_started = None;
+            e.rt.confirm_by = None;
+            e.rec.stalled = false;
+            if let Some(p) = e.rec.prompt.take() {
+                remember_resolved(&mut e.rt.resolved, &p.id, "cli");
+            }
+            e.rec.id.clone()
+        };
+        let seq = self.event(
+            name,
+            &id,
+            EventKind::TurnCompleted {
+                text: text.clone(),
+                source: source.to_string(),
+            },
+        );
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rec.last_reply = Some(text);
+            e.rec.last_reply_seq = seq;
+        }
+        info!(source, "turn completed");
+        self.set_state(name, State::Idle, "turn completed");
+        self.persist();
+        self.deliver_queued(name);
+    }
+
+    /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
+    /// Returns the event's sequence number and whether it was queued.
+    pub(crate) async fn submit_input(
+        &self,
+        name: &str,
+        text: String,
+        submit: bool,
+    ) -> Result<(u64, bool), CoreError> {
+        let (queued, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            if e.stopping {
+                return Err(CoreError::Stopping(name.to_string()));
+            }
+            if e.rec.state.is_exited() {
+                return Err(CoreError::Exited(name.to_string()));
+            }
+            let busy = matches!(
+                e.rec.state,
+                State::Working | State::Waiting | State::Starting
+            );
+            if submit && (busy || !e.rec.queue.is_empty() || e.rt.delivering) {
+                e.rec.queue.push(text.clone());
+                (Some(e.rec.queue.len() as u32), e.rec.id.clone())
+            } else {
+                (None, e.rec.id.clone())
+            }
+        };
+        if let Some(position) = queued {
+            let seq = self.event(name, &id, EventKind::InputQueued { text, position });
+            self.persist();
+            info!(position, "input queued behind the running turn");
+            return Ok((seq, true));
+        }
+        let seq = self.deliver(name, &text, submit).await?;
+        Ok((seq, false))
+    }
+
+    /// Types the text (and Enter) now, serialised with all other input to this session.
+    async fn deliver(&self, name: &str, text: &str, submit: bool) -> Result<u64, CoreError> {
+        let (rec, input) = self.lookup(name)?;
+        let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
+        let _turn = input.lock().await;
+        let mux = &self.inner.mux;
+        // Where this turn's output will begin, for CLIs whose reply is read off the screen.
+        let anchor = match mux.cursor(&rec.tmux_id).await {
+            Ok((hist, y)) => Some(hist + y),
+            Err(_) => None,
+        };
+        if text.contains('\n') {
+            let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+            mux.paste(&rec.tmux_id, &format!("clibot-{}-{n}", rec.id), text)
+                .await?;
+        } else if !text.is_empty() {
+            mux.send_text(&rec.tmux_id, text).await?;
+        }
+        if submit {
+            if !text.is_empty() {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
+                .await?;
+        }
+        let now = Instant::now();
+        if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.turn_started = Some(now);
+            e.rt.anchor = anchor;
+            e.rt.input_lines = text.lines().count().max(1);
+            e.rt.confirm_by = Some(now + CONFIRM_AFTER);
+            e.rt.confirm_retried = false;
+            e.rt.last_output = now;
+            e.rec.last_activity_ms = crate::store::now_ms();
+            e.rec.error = None;
+        }
+        let seq = self.event(
+            name,
+            &rec.id,
+            EventKind::InputSent {
+                text: text.to_string(),
+                submitted: submit,
+            },
+        );
+        if submit {
+            self.set_state(name, State::Working, "input sent");
+        }
+        Ok(seq)
+    }
+
+    /// Delivers the oldest queued input if the session is ready for it.
+    pub(crate) fn deliver_queued(&self, name: &str) {
+        let next = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if e.rt.delivering
+                || e.rec.queue.is_empty()
+                || !matches!(e.rec.state, State::Idle | State::Error)
+            {
+                return;
+            }
+            e.rt.delivering = true;
+            e.rec.queue.remove(0)
+        };
+        let d = self.clone();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = d.deliver(&name, &next, true).await {
+                warn!(session = %name, "queued input could not be delivered: {e}");
+            }
+            if let Some(e) = lock(&d.inner.sessions).get_mut(&name) {
+                e.rt.delivering = false;
+            }
+            d.persist();
+        });
+    }
+
+    /// A hook call from a CLI: authenticated by the session id and token given at spawn.
+    pub async fn hook(
+        &self,
+        session_id: &str,
+        token: &str,
+        event: &str,
+        payload: &str,
+    ) -> Result<String, CoreError> {
+        let payload: Value = serde_json::from_str(payload)
+            .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
+        let (name, cli) = {
+            let sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .values()
+                .find(|e| {
+                    e.rec.id == session_id
+                        && !e.rec.hook_token.is_empty()
+                        && e.rec.hook_token == token
+                })
+                .ok_or(CoreError::HookDenied)?;
+            (e.rec.name.clone(), e.rec.cli.clone())
+        };
+        let event = if event.is_empty() {
+            payload
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        } else {
+            event.to_string()
+        };
+        let Some((adapter, _)) = self.kind_of(&cli) else {
+            return Ok(String::new());
+        };
+        let span = info_span!("session", session = %name);
+        async {
+            debug!(event, "hook");
+            match adapter.hook(&event, &payload) {
+                HookSignal::Ignore => Ok(String::new()),
+                HookSignal::TurnStarted => {
+                    if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
+                        e.rt.confirm_by = None;
+                        e.rt.turn_started.get_or_insert(Instant::now());
+                    }
+                    self.set_state(&name, State::Working, "prompt submitted");
+                    Ok(String::new())
+                }
+                HookSignal::TurnCompleted { text } => {
+                    self.complete_turn(&name, text, "hook");
+                    Ok(String::new())
+                }
+                HookSignal::Error { kind, message } => {
+                    let id = {
+                        let mut sessions = lock(&self.inner.sessions);
+                        let Some(e) = sessions.get_mut(&name) else {
+                            return Ok(String::new());
+                        };
+                        e.rec.error = Some(message.clone());
+                        e.rt.turn_started = None;
+                        e.rec.id.clone()
+                    };
+                    self.event(&name, &id, EventKind::Error { message, kind });
+                    self.set_state(&name, State::Error, "the turn failed");
+                    self.persist();
+                    self.deliver_queued(&name);
+                    Ok(String::new())
+                }
+                HookSignal::Prompt {
+                    kind,
+                    text,
+                    options,
+                    subject,
+                } => {
+                    self.hook_prompt(&name, kind, text, options, subject, payload)
+                        .await
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// A CLI asks through a hook: the session waits; the hook holds until a person answers
+    /// through clibot or the configured time passes (then the CLI's own dialog stays up).
+    async fn hook_prompt(
+        &self,
+        name: &str,
+        kind: String,
+        text: String,
+        options: Vec<String>,
+        subject: String,
+        payload: Value,
+    ) -> Result<String, CoreError> {
+        let prompt = Prompt {
+            id: crate::core::new_id(),
+            kind,
+            text,
+            options,
+            subject,
+            source: "hook".into(),
+            answer: AnswerStyle::Digit,
+        };
+        let (tx, rx) = oneshot::channel();
+        let poke = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return Ok(String::new());
+            };
+            if let Some(old) = e.rec.prompt.take() {
+                remember_resolved(&mut e.rt.resolved, &old.id, "cli");
+            }
+            e.rec.prompt = Some(prompt.clone());
+            e.rt.prompt_pending_since = Some(Instant::now());
+            e.rt.confirm_by = None;
+            e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
+            e.rt.poke.clone()
+        };
+        self.set_state(name, State::Waiting, "permission requested");
+        poke.notify_one();
+        let wait = Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms);
+        tokio::select! {
+            r = rx => Ok(r.unwrap_or_default()),
+            _ = tokio::time::sleep(wait) => {
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.rt.waiters.remove(&prompt.id);
+                }
+                info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");
+                Ok(String::new())
+            }
+            _ = self.inner.shutdown.cancelled() => Ok(String::new()),
+        }
+    }
+
+    /// Answers the prompt a session waits on. The first answer wins; a second one, or one for
+    /// a prompt that is gone, is refused and never reaches the CLI.
+    pub async fn answer_prompt(
+        &self,
+        name: &str,
+        prompt_id: &str,
+        answer: &str,
+    ) -> Result<(String, String), CoreError> {
+        let (prompt, choice, hook_reply, input, target, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            let resolved_by = |id: &str| {
+                e.rt.resolved
+                    .iter()
+                    .find(|(p, _)| p == id)
+                    .map(|(_, by)| by.clone())
+            };
+            let Some(p) = e.rec.prompt.clone() else {
+                return Err(match resolved_by(prompt_id) {
+                    Some(by) if !prompt_id.is_empty() => {
+                        CoreError::AlreadyResolved(prompt_id.to_string(), by)
+                    }
+                    _ => CoreError::NotWaiting(name.to_string()),
+                });
+            };
+            if !prompt_id.is_empty() && prompt_id != p.id {
+                return Err(match resolved_by(prompt_id) {
+                    Some(by) => CoreError::AlreadyResolved(prompt_id.to_string(), by),
+                    None => CoreError::InvalidArgument(format!(
+                        "prompt {prompt_id:?} is not the one {name} waits on ({}): answer that one, or omit the id",
+                        p.id
+                    )),
+                });
+            }
+            let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
+            let waiter = e.rt.waiters.remove(&p.id);
+            let hook_reply = match waiter {
+                Some((tx, payload)) => {
+                    let adapter = self.kind_of(&e.rec.cli).map(|(a, _)| a);
+                    match adapter.and_then(|a| a.decision(&p, &choice, &payload)) {
+                        Some(out) => Some((tx, out)),
+                        None => {
+                            // This answer cannot go through the hook: release it, use keys.
+                            let _ = tx.send(String::new());
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
+            if hook_reply.is_none() {
+                answer_strokes(&p, &choice).map_err(CoreError::InvalidArgument)?;
+                e.rt.answered_screen =
+                    Some((signature(&p.kind, &p.text, &p.options), Instant::now()));
+            }
+            e.rec.prompt = None;
+            e.rt.prompt_pending_since = None;
+            remember_resolved(&mut e.rt.resolved, &p.id, "clibot");
+            (
+                p,
+                choice,
+                hook_reply,
+                e.input.clone(),
+                e.rec.tmux_id.clone(),
+                e.rec.id.clone(),
+            )
+        };
+        let label = match &choice {
+            Choice::Option(i) => prompt.options.get(*i).cloned().unwrap_or_default(),
+            Choice::Text(t) => t.clone(),
+        };
+        let via = match hook_reply {
+            Some((tx, out)) => {
+                let _ = tx.send(out);
+                "hook"
+            }
+            None => {
+                let strokes =
+                    answer_strokes(&prompt, &choice).map_err(CoreError::InvalidArgument)?;
+                let _g = input.lock().await;
+                for s in strokes {
+                    match s {
+                        Stroke::Key(k) => self.inner.mux.send_keys(&target, &[k]).await?,
+                        Stroke::Text(t) => self.inner.mux.send_text(&target, &t).await?,
+                    }
+                }
+                "keys"
+            }
+        };
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.last_output = Instant::now();
+            e.rt.turn_started.get_or_insert(Instant::now());
+        }
+        self.event(
+            name,
+            &id,
+            EventKind::PromptResolved {
+                prompt_id: prompt.id.clone(),
+                by: "clibot".into(),
+                answer: label,
+            },
+        );
+        self.set_state(name, State::Working, "answered");
+        self.persist();
+        info!(via, "prompt answered");
+        Ok((prompt.id, via.to_string()))
+    }
+
+    /// The last completed turn's reply.
+    pub fn last_reply(&self, name: &str) -> Result<(String, u64), CoreError> {
+        let sessions = lock(&self.inner.sessions);
+        let e = sessions
+            .get(name)
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        Ok((
+            e.rec.last_reply.clone().unwrap_or_default(),
+            e.rec.last_reply_seq,
+        ))
+    }
+}
+
+fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
+    Prompt {
+        id: crate::core::new_id(),
+        kind: sp.kind.clone(),
+        text: sp.text.clone(),
+        options: sp.options.clone(),
+        subject: sp.subject.clone(),
+        source: source.into(),
+        answer: sp.answer,
+    }
+}
+
+fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {
+    resolved.push_back((id.to_string(), by.to_string()));
+    while resolved.len() > 32 {
+        resolved.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screen_reply_drops_echo_and_prompt() {
+        let c = "$ ls -1\na.txt\nb.txt\n$ \n\n";
+        assert_eq!(reply_from_screen(c, 1), "a.txt\nb.txt");
+        let c = "$ echo one\n> echo two\none\ntwo\n$\n";
+        assert_eq!(reply_from_screen(c, 2), "one\ntwo");
+        assert_eq!(reply_from_screen(">>> 1+1\n2\n>>>\n", 1), "2");
+    }
+}
