@@ -7,6 +7,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod detect;
+
 use anyhow::Context;
 use clibot_proto::v1;
 use clibot_tests::Harness;
@@ -171,7 +173,9 @@ async fn spawn_times(h: &Harness) -> anyhow::Result<(Vec<Duration>, Vec<Duration
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
-    let mut h = Harness::new();
+    let mut h = Harness::with_config(
+        "\n[cli.fakeclaude]\nargv = [\"sh\", \"-c\", \"exec bash --norc --noprofile\"]\nadapter = \"claude\"\n",
+    );
     // The default safety-net poll (2 s) is what a user runs; the tests' faster one would add noise.
     let cfg = std::fs::read_to_string(&h.config)?
         .replace("poll_interval_ms = 200", "poll_interval_ms = 2000");
@@ -189,17 +193,7 @@ async fn main() -> anyhow::Result<()> {
     let tp16 = throughput(&h, 16).await?;
     let (spawn, bare) = spawn_times(&h).await?;
 
-    for i in 1..50 {
-        h.ctl_ok(&[
-            "spawn",
-            &format!("idle{i}"),
-            "--cli",
-            "bash",
-            "--dir",
-            &work,
-        ]);
-    }
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut detection = detect::run(&h, pid).await?;
     let rss_50 = rss_kib(pid)?;
 
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -257,5 +251,6 @@ async fn main() -> anyhow::Result<()> {
         "| daemon RSS, 50 idle sessions | {:.1} MB | | | < 40 MB |",
         rss_50 as f64 / 1024.0
     );
+    detection.print();
     Ok(())
 }

@@ -183,10 +183,15 @@ impl Daemon {
             // The first read tells where the session stands (a restarted daemon, a fresh spawn).
             let mut check_at: Option<Instant> = Some(Instant::now());
             let mut first_unread: Option<Instant> = None;
-            let mut tick = tokio::time::interval(TICK);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // The tick runs only while time itself can change something (a running turn, a
+            // start, a pending prompt or confirmation): 50 quiet sessions cost no wake-ups.
+            let mut tick_at: Option<Instant> = Some(Instant::now() + TICK);
             loop {
                 let sleep_until = check_at.map(tokio::time::Instant::from_std);
+                if tick_at.is_none() && self.wants_tick(name) {
+                    tick_at = Some(Instant::now() + TICK);
+                }
+                let tick_until = tick_at.map(tokio::time::Instant::from_std);
                 tokio::select! {
                     ev = rx.recv() => match ev {
                         Some(WatchEvent::Output) => {
@@ -215,7 +220,10 @@ impl Daemon {
                         self.read_screen(name, &target).await;
                     }
                     _ = poke.notified() => check_at = Some(Instant::now()),
-                    _ = tick.tick() => self.on_tick(name, &target).await,
+                    _ = async { match tick_until { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                        tick_at = None;
+                        self.on_tick(name, &target).await;
+                    }
                     _ = cancel.cancelled() => break 'outer,
                     _ = shutdown.cancelled() => break 'outer,
                 }
@@ -223,6 +231,15 @@ impl Daemon {
             }
         }
         debug!("watcher ended");
+    }
+
+    /// Whether the session has something that only time can settle.
+    fn wants_tick(&self, name: &str) -> bool {
+        lock(&self.inner.sessions).get(name).is_some_and(|e| {
+            matches!(e.rec.state, State::Working | State::Starting)
+                || e.rt.prompt_pending_since.is_some()
+                || e.rt.confirm_by.is_some()
+        })
     }
 
     fn note_output(&self, name: &str) {
@@ -615,6 +632,10 @@ impl Daemon {
         );
         if submit {
             self.set_state(name, State::Working, "input sent");
+            // Wake the watcher: the turn's clock (quiescence, confirmation) starts now.
+            if let Some(e) = lock(&self.inner.sessions).get(name) {
+                e.rt.poke.notify_one();
+            }
         }
         Ok(seq)
     }

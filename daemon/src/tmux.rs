@@ -158,6 +158,10 @@ pub struct Tmux {
     binary: String,
     socket: TmuxSocket,
     config_file: Option<String>,
+    /// tmux 3.3a can crash when a session is created or killed while a control client is
+    /// still attaching (it notifies the half-attached client). Creating, killing and attaching
+    /// take turns on this lock; an attach holds it until tmux confirms the client is in.
+    structure: std::sync::Arc<tokio::sync::Mutex<()>>,
 }
 
 /// Field separator in `-F` formats; session names and paths never contain it in practice, and a
@@ -169,6 +173,7 @@ const LIST_FORMAT: &str = "#{session_id}\t#{session_name}\t#{pane_pid}\t#{pane_d
 impl Tmux {
     pub fn new(binary: &Path, socket: TmuxSocket, config_file: Option<&Path>) -> Tmux {
         Tmux {
+            structure: std::sync::Arc::new(tokio::sync::Mutex::new(())),
             binary: binary.to_string_lossy().into_owned(),
             socket,
             config_file: config_file.map(|p| p.to_string_lossy().into_owned()),
@@ -391,6 +396,7 @@ impl Mux for Tmux {
     }
 
     async fn new_session(&self, spec: &NewSession<'_>) -> Result<MuxSession, MuxError> {
+        let _turn = self.structure.lock().await;
         let mut new = TmuxCommand::new();
         new.name("new-session");
         new.push_flag("-d");
@@ -546,7 +552,9 @@ impl Mux for Tmux {
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
-        // ignore-size: this client never changes the window's size; read-only: it cannot type.
+        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), so it does not
+        // resize the window either. (Not `ignore-size`: tmux 3.3a can crash in its resize code
+        // when every attached client ignores size.)
         cmd.args([
             "-C",
             "attach-session",
@@ -559,6 +567,7 @@ impl Mux for Tmux {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true);
+        let turn = self.structure.clone().lock_owned().await;
         let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
             binary: self.binary.clone(),
             source,
@@ -569,10 +578,12 @@ impl Mux for Tmux {
         })?;
         // Capacity 1 and try_send: a burst of output is one signal; the reader never waits.
         let (tx, rx) = tokio::sync::mpsc::channel(1);
+        let (attached_tx, attached_rx) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             // Keeping stdin open keeps the control client attached.
             let _stdin = child.stdin.take();
             let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+            let mut attached = Some(attached_tx);
             loop {
                 tokio::select! {
                     line = lines.next_segment() => match line {
@@ -580,6 +591,11 @@ impl Mux for Tmux {
                             let _ = tx.try_send(WatchEvent::Output);
                         }
                         Ok(Some(l)) if l.starts_with(b"%exit") => break,
+                        Ok(Some(l)) if l.starts_with(b"%session-changed") => {
+                            if let Some(a) = attached.take() {
+                                let _ = a.send(());
+                            }
+                        }
                         Ok(Some(_)) => {}
                         Ok(None) | Err(_) => break,
                     },
@@ -589,10 +605,14 @@ impl Mux for Tmux {
             let _ = tx.send(WatchEvent::Closed).await;
             let _ = child.kill().await;
         });
+        // Until tmux says the client is attached (or gave up), nothing else may restructure.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), attached_rx).await;
+        drop(turn);
         Ok(rx)
     }
 
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
+        let _turn = self.structure.lock().await;
         self.run(
             vec![KillSession::new().target_session(target).build()],
             None,

@@ -454,21 +454,25 @@ fn socket_is_private_and_other_users_are_refused() {
         .output()
         .expect("run setpriv");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "another uid must be refused; stderr: {err}"
-    );
-    assert!(
-        !String::from_utf8_lossy(&out.stdout).contains("NAME"),
-        "no data for another uid"
-    );
-    assert!(
-        h.daemon_log()
-            .contains("refused a connection from another user"),
-        "{}",
-        h.daemon_log()
-    );
+    assert_eq!(out.status.code(), Some(1), "another uid must be refused; stderr: {err}");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("NAME"), "no data for another uid");
+    // clibotctl itself refuses to talk to a daemon of another user.
+    assert!(err.contains("not by you"), "{err}");
+    // And the daemon refuses a raw connection from another uid before any HTTP/2 is spoken.
+    // perl-base is on every Debian system; its socket module speaks Unix sockets.
+    let probe = "use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\"; \
+                 print $s \"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n\"; my $b = ''; $s->recv($b, 100); print length($b);";
+    let out = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/perl", "-e", probe])
+        .arg(&h.socket)
+        .output()
+        .expect("run perl as another user");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "the daemon answered another uid: {out:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !h.daemon_log().contains("refused a connection from another user") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(h.daemon_log().contains("refused a connection from another user"), "{}", h.daemon_log());
     // The owner is still served.
     h.ctl_ok(&["status"]);
 }
