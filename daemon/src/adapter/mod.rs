@@ -1,0 +1,319 @@
+//! What differs between CLIs, behind one small trait: how to launch one so that its hooks reach
+//! the daemon, what its hook payloads mean, and how a decision goes back through a hook.
+//! Screens are read by [`crate::detect`] with the CLI's pattern pack; answers by keys come from
+//! the prompt itself ([`answer_strokes`]).
+
+use serde_json::Value;
+
+use crate::detect::AnswerStyle;
+use crate::keys::Key;
+use crate::session::Prompt;
+
+/// What a launch needs to know.
+pub struct LaunchContext<'a> {
+    /// The shell command a hook runs (`'/path/clibotctl' hook --cli NAME`).
+    pub hook_command: &'a str,
+    /// The CLI session id clibot chose (a UUID).
+    pub cli_session_id: &'a str,
+    /// How long a permission hook may wait for a person, in seconds.
+    pub permission_wait_secs: u64,
+}
+
+/// Extra arguments and environment for a launch.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Launch {
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// What a hook call means.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HookSignal {
+    /// The CLI accepted the user's input: a turn started.
+    TurnStarted,
+    /// A turn ended with this final reply.
+    TurnCompleted { text: String },
+    /// The CLI asks for permission or asks a question; the hook can carry the answer back.
+    Prompt {
+        kind: String,
+        text: String,
+        options: Vec<String>,
+        subject: String,
+    },
+    /// The turn ended with an error.
+    Error { kind: String, message: String },
+    /// Nothing the daemon acts on.
+    Ignore,
+}
+
+/// A chosen answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Choice {
+    /// Option index (0-based).
+    Option(usize),
+    /// Free text for an open question.
+    Text(String),
+}
+
+/// One CLI's integration.
+pub trait Adapter: Send + Sync {
+    /// "generic", "claude", ...
+    fn name(&self) -> &'static str;
+    /// True when turn completion comes from a hook; otherwise from output going quiet.
+    fn completes_by_hook(&self) -> bool {
+        false
+    }
+    /// Arguments and environment that wire the CLI's hooks to the daemon.
+    fn launch(&self, _ctx: &LaunchContext<'_>) -> Launch {
+        Launch::default()
+    }
+    /// Interprets a hook call.
+    fn hook(&self, _event: &str, _payload: &Value) -> HookSignal {
+        HookSignal::Ignore
+    }
+    /// The hook's output that answers `prompt` with `choice`, when the CLI accepts answers that
+    /// way (the hook is then still waiting).
+    fn decision(&self, _prompt: &Prompt, _choice: &Choice, _payload: &Value) -> Option<String> {
+        None
+    }
+    /// The final reply of a turn whose completion hook nobody received (the daemon was down),
+    /// from the CLI's own records.
+    fn recover_reply(
+        &self,
+        _rec: &crate::session::SessionRecord,
+        _cli: Option<&crate::config::CliSpec>,
+    ) -> Option<String> {
+        None
+    }
+}
+
+mod claude;
+
+pub use claude::{Claude, claude_transcript_reply};
+
+/// Any program: completion by quiescence, prompts by patterns.
+pub struct Generic;
+
+impl Adapter for Generic {
+    fn name(&self) -> &'static str {
+        "generic"
+    }
+}
+
+/// The adapter for a CLI, by adapter name.
+pub fn adapter(name: &str) -> Box<dyn Adapter> {
+    match name {
+        "claude" => Box::new(Claude),
+        _ => Box::new(Generic),
+    }
+}
+
+/// Known adapter names, for config validation.
+pub const ADAPTERS: &[&str] = &["generic", "claude"];
+
+/// Turns the person's answer into a choice: an option number, a word ("yes", "no",
+/// "always"), an option's label, or free text where the prompt takes it.
+pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
+    let a = answer.trim();
+    let n = p.options.len();
+    if a.is_empty() {
+        return Err("the answer is empty: give an option number or text".into());
+    }
+    if let Ok(i) = a.parse::<usize>() {
+        if (1..=n).contains(&i) {
+            return Ok(Choice::Option(i - 1));
+        }
+        return Err(format!(
+            "there is no option {i}: choose 1 to {n} ({})",
+            numbered(&p.options)
+        ));
+    }
+    let lower = a.to_lowercase();
+    let find = |pred: &dyn Fn(&str) -> bool| p.options.iter().position(|o| pred(&o.to_lowercase()));
+    let pick = match lower.as_str() {
+        "y" | "yes" | "ok" | "allow" | "approve" => {
+            find(&|o| o.starts_with("yes") || o.starts_with("allow") || o == "y")
+                .or((n > 0).then_some(0))
+        }
+        "n" | "no" | "deny" | "reject" => find(&|o| {
+            o.starts_with("no") || o.starts_with("reject") || o.starts_with("deny") || o == "n"
+        })
+        .or(if n > 1 { Some(n - 1) } else { None }),
+        "always" | "a" => {
+            find(&|o| o.contains("always") || o.contains("don't ask") || o.contains("this session"))
+        }
+        _ => find(&|o| o == lower),
+    };
+    if let Some(i) = pick {
+        return Ok(Choice::Option(i));
+    }
+    if p.kind == "question" {
+        return Ok(Choice::Text(a.to_string()));
+    }
+    Err(format!(
+        "{a:?} does not answer this prompt: choose 1 to {n} ({})",
+        numbered(&p.options)
+    ))
+}
+
+fn numbered(options: &[String]) -> String {
+    options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| format!("{}. {o}", i + 1))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A keystroke or literal text, in the order to deliver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stroke {
+    Key(Key),
+    Text(String),
+}
+
+/// The keys that answer `prompt` with `choice` on screen.
+pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String> {
+    let enter = Stroke::Key(Key::Named("Enter".into()));
+    Ok(match (p.answer, choice) {
+        (AnswerStyle::Digit, Choice::Option(i)) if *i < 9 => {
+            vec![Stroke::Key(Key::Char(char::from(b'1' + *i as u8)))]
+        }
+        (AnswerStyle::Digit, Choice::Option(i)) => {
+            // Menus longer than nine: move down from the first option.
+            let mut v = vec![Stroke::Key(Key::Named("Home".into()))];
+            v.extend((0..*i).map(|_| Stroke::Key(Key::Named("Down".into()))));
+            v.push(enter);
+            v
+        }
+        (AnswerStyle::Line, Choice::Option(i)) => {
+            vec![
+                Stroke::Text(p.options.get(*i).cloned().unwrap_or_default()),
+                enter,
+            ]
+        }
+        (AnswerStyle::Line, Choice::Text(t)) => vec![Stroke::Text(t.clone()), enter],
+        (AnswerStyle::Enter, _) => vec![enter],
+        (AnswerStyle::Arrows, Choice::Option(i)) => {
+            let mut v: Vec<Stroke> = (0..*i)
+                .map(|_| Stroke::Key(Key::Named("Right".into())))
+                .collect();
+            v.push(enter);
+            v
+        }
+        (_, Choice::Text(_)) => {
+            return Err("this prompt takes an option number, not free text".into());
+        }
+    })
+}
+
+/// Recognises common failure messages.
+pub fn classify_error(message: &str) -> &'static str {
+    let m = message.to_lowercase();
+    if m.contains("rate limit")
+        || m.contains("rate_limit")
+        || m.contains("429")
+        || m.contains("overloaded")
+    {
+        "rate_limit"
+    } else if m.contains("usage limit")
+        || m.contains("credit balance")
+        || m.contains("limit reached")
+    {
+        "usage_limit"
+    } else if m.contains("auth")
+        || m.contains("api key")
+        || m.contains("401")
+        || m.contains("login")
+    {
+        "auth"
+    } else if m.contains("connection") || m.contains("network") || m.contains("timeout") {
+        "network"
+    } else {
+        "other"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> Prompt {
+        Prompt {
+            id: "p1".into(),
+            kind: kind.into(),
+            text: "?".into(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            subject: String::new(),
+            source: "screen".into(),
+            answer,
+        }
+    }
+
+    #[test]
+    fn choices() {
+        let p = prompt(
+            "permission",
+            &["Yes", "Yes, and always allow access to proj/", "No"],
+            AnswerStyle::Digit,
+        );
+        assert_eq!(parse_choice("1", &p), Ok(Choice::Option(0)));
+        assert_eq!(parse_choice("yes", &p), Ok(Choice::Option(0)));
+        assert_eq!(parse_choice("no", &p), Ok(Choice::Option(2)));
+        assert_eq!(parse_choice("always", &p), Ok(Choice::Option(1)));
+        assert!(
+            parse_choice("4", &p)
+                .expect_err("no option 4")
+                .contains("1 to 3")
+        );
+        assert!(parse_choice("maybe", &p).is_err());
+        let q = prompt("question", &["Postgres", "SQLite"], AnswerStyle::Digit);
+        assert_eq!(parse_choice("sqlite", &q), Ok(Choice::Option(1)));
+        assert_eq!(
+            parse_choice("MySQL please", &q),
+            Ok(Choice::Text("MySQL please".into()))
+        );
+        let yn = prompt("confirm", &["y", "n"], AnswerStyle::Line);
+        assert_eq!(parse_choice("n", &yn), Ok(Choice::Option(1)));
+        assert_eq!(parse_choice("yes", &yn), Ok(Choice::Option(0)));
+    }
+
+    #[test]
+    fn strokes() {
+        let p = prompt("permission", &["Yes", "No"], AnswerStyle::Digit);
+        assert_eq!(
+            answer_strokes(&p, &Choice::Option(1)),
+            Ok(vec![Stroke::Key(Key::Char('2'))])
+        );
+        let yn = prompt("confirm", &["y", "n"], AnswerStyle::Line);
+        assert_eq!(
+            answer_strokes(&yn, &Choice::Option(0)),
+            Ok(vec![
+                Stroke::Text("y".into()),
+                Stroke::Key(Key::Named("Enter".into()))
+            ])
+        );
+        let row = prompt(
+            "permission",
+            &["Allow once", "Allow always", "Reject"],
+            AnswerStyle::Arrows,
+        );
+        assert_eq!(
+            answer_strokes(&row, &Choice::Option(2)).expect("ok").len(),
+            3
+        );
+        assert!(answer_strokes(&p, &Choice::Text("x".into())).is_err());
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        assert_eq!(
+            classify_error("API Error: 429 rate_limit_error"),
+            "rate_limit"
+        );
+        assert_eq!(classify_error("Invalid API key"), "auth");
+        assert_eq!(classify_error("Credit balance is too low"), "usage_limit");
+        assert_eq!(classify_error("something odd"), "other");
+    }
+}
+
