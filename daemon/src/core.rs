@@ -900,9 +900,22 @@ impl Daemon {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
+        // Everything the CLI started, collected before the pane goes away.
+        let tree = match self.find_tmux(rec).await {
+            Ok(Some(s)) if s.pid > 0 && !s.dead => crate::procs::tree(s.pid),
+            _ => Vec::new(),
+        };
         match mux.kill_session(&rec.tmux_id).await {
             Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => return Err(e.into()),
+        }
+        if !tree.is_empty() {
+            // Closing the pane sent SIGHUP; whatever ignored it is killed.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let killed = crate::procs::kill_all(&tree);
+            if killed > 0 {
+                warn!(killed, "processes survived the session's end and were killed");
+            }
         }
         Ok(StopOutcome {
             forced: !ended,

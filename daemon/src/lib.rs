@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod keys;
 pub mod names;
+pub mod procs;
 pub mod rpc;
 pub mod server;
 pub mod session;

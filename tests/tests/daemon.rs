@@ -900,3 +900,39 @@ fn a_shell_turn_completes_and_its_prompts_wait_for_an_answer() {
         e["type"] == "input_queued" && e["text"] == "echo second-done"
     });
 }
+
+/// Pids whose command line contains `needle`.
+fn pids_running(needle: &str) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+                .filter(|p| {
+                    std::fs::read(format!("/proc/{p}/cmdline"))
+                        .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(needle))
+                        .unwrap_or(false)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn stop_leaves_no_process_behind() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "tree");
+    // A child that ignores the hang-up that closing its pane sends.
+    h.ctl_ok(&["send", "tree", "(trap '' HUP; exec sleep 4243) &"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!pids_running("sleep 4243").is_empty(), "the stubborn child runs");
+    h.ctl_ok(&["stop", "tree", "--force"]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(pids_running("sleep 4243").is_empty(), "stop killed the whole process tree");
+}

@@ -1,0 +1,78 @@
+//! Process trees on Linux, read from /proc: a stopped CLI must not leave children behind.
+//! (Gemini CLI, for one, survives the SIGHUP that closing its pane sends, once its shell tool
+//! has run.)
+
+use std::collections::HashMap;
+
+/// `pid` and all its descendants, parents first.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![pid] };
+    for entry in dir.flatten() {
+        let Some(p) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if let Some(pp) = parent_of(p) {
+            children.entry(pp).or_default().push(p);
+        }
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        if let Some(c) = children.get(&out[i]) {
+            out.extend(c);
+        }
+        i += 1;
+    }
+    out
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` still runs (a zombie does not count).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|s| s != "Z"),
+        Err(_) => false,
+    }
+}
+
+/// SIGKILL to each pid that still runs.
+pub fn kill_all(pids: &[u32]) -> usize {
+    let mut n = 0;
+    for &p in pids {
+        if alive(p)
+            && let Some(pid) = rustix::process::Pid::from_raw(p as i32)
+            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+        {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_and_kills_descendants() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let mut t = tree(pid);
+        while t.len() < 3 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            t = tree(pid);
+        }
+        assert_eq!(t.len(), 3, "sh and two sleeps: {t:?}");
+        assert_eq!(kill_all(&t[1..]), 2);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
