@@ -884,11 +884,12 @@ impl Daemon {
                 let strokes =
                     answer_strokes(&prompt, &choice).map_err(CoreError::InvalidArgument)?;
                 let _g = input.lock().await;
-                for s in strokes {
-                    match s {
-                        Stroke::Key(k) => self.inner.mux.send_keys(&target, &[k]).await?,
-                        Stroke::Text(t) => self.inner.mux.send_text(&target, &t).await?,
-                    }
+                self.send_strokes(&target, &strokes).await?;
+                // A TUI may drop a key that arrives while its dialog is still settling; if the
+                // same dialog is still up a moment later, the answer is typed once more.
+                if self.dialog_still_shown(name, &target, &prompt).await {
+                    info!("the dialog ignored the answer; typing it once more");
+                    self.send_strokes(&target, &strokes).await?;
                 }
                 "keys"
             }
@@ -910,6 +911,34 @@ impl Daemon {
         self.persist();
         info!(via, "prompt answered");
         Ok((prompt.id, via.to_string()))
+    }
+
+    async fn send_strokes(&self, target: &str, strokes: &[Stroke]) -> Result<(), CoreError> {
+        for s in strokes {
+            match s {
+                Stroke::Key(k) => self.inner.mux.send_keys(target, std::slice::from_ref(k)).await?,
+                Stroke::Text(t) => self.inner.mux.send_text(target, t).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the screen still shows `prompt` (the same question and options) after a second.
+    async fn dialog_still_shown(&self, name: &str, target: &str, prompt: &Prompt) -> bool {
+        let Some(cli) = lock(&self.inner.sessions).get(name).map(|e| e.rec.cli.clone()) else { return false };
+        let Some((_, pack)) = self.kind_of(&cli) else { return false };
+        let deadline = Instant::now() + Duration::from_millis(1000);
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            match self.inner.mux.capture(target, None, false).await {
+                Ok(screen) => match pack.analyze(&screen).prompt {
+                    Some(p) if p.text == prompt.text && p.options == prompt.options => {}
+                    _ => return false,
+                },
+                Err(_) => return false,
+            }
+        }
+        true
     }
 
     /// The last completed turn's reply.

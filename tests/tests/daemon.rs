@@ -460,7 +460,7 @@ fn socket_is_private_and_other_users_are_refused() {
     assert!(err.contains("not by you"), "{err}");
     // And the daemon refuses a raw connection from another uid before any HTTP/2 is spoken.
     // perl-base is on every Debian system; its socket module speaks Unix sockets.
-    let probe = "use IO::Socket::UNIX; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\"; \
+    let probe = "use IO::Socket::UNIX; $SIG{PIPE} = 'IGNORE'; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\"; \
                  print $s \"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n\"; my $b = ''; $s->recv($b, 100); print length($b);";
     let out = std::process::Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/perl", "-e", probe])
