@@ -1,6 +1,9 @@
 //! Test harness: the real `clibotd` and `clibotctl` binaries on a private socket, state directory
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
+pub mod claude;
+pub mod mock_llm;
+
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -115,6 +118,12 @@ impl Harness {
     /// Starts clibotd and waits until it reports ready over NOTIFY_SOCKET (as systemd would see
     /// it), so tests never sleep to guess.
     pub fn start_daemon(&mut self) {
+        self.start_daemon_without(&[]);
+    }
+
+    /// [`Harness::start_daemon`], with these variables removed from the daemon's environment
+    /// (and so from the tmux server it starts).
+    pub fn start_daemon_without(&mut self, unset: &[&str]) {
         assert!(self.daemon.is_none(), "daemon already running");
         let notify_path = self
             .dir
@@ -132,6 +141,9 @@ impl Harness {
             .expect("log file");
         let mut cmd = Command::new(bin("clibotd"));
         self.envs(&mut cmd);
+        for v in unset {
+            cmd.env_remove(v);
+        }
         cmd.env("NOTIFY_SOCKET", &notify_path)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

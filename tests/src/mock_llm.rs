@@ -1,0 +1,803 @@
+//! A scripted stand-in for the Anthropic Messages API, so the end-to-end tests can run the real
+//! Claude Code CLI offline and deterministically.
+//!
+//! The server speaks just enough of the API for Claude Code: `POST /v1/messages` (streamed as
+//! server-sent events when the request says `"stream": true`, plain JSON otherwise) and
+//! `POST /v1/messages/count_tokens`. Which reply a request gets is decided by [`Rule`]s matched
+//! against the latest user text, so a test can say "when the user writes RUNBASH, call the Bash
+//! tool with `touch x`, then say done".
+//!
+//! The API is synchronous because most end-to-end tests are plain `#[test]` functions: the
+//! server runs on its own thread with its own single-threaded tokio runtime and stops when the
+//! [`MockLlm`] is dropped.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Channel, Full};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+
+/// What a request that matches no rule is answered with.
+pub const DEFAULT_REPLY: &str = "OK from the mock model.";
+
+/// The model name reported when a request names none.
+const DEFAULT_MODEL: &str = "claude-mock";
+
+/// Pause between two streamed events. Small, but not zero, so the client really sees a stream
+/// arriving in pieces (as from the real API) rather than one burst.
+const EVENT_DELAY: Duration = Duration::from_millis(5);
+
+/// How large the pieces of a streamed text or tool input are.
+const CHUNK_CHARS: usize = 24;
+
+/// One scripted behaviour: when the latest user text contains `trigger`, answer with `reply`.
+/// Rules are tried in order; the first match wins.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    /// A substring of the latest user text (case-sensitive).
+    pub trigger: String,
+    pub reply: Reply,
+}
+
+/// What a matching [`Rule`] answers.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// A single text block, `stop_reason: end_turn`.
+    Text(String),
+    /// A `tool_use` block (`stop_reason: tool_use`); when the next request carries the matching
+    /// `tool_result`, it is answered with the text `then`.
+    Tool {
+        name: String,
+        input: Value,
+        then: String,
+    },
+}
+
+impl Rule {
+    /// A rule answering `trigger` with the text `reply`.
+    pub fn text(trigger: impl Into<String>, reply: impl Into<String>) -> Rule {
+        Rule {
+            trigger: trigger.into(),
+            reply: Reply::Text(reply.into()),
+        }
+    }
+
+    /// A rule answering `trigger` with a call of tool `name`, then with the text `then`.
+    pub fn tool(
+        trigger: impl Into<String>,
+        name: impl Into<String>,
+        input: Value,
+        then: impl Into<String>,
+    ) -> Rule {
+        Rule {
+            trigger: trigger.into(),
+            reply: Reply::Tool {
+                name: name.into(),
+                input,
+                then: then.into(),
+            },
+        }
+    }
+}
+
+/// A running mock server on `127.0.0.1`. Dropping it stops the server.
+pub struct MockLlm {
+    addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// What the server remembers between requests.
+#[derive(Default)]
+struct State {
+    rules: Vec<Rule>,
+    /// Bodies of every `/v1/messages` request, in arrival order.
+    requests: Vec<Value>,
+    /// `METHOD path` of every request, in arrival order.
+    paths: Vec<String>,
+    /// The `then` text of every tool call handed out, by tool_use id.
+    pending_tools: HashMap<String, String>,
+    /// Numbers message and tool_use ids, which must be unique within a conversation.
+    counter: u64,
+    /// How long every `/v1/messages` answer waits before its first byte.
+    latency: Duration,
+}
+
+/// Locks the state even if a handler panicked while holding it: the data stays usable for the
+/// assertions that follow.
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl MockLlm {
+    /// Starts the server on an ephemeral port of 127.0.0.1 and returns once it accepts
+    /// connections (the socket is bound before this returns, so no request can be refused).
+    pub fn start(rules: Vec<Rule>) -> MockLlm {
+        let listener =
+            std::net::TcpListener::bind("127.0.0.1:0").expect("bind the mock LLM to 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("make the mock LLM's socket non-blocking");
+        let addr = listener
+            .local_addr()
+            .expect("the mock LLM's socket address");
+        let state = Arc::new(Mutex::new(State {
+            rules,
+            ..State::default()
+        }));
+        let (shutdown, stopped) = oneshot::channel();
+        let thread_state = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("mock-llm".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime for the mock LLM");
+                runtime.block_on(serve(listener, thread_state, stopped));
+                // Dropping the runtime here cancels connections still open (keep-alive).
+            })
+            .expect("spawn the mock LLM thread");
+        MockLlm {
+            addr,
+            state,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// The base URL to give a client, e.g. as `ANTHROPIC_BASE_URL` (no trailing slash, no `/v1`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bodies of all `/v1/messages` requests received so far, oldest first.
+    pub fn requests(&self) -> Vec<Value> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// `METHOD path?query` of every request received so far, oldest first, including ones the
+    /// mock does not understand (answered 404).
+    pub fn paths(&self) -> Vec<String> {
+        lock(&self.state).paths.clone()
+    }
+
+    /// Makes every later `/v1/messages` answer wait `latency` before its first byte, like a
+    /// model thinking, so a test can see the client's busy state (none by default).
+    pub fn set_latency(&self, latency: Duration) {
+        lock(&self.state).latency = latency;
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Accepts connections until told to stop.
+async fn serve(
+    listener: std::net::TcpListener,
+    state: Arc<Mutex<State>>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("mock LLM: cannot use the listening socket: {e}");
+            return;
+        }
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        eprintln!("mock LLM: accept failed: {e}");
+                        continue;
+                    }
+                };
+                let state = Arc::clone(&state);
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| handle(req, Arc::clone(&state)));
+                    if let Err(e) = http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await
+                    {
+                        // Clients drop keep-alive connections whenever they like; not a failure.
+                        if !e.is_incomplete_message() {
+                            eprintln!("mock LLM: connection error: {e}");
+                        }
+                    }
+                });
+            }
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// Answers one HTTP request.
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<Mutex<State>>,
+) -> Result<Response<Body>, Infallible> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let path_and_query = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| path.clone(), |pq| pq.as_str().to_string());
+    lock(&state)
+        .paths
+        .push(format!("{method} {path_and_query}"));
+
+    let bytes = match req.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return Ok(error(
+                StatusCode::BAD_REQUEST,
+                &format!("cannot read body: {e}"),
+            ));
+        }
+    };
+
+    match (&method, path.as_str()) {
+        (&Method::POST, "/v1/messages") => {
+            let body: Value = match serde_json::from_slice(&bytes) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Ok(error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("body is not JSON: {e}"),
+                    ));
+                }
+            };
+            let (id, completion, latency) = {
+                let mut st = lock(&state);
+                st.requests.push(body.clone());
+                st.counter += 1;
+                let id = format!("msg_mock_{:06}", st.counter);
+                let completion = decide(&mut st, &body);
+                (id, completion, st.latency)
+            };
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            let model = body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or(DEFAULT_MODEL)
+                .to_string();
+            if body.get("stream").and_then(Value::as_bool) == Some(true) {
+                Ok(stream_response(sse_events(&id, &model, &completion)))
+            } else {
+                Ok(json_response(
+                    StatusCode::OK,
+                    &message_json(&id, &model, &completion),
+                ))
+            }
+        }
+        (&Method::POST, "/v1/messages/count_tokens") => {
+            // A rough figure is enough: the client only displays or budgets with it.
+            let tokens = bytes.len() / 4;
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({ "input_tokens": tokens }),
+            ))
+        }
+        (&Method::GET | &Method::HEAD, "/") => Ok(json_response(StatusCode::OK, &json!({}))),
+        _ => {
+            eprintln!("mock LLM: unhandled {method} {path_and_query}");
+            Ok(error(
+                StatusCode::NOT_FOUND,
+                &format!("no route for {method} {path}"),
+            ))
+        }
+    }
+}
+
+/// What one assistant message consists of.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Completion {
+    blocks: Vec<Block>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Block {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+}
+
+impl Completion {
+    fn text(text: &str) -> Completion {
+        Completion {
+            blocks: vec![Block::Text(text.to_string())],
+        }
+    }
+
+    fn stop_reason(&self) -> &'static str {
+        if self
+            .blocks
+            .iter()
+            .any(|b| matches!(b, Block::ToolUse { .. }))
+        {
+            "tool_use"
+        } else {
+            "end_turn"
+        }
+    }
+}
+
+/// The latest thing the user said in a request: the text of the last `user` message (without
+/// the `<system-reminder>` blocks Claude Code adds) and the ids of any tool results in it.
+#[derive(Debug, Default, PartialEq)]
+struct UserTurn {
+    text: String,
+    tool_results: Vec<String>,
+}
+
+fn latest_user_turn(body: &Value) -> UserTurn {
+    let Some(message) = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .and_then(|ms| {
+            ms.iter()
+                .rev()
+                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+        })
+    else {
+        return UserTurn::default();
+    };
+    match message.get("content") {
+        Some(Value::String(s)) => UserTurn {
+            text: s.clone(),
+            tool_results: Vec::new(),
+        },
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::new();
+            let mut tool_results = Vec::new();
+            for block in blocks {
+                match block.get("type").and_then(Value::as_str) {
+                    Some("text") => {
+                        if let Some(t) = block.get("text").and_then(Value::as_str)
+                            && !t.trim_start().starts_with("<system-reminder>")
+                        {
+                            texts.push(t);
+                        }
+                    }
+                    Some("tool_result") => {
+                        if let Some(id) = block.get("tool_use_id").and_then(Value::as_str) {
+                            tool_results.push(id.to_string());
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            UserTurn {
+                text: texts.join("\n"),
+                tool_results,
+            }
+        }
+        _ => UserTurn::default(),
+    }
+}
+
+/// Picks the reply to a `/v1/messages` request.
+fn decide(st: &mut State, body: &Value) -> Completion {
+    let turn = latest_user_turn(body);
+    // A tool result we asked for: finish that rule with its closing text.
+    if let Some(then) = turn
+        .tool_results
+        .iter()
+        .find_map(|id| st.pending_tools.remove(id))
+    {
+        return Completion::text(&then);
+    }
+    let has_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    let rule = st
+        .rules
+        .iter()
+        .find(|r| !turn.text.is_empty() && turn.text.contains(&r.trigger))
+        .cloned();
+    match rule.map(|r| r.reply) {
+        Some(Reply::Text(text)) => Completion::text(&text),
+        Some(Reply::Tool { name, input, then }) if has_tools => {
+            let id = format!("toolu_mock_{:06}", st.counter);
+            st.pending_tools.insert(id.clone(), then);
+            Completion {
+                blocks: vec![Block::ToolUse { id, name, input }],
+            }
+        }
+        // Side requests (title generation and the like) offer no tools: a tool call there would
+        // be an error, so they get plain text.
+        Some(Reply::Tool { .. }) | None => Completion::text(DEFAULT_REPLY),
+    }
+}
+
+/// Usage figures; the client shows or sums them, so they only need to be plausible.
+fn usage(output_tokens: usize) -> Value {
+    json!({
+        "input_tokens": 10,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+        "output_tokens": output_tokens,
+    })
+}
+
+/// The non-streaming answer: one `message` object.
+fn message_json(id: &str, model: &str, completion: &Completion) -> Value {
+    let content: Vec<Value> = completion
+        .blocks
+        .iter()
+        .map(|b| match b {
+            Block::Text(text) => json!({ "type": "text", "text": text }),
+            Block::ToolUse { id, name, input } => {
+                json!({ "type": "tool_use", "id": id, "name": name, "input": input })
+            }
+        })
+        .collect();
+    json!({
+        "id": id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": content,
+        "stop_reason": completion.stop_reason(),
+        "stop_sequence": null,
+        "usage": usage(5),
+    })
+}
+
+/// Splits `s` into pieces of at most `n` characters (never inside a UTF-8 sequence).
+fn chunks(s: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = s.chars().collect();
+    chars.chunks(n.max(1)).map(|c| c.iter().collect()).collect()
+}
+
+/// The streamed answer as `(event name, data)` pairs, in the order the real API sends them.
+fn sse_events(id: &str, model: &str, completion: &Completion) -> Vec<(&'static str, Value)> {
+    let mut events = vec![
+        (
+            "message_start",
+            json!({
+                "type": "message_start",
+                "message": {
+                    "id": id, "type": "message", "role": "assistant", "model": model,
+                    "content": [], "stop_reason": null, "stop_sequence": null, "usage": usage(1),
+                },
+            }),
+        ),
+        ("ping", json!({ "type": "ping" })),
+    ];
+    for (index, block) in completion.blocks.iter().enumerate() {
+        match block {
+            Block::Text(text) => {
+                events.push((
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index,
+                            "content_block": { "type": "text", "text": "" } }),
+                ));
+                for piece in chunks(text, CHUNK_CHARS) {
+                    events.push((
+                        "content_block_delta",
+                        json!({ "type": "content_block_delta", "index": index,
+                                "delta": { "type": "text_delta", "text": piece } }),
+                    ));
+                }
+            }
+            Block::ToolUse { id, name, input } => {
+                events.push((
+                    "content_block_start",
+                    json!({ "type": "content_block_start", "index": index,
+                            "content_block": { "type": "tool_use", "id": id, "name": name, "input": {} } }),
+                ));
+                for piece in chunks(&input.to_string(), CHUNK_CHARS) {
+                    events.push((
+                        "content_block_delta",
+                        json!({ "type": "content_block_delta", "index": index,
+                                "delta": { "type": "input_json_delta", "partial_json": piece } }),
+                    ));
+                }
+            }
+        }
+        events.push((
+            "content_block_stop",
+            json!({ "type": "content_block_stop", "index": index }),
+        ));
+    }
+    events.push((
+        "message_delta",
+        json!({ "type": "message_delta",
+                "delta": { "stop_reason": completion.stop_reason(), "stop_sequence": null },
+                "usage": { "output_tokens": 5 } }),
+    ));
+    events.push(("message_stop", json!({ "type": "message_stop" })));
+    events
+}
+
+/// One server-sent event: `event:` line, one `data:` line (JSON never contains a raw newline),
+/// blank line.
+fn sse_frame(event: &str, data: &Value) -> String {
+    format!("event: {event}\ndata: {data}\n\n")
+}
+
+/// Streams `events` as `text/event-stream`, one frame at a time.
+fn stream_response(events: Vec<(&'static str, Value)>) -> Response<Body> {
+    let (mut tx, body) = Channel::<Bytes, Infallible>::new(4);
+    tokio::spawn(async move {
+        for (event, data) in events {
+            if tx
+                .send_data(Bytes::from(sse_frame(event, &data)))
+                .await
+                .is_err()
+            {
+                return; // the client went away
+            }
+            tokio::time::sleep(EVENT_DELAY).await;
+        }
+    });
+    let mut response = Response::new(body.boxed());
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    response
+        .headers_mut()
+        .insert("cache-control", HeaderValue::from_static("no-cache"));
+    response
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// An error in the API's own shape, so the client reports it sensibly.
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    let kind = if status == StatusCode::NOT_FOUND {
+        "not_found_error"
+    } else {
+        "invalid_request_error"
+    };
+    json_response(
+        status,
+        &json!({ "type": "error", "error": { "type": kind, "message": message } }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses an SSE stream back into `(event, data)` pairs, insisting on the framing.
+    fn parse_sse(stream: &str) -> Vec<(String, Value)> {
+        assert!(stream.ends_with("\n\n"), "stream ends with a blank line");
+        stream
+            .trim_end_matches('\n')
+            .split("\n\n")
+            .map(|frame| {
+                let lines: Vec<&str> = frame.lines().collect();
+                assert_eq!(
+                    lines.len(),
+                    2,
+                    "one event line and one data line: {frame:?}"
+                );
+                let event = lines[0].strip_prefix("event: ").expect("event line");
+                let data = lines[1].strip_prefix("data: ").expect("data line");
+                (
+                    event.to_string(),
+                    serde_json::from_str(data).expect("data is JSON"),
+                )
+            })
+            .collect()
+    }
+
+    fn stream_of(completion: &Completion) -> String {
+        sse_events("msg_1", "m", completion)
+            .iter()
+            .map(|(e, d)| sse_frame(e, d))
+            .collect()
+    }
+
+    #[test]
+    fn text_reply_streams_as_the_api_does() {
+        let text = "Hello from the mock model.\nLine two — ünïcode, long enough to be split.";
+        let events = parse_sse(&stream_of(&Completion::text(text)));
+        let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(names.first(), Some(&"message_start"));
+        assert_eq!(
+            &names[names.len() - 3..],
+            &["content_block_stop", "message_delta", "message_stop"]
+        );
+        for (name, data) in &events {
+            assert_eq!(data["type"], name.as_str(), "event name matches data.type");
+        }
+        let deltas: Vec<&Value> = events
+            .iter()
+            .filter(|(e, _)| e == "content_block_delta")
+            .map(|(_, d)| d)
+            .collect();
+        assert!(deltas.len() > 1, "long text arrives in several deltas");
+        let joined: String = deltas
+            .iter()
+            .map(|d| d["delta"]["text"].as_str().expect("text_delta"))
+            .collect();
+        assert_eq!(joined, text);
+        let (_, delta) = &events[events.len() - 2];
+        assert_eq!(delta["delta"]["stop_reason"], "end_turn");
+    }
+
+    #[test]
+    fn tool_use_streams_its_input_as_json_deltas() {
+        let input = json!({ "command": "touch /tmp/some/where/marker.txt", "description": "Mark" });
+        let completion = Completion {
+            blocks: vec![Block::ToolUse {
+                id: "toolu_1".into(),
+                name: "Bash".into(),
+                input: input.clone(),
+            }],
+        };
+        let events = parse_sse(&stream_of(&completion));
+        let start = events
+            .iter()
+            .find(|(e, _)| e == "content_block_start")
+            .expect("block start");
+        assert_eq!(start.1["content_block"]["type"], "tool_use");
+        assert_eq!(start.1["content_block"]["name"], "Bash");
+        let partial: String = events
+            .iter()
+            .filter(|(e, _)| e == "content_block_delta")
+            .map(|(_, d)| {
+                assert_eq!(d["delta"]["type"], "input_json_delta");
+                d["delta"]["partial_json"]
+                    .as_str()
+                    .expect("partial_json")
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            serde_json::from_str::<Value>(&partial).expect("joined partial_json is JSON"),
+            input
+        );
+        let (_, delta) = &events[events.len() - 2];
+        assert_eq!(delta["delta"]["stop_reason"], "tool_use");
+        assert_eq!(
+            message_json("m1", "m", &completion)["stop_reason"],
+            "tool_use"
+        );
+    }
+
+    #[test]
+    fn rules_tools_and_side_requests() {
+        let mut st = State {
+            rules: vec![
+                Rule::text("HELLO", "Hi there."),
+                Rule::tool("RUN", "Bash", json!({ "command": "true" }), "Done."),
+            ],
+            ..State::default()
+        };
+        let user = |content: Value| {
+            json!({ "tools": [{ "name": "Bash" }], "messages": [
+            { "role": "user", "content": "earlier" },
+            { "role": "user", "content": content },
+            { "role": "system", "content": "not the user" },
+        ] })
+        };
+        let reminder =
+            json!({ "type": "text", "text": "<system-reminder>\nRUN HELLO\n</system-reminder>" });
+
+        let reply = decide(
+            &mut st,
+            &user(json!([reminder, { "type": "text", "text": "say HELLO" }])),
+        );
+        assert_eq!(reply, Completion::text("Hi there."));
+        assert_eq!(
+            decide(&mut st, &user(json!("nothing"))),
+            Completion::text(DEFAULT_REPLY)
+        );
+        assert_eq!(
+            decide(&mut st, &user(json!([reminder]))),
+            Completion::text(DEFAULT_REPLY),
+            "system reminders are not user text"
+        );
+
+        st.counter = 7;
+        let call = decide(&mut st, &user(json!("please RUN it")));
+        let Some(Block::ToolUse { id, name, .. }) = call.blocks.first() else {
+            panic!("expected a tool call, got {call:?}");
+        };
+        assert_eq!(name, "Bash");
+        let result = json!([{ "type": "tool_result", "tool_use_id": id, "content": "" }, reminder]);
+        assert_eq!(decide(&mut st, &user(result)), Completion::text("Done."));
+
+        let mut side = user(json!("please RUN it"));
+        side["tools"] = json!([]);
+        assert_eq!(decide(&mut st, &side), Completion::text(DEFAULT_REPLY));
+    }
+
+    #[test]
+    fn serves_streamed_and_plain_requests_over_http() {
+        let mock = MockLlm::start(vec![Rule::text("ping", "pong")]);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let raw = |body: &str, path: &str| {
+            let request = format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let addr = mock.addr;
+            runtime.block_on(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                s.write_all(request.as_bytes()).await.expect("write");
+                let mut out = Vec::new();
+                s.read_to_end(&mut out).await.expect("read");
+                String::from_utf8(out).expect("utf8")
+            })
+        };
+        let body = r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"ping"}]}"#;
+        let streamed = raw(body, "/v1/messages?beta=true");
+        assert!(
+            streamed.contains("content-type: text/event-stream"),
+            "{streamed}"
+        );
+        assert!(streamed.contains(r#""text":"pong""#), "{streamed}");
+        assert!(streamed.contains("event: message_stop"), "{streamed}");
+
+        let plain = raw(&body.replace("true", "false"), "/v1/messages");
+        let json_part = plain.split("\r\n\r\n").nth(1).expect("body");
+        let v: Value = serde_json::from_str(json_part).expect("JSON body");
+        assert_eq!(v["content"][0]["text"], "pong");
+
+        let counted = raw(body, "/v1/messages/count_tokens");
+        assert!(counted.contains("input_tokens"), "{counted}");
+        assert!(raw("{}", "/v1/unknown").starts_with("HTTP/1.1 404"));
+
+        assert_eq!(mock.requests().len(), 2);
+        assert_eq!(
+            mock.paths(),
+            [
+                "POST /v1/messages?beta=true",
+                "POST /v1/messages",
+                "POST /v1/messages/count_tokens",
+                "POST /v1/unknown"
+            ]
+        );
+    }
+}

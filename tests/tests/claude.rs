@@ -1,0 +1,161 @@
+//! End to end with the real Claude Code (pinned in tests/node) driven by clibotd, offline,
+//! against the mock model API: turn completion with the exact reply (Stop hook), permission
+//! prompts with their options, answered through the waiting hook, by keys, or at the terminal.
+
+use std::time::{Duration, Instant};
+
+use clibot_tests::Harness;
+use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
+use clibot_tests::mock_llm::{MockLlm, Rule};
+use serde_json::{Value, json};
+
+/// TOML basic string (JSON string escapes are valid TOML).
+fn q(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
+}
+
+struct Setup {
+    h: Harness,
+    _mock: MockLlm,
+    work: std::path::PathBuf,
+}
+
+/// A daemon whose `claude` CLI is the pinned Claude Code in a seeded private HOME, talking to
+/// a mock with the rules `rules(work_dir)` gives; `daemon_extra` goes into `[daemon]`. The
+/// session `cc` is spawned in the work directory.
+fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>, daemon_extra: &str) -> Setup {
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(rules(&work));
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    let env = claude.env().iter().map(|(k, v)| format!("{k} = {}", q(v))).collect::<Vec<_>>().join(", ");
+    let argv = claude.argv().iter().map(|a| q(a)).collect::<Vec<_>>().join(", ");
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let text = text.replace("[daemon]\n", &format!("[daemon]\n{daemon_extra}\n"))
+        + &format!("\n[cli.claude]\nargv = [{argv}]\nenv = {{ {env} }}\nsubmit_delay_ms = 300\n");
+    std::fs::write(&h.config, text).expect("write config");
+    // The tmux server the daemon starts must not inherit a surrounding Claude Code's variables.
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &w]);
+    Setup { h, _mock: mock, work }
+}
+
+fn events(h: &Harness) -> Vec<Value> {
+    h.events()
+}
+
+fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        if let Some(e) = events(h).into_iter().find(|e| pred(e)) {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "cc"]).stdout).into_owned();
+    panic!("timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}", events(h), h.daemon_log());
+}
+
+fn wait_idle(h: &Harness) {
+    wait_event(h, "the session to be ready", |e| e["type"] == "state_changed" && e["to"] == "idle");
+}
+
+#[test]
+fn a_plain_reply_arrives_as_turn_completed_with_the_exact_text() {
+    let reply = "Hello from the mock model.\nThis is line two.\n\n- bullet one\n- bullet two";
+    let s = setup(|_| vec![Rule::text("say hello", reply)], "");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please say hello"]);
+    let done = wait_event(&s.h, "turn_completed", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], reply);
+    assert_eq!(done["source"], "hook");
+    assert_eq!(s.h.ctl_ok(&["last", "cc"]), format!("{reply}\n"));
+    // The order a user sees: input sent, working, then the reply.
+    let kinds: Vec<String> = events(&s.h)
+        .iter()
+        .filter(|e| e["session"] == "cc")
+        .map(|e| match e["type"].as_str() {
+            Some("state_changed") => format!("→{}", e["to"].as_str().unwrap_or("")),
+            other => other.unwrap_or("").to_string(),
+        })
+        .collect();
+    let sent = kinds.iter().position(|k| k == "input_sent").expect("input_sent");
+    let working = kinds.iter().skip(sent).position(|k| k == "→working").expect("working") + sent;
+    let completed = kinds.iter().position(|k| k == "turn_completed").expect("completed");
+    assert!(sent < working && working < completed, "{kinds:?}");
+}
+
+fn touch_rule(work: &std::path::Path, trigger: &str, file: &str) -> Rule {
+    let cmd = format!("touch {}", work.join(file).display());
+    Rule::tool(trigger, "Bash", json!({"command": cmd, "description": "Create a marker file"}), "All done: the marker exists.")
+}
+
+#[test]
+fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
+    let s = setup(|w| vec![touch_rule(w, "make marker", "marker.txt")], "");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make marker"]);
+    let w = wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    assert_eq!(w["kind"], "permission");
+    let subject = format!("touch {}", s.work.join("marker.txt").display());
+    assert_eq!(w["subject"], subject.as_str());
+    let options: Vec<String> = serde_json::from_value(w["options"].clone()).expect("options");
+    assert!(options.len() >= 3 && options[0] == "Yes" && options.last().is_some_and(|o| o == "No"), "{options:?}");
+    assert_eq!(w["text"], "Do you want to proceed?");
+    let id = w["prompt_id"].as_str().expect("id").to_string();
+    s.h.ctl_ok(&["answer", "cc", "1", "--prompt", &id]);
+    let done = wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "All done: the marker exists.");
+    assert!(s.work.join("marker.txt").exists(), "the tool ran");
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!((resolved["by"].as_str(), resolved["answer"].as_str()), (Some("clibot"), Some("Yes")));
+    let err = s.h.ctl_err(&["answer", "cc", "1", "--prompt", &id]);
+    assert!(err.contains("already resolved"), "{err}");
+}
+
+#[test]
+fn answering_no_is_handled() {
+    let s = setup(|w| vec![touch_rule(w, "make marker", "refused.txt")], "");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make marker"]);
+    wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    s.h.ctl_ok(&["answer", "cc", "no"]);
+    // Denied through the hook: the model is told, the turn ends normally.
+    let done = wait_event(&s.h, "turn ends", |e| e["type"] == "turn_completed");
+    assert!(done["text"].is_string());
+    assert!(!s.work.join("refused.txt").exists(), "the tool did not run");
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(resolved["answer"], "No");
+}
+
+#[test]
+fn answering_at_the_terminal_resolves_the_prompt() {
+    let s = setup(|w| vec![touch_rule(w, "make marker", "desk.txt")], "");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make marker"]);
+    let w = wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    // The person at the desk reads the dialog, then presses 1 in the real terminal.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(s.h.tmux(&["send-keys", "-t", "cc", "1"]).status.success());
+    let resolved = wait_event(&s.h, "resolved at the terminal", |e| e["type"] == "prompt_resolved");
+    assert_eq!((resolved["by"].as_str(), resolved["prompt_id"].as_str()), (Some("terminal"), w["prompt_id"].as_str()));
+    wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert!(s.work.join("desk.txt").exists());
+    let err = s.h.ctl_err(&["answer", "cc", "1"]);
+    assert!(err.contains("not waiting"), "{err}");
+}
+
+#[test]
+fn when_the_hook_stops_waiting_the_answer_goes_by_keys() {
+    // The permission hook gives up after 1 s and leaves the dialog to keys.
+    let s = setup(|w| vec![touch_rule(w, "make marker", "keys.txt")], "permission_wait_ms = 1000");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make marker"]);
+    wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    std::thread::sleep(Duration::from_millis(2500));
+    s.h.ctl_ok(&["answer", "cc", "yes"]);
+    wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert!(s.work.join("keys.txt").exists(), "the tool ran after a keystroke answer");
+}
