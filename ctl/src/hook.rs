@@ -20,14 +20,17 @@ pub fn run(socket: Option<PathBuf>, cli: &str, event: &str) -> ExitCode {
         // Not a session clibot started: nothing to report to.
         return ExitCode::SUCCESS;
     };
-    let mut payload = String::new();
-    if std::io::stdin()
-        .take(MAX_PAYLOAD)
-        .read_to_string(&mut payload)
-        .is_err()
-    {
-        return ExitCode::SUCCESS;
-    }
+    // Most CLIs write the payload to the hook's stdin; Codex's `notify` appends it as the last
+    // argument instead, where it arrives here as the "event".
+    let (event, payload) = if event.trim_start().starts_with('{') {
+        ("", event.to_string())
+    } else {
+        let mut payload = String::new();
+        if std::io::stdin().take(MAX_PAYLOAD).read_to_string(&mut payload).is_err() {
+            return ExitCode::SUCCESS;
+        }
+        (event, payload)
+    };
     let socket = socket.unwrap_or_else(clibot_proto::default_socket_path);
     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
         .enable_all()

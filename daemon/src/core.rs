@@ -614,14 +614,25 @@ impl Daemon {
         req: &SpawnRequest,
     ) -> Result<MuxSession, CoreError> {
         let mut argv = cli.argv.clone();
+        let mut launch_env = Vec::new();
         if let Some((adapter, _)) = self.kind_of(&cli.name) {
-            let hook_command = self.hook_command(&cli.name);
+            let (hook_command, hook_argv) = self.hook_command(&cli.name);
+            let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
             let launch = adapter.launch(&crate::adapter::LaunchContext {
                 hook_command: &hook_command,
                 cli_session_id: &rec.cli_session_id,
                 permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
+                hook_argv: &hook_argv,
+                files_dir: &files_dir,
             });
+            if !launch.files.is_empty() {
+                create_private_dir(&files_dir).map_err(|source| CoreError::State { path: files_dir.clone(), source })?;
+                for (path, content) in &launch.files {
+                    write_private(path, content).map_err(|source| CoreError::State { path: path.clone(), source })?;
+                }
+            }
             argv.extend(launch.args);
+            launch_env = launch.env;
         }
         argv.extend(req.args.iter().cloned());
         let mut env: Vec<(String, String)> = cli
@@ -630,6 +641,7 @@ impl Daemon {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         env.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(launch_env);
         // A daemon started by systemd may have no locale; TUIs then draw boxes as `?`.
         let has_locale = ["LC_ALL", "LC_CTYPE", "LANG"]
             .iter()
@@ -679,9 +691,11 @@ impl Daemon {
 
     /// The shell command the CLI's hooks run: the configured one, or the `clibotctl` installed
     /// next to this `clibotd`, quoted for the shell the CLI runs hooks with.
-    fn hook_command(&self, cli: &str) -> String {
-        let base = match &self.inner.settings.config.daemon.hook_command {
-            Some(c) => c.clone(),
+    fn hook_command(&self, cli: &str) -> (String, Vec<String>) {
+        let base: Vec<String> = match &self.inner.settings.config.daemon.hook_command {
+            // A configured command is shell text; as an argv it runs through sh, with any
+            // arguments the CLI appends passed on.
+            Some(c) => vec!["sh".into(), "-c".into(), format!("{c} \"$@\""), "sh".into()],
             None => {
                 let ctl = std::env::current_exe()
                     .ok()
@@ -689,10 +703,26 @@ impl Daemon {
                     .filter(|p| p.is_file())
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|| "clibotctl".into());
-                format!("'{}' hook", ctl.replace('\'', "'\\''"))
+                vec![ctl, "hook".into()]
             }
         };
-        format!("{base} --cli {cli}")
+        let shell = match &self.inner.settings.config.daemon.hook_command {
+            Some(c) => c.clone(),
+            None => base.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
+        };
+        let mut argv = base;
+        argv.extend(["--cli".to_string(), cli.to_string()]);
+        (format!("{shell} --cli {}", shell_quote(cli)), argv)
+    }
+
+    /// Per-session files (generated CLI settings) go with the session.
+    fn remove_session_files(&self, id: &str) {
+        let dir = self.inner.settings.state_dir.join("sessions").join(id);
+        if dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            warn!(dir = %dir.display(), "cannot remove session files: {e}");
+        }
     }
 
     /// One session.
@@ -835,6 +865,7 @@ impl Daemon {
                     },
                 );
                 lock(&self.inner.sessions).remove(name);
+                self.remove_session_files(&rec.id);
                 self.persist();
                 info!(session = name, forced = outcome.forced, "stopped");
                 Ok(outcome)
@@ -1050,6 +1081,7 @@ impl Daemon {
         }
         self.stop_watcher(name);
         lock(&self.inner.sessions).remove(name);
+        self.remove_session_files(&rec.id);
         self.event(name, &rec.id, EventKind::Released);
         self.persist();
         info!(session = %name, "released");
@@ -1182,6 +1214,22 @@ fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Quotes a word for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)) {
+        return s.to_string();
+    }
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Writes a file only this user can read (settings that name the hook command).
+fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(content.as_bytes())
 }
 
 /// A random version-4 UUID (for CLIs that take a session id chosen up front).

@@ -741,8 +741,9 @@ impl Daemon {
                     text,
                     options,
                     subject,
+                    wait,
                 } => {
-                    self.hook_prompt(&name, kind, text, options, subject, payload)
+                    self.hook_prompt(&name, kind, text, options, subject, payload, wait)
                         .await
                 }
             }
@@ -751,6 +752,7 @@ impl Daemon {
         .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     /// A CLI asks through a hook: the session waits; the hook holds until a person answers
     /// through clibot or the configured time passes (then the CLI's own dialog stays up).
     async fn hook_prompt(
@@ -761,6 +763,7 @@ impl Daemon {
         options: Vec<String>,
         subject: String,
         payload: Value,
+        wait: bool,
     ) -> Result<String, CoreError> {
         let prompt = Prompt {
             id: crate::core::new_id(),
@@ -783,11 +786,17 @@ impl Daemon {
             e.rec.prompt = Some(prompt.clone());
             e.rt.prompt_pending_since = Some(Instant::now());
             e.rt.confirm_by = None;
-            e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
+            if wait {
+                e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
+            }
             e.rt.poke.clone()
         };
         self.set_state(name, State::Waiting, "permission requested");
         poke.notify_one();
+        if !wait {
+            // This CLI takes answers only by keys: the hook returns at once.
+            return Ok(String::new());
+        }
         let wait = Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms);
         tokio::select! {
             r = rx => Ok(r.unwrap_or_default()),

@@ -51,6 +51,7 @@ impl Adapter for Claude {
                 settings.to_string(),
             ],
             env: Vec::new(),
+            files: Vec::new(),
         }
     }
 
@@ -99,6 +100,7 @@ impl Adapter for Claude {
                         text: s(&q, "question"),
                         options,
                         subject: s(&q, "header"),
+                        wait: true,
                     };
                 }
                 let subject = ["command", "file_path", "url", "path", "pattern"]
@@ -123,6 +125,7 @@ impl Adapter for Claude {
                     text: format!("Claude wants to use {tool}. Do you want to proceed?"),
                     options,
                     subject,
+                    wait: true,
                 }
             }
             _ => HookSignal::Ignore,
@@ -337,6 +340,8 @@ mod tests {
             hook_command: "'/x/clibotctl' hook --cli claude",
             cli_session_id: "u-1",
             permission_wait_secs: 600,
+            hook_argv: &[],
+            files_dir: std::path::Path::new("/tmp"),
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");

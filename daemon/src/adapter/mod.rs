@@ -17,6 +17,11 @@ pub struct LaunchContext<'a> {
     pub cli_session_id: &'a str,
     /// How long a permission hook may wait for a person, in seconds.
     pub permission_wait_secs: u64,
+    /// The hook command as an argv (for CLIs that run it without a shell and append the payload
+    /// as the last argument).
+    pub hook_argv: &'a [String],
+    /// A private directory where the adapter may place per-session files (settings).
+    pub files_dir: &'a std::path::Path,
 }
 
 /// Extra arguments and environment for a launch.
@@ -24,6 +29,8 @@ pub struct LaunchContext<'a> {
 pub struct Launch {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// Files to write (mode 0600) before the CLI starts.
+    pub files: Vec<(std::path::PathBuf, String)>,
 }
 
 /// What a hook call means.
@@ -39,6 +46,9 @@ pub enum HookSignal {
         text: String,
         options: Vec<String>,
         subject: String,
+        /// The hook waits for the answer and carries it back (else it returns at once and the
+        /// answer goes by keys).
+        wait: bool,
     },
     /// The turn ended with an error.
     Error { kind: String, message: String },
@@ -88,8 +98,12 @@ pub trait Adapter: Send + Sync {
 }
 
 mod claude;
+mod codex;
+mod gemini;
 
 pub use claude::{Claude, claude_transcript_reply};
+pub use codex::Codex;
+pub use gemini::Gemini;
 
 /// Any program: completion by quiescence, prompts by patterns.
 pub struct Generic;
@@ -104,12 +118,14 @@ impl Adapter for Generic {
 pub fn adapter(name: &str) -> Box<dyn Adapter> {
     match name {
         "claude" => Box::new(Claude),
+        "gemini" => Box::new(Gemini),
+        "codex" => Box::new(Codex),
         _ => Box::new(Generic),
     }
 }
 
 /// Known adapter names, for config validation.
-pub const ADAPTERS: &[&str] = &["generic", "claude"];
+pub const ADAPTERS: &[&str] = &["generic", "claude", "gemini", "codex"];
 
 /// Turns the person's answer into a choice: an option number, a word ("yes", "no",
 /// "always"), an option's label, or free text where the prompt takes it.
