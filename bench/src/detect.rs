@@ -115,10 +115,15 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
             tokio::task::spawn_blocking(move || staged_poll_at(&h_sock, "det", t0, &needle))
         };
         let push_at = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(10), stream.next())
-                .await
-                .context("no waiting event within 10 s")?
-                .context("stream ended")??;
+            let ev = match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+                Ok(ev) => ev.context("stream ended")??,
+                Err(_) => {
+                    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "det"]).stdout).into_owned();
+                    let events = h.ctl_ok(&["events", "--since", &since.to_string()]);
+                    let log: String = h.daemon_log().lines().filter(|l| !l.contains("DEBUG")).collect::<Vec<_>>().join("\n");
+                    anyhow::bail!("round {round}: no waiting event within 10 s\nscreen:\n{screen}\nevents:\n{events}\nlog:\n{log}");
+                }
+            };
             if matches!(ev.kind, Some(Kind::Waiting(_))) {
                 break Instant::now();
             }

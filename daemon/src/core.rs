@@ -386,6 +386,8 @@ impl Daemon {
                     let from = e.rec.state;
                     e.rec.state = to;
                     e.rec.last_activity_ms = now_ms();
+                    // Wake the watcher: the new state may need its clock (quiescence, stalls).
+                    e.rt.poke.notify_one();
                     Some((from, e.rec.id.clone()))
                 }
                 _ => None,
@@ -941,12 +943,15 @@ impl Daemon {
             Err(e) => return Err(e.into()),
         }
         if !tree.is_empty() {
-            // Closing the pane sent SIGHUP; whatever ignored it is killed.
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            let killed = crate::procs::kill_all(&tree);
-            if killed > 0 {
-                warn!(killed, "processes survived the session's end and were killed");
-            }
+            // Closing the pane sent SIGHUP; whatever ignored it is killed a moment later,
+            // without making the caller wait.
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let killed = crate::procs::kill_all(&tree);
+                if killed > 0 {
+                    warn!(killed, "processes survived the session's end and were killed");
+                }
+            });
         }
         Ok(StopOutcome {
             forced: !ended,

@@ -632,10 +632,6 @@ impl Daemon {
         );
         if submit {
             self.set_state(name, State::Working, "input sent");
-            // Wake the watcher: the turn's clock (quiescence, confirmation) starts now.
-            if let Some(e) = lock(&self.inner.sessions).get(name) {
-                e.rt.poke.notify_one();
-            }
         }
         Ok(seq)
     }
