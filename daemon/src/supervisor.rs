@@ -286,12 +286,9 @@ impl Daemon {
         let id;
         {
             let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
+            let Some(e) = running(&mut sessions, name) else {
                 return;
             };
-            if e.stopping || e.rec.state.is_exited() {
-                return;
-            }
             id = e.rec.id.clone();
             let by_hook = self
                 .kind_of(&e.rec.cli)
@@ -425,12 +422,9 @@ impl Daemon {
         let id;
         {
             let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
+            let Some(e) = running(&mut sessions, name) else {
                 return;
             };
-            if e.stopping || e.rec.state.is_exited() {
-                return;
-            }
             id = e.rec.id.clone();
             let Some(kind) = self.inner.kinds.get(&e.rec.cli) else {
                 return;
@@ -969,6 +963,11 @@ fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
         source: source.into(),
         answer: sp.answer,
     }
+}
+
+/// The session's entry while its CLI runs and nobody is stopping it.
+fn running<'a>(sessions: &'a mut std::collections::BTreeMap<String, crate::core::Entry>, name: &str) -> Option<&'a mut crate::core::Entry> {
+    sessions.get_mut(name).filter(|e| !e.stopping && !e.rec.state.is_exited())
 }
 
 fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {

@@ -247,19 +247,9 @@ pub fn claude_transcript_reply(path: &std::path::Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::test_prompt;
     use crate::detect::AnswerStyle;
 
-    fn prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> Prompt {
-        Prompt {
-            id: "p1".into(),
-            kind: kind.into(),
-            text: "?".into(),
-            options: options.iter().map(|s| s.to_string()).collect(),
-            subject: String::new(),
-            source: "screen".into(),
-            answer,
-        }
-    }
 
     #[test]
     fn claude_hooks() {
@@ -287,7 +277,7 @@ mod tests {
         );
         let p = Prompt {
             options,
-            ..prompt("permission", &[], AnswerStyle::Digit)
+            ..test_prompt("permission", &[], AnswerStyle::Digit)
         };
         let allow: Value =
             serde_json::from_str(&c.decision(&p, &Choice::Option(0), &perm).expect("allow"))
@@ -323,7 +313,7 @@ mod tests {
             kind,
             text,
             options,
-            ..prompt("question", &[], AnswerStyle::Digit)
+            ..test_prompt("question", &[], AnswerStyle::Digit)
         };
         let out: Value =
             serde_json::from_str(&c.decision(&q, &Choice::Option(1), &ask).expect("answer"))

@@ -250,25 +250,28 @@ pub fn classify_error(message: &str) -> &'static str {
     }
 }
 
+/// A prompt for the adapters' tests.
+#[cfg(test)]
+pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> Prompt {
+    Prompt {
+        id: "p1".into(),
+        kind: kind.into(),
+        text: "?".into(),
+        options: options.iter().map(|s| s.to_string()).collect(),
+        subject: String::new(),
+        source: "screen".into(),
+        answer,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> Prompt {
-        Prompt {
-            id: "p1".into(),
-            kind: kind.into(),
-            text: "?".into(),
-            options: options.iter().map(|s| s.to_string()).collect(),
-            subject: String::new(),
-            source: "screen".into(),
-            answer,
-        }
-    }
 
     #[test]
     fn choices() {
-        let p = prompt(
+        let p = test_prompt(
             "permission",
             &["Yes", "Yes, and always allow access to proj/", "No"],
             AnswerStyle::Digit,
@@ -283,25 +286,25 @@ mod tests {
                 .contains("1 to 3")
         );
         assert!(parse_choice("maybe", &p).is_err());
-        let q = prompt("question", &["Postgres", "SQLite"], AnswerStyle::Digit);
+        let q = test_prompt("question", &["Postgres", "SQLite"], AnswerStyle::Digit);
         assert_eq!(parse_choice("sqlite", &q), Ok(Choice::Option(1)));
         assert_eq!(
             parse_choice("MySQL please", &q),
             Ok(Choice::Text("MySQL please".into()))
         );
-        let yn = prompt("confirm", &["y", "n"], AnswerStyle::Line);
+        let yn = test_prompt("confirm", &["y", "n"], AnswerStyle::Line);
         assert_eq!(parse_choice("n", &yn), Ok(Choice::Option(1)));
         assert_eq!(parse_choice("yes", &yn), Ok(Choice::Option(0)));
     }
 
     #[test]
     fn strokes() {
-        let p = prompt("permission", &["Yes", "No"], AnswerStyle::Digit);
+        let p = test_prompt("permission", &["Yes", "No"], AnswerStyle::Digit);
         assert_eq!(
             answer_strokes(&p, &Choice::Option(1)),
             Ok(vec![Stroke::Key(Key::Char('2'))])
         );
-        let yn = prompt("confirm", &["y", "n"], AnswerStyle::Line);
+        let yn = test_prompt("confirm", &["y", "n"], AnswerStyle::Line);
         assert_eq!(
             answer_strokes(&yn, &Choice::Option(0)),
             Ok(vec![
@@ -309,7 +312,7 @@ mod tests {
                 Stroke::Key(Key::Named("Enter".into()))
             ])
         );
-        let row = prompt(
+        let row = test_prompt(
             "permission",
             &["Allow once", "Allow always", "Reject"],
             AnswerStyle::Arrows,
