@@ -149,6 +149,11 @@ enum Command {
     },
     /// Print the final reply of the session's last completed turn.
     Last { name: String },
+    /// Chat users: pending pairing codes, approvals, revocations.
+    Pairing {
+        #[command(subcommand)]
+        action: PairingAction,
+    },
     /// Entry point for CLI hooks: reads the hook's JSON from stdin and hands it to clibotd.
     /// Never fails the CLI: with no daemon it exits 0 at once.
     #[command(hide = true)]
@@ -159,6 +164,19 @@ enum Command {
         /// The event name, for CLIs that do not put it in the payload.
         event: Option<String>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum PairingAction {
+    /// Pending codes and approved users.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let the chat user who was given CODE act.
+    Approve { code: String },
+    /// Take access away from a user (platform: telegram, discord, feishu, console).
+    Revoke { platform: String, user: String },
 }
 
 fn main() -> ExitCode {
@@ -477,6 +495,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}", r.text);
         }
         Command::Hook { .. } => {}
+        Command::Pairing { action } => match action {
+            PairingAction::List { json } => {
+                let r = c.list_pairings(v1::ListPairingsRequest {}).await?.into_inner();
+                let row = |p: &v1::Pairing| {
+                    serde_json::json!({"platform": p.platform, "user": p.user, "name": p.name, "code": p.code, "created_at_ms": p.created_at_ms})
+                };
+                if json {
+                    let pending: Vec<_> = r.pending.iter().map(row).collect();
+                    let approved: Vec<_> = r.approved.iter().map(row).collect();
+                    return print_json(&serde_json::json!({"pending": pending, "approved": approved}));
+                }
+                if r.pending.is_empty() && r.approved.is_empty() {
+                    println!("no pairings: a chat user who writes to the bot gets a code to give you");
+                }
+                for p in &r.pending {
+                    println!("pending   {}  {} user {} {}  ({} ago)", p.code, p.platform, p.user, p.name, output::ago(p.created_at_ms));
+                }
+                for p in &r.approved {
+                    println!("approved  {} user {} {}", p.platform, p.user, p.name);
+                }
+            }
+            PairingAction::Approve { code } => {
+                let r = c.approve_pairing(v1::ApprovePairingRequest { code }).await?.into_inner();
+                println!("approved {} user {}", r.platform, r.user);
+            }
+            PairingAction::Revoke { platform, user } => {
+                c.revoke_access(v1::RevokeAccessRequest { platform: platform.clone(), user: user.clone() }).await?;
+                println!("revoked {platform} user {user}");
+            }
+        },
         Command::Attach { name } => {
             let s = c
                 .get_session(v1::GetSessionRequest { name })

@@ -42,6 +42,8 @@ pub struct Config {
     /// User entries; merged over the built-in ones by [`Config::clis`].
     #[serde(rename = "cli")]
     pub cli_overrides: BTreeMap<String, CliOverride>,
+    /// `[access.PLATFORM]`: who may act from each chat platform.
+    pub access: BTreeMap<String, crate::access::PlatformAccess>,
 }
 
 /// `[daemon]`
@@ -231,7 +233,7 @@ impl Config {
         })?;
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
-        value.retain(|k, _| matches!(k, "daemon" | "tmux" | "cli"));
+        value.retain(|k, _| matches!(k, "daemon" | "tmux" | "cli" | "access"));
         substitute_env(&mut value, path, &mut String::new())?;
         let config: Config = toml::Table::try_into(value).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
@@ -296,6 +298,13 @@ impl Config {
             if !builtin_clis().contains_key(name) && cli.argv.is_none() {
                 return Err(invalid(format!(
                     "[cli.{name}]: a new CLI needs argv, e.g. argv = [\"{name}\"]"
+                )));
+            }
+        }
+        for platform in self.access.keys() {
+            if !["telegram", "discord", "feishu", "console"].contains(&platform.as_str()) {
+                return Err(invalid(format!(
+                    "[access.{platform}]: unknown platform; use telegram, discord, feishu or console"
                 )));
             }
         }

@@ -37,6 +37,20 @@ pub struct Settings {
     pub socket: PathBuf,
 }
 
+/// Who asks: the local user, or a chat user relayed by the gateway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub platform: String,
+    pub user: String,
+    pub chat: String,
+}
+
+impl Actor {
+    pub fn local() -> Actor {
+        Actor { platform: "local".into(), user: "local".into(), chat: String::new() }
+    }
+}
+
 /// A spawn request.
 #[derive(Debug, Clone, Default)]
 pub struct SpawnRequest {
@@ -100,6 +114,8 @@ pub(crate) struct Inner {
     pub(crate) paste_counter: AtomicU64,
     /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
     pub(crate) shutdown: CancellationToken,
+    pub(crate) access: crate::access::Access,
+    pub(crate) audit: crate::audit::Audit,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -200,8 +216,14 @@ impl Daemon {
                 },
             );
         }
+        let (access, w) = crate::access::Access::open(&state_dir, settings.config.access.clone());
+        warnings.extend(w);
+        let (audit, w) = crate::audit::Audit::open(&state_dir);
+        warnings.extend(w);
         let daemon = Daemon {
             inner: Arc::new(Inner {
+                access,
+                audit,
                 kinds,
                 shutdown: CancellationToken::new(),
                 clis,
@@ -249,6 +271,33 @@ impl Daemon {
     /// Cancelled when the daemon shuts down.
     pub fn shutdown_token(&self) -> CancellationToken {
         self.inner.shutdown.clone()
+    }
+
+    /// Writes an audit record.
+    pub fn audit(&self, actor: &Actor, session: &str, action: &str, result: Result<(), &str>) {
+        let (outcome, detail) = match result {
+            Ok(()) => ("accepted", ""),
+            Err(e) => ("refused", e),
+        };
+        self.inner.audit.record(crate::audit::Audit::now(&actor.user, &actor.platform, &actor.chat, session, action, outcome, detail));
+    }
+
+    /// Access check for a chat user; refusals and pairing codes are audited.
+    pub fn check_access(&self, actor: &Actor, name: &str) -> crate::access::Decision {
+        let d = self.inner.access.check(&actor.platform, &actor.user, name);
+        let detail = match &d {
+            crate::access::Decision::Allowed { admin: true } => Ok(()),
+            crate::access::Decision::Allowed { admin: false } => Ok(()),
+            crate::access::Decision::Denied { code: Some(_), .. } => Err("not paired; pairing code issued"),
+            crate::access::Decision::Denied { .. } => Err("not allowed"),
+        };
+        self.audit(actor, "", "access", detail);
+        d
+    }
+
+    /// Access state, for pairing management.
+    pub fn access(&self) -> &crate::access::Access {
+        &self.inner.access
     }
 
     /// Matches the registry against tmux: live sessions are managed again (same ids, names and

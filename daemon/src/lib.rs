@@ -5,7 +5,9 @@
 //! owns the socket and who may connect; `tmux` is the multiplexer adapter behind the `Mux`
 //! trait; `events` and `store` own the files in the state directory.
 
+pub mod access;
 pub mod adapter;
+pub mod audit;
 pub mod config;
 pub mod core;
 pub mod detect;

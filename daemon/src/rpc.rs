@@ -9,7 +9,8 @@ use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
-use crate::core::{Daemon, ListFilter, SpawnRequest};
+use crate::access::Decision;
+use crate::core::{Actor, Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
 use crate::events::{Event, EventKind};
 use crate::session::{SessionRecord, State};
@@ -30,6 +31,43 @@ pub struct Service {
 impl Service {
     pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
         Service { daemon, shutdown }
+    }
+
+    /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
+    /// always is. Refusals are audited.
+    #[allow(clippy::result_large_err)]
+    fn authorize(&self, actor: &Actor, session: &str, action: &str, admin_only: bool) -> Result<(), Status> {
+        if actor.platform == "local" {
+            return Ok(());
+        }
+        let refusal = match self.daemon.access().check(&actor.platform, &actor.user, "") {
+            Decision::Allowed { admin } if admin || !admin_only => return Ok(()),
+            Decision::Allowed { .. } => format!("only admins may {action}"),
+            Decision::Denied { reason, .. } => reason,
+        };
+        self.daemon.audit(actor, session, action, Err(&refusal));
+        Err(Status::permission_denied(refusal))
+    }
+
+    /// Audits the outcome of an action and converts its error.
+    #[allow(clippy::result_large_err)]
+    fn audited<T>(&self, actor: &Actor, session: &str, action: &str, r: Result<T, CoreError>) -> Result<T, Status> {
+        match &r {
+            Ok(_) => self.daemon.audit(actor, session, action, Ok(())),
+            Err(e) => self.daemon.audit(actor, session, action, Err(&e.to_string())),
+        }
+        r.map_err(Status::from)
+    }
+}
+
+/// Who a call is for: the chat user named in its metadata, else the local user.
+fn actor<T>(req: &Request<T>) -> Actor {
+    let get = |k: &str| req.metadata().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+    match (get("clibot-platform"), get("clibot-user")) {
+        (Some(platform), Some(user)) if !platform.is_empty() && platform != "local" => {
+            Actor { platform, user, chat: get("clibot-chat").unwrap_or_default() }
+        }
+        _ => Actor::local(),
     }
 }
 
@@ -246,17 +284,12 @@ impl Clibot for Service {
         &self,
         req: Request<v1::SpawnSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
-        let rec = self
-            .daemon
-            .spawn(SpawnRequest {
-                name: r.name,
-                cli: r.cli,
-                dir: r.dir,
-                args: r.args,
-                env: r.env.into_iter().collect(),
-            })
-            .await?;
+        let name = r.name.clone();
+        self.authorize(&actor, &name, "spawn", true)?;
+        let req = SpawnRequest { name: r.name, cli: r.cli, dir: r.dir, args: r.args, env: r.env.into_iter().collect() };
+        let rec = self.audited(&actor, &name, "spawn", self.daemon.spawn(req).await)?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -264,11 +297,11 @@ impl Clibot for Service {
         &self,
         req: Request<v1::SendInputRequest>,
     ) -> Result<Response<v1::SendInputResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
-        let (seq, queued) = self
-            .daemon
-            .send_input(&r.session, &r.text, r.submit)
-            .await?;
+        self.authorize(&actor, &r.session, "send", false)?;
+        let result = self.daemon.send_input(&r.session, &r.text, r.submit).await;
+        let (seq, queued) = self.audited(&actor, &r.session, "send", result)?;
         Ok(Response::new(v1::SendInputResponse { seq, queued }))
     }
 
@@ -276,8 +309,12 @@ impl Clibot for Service {
         &self,
         req: Request<v1::SendKeysRequest>,
     ) -> Result<Response<v1::SendKeysResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
-        let seq = self.daemon.send_keys(&r.session, &r.keys).await?;
+        // Control keys can interrupt or quit a CLI: admins only, from a chat.
+        self.authorize(&actor, &r.session, "keys", true)?;
+        let result = self.daemon.send_keys(&r.session, &r.keys).await;
+        let seq = self.audited(&actor, &r.session, "keys", result)?;
         Ok(Response::new(v1::SendKeysResponse { seq }))
     }
 
@@ -300,21 +337,23 @@ impl Clibot for Service {
         &self,
         req: Request<v1::StopSessionRequest>,
     ) -> Result<Response<v1::StopSessionResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
+        self.authorize(&actor, &r.session, "stop", true)?;
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
-        let out = self.daemon.stop(&r.session, r.force, timeout).await?;
-        Ok(Response::new(v1::StopSessionResponse {
-            forced: out.forced,
-            exit_status: out.exit_status,
-        }))
+        let out = self.audited(&actor, &r.session, "stop", self.daemon.stop(&r.session, r.force, timeout).await)?;
+        Ok(Response::new(v1::StopSessionResponse { forced: out.forced, exit_status: out.exit_status }))
     }
 
     async fn adopt_session(
         &self,
         req: Request<v1::AdoptSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
-        let rec = self.daemon.adopt(&r.tmux_session, &r.cli, &r.name).await?;
+        self.authorize(&actor, &r.tmux_session, "adopt", true)?;
+        let result = self.daemon.adopt(&r.tmux_session, &r.cli, &r.name).await;
+        let rec = self.audited(&actor, &r.tmux_session, "adopt", result)?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -322,7 +361,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ReleaseSessionRequest>,
     ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
-        self.daemon.release(&req.into_inner().session).await?;
+        let actor = actor(&req);
+        let session = req.into_inner().session;
+        self.authorize(&actor, &session, "release", true)?;
+        self.audited(&actor, &session, "release", self.daemon.release(&session).await)?;
         Ok(Response::new(v1::ReleaseSessionResponse {}))
     }
 
@@ -330,12 +372,82 @@ impl Clibot for Service {
         &self,
         req: Request<v1::AnswerPromptRequest>,
     ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
-        let (prompt_id, via) = self
-            .daemon
-            .answer_prompt(&r.session, &r.prompt_id, &r.answer)
-            .await?;
+        self.authorize(&actor, &r.session, "answer", false)?;
+        let result = self.daemon.answer_prompt(&r.session, &r.prompt_id, &r.answer).await;
+        let (prompt_id, via) = self.audited(&actor, &r.session, "answer", result)?;
         Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
+    }
+
+    async fn check_access(
+        &self,
+        req: Request<v1::CheckAccessRequest>,
+    ) -> Result<Response<v1::CheckAccessResponse>, Status> {
+        let r = req.into_inner();
+        if r.platform.is_empty() || r.user.is_empty() {
+            return Err(Status::invalid_argument("platform and user are required"));
+        }
+        let actor = Actor { platform: r.platform, user: r.user, chat: r.chat };
+        Ok(Response::new(match self.daemon.check_access(&actor, &r.user_name) {
+            Decision::Allowed { admin } => {
+                v1::CheckAccessResponse { allowed: true, admin, message: String::new(), pairing_code: String::new() }
+            }
+            Decision::Denied { reason, code } => v1::CheckAccessResponse {
+                allowed: false,
+                admin: false,
+                message: reason,
+                pairing_code: code.unwrap_or_default(),
+            },
+        }))
+    }
+
+    async fn list_pairings(
+        &self,
+        _: Request<v1::ListPairingsRequest>,
+    ) -> Result<Response<v1::ListPairingsResponse>, Status> {
+        let a = self.daemon.access();
+        let pending = a
+            .pending()
+            .into_iter()
+            .map(|p| v1::Pairing { platform: p.platform, user: p.user, name: p.name, code: p.code, created_at_ms: p.created_ms })
+            .collect();
+        let approved = a
+            .approved()
+            .into_iter()
+            .map(|(platform, user, name)| v1::Pairing { platform, user, name, ..Default::default() })
+            .collect();
+        Ok(Response::new(v1::ListPairingsResponse { pending, approved }))
+    }
+
+    async fn approve_pairing(
+        &self,
+        req: Request<v1::ApprovePairingRequest>,
+    ) -> Result<Response<v1::ApprovePairingResponse>, Status> {
+        let actor = actor(&req);
+        if actor.platform != "local" {
+            return Err(Status::permission_denied("pairings are approved on the machine, with `clibotctl pairing approve`"));
+        }
+        let code = req.into_inner().code;
+        let r = self.daemon.access().approve(&code).map_err(|e| Status::not_found(e.to_string()));
+        self.daemon.audit(&actor, "", "pairing approve", r.as_ref().map(|_| ()).map_err(|e| e.message()));
+        let (platform, user) = r?;
+        Ok(Response::new(v1::ApprovePairingResponse { platform, user }))
+    }
+
+    async fn revoke_access(
+        &self,
+        req: Request<v1::RevokeAccessRequest>,
+    ) -> Result<Response<v1::RevokeAccessResponse>, Status> {
+        let actor = actor(&req);
+        if actor.platform != "local" {
+            return Err(Status::permission_denied("access is revoked on the machine, with `clibotctl pairing revoke`"));
+        }
+        let r = req.into_inner();
+        let res = self.daemon.access().revoke(&r.platform, &r.user).map_err(|e| Status::not_found(e.to_string()));
+        self.daemon.audit(&actor, "", "pairing revoke", res.as_ref().map(|_| ()).map_err(|e| e.message()));
+        res?;
+        Ok(Response::new(v1::RevokeAccessResponse {}))
     }
 
     async fn get_last_reply(

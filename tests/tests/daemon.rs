@@ -936,3 +936,54 @@ fn stop_leaves_no_process_behind() {
     }
     assert!(pids_running("sleep 4243").is_empty(), "stop killed the whole process tree");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_users_need_pairing_and_every_action_is_audited() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "work");
+    let mut c = h.client().await;
+    let check = v1::CheckAccessRequest { platform: "telegram".into(), user: "777".into(), chat: "c1".into(), user_name: "eve".into() };
+    let r = c.check_access(check.clone()).await.expect("check").into_inner();
+    assert!(!r.allowed && r.pairing_code.len() == 8, "{r:?}");
+    assert!(r.message.contains("clibotctl pairing approve"), "{}", r.message);
+
+    // Nothing of an unpaired user runs.
+    let as_user = |req: v1::SendInputRequest| {
+        let mut req = tonic::Request::new(req);
+        req.metadata_mut().insert("clibot-platform", "telegram".parse().expect("ascii"));
+        req.metadata_mut().insert("clibot-user", "777".parse().expect("ascii"));
+        req.metadata_mut().insert("clibot-chat", "c1".parse().expect("ascii"));
+        req
+    };
+    let send = v1::SendInputRequest { session: "work".into(), text: "echo from-chat".into(), submit: true };
+    let err = c.send_input(as_user(send.clone())).await.expect_err("unpaired");
+    assert_eq!(err.code(), Code::PermissionDenied);
+
+    // The owner approves on the machine; the code is listed first.
+    let listed = h.ctl_ok(&["pairing", "list"]);
+    assert!(listed.contains(&r.pairing_code) && listed.contains("eve"), "{listed}");
+    let code = format!("{}-{}", &r.pairing_code[..4], &r.pairing_code[4..]).to_lowercase();
+    assert!(h.ctl_ok(&["pairing", "approve", &code]).contains("approved telegram user 777"));
+    assert!(c.check_access(check.clone()).await.expect("check").into_inner().allowed);
+    c.send_input(as_user(send.clone())).await.expect("a paired user may send");
+    h.wait_screen("work", "the chat's command", |s| lines(s).contains(&"from-chat"));
+    // Not an admin: stopping is refused.
+    let mut stop = tonic::Request::new(v1::StopSessionRequest { session: "work".into(), force: true, timeout_ms: 0 });
+    stop.metadata_mut().insert("clibot-platform", "telegram".parse().expect("ascii"));
+    stop.metadata_mut().insert("clibot-user", "777".parse().expect("ascii"));
+    assert_eq!(c.stop_session(stop).await.expect_err("not admin").code(), Code::PermissionDenied);
+
+    h.ctl_ok(&["pairing", "revoke", "telegram", "777"]);
+    assert_eq!(c.send_input(as_user(send)).await.expect_err("revoked").code(), Code::PermissionDenied);
+
+    let audit = std::fs::read_to_string(h.state_dir.join("audit.jsonl")).expect("audit log");
+    let records: Vec<serde_json::Value> = audit.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let has = |action: &str, outcome: &str, user: &str| {
+        records.iter().any(|r| r["action"] == action && r["outcome"] == outcome && r["actor"] == user)
+    };
+    assert!(has("spawn", "accepted", "local"), "{audit}");
+    assert!(has("send", "refused", "777") && has("send", "accepted", "777"), "{audit}");
+    assert!(has("stop", "refused", "777"), "{audit}");
+    assert!(has("pairing approve", "accepted", "local") && has("access", "refused", "777"), "{audit}");
+}
