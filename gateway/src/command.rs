@@ -1,0 +1,1188 @@
+//! Telling gateway commands apart from text meant for the CLI.
+//!
+//! The chat is mostly a remote keyboard for the CLI, so the default is "send it to the
+//! CLI as typed". Only messages that start with a prefix (default `!!`) followed by a
+//! letter are gateway commands. `/commands` are deliberately **not** gateway commands:
+//! `/compact`, `/cost`, `/clear` and friends belong to the CLI and are forwarded untouched
+//! (ccbot does the same), and a prefix nobody types by accident keeps it that way.
+//!
+//! Rules, in order ([`CommandParser::route`]):
+//!
+//! 1. Leading whitespace is ignored when looking for the prefix.
+//! 2. The prefix typed twice (`!!!!ls`) sends the rest with one prefix (`!!ls`) to the CLI;
+//!    that is how to send the prefix itself (a shell's `!!`, say). A longer run of the
+//!    prefix's first character (`!!!!!`, or `...` with prefix `.`) is text, sent as is.
+//! 3. The prefix alone is an error that lists the commands.
+//! 4. The prefix, optional spaces, then an ASCII letter: a gateway command. The command
+//!    word is case-insensitive (phone keyboards capitalise); arguments are kept as typed.
+//!    Unknown words and bad arguments are errors with a usage line, never forwarded.
+//! 5. Anything else after the prefix (`!!!`, `!!?`) goes to the CLI untouched.
+//! 6. While the CLI shows a prompt, a message that is just `1`–`9`, `y`, `yes`, `n` or
+//!    `no` is an answer to it ([`prompt_answer`]); buttons are the primary UX, this is
+//!    the typed fallback.
+//! 7. Everything else goes to the CLI untouched (the original text, whitespace included).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The default command prefix.
+pub const DEFAULT_PREFIX: &str = "!!";
+/// Longest session or CLI name (the daemon's rule: `[A-Za-z0-9_-]{1,64}`).
+pub const MAX_NAME_LEN: usize = 64;
+/// Most lines `screen N` may ask for (the daemon's capture limit).
+pub const MAX_SCREEN_LINES: u32 = 100_000;
+/// Most keys in one `keys` command.
+pub const MAX_KEYS: usize = 64;
+/// Longest prefix accepted.
+pub const MAX_PREFIX_LEN: usize = 8;
+
+/// A parsed gateway command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "snake_case")]
+pub enum Command {
+    /// `help [COMMAND]`: the command list, or one command's usage.
+    Help {
+        /// The command asked about.
+        topic: Option<CommandName>,
+    },
+    /// `sessions`: list sessions.
+    Sessions,
+    /// `use NAME`: make NAME the session this chat talks to.
+    Use {
+        /// A valid session name.
+        name: String,
+    },
+    /// `new NAME CLI [DIR]`: start a CLI in a new session.
+    New {
+        /// A valid session name.
+        name: String,
+        /// A valid CLI name (`claude`, `codex`, …); the daemon checks it exists.
+        cli: String,
+        /// The working directory as typed (the rest of the line, surrounding quotes
+        /// removed); `~` is not expanded here.
+        dir: Option<String>,
+    },
+    /// `whoami`: the sender's platform id (for allowlists).
+    Whoami,
+    /// `status`: the current session's state.
+    Status,
+    /// `screen [N]`: what the pane shows, or its last N lines.
+    Screen {
+        /// 1..=[`MAX_SCREEN_LINES`]; `None` for the visible screen.
+        lines: Option<u32>,
+    },
+    /// `keys KEY…`: press named keys (`Enter`, `Escape`, `C-c`, `Up`, `y`, `1`, …).
+    Keys {
+        /// 1..=[`MAX_KEYS`] key names, as typed; the daemon validates them.
+        keys: Vec<String>,
+    },
+    /// `stop [NAME]`: stop the current session, or NAME.
+    Stop {
+        /// A valid session name.
+        name: Option<String>,
+    },
+    /// `last`: repeat the last reply.
+    Last,
+    /// `answer CHOICE`: answer the waiting prompt.
+    Answer {
+        /// The rest of the message, trimmed (may contain spaces and newlines).
+        choice: String,
+    },
+    /// `pair [CODE]`: pair this chat with the gateway.
+    Pair {
+        /// The code, upper-cased (codes are shown upper-case; phones type lower-case).
+        code: Option<String>,
+    },
+}
+
+impl Command {
+    /// Which command this is.
+    pub fn name(&self) -> CommandName {
+        match self {
+            Command::Help { .. } => CommandName::Help,
+            Command::Sessions => CommandName::Sessions,
+            Command::Use { .. } => CommandName::Use,
+            Command::New { .. } => CommandName::New,
+            Command::Whoami => CommandName::Whoami,
+            Command::Status => CommandName::Status,
+            Command::Screen { .. } => CommandName::Screen,
+            Command::Keys { .. } => CommandName::Keys,
+            Command::Stop { .. } => CommandName::Stop,
+            Command::Last => CommandName::Last,
+            Command::Answer { .. } => CommandName::Answer,
+            Command::Pair { .. } => CommandName::Pair,
+        }
+    }
+}
+
+/// The command words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandName {
+    Help,
+    Sessions,
+    Use,
+    New,
+    Whoami,
+    Status,
+    Screen,
+    Keys,
+    Stop,
+    Last,
+    Answer,
+    Pair,
+}
+
+impl CommandName {
+    /// All commands, in help order.
+    pub const ALL: [CommandName; 12] = [
+        CommandName::Help,
+        CommandName::Sessions,
+        CommandName::Use,
+        CommandName::New,
+        CommandName::Whoami,
+        CommandName::Status,
+        CommandName::Screen,
+        CommandName::Keys,
+        CommandName::Stop,
+        CommandName::Last,
+        CommandName::Answer,
+        CommandName::Pair,
+    ];
+
+    /// The word typed after the prefix.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandName::Help => "help",
+            CommandName::Sessions => "sessions",
+            CommandName::Use => "use",
+            CommandName::New => "new",
+            CommandName::Whoami => "whoami",
+            CommandName::Status => "status",
+            CommandName::Screen => "screen",
+            CommandName::Keys => "keys",
+            CommandName::Stop => "stop",
+            CommandName::Last => "last",
+            CommandName::Answer => "answer",
+            CommandName::Pair => "pair",
+        }
+    }
+
+    /// The argument synopsis (`NAME CLI [DIR]`), empty for none.
+    pub fn args(self) -> &'static str {
+        match self {
+            CommandName::Help => "[COMMAND]",
+            CommandName::Use => "NAME",
+            CommandName::New => "NAME CLI [DIR]",
+            CommandName::Screen => "[N]",
+            CommandName::Keys => "KEY…",
+            CommandName::Stop => "[NAME]",
+            CommandName::Answer => "CHOICE",
+            CommandName::Pair => "[CODE]",
+            CommandName::Sessions
+            | CommandName::Whoami
+            | CommandName::Status
+            | CommandName::Last => "",
+        }
+    }
+
+    /// One line saying what it does.
+    pub fn summary(self) -> &'static str {
+        match self {
+            CommandName::Help => "list commands, or show one command's usage",
+            CommandName::Sessions => "list sessions",
+            CommandName::Use => "talk to session NAME from this chat",
+            CommandName::New => "start CLI (claude, codex, …) in a new session NAME",
+            CommandName::Whoami => "show your user id",
+            CommandName::Status => "show the current session's state",
+            CommandName::Screen => "show the screen, or its last N lines",
+            CommandName::Keys => "press keys: Enter Escape Tab Up Down C-c y 1 …",
+            CommandName::Stop => "stop the current session, or NAME",
+            CommandName::Last => "repeat the last reply",
+            CommandName::Answer => "answer the waiting prompt",
+            CommandName::Pair => "pair this chat with the gateway",
+        }
+    }
+
+    /// The usage line with `prefix`: `!!new NAME CLI [DIR]`.
+    pub fn usage(self, prefix: &str) -> String {
+        match self.args() {
+            "" => format!("{prefix}{}", self.as_str()),
+            args => format!("{prefix}{} {args}", self.as_str()),
+        }
+    }
+
+    /// Looks a command word up, ignoring ASCII case.
+    pub fn parse(word: &str) -> Option<CommandName> {
+        CommandName::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+impl fmt::Display for CommandName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a message that starts with the prefix is not a valid command. The `Display` text
+/// is meant to be sent back to the chat as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandError {
+    /// Only the prefix.
+    Empty {
+        /// The configured prefix.
+        prefix: String,
+    },
+    /// A command word that does not exist.
+    Unknown {
+        /// The configured prefix.
+        prefix: String,
+        /// The word as typed.
+        word: String,
+        /// A close command, if there is one.
+        suggestion: Option<CommandName>,
+    },
+    /// A required argument is missing.
+    MissingArgument {
+        /// The configured prefix.
+        prefix: String,
+        /// The command.
+        command: CommandName,
+        /// What is missing (`NAME`, `CLI`, …).
+        what: &'static str,
+    },
+    /// More arguments than the command takes.
+    TooManyArguments {
+        /// The configured prefix.
+        prefix: String,
+        /// The command.
+        command: CommandName,
+        /// The first unexpected argument.
+        extra: String,
+    },
+    /// An argument with a bad value.
+    InvalidArgument {
+        /// The configured prefix.
+        prefix: String,
+        /// The command.
+        command: CommandName,
+        /// Which argument (`NAME`, `N`, …).
+        what: &'static str,
+        /// The value as typed.
+        value: String,
+        /// What it must look like.
+        expected: String,
+    },
+}
+
+impl CommandError {
+    /// The command this error is about, if it got that far.
+    pub fn command(&self) -> Option<CommandName> {
+        match self {
+            CommandError::Empty { .. } | CommandError::Unknown { .. } => None,
+            CommandError::MissingArgument { command, .. }
+            | CommandError::TooManyArguments { command, .. }
+            | CommandError::InvalidArgument { command, .. } => Some(*command),
+        }
+    }
+}
+
+fn command_list() -> String {
+    CommandName::ALL.map(CommandName::as_str).join(", ")
+}
+
+impl fmt::Display for CommandError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandError::Empty { prefix } => write!(
+                f,
+                "{prefix} needs a command: {}. To send {prefix} itself to the CLI, type it twice.",
+                command_list()
+            ),
+            CommandError::Unknown {
+                prefix,
+                word,
+                suggestion,
+            } => {
+                write!(f, "unknown command {prefix}{word}")?;
+                if let Some(s) = suggestion {
+                    write!(f, " (did you mean {prefix}{s}?)")?;
+                }
+                write!(f, "; commands: {}", command_list())
+            }
+            CommandError::MissingArgument {
+                prefix,
+                command,
+                what,
+            } => write!(
+                f,
+                "{prefix}{command} needs {what}; usage: {}",
+                command.usage(prefix)
+            ),
+            CommandError::TooManyArguments {
+                prefix,
+                command,
+                extra,
+            } => {
+                if command.args().is_empty() {
+                    write!(
+                        f,
+                        "{prefix}{command} takes no arguments (got {extra:?}); usage: "
+                    )?;
+                } else {
+                    write!(
+                        f,
+                        "too many arguments for {prefix}{command} (from {extra:?}); usage: "
+                    )?;
+                }
+                f.write_str(&command.usage(prefix))
+            }
+            CommandError::InvalidArgument {
+                prefix,
+                command,
+                what,
+                value,
+                expected,
+            } => write!(
+                f,
+                "{prefix}{command}: {what} {value:?} is not valid, it must be {expected}; usage: {}",
+                command.usage(prefix)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for CommandError {}
+
+/// A prefix [`CommandParser::new`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrefixError {
+    /// Empty, too long, or not all ASCII punctuation.
+    #[error(
+        "a command prefix must be 1 to {MAX_PREFIX_LEN} ASCII punctuation characters, not {0:?}"
+    )]
+    Invalid(String),
+    /// `/` would capture the CLI's own slash commands.
+    #[error("the command prefix must not start with '/': slash commands belong to the CLI")]
+    Slash,
+}
+
+/// An answer typed while the CLI shows a prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptAnswer {
+    /// A numbered option, 1..=9.
+    Choice(u8),
+    /// `y` / `yes`.
+    Yes,
+    /// `n` / `no`.
+    No,
+}
+
+/// Whether `text` answers a waiting prompt: when `prompt_waiting`, a message that is just
+/// `1`..`9` (full-width digits too), `y`, `yes`, `n` or `no`, ignoring case and
+/// surrounding whitespace. When no prompt waits, nothing is an answer (a lone `y` then
+/// goes to the CLI as text).
+pub fn prompt_answer(text: &str, prompt_waiting: bool) -> Option<PromptAnswer> {
+    if !prompt_waiting {
+        return None;
+    }
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("y") || t.eq_ignore_ascii_case("yes") {
+        return Some(PromptAnswer::Yes);
+    }
+    if t.eq_ignore_ascii_case("n") || t.eq_ignore_ascii_case("no") {
+        return Some(PromptAnswer::No);
+    }
+    let mut chars = t.chars();
+    let (Some(c), None) = (chars.next(), chars.next()) else {
+        return None;
+    };
+    let digit = match c {
+        '1'..='9' => c as u32 - '0' as u32,
+        '１'..='９' => c as u32 - '０' as u32,
+        _ => return None,
+    };
+    u8::try_from(digit).ok().map(PromptAnswer::Choice)
+}
+
+/// Where an incoming chat message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route<'a> {
+    /// A gateway command.
+    Command(Command),
+    /// Looked like a command but is not valid: reply with the error, send nothing to the
+    /// CLI.
+    Invalid(CommandError),
+    /// An answer to the waiting prompt.
+    Answer(PromptAnswer),
+    /// Text for the CLI, exactly as it should be typed.
+    Cli(&'a str),
+}
+
+/// Parses chat messages with a configured prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandParser {
+    prefix: String,
+}
+
+impl Default for CommandParser {
+    fn default() -> Self {
+        CommandParser {
+            prefix: DEFAULT_PREFIX.to_string(),
+        }
+    }
+}
+
+impl CommandParser {
+    /// A parser for `prefix`: 1 to [`MAX_PREFIX_LEN`] ASCII punctuation characters, not
+    /// starting with `/`. Letters are refused so that ordinary words can never be read as
+    /// commands.
+    pub fn new(prefix: &str) -> Result<Self, PrefixError> {
+        if prefix.starts_with('/') {
+            return Err(PrefixError::Slash);
+        }
+        let ok = !prefix.is_empty()
+            && prefix.len() <= MAX_PREFIX_LEN
+            && prefix.bytes().all(|b| b.is_ascii_punctuation());
+        if !ok {
+            return Err(PrefixError::Invalid(prefix.to_string()));
+        }
+        Ok(CommandParser {
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// The prefix.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Decides where `text` goes; see the module docs for the rules.
+    pub fn route<'a>(&self, text: &'a str, prompt_waiting: bool) -> Route<'a> {
+        if let Some(parsed) = self.parse(text) {
+            return match parsed {
+                Ok(Ok(cmd)) => Route::Command(cmd),
+                Ok(Err(cli)) => Route::Cli(cli),
+                Err(e) => Route::Invalid(e),
+            };
+        }
+        match prompt_answer(text, prompt_waiting) {
+            Some(a) => Route::Answer(a),
+            None => Route::Cli(text),
+        }
+    }
+
+    /// Parses `text` as a command. `None`: not addressed to the gateway. `Some(Ok(Err(s)))`:
+    /// the escaped prefix, send `s` to the CLI.
+    #[allow(clippy::type_complexity)]
+    fn parse<'a>(&self, text: &'a str) -> Option<Result<Result<Command, &'a str>, CommandError>> {
+        let t = text.trim_start();
+        let rest = t.strip_prefix(self.prefix.as_str())?;
+        if let Some(after) = rest.strip_prefix(self.prefix.as_str()) {
+            // `!!!!ls` is the escape; a longer run of the prefix character (`......`) is
+            // just punctuation.
+            let first = self.prefix.chars().next();
+            return match after.chars().next() {
+                Some(c) if Some(c) == first => None,
+                _ => Some(Ok(Err(rest))),
+            };
+        }
+        let rest = rest.trim();
+        if rest.is_empty() {
+            return Some(Err(CommandError::Empty {
+                prefix: self.prefix.clone(),
+            }));
+        }
+        if !rest.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            return None;
+        }
+        Some(self.parse_command(rest).map(Ok))
+    }
+
+    /// Parses a command (`rest` is trimmed and starts with a letter).
+    pub fn parse_command(&self, rest: &str) -> Result<Command, CommandError> {
+        let (word, args) = rest
+            .split_once(char::is_whitespace)
+            .map_or((rest, ""), |(w, a)| (w, a.trim()));
+        let Some(name) = CommandName::parse(word) else {
+            return Err(CommandError::Unknown {
+                prefix: self.prefix.clone(),
+                word: word.to_string(),
+                suggestion: suggest(word),
+            });
+        };
+        let a = Args {
+            prefix: &self.prefix,
+            command: name,
+        };
+        let mut tokens = args.split_whitespace();
+        let cmd = match name {
+            CommandName::Help => {
+                let topic = match tokens.next() {
+                    None => None,
+                    Some(t) => {
+                        let w = t.strip_prefix(self.prefix.as_str()).unwrap_or(t);
+                        Some(CommandName::parse(w).ok_or_else(|| {
+                            a.invalid("COMMAND", t, format!("one of: {}", command_list()))
+                        })?)
+                    }
+                };
+                a.no_more(&mut tokens)?;
+                Command::Help { topic }
+            }
+            CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
+            CommandName::Whoami => a.no_more(&mut tokens).map(|()| Command::Whoami)?,
+            CommandName::Status => a.no_more(&mut tokens).map(|()| Command::Status)?,
+            CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
+            CommandName::Use => {
+                let name = a.name("NAME", tokens.next())?;
+                a.no_more(&mut tokens)?;
+                Command::Use { name }
+            }
+            CommandName::New => {
+                let name = a.name("NAME", tokens.next())?;
+                let cli = a.name("CLI", tokens.next())?;
+                // DIR is the rest of the line, so paths with spaces work.
+                let dir = nth_rest(args, 2).map(unquote).filter(|d| !d.is_empty());
+                Command::New {
+                    name,
+                    cli,
+                    dir: dir.map(str::to_string),
+                }
+            }
+            CommandName::Screen => {
+                let lines = match tokens.next() {
+                    None => None,
+                    Some(t) => Some(
+                        t.parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=MAX_SCREEN_LINES).contains(n))
+                            .ok_or_else(|| {
+                                a.invalid(
+                                    "N",
+                                    t,
+                                    format!("a whole number from 1 to {MAX_SCREEN_LINES}"),
+                                )
+                            })?,
+                    ),
+                };
+                a.no_more(&mut tokens)?;
+                Command::Screen { lines }
+            }
+            CommandName::Keys => {
+                let keys: Vec<String> = tokens.map(str::to_string).collect();
+                if keys.is_empty() {
+                    return Err(a.missing("KEY"));
+                }
+                if keys.len() > MAX_KEYS {
+                    return Err(a.invalid(
+                        "KEY…",
+                        &format!("{} keys", keys.len()),
+                        format!("at most {MAX_KEYS} keys"),
+                    ));
+                }
+                if let Some(k) = keys.iter().find(|k| k.len() > 32) {
+                    return Err(a.invalid("KEY", k, "a key name of at most 32 characters".into()));
+                }
+                Command::Keys { keys }
+            }
+            CommandName::Stop => {
+                let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
+                a.no_more(&mut tokens)?;
+                Command::Stop { name }
+            }
+            CommandName::Answer => {
+                if args.is_empty() {
+                    return Err(a.missing("CHOICE"));
+                }
+                Command::Answer {
+                    choice: args.to_string(),
+                }
+            }
+            CommandName::Pair => {
+                let code = match tokens.next() {
+                    None => None,
+                    Some(t) => {
+                        let ok = (4..=32).contains(&t.len())
+                            && t.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+                        if !ok {
+                            return Err(a.invalid(
+                                "CODE",
+                                t,
+                                "the 4 to 32 letters and digits the gateway printed".into(),
+                            ));
+                        }
+                        Some(t.to_ascii_uppercase())
+                    }
+                };
+                a.no_more(&mut tokens)?;
+                Command::Pair { code }
+            }
+        };
+        Ok(cmd)
+    }
+
+    /// The command list, for `help`.
+    pub fn help_text(&self) -> String {
+        let p = &self.prefix;
+        let mut out = format!(
+            "Gateway commands start with {p}; everything else, /commands included, goes to the CLI as typed.\n"
+        );
+        for c in CommandName::ALL {
+            out.push_str(&format!("{} — {}\n", c.usage(p), c.summary()));
+        }
+        out.push_str(&format!(
+            "While a prompt waits, 1–9, y/yes or n/no answers it. Type {p}{p} to send {p} itself."
+        ));
+        out
+    }
+}
+
+/// Error builders for one command.
+struct Args<'p> {
+    prefix: &'p str,
+    command: CommandName,
+}
+
+impl Args<'_> {
+    fn missing(&self, what: &'static str) -> CommandError {
+        CommandError::MissingArgument {
+            prefix: self.prefix.to_string(),
+            command: self.command,
+            what,
+        }
+    }
+
+    fn invalid(&self, what: &'static str, value: &str, expected: String) -> CommandError {
+        CommandError::InvalidArgument {
+            prefix: self.prefix.to_string(),
+            command: self.command,
+            what,
+            value: value.to_string(),
+            expected,
+        }
+    }
+
+    fn no_more<'a>(&self, tokens: &mut impl Iterator<Item = &'a str>) -> Result<(), CommandError> {
+        match tokens.next() {
+            None => Ok(()),
+            Some(extra) => Err(CommandError::TooManyArguments {
+                prefix: self.prefix.to_string(),
+                command: self.command,
+                extra: extra.to_string(),
+            }),
+        }
+    }
+
+    /// A required session or CLI name.
+    fn name(&self, what: &'static str, token: Option<&str>) -> Result<String, CommandError> {
+        let t = token.ok_or_else(|| self.missing(what))?;
+        if is_valid_name(t) {
+            Ok(t.to_string())
+        } else {
+            Err(self.invalid(
+                what,
+                t,
+                format!("1 to {MAX_NAME_LEN} letters, digits, '_' or '-'"),
+            ))
+        }
+    }
+}
+
+/// The daemon's name rule, `[A-Za-z0-9_-]{1,64}` (duplicated so the gateway need not
+/// depend on the daemon crate).
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The text after the first `n` whitespace-separated words, trimmed.
+fn nth_rest(s: &str, n: usize) -> Option<&str> {
+    let mut rest = s.trim_start();
+    for _ in 0..n {
+        let end = rest.find(char::is_whitespace)?;
+        rest = rest[end..].trim_start();
+    }
+    let rest = rest.trim_end();
+    (!rest.is_empty()).then_some(rest)
+}
+
+/// Removes one pair of matching surrounding quotes.
+fn unquote(s: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = s.strip_prefix(q).and_then(|r| r.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    s
+}
+
+/// A command close to `word`: one it starts, one that starts with it, or one within edit
+/// distance 2.
+fn suggest(word: &str) -> Option<CommandName> {
+    let w = word.to_ascii_lowercase();
+    if w.is_empty() {
+        return None;
+    }
+    CommandName::ALL
+        .into_iter()
+        .find(|c| c.as_str().starts_with(&w) || (w.len() > 3 && w.starts_with(c.as_str())))
+        .or_else(|| {
+            CommandName::ALL
+                .into_iter()
+                .map(|c| (edit_distance(&w, c.as_str()), c))
+                .filter(|(d, _)| *d <= 2)
+                .min_by_key(|(d, _)| *d)
+                .map(|(_, c)| c)
+        })
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> CommandParser {
+        CommandParser::default()
+    }
+
+    fn cmd(text: &str) -> Command {
+        match p().route(text, false) {
+            Route::Command(c) => c,
+            other => panic!("{text:?} routed to {other:?}"),
+        }
+    }
+
+    fn err(text: &str) -> CommandError {
+        match p().route(text, false) {
+            Route::Invalid(e) => e,
+            other => panic!("{text:?} routed to {other:?}"),
+        }
+    }
+
+    #[test]
+    fn everything_else_goes_to_the_cli_untouched() {
+        for text in [
+            "fix the tests",
+            "/compact",
+            "/help",
+            "  /cost  ",
+            "",
+            "   ",
+            "!",
+            "!!!",
+            "!!?",
+            "!!1",
+            "!! 2",
+            "hello !!help",
+            "y",
+            "1",
+        ] {
+            assert_eq!(p().route(text, false), Route::Cli(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn escaped_prefix() {
+        assert_eq!(p().route("!!!!", false), Route::Cli("!!"));
+        assert_eq!(p().route("!!!!ls -la", false), Route::Cli("!!ls -la"));
+        assert_eq!(p().route("  !!!!help", false), Route::Cli("!!help"));
+        assert_eq!(p().route("!!!!!", false), Route::Cli("!!!!!"));
+        assert_eq!(p().route("!!!!!!", false), Route::Cli("!!!!!!"));
+    }
+
+    #[test]
+    fn simple_commands() {
+        assert_eq!(cmd("!!help"), Command::Help { topic: None });
+        assert_eq!(
+            cmd("!!help new"),
+            Command::Help {
+                topic: Some(CommandName::New)
+            }
+        );
+        assert_eq!(
+            cmd("!!help !!use"),
+            Command::Help {
+                topic: Some(CommandName::Use)
+            }
+        );
+        assert_eq!(cmd("!!sessions"), Command::Sessions);
+        assert_eq!(cmd("!!whoami"), Command::Whoami);
+        assert_eq!(cmd("!!status"), Command::Status);
+        assert_eq!(cmd("!!last"), Command::Last);
+        assert_eq!(
+            cmd("  !!Status  \n"),
+            Command::Status,
+            "case and whitespace"
+        );
+        assert_eq!(cmd("!! status"), Command::Status, "space after the prefix");
+        assert_eq!(cmd("!!STOP"), Command::Stop { name: None });
+    }
+
+    #[test]
+    fn commands_with_arguments() {
+        assert_eq!(cmd("!!use api"), Command::Use { name: "api".into() });
+        assert_eq!(
+            cmd("!!new api claude"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: None
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude ~/src/my project "),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: Some("~/src/my project".into())
+            }
+        );
+        assert_eq!(
+            cmd("!!new web codex \"/tmp/a b\""),
+            Command::New {
+                name: "web".into(),
+                cli: "codex".into(),
+                dir: Some("/tmp/a b".into())
+            }
+        );
+        assert_eq!(cmd("!!screen"), Command::Screen { lines: None });
+        assert_eq!(cmd("!!screen 50"), Command::Screen { lines: Some(50) });
+        assert_eq!(
+            cmd("!!screen 100000"),
+            Command::Screen {
+                lines: Some(100_000)
+            }
+        );
+        assert_eq!(
+            cmd("!!keys Escape C-c Enter"),
+            Command::Keys {
+                keys: vec!["Escape".into(), "C-c".into(), "Enter".into()]
+            }
+        );
+        assert_eq!(
+            cmd("!!stop web-2"),
+            Command::Stop {
+                name: Some("web-2".into())
+            }
+        );
+        assert_eq!(cmd("!!answer 2"), Command::Answer { choice: "2".into() });
+        assert_eq!(
+            cmd("!!answer use the second\napproach"),
+            Command::Answer {
+                choice: "use the second\napproach".into()
+            }
+        );
+        assert_eq!(cmd("!!pair"), Command::Pair { code: None });
+        assert_eq!(
+            cmd("!!pair ab3k9xq2"),
+            Command::Pair {
+                code: Some("AB3K9XQ2".into())
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_command_lists_commands_and_suggests() {
+        let e = err("!!stpo");
+        assert_eq!(
+            e,
+            CommandError::Unknown {
+                prefix: "!!".into(),
+                word: "stpo".into(),
+                suggestion: Some(CommandName::Stop)
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("unknown command !!stpo (did you mean !!stop?)"),
+            "{msg}"
+        );
+        assert!(msg.contains(
+            "help, sessions, use, new, whoami, status, screen, keys, stop, last, answer, pair"
+        ));
+        assert!(matches!(
+            err("!!sess"),
+            CommandError::Unknown {
+                suggestion: Some(CommandName::Sessions),
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("!!xyzzy"),
+            CommandError::Unknown {
+                suggestion: None,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn prefix_alone_is_an_error() {
+        let e = err("!!");
+        assert_eq!(
+            e,
+            CommandError::Empty {
+                prefix: "!!".into()
+            }
+        );
+        assert!(e.to_string().contains("type it twice"));
+        assert_eq!(err("  !!  "), e);
+    }
+
+    #[test]
+    fn missing_arguments_show_usage() {
+        let e = err("!!use");
+        assert_eq!(e.to_string(), "!!use needs NAME; usage: !!use NAME");
+        assert_eq!(e.command(), Some(CommandName::Use));
+        assert_eq!(
+            err("!!new api").to_string(),
+            "!!new needs CLI; usage: !!new NAME CLI [DIR]"
+        );
+        assert_eq!(
+            err("!!new").to_string(),
+            "!!new needs NAME; usage: !!new NAME CLI [DIR]"
+        );
+        assert_eq!(
+            err("!!keys").to_string(),
+            "!!keys needs KEY; usage: !!keys KEY…"
+        );
+        assert_eq!(
+            err("!!answer  ").to_string(),
+            "!!answer needs CHOICE; usage: !!answer CHOICE"
+        );
+    }
+
+    #[test]
+    fn too_many_arguments() {
+        assert_eq!(
+            err("!!status now").to_string(),
+            "!!status takes no arguments (got \"now\"); usage: !!status"
+        );
+        assert_eq!(
+            err("!!use a b").to_string(),
+            "too many arguments for !!use (from \"b\"); usage: !!use NAME"
+        );
+        assert!(matches!(
+            err("!!stop a b"),
+            CommandError::TooManyArguments { .. }
+        ));
+        assert!(matches!(
+            err("!!screen 5 6"),
+            CommandError::TooManyArguments { .. }
+        ));
+        assert!(matches!(
+            err("!!pair ABCD EFGH"),
+            CommandError::TooManyArguments { .. }
+        ));
+    }
+
+    #[test]
+    fn invalid_arguments() {
+        let e = err("!!screen lots");
+        assert!(matches!(e, CommandError::InvalidArgument { what: "N", .. }));
+        assert!(
+            e.to_string().contains("a whole number from 1 to 100000"),
+            "{e}"
+        );
+        assert!(matches!(
+            err("!!screen 0"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!screen 100001"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!screen -5"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!use a/b"),
+            CommandError::InvalidArgument { what: "NAME", .. }
+        ));
+        assert!(matches!(
+            err("!!use ä"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err(&format!("!!use {}", "x".repeat(65))),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!new ok bad.cli"),
+            CommandError::InvalidArgument { what: "CLI", .. }
+        ));
+        assert!(matches!(
+            err("!!help bogus"),
+            CommandError::InvalidArgument {
+                what: "COMMAND",
+                ..
+            }
+        ));
+        assert!(matches!(
+            err("!!pair ab"),
+            CommandError::InvalidArgument { what: "CODE", .. }
+        ));
+        assert!(matches!(
+            err("!!pair AB$D"),
+            CommandError::InvalidArgument { .. }
+        ));
+        let many = format!("!!keys {}", "a ".repeat(65));
+        assert!(matches!(err(&many), CommandError::InvalidArgument { .. }));
+        let long = format!("!!keys {}", "k".repeat(33));
+        assert!(matches!(
+            err(&long),
+            CommandError::InvalidArgument { what: "KEY", .. }
+        ));
+    }
+
+    #[test]
+    fn custom_prefix() {
+        let p = CommandParser::new(".").expect("valid");
+        assert_eq!(p.route(".status", false), Route::Command(Command::Status));
+        assert_eq!(p.route("..status", false), Route::Cli(".status"));
+        assert_eq!(p.route("!!status", false), Route::Cli("!!status"));
+        assert_eq!(
+            p.route("...", false),
+            Route::Cli("..."),
+            "an ellipsis is text"
+        );
+        let e = match p.route(".use", false) {
+            Route::Invalid(e) => e,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(e.to_string(), ".use needs NAME; usage: .use NAME");
+    }
+
+    #[test]
+    fn prefix_rules() {
+        assert_eq!(CommandParser::new("/"), Err(PrefixError::Slash));
+        assert_eq!(CommandParser::new("//"), Err(PrefixError::Slash));
+        assert!(matches!(
+            CommandParser::new(""),
+            Err(PrefixError::Invalid(_))
+        ));
+        assert!(matches!(
+            CommandParser::new("bot"),
+            Err(PrefixError::Invalid(_))
+        ));
+        assert!(matches!(
+            CommandParser::new("! "),
+            Err(PrefixError::Invalid(_))
+        ));
+        assert!(matches!(
+            CommandParser::new("!!!!!!!!!"),
+            Err(PrefixError::Invalid(_))
+        ));
+        assert!(CommandParser::new("#").is_ok());
+        assert_eq!(CommandParser::default().prefix(), DEFAULT_PREFIX);
+    }
+
+    #[test]
+    fn prompt_answers() {
+        for (t, a) in [
+            ("1", PromptAnswer::Choice(1)),
+            (" 9 ", PromptAnswer::Choice(9)),
+            ("３", PromptAnswer::Choice(3)),
+            ("y", PromptAnswer::Yes),
+            ("Yes", PromptAnswer::Yes),
+            ("YES\n", PromptAnswer::Yes),
+            ("n", PromptAnswer::No),
+            ("No", PromptAnswer::No),
+        ] {
+            assert_eq!(prompt_answer(t, true), Some(a), "{t:?}");
+            assert_eq!(prompt_answer(t, false), None, "{t:?} with no prompt");
+        }
+        for t in [
+            "0",
+            "10",
+            "yes please",
+            "nope",
+            "",
+            "  ",
+            "1.",
+            "ye",
+            "y y",
+            "١",
+        ] {
+            assert_eq!(prompt_answer(t, true), None, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn route_with_a_waiting_prompt() {
+        assert_eq!(p().route("2", true), Route::Answer(PromptAnswer::Choice(2)));
+        assert_eq!(p().route("y", true), Route::Answer(PromptAnswer::Yes));
+        assert_eq!(p().route("yes do it", true), Route::Cli("yes do it"));
+        assert_eq!(
+            p().route("!!status", true),
+            Route::Command(Command::Status),
+            "commands win"
+        );
+        assert_eq!(p().route("/compact", true), Route::Cli("/compact"));
+    }
+
+    #[test]
+    fn help_lists_every_command_with_usage() {
+        let h = p().help_text();
+        for c in CommandName::ALL {
+            assert!(h.contains(&c.usage("!!")), "{c}");
+        }
+        assert!(h.contains("!!new NAME CLI [DIR] — start CLI"));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for c in CommandName::ALL {
+            assert_eq!(CommandName::parse(c.as_str()), Some(c));
+            assert_eq!(CommandName::parse(&c.as_str().to_uppercase()), Some(c));
+        }
+        assert_eq!(CommandName::parse("nope"), None);
+    }
+
+    #[test]
+    fn commands_serialize_with_a_tag() {
+        let json = serde_json::to_string(&cmd("!!new api claude /src")).expect("serialize");
+        assert_eq!(
+            json,
+            r#"{"command":"new","name":"api","cli":"claude","dir":"/src"}"#
+        );
+        let back: Command = serde_json::from_str(&json).expect("parse");
+        assert_eq!(back, cmd("!!new api claude /src"));
+        assert_eq!(
+            serde_json::to_string(&Command::Status).expect("serialize"),
+            r#"{"command":"status"}"#
+        );
+    }
+
+    #[test]
+    fn nth_rest_and_unquote() {
+        assert_eq!(nth_rest("a b  c d ", 2), Some("c d"));
+        assert_eq!(nth_rest("a b", 2), None);
+        assert_eq!(nth_rest("a b ", 2), None);
+        assert_eq!(unquote("'x y'"), "x y");
+        assert_eq!(unquote("\"x"), "\"x");
+        assert_eq!(unquote("\""), "\"");
+    }
+}
