@@ -205,7 +205,7 @@ impl Daemon {
                     warnings.push(format!(
                         "[cli.{name}] patterns: {e}; using the built-in ones"
                     ));
-                    Pack::compile(&base, None).map_err(|e| CoreError::InvalidArgument(e))?
+                    Pack::compile(&base, None).map_err(CoreError::InvalidArgument)?
                 }
             };
             kinds.insert(

@@ -448,15 +448,13 @@ impl Daemon {
                 }
             }
             match e.rec.state {
-                State::Working if !kind.adapter.completes_by_hook() => {
-                    if e.rt
-                        .turn_started
-                        .is_some_and(|t| now.duration_since(t) >= quiet)
-                        && silent >= quiet
-                    {
-                        complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
-                        e.rt.turn_started = None;
-                    }
+                State::Working
+                    if !kind.adapter.completes_by_hook()
+                        && e.rt.turn_started.is_some_and(|t| now.duration_since(t) >= quiet)
+                        && silent >= quiet =>
+                {
+                    complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
+                    e.rt.turn_started = None;
                 }
                 State::Starting if silent >= STARTUP_QUIET => ready = true,
                 _ => {}
