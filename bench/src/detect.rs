@@ -97,16 +97,32 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
     for round in 0..ROUNDS {
         let delay_ms = (round as u64 * 173) % 2_000;
         let question = format!("Proceed with step {round}? [y/N] ");
-        let script = format!("read _; sleep {}; read -p '{question}' a", delay_ms as f64 / 1000.0);
+        let script = format!(
+            "read _; sleep {}; read -p '{question}' a",
+            delay_ms as f64 / 1000.0
+        );
         h.ctl_ok(&["send", "det", &script]);
         tokio::time::sleep(Duration::from_millis(600)).await;
-        let since = client.status(v1::StatusRequest {}).await?.into_inner().last_seq;
+        let since = client
+            .status(v1::StatusRequest {})
+            .await?
+            .into_inner()
+            .last_seq;
         let mut stream = client
-            .watch_events(v1::WatchEventsRequest { since: Some(since), sessions: vec!["det".into()], follow: true })
+            .watch_events(v1::WatchEventsRequest {
+                since: Some(since),
+                sessions: vec!["det".into()],
+                follow: true,
+            })
             .await?
             .into_inner();
         let t0 = Instant::now();
-        anyhow::ensure!(h.tmux(&["send-keys", "-t", "det", "Enter"]).status.success(), "send-keys");
+        anyhow::ensure!(
+            h.tmux(&["send-keys", "-t", "det", "Enter"])
+                .status
+                .success(),
+            "send-keys"
+        );
         let appear = t0 + Duration::from_millis(delay_ms);
         let needle = question.trim_end().to_string();
         let poll = {
@@ -118,19 +134,31 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
             let ev = match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
                 Ok(ev) => ev.context("stream ended")??,
                 Err(_) => {
-                    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "det"]).stdout).into_owned();
+                    let screen =
+                        String::from_utf8_lossy(&h.ctl(&["screen", "det"]).stdout).into_owned();
                     let events = h.ctl_ok(&["events", "--since", &since.to_string()]);
-                    let log: String = h.daemon_log().lines().filter(|l| !l.contains("DEBUG")).collect::<Vec<_>>().join("\n");
-                    anyhow::bail!("round {round}: no waiting event within 10 s\nscreen:\n{screen}\nevents:\n{events}\nlog:\n{log}");
+                    let log: String = h
+                        .daemon_log()
+                        .lines()
+                        .filter(|l| !l.contains("DEBUG"))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    anyhow::bail!(
+                        "round {round}: no waiting event within 10 s\nscreen:\n{screen}\nevents:\n{events}\nlog:\n{log}"
+                    );
                 }
             };
             if matches!(ev.kind, Some(Kind::Waiting(_))) {
                 break Instant::now();
             }
         };
-        report.push_ms.push(push_at.saturating_duration_since(appear).as_secs_f64() * 1000.0);
+        report
+            .push_ms
+            .push(push_at.saturating_duration_since(appear).as_secs_f64() * 1000.0);
         match poll.await? {
-            Some(seen) => report.poll_ms.push(seen.saturating_duration_since(appear).as_secs_f64() * 1000.0),
+            Some(seen) => report
+                .poll_ms
+                .push(seen.saturating_duration_since(appear).as_secs_f64() * 1000.0),
             None => report.poll_missed += 1,
         }
         h.ctl_ok(&["answer", "det", "n"]);
@@ -144,39 +172,72 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
     let env = |k: &str| -> anyhow::Result<String> {
         let out = h.tmux(&["show-environment", "-t", "hooked", k]);
         let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        line.split_once('=').map(|(_, v)| v.to_string()).context("session environment")
+        line.split_once('=')
+            .map(|(_, v)| v.to_string())
+            .context("session environment")
     };
     let (sid, token) = (env("CLIBOT_SESSION_ID")?, env("CLIBOT_HOOK_TOKEN")?);
     for i in 0..ROUNDS {
-        let since = client.status(v1::StatusRequest {}).await?.into_inner().last_seq;
+        let since = client
+            .status(v1::StatusRequest {})
+            .await?
+            .into_inner()
+            .last_seq;
         let mut stream = client
-            .watch_events(v1::WatchEventsRequest { since: Some(since), sessions: vec!["hooked".into()], follow: true })
+            .watch_events(v1::WatchEventsRequest {
+                since: Some(since),
+                sessions: vec!["hooked".into()],
+                follow: true,
+            })
             .await?
             .into_inner();
-        let payload = format!(r#"{{"hook_event_name":"Stop","last_assistant_message":"reply {i}"}}"#);
+        let payload =
+            format!(r#"{{"hook_event_name":"Stop","last_assistant_message":"reply {i}"}}"#);
         let t0 = Instant::now();
         let mut child = std::process::Command::new(clibot_tests::bin("clibotctl"))
-            .args(["--socket", &h.socket.display().to_string(), "hook", "--cli", "fakeclaude"])
+            .args([
+                "--socket",
+                &h.socket.display().to_string(),
+                "hook",
+                "--cli",
+                "fakeclaude",
+            ])
             .env("CLIBOT_SESSION_ID", &sid)
             .env("CLIBOT_HOOK_TOKEN", &token)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()?;
         use std::io::Write;
-        child.stdin.take().context("stdin")?.write_all(payload.as_bytes())?;
+        child
+            .stdin
+            .take()
+            .context("stdin")?
+            .write_all(payload.as_bytes())?;
         let at = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.context("no event")?.context("end")??;
+            let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
+                .await
+                .context("no event")?
+                .context("end")??;
             if matches!(ev.kind, Some(Kind::TurnCompleted(_))) {
                 break Instant::now();
             }
         };
         let _ = child.wait();
-        report.hook_ms.push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        report
+            .hook_ms
+            .push(at.duration_since(t0).as_secs_f64() * 1000.0);
     }
 
     // Idle: 50 quiet sessions, nothing happening for 10 s.
     for i in 0..48 {
-        h.ctl_ok(&["spawn", &format!("quiet{i}"), "--cli", "bash", "--dir", &work]);
+        h.ctl_ok(&[
+            "spawn",
+            &format!("quiet{i}"),
+            "--cli",
+            "bash",
+            "--dir",
+            &work,
+        ]);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let watchers = children_of(daemon_pid);

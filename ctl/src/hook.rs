@@ -26,7 +26,11 @@ pub fn run(socket: Option<PathBuf>, cli: &str, event: &str) -> ExitCode {
         ("", event.to_string())
     } else {
         let mut payload = String::new();
-        if std::io::stdin().take(MAX_PAYLOAD).read_to_string(&mut payload).is_err() {
+        if std::io::stdin()
+            .take(MAX_PAYLOAD)
+            .read_to_string(&mut payload)
+            .is_err()
+        {
             return ExitCode::SUCCESS;
         }
         (event, payload)

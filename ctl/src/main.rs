@@ -497,31 +497,50 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Hook { .. } => {}
         Command::Pairing { action } => match action {
             PairingAction::List { json } => {
-                let r = c.list_pairings(v1::ListPairingsRequest {}).await?.into_inner();
-                let row = |p: &v1::Pairing| {
-                    serde_json::json!({"platform": p.platform, "user": p.user, "name": p.name, "code": p.code, "created_at_ms": p.created_at_ms})
-                };
+                let r = c
+                    .list_pairings(v1::ListPairingsRequest {})
+                    .await?
+                    .into_inner();
+                let row = |p: &v1::Pairing| serde_json::json!({"platform": p.platform, "user": p.user, "name": p.name, "code": p.code, "created_at_ms": p.created_at_ms});
                 if json {
                     let pending: Vec<_> = r.pending.iter().map(row).collect();
                     let approved: Vec<_> = r.approved.iter().map(row).collect();
-                    return print_json(&serde_json::json!({"pending": pending, "approved": approved}));
+                    return print_json(
+                        &serde_json::json!({"pending": pending, "approved": approved}),
+                    );
                 }
                 if r.pending.is_empty() && r.approved.is_empty() {
-                    println!("no pairings: a chat user who writes to the bot gets a code to give you");
+                    println!(
+                        "no pairings: a chat user who writes to the bot gets a code to give you"
+                    );
                 }
                 for p in &r.pending {
-                    println!("pending   {}  {} user {} {}  ({} ago)", p.code, p.platform, p.user, p.name, output::ago(p.created_at_ms));
+                    println!(
+                        "pending   {}  {} user {} {}  ({} ago)",
+                        p.code,
+                        p.platform,
+                        p.user,
+                        p.name,
+                        output::ago(p.created_at_ms)
+                    );
                 }
                 for p in &r.approved {
                     println!("approved  {} user {} {}", p.platform, p.user, p.name);
                 }
             }
             PairingAction::Approve { code } => {
-                let r = c.approve_pairing(v1::ApprovePairingRequest { code }).await?.into_inner();
+                let r = c
+                    .approve_pairing(v1::ApprovePairingRequest { code })
+                    .await?
+                    .into_inner();
                 println!("approved {} user {}", r.platform, r.user);
             }
             PairingAction::Revoke { platform, user } => {
-                c.revoke_access(v1::RevokeAccessRequest { platform: platform.clone(), user: user.clone() }).await?;
+                c.revoke_access(v1::RevokeAccessRequest {
+                    platform: platform.clone(),
+                    user: user.clone(),
+                })
+                .await?;
                 println!("revoked {platform} user {user}");
             }
         },

@@ -50,9 +50,14 @@ pub struct PlatformAccess {
 /// The outcome of an access check.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    Allowed { admin: bool },
+    Allowed {
+        admin: bool,
+    },
     /// Not (yet) allowed; `code` is set when a pairing code was issued or is pending.
-    Denied { reason: String, code: Option<String> },
+    Denied {
+        reason: String,
+        code: Option<String>,
+    },
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -85,7 +90,9 @@ struct AccessFile {
 /// Why an access change failed.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AccessError {
-    #[error("no pending pairing with code {0:?}: codes expire after an hour; see `clibotctl pairing list`")]
+    #[error(
+        "no pending pairing with code {0:?}: codes expire after an hour; see `clibotctl pairing list`"
+    )]
     UnknownCode(String),
     #[error("{platform} user {user} has no approved pairing: see `clibotctl pairing list`")]
     NotPaired { platform: String, user: String },
@@ -101,22 +108,34 @@ pub struct Access {
 fn random_code() -> String {
     let mut bytes = [0u8; 8];
     // /dev/urandom is always there on Linux; the fallback only weakens unpredictability.
-    if std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes)).is_err() {
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .is_err()
+    {
         let seed = now_ms() as u64 ^ (u64::from(std::process::id()) << 32);
         bytes = seed.to_le_bytes();
     }
-    bytes.iter().map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char).collect()
+    bytes
+        .iter()
+        .map(|b| ALPHABET[*b as usize % ALPHABET.len()] as char)
+        .collect()
 }
 
 /// Normalises a code as a person may type it ("abcd-efgh" → "ABCDEFGH").
 pub fn normalize_code(code: &str) -> String {
-    code.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_uppercase()).collect()
+    code.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_uppercase())
+        .collect()
 }
 
 impl Access {
     /// Loads `access.json` from the state directory; an unreadable file is set aside and
     /// reported (approvals then have to be given again), never fatal.
-    pub fn open(state_dir: &Path, config: BTreeMap<String, PlatformAccess>) -> (Access, Vec<String>) {
+    pub fn open(
+        state_dir: &Path,
+        config: BTreeMap<String, PlatformAccess>,
+    ) -> (Access, Vec<String>) {
         let path = state_dir.join("access.json");
         let mut warnings = Vec::new();
         let state = match std::fs::read(&path) {
@@ -127,7 +146,14 @@ impl Access {
             }),
             Err(_) => AccessFile::default(),
         };
-        (Access { config, path, state: Mutex::new(state) }, warnings)
+        (
+            Access {
+                config,
+                path,
+                state: Mutex::new(state),
+            },
+            warnings,
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, AccessFile> {
@@ -155,7 +181,10 @@ impl Access {
     pub fn check(&self, platform: &str, user: &str, name: &str) -> Decision {
         let conf = self.platform(platform);
         if conf.policy == Policy::Disabled {
-            return Decision::Denied { reason: format!("clibot is disabled on {platform}"), code: None };
+            return Decision::Denied {
+                reason: format!("clibot is disabled on {platform}"),
+                code: None,
+            };
         }
         if conf.admins.iter().any(|a| a == user) {
             return Decision::Allowed { admin: true };
@@ -165,16 +194,31 @@ impl Access {
         let before = st.pending.len();
         st.pending.retain(|p| now - p.created_ms < PAIRING_TTL_MS);
         let mut changed = st.pending.len() != before;
-        let paired = st.approved.iter().any(|a| a.platform == platform && a.user == user);
-        let decision = if conf.allow.iter().any(|a| a == user) || paired || conf.policy == Policy::Open {
+        let paired = st
+            .approved
+            .iter()
+            .any(|a| a.platform == platform && a.user == user);
+        let decision = if conf.allow.iter().any(|a| a == user)
+            || paired
+            || conf.policy == Policy::Open
+        {
             Decision::Allowed { admin: false }
         } else if conf.policy == Policy::Allowlist {
             Decision::Denied {
-                reason: format!("you are not on the allowlist; ask the owner to add your {platform} id {user}"),
+                reason: format!(
+                    "you are not on the allowlist; ask the owner to add your {platform} id {user}"
+                ),
                 code: None,
             }
-        } else if let Some(p) = st.pending.iter().find(|p| p.platform == platform && p.user == user) {
-            Decision::Denied { reason: pairing_message(&p.code), code: Some(p.code.clone()) }
+        } else if let Some(p) = st
+            .pending
+            .iter()
+            .find(|p| p.platform == platform && p.user == user)
+        {
+            Decision::Denied {
+                reason: pairing_message(&p.code),
+                code: Some(p.code.clone()),
+            }
         } else if st.pending.iter().filter(|p| p.platform == platform).count() >= MAX_PENDING {
             Decision::Denied {
                 reason: "too many pairing requests are waiting; try again in an hour".into(),
@@ -193,7 +237,10 @@ impl Access {
                 created_ms: now,
             });
             changed = true;
-            Decision::Denied { reason: pairing_message(&code), code: Some(code) }
+            Decision::Denied {
+                reason: pairing_message(&code),
+                code: Some(code),
+            }
         };
         if changed {
             self.save(&st);
@@ -204,12 +251,21 @@ impl Access {
     /// Pending pairing requests (unexpired).
     pub fn pending(&self) -> Vec<Pending> {
         let now = now_ms();
-        self.lock().pending.iter().filter(|p| now - p.created_ms < PAIRING_TTL_MS).cloned().collect()
+        self.lock()
+            .pending
+            .iter()
+            .filter(|p| now - p.created_ms < PAIRING_TTL_MS)
+            .cloned()
+            .collect()
     }
 
     /// Approved users, as (platform, user, name).
     pub fn approved(&self) -> Vec<(String, String, String)> {
-        self.lock().approved.iter().map(|a| (a.platform.clone(), a.user.clone(), a.name.clone())).collect()
+        self.lock()
+            .approved
+            .iter()
+            .map(|a| (a.platform.clone(), a.user.clone(), a.name.clone()))
+            .collect()
     }
 
     /// Approves a pending code; returns (platform, user).
@@ -223,7 +279,12 @@ impl Access {
             .position(|p| p.code == code && now - p.created_ms < PAIRING_TTL_MS)
             .ok_or_else(|| AccessError::UnknownCode(code.clone()))?;
         let p = st.pending.remove(i);
-        st.approved.push(Approved { platform: p.platform.clone(), user: p.user.clone(), name: p.name, approved_ms: now });
+        st.approved.push(Approved {
+            platform: p.platform.clone(),
+            user: p.user.clone(),
+            name: p.name,
+            approved_ms: now,
+        });
         self.save(&st);
         Ok((p.platform, p.user))
     }
@@ -232,10 +293,15 @@ impl Access {
     pub fn revoke(&self, platform: &str, user: &str) -> Result<(), AccessError> {
         let mut st = self.lock();
         let before = st.approved.len() + st.pending.len();
-        st.approved.retain(|a| !(a.platform == platform && a.user == user));
-        st.pending.retain(|p| !(p.platform == platform && p.user == user));
+        st.approved
+            .retain(|a| !(a.platform == platform && a.user == user));
+        st.pending
+            .retain(|p| !(p.platform == platform && p.user == user));
         if st.approved.len() + st.pending.len() == before {
-            return Err(AccessError::NotPaired { platform: platform.into(), user: user.into() });
+            return Err(AccessError::NotPaired {
+                platform: platform.into(),
+                user: user.into(),
+            });
         }
         self.save(&st);
         Ok(())
@@ -258,7 +324,11 @@ mod tests {
         let mut c = BTreeMap::new();
         c.insert(
             "telegram".to_string(),
-            PlatformAccess { policy, allow: vec!["42".into()], admins: vec!["1".into()] },
+            PlatformAccess {
+                policy,
+                allow: vec!["42".into()],
+                admins: vec!["1".into()],
+            },
         );
         Access::open(dir, c).0
     }
@@ -267,28 +337,54 @@ mod tests {
     fn pairing_flow() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = access(dir.path(), Policy::Pairing);
-        assert_eq!(a.check("telegram", "1", ""), Decision::Allowed { admin: true });
-        assert_eq!(a.check("telegram", "42", ""), Decision::Allowed { admin: false });
-        let Decision::Denied { code: Some(code), reason } = a.check("telegram", "7", "eve") else { panic!("code expected") };
+        assert_eq!(
+            a.check("telegram", "1", ""),
+            Decision::Allowed { admin: true }
+        );
+        assert_eq!(
+            a.check("telegram", "42", ""),
+            Decision::Allowed { admin: false }
+        );
+        let Decision::Denied {
+            code: Some(code),
+            reason,
+        } = a.check("telegram", "7", "eve")
+        else {
+            panic!("code expected")
+        };
         assert_eq!(code.len(), 8);
         assert!(code.bytes().all(|b| ALPHABET.contains(&b)), "{code}");
         assert!(reason.contains("clibotctl pairing approve"), "{reason}");
         // Asking again keeps the same code.
-        assert!(matches!(a.check("telegram", "7", ""), Decision::Denied { code: Some(c), .. } if c == code));
+        assert!(
+            matches!(a.check("telegram", "7", ""), Decision::Denied { code: Some(c), .. } if c == code)
+        );
         // At most three pending per platform.
         a.check("telegram", "8", "");
         a.check("telegram", "9", "");
-        assert!(matches!(a.check("telegram", "10", ""), Decision::Denied { code: None, .. }));
+        assert!(matches!(
+            a.check("telegram", "10", ""),
+            Decision::Denied { code: None, .. }
+        ));
         assert_eq!(a.pending().len(), 3);
         // Approval, typed loosely, persists across a restart.
         let dashed = format!("{}-{}", code[..4].to_lowercase(), &code[4..]);
         assert_eq!(a.approve(&dashed), Ok(("telegram".into(), "7".into())));
-        assert_eq!(a.approve(&code), Err(AccessError::UnknownCode(code.clone())));
+        assert_eq!(
+            a.approve(&code),
+            Err(AccessError::UnknownCode(code.clone()))
+        );
         drop(a);
         let a = access(dir.path(), Policy::Pairing);
-        assert_eq!(a.check("telegram", "7", ""), Decision::Allowed { admin: false });
+        assert_eq!(
+            a.check("telegram", "7", ""),
+            Decision::Allowed { admin: false }
+        );
         a.revoke("telegram", "7").expect("revoke");
-        assert!(matches!(a.check("telegram", "7", ""), Decision::Denied { .. }));
+        assert!(matches!(
+            a.check("telegram", "7", ""),
+            Decision::Denied { .. }
+        ));
         assert!(a.revoke("telegram", "nobody").is_err());
     }
 
@@ -296,21 +392,38 @@ mod tests {
     fn other_policies() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = access(dir.path(), Policy::Allowlist);
-        assert!(matches!(a.check("telegram", "7", ""), Decision::Denied { code: None, .. }));
+        assert!(matches!(
+            a.check("telegram", "7", ""),
+            Decision::Denied { code: None, .. }
+        ));
         assert!(a.pending().is_empty(), "no codes under an allowlist");
         let a = access(dir.path(), Policy::Open);
-        assert_eq!(a.check("telegram", "7", ""), Decision::Allowed { admin: false });
+        assert_eq!(
+            a.check("telegram", "7", ""),
+            Decision::Allowed { admin: false }
+        );
         let a = access(dir.path(), Policy::Disabled);
-        assert!(matches!(a.check("telegram", "1", ""), Decision::Denied { .. }), "disabled even for admins");
+        assert!(
+            matches!(a.check("telegram", "1", ""), Decision::Denied { .. }),
+            "disabled even for admins"
+        );
         // A platform without a section: pairing, nobody listed.
-        assert!(matches!(a.check("discord", "5", ""), Decision::Denied { code: Some(_), .. }));
+        assert!(matches!(
+            a.check("discord", "5", ""),
+            Decision::Denied { code: Some(_), .. }
+        ));
     }
 
     #[test]
     fn expired_codes_are_gone() {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = access(dir.path(), Policy::Pairing);
-        let Decision::Denied { code: Some(code), .. } = a.check("telegram", "7", "") else { panic!("code") };
+        let Decision::Denied {
+            code: Some(code), ..
+        } = a.check("telegram", "7", "")
+        else {
+            panic!("code")
+        };
         a.lock().pending[0].created_ms -= PAIRING_TTL_MS + 1;
         assert_eq!(a.approve(&code), Err(AccessError::UnknownCode(code)));
         assert!(a.pending().is_empty());

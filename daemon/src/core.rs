@@ -47,7 +47,11 @@ pub struct Actor {
 
 impl Actor {
     pub fn local() -> Actor {
-        Actor { platform: "local".into(), user: "local".into(), chat: String::new() }
+        Actor {
+            platform: "local".into(),
+            user: "local".into(),
+            chat: String::new(),
+        }
     }
 }
 
@@ -279,7 +283,15 @@ impl Daemon {
             Ok(()) => ("accepted", ""),
             Err(e) => ("refused", e),
         };
-        self.inner.audit.record(crate::audit::Audit::now(&actor.user, &actor.platform, &actor.chat, session, action, outcome, detail));
+        self.inner.audit.record(crate::audit::Audit::now(
+            &actor.user,
+            &actor.platform,
+            &actor.chat,
+            session,
+            action,
+            outcome,
+            detail,
+        ));
     }
 
     /// Access check for a chat user; refusals and pairing codes are audited.
@@ -288,7 +300,9 @@ impl Daemon {
         let detail = match &d {
             crate::access::Decision::Allowed { admin: true } => Ok(()),
             crate::access::Decision::Allowed { admin: false } => Ok(()),
-            crate::access::Decision::Denied { code: Some(_), .. } => Err("not paired; pairing code issued"),
+            crate::access::Decision::Denied { code: Some(_), .. } => {
+                Err("not paired; pairing code issued")
+            }
             crate::access::Decision::Denied { .. } => Err("not allowed"),
         };
         self.audit(actor, "", "access", detail);
@@ -669,18 +683,37 @@ impl Daemon {
         if let Some((adapter, _)) = self.kind_of(&cli.name) {
             let (hook_command, hook_argv) = self.hook_command(&cli.name);
             let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
+            // The home the CLI will see: its own HOME setting, else the daemon's.
+            let home = req
+                .env
+                .get("HOME")
+                .or_else(|| cli.env.get("HOME"))
+                .map(PathBuf::from)
+                .unwrap_or_else(|| expand_home(Path::new("~")));
             let launch = adapter.launch(&crate::adapter::LaunchContext {
                 hook_command: &hook_command,
                 cli_session_id: &rec.cli_session_id,
                 permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
                 hook_argv: &hook_argv,
                 files_dir: &files_dir,
+                home: &home,
             });
-            if !launch.files.is_empty() {
-                create_private_dir(&files_dir).map_err(|source| CoreError::State { path: files_dir.clone(), source })?;
-                for (path, content) in &launch.files {
-                    write_private(path, content).map_err(|source| CoreError::State { path: path.clone(), source })?;
+            let state_err = |path: &Path| {
+                let path = path.to_path_buf();
+                move |source| CoreError::State { path, source }
+            };
+            for (path, content) in &launch.files {
+                if let Some(parent) = path.parent() {
+                    create_private_dir(parent).map_err(state_err(parent))?;
                 }
+                write_private(path, content).map_err(state_err(path))?;
+            }
+            for (link, target) in &launch.links {
+                if let Some(parent) = link.parent() {
+                    create_private_dir(parent).map_err(state_err(parent))?;
+                }
+                let _ = std::fs::remove_file(link);
+                std::os::unix::fs::symlink(target, link).map_err(state_err(link))?;
             }
             argv.extend(launch.args);
             launch_env = launch.env;
@@ -759,7 +792,11 @@ impl Daemon {
         };
         let shell = match &self.inner.settings.config.daemon.hook_command {
             Some(c) => c.clone(),
-            None => base.iter().map(|a| shell_quote(a)).collect::<Vec<_>>().join(" "),
+            None => base
+                .iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" "),
         };
         let mut argv = base;
         argv.extend(["--cli".to_string(), cli.to_string()]);
@@ -998,7 +1035,10 @@ impl Daemon {
                 tokio::time::sleep(Duration::from_millis(300)).await;
                 let killed = crate::procs::kill_all(&tree);
                 if killed > 0 {
-                    warn!(killed, "processes survived the session's end and were killed");
+                    warn!(
+                        killed,
+                        "processes survived the session's end and were killed"
+                    );
                 }
             });
         }
@@ -1272,7 +1312,10 @@ fn trim_capture(raw: &str, lines: usize, escapes: bool) -> String {
 
 /// Quotes a word for a POSIX shell.
 fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b)) {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
+    {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', "'\\''"))
@@ -1282,7 +1325,12 @@ fn shell_quote(s: &str) -> String {
 fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
     f.write_all(content.as_bytes())
 }
 

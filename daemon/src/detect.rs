@@ -60,6 +60,10 @@ pub struct PackConfig {
     pub idle: Vec<String>,
     #[serde(default)]
     pub interrupted: Vec<String>,
+    /// Seen anywhere on the screen once the CLI has finished starting (some draw their input
+    /// box before they accept input). Empty: idle means ready.
+    #[serde(default)]
+    pub ready: Vec<String>,
     #[serde(default)]
     pub prompts: Vec<PromptRuleConfig>,
     #[serde(default)]
@@ -82,6 +86,7 @@ pub struct Pack {
     busy: Vec<Regex>,
     idle: Vec<Regex>,
     interrupted: Vec<Regex>,
+    ready: Vec<Regex>,
     prompts: Vec<PromptRule>,
     errors: Vec<(String, Regex)>,
 }
@@ -102,6 +107,8 @@ pub struct Analysis {
     pub prompt: Option<ScreenPrompt>,
     pub busy: bool,
     pub idle: bool,
+    /// The CLI finished starting (see `ready` patterns).
+    pub ready: bool,
     pub interrupted: bool,
     /// (kind, the line that matched)
     pub error: Option<(String, String)>,
@@ -160,6 +167,7 @@ impl Pack {
                 &join(&base.interrupted, &extra.interrupted),
                 "interrupted pattern",
             )?,
+            ready: compile_all(&join(&base.ready, &extra.ready), "ready pattern")?,
             prompts,
             errors,
         })
@@ -187,6 +195,7 @@ impl Pack {
             busy: self.busy.iter().any(|r| r.is_match(&tail)),
             idle: self.idle.iter().any(|r| r.is_match(&tail)),
             interrupted: self.interrupted.iter().any(|r| r.is_match(&tail)),
+            ready: self.ready.is_empty() || self.ready.iter().any(|r| r.is_match(screen)),
             ..Default::default()
         };
         for (kind, r) in &self.errors {

@@ -7,9 +7,17 @@ use std::collections::HashMap;
 /// `pid` and all its descendants, parents first.
 pub fn tree(pid: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else { return vec![pid] };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return vec![pid];
+    };
     for entry in dir.flatten() {
-        let Some(p) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
         if let Some(pp) = parent_of(p) {
             children.entry(pp).or_default().push(p);
         }
@@ -34,7 +42,10 @@ fn parent_of(pid: u32) -> Option<u32> {
 /// Whether `pid` still runs (a zombie does not count).
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next()).is_some_and(|s| s != "Z"),
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|s| s != "Z"),
         Err(_) => false,
     }
 }

@@ -36,7 +36,13 @@ impl Service {
     /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
     /// always is. Refusals are audited.
     #[allow(clippy::result_large_err)]
-    fn authorize(&self, actor: &Actor, session: &str, action: &str, admin_only: bool) -> Result<(), Status> {
+    fn authorize(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &str,
+        admin_only: bool,
+    ) -> Result<(), Status> {
         if actor.platform == "local" {
             return Ok(());
         }
@@ -51,10 +57,18 @@ impl Service {
 
     /// Audits the outcome of an action and converts its error.
     #[allow(clippy::result_large_err)]
-    fn audited<T>(&self, actor: &Actor, session: &str, action: &str, r: Result<T, CoreError>) -> Result<T, Status> {
+    fn audited<T>(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &str,
+        r: Result<T, CoreError>,
+    ) -> Result<T, Status> {
         match &r {
             Ok(_) => self.daemon.audit(actor, session, action, Ok(())),
-            Err(e) => self.daemon.audit(actor, session, action, Err(&e.to_string())),
+            Err(e) => self
+                .daemon
+                .audit(actor, session, action, Err(&e.to_string())),
         }
         r.map_err(Status::from)
     }
@@ -62,11 +76,18 @@ impl Service {
 
 /// Who a call is for: the chat user named in its metadata, else the local user.
 fn actor<T>(req: &Request<T>) -> Actor {
-    let get = |k: &str| req.metadata().get(k).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let get = |k: &str| {
+        req.metadata()
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
     match (get("clibot-platform"), get("clibot-user")) {
-        (Some(platform), Some(user)) if !platform.is_empty() && platform != "local" => {
-            Actor { platform, user, chat: get("clibot-chat").unwrap_or_default() }
-        }
+        (Some(platform), Some(user)) if !platform.is_empty() && platform != "local" => Actor {
+            platform,
+            user,
+            chat: get("clibot-chat").unwrap_or_default(),
+        },
         _ => Actor::local(),
     }
 }
@@ -288,7 +309,13 @@ impl Clibot for Service {
         let r = req.into_inner();
         let name = r.name.clone();
         self.authorize(&actor, &name, "spawn", true)?;
-        let req = SpawnRequest { name: r.name, cli: r.cli, dir: r.dir, args: r.args, env: r.env.into_iter().collect() };
+        let req = SpawnRequest {
+            name: r.name,
+            cli: r.cli,
+            dir: r.dir,
+            args: r.args,
+            env: r.env.into_iter().collect(),
+        };
         let rec = self.audited(&actor, &name, "spawn", self.daemon.spawn(req).await)?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
@@ -341,8 +368,16 @@ impl Clibot for Service {
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "stop", true)?;
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
-        let out = self.audited(&actor, &r.session, "stop", self.daemon.stop(&r.session, r.force, timeout).await)?;
-        Ok(Response::new(v1::StopSessionResponse { forced: out.forced, exit_status: out.exit_status }))
+        let out = self.audited(
+            &actor,
+            &r.session,
+            "stop",
+            self.daemon.stop(&r.session, r.force, timeout).await,
+        )?;
+        Ok(Response::new(v1::StopSessionResponse {
+            forced: out.forced,
+            exit_status: out.exit_status,
+        }))
     }
 
     async fn adopt_session(
@@ -364,7 +399,12 @@ impl Clibot for Service {
         let actor = actor(&req);
         let session = req.into_inner().session;
         self.authorize(&actor, &session, "release", true)?;
-        self.audited(&actor, &session, "release", self.daemon.release(&session).await)?;
+        self.audited(
+            &actor,
+            &session,
+            "release",
+            self.daemon.release(&session).await,
+        )?;
         Ok(Response::new(v1::ReleaseSessionResponse {}))
     }
 
@@ -375,7 +415,10 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "answer", false)?;
-        let result = self.daemon.answer_prompt(&r.session, &r.prompt_id, &r.answer).await;
+        let result = self
+            .daemon
+            .answer_prompt(&r.session, &r.prompt_id, &r.answer)
+            .await;
         let (prompt_id, via) = self.audited(&actor, &r.session, "answer", result)?;
         Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
     }
@@ -388,18 +431,27 @@ impl Clibot for Service {
         if r.platform.is_empty() || r.user.is_empty() {
             return Err(Status::invalid_argument("platform and user are required"));
         }
-        let actor = Actor { platform: r.platform, user: r.user, chat: r.chat };
-        Ok(Response::new(match self.daemon.check_access(&actor, &r.user_name) {
-            Decision::Allowed { admin } => {
-                v1::CheckAccessResponse { allowed: true, admin, message: String::new(), pairing_code: String::new() }
-            }
-            Decision::Denied { reason, code } => v1::CheckAccessResponse {
-                allowed: false,
-                admin: false,
-                message: reason,
-                pairing_code: code.unwrap_or_default(),
+        let actor = Actor {
+            platform: r.platform,
+            user: r.user,
+            chat: r.chat,
+        };
+        Ok(Response::new(
+            match self.daemon.check_access(&actor, &r.user_name) {
+                Decision::Allowed { admin } => v1::CheckAccessResponse {
+                    allowed: true,
+                    admin,
+                    message: String::new(),
+                    pairing_code: String::new(),
+                },
+                Decision::Denied { reason, code } => v1::CheckAccessResponse {
+                    allowed: false,
+                    admin: false,
+                    message: reason,
+                    pairing_code: code.unwrap_or_default(),
+                },
             },
-        }))
+        ))
     }
 
     async fn list_pairings(
@@ -410,14 +462,28 @@ impl Clibot for Service {
         let pending = a
             .pending()
             .into_iter()
-            .map(|p| v1::Pairing { platform: p.platform, user: p.user, name: p.name, code: p.code, created_at_ms: p.created_ms })
+            .map(|p| v1::Pairing {
+                platform: p.platform,
+                user: p.user,
+                name: p.name,
+                code: p.code,
+                created_at_ms: p.created_ms,
+            })
             .collect();
         let approved = a
             .approved()
             .into_iter()
-            .map(|(platform, user, name)| v1::Pairing { platform, user, name, ..Default::default() })
+            .map(|(platform, user, name)| v1::Pairing {
+                platform,
+                user,
+                name,
+                ..Default::default()
+            })
             .collect();
-        Ok(Response::new(v1::ListPairingsResponse { pending, approved }))
+        Ok(Response::new(v1::ListPairingsResponse {
+            pending,
+            approved,
+        }))
     }
 
     async fn approve_pairing(
@@ -426,11 +492,22 @@ impl Clibot for Service {
     ) -> Result<Response<v1::ApprovePairingResponse>, Status> {
         let actor = actor(&req);
         if actor.platform != "local" {
-            return Err(Status::permission_denied("pairings are approved on the machine, with `clibotctl pairing approve`"));
+            return Err(Status::permission_denied(
+                "pairings are approved on the machine, with `clibotctl pairing approve`",
+            ));
         }
         let code = req.into_inner().code;
-        let r = self.daemon.access().approve(&code).map_err(|e| Status::not_found(e.to_string()));
-        self.daemon.audit(&actor, "", "pairing approve", r.as_ref().map(|_| ()).map_err(|e| e.message()));
+        let r = self
+            .daemon
+            .access()
+            .approve(&code)
+            .map_err(|e| Status::not_found(e.to_string()));
+        self.daemon.audit(
+            &actor,
+            "",
+            "pairing approve",
+            r.as_ref().map(|_| ()).map_err(|e| e.message()),
+        );
         let (platform, user) = r?;
         Ok(Response::new(v1::ApprovePairingResponse { platform, user }))
     }
@@ -441,11 +518,22 @@ impl Clibot for Service {
     ) -> Result<Response<v1::RevokeAccessResponse>, Status> {
         let actor = actor(&req);
         if actor.platform != "local" {
-            return Err(Status::permission_denied("access is revoked on the machine, with `clibotctl pairing revoke`"));
+            return Err(Status::permission_denied(
+                "access is revoked on the machine, with `clibotctl pairing revoke`",
+            ));
         }
         let r = req.into_inner();
-        let res = self.daemon.access().revoke(&r.platform, &r.user).map_err(|e| Status::not_found(e.to_string()));
-        self.daemon.audit(&actor, "", "pairing revoke", res.as_ref().map(|_| ()).map_err(|e| e.message()));
+        let res = self
+            .daemon
+            .access()
+            .revoke(&r.platform, &r.user)
+            .map_err(|e| Status::not_found(e.to_string()));
+        self.daemon.audit(
+            &actor,
+            "",
+            "pairing revoke",
+            res.as_ref().map(|_| ()).map_err(|e| e.message()),
+        );
         res?;
         Ok(Response::new(v1::RevokeAccessResponse {}))
     }

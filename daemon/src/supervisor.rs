@@ -39,8 +39,10 @@ const CONFIRM_AFTER: Duration = Duration::from_millis(2_000);
 /// A hook announced a prompt; if the screen has not shown it by then, the hook's own
 /// description is published.
 const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
-/// A hook-driven CLI that shows no idle screen is taken as ready after this long without output.
-const STARTUP_QUIET: Duration = Duration::from_millis(3_000);
+/// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
+/// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
+/// typed before it reads the terminal is lost.
+const STARTUP_QUIET: Duration = Duration::from_secs(20);
 
 /// The integration of one configured CLI.
 pub(crate) struct CliKind {
@@ -360,7 +362,7 @@ impl Daemon {
             }
             if a.prompt.is_none() && e.rec.prompt.is_none() {
                 match e.rec.state {
-                    State::Starting if a.idle || (!by_hook) => {
+                    State::Starting if (a.idle && a.ready) || !by_hook => {
                         state_to = Some((State::Idle, "ready"));
                         deliver = true;
                     }
@@ -450,7 +452,9 @@ impl Daemon {
             match e.rec.state {
                 State::Working
                     if !kind.adapter.completes_by_hook()
-                        && e.rt.turn_started.is_some_and(|t| now.duration_since(t) >= quiet)
+                        && e.rt
+                            .turn_started
+                            .is_some_and(|t| now.duration_since(t) >= quiet)
                         && silent >= quiet =>
                 {
                     complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
@@ -913,7 +917,12 @@ impl Daemon {
     async fn send_strokes(&self, target: &str, strokes: &[Stroke]) -> Result<(), CoreError> {
         for s in strokes {
             match s {
-                Stroke::Key(k) => self.inner.mux.send_keys(target, std::slice::from_ref(k)).await?,
+                Stroke::Key(k) => {
+                    self.inner
+                        .mux
+                        .send_keys(target, std::slice::from_ref(k))
+                        .await?
+                }
                 Stroke::Text(t) => self.inner.mux.send_text(target, t).await?,
             }
         }
@@ -922,8 +931,15 @@ impl Daemon {
 
     /// Whether the screen still shows `prompt` (the same question and options) after a second.
     async fn dialog_still_shown(&self, name: &str, target: &str, prompt: &Prompt) -> bool {
-        let Some(cli) = lock(&self.inner.sessions).get(name).map(|e| e.rec.cli.clone()) else { return false };
-        let Some((_, pack)) = self.kind_of(&cli) else { return false };
+        let Some(cli) = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.cli.clone())
+        else {
+            return false;
+        };
+        let Some((_, pack)) = self.kind_of(&cli) else {
+            return false;
+        };
         let deadline = Instant::now() + Duration::from_millis(1000);
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -964,8 +980,13 @@ fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
 }
 
 /// The session's entry while its CLI runs and nobody is stopping it.
-fn running<'a>(sessions: &'a mut std::collections::BTreeMap<String, crate::core::Entry>, name: &str) -> Option<&'a mut crate::core::Entry> {
-    sessions.get_mut(name).filter(|e| !e.stopping && !e.rec.state.is_exited())
+fn running<'a>(
+    sessions: &'a mut std::collections::BTreeMap<String, crate::core::Entry>,
+    name: &str,
+) -> Option<&'a mut crate::core::Entry> {
+    sessions
+        .get_mut(name)
+        .filter(|e| !e.stopping && !e.rec.state.is_exited())
 }
 
 fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {

@@ -2,6 +2,7 @@
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
 pub mod claude;
+pub mod gemini;
 pub mod mock_llm;
 
 use std::os::unix::net::UnixDatagram;
@@ -103,6 +104,31 @@ impl Harness {
 
     pub fn new() -> Harness {
         Harness::with_config("")
+    }
+
+    /// Adds `[cli.NAME]` with this argv and environment to the config, and `daemon_extra` to
+    /// its `[daemon]` section (before the daemon starts).
+    pub fn add_cli(
+        &self,
+        name: &str,
+        argv: &[String],
+        env: &[(String, String)],
+        daemon_extra: &str,
+    ) {
+        // JSON strings are valid TOML basic strings.
+        let q = |s: &str| serde_json::Value::String(s.to_string()).to_string();
+        let env = env
+            .iter()
+            .map(|(k, v)| format!("{k} = {}", q(v)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let argv = argv.iter().map(|a| q(a)).collect::<Vec<_>>().join(", ");
+        let text = std::fs::read_to_string(&self.config).expect("read config");
+        let text = text.replacen("[daemon]\n", &format!("[daemon]\n{daemon_extra}\n"), 1)
+            + &format!(
+                "\n[cli.{name}]\nargv = [{argv}]\nenv = {{ {env} }}\nsubmit_delay_ms = 300\n"
+            );
+        std::fs::write(&self.config, text).expect("write config");
     }
 
     /// The environment both binaries get.

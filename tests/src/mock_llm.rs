@@ -1,11 +1,13 @@
-//! A scripted stand-in for the Anthropic Messages API, so the end-to-end tests can run the real
-//! Claude Code CLI offline and deterministically.
+//! A scripted stand-in for the Anthropic Messages API and the Gemini API, so the end-to-end tests
+//! can run the real Claude Code and Gemini CLIs offline and deterministically.
 //!
-//! The server speaks just enough of the API for Claude Code: `POST /v1/messages` (streamed as
-//! server-sent events when the request says `"stream": true`, plain JSON otherwise) and
-//! `POST /v1/messages/count_tokens`. Which reply a request gets is decided by [`Rule`]s matched
-//! against the latest user text, so a test can say "when the user writes RUNBASH, call the Bash
-//! tool with `touch x`, then say done".
+//! The server speaks just enough of the Anthropic API for Claude Code: `POST /v1/messages`
+//! (streamed as server-sent events when the request says `"stream": true`, plain JSON otherwise)
+//! and `POST /v1/messages/count_tokens`. For Gemini CLI (`GOOGLE_GEMINI_BASE_URL`) it speaks
+//! `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (server-sent `data:` chunks),
+//! `:generateContent` and `:countTokens`. Which reply a request gets is decided by the same
+//! [`Rule`]s for both, matched against the latest user text, so a test can say "when the user
+//! writes RUNBASH, call the shell tool with `touch x`, then say done".
 //!
 //! The API is synchronous because most end-to-end tests are plain `#[test]` functions: the
 //! server runs on its own thread with its own single-threaded tokio runtime and stops when the
@@ -105,16 +107,21 @@ pub struct MockLlm {
 #[derive(Default)]
 struct State {
     rules: Vec<Rule>,
-    /// Bodies of every `/v1/messages` request, in arrival order.
+    /// Bodies of every model request (`/v1/messages`, Gemini `:generateContent` and
+    /// `:streamGenerateContent`), in arrival order.
     requests: Vec<Value>,
     /// `METHOD path` of every request, in arrival order.
     paths: Vec<String>,
-    /// The `then` text of every tool call handed out, by tool_use id.
+    /// The `then` text of every tool call handed out, by tool_use (Anthropic) or functionCall
+    /// (Gemini) id.
     pending_tools: HashMap<String, String>,
-    /// Numbers message and tool_use ids, which must be unique within a conversation.
+    /// Numbers message and tool call ids, which must be unique within a conversation.
     counter: u64,
-    /// How long every `/v1/messages` answer waits before its first byte.
+    /// How long every model answer waits before its first byte.
     latency: Duration,
+    /// How many characters a streamed piece of text (or Anthropic tool input) has, if not
+    /// [`CHUNK_CHARS`].
+    chunk_chars: Option<usize>,
 }
 
 /// Locks the state even if a handler panicked while holding it: the data stays usable for the
@@ -162,12 +169,15 @@ impl MockLlm {
         }
     }
 
-    /// The base URL to give a client, e.g. as `ANTHROPIC_BASE_URL` (no trailing slash, no `/v1`).
+    /// The base URL to give a client, e.g. as `ANTHROPIC_BASE_URL` or `GOOGLE_GEMINI_BASE_URL`
+    /// (no trailing slash, no `/v1` or `/v1beta`).
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 
-    /// The bodies of all `/v1/messages` requests received so far, oldest first.
+    /// The bodies of all model requests received so far, oldest first: `/v1/messages` and Gemini
+    /// `:generateContent` / `:streamGenerateContent` (including Gemini CLI's side requests, e.g.
+    /// its model router's JSON-mode classification).
     pub fn requests(&self) -> Vec<Value> {
         lock(&self.state).requests.clone()
     }
@@ -178,10 +188,17 @@ impl MockLlm {
         lock(&self.state).paths.clone()
     }
 
-    /// Makes every later `/v1/messages` answer wait `latency` before its first byte, like a
+    /// Makes every later model answer (either API) wait `latency` before its first byte, like a
     /// model thinking, so a test can see the client's busy state (none by default).
     pub fn set_latency(&self, latency: Duration) {
         lock(&self.state).latency = latency;
+    }
+
+    /// Makes later streamed answers (either API) come in pieces of `chars` characters instead
+    /// of 24; `usize::MAX` streams each text whole, in one event. Gemini CLI 0.61's AfterAgent
+    /// `prompt_response` is only the plain reply text when the reply came in one piece.
+    pub fn set_chunk_chars(&self, chars: usize) {
+        lock(&self.state).chunk_chars = Some(chars);
     }
 }
 
@@ -265,6 +282,12 @@ async fn handle(
         }
     };
 
+    if method == Method::POST
+        && let Some((model, call)) = gemini_route(&path)
+    {
+        return Ok(handle_gemini(&state, model, call, &bytes).await);
+    }
+
     match (&method, path.as_str()) {
         (&Method::POST, "/v1/messages") => {
             let body: Value = match serde_json::from_slice(&bytes) {
@@ -276,13 +299,18 @@ async fn handle(
                     ));
                 }
             };
-            let (id, completion, latency) = {
+            let (id, completion, latency, chunk_chars) = {
                 let mut st = lock(&state);
                 st.requests.push(body.clone());
                 st.counter += 1;
                 let id = format!("msg_mock_{:06}", st.counter);
                 let completion = decide(&mut st, &body);
-                (id, completion, st.latency)
+                (
+                    id,
+                    completion,
+                    st.latency,
+                    st.chunk_chars.unwrap_or(CHUNK_CHARS),
+                )
             };
             if !latency.is_zero() {
                 tokio::time::sleep(latency).await;
@@ -293,7 +321,11 @@ async fn handle(
                 .unwrap_or(DEFAULT_MODEL)
                 .to_string();
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
-                Ok(stream_response(sse_events(&id, &model, &completion)))
+                let frames = sse_events(&id, &model, &completion, chunk_chars)
+                    .iter()
+                    .map(|(event, data)| sse_frame(event, data))
+                    .collect();
+                Ok(stream_response(frames))
             } else {
                 Ok(json_response(
                     StatusCode::OK,
@@ -312,10 +344,12 @@ async fn handle(
         (&Method::GET | &Method::HEAD, "/") => Ok(json_response(StatusCode::OK, &json!({}))),
         _ => {
             eprintln!("mock LLM: unhandled {method} {path_and_query}");
-            Ok(error(
-                StatusCode::NOT_FOUND,
-                &format!("no route for {method} {path}"),
-            ))
+            let message = format!("no route for {method} {path}");
+            if is_gemini_path(&path) {
+                Ok(gemini_error(StatusCode::NOT_FOUND, &message))
+            } else {
+                Ok(error(StatusCode::NOT_FOUND, &message))
+            }
         }
     }
 }
@@ -413,6 +447,16 @@ fn latest_user_turn(body: &Value) -> UserTurn {
 /// Picks the reply to a `/v1/messages` request.
 fn decide(st: &mut State, body: &Value) -> Completion {
     let turn = latest_user_turn(body);
+    let has_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| !t.is_empty());
+    decide_turn(st, &turn, has_tools, "toolu_mock_")
+}
+
+/// Picks the reply to the user's latest turn, whichever API it came through. `has_tools`: the
+/// request offers tools (side requests do not); `id_prefix` starts the ids of tool calls.
+fn decide_turn(st: &mut State, turn: &UserTurn, has_tools: bool, id_prefix: &str) -> Completion {
     // A tool result we asked for: finish that rule with its closing text.
     if let Some(then) = turn
         .tool_results
@@ -421,10 +465,6 @@ fn decide(st: &mut State, body: &Value) -> Completion {
     {
         return Completion::text(&then);
     }
-    let has_tools = body
-        .get("tools")
-        .and_then(Value::as_array)
-        .is_some_and(|t| !t.is_empty());
     let rule = st
         .rules
         .iter()
@@ -433,7 +473,7 @@ fn decide(st: &mut State, body: &Value) -> Completion {
     match rule.map(|r| r.reply) {
         Some(Reply::Text(text)) => Completion::text(&text),
         Some(Reply::Tool { name, input, then }) if has_tools => {
-            let id = format!("toolu_mock_{:06}", st.counter);
+            let id = format!("{id_prefix}{:06}", st.counter);
             st.pending_tools.insert(id.clone(), then);
             Completion {
                 blocks: vec![Block::ToolUse { id, name, input }],
@@ -486,7 +526,12 @@ fn chunks(s: &str, n: usize) -> Vec<String> {
 }
 
 /// The streamed answer as `(event name, data)` pairs, in the order the real API sends them.
-fn sse_events(id: &str, model: &str, completion: &Completion) -> Vec<(&'static str, Value)> {
+fn sse_events(
+    id: &str,
+    model: &str,
+    completion: &Completion,
+    chunk_chars: usize,
+) -> Vec<(&'static str, Value)> {
     let mut events = vec![
         (
             "message_start",
@@ -508,7 +553,7 @@ fn sse_events(id: &str, model: &str, completion: &Completion) -> Vec<(&'static s
                     json!({ "type": "content_block_start", "index": index,
                             "content_block": { "type": "text", "text": "" } }),
                 ));
-                for piece in chunks(text, CHUNK_CHARS) {
+                for piece in chunks(text, chunk_chars) {
                     events.push((
                         "content_block_delta",
                         json!({ "type": "content_block_delta", "index": index,
@@ -522,7 +567,7 @@ fn sse_events(id: &str, model: &str, completion: &Completion) -> Vec<(&'static s
                     json!({ "type": "content_block_start", "index": index,
                             "content_block": { "type": "tool_use", "id": id, "name": name, "input": {} } }),
                 ));
-                for piece in chunks(&input.to_string(), CHUNK_CHARS) {
+                for piece in chunks(&input.to_string(), chunk_chars) {
                     events.push((
                         "content_block_delta",
                         json!({ "type": "content_block_delta", "index": index,
@@ -552,16 +597,12 @@ fn sse_frame(event: &str, data: &Value) -> String {
     format!("event: {event}\ndata: {data}\n\n")
 }
 
-/// Streams `events` as `text/event-stream`, one frame at a time.
-fn stream_response(events: Vec<(&'static str, Value)>) -> Response<Body> {
+/// Streams already framed server-sent events as `text/event-stream`, one frame at a time.
+fn stream_response(frames: Vec<String>) -> Response<Body> {
     let (mut tx, body) = Channel::<Bytes, Infallible>::new(4);
     tokio::spawn(async move {
-        for (event, data) in events {
-            if tx
-                .send_data(Bytes::from(sse_frame(event, &data)))
-                .await
-                .is_err()
-            {
+        for frame in frames {
+            if tx.send_data(Bytes::from(frame)).await.is_err() {
                 return; // the client went away
             }
             tokio::time::sleep(EVENT_DELAY).await;
@@ -599,6 +640,289 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
     )
 }
 
+// --- Gemini API ------------------------------------------------------------------------------
+
+/// The Gemini API methods the mock answers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum GeminiCall {
+    Generate,
+    StreamGenerate,
+    CountTokens,
+}
+
+/// `/{version}/models/{model}:{method}` (e.g. `/v1beta/models/gemini-2.5-pro:generateContent`)
+/// as `(model, method)`, for the methods the mock answers.
+fn gemini_route(path: &str) -> Option<(&str, GeminiCall)> {
+    let (version, rest) = path.strip_prefix('/')?.split_once('/')?;
+    if !version.starts_with("v1") {
+        return None;
+    }
+    let (model, method) = rest.strip_prefix("models/")?.rsplit_once(':')?;
+    if model.is_empty() || model.contains('/') {
+        return None;
+    }
+    let call = match method {
+        "generateContent" => GeminiCall::Generate,
+        "streamGenerateContent" => GeminiCall::StreamGenerate,
+        "countTokens" => GeminiCall::CountTokens,
+        _ => return None,
+    };
+    Some((model, call))
+}
+
+/// Whether `path` belongs to the Gemini API, whose errors have Google's shape.
+fn is_gemini_path(path: &str) -> bool {
+    path.starts_with("/v1beta/") || path.starts_with("/v1alpha/") || path.starts_with("/v1/models")
+}
+
+/// Answers one Gemini API request: `:countTokens` with a rough count, the two generate methods
+/// with the [`Completion`] the rules pick (streamed as `data:` chunks, or one JSON object).
+async fn handle_gemini(
+    state: &Mutex<State>,
+    model: &str,
+    call: GeminiCall,
+    bytes: &[u8],
+) -> Response<Body> {
+    let body: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return gemini_error(StatusCode::BAD_REQUEST, &format!("body is not JSON: {e}"));
+        }
+    };
+    if call == GeminiCall::CountTokens {
+        // A rough figure is enough: the client only budgets its context with it.
+        return json_response(StatusCode::OK, &json!({ "totalTokens": bytes.len() / 4 }));
+    }
+    let (id, completion, latency, chunk_chars) = {
+        let mut st = lock(state);
+        st.requests.push(body.clone());
+        st.counter += 1;
+        let id = format!("mock-response-{:06}", st.counter);
+        let completion = decide_gemini(&mut st, &body);
+        (
+            id,
+            completion,
+            st.latency,
+            st.chunk_chars.unwrap_or(CHUNK_CHARS),
+        )
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if call == GeminiCall::StreamGenerate {
+        let frames = gemini_chunks(&id, model, &completion, chunk_chars)
+            .iter()
+            .map(gemini_sse_frame)
+            .collect();
+        stream_response(frames)
+    } else {
+        json_response(
+            StatusCode::OK,
+            &gemini_chunk(&id, model, gemini_parts(&completion), true),
+        )
+    }
+}
+
+/// Picks the reply to a Gemini generate request. JSON-mode requests (Gemini CLI's model router
+/// and other side questions, `generationConfig.responseMimeType: application/json`) get a value
+/// shaped like their schema; everything else goes through the rules like an Anthropic request.
+fn decide_gemini(st: &mut State, body: &Value) -> Completion {
+    if let Some(config) = body.get("generationConfig")
+        && config.get("responseMimeType").and_then(Value::as_str) == Some("application/json")
+    {
+        let value = config
+            .get("responseJsonSchema")
+            .or_else(|| config.get("responseSchema"))
+            .map_or_else(|| json!({}), example_of_schema);
+        return Completion::text(&value.to_string());
+    }
+    let turn = gemini_user_turn(body);
+    let has_tools = body
+        .get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| {
+            tools.iter().any(|t| {
+                t.get("functionDeclarations")
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| !d.is_empty())
+            })
+        });
+    decide_turn(st, &turn, has_tools, "call_mock_")
+}
+
+/// The latest thing the user said in a Gemini request: the text parts of the last `user`
+/// content (without the `<session_context>` block Gemini CLI puts before the first prompt, and
+/// without thoughts) and the ids of any `functionResponse` parts in it.
+fn gemini_user_turn(body: &Value) -> UserTurn {
+    let Some(content) = body
+        .get("contents")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .rev()
+                .find(|c| c.get("role").and_then(Value::as_str).unwrap_or("user") == "user")
+        })
+    else {
+        return UserTurn::default();
+    };
+    let mut texts = Vec::new();
+    let mut tool_results = Vec::new();
+    for part in content
+        .get("parts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
+        if let Some(t) = part.get("text").and_then(Value::as_str) {
+            if !t.trim_start().starts_with("<session_context>") {
+                texts.push(t);
+            }
+        } else if let Some(id) = part
+            .get("functionResponse")
+            .and_then(|r| r.get("id"))
+            .and_then(Value::as_str)
+        {
+            tool_results.push(id.to_string());
+            // Some code paths of Gemini CLI rename a call `<id>` to `<tool name>__<id>`.
+            if let Some((_, original)) = id.split_once("__") {
+                tool_results.push(original.to_string());
+            }
+        }
+    }
+    UserTurn {
+        text: texts.join("\n"),
+        tool_results,
+    }
+}
+
+/// A value that satisfies a (Gemini-style, upper- or lower-case `type`) JSON schema: objects
+/// with every property, the first enum value (`"user"` if offered, so that a "who speaks next"
+/// check hands the turn back), 1 for numbers, `false`, `[]`, or `"mock"`.
+fn example_of_schema(schema: &Value) -> Value {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array)
+        && let Some(first) = values.first()
+    {
+        let user = json!("user");
+        return if values.contains(&user) {
+            user
+        } else {
+            first.clone()
+        };
+    }
+    let kind = match schema.get("type") {
+        Some(Value::String(t)) => t.to_ascii_lowercase(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|t| !t.eq_ignore_ascii_case("null"))
+            .unwrap_or("null")
+            .to_ascii_lowercase(),
+        _ if schema.get("properties").is_some() => "object".into(),
+        _ => "string".into(),
+    };
+    match kind.as_str() {
+        "object" => Value::Object(
+            schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), example_of_schema(v)))
+                .collect(),
+        ),
+        "array" => json!([]),
+        "integer" | "number" => schema
+            .get("minimum")
+            .filter(|m| m.is_number())
+            .cloned()
+            .unwrap_or_else(|| json!(1)),
+        "boolean" => json!(false),
+        "null" => Value::Null,
+        _ => json!("mock"),
+    }
+}
+
+/// The parts of a model content: `text`, or `functionCall {id, name, args}` (Gemini CLI sends
+/// the id back in the matching `functionResponse`).
+fn gemini_parts(completion: &Completion) -> Vec<Value> {
+    completion
+        .blocks
+        .iter()
+        .map(|b| match b {
+            Block::Text(text) => json!({ "text": text }),
+            Block::ToolUse { id, name, input } => {
+                json!({ "functionCall": { "id": id, "name": name, "args": input } })
+            }
+        })
+        .collect()
+}
+
+/// One `GenerateContentResponse`: the non-streaming answer, or one streamed chunk. Only the last
+/// chunk carries the `finishReason` (`STOP`, also after a function call, as the real API does).
+fn gemini_chunk(id: &str, model: &str, parts: Vec<Value>, last: bool) -> Value {
+    let mut candidate = json!({ "content": { "role": "model", "parts": parts }, "index": 0 });
+    if last {
+        candidate["finishReason"] = json!("STOP");
+    }
+    json!({
+        "candidates": [candidate],
+        "usageMetadata": { "promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15 },
+        "modelVersion": model,
+        "responseId": id,
+    })
+}
+
+/// The streamed answer: text in pieces of `chunk_chars`, a function call whole.
+fn gemini_chunks(id: &str, model: &str, completion: &Completion, chunk_chars: usize) -> Vec<Value> {
+    let mut parts: Vec<Value> = Vec::new();
+    for block in &completion.blocks {
+        match block {
+            Block::Text(text) => {
+                parts.extend(
+                    chunks(text, chunk_chars)
+                        .into_iter()
+                        .map(|piece| json!({ "text": piece })),
+                );
+            }
+            Block::ToolUse { .. } => {
+                parts.extend(gemini_parts(&Completion {
+                    blocks: vec![block.clone()],
+                }));
+            }
+        }
+    }
+    if parts.is_empty() {
+        parts.push(json!({ "text": "" }));
+    }
+    let n = parts.len();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(i, part)| gemini_chunk(id, model, vec![part], i + 1 == n))
+        .collect()
+}
+
+/// One server-sent event as Google sends them: a `data:` line and a blank line, CRLF-terminated.
+fn gemini_sse_frame(data: &Value) -> String {
+    format!("data: {data}\r\n\r\n")
+}
+
+/// An error in Google's shape (`{"error": {"code", "message", "status"}}`).
+fn gemini_error(status: StatusCode, message: &str) -> Response<Body> {
+    let reason = if status == StatusCode::NOT_FOUND {
+        "NOT_FOUND"
+    } else {
+        "INVALID_ARGUMENT"
+    };
+    json_response(
+        status,
+        &json!({ "error": { "code": status.as_u16(), "message": message, "status": reason } }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,7 +951,7 @@ mod tests {
     }
 
     fn stream_of(completion: &Completion) -> String {
-        sse_events("msg_1", "m", completion)
+        sse_events("msg_1", "m", completion, CHUNK_CHARS)
             .iter()
             .map(|(e, d)| sse_frame(e, d))
             .collect()
@@ -797,6 +1121,271 @@ mod tests {
                 "POST /v1/messages",
                 "POST /v1/messages/count_tokens",
                 "POST /v1/unknown"
+            ]
+        );
+    }
+
+    #[test]
+    fn gemini_routes() {
+        assert_eq!(
+            gemini_route("/v1beta/models/gemini-3.1-pro-preview:streamGenerateContent"),
+            Some(("gemini-3.1-pro-preview", GeminiCall::StreamGenerate))
+        );
+        assert_eq!(
+            gemini_route("/v1beta/models/m:generateContent"),
+            Some(("m", GeminiCall::Generate))
+        );
+        assert_eq!(
+            gemini_route("/v1/models/m:countTokens"),
+            Some(("m", GeminiCall::CountTokens))
+        );
+        assert_eq!(gemini_route("/v1beta/models/m:embedContent"), None);
+        assert_eq!(gemini_route("/v1beta/models"), None);
+        assert_eq!(gemini_route("/v1/messages"), None);
+        assert_eq!(gemini_route("/v1beta/tunedModels/x:generateContent"), None);
+        assert!(is_gemini_path("/v1beta/models"));
+        assert!(!is_gemini_path("/v1/messages/unknown"));
+    }
+
+    /// A main-loop request as Gemini CLI 0.61 sends it: the session context and the prompt as
+    /// two text parts of one user content, tools as function declarations.
+    fn gemini_request(contents: Value) -> Value {
+        json!({
+            "contents": contents,
+            "systemInstruction": { "parts": [{ "text": "You are Gemini CLI" }] },
+            "tools": [{ "functionDeclarations": [{ "name": "run_shell_command" }] }],
+            "generationConfig": { "temperature": 1 },
+        })
+    }
+
+    #[test]
+    fn gemini_rules_tools_and_side_requests() {
+        let mut st = State {
+            rules: vec![
+                Rule::text("HELLO", "Hi there."),
+                Rule::tool(
+                    "RUN",
+                    "run_shell_command",
+                    json!({ "command": "true" }),
+                    "Done.",
+                ),
+            ],
+            ..State::default()
+        };
+        let context =
+            json!({ "text": "<session_context>\nRUN HELLO in /tmp/x\n</session_context>" });
+        let first = gemini_request(json!([
+            { "role": "user", "parts": [context, { "text": "say HELLO" }] },
+        ]));
+        assert_eq!(
+            gemini_user_turn(&first),
+            UserTurn {
+                text: "say HELLO".into(),
+                tool_results: vec![]
+            }
+        );
+        assert_eq!(
+            decide_gemini(&mut st, &first),
+            Completion::text("Hi there.")
+        );
+        let only_context = gemini_request(json!([{ "role": "user", "parts": [context] }]));
+        assert_eq!(
+            decide_gemini(&mut st, &only_context),
+            Completion::text(DEFAULT_REPLY),
+            "the session context is not user text"
+        );
+
+        st.counter = 3;
+        let ask = gemini_request(json!([
+            { "role": "user", "parts": [{ "text": "say HELLO" }] },
+            { "role": "model", "parts": [{ "text": "Hi there." }] },
+            { "role": "user", "parts": [{ "text": "please RUN it" }] },
+        ]));
+        let call = decide_gemini(&mut st, &ask);
+        let parts = gemini_parts(&call);
+        assert_eq!(parts.len(), 1);
+        let function_call = &parts[0]["functionCall"];
+        assert_eq!(function_call["name"], "run_shell_command");
+        assert_eq!(function_call["args"], json!({ "command": "true" }));
+        let id = function_call["id"].as_str().expect("call id");
+        assert_eq!(id, "call_mock_000003");
+
+        let mut answered = ask.clone();
+        let contents = answered["contents"].as_array_mut().expect("contents");
+        contents.push(json!({ "role": "model", "parts": parts }));
+        contents.push(json!({ "role": "user", "parts": [{ "functionResponse": {
+            "id": id, "name": "run_shell_command", "response": { "output": "" } } }] }));
+        assert_eq!(decide_gemini(&mut st, &answered), Completion::text("Done."));
+        assert_eq!(
+            decide_gemini(&mut st, &answered),
+            Completion::text(DEFAULT_REPLY),
+            "a tool result is answered once"
+        );
+
+        let renamed = json!({ "contents": [{ "role": "user", "parts": [{ "functionResponse": {
+            "id": "run_shell_command__call_mock_000009", "name": "run_shell_command" } }] }] });
+        assert_eq!(
+            gemini_user_turn(&renamed).tool_results,
+            ["run_shell_command__call_mock_000009", "call_mock_000009"]
+        );
+
+        // Without tools on offer (a side request) a tool rule gives plain text.
+        let mut side = ask.clone();
+        side["tools"] = json!([]);
+        assert_eq!(
+            decide_gemini(&mut st, &side),
+            Completion::text(DEFAULT_REPLY)
+        );
+    }
+
+    #[test]
+    fn gemini_json_mode_gets_a_value_of_its_schema() {
+        let mut st = State {
+            rules: vec![Rule::text("HELLO", "not JSON")],
+            ..State::default()
+        };
+        // Gemini CLI's model router.
+        let mut router =
+            gemini_request(json!([{ "role": "user", "parts": [{ "text": "HELLO" }] }]));
+        router["generationConfig"] = json!({
+            "responseMimeType": "application/json",
+            "responseJsonSchema": {
+                "type": "OBJECT",
+                "properties": {
+                    "complexity_reasoning": { "type": "STRING" },
+                    "complexity_score": { "type": "INTEGER" },
+                    "next_speaker": { "type": "string", "enum": ["model", "user"] },
+                    "tags": { "type": "ARRAY", "items": { "type": "STRING" } },
+                    "sure": { "type": ["boolean", "null"] },
+                },
+                "required": ["complexity_reasoning", "complexity_score"],
+            },
+        });
+        let Completion { blocks } = decide_gemini(&mut st, &router);
+        let [Block::Text(text)] = blocks.as_slice() else {
+            panic!("expected one text block, got {blocks:?}");
+        };
+        let value: Value = serde_json::from_str(text).expect("JSON text");
+        assert_eq!(
+            value,
+            json!({
+                "complexity_reasoning": "mock",
+                "complexity_score": 1,
+                "next_speaker": "user",
+                "tags": [],
+                "sure": false,
+            })
+        );
+        router["generationConfig"] = json!({ "responseMimeType": "application/json" });
+        assert_eq!(decide_gemini(&mut st, &router), Completion::text("{}"));
+    }
+
+    #[test]
+    fn gemini_stream_chunks() {
+        let text = "Hello from the mock model.\nLine two — ünïcode, long enough to be split.";
+        let chunks = gemini_chunks("r1", "m", &Completion::text(text), CHUNK_CHARS);
+        assert!(chunks.len() > 1, "long text arrives in several chunks");
+        let joined: String = chunks
+            .iter()
+            .map(|c| {
+                assert_eq!(c["candidates"][0]["content"]["role"], "model");
+                assert_eq!(c["modelVersion"], "m");
+                c["candidates"][0]["content"]["parts"][0]["text"]
+                    .as_str()
+                    .expect("text part")
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(joined, text);
+        let reasons: Vec<&Value> = chunks
+            .iter()
+            .map(|c| &c["candidates"][0]["finishReason"])
+            .collect();
+        assert!(reasons[..reasons.len() - 1].iter().all(|r| r.is_null()));
+        assert_eq!(reasons[reasons.len() - 1], "STOP");
+
+        let call = Completion {
+            blocks: vec![Block::ToolUse {
+                id: "call_1".into(),
+                name: "run_shell_command".into(),
+                input: json!({ "command": "touch x" }),
+            }],
+        };
+        let chunks = gemini_chunks("r2", "m", &call, CHUNK_CHARS);
+        assert_eq!(chunks.len(), 1, "a function call arrives whole");
+        assert_eq!(
+            chunks[0]["candidates"][0]["content"]["parts"][0]["functionCall"],
+            json!({ "id": "call_1", "name": "run_shell_command", "args": { "command": "touch x" } })
+        );
+        assert_eq!(chunks[0]["candidates"][0]["finishReason"], "STOP");
+
+        let whole = gemini_chunks("r4", "m", &Completion::text(text), usize::MAX);
+        assert_eq!(whole.len(), 1, "usize::MAX: the text in one piece");
+        assert_eq!(
+            whole[0]["candidates"][0]["content"]["parts"][0]["text"],
+            text
+        );
+
+        let empty = gemini_chunks("r3", "m", &Completion::text(""), CHUNK_CHARS);
+        assert_eq!(empty.len(), 1);
+        assert_eq!(empty[0]["candidates"][0]["content"]["parts"][0]["text"], "");
+        assert_eq!(
+            gemini_sse_frame(&json!({ "a": 1 })),
+            "data: {\"a\":1}\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn serves_gemini_over_http() {
+        let mock = MockLlm::start(vec![Rule::text("ping", "pong")]);
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let raw = |body: &str, path: &str| {
+            let request = format!(
+                "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nx-goog-api-key: k\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let addr = mock.addr;
+            runtime.block_on(async move {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                s.write_all(request.as_bytes()).await.expect("write");
+                let mut out = Vec::new();
+                s.read_to_end(&mut out).await.expect("read");
+                String::from_utf8(out).expect("utf8")
+            })
+        };
+        let body = r#"{"contents":[{"role":"user","parts":[{"text":"ping"}]}]}"#;
+        let streamed = raw(body, "/v1beta/models/gm:streamGenerateContent?alt=sse");
+        assert!(
+            streamed.contains("content-type: text/event-stream"),
+            "{streamed}"
+        );
+        assert!(streamed.contains(r#"{"text":"pong"}"#), "{streamed}");
+        assert!(streamed.contains(r#""finishReason":"STOP""#), "{streamed}");
+
+        let plain = raw(body, "/v1beta/models/gm:generateContent");
+        let json_part = plain.split("\r\n\r\n").nth(1).expect("body");
+        let v: Value = serde_json::from_str(json_part).expect("JSON body");
+        assert_eq!(v["candidates"][0]["content"]["parts"][0]["text"], "pong");
+        assert_eq!(v["modelVersion"], "gm");
+
+        let counted = raw(body, "/v1beta/models/gm:countTokens");
+        assert!(counted.contains("totalTokens"), "{counted}");
+        let unknown = raw("{}", "/v1beta/models/gm:embedContent");
+        assert!(unknown.starts_with("HTTP/1.1 404"), "{unknown}");
+        assert!(unknown.contains(r#""status":"NOT_FOUND""#), "{unknown}");
+
+        assert_eq!(mock.requests().len(), 2, "generate requests are recorded");
+        assert_eq!(
+            mock.paths(),
+            [
+                "POST /v1beta/models/gm:streamGenerateContent?alt=sse",
+                "POST /v1beta/models/gm:generateContent",
+                "POST /v1beta/models/gm:countTokens",
+                "POST /v1beta/models/gm:embedContent"
             ]
         );
     }

@@ -9,11 +9,6 @@ use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
 use clibot_tests::mock_llm::{MockLlm, Rule};
 use serde_json::{Value, json};
 
-/// TOML basic string (JSON string escapes are valid TOML).
-fn q(s: &str) -> String {
-    Value::String(s.to_string()).to_string()
-}
-
 struct Setup {
     h: Harness,
     _mock: MockLlm,
@@ -29,17 +24,16 @@ fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>, daemon_extra: &str) -> S
     let work = h.work.clone();
     let mock = MockLlm::start(rules(&work));
     let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
-    let env = claude.env().iter().map(|(k, v)| format!("{k} = {}", q(v))).collect::<Vec<_>>().join(", ");
-    let argv = claude.argv().iter().map(|a| q(a)).collect::<Vec<_>>().join(", ");
-    let text = std::fs::read_to_string(&h.config).expect("config");
-    let text = text.replace("[daemon]\n", &format!("[daemon]\n{daemon_extra}\n"))
-        + &format!("\n[cli.claude]\nargv = [{argv}]\nenv = {{ {env} }}\nsubmit_delay_ms = 300\n");
-    std::fs::write(&h.config, text).expect("write config");
+    h.add_cli("claude", &claude.argv(), &claude.env(), daemon_extra);
     // The tmux server the daemon starts must not inherit a surrounding Claude Code's variables.
     h.start_daemon_without(UNSET_ENV);
     let w = work.display().to_string();
     h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &w]);
-    Setup { h, _mock: mock, work }
+    Setup {
+        h,
+        _mock: mock,
+        work,
+    }
 }
 
 fn events(h: &Harness) -> Vec<Value> {
@@ -55,11 +49,17 @@ fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         std::thread::sleep(Duration::from_millis(100));
     }
     let screen = String::from_utf8_lossy(&h.ctl(&["screen", "cc"]).stdout).into_owned();
-    panic!("timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}", events(h), h.daemon_log());
+    panic!(
+        "timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}",
+        events(h),
+        h.daemon_log()
+    );
 }
 
 fn wait_idle(h: &Harness) {
-    wait_event(h, "the session to be ready", |e| e["type"] == "state_changed" && e["to"] == "idle");
+    wait_event(h, "the session to be ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
 }
 
 #[test]
@@ -81,15 +81,31 @@ fn a_plain_reply_arrives_as_turn_completed_with_the_exact_text() {
             other => other.unwrap_or("").to_string(),
         })
         .collect();
-    let sent = kinds.iter().position(|k| k == "input_sent").expect("input_sent");
-    let working = kinds.iter().skip(sent).position(|k| k == "→working").expect("working") + sent;
-    let completed = kinds.iter().position(|k| k == "turn_completed").expect("completed");
+    let sent = kinds
+        .iter()
+        .position(|k| k == "input_sent")
+        .expect("input_sent");
+    let working = kinds
+        .iter()
+        .skip(sent)
+        .position(|k| k == "→working")
+        .expect("working")
+        + sent;
+    let completed = kinds
+        .iter()
+        .position(|k| k == "turn_completed")
+        .expect("completed");
     assert!(sent < working && working < completed, "{kinds:?}");
 }
 
 fn touch_rule(work: &std::path::Path, trigger: &str, file: &str) -> Rule {
     let cmd = format!("touch {}", work.join(file).display());
-    Rule::tool(trigger, "Bash", json!({"command": cmd, "description": "Create a marker file"}), "All done: the marker exists.")
+    Rule::tool(
+        trigger,
+        "Bash",
+        json!({"command": cmd, "description": "Create a marker file"}),
+        "All done: the marker exists.",
+    )
 }
 
 #[test]
@@ -102,7 +118,10 @@ fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
     let subject = format!("touch {}", s.work.join("marker.txt").display());
     assert_eq!(w["subject"], subject.as_str());
     let options: Vec<String> = serde_json::from_value(w["options"].clone()).expect("options");
-    assert!(options.len() >= 3 && options[0] == "Yes" && options.last().is_some_and(|o| o == "No"), "{options:?}");
+    assert!(
+        options.len() >= 3 && options[0] == "Yes" && options.last().is_some_and(|o| o == "No"),
+        "{options:?}"
+    );
     assert_eq!(w["text"], "Do you want to proceed?");
     let id = w["prompt_id"].as_str().expect("id").to_string();
     s.h.ctl_ok(&["answer", "cc", "1", "--prompt", &id]);
@@ -110,7 +129,10 @@ fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
     assert_eq!(done["text"], "All done: the marker exists.");
     assert!(s.work.join("marker.txt").exists(), "the tool ran");
     let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
-    assert_eq!((resolved["by"].as_str(), resolved["answer"].as_str()), (Some("clibot"), Some("Yes")));
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["answer"].as_str()),
+        (Some("clibot"), Some("Yes"))
+    );
     let err = s.h.ctl_err(&["answer", "cc", "1", "--prompt", &id]);
     assert!(err.contains("already resolved"), "{err}");
 }
@@ -139,8 +161,13 @@ fn answering_at_the_terminal_resolves_the_prompt() {
     // The person at the desk reads the dialog, then presses 1 in the real terminal.
     std::thread::sleep(Duration::from_millis(1000));
     assert!(s.h.tmux(&["send-keys", "-t", "cc", "1"]).status.success());
-    let resolved = wait_event(&s.h, "resolved at the terminal", |e| e["type"] == "prompt_resolved");
-    assert_eq!((resolved["by"].as_str(), resolved["prompt_id"].as_str()), (Some("terminal"), w["prompt_id"].as_str()));
+    let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["prompt_id"].as_str()),
+        (Some("terminal"), w["prompt_id"].as_str())
+    );
     wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
     assert!(s.work.join("desk.txt").exists());
     let err = s.h.ctl_err(&["answer", "cc", "1"]);
@@ -150,12 +177,18 @@ fn answering_at_the_terminal_resolves_the_prompt() {
 #[test]
 fn when_the_hook_stops_waiting_the_answer_goes_by_keys() {
     // The permission hook gives up after 1 s and leaves the dialog to keys.
-    let s = setup(|w| vec![touch_rule(w, "make marker", "keys.txt")], "permission_wait_ms = 1000");
+    let s = setup(
+        |w| vec![touch_rule(w, "make marker", "keys.txt")],
+        "permission_wait_ms = 1000",
+    );
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make marker"]);
     wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
     std::thread::sleep(Duration::from_millis(2500));
     s.h.ctl_ok(&["answer", "cc", "yes"]);
     wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
-    assert!(s.work.join("keys.txt").exists(), "the tool ran after a keystroke answer");
+    assert!(
+        s.work.join("keys.txt").exists(),
+        "the tool ran after a keystroke answer"
+    );
 }

@@ -454,8 +454,15 @@ fn socket_is_private_and_other_users_are_refused() {
         .output()
         .expect("run setpriv");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "another uid must be refused; stderr: {err}");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("NAME"), "no data for another uid");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "another uid must be refused; stderr: {err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("NAME"),
+        "no data for another uid"
+    );
     // clibotctl itself refuses to talk to a daemon of another user.
     assert!(err.contains("not by you"), "{err}");
     // And the daemon refuses a raw connection from another uid before any HTTP/2 is spoken.
@@ -463,16 +470,36 @@ fn socket_is_private_and_other_users_are_refused() {
     let probe = "use IO::Socket::UNIX; $SIG{PIPE} = 'IGNORE'; my $s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die \"connect: $!\"; \
                  print $s \"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n\"; my $b = ''; $s->recv($b, 100); print length($b);";
     let out = std::process::Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/perl", "-e", probe])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/usr/bin/perl",
+            "-e",
+            probe,
+        ])
         .arg(&h.socket)
         .output()
         .expect("run perl as another user");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0", "the daemon answered another uid: {out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "0",
+        "the daemon answered another uid: {out:?}"
+    );
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !h.daemon_log().contains("refused a connection from another user") && Instant::now() < deadline {
+    while !h
+        .daemon_log()
+        .contains("refused a connection from another user")
+        && Instant::now() < deadline
+    {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(h.daemon_log().contains("refused a connection from another user"), "{}", h.daemon_log());
+    assert!(
+        h.daemon_log()
+            .contains("refused a connection from another user"),
+        "{}",
+        h.daemon_log()
+    );
     // The owner is still served.
     h.ctl_ok(&["status"]);
 }
@@ -909,7 +936,11 @@ fn pids_running(needle: &str) -> Vec<u32> {
                 .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
                 .filter(|p| {
                     std::fs::read(format!("/proc/{p}/cmdline"))
-                        .map(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(needle))
+                        .map(|c| {
+                            String::from_utf8_lossy(&c)
+                                .replace('\0', " ")
+                                .contains(needle)
+                        })
                         .unwrap_or(false)
                 })
                 .collect()
@@ -928,13 +959,19 @@ fn stop_leaves_no_process_behind() {
     while pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(!pids_running("sleep 4243").is_empty(), "the stubborn child runs");
+    assert!(
+        !pids_running("sleep 4243").is_empty(),
+        "the stubborn child runs"
+    );
     h.ctl_ok(&["stop", "tree", "--force"]);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(pids_running("sleep 4243").is_empty(), "stop killed the whole process tree");
+    assert!(
+        pids_running("sleep 4243").is_empty(),
+        "stop killed the whole process tree"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -943,47 +980,112 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
     h.start_daemon();
     spawn_bash(&h, "work");
     let mut c = h.client().await;
-    let check = v1::CheckAccessRequest { platform: "telegram".into(), user: "777".into(), chat: "c1".into(), user_name: "eve".into() };
-    let r = c.check_access(check.clone()).await.expect("check").into_inner();
+    let check = v1::CheckAccessRequest {
+        platform: "telegram".into(),
+        user: "777".into(),
+        chat: "c1".into(),
+        user_name: "eve".into(),
+    };
+    let r = c
+        .check_access(check.clone())
+        .await
+        .expect("check")
+        .into_inner();
     assert!(!r.allowed && r.pairing_code.len() == 8, "{r:?}");
-    assert!(r.message.contains("clibotctl pairing approve"), "{}", r.message);
+    assert!(
+        r.message.contains("clibotctl pairing approve"),
+        "{}",
+        r.message
+    );
 
     // Nothing of an unpaired user runs.
     let as_user = |req: v1::SendInputRequest| {
         let mut req = tonic::Request::new(req);
-        req.metadata_mut().insert("clibot-platform", "telegram".parse().expect("ascii"));
-        req.metadata_mut().insert("clibot-user", "777".parse().expect("ascii"));
-        req.metadata_mut().insert("clibot-chat", "c1".parse().expect("ascii"));
+        req.metadata_mut()
+            .insert("clibot-platform", "telegram".parse().expect("ascii"));
+        req.metadata_mut()
+            .insert("clibot-user", "777".parse().expect("ascii"));
+        req.metadata_mut()
+            .insert("clibot-chat", "c1".parse().expect("ascii"));
         req
     };
-    let send = v1::SendInputRequest { session: "work".into(), text: "echo from-chat".into(), submit: true };
-    let err = c.send_input(as_user(send.clone())).await.expect_err("unpaired");
+    let send = v1::SendInputRequest {
+        session: "work".into(),
+        text: "echo from-chat".into(),
+        submit: true,
+    };
+    let err = c
+        .send_input(as_user(send.clone()))
+        .await
+        .expect_err("unpaired");
     assert_eq!(err.code(), Code::PermissionDenied);
 
     // The owner approves on the machine; the code is listed first.
     let listed = h.ctl_ok(&["pairing", "list"]);
-    assert!(listed.contains(&r.pairing_code) && listed.contains("eve"), "{listed}");
+    assert!(
+        listed.contains(&r.pairing_code) && listed.contains("eve"),
+        "{listed}"
+    );
     let code = format!("{}-{}", &r.pairing_code[..4], &r.pairing_code[4..]).to_lowercase();
-    assert!(h.ctl_ok(&["pairing", "approve", &code]).contains("approved telegram user 777"));
-    assert!(c.check_access(check.clone()).await.expect("check").into_inner().allowed);
-    c.send_input(as_user(send.clone())).await.expect("a paired user may send");
-    h.wait_screen("work", "the chat's command", |s| lines(s).contains(&"from-chat"));
+    assert!(
+        h.ctl_ok(&["pairing", "approve", &code])
+            .contains("approved telegram user 777")
+    );
+    assert!(
+        c.check_access(check.clone())
+            .await
+            .expect("check")
+            .into_inner()
+            .allowed
+    );
+    c.send_input(as_user(send.clone()))
+        .await
+        .expect("a paired user may send");
+    h.wait_screen("work", "the chat's command", |s| {
+        lines(s).contains(&"from-chat")
+    });
     // Not an admin: stopping is refused.
-    let mut stop = tonic::Request::new(v1::StopSessionRequest { session: "work".into(), force: true, timeout_ms: 0 });
-    stop.metadata_mut().insert("clibot-platform", "telegram".parse().expect("ascii"));
-    stop.metadata_mut().insert("clibot-user", "777".parse().expect("ascii"));
-    assert_eq!(c.stop_session(stop).await.expect_err("not admin").code(), Code::PermissionDenied);
+    let mut stop = tonic::Request::new(v1::StopSessionRequest {
+        session: "work".into(),
+        force: true,
+        timeout_ms: 0,
+    });
+    stop.metadata_mut()
+        .insert("clibot-platform", "telegram".parse().expect("ascii"));
+    stop.metadata_mut()
+        .insert("clibot-user", "777".parse().expect("ascii"));
+    assert_eq!(
+        c.stop_session(stop).await.expect_err("not admin").code(),
+        Code::PermissionDenied
+    );
 
     h.ctl_ok(&["pairing", "revoke", "telegram", "777"]);
-    assert_eq!(c.send_input(as_user(send)).await.expect_err("revoked").code(), Code::PermissionDenied);
+    assert_eq!(
+        c.send_input(as_user(send))
+            .await
+            .expect_err("revoked")
+            .code(),
+        Code::PermissionDenied
+    );
 
     let audit = std::fs::read_to_string(h.state_dir.join("audit.jsonl")).expect("audit log");
-    let records: Vec<serde_json::Value> = audit.lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let records: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
     let has = |action: &str, outcome: &str, user: &str| {
-        records.iter().any(|r| r["action"] == action && r["outcome"] == outcome && r["actor"] == user)
+        records
+            .iter()
+            .any(|r| r["action"] == action && r["outcome"] == outcome && r["actor"] == user)
     };
     assert!(has("spawn", "accepted", "local"), "{audit}");
-    assert!(has("send", "refused", "777") && has("send", "accepted", "777"), "{audit}");
+    assert!(
+        has("send", "refused", "777") && has("send", "accepted", "777"),
+        "{audit}"
+    );
     assert!(has("stop", "refused", "777"), "{audit}");
-    assert!(has("pairing approve", "accepted", "local") && has("access", "refused", "777"), "{audit}");
+    assert!(
+        has("pairing approve", "accepted", "local") && has("access", "refused", "777"),
+        "{audit}"
+    );
 }

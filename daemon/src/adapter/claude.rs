@@ -50,8 +50,7 @@ impl Adapter for Claude {
                 "--settings".into(),
                 settings.to_string(),
             ],
-            env: Vec::new(),
-            files: Vec::new(),
+            ..Launch::default()
         }
     }
 
@@ -250,7 +249,6 @@ mod tests {
     use crate::adapter::test_prompt;
     use crate::detect::AnswerStyle;
 
-
     #[test]
     fn claude_hooks() {
         let c = Claude;
@@ -332,6 +330,7 @@ mod tests {
             permission_wait_secs: 600,
             hook_argv: &[],
             files_dir: std::path::Path::new("/tmp"),
+            home: std::path::Path::new("/tmp"),
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");
@@ -364,5 +363,4 @@ mod tests {
         .expect("write");
         assert_eq!(claude_transcript_reply(&p).as_deref(), Some("part one"));
     }
-
 }

@@ -26,32 +26,49 @@ impl Adapter for Codex {
         }
         // `-c key=value` takes a TOML value: an array of strings.
         let argv = Value::from(ctx.hook_argv.to_vec()).to_string();
-        Launch { args: vec!["-c".into(), format!("notify={argv}")], ..Launch::default() }
+        Launch {
+            args: vec!["-c".into(), format!("notify={argv}")],
+            ..Launch::default()
+        }
     }
 
     fn hook(&self, event: &str, payload: &Value) -> HookSignal {
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        let event = if event.is_empty() { s(payload, "type") } else { event.to_string() };
+        let event = if event.is_empty() {
+            s(payload, "type")
+        } else {
+            event.to_string()
+        };
         match event.as_str() {
             // Legacy notify. Codex also reports its internal side threads (the title generator);
             // those are recognisable by their instruction text.
             "agent-turn-complete" => {
                 let inputs = payload.get("input-messages").and_then(Value::as_array);
                 let internal = inputs.is_some_and(|m| {
-                    m.iter().any(|x| x.as_str().is_some_and(|t| t.starts_with("Generate a concise")))
+                    m.iter().any(|x| {
+                        x.as_str()
+                            .is_some_and(|t| t.starts_with("Generate a concise"))
+                    })
                 });
                 if internal {
                     return HookSignal::Ignore;
                 }
-                HookSignal::TurnCompleted { text: s(payload, "last-assistant-message") }
+                HookSignal::TurnCompleted {
+                    text: s(payload, "last-assistant-message"),
+                }
             }
-            "Stop" => HookSignal::TurnCompleted { text: s(payload, "last_assistant_message") },
+            "Stop" => HookSignal::TurnCompleted {
+                text: s(payload, "last_assistant_message"),
+            },
             "UserPromptSubmit" => HookSignal::TurnStarted,
             "PermissionRequest" => {
                 let input = payload.get("tool_input").cloned().unwrap_or(Value::Null);
                 HookSignal::Prompt {
                     kind: "permission".into(),
-                    text: format!("Codex wants to run {}. Do you want to proceed?", s(payload, "tool_name")),
+                    text: format!(
+                        "Codex wants to run {}. Do you want to proceed?",
+                        s(payload, "tool_name")
+                    ),
                     options: vec!["Yes".into(), "No".into()],
                     subject: s(&input, "command"),
                     wait: true,
@@ -62,7 +79,9 @@ impl Adapter for Codex {
     }
 
     fn decision(&self, prompt: &Prompt, choice: &Choice, _payload: &Value) -> Option<String> {
-        let Choice::Option(i) = choice else { return None };
+        let Choice::Option(i) = choice else {
+            return None;
+        };
         let label = prompt.options.get(*i)?.to_lowercase();
         let decision = if label.starts_with("no") {
             json!({"behavior": "deny", "message": "The user declined this from clibot."})
@@ -82,29 +101,63 @@ mod tests {
     fn notify_and_hook_payloads() {
         let c = Codex;
         let done = json!({"type":"agent-turn-complete","thread-id":"01a2","input-messages":["Codex line one"],"last-assistant-message":"Hello from the mock model."});
-        assert_eq!(c.hook("", &done), HookSignal::TurnCompleted { text: "Hello from the mock model.".into() });
+        assert_eq!(
+            c.hook("", &done),
+            HookSignal::TurnCompleted {
+                text: "Hello from the mock model.".into()
+            }
+        );
         let title = json!({"type":"agent-turn-complete","input-messages":["Generate a concise, single-line task title for this"],"last-assistant-message":"Title"});
         assert_eq!(c.hook("", &title), HookSignal::Ignore);
         let stop = json!({"hook_event_name":"Stop","last_assistant_message":"Done."});
-        assert_eq!(c.hook("Stop", &stop), HookSignal::TurnCompleted { text: "Done.".into() });
+        assert_eq!(
+            c.hook("Stop", &stop),
+            HookSignal::TurnCompleted {
+                text: "Done.".into()
+            }
+        );
         let perm = json!({"hook_event_name":"PermissionRequest","tool_name":"Bash","tool_input":{"command":"touch /home/dev/outside_codex.txt"}});
-        let HookSignal::Prompt { subject, options, .. } = c.hook("PermissionRequest", &perm) else { panic!("prompt expected") };
+        let HookSignal::Prompt {
+            subject, options, ..
+        } = c.hook("PermissionRequest", &perm)
+        else {
+            panic!("prompt expected")
+        };
         assert_eq!(subject, "touch /home/dev/outside_codex.txt");
-        let p = Prompt { id: "p".into(), kind: "permission".into(), text: String::new(), options, subject, source: "hook".into(), answer: AnswerStyle::Digit };
-        let out: Value = serde_json::from_str(&c.decision(&p, &Choice::Option(1), &perm).expect("deny")).expect("json");
+        let p = Prompt {
+            id: "p".into(),
+            kind: "permission".into(),
+            text: String::new(),
+            options,
+            subject,
+            source: "hook".into(),
+            answer: AnswerStyle::Digit,
+        };
+        let out: Value =
+            serde_json::from_str(&c.decision(&p, &Choice::Option(1), &perm).expect("deny"))
+                .expect("json");
         assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
     }
 
     #[test]
     fn launch_sets_notify_per_session() {
-        let argv = vec!["/x/clibotctl".to_string(), "hook".into(), "--cli".into(), "codex".into()];
+        let argv = vec![
+            "/x/clibotctl".to_string(),
+            "hook".into(),
+            "--cli".into(),
+            "codex".into(),
+        ];
         let l = Codex.launch(&LaunchContext {
             hook_command: "",
             cli_session_id: "u",
             permission_wait_secs: 600,
             hook_argv: &argv,
             files_dir: std::path::Path::new("/tmp"),
+            home: std::path::Path::new("/tmp"),
         });
-        assert_eq!(l.args, ["-c", r#"notify=["/x/clibotctl","hook","--cli","codex"]"#]);
+        assert_eq!(
+            l.args,
+            ["-c", r#"notify=["/x/clibotctl","hook","--cli","codex"]"#]
+        );
     }
 }

@@ -1,7 +1,12 @@
-//! Gemini CLI: hooks from a per-session settings file (`GEMINI_CLI_SYSTEM_SETTINGS_PATH`, so the
-//! user's own `~/.gemini/settings.json` is never edited); `AfterAgent` carries the final reply,
-//! `Notification` (ToolPermission) announces a confirmation. Gemini cannot take an answer through
-//! a hook, so hooks return at once and answers go by keys (a digit picks an option).
+//! Gemini CLI. Hooks come from a per-session Gemini home (`GEMINI_CLI_HOME`): a directory whose
+//! `.gemini/settings.json` is the user's own settings with clibot's hooks added, and whose other
+//! entries link to the user's `~/.gemini` (login, trusted folders, history), so the user's files
+//! are never edited. (`GEMINI_CLI_SYSTEM_SETTINGS_PATH` would be simpler, but Gemini only reads
+//! it from a root-owned directory.) `AfterAgent` ends a turn; its reply is read from the
+//! transcript, because `prompt_response` repeats parts of a reply that was streamed in pieces
+//! (Gemini CLI 0.61). `Notification` (ToolPermission) announces a confirmation. Gemini waits for
+//! hooks before it shows the dialog and cannot take an answer from one, so hooks return at once
+//! and answers go by keys (a digit picks an option).
 
 use serde_json::{Value, json};
 
@@ -22,18 +27,47 @@ impl Adapter for Gemini {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
-        let mut hooks = serde_json::Map::new();
+        let user_dir = ctx.home.join(".gemini");
+        let mut settings: Value = std::fs::read_to_string(user_dir.join("settings.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({}));
         for event in GEMINI_HOOKS {
             // Gemini's hook timeouts are milliseconds.
             let hook = json!({ "name": format!("clibot-{event}"), "type": "command", "command": ctx.hook_command, "timeout": 10_000 });
-            hooks.insert(event.to_string(), json!([{ "matcher": "", "hooks": [hook] }]));
+            let entry = json!({ "matcher": "", "hooks": [hook] });
+            match settings
+                .pointer_mut(&format!("/hooks/{event}"))
+                .and_then(Value::as_array_mut)
+            {
+                // The user's own hooks keep running, before clibot's.
+                Some(list) => list.push(entry),
+                None => {
+                    if !settings.get("hooks").is_some_and(Value::is_object) {
+                        settings["hooks"] = json!({});
+                    }
+                    settings["hooks"][*event] = json!([entry]);
+                }
+            }
         }
-        let settings = json!({ "hooksConfig": { "enabled": true }, "hooks": hooks });
-        let path = ctx.files_dir.join("gemini-settings.json");
+        settings["hooksConfig"] = json!({ "enabled": true });
+        let home = ctx.files_dir.join("gemini-home");
+        let dir = home.join(".gemini");
+        let links = std::fs::read_dir(&user_dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter(|e| e.file_name() != "settings.json")
+                    .map(|e| (dir.join(e.file_name()), e.path()))
+                    .collect()
+            })
+            .unwrap_or_default();
         Launch {
             args: Vec::new(),
-            env: vec![("GEMINI_CLI_SYSTEM_SETTINGS_PATH".into(), path.display().to_string())],
-            files: vec![(path, settings.to_string())],
+            env: vec![("GEMINI_CLI_HOME".into(), home.display().to_string())],
+            files: vec![(dir.join("settings.json"), settings.to_string())],
+            links,
         }
     }
 
@@ -41,7 +75,15 @@ impl Adapter for Gemini {
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match event {
             "BeforeAgent" => HookSignal::TurnStarted,
-            "AfterAgent" => HookSignal::TurnCompleted { text: s(payload, "prompt_response") },
+            "AfterAgent" => {
+                let from_transcript = payload
+                    .get("transcript_path")
+                    .and_then(Value::as_str)
+                    .and_then(|p| gemini_transcript_reply(std::path::Path::new(p)));
+                HookSignal::TurnCompleted {
+                    text: from_transcript.unwrap_or_else(|| s(payload, "prompt_response")),
+                }
+            }
             "Notification" if s(payload, "notification_type") == "ToolPermission" => {
                 let details = payload.get("details").cloned().unwrap_or(Value::Null);
                 let subject = ["command", "filePath", "fileName", "url"]
@@ -52,7 +94,11 @@ impl Adapter for Gemini {
                 let title = s(&details, "title");
                 HookSignal::Prompt {
                     kind: "permission".into(),
-                    text: if title.is_empty() { s(payload, "message") } else { title },
+                    text: if title.is_empty() {
+                        s(payload, "message")
+                    } else {
+                        title
+                    },
                     // The dialog's own options (they vary with folder trust) come from the screen.
                     options: Vec::new(),
                     subject,
@@ -64,6 +110,53 @@ impl Adapter for Gemini {
     }
 }
 
+/// The last reply in a Gemini CLI chat file (JSONL): records are replayed as Gemini does — a
+/// record with an id replaces the earlier one with that id, `{"$set": {"messages": [...]}}`
+/// replaces the whole history — and the newest `gemini` message with text wins.
+pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut messages: Vec<Value> = Vec::new();
+    for line in text.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(all) = v.pointer("/$set/messages").and_then(Value::as_array) {
+            messages = all.clone();
+            continue;
+        }
+        if v.get("type").is_none() {
+            continue;
+        }
+        match v.get("id").and_then(Value::as_str) {
+            Some(id) => match messages
+                .iter_mut()
+                .find(|m| m.get("id").and_then(Value::as_str) == Some(id))
+            {
+                Some(m) => *m = v,
+                None => messages.push(v),
+            },
+            None => messages.push(v),
+        }
+    }
+    let content_text = |m: &Value| -> String {
+        match m.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => String::new(),
+        }
+    };
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.get("type").and_then(Value::as_str) == Some("gemini"))
+        .map(content_text)
+        .find(|t| !t.trim().is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,30 +165,114 @@ mod tests {
     fn observed_payloads() {
         let g = Gemini;
         let after = json!({"hook_event_name":"AfterAgent","prompt":"Gemini line one","prompt_response":"Hello from the mock model.\nThis is line two.","stop_hook_active":false});
-        assert_eq!(g.hook("AfterAgent", &after), HookSignal::TurnCompleted { text: "Hello from the mock model.\nThis is line two.".into() });
+        assert_eq!(
+            g.hook("AfterAgent", &after),
+            HookSignal::TurnCompleted {
+                text: "Hello from the mock model.\nThis is line two.".into()
+            }
+        );
         let note = json!({"hook_event_name":"Notification","notification_type":"ToolPermission","message":"Tool Confirm Shell Command requires execution",
             "details":{"type":"exec","title":"Confirm Shell Command","command":"touch /home/dev/proj/created_by_gemini.txt","rootCommand":"touch"}});
-        let HookSignal::Prompt { kind, text, subject, wait, .. } = g.hook("Notification", &note) else { panic!("prompt expected") };
-        assert_eq!((kind.as_str(), text.as_str(), subject.as_str(), wait), ("permission", "Confirm Shell Command", "touch /home/dev/proj/created_by_gemini.txt", false));
+        let HookSignal::Prompt {
+            kind,
+            text,
+            subject,
+            wait,
+            ..
+        } = g.hook("Notification", &note)
+        else {
+            panic!("prompt expected")
+        };
+        assert_eq!(
+            (kind.as_str(), text.as_str(), subject.as_str(), wait),
+            (
+                "permission",
+                "Confirm Shell Command",
+                "touch /home/dev/proj/created_by_gemini.txt",
+                false
+            )
+        );
         let edit = json!({"notification_type":"ToolPermission","details":{"type":"edit","title":"Confirm Write: hello_gemini.txt","filePath":"/p/hello_gemini.txt"}});
-        let HookSignal::Prompt { subject, .. } = g.hook("Notification", &edit) else { panic!("prompt expected") };
+        let HookSignal::Prompt { subject, .. } = g.hook("Notification", &edit) else {
+            panic!("prompt expected")
+        };
         assert_eq!(subject, "/p/hello_gemini.txt");
         assert_eq!(g.hook("PreCompress", &json!({})), HookSignal::Ignore);
     }
 
     #[test]
-    fn launch_writes_private_settings() {
-        let dir = std::path::Path::new("/state/s1");
+    fn launch_builds_a_private_home_from_the_users() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let user = home.path().join(".gemini");
+        std::fs::create_dir_all(&user).expect("mkdir");
+        std::fs::write(user.join("settings.json"), r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"hooks":{"AfterAgent":[{"matcher":"","hooks":[{"type":"command","command":"mine"}]}]}}"#).expect("write");
+        std::fs::write(user.join("trustedFolders.json"), "{}").expect("write");
+        let files = home.path().join("state");
         let l = Gemini.launch(&LaunchContext {
             hook_command: "'/x/clibotctl' hook --cli gemini",
             cli_session_id: "u",
             permission_wait_secs: 600,
             hook_argv: &[],
-            files_dir: dir,
+            files_dir: &files,
+            home: home.path(),
         });
-        assert_eq!(l.env[0].0, "GEMINI_CLI_SYSTEM_SETTINGS_PATH");
+        assert_eq!(
+            l.env,
+            vec![(
+                "GEMINI_CLI_HOME".to_string(),
+                files.join("gemini-home").display().to_string()
+            )]
+        );
         let v: Value = serde_json::from_str(&l.files[0].1).expect("json");
-        assert_eq!(v["hooks"]["AfterAgent"][0]["hooks"][0]["command"], "'/x/clibotctl' hook --cli gemini");
+        assert_eq!(
+            v["security"]["auth"]["selectedType"], "gemini-api-key",
+            "the user's settings are kept"
+        );
+        assert_eq!(
+            v["hooks"]["AfterAgent"][0]["hooks"][0]["command"], "mine",
+            "the user's hooks run first"
+        );
+        assert_eq!(
+            v["hooks"]["AfterAgent"][1]["hooks"][0]["command"],
+            "'/x/clibotctl' hook --cli gemini"
+        );
         assert_eq!(v["hooks"]["Notification"][0]["hooks"][0]["timeout"], 10_000);
+        assert_eq!(
+            l.links,
+            vec![(
+                files.join("gemini-home/.gemini/trustedFolders.json"),
+                user.join("trustedFolders.json")
+            )]
+        );
+    }
+
+    #[test]
+    fn transcript_replay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("s.jsonl");
+        std::fs::write(
+            &p,
+            [
+                r#"{"sessionId":"x","kind":"main"}"#,
+                r#"{"id":"1","type":"user","content":"hi"}"#,
+                r#"{"id":"2","type":"gemini","content":"draft"}"#,
+                r#"{"id":"2","type":"gemini","content":"Final reply.\nTwo lines."}"#,
+                r#"{"id":"3","type":"info","content":"note"}"#,
+                "torn",
+            ]
+            .join("\n"),
+        )
+        .expect("write");
+        assert_eq!(
+            gemini_transcript_reply(&p).as_deref(),
+            Some("Final reply.\nTwo lines.")
+        );
+        let after = serde_json::json!({"transcript_path": p.display().to_string(), "prompt_response": "Final reply. reply."});
+        assert_eq!(
+            Gemini.hook("AfterAgent", &after),
+            HookSignal::TurnCompleted {
+                text: "Final reply.\nTwo lines.".into()
+            }
+        );
     }
 }

@@ -22,6 +22,8 @@ pub struct LaunchContext<'a> {
     pub hook_argv: &'a [String],
     /// A private directory where the adapter may place per-session files (settings).
     pub files_dir: &'a std::path::Path,
+    /// The home directory the CLI will see (its `HOME`).
+    pub home: &'a std::path::Path,
 }
 
 /// Extra arguments and environment for a launch.
@@ -31,6 +33,8 @@ pub struct Launch {
     pub env: Vec<(String, String)>,
     /// Files to write (mode 0600) before the CLI starts.
     pub files: Vec<(std::path::PathBuf, String)>,
+    /// Symbolic links to create (link, target) before the CLI starts.
+    pub links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// What a hook call means.
@@ -268,7 +272,6 @@ pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> 
 mod tests {
     use super::*;
 
-
     #[test]
     fn choices() {
         let p = test_prompt(
@@ -335,4 +338,3 @@ mod tests {
         assert_eq!(classify_error("something odd"), "other");
     }
 }
-

@@ -1,0 +1,108 @@
+//! End to end with the real Gemini CLI (pinned in tests/node) driven by clibotd, offline,
+//! against the mock model API: the final reply from the AfterAgent hook (read from the
+//! transcript: Gemini's own `prompt_response` garbles a reply streamed in pieces), and a shell
+//! confirmation announced by the Notification hook, shown with the dialog's options, answered
+//! with a key.
+
+use std::time::{Duration, Instant};
+
+use clibot_tests::Harness;
+use clibot_tests::gemini::{GeminiHome, UNSET_ENV, require_gemini};
+use clibot_tests::mock_llm::{MockLlm, Rule};
+use serde_json::{Value, json};
+
+struct Setup {
+    h: Harness,
+    mock: MockLlm,
+    work: std::path::PathBuf,
+}
+
+fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>) -> Setup {
+    require_gemini();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(rules(&work));
+    let gemini = GeminiHome::new(&h.dir.path().join("gemini"), &work, &mock.url());
+    h.add_cli("gemini", &gemini.argv(), &gemini.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", "gm", "--cli", "gemini", "--dir", &w]);
+    Setup { h, mock, work }
+}
+
+fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while Instant::now() < deadline {
+        if let Some(e) = h.events().into_iter().find(|e| pred(e)) {
+            return e;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "gm"]).stdout).into_owned();
+    panic!(
+        "timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}",
+        h.events(),
+        h.daemon_log()
+    );
+}
+
+#[test]
+fn a_reply_streamed_in_pieces_arrives_exactly() {
+    let reply = "Hello from the mock model.\nThis is line two, streamed in several pieces.";
+    let s = setup(|_| vec![Rule::text("say hello", reply)]);
+    // Small pieces: the real API streams like this.
+    s.mock.set_chunk_chars(8);
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "gm", "please say hello"]);
+    let done = wait_event(&s.h, "turn_completed", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], reply);
+    assert_eq!(done["source"], "hook");
+}
+
+#[test]
+fn a_shell_confirmation_waits_and_a_key_answers_it() {
+    let s = setup(|w| {
+        let cmd = format!("touch {}", w.join("marker.txt").display());
+        vec![Rule::tool(
+            "make marker",
+            "run_shell_command",
+            json!({"command": cmd, "description": "Create a marker"}),
+            "Marker created.",
+        )]
+    });
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "gm", "please make marker"]);
+    let w = wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    assert_eq!(w["kind"], "permission");
+    assert_eq!(w["text"], "Allow execution of [Shell]?");
+    assert_eq!(
+        w["options"],
+        json!([
+            "Allow once",
+            "Allow for this session",
+            "No, suggest changes (esc)"
+        ])
+    );
+    assert_eq!(
+        w["subject"],
+        format!("touch {}", s.work.join("marker.txt").display()).as_str()
+    );
+    s.h.ctl_ok(&["answer", "gm", "1"]);
+    let done = wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Marker created.");
+    assert!(s.work.join("marker.txt").exists(), "the command ran");
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["answer"].as_str()),
+        (Some("clibot"), Some("Allow once"))
+    );
+    // The user's own Gemini settings were not touched: the hooks live in the session's home.
+    let settings =
+        std::fs::read_to_string(s.h.dir.path().join("gemini/home/.gemini/settings.json"))
+            .expect("settings");
+    assert!(!settings.contains("clibot"), "{settings}");
+}
