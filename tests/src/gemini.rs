@@ -40,6 +40,10 @@ pub const UNSET_ENV: &[&str] = &[
     "GEMINI_SANDBOX",
     "SANDBOX",
     "GEMINI_CLI_HOME",
+    // Gemini CLI runs non-interactively ("No input provided via stdin") when it sees CI set, as
+    // it is when these tests run in CI.
+    "CI",
+    "CONTINUOUS_INTEGRATION",
     "GEMINI_CLI_TRUSTED_FOLDERS_PATH",
     "GEMINI_CLI_TRUST_WORKSPACE",
     "GEMINI_CLI_SYSTEM_DEFAULTS_PATH",
