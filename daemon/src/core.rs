@@ -119,6 +119,7 @@ pub(crate) struct Inner {
     /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
     pub(crate) shutdown: CancellationToken,
     pub(crate) access: crate::access::Access,
+    pub(crate) chats: crate::chats::Chats,
     pub(crate) audit: crate::audit::Audit,
 }
 
@@ -224,10 +225,13 @@ impl Daemon {
         warnings.extend(w);
         let (audit, w) = crate::audit::Audit::open(&state_dir);
         warnings.extend(w);
+        let (chats, w) = crate::chats::Chats::open(&state_dir);
+        warnings.extend(w);
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,
                 audit,
+                chats,
                 kinds,
                 shutdown: CancellationToken::new(),
                 clis,
@@ -307,6 +311,11 @@ impl Daemon {
         };
         self.audit(actor, "", "access", detail);
         d
+    }
+
+    /// Chat bindings and delivery cursors.
+    pub fn chats(&self) -> &crate::chats::Chats {
+        &self.inner.chats
     }
 
     /// Access state, for pairing management.

@@ -8,6 +8,7 @@
 pub mod access;
 pub mod adapter;
 pub mod audit;
+pub mod chats;
 pub mod config;
 pub mod core;
 pub mod detect;

@@ -512,6 +512,72 @@ impl Clibot for Service {
         Ok(Response::new(v1::ApprovePairingResponse { platform, user }))
     }
 
+    async fn ack_events(
+        &self,
+        req: Request<v1::AckEventsRequest>,
+    ) -> Result<Response<v1::AckEventsResponse>, Status> {
+        let r = req.into_inner();
+        if r.consumer.is_empty() {
+            return Err(Status::invalid_argument("consumer is required"));
+        }
+        let last = self.daemon.events().last_seq();
+        if r.seq > last {
+            return Err(Status::out_of_range(format!(
+                "seq {} is beyond the newest event {last}",
+                r.seq
+            )));
+        }
+        Ok(Response::new(v1::AckEventsResponse {
+            cursor: self.daemon.chats().ack(&r.consumer, r.seq),
+        }))
+    }
+
+    async fn get_cursor(
+        &self,
+        req: Request<v1::GetCursorRequest>,
+    ) -> Result<Response<v1::GetCursorResponse>, Status> {
+        Ok(Response::new(v1::GetCursorResponse {
+            cursor: self.daemon.chats().cursor(&req.into_inner().consumer),
+        }))
+    }
+
+    async fn set_binding(
+        &self,
+        req: Request<v1::SetBindingRequest>,
+    ) -> Result<Response<v1::SetBindingResponse>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        if r.platform.is_empty() || r.chat.is_empty() {
+            return Err(Status::invalid_argument("platform and chat are required"));
+        }
+        if !r.session.is_empty() {
+            self.authorize(&actor, &r.session, "bind", false)?;
+            self.daemon.get(&r.session)?;
+        }
+        self.daemon.chats().bind(&r.platform, &r.chat, &r.session);
+        self.daemon.audit(&actor, &r.session, "bind", Ok(()));
+        Ok(Response::new(v1::SetBindingResponse {}))
+    }
+
+    async fn list_bindings(
+        &self,
+        req: Request<v1::ListBindingsRequest>,
+    ) -> Result<Response<v1::ListBindingsResponse>, Status> {
+        let r = req.into_inner();
+        let bindings = self
+            .daemon
+            .chats()
+            .bindings(&r.platform, &r.chat, &r.session)
+            .into_iter()
+            .map(|b| v1::Binding {
+                platform: b.platform,
+                chat: b.chat,
+                session: b.session,
+            })
+            .collect();
+        Ok(Response::new(v1::ListBindingsResponse { bindings }))
+    }
+
     async fn revoke_access(
         &self,
         req: Request<v1::RevokeAccessRequest>,

@@ -1089,3 +1089,101 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         "{audit}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "api");
+    let mut c = h.client().await;
+    let bind = |session: &str| v1::SetBindingRequest {
+        platform: "telegram".into(),
+        chat: "42".into(),
+        session: session.into(),
+    };
+    c.set_binding(bind("api")).await.expect("bind");
+    assert_eq!(
+        c.set_binding(bind("nosuch"))
+            .await
+            .expect_err("unknown session")
+            .code(),
+        Code::NotFound
+    );
+    let last = c
+        .status(v1::StatusRequest {})
+        .await
+        .expect("status")
+        .into_inner()
+        .last_seq;
+    let ack = |seq| v1::AckEventsRequest {
+        consumer: "telegram:bot".into(),
+        seq,
+    };
+    assert_eq!(
+        c.ack_events(ack(last))
+            .await
+            .expect("ack")
+            .into_inner()
+            .cursor,
+        last
+    );
+    assert_eq!(
+        c.ack_events(ack(1))
+            .await
+            .expect("late ack")
+            .into_inner()
+            .cursor,
+        last,
+        "never moves back"
+    );
+    assert_eq!(
+        c.ack_events(ack(last + 100))
+            .await
+            .expect_err("future")
+            .code(),
+        Code::OutOfRange
+    );
+
+    h.kill_daemon();
+    h.start_daemon();
+    let mut c = h.client().await;
+    let cursor = c
+        .get_cursor(v1::GetCursorRequest {
+            consumer: "telegram:bot".into(),
+        })
+        .await
+        .expect("cursor")
+        .into_inner()
+        .cursor;
+    assert_eq!(cursor, last);
+    let b = c
+        .list_bindings(v1::ListBindingsRequest {
+            platform: "telegram".into(),
+            chat: "42".into(),
+            session: String::new(),
+        })
+        .await
+        .expect("bindings")
+        .into_inner()
+        .bindings;
+    assert_eq!(b.len(), 1);
+    assert_eq!(b[0].session, "api");
+    // Resuming from the cursor replays exactly what came after it.
+    let mut s = c
+        .watch_events(v1::WatchEventsRequest {
+            since: Some(cursor),
+            sessions: vec![],
+            follow: false,
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let mut seqs = Vec::new();
+    while let Some(ev) = tokio_stream::StreamExt::next(&mut s).await {
+        seqs.push(ev.expect("event").seq);
+    }
+    assert!(
+        !seqs.is_empty() && seqs.iter().all(|s| *s > cursor),
+        "{seqs:?}"
+    );
+}
