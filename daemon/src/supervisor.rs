@@ -78,6 +78,9 @@ pub(crate) struct Runtime {
     /// The turn was already running when this daemon started: its hooks may have fired while
     /// no daemon listened, so the screen decides when it is over.
     pub(crate) recovered: bool,
+    /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
+    /// pane whose foreground process is another one (`sleep`, `make`) is still working.
+    pub(crate) idle_foreground: Option<String>,
 }
 
 impl Default for Runtime {
@@ -98,6 +101,7 @@ impl Default for Runtime {
             last_error_line: None,
             delivering: false,
             recovered: false,
+            idle_foreground: None,
         }
     }
 }
@@ -260,15 +264,26 @@ impl Daemon {
     }
 
     async fn read_screen(&self, name: &str, target: &str) {
-        let Some(cli) = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.cli.clone())
-        else {
+        let Some((cli, learn_idle)) = lock(&self.inner.sessions).get(name).map(|e| {
+            let calm =
+                e.rec.state == State::Idle && e.rt.turn_started.is_none() && e.rec.queue.is_empty();
+            (e.rec.cli.clone(), calm && e.rt.idle_foreground.is_none())
+        }) else {
             return;
         };
-        let Some((_, pack)) = self.kind_of(&cli) else {
+        let Some((adapter, pack)) = self.kind_of(&cli) else {
             return;
         };
+        if learn_idle
+            && !adapter.completes_by_hook()
+            && let Ok(fg) = self.inner.mux.foreground(target).await
+            && let Some(e) = lock(&self.inner.sessions).get_mut(name)
+            && e.rt.turn_started.is_none()
+        {
+            // What the pane runs while waiting for input: a quiet pane running anything else
+            // is still working.
+            e.rt.idle_foreground = Some(fg);
+        }
         match self.inner.mux.capture(target, None, false).await {
             Ok(screen) => {
                 let a = pack.analyze(&screen);
@@ -494,6 +509,26 @@ impl Daemon {
             self.deliver_queued(name);
         }
         if let Some((anchor, input_lines)) = complete_from_screen {
+            // Quiet, but is a command still running in the foreground (a shell's `sleep 10`)?
+            let fg = self.inner.mux.foreground(target).await.ok();
+            let still_running = {
+                let mut sessions = lock(&self.inner.sessions);
+                match sessions.get_mut(name) {
+                    Some(e) => match (&e.rt.idle_foreground, &fg) {
+                        (Some(idle), Some(now)) if idle != now => {
+                            // Not over: put the turn back and look again later.
+                            e.rt.turn_started = Some(Instant::now());
+                            e.rt.anchor = anchor;
+                            true
+                        }
+                        _ => false,
+                    },
+                    None => return,
+                }
+            };
+            if still_running {
+                return;
+            }
             let text = match (anchor, self.inner.mux.cursor(target).await) {
                 (Some(a), Ok((hist, _))) => self
                     .inner

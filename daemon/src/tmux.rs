@@ -130,6 +130,8 @@ pub trait Mux: Send + Sync + 'static {
     ) -> Result<String, MuxError>;
     /// Scrollback size and cursor row, which together locate the cursor in the pane's history.
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
+    /// The name of the pane's foreground process (`sleep` while a shell runs it).
+    async fn foreground(&self, target: &str) -> Result<String, MuxError>;
     /// Output notifications for the session (a tmux control-mode client): one `Output` per
     /// burst at most (they are change signals, not data), `Closed` when the session ends.
     async fn watch(
@@ -527,6 +529,15 @@ impl Mux for Tmux {
             c = c.start_line(s.as_str());
         }
         self.run(vec![c.build()], None).await
+    }
+
+    async fn foreground(&self, target: &str) -> Result<String, MuxError> {
+        let mut d = TmuxCommand::new();
+        d.name("display-message");
+        d.push_flag("-p");
+        d.push_option("-t", target);
+        d.push_param("#{pane_current_command}");
+        Ok(self.run(vec![d], None).await?.trim().to_string())
     }
 
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError> {

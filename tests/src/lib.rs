@@ -34,7 +34,15 @@ pub fn bin(name: &str) -> PathBuf {
             .expect("target dir");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args(["build", "-p", "clibotd", "-p", "clibotctl"]);
+        cmd.args([
+            "build",
+            "-p",
+            "clibotd",
+            "-p",
+            "clibotctl",
+            "-p",
+            "clibot-gateway",
+        ]);
         if dir.ends_with("release") {
             cmd.arg("--release");
         }

@@ -122,6 +122,9 @@ impl Mux for FakeMux {
             .clone()
             .unwrap_or_else(|| "a\nb   \nc\n\n\n".into()))
     }
+    async fn foreground(&self, _target: &str) -> Result<String, MuxError> {
+        Ok("bash".into())
+    }
     async fn cursor(&self, _target: &str) -> Result<(i64, i64), MuxError> {
         Ok((0, 0))
     }

@@ -1,0 +1,29 @@
+//! The chat platform behind a small trait, so the router and the relay are the same for every
+//! platform. A platform turns its updates into [`Inbound`] messages and sends text to a chat.
+
+use async_trait::async_trait;
+
+/// A message from a chat user.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inbound {
+    pub chat: String,
+    pub user: String,
+    pub user_name: String,
+    pub text: String,
+}
+
+/// A chat platform.
+#[async_trait]
+pub trait Platform: Send + Sync + 'static {
+    /// "console", "telegram", ...
+    fn name(&self) -> &str;
+    /// The key under which the daemon stores this gateway's delivery cursor.
+    fn consumer(&self) -> String;
+    /// Whether chat users act as the local user (the console runs as the daemon's own user);
+    /// otherwise every call carries the chat user and the daemon checks their access.
+    fn is_local(&self) -> bool;
+    /// The longest message the platform takes (text is chunked to fit).
+    fn max_message(&self) -> usize;
+    /// Sends text to a chat; an error means it was not delivered (and will be retried).
+    async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()>;
+}

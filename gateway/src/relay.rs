@@ -1,0 +1,96 @@
+//! Outgoing: the daemon's event log, from this gateway's stored cursor, rendered for the chats
+//! bound to each session. An event is acknowledged (the cursor advances in the daemon) only after
+//! the platform accepted every message for it, so a gateway killed at any moment resumes where
+//! delivery stopped: nothing is lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
+use clibot_gateway::redact;
+use clibot_proto::v1::{self, event::Kind};
+use tokio_stream::StreamExt;
+
+use crate::platform::Platform;
+use crate::router::prompt_text;
+
+/// What a chat sees of an event; `None` for events that are not for chats.
+pub fn render(ev: &v1::Event) -> Option<String> {
+    let s = &ev.session;
+    Some(match ev.kind.as_ref()? {
+        Kind::TurnCompleted(t) if t.text.trim().is_empty() => format!("[{s}] done"),
+        Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
+        Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
+        Kind::PromptResolved(r) if r.by == "terminal" => format!("[{s}] answered at the terminal"),
+        Kind::Exited(e) => match e.status {
+            Some(code) => format!("[{s}] the CLI exited (status {code})"),
+            None => format!("[{s}] the session ended: {}", e.reason),
+        },
+        Kind::Error(e) => format!("[{s}] error: {}", e.message),
+        Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
+        _ => return None,
+    })
+}
+
+/// Delivers events forever, reconnecting to the daemon when it goes away.
+pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
+    let consumer = platform.consumer();
+    let opts = ChunkOptions::new(platform.max_message(), Measure::Chars);
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let result: anyhow::Result<()> = async {
+            let mut c = clibot_proto::connect(&socket).await?;
+            let since = c
+                .get_cursor(v1::GetCursorRequest {
+                    consumer: consumer.clone(),
+                })
+                .await?
+                .into_inner()
+                .cursor;
+            let mut stream = c
+                .watch_events(v1::WatchEventsRequest {
+                    since: Some(since),
+                    sessions: vec![],
+                    follow: true,
+                })
+                .await?
+                .into_inner();
+            backoff = Duration::from_millis(200);
+            while let Some(ev) = stream.next().await {
+                let ev = ev?;
+                if let Some(text) = render(&ev) {
+                    let req = v1::ListBindingsRequest {
+                        platform: platform.name().into(),
+                        chat: String::new(),
+                        session: ev.session.clone(),
+                    };
+                    let chats = c.list_bindings(req).await?.into_inner().bindings;
+                    let text = redact(&text);
+                    for b in &chats {
+                        for part in chunk(&text, &opts) {
+                            // Not delivered: the cursor stays, the event comes again.
+                            platform.send(&b.chat, &part).await?;
+                        }
+                    }
+                }
+                if ev.seq > 0 {
+                    c.ack_events(v1::AckEventsRequest {
+                        consumer: consumer.clone(),
+                        seq: ev.seq,
+                    })
+                    .await?;
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            eprintln!(
+                "clibot-gateway: event relay interrupted ({e}); retrying in {:?}",
+                backoff
+            );
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,290 @@
+//! Incoming chat messages: commands for the gateway, answers to a waiting prompt, and text for
+//! the CLI of the session bound to the chat. Everything that matters is asked of, and kept in,
+//! the daemon: access, bindings, sessions.
+
+use std::sync::Arc;
+
+use clibot_gateway::command::{Command, CommandParser, PromptAnswer, Route};
+use clibot_gateway::redact;
+use clibot_proto::v1;
+use tonic::Request;
+
+use crate::platform::{Inbound, Platform};
+
+pub struct Router {
+    pub platform: Arc<dyn Platform>,
+    pub parser: CommandParser,
+}
+
+fn state_name(s: i32) -> &'static str {
+    match v1::SessionState::try_from(s) {
+        Ok(v1::SessionState::Starting) => "starting",
+        Ok(v1::SessionState::Idle) => "idle",
+        Ok(v1::SessionState::Working) => "working",
+        Ok(v1::SessionState::Waiting) => "waiting for you",
+        Ok(v1::SessionState::Exited) => "exited",
+        Ok(v1::SessionState::Error) => "error",
+        _ => "unknown",
+    }
+}
+
+impl Router {
+    /// A request on behalf of the message's sender (metadata names them unless the platform is
+    /// local), so that the daemon checks and audits them.
+    fn req<T>(&self, msg: &Inbound, body: T) -> Request<T> {
+        let mut r = Request::new(body);
+        if !self.platform.is_local() {
+            let md = r.metadata_mut();
+            for (k, v) in [
+                ("clibot-platform", self.platform.name()),
+                ("clibot-user", &msg.user),
+                ("clibot-chat", &msg.chat),
+            ] {
+                if let Ok(v) = v.parse() {
+                    md.insert(k, v);
+                }
+            }
+        }
+        r
+    }
+
+    async fn reply(&self, msg: &Inbound, text: &str) {
+        if let Err(e) = self.platform.send(&msg.chat, &redact(text)).await {
+            eprintln!("clibot-gateway: cannot reply to {}: {e}", msg.chat);
+        }
+    }
+
+    /// Handles one message; errors become replies.
+    pub async fn handle(&self, c: &mut clibot_proto::Client, msg: Inbound) {
+        let text = match self.route(c, &msg).await {
+            Ok(Some(t)) => t,
+            Ok(None) => return,
+            Err(status) => status.message().to_string(),
+        };
+        self.reply(&msg, &text).await;
+    }
+
+    async fn route(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<Option<String>, tonic::Status> {
+        if !self.platform.is_local() {
+            let check = v1::CheckAccessRequest {
+                platform: self.platform.name().into(),
+                user: msg.user.clone(),
+                chat: msg.chat.clone(),
+                user_name: msg.user_name.clone(),
+            };
+            let a = c.check_access(check).await?.into_inner();
+            if !a.allowed {
+                return Ok(Some(a.message));
+            }
+        }
+        let bound = self.bound_session(c, msg).await?;
+        let waiting = match &bound {
+            Some(name) => c
+                .get_session(v1::GetSessionRequest { name: name.clone() })
+                .await
+                .map(|s| s.into_inner().state == v1::SessionState::Waiting as i32)
+                .unwrap_or(false),
+            None => false,
+        };
+        match self.parser.route(&msg.text, waiting) {
+            Route::Invalid(e) => Ok(Some(e.to_string())),
+            Route::Command(cmd) => self.command(c, msg, cmd, bound).await,
+            Route::Answer(a) => {
+                let answer = match a {
+                    PromptAnswer::Choice(n) => n.to_string(),
+                    PromptAnswer::Yes => "yes".into(),
+                    PromptAnswer::No => "no".into(),
+                };
+                let session = bound.unwrap_or_default();
+                let req = v1::AnswerPromptRequest {
+                    session,
+                    prompt_id: String::new(),
+                    answer,
+                };
+                c.answer_prompt(self.req(msg, req)).await?;
+                Ok(None)
+            }
+            Route::Cli(text) => {
+                let Some(session) = bound else {
+                    return Ok(Some(self.no_session_hint(c).await?));
+                };
+                let req = v1::SendInputRequest {
+                    session: session.clone(),
+                    text: text.to_string(),
+                    submit: true,
+                };
+                let r = c.send_input(self.req(msg, req)).await?.into_inner();
+                Ok(r.queued.then(|| format!("[{session}] busy: your message is queued and goes in when the current turn ends")))
+            }
+        }
+    }
+
+    /// The chat's session: its binding, else the only session there is (which becomes bound).
+    async fn bound_session(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<Option<String>, tonic::Status> {
+        let req = v1::ListBindingsRequest {
+            platform: self.platform.name().into(),
+            chat: msg.chat.clone(),
+            session: String::new(),
+        };
+        let bindings = c.list_bindings(req).await?.into_inner().bindings;
+        let sessions = c
+            .list_sessions(v1::ListSessionsRequest::default())
+            .await?
+            .into_inner()
+            .sessions;
+        if let Some(b) = bindings.first()
+            && sessions.iter().any(|s| s.name == b.session)
+        {
+            return Ok(Some(b.session.clone()));
+        }
+        if let [only] = sessions.as_slice() {
+            self.bind(c, msg, &only.name).await?;
+            return Ok(Some(only.name.clone()));
+        }
+        Ok(None)
+    }
+
+    async fn bind(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        session: &str,
+    ) -> Result<(), tonic::Status> {
+        let req = v1::SetBindingRequest {
+            platform: self.platform.name().into(),
+            chat: msg.chat.clone(),
+            session: session.into(),
+        };
+        c.set_binding(self.req(msg, req)).await?;
+        Ok(())
+    }
+
+    async fn no_session_hint(&self, c: &mut clibot_proto::Client) -> Result<String, tonic::Status> {
+        let sessions = c
+            .list_sessions(v1::ListSessionsRequest::default())
+            .await?
+            .into_inner()
+            .sessions;
+        let p = self.parser.prefix();
+        Ok(if sessions.is_empty() {
+            format!(
+                "no sessions yet: start one with {p}new NAME CLI [DIR] (e.g. {p}new api claude ~/src/api)"
+            )
+        } else {
+            let names: Vec<&str> = sessions.iter().map(|s| s.name.as_str()).collect();
+            format!(
+                "which session? {p}use NAME — there are: {}",
+                names.join(", ")
+            )
+        })
+    }
+
+    async fn command(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        cmd: Command,
+        bound: Option<String>,
+    ) -> Result<Option<String>, tonic::Status> {
+        let need = |b: &Option<String>| {
+            b.clone().ok_or_else(|| {
+                tonic::Status::failed_precondition(format!(
+                    "no session chosen: {}use NAME",
+                    self.parser.prefix()
+                ))
+            })
+        };
+        Ok(Some(match cmd {
+            Command::Help { .. } => self.parser.help_text(),
+            Command::Sessions => {
+                let sessions = c.list_sessions(v1::ListSessionsRequest::default()).await?.into_inner().sessions;
+                if sessions.is_empty() {
+                    self.no_session_hint(c).await?
+                } else {
+                    sessions
+                        .iter()
+                        .map(|s| {
+                            let mark = if bound.as_deref() == Some(&s.name) { "▶" } else { " " };
+                            format!("{mark} {} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir)
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }
+            }
+            Command::Use { name } => {
+                c.get_session(v1::GetSessionRequest { name: name.clone() }).await?;
+                self.bind(c, msg, &name).await?;
+                format!("this chat now talks to {name}")
+            }
+            Command::New { name, cli, dir } => {
+                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), ..Default::default() };
+                let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
+                self.bind(c, msg, &name).await?;
+                format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir)
+            }
+            Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
+            Command::Status => {
+                let name = need(&bound)?;
+                let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
+                let mut t = format!("{} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir);
+                if let Some(p) = s.prompt {
+                    t.push_str(&format!("\n{}", prompt_text(&p)));
+                }
+                t
+            }
+            Command::Screen { lines } => {
+                let session = need(&bound)?;
+                let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), escapes: false };
+                c.capture(self.req(msg, req)).await?.into_inner().text
+            }
+            Command::Keys { keys } => {
+                let session = need(&bound)?;
+                c.send_keys(self.req(msg, v1::SendKeysRequest { session, keys })).await?;
+                return Ok(None);
+            }
+            Command::Stop { name } => {
+                let session = match name {
+                    Some(n) => n,
+                    None => need(&bound)?,
+                };
+                let req = v1::StopSessionRequest { session: session.clone(), force: false, timeout_ms: 0 };
+                c.stop_session(self.req(msg, req)).await?;
+                format!("stopped {session}")
+            }
+            Command::Last => {
+                let session = need(&bound)?;
+                let r = c.get_last_reply(v1::GetLastReplyRequest { session: session.clone() }).await?.into_inner();
+                if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
+            }
+            Command::Answer { choice } => {
+                let session = need(&bound)?;
+                c.answer_prompt(self.req(msg, v1::AnswerPromptRequest { session, prompt_id: String::new(), answer: choice })).await?;
+                return Ok(None);
+            }
+            Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
+        }))
+    }
+}
+
+/// A prompt as a chat message: the question, its subject, the numbered options.
+pub fn prompt_text(p: &v1::Prompt) -> String {
+    let mut t = p.text.clone();
+    if !p.subject.is_empty() {
+        t.push_str(&format!("\n  {}", p.subject));
+    }
+    for (i, o) in p.options.iter().enumerate() {
+        t.push_str(&format!("\n  {}. {o}", i + 1));
+    }
+    if !p.options.is_empty() {
+        t.push_str("\nanswer with the number");
+    }
+    t
+}
