@@ -1,11 +1,13 @@
-//! `clibot-gateway`: relays clibotd sessions to chats. Today: `--console`, a chat on this
-//! terminal (no bot token needed). It holds no state that matters — bindings, access and the
-//! delivery cursor live in the daemon — so it can be killed at any moment and started again.
+//! `clibot-gateway`: relays clibotd sessions to chats — `--telegram` (long polling), or
+//! `--console`, a chat on this terminal that needs no bot token. It holds no state that
+//! matters — bindings, access and the delivery cursor live in the daemon — so it can be killed
+//! at any moment and started again.
 
 mod console;
 mod platform;
 mod relay;
 mod router;
+mod telegram;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,8 +22,25 @@ use clibot_gateway::command::CommandParser;
 #[command(version, about)]
 struct Args {
     /// A chat on this terminal: type messages on stdin, read replies on stdout.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "telegram")]
     console: bool,
+    /// Telegram, by long polling (token from --telegram-token, TELEGRAM_TOKEN, or
+    /// `[gateway.telegram] token` in the config file).
+    #[arg(long)]
+    telegram: bool,
+    #[arg(
+        long,
+        env = "TELEGRAM_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
+    telegram_token: Option<String>,
+    /// A self-hosted Bot API server (or a test fake) instead of https://api.telegram.org.
+    #[arg(long, value_name = "URL")]
+    telegram_api_url: Option<String>,
+    /// Config file [default: ~/.config/clibot/config.toml]
+    #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
     #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
@@ -32,9 +51,9 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if !args.console {
+    if !args.console && !args.telegram {
         eprintln!(
-            "clibot-gateway: choose a platform: --console (Telegram and Discord are not available in this build)"
+            "clibot-gateway: choose a platform: --telegram or --console (Discord is not available in this build)"
         );
         return ExitCode::from(2);
     }
@@ -44,6 +63,17 @@ fn main() -> ExitCode {
             eprintln!("clibot-gateway: --prefix: {e}");
             return ExitCode::from(2);
         }
+    };
+    let telegram = if args.telegram {
+        match telegram_settings(&args) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("clibot-gateway: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
     };
     let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -55,39 +85,121 @@ fn main() -> ExitCode {
     };
     let socket = args
         .socket
+        .clone()
         .unwrap_or_else(clibot_proto::default_socket_path);
     rt.block_on(async move {
-        let (console, mut inbound) = console::Console::start();
-        let platform: Arc<dyn platform::Platform> = Arc::new(console);
+        let (platform, mut inbound): (Arc<dyn platform::Platform>, _) = match telegram {
+            Some((token, api_url)) => {
+                match telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix()).await {
+                    Ok((t, rx)) => (Arc::new(t), rx),
+                    Err(e) => {
+                        eprintln!("clibot-gateway: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                }
+            }
+            None => {
+                let (c, rx) = console::Console::start();
+                (Arc::new(c), rx)
+            }
+        };
         tokio::spawn(relay::run(platform.clone(), socket.clone()));
         let router = router::Router {
             platform: platform.clone(),
             parser,
         };
         let mut client: Option<clibot_proto::Client> = None;
-        while let Some(msg) = inbound.recv().await {
-            // Reconnect lazily; while the daemon is away, say so instead of dropping the message.
+        while let Some(mut msg) = inbound.recv().await {
+            let ack = msg.ack.take();
+            // While the daemon is away: say so, keep the message, and try again with backoff.
             let mut waited = Duration::from_millis(200);
-            let c = loop {
-                if let Some(c) = client.as_mut() {
-                    break c;
-                }
-                match clibot_proto::connect(&socket).await {
-                    Ok(c) => client = Some(c),
-                    Err(e) => {
-                        let _ = platform
-                            .send(
-                                &msg.chat,
-                                &format!("clibotd is not reachable ({e}); retrying"),
-                            )
-                            .await;
-                        tokio::time::sleep(waited).await;
-                        waited = (waited * 2).min(Duration::from_secs(5));
+            let mut told = false;
+            loop {
+                if client.is_none() {
+                    match clibot_proto::connect(&socket).await {
+                        Ok(c) => client = Some(c),
+                        Err(e) => {
+                            if !told {
+                                let _ = platform
+                                    .send(
+                                        &msg.chat,
+                                        &format!("clibotd is not reachable ({e}); retrying"),
+                                    )
+                                    .await;
+                                told = true;
+                            }
+                            tokio::time::sleep(waited).await;
+                            waited = (waited * 2).min(Duration::from_secs(5));
+                            continue;
+                        }
                     }
                 }
-            };
-            router.handle(c, msg).await;
+                let Some(c) = client.as_mut() else { continue };
+                match router.handle(c, &msg).await {
+                    Ok(()) => break,
+                    Err(e) => {
+                        eprintln!("clibot-gateway: lost the daemon ({e}); reconnecting");
+                        client = None;
+                    }
+                }
+            }
+            if let Some(ack) = ack {
+                let _ = ack.send(());
+            }
         }
+        ExitCode::SUCCESS
+    })
+}
+
+/// The Telegram token and API URL: flags and environment first, then `[gateway.telegram]` in
+/// the config file (where `${NAME}` is replaced by the environment variable NAME).
+fn telegram_settings(args: &Args) -> Result<(String, Option<String>), String> {
+    let path = args.config.clone().or_else(|| {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml"))
     });
-    ExitCode::SUCCESS
+    let table: Option<toml::Table> = path
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| t.parse().ok());
+    let from_config = |key: &str| -> Option<String> {
+        let v = table
+            .as_ref()?
+            .get("gateway")?
+            .get("telegram")?
+            .get(key)?
+            .as_str()?
+            .to_string();
+        Some(expand_env(&v))
+    };
+    let token = args
+        .telegram_token
+        .clone()
+        .or_else(|| from_config("token"))
+        .filter(|t| !t.is_empty())
+        .ok_or("no Telegram bot token: pass --telegram-token, export TELEGRAM_TOKEN, or set [gateway.telegram] token")?;
+    let api_url = args
+        .telegram_api_url
+        .clone()
+        .or_else(|| from_config("api_url"));
+    Ok((token, api_url))
+}
+
+/// `${NAME}` → the environment variable (empty when unset).
+fn expand_env(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        match rest[i + 2..].find('}') {
+            Some(end) => {
+                out.push_str(&std::env::var(&rest[i + 2..i + 2 + end]).unwrap_or_default());
+                rest = &rest[i + 3 + end..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }

@@ -4,12 +4,15 @@
 use async_trait::async_trait;
 
 /// A message from a chat user.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub struct Inbound {
     pub chat: String,
     pub user: String,
     pub user_name: String,
     pub text: String,
+    /// Fired once the message was handled (handed to the daemon, or refused with a reply):
+    /// platforms that can redeliver (Telegram's update offset) confirm the update only then.
+    pub ack: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// A chat platform.
@@ -26,4 +29,9 @@ pub trait Platform: Send + Sync + 'static {
     fn max_message(&self) -> usize;
     /// Sends text to a chat; an error means it was not delivered (and will be retried).
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()>;
+    /// Sends a prompt; platforms with buttons offer one per option (the text lists them too,
+    /// so a typed number always works).
+    async fn send_prompt(&self, chat: &str, text: &str, _options: &[String]) -> anyhow::Result<()> {
+        self.send(chat, text).await
+    }
 }

@@ -66,10 +66,22 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                     };
                     let chats = c.list_bindings(req).await?.into_inner().bindings;
                     let text = redact(&text);
+                    let options = match &ev.kind {
+                        Some(Kind::Waiting(w)) => w
+                            .prompt
+                            .as_ref()
+                            .map(|p| p.options.clone())
+                            .unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
                     for b in &chats {
-                        for part in chunk(&text, &opts) {
-                            // Not delivered: the cursor stays, the event comes again.
-                            platform.send(&b.chat, &part).await?;
+                        // Not delivered: the cursor stays, the event comes again.
+                        if options.is_empty() {
+                            for part in chunk(&text, &opts) {
+                                platform.send(&b.chat, &part).await?;
+                            }
+                        } else {
+                            platform.send_prompt(&b.chat, &text, &options).await?;
                         }
                     }
                 }

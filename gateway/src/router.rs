@@ -54,14 +54,28 @@ impl Router {
         }
     }
 
-    /// Handles one message; errors become replies.
-    pub async fn handle(&self, c: &mut clibot_proto::Client, msg: Inbound) {
-        let text = match self.route(c, &msg).await {
+    /// Handles one message; errors become replies, except a lost daemon, which the caller
+    /// handles by reconnecting and handling the message again.
+    pub async fn handle(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<(), tonic::Status> {
+        let text = match self.route(c, msg).await {
             Ok(Some(t)) => t,
-            Ok(None) => return,
+            Ok(None) => return Ok(()),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown
+                ) =>
+            {
+                return Err(status);
+            }
             Err(status) => status.message().to_string(),
         };
-        self.reply(&msg, &text).await;
+        self.reply(msg, &text).await;
+        Ok(())
     }
 
     async fn route(

@@ -1,0 +1,233 @@
+//! Telegram through teloxide, by long polling (`getUpdates`): outbound connections only, so it
+//! works behind NAT. The update offset advances only after a message was handed to the daemon,
+//! so a gateway killed in between gets the same update again instead of losing it. Replies go as
+//! HTML (with a plain-text retry when Telegram rejects the markup), chunked at Telegram's limit;
+//! a 429 is waited out, never dropped; prompts carry one-tap buttons.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use clibot_gateway::telegram_html::render_chunks_with_plain;
+use teloxide::RequestError;
+use teloxide::payloads::{GetUpdatesSetters, SendMessageSetters};
+use teloxide::prelude::Requester;
+use teloxide::types::{
+    AllowedUpdate, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, ParseMode, UpdateKind,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::platform::{Inbound, Platform};
+
+pub struct Telegram {
+    bot: teloxide::Bot,
+    bot_id: u64,
+    prefix: String,
+}
+
+/// Telegram's limit, in UTF-16 units of the rendered text.
+const LIMIT: usize = 4096;
+
+impl Telegram {
+    /// Connects (getMe) and starts polling; messages arrive on the returned channel, each with
+    /// an acknowledgement the caller fires once the daemon has it.
+    pub async fn start(
+        token: &str,
+        api_url: Option<&str>,
+        prefix: &str,
+    ) -> anyhow::Result<(Telegram, mpsc::Receiver<Inbound>)> {
+        let mut bot = teloxide::Bot::new(token);
+        if let Some(url) = api_url {
+            bot = bot.set_api_url(
+                url.parse()
+                    .map_err(|e| anyhow::anyhow!("api_url {url:?}: {e}"))?,
+            );
+        }
+        let me = bot
+            .get_me()
+            .await
+            .map_err(|e| anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"))?;
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
+        Ok((
+            Telegram {
+                bot,
+                bot_id: me.id.0,
+                prefix: prefix.to_string(),
+            },
+            rx,
+        ))
+    }
+
+    async fn send_one(
+        &self,
+        chat: ChatId,
+        html: &str,
+        plain: &str,
+        buttons: Option<InlineKeyboardMarkup>,
+    ) -> anyhow::Result<()> {
+        let mut use_html = true;
+        loop {
+            let text = if use_html { html } else { plain };
+            let mut req = self.bot.send_message(chat, text);
+            if use_html {
+                req = req.parse_mode(ParseMode::Html);
+            }
+            if let Some(b) = &buttons {
+                req = req.reply_markup(b.clone());
+            }
+            match req.await {
+                Ok(_) => return Ok(()),
+                Err(RequestError::RetryAfter(d)) => {
+                    // Flood control: wait as told, then send the same message again.
+                    tokio::time::sleep(d.duration()).await;
+                }
+                Err(RequestError::Api(e))
+                    if use_html && e.to_string().to_lowercase().contains("parse entities") =>
+                {
+                    use_html = false;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Long polling. Each update is handed over with a oneshot; the next `getUpdates` (which is
+/// what confirms updates to Telegram) is only sent after the previous batch was handled.
+async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
+    let mut offset: i32 = 0;
+    let mut backoff = Duration::from_millis(500);
+    loop {
+        let updates = bot
+            .get_updates()
+            .offset(offset)
+            .timeout(30)
+            .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery])
+            .await;
+        let updates = match updates {
+            Ok(u) => {
+                backoff = Duration::from_millis(500);
+                u
+            }
+            Err(RequestError::Api(teloxide::ApiError::TerminatedByOtherGetUpdates)) => {
+                eprintln!(
+                    "clibot-gateway: another gateway is polling this bot token; one poller per token — stopping"
+                );
+                std::process::exit(1);
+            }
+            Err(RequestError::RetryAfter(d)) => {
+                tokio::time::sleep(d.duration()).await;
+                continue;
+            }
+            Err(e) => {
+                eprintln!("clibot-gateway: Telegram getUpdates failed ({e}); retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        for u in updates {
+            let next = u.id.0 as i32 + 1;
+            let msg = match u.kind {
+                UpdateKind::Message(m) => {
+                    let (Some(text), Some(from)) = (m.text(), m.from.as_ref()) else {
+                        offset = next;
+                        continue;
+                    };
+                    Some(Inbound {
+                        chat: m.chat.id.0.to_string(),
+                        user: from.id.0.to_string(),
+                        user_name: from.first_name.clone(),
+                        text: text.to_string(),
+                        ack: None,
+                    })
+                }
+                UpdateKind::CallbackQuery(q) => {
+                    // Stop the button's spinner at once; the answer goes through the router.
+                    let _ = bot.answer_callback_query(q.id.clone()).await;
+                    match (
+                        q.data.as_deref().and_then(|d| d.strip_prefix("answer:")),
+                        q.message.as_ref(),
+                    ) {
+                        (Some(choice), Some(m)) => Some(Inbound {
+                            chat: m.chat().id.0.to_string(),
+                            user: q.from.id.0.to_string(),
+                            user_name: q.from.first_name.clone(),
+                            text: format!("{prefix}answer {choice}"),
+                            ack: None,
+                        }),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some(mut msg) = msg {
+                let (done_tx, done_rx) = oneshot::channel();
+                msg.ack = Some(done_tx);
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+                // Handed to the daemon (or refused with a reply): only now may Telegram forget it.
+                let _ = done_rx.await;
+            }
+            offset = next;
+        }
+    }
+}
+
+#[async_trait]
+impl Platform for Telegram {
+    fn name(&self) -> &str {
+        "telegram"
+    }
+
+    fn consumer(&self) -> String {
+        format!("telegram:{}", self.bot_id)
+    }
+
+    fn is_local(&self) -> bool {
+        false
+    }
+
+    fn max_message(&self) -> usize {
+        LIMIT
+    }
+
+    async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
+        let chat = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        for c in render_chunks_with_plain(text, LIMIT) {
+            self.send_one(chat, &c.html, &c.plain, None).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_prompt(&self, chat: &str, text: &str, options: &[String]) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let rows: Vec<Vec<InlineKeyboardButton>> = options
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let label: String = format!("{}. {o}", i + 1).chars().take(60).collect();
+                vec![InlineKeyboardButton::callback(
+                    label,
+                    format!("answer:{}", i + 1),
+                )]
+            })
+            .collect();
+        let chunks = render_chunks_with_plain(text, LIMIT);
+        let n = chunks.len();
+        for (i, c) in chunks.into_iter().enumerate() {
+            let buttons =
+                (i + 1 == n && !rows.is_empty()).then(|| InlineKeyboardMarkup::new(rows.clone()));
+            self.send_one(chat_id, &c.html, &c.plain, buttons).await?;
+        }
+        let _ = &self.prefix;
+        Ok(())
+    }
+}
