@@ -1222,6 +1222,13 @@ impl Daemon {
     /// Compares every managed session with tmux and records those whose process exited or
     /// whose tmux session vanished. This is the slow safety net; it costs one tmux call.
     pub async fn check_sessions(&self) {
+        // Which sessions to check is decided before tmux is asked: a session spawned while the
+        // list is in flight is not in it, and must not be taken for gone.
+        let candidates: Vec<(String, String, String)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.stopping && !e.rec.state.is_exited())
+            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
+            .collect();
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
@@ -1230,11 +1237,6 @@ impl Daemon {
                 return;
             }
         };
-        let candidates: Vec<(String, String, String)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.stopping && !e.rec.state.is_exited())
-            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
-            .collect();
         for (name, id, tmux_id) in candidates {
             match live.iter().find(|s| s.meta.id == id || s.id == tmux_id) {
                 Some(s) if s.dead => {
