@@ -35,7 +35,13 @@ impl Telegram {
         api_url: Option<&str>,
         prefix: &str,
     ) -> anyhow::Result<(Telegram, mpsc::Receiver<Inbound>)> {
-        let mut bot = teloxide::Bot::new(token);
+        // teloxide's default HTTP client gives up after 17 s, which a 30 s long poll exceeds
+        // whenever the chat is quiet: give the client room for the poll.
+        let client = teloxide::net::default_reqwest_settings()
+            .timeout(Duration::from_secs(45))
+            .build()
+            .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
+        let mut bot = teloxide::Bot::with_client(token, client);
         if let Some(url) = api_url {
             bot = bot.set_api_url(
                 url.parse()
