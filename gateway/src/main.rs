@@ -87,10 +87,22 @@ fn main() -> ExitCode {
         .socket
         .clone()
         .unwrap_or_else(clibot_proto::default_socket_path);
+    // Gateway locks live beside the daemon's socket: one poller per bot and daemon.
+    let lock_dir = socket
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .unwrap_or_else(clibot_proto::private_runtime_dir);
     rt.block_on(async move {
         let (platform, mut inbound): (Arc<dyn platform::Platform>, _) = match telegram {
             Some((token, api_url)) => {
-                match telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix()).await {
+                match telegram::Telegram::start(
+                    &token,
+                    api_url.as_deref(),
+                    parser.prefix(),
+                    &lock_dir,
+                )
+                .await
+                {
                     Ok((t, rx)) => (Arc::new(t), rx),
                     Err(e) => {
                         eprintln!("clibot-gateway: {e}");

@@ -34,4 +34,16 @@ pub trait Platform: Send + Sync + 'static {
     async fn send_prompt(&self, chat: &str, text: &str, _options: &[String]) -> anyhow::Result<()> {
         self.send(chat, text).await
     }
+    /// Sends long output as a file with a short summary; platforms without files send the text.
+    async fn send_file(
+        &self,
+        chat: &str,
+        _name: &str,
+        text: &str,
+        _summary: &str,
+    ) -> anyhow::Result<()> {
+        self.send(chat, text).await
+    }
+    /// Shows that the CLI is working (a typing indicator); a no-op where there is none.
+    async fn typing(&self, _chat: &str) {}
 }

@@ -6,13 +6,30 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
+use clibot_gateway::chunk::{
+    ChunkOptions, Measure, attachment_name, chunk, file_summary, should_send_as_file,
+};
 use clibot_gateway::redact;
 use clibot_proto::v1::{self, event::Kind};
 use tokio_stream::StreamExt;
 
 use crate::platform::Platform;
 use crate::router::prompt_text;
+
+/// The running typing indicators, by session; stopped when the relay loses the daemon.
+#[derive(Default)]
+struct Typing(std::collections::HashMap<String, tokio::task::JoinHandle<()>>);
+
+impl Drop for Typing {
+    fn drop(&mut self) {
+        for t in self.0.values() {
+            t.abort();
+        }
+    }
+}
+
+/// Output longer than this many messages goes as a file with a short summary.
+const MAX_MESSAGES: usize = 3;
 
 /// What a chat sees of an event; `None` for events that are not for chats.
 pub fn render(ev: &v1::Event) -> Option<String> {
@@ -56,8 +73,42 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                 .await?
                 .into_inner();
             backoff = Duration::from_millis(200);
+            let mut typing = Typing::default();
             while let Some(ev) = stream.next().await {
                 let ev = ev?;
+                if let Some(Kind::StateChanged(sc)) = &ev.kind {
+                    // A typing indicator while a turn runs, renewed before it fades (5 s).
+                    if let Some(t) = typing.0.remove(&ev.session) {
+                        t.abort();
+                    }
+                    if sc.to == v1::SessionState::Working as i32 {
+                        let req = v1::ListBindingsRequest {
+                            platform: platform.name().into(),
+                            chat: String::new(),
+                            session: ev.session.clone(),
+                        };
+                        let chats: Vec<String> = c
+                            .list_bindings(req)
+                            .await?
+                            .into_inner()
+                            .bindings
+                            .into_iter()
+                            .map(|b| b.chat)
+                            .collect();
+                        if !chats.is_empty() {
+                            let p = platform.clone();
+                            let task = tokio::spawn(async move {
+                                loop {
+                                    for chat in &chats {
+                                        p.typing(chat).await;
+                                    }
+                                    tokio::time::sleep(Duration::from_secs(4)).await;
+                                }
+                            });
+                            typing.0.insert(ev.session.clone(), task);
+                        }
+                    }
+                }
                 if let Some(text) = render(&ev) {
                     let req = v1::ListBindingsRequest {
                         platform: platform.name().into(),
@@ -76,7 +127,13 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                     };
                     for b in &chats {
                         // Not delivered: the cursor stays, the event comes again.
-                        if options.is_empty() {
+                        if options.is_empty() && should_send_as_file(&text, &opts, MAX_MESSAGES) {
+                            let summary =
+                                file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
+                            platform
+                                .send_file(&b.chat, attachment_name(&text), &text, &summary)
+                                .await?;
+                        } else if options.is_empty() {
                             for part in chunk(&text, &opts) {
                                 platform.send(&b.chat, &part).await?;
                             }

@@ -9,10 +9,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use clibot_gateway::telegram_html::render_chunks_with_plain;
 use teloxide::RequestError;
-use teloxide::payloads::{GetUpdatesSetters, SendMessageSetters};
+use teloxide::payloads::{GetUpdatesSetters, SendDocumentSetters, SendMessageSetters};
 use teloxide::prelude::Requester;
 use teloxide::types::{
-    AllowedUpdate, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, ParseMode, UpdateKind,
+    AllowedUpdate, ChatAction, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
+    ParseMode, UpdateKind,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -22,6 +23,32 @@ pub struct Telegram {
     bot: teloxide::Bot,
     bot_id: u64,
     prefix: String,
+    /// Held while this process polls the bot: a second gateway for it is refused.
+    _lock: std::fs::File,
+}
+
+/// One poller per bot and daemon: a lock file beside the daemon's socket, held
+/// for the life of the process (the kernel releases it however the process ends). Across
+/// machines, Telegram itself ends the older poll with a conflict.
+fn poller_lock(dir: &std::path::Path, bot_id: u64) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let path = dir.join(format!("telegram-{bot_id}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(&path)?;
+    if f.try_lock().is_err() {
+        anyhow::bail!(
+            "another clibot-gateway is already polling this bot (lock {}); one poller per token: stop the other one first",
+            path.display()
+        );
+    }
+    Ok(f)
 }
 
 /// Telegram's limit, in UTF-16 units of the rendered text.
@@ -34,6 +61,7 @@ impl Telegram {
         token: &str,
         api_url: Option<&str>,
         prefix: &str,
+        lock_dir: &std::path::Path,
     ) -> anyhow::Result<(Telegram, mpsc::Receiver<Inbound>)> {
         // teloxide's default HTTP client gives up after 17 s, which a 30 s long poll exceeds
         // whenever the chat is quiet: give the client room for the poll.
@@ -52,6 +80,7 @@ impl Telegram {
             .get_me()
             .await
             .map_err(|e| anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"))?;
+        let lock = poller_lock(lock_dir, me.id.0)?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
         Ok((
@@ -59,6 +88,7 @@ impl Telegram {
                 bot,
                 bot_id: me.id.0,
                 prefix: prefix.to_string(),
+                _lock: lock,
             },
             rx,
         ))
@@ -208,6 +238,41 @@ impl Platform for Telegram {
             self.send_one(chat, &c.html, &c.plain, None).await?;
         }
         Ok(())
+    }
+
+    async fn send_file(
+        &self,
+        chat: &str,
+        name: &str,
+        text: &str,
+        summary: &str,
+    ) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        loop {
+            let file = InputFile::memory(text.as_bytes().to_vec()).file_name(name.to_string());
+            match self
+                .bot
+                .send_document(chat_id, file)
+                .caption(summary.to_string())
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(RequestError::RetryAfter(d)) => tokio::time::sleep(d.duration()).await,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    async fn typing(&self, chat: &str) {
+        if let Ok(id) = chat.parse() {
+            let _ = self
+                .bot
+                .send_chat_action(ChatId(id), ChatAction::Typing)
+                .await;
+        }
     }
 
     async fn send_prompt(&self, chat: &str, text: &str, options: &[String]) -> anyhow::Result<()> {

@@ -27,15 +27,23 @@ fn gateway(h: &Harness, tg: &FakeTelegram) -> Child {
 }
 
 fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
-    sent.iter().filter(|s| s.chat_id == chat && s.method == "sendmessage").map(|s| s.text.clone()).collect()
+    sent.iter()
+        .filter(|s| s.chat_id == chat && s.method == "sendmessage")
+        .map(|s| s.text.clone())
+        .collect()
 }
 
 fn setup() -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!("\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"));
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
     h.start_daemon();
     let tg = FakeTelegram::start(TOKEN);
     let g = gateway(&h, &tg);
-    assert!(tg.wait_polling(Duration::from_secs(20)), "the gateway polls");
+    assert!(
+        tg.wait_polling(Duration::from_secs(20)),
+        "the gateway polls"
+    );
     (h, tg, g)
 }
 
@@ -46,8 +54,15 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
 
     // An unknown user gets a pairing code, and nothing of theirs runs.
     tg.push_message(STRANGER, STRANGER, "Eve", "echo should-not-run");
-    let sent = tg.wait_sent("a pairing code", |s| texts(s, STRANGER).iter().any(|t| t.contains("pairing code")));
-    let msg = texts(&sent, STRANGER).into_iter().find(|t| t.contains("pairing code")).expect("code message");
+    let sent = tg.wait_sent("a pairing code", |s| {
+        texts(s, STRANGER)
+            .iter()
+            .any(|t| t.contains("pairing code"))
+    });
+    let msg = texts(&sent, STRANGER)
+        .into_iter()
+        .find(|t| t.contains("pairing code"))
+        .expect("code message");
     let code: String = msg
         .split("pairing code is ")
         .nth(1)
@@ -60,32 +75,62 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
 
     // The admin starts a session and talks to it.
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new t bash {work}"));
-    tg.wait_sent("started", |s| texts(s, ADMIN).iter().any(|t| t.contains("started t")));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started t"))
+    });
     tg.push_message(ADMIN, ADMIN, "Owner", "echo tg-$((6*7))");
-    tg.wait_sent("the reply", |s| texts(s, ADMIN).iter().any(|t| t.contains("tg-42")));
+    tg.wait_sent("the reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("tg-42"))
+    });
     assert!(
-        !h.events().iter().any(|e| e["text"].as_str().is_some_and(|t| t.contains("should-not-run"))),
+        !h.events().iter().any(|e| e["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("should-not-run"))),
         "the stranger's text never reached a CLI"
     );
 
     // Approved on the machine, the stranger may send (but not stop sessions).
-    assert!(h.ctl_ok(&["pairing", "approve", &code]).contains(&format!("telegram user {STRANGER}")));
+    assert!(
+        h.ctl_ok(&["pairing", "approve", &code])
+            .contains(&format!("telegram user {STRANGER}"))
+    );
     tg.push_message(STRANGER, STRANGER, "Eve", "!!use t");
-    tg.wait_sent("use", |s| texts(s, STRANGER).iter().any(|t| t.contains("now talks to t")));
+    tg.wait_sent("use", |s| {
+        texts(s, STRANGER)
+            .iter()
+            .any(|t| t.contains("now talks to t"))
+    });
 
     // A prompt comes with buttons; pressing one answers it.
-    tg.push_message(ADMIN, ADMIN, "Owner", "read -p 'Ship it? [y/N] ' a; echo ship=$a");
-    let sent = tg.wait_sent("the prompt", |s| s.iter().any(|m| m.chat_id == ADMIN && m.text.contains("Ship it?") && m.reply_markup.is_some()));
-    let prompt = sent.iter().rev().find(|m| m.chat_id == ADMIN && m.text.contains("Ship it?")).expect("prompt").clone();
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -p 'Ship it? [y/N] ' a; echo ship=$a",
+    );
+    let sent = tg.wait_sent("the prompt", |s| {
+        s.iter()
+            .any(|m| m.chat_id == ADMIN && m.text.contains("Ship it?") && m.reply_markup.is_some())
+    });
+    let prompt = sent
+        .iter()
+        .rev()
+        .find(|m| m.chat_id == ADMIN && m.text.contains("Ship it?"))
+        .expect("prompt")
+        .clone();
     let markup = prompt.reply_markup.clone().expect("buttons");
     assert!(markup.to_string().contains("answer:1"), "{markup}");
     tg.push_callback(ADMIN, ADMIN, prompt.message_id, "answer:1");
-    tg.wait_sent("the answer's effect", |s| texts(s, ADMIN).iter().any(|t| t.contains("ship=y")));
+    tg.wait_sent("the answer's effect", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("ship=y"))
+    });
 
     // Flood control delays the reply but does not lose it.
     tg.fail_next("sendmessage", 429, retry_after_body(1));
     tg.push_message(ADMIN, ADMIN, "Owner", "echo after-flood-$((1+1))");
-    tg.wait_sent("the reply after a 429", |s| texts(s, ADMIN).iter().any(|t| t.contains("after-flood-2")));
+    tg.wait_sent("the reply after a 429", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("after-flood-2"))
+    });
 
     // The update offset only moved forward.
     let offsets = tg.offsets();
@@ -99,19 +144,88 @@ fn killing_the_gateway_mid_turn_delivers_the_reply_exactly_once() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new k bash {work}"));
-    tg.wait_sent("started", |s| texts(s, ADMIN).iter().any(|t| t.contains("started k")));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started k"))
+    });
     tg.push_message(ADMIN, ADMIN, "Owner", "sleep 2; echo late-$((3*3))");
     std::thread::sleep(Duration::from_millis(700));
     let _ = g.kill();
     let _ = g.wait();
     std::thread::sleep(Duration::from_secs(3));
     let mut g = gateway(&h, &tg);
-    tg.wait_sent("the late reply", |s| texts(s, ADMIN).iter().any(|t| t.contains("late-9")));
+    tg.wait_sent("the late reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("late-9"))
+    });
     std::thread::sleep(Duration::from_secs(2));
-    let n = texts(&tg.sent(), ADMIN).iter().filter(|t| t.contains("late-9")).count();
+    let n = texts(&tg.sent(), ADMIN)
+        .iter()
+        .filter(|t| t.contains("late-9"))
+        .count();
     assert_eq!(n, 1, "exactly once: {:#?}", texts(&tg.sent(), ADMIN));
-    let started = texts(&tg.sent(), ADMIN).iter().filter(|t| t.contains("started k")).count();
+    let started = texts(&tg.sent(), ADMIN)
+        .iter()
+        .filter(|t| t.contains("started k"))
+        .count();
     assert_eq!(started, 1, "nothing already delivered comes again");
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn typing_while_working_long_output_as_a_file_and_one_poller_per_token() {
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new f bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started f"))
+    });
+
+    // A typing indicator while the turn runs.
+    tg.push_message(ADMIN, ADMIN, "Owner", "sleep 1; echo slow-done");
+    tg.wait_sent("the slow reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("slow-done"))
+    });
+    let typing = tg.calls_of("sendchataction");
+    assert!(
+        typing
+            .iter()
+            .any(|c| c["action"] == "typing" && c["chat_id"] == ADMIN),
+        "{typing:?}"
+    );
+
+    // Output longer than a few messages arrives as a file with a short summary.
+    tg.push_message(ADMIN, ADMIN, "Owner", "seq 1 4000");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while tg.documents().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let docs = tg.documents();
+    assert_eq!(docs.len(), 1, "one file");
+    let content = String::from_utf8_lossy(&docs[0].content);
+    assert!(
+        content.contains("\n4000"),
+        "the whole output is in the file"
+    );
+    assert!(
+        docs[0]
+            .caption
+            .as_deref()
+            .is_some_and(|c| c.contains("full text attached")),
+        "{:?}",
+        docs[0].caption
+    );
+
+    // A second gateway for the same bot on this machine refuses to start.
+    let out = Command::new(bin("clibot-gateway"))
+        .args(["--telegram", "--telegram-api-url", &tg.url(), "--socket"])
+        .arg(&h.socket)
+        .env("TELEGRAM_TOKEN", TOKEN)
+        .env("CLIBOT_CONFIG", &h.config)
+        .output()
+        .expect("run a second gateway");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already polling this bot"), "{err}");
     let _ = g.kill();
     let _ = g.wait();
 }
