@@ -4,6 +4,7 @@
 //! at any moment and started again.
 
 mod console;
+mod discord;
 mod platform;
 mod relay;
 mod router;
@@ -22,8 +23,17 @@ use clibot_gateway::command::CommandParser;
 #[command(version, about)]
 struct Args {
     /// A chat on this terminal: type messages on stdin, read replies on stdout.
-    #[arg(long, conflicts_with = "telegram")]
+    #[arg(long, conflicts_with_all = ["telegram", "discord"])]
     console: bool,
+    /// Discord, through its gateway (token from --discord-token, DISCORD_TOKEN, or
+    /// `[gateway.discord] token` in the config file).
+    #[arg(long, conflicts_with = "telegram")]
+    discord: bool,
+    #[arg(long, env = "DISCORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    discord_token: Option<String>,
+    /// Another API base (a proxy or a test fake) instead of https://discord.com.
+    #[arg(long, value_name = "URL")]
+    discord_api_url: Option<String>,
     /// Telegram, by long polling (token from --telegram-token, TELEGRAM_TOKEN, or
     /// `[gateway.telegram] token` in the config file).
     #[arg(long)]
@@ -64,8 +74,19 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let discord = if args.discord {
+        match settings(&args, "discord", args.discord_token.clone(), args.discord_api_url.clone()) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("clibot-gateway: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
     let telegram = if args.telegram {
-        match telegram_settings(&args) {
+        match settings(&args, "telegram", args.telegram_token.clone(), args.telegram_api_url.clone()) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("clibot-gateway: {e}");
@@ -93,26 +114,23 @@ fn main() -> ExitCode {
         .map(std::path::Path::to_path_buf)
         .unwrap_or_else(clibot_proto::private_runtime_dir);
     rt.block_on(async move {
-        let (platform, mut inbound): (Arc<dyn platform::Platform>, _) = match telegram {
-            Some((token, api_url)) => {
-                match telegram::Telegram::start(
-                    &token,
-                    api_url.as_deref(),
-                    parser.prefix(),
-                    &lock_dir,
-                )
+        let started: anyhow::Result<(Arc<dyn platform::Platform>, _)> = match (telegram, discord) {
+            (Some((token, api_url)), _) => telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
                 .await
-                {
-                    Ok((t, rx)) => (Arc::new(t), rx),
-                    Err(e) => {
-                        eprintln!("clibot-gateway: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                }
-            }
-            None => {
+                .map(|(t, rx)| (Arc::new(t) as Arc<dyn platform::Platform>, rx)),
+            (None, Some((token, api_url))) => discord::Discord::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
+                .await
+                .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx)),
+            (None, None) => {
                 let (c, rx) = console::Console::start();
-                (Arc::new(c), rx)
+                Ok((Arc::new(c) as Arc<dyn platform::Platform>, rx))
+            }
+        };
+        let (platform, mut inbound) = match started {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("clibot-gateway: {e}");
+                return ExitCode::FAILURE;
             }
         };
         tokio::spawn(relay::run(platform.clone(), socket.clone()));
@@ -163,36 +181,23 @@ fn main() -> ExitCode {
     })
 }
 
-/// The Telegram token and API URL: flags and environment first, then `[gateway.telegram]` in
+/// A platform's token and API URL: flags and environment first, then `[gateway.PLATFORM]` in
 /// the config file (where `${NAME}` is replaced by the environment variable NAME).
-fn telegram_settings(args: &Args) -> Result<(String, Option<String>), String> {
-    let path = args.config.clone().or_else(|| {
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml"))
-    });
-    let table: Option<toml::Table> = path
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|t| t.parse().ok());
+fn settings(args: &Args, platform: &str, token: Option<String>, api_url: Option<String>) -> Result<(String, Option<String>), String> {
+    let path = args
+        .config
+        .clone()
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml")));
+    let table: Option<toml::Table> = path.and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| t.parse().ok());
     let from_config = |key: &str| -> Option<String> {
-        let v = table
-            .as_ref()?
-            .get("gateway")?
-            .get("telegram")?
-            .get(key)?
-            .as_str()?
-            .to_string();
+        let v = table.as_ref()?.get("gateway")?.get(platform)?.get(key)?.as_str()?.to_string();
         Some(expand_env(&v))
     };
-    let token = args
-        .telegram_token
-        .clone()
-        .or_else(|| from_config("token"))
-        .filter(|t| !t.is_empty())
-        .ok_or("no Telegram bot token: pass --telegram-token, export TELEGRAM_TOKEN, or set [gateway.telegram] token")?;
-    let api_url = args
-        .telegram_api_url
-        .clone()
-        .or_else(|| from_config("api_url"));
-    Ok((token, api_url))
+    let env = format!("{}_TOKEN", platform.to_uppercase());
+    let token = token.or_else(|| from_config("token")).filter(|t| !t.is_empty()).ok_or(format!(
+        "no {platform} bot token: pass --{platform}-token, export {env}, or set [gateway.{platform}] token"
+    ))?;
+    Ok((token, api_url.or_else(|| from_config("api_url"))))
 }
 
 /// `${NAME}` → the environment variable (empty when unset).

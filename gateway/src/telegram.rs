@@ -27,29 +27,6 @@ pub struct Telegram {
     _lock: std::fs::File,
 }
 
-/// One poller per bot and daemon: a lock file beside the daemon's socket, held
-/// for the life of the process (the kernel releases it however the process ends). Across
-/// machines, Telegram itself ends the older poll with a conflict.
-fn poller_lock(dir: &std::path::Path, bot_id: u64) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    let path = dir.join(format!("telegram-{bot_id}.lock"));
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(false)
-        .open(&path)?;
-    if f.try_lock().is_err() {
-        anyhow::bail!(
-            "another clibot-gateway is already polling this bot (lock {}); one poller per token: stop the other one first",
-            path.display()
-        );
-    }
-    Ok(f)
-}
 
 /// Telegram's limit, in UTF-16 units of the rendered text.
 const LIMIT: usize = 4096;
@@ -80,7 +57,7 @@ impl Telegram {
             .get_me()
             .await
             .map_err(|e| anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"))?;
-        let lock = poller_lock(lock_dir, me.id.0)?;
+        let lock = crate::platform::single_poller(lock_dir, &format!("telegram-{}", me.id.0))?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
         Ok((
