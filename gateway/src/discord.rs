@@ -11,8 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use clibot_gateway::chunk::{ChunkOptions, chunk};
 use serenity::all::{
-    ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton, CreateInteractionResponse,
-    CreateMessage, EventHandler, GatewayIntents, Http, HttpBuilder, Interaction, Message,
+    ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton,
+    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, Http, HttpBuilder,
+    Interaction, Message,
 };
 use tokio::sync::mpsc;
 
@@ -46,9 +47,13 @@ impl EventHandler for Handler {
     }
 
     async fn interaction_create(&self, ctx: Context, interaction: Interaction) {
-        let Interaction::Component(c) = interaction else { return };
+        let Interaction::Component(c) = interaction else {
+            return;
+        };
         // Interactions must be answered within 3 s; the answer itself goes through the router.
-        let _ = c.create_response(&ctx.http, CreateInteractionResponse::Acknowledge).await;
+        let _ = c
+            .create_response(&ctx.http, CreateInteractionResponse::Acknowledge)
+            .await;
         if let Some(choice) = c.data.custom_id.strip_prefix("answer:") {
             let inbound = Inbound {
                 chat: c.channel_id.get().to_string(),
@@ -72,7 +77,9 @@ impl Discord {
     ) -> anyhow::Result<(Discord, mpsc::Receiver<Inbound>)> {
         let mut hb = HttpBuilder::new(token);
         if let Some(url) = api_url {
-            hb = hb.proxy(url.trim_end_matches('/')).ratelimiter_disabled(true);
+            hb = hb
+                .proxy(url.trim_end_matches('/'))
+                .ratelimiter_disabled(true);
         }
         let http = hb.build();
         let me = http
@@ -81,10 +88,14 @@ impl Discord {
             .map_err(|e| anyhow::anyhow!("Discord did not accept the bot token: {e}"))?;
         let lock = crate::platform::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
-        let intents =
-            GatewayIntents::DIRECT_MESSAGES | GatewayIntents::GUILD_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
+        let intents = GatewayIntents::DIRECT_MESSAGES
+            | GatewayIntents::GUILD_MESSAGES
+            | GatewayIntents::MESSAGE_CONTENT;
         let mut client = ClientBuilder::new_with_http(http, intents)
-            .event_handler(Handler { tx, prefix: prefix.to_string() })
+            .event_handler(Handler {
+                tx,
+                prefix: prefix.to_string(),
+            })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the Discord client: {e}"))?;
         let http = client.http.clone();
@@ -94,21 +105,36 @@ impl Discord {
                 std::process::exit(1);
             }
         });
-        Ok((Discord { http, bot_id: me.id.get(), _lock: lock }, rx))
+        Ok((
+            Discord {
+                http,
+                bot_id: me.id.get(),
+                _lock: lock,
+            },
+            rx,
+        ))
     }
 
     fn channel(chat: &str) -> anyhow::Result<ChannelId> {
-        let id: u64 = chat.parse().map_err(|_| anyhow::anyhow!("not a Discord channel id: {chat}"))?;
+        let id: u64 = chat
+            .parse()
+            .map_err(|_| anyhow::anyhow!("not a Discord channel id: {chat}"))?;
         Ok(ChannelId::new(id))
     }
 
     /// Sends one message, waiting out rate limits.
-    async fn send_message(&self, channel: ChannelId, make: impl Fn() -> CreateMessage) -> anyhow::Result<()> {
+    async fn send_message(
+        &self,
+        channel: ChannelId,
+        make: impl Fn() -> CreateMessage,
+    ) -> anyhow::Result<()> {
         let mut wait = Duration::from_millis(500);
         loop {
             match channel.send_message(&self.http, make()).await {
                 Ok(_) => return Ok(()),
-                Err(serenity::Error::Http(e)) if e.status_code().is_some_and(|s| s.as_u16() == 429) => {
+                Err(serenity::Error::Http(e))
+                    if e.status_code().is_some_and(|s| s.as_u16() == 429) =>
+                {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(10));
                 }
@@ -139,7 +165,8 @@ impl Platform for Discord {
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
         let channel = Self::channel(chat)?;
         for part in chunk(text, &ChunkOptions::discord()) {
-            self.send_message(channel, || CreateMessage::new().content(part.clone())).await?;
+            self.send_message(channel, || CreateMessage::new().content(part.clone()))
+                .await?;
         }
         Ok(())
     }
@@ -159,7 +186,8 @@ impl Platform for Discord {
                         .enumerate()
                         .take(25)
                         .map(|(i, o)| {
-                            let label: String = format!("{}. {o}", i + 1).chars().take(80).collect();
+                            let label: String =
+                                format!("{}. {o}", i + 1).chars().take(80).collect();
                             CreateButton::new(format!("answer:{}", i + 1)).label(label)
                         })
                         .collect::<Vec<_>>()
@@ -175,11 +203,19 @@ impl Platform for Discord {
         Ok(())
     }
 
-    async fn send_file(&self, chat: &str, name: &str, text: &str, summary: &str) -> anyhow::Result<()> {
+    async fn send_file(
+        &self,
+        chat: &str,
+        name: &str,
+        text: &str,
+        summary: &str,
+    ) -> anyhow::Result<()> {
         let channel = Self::channel(chat)?;
         let summary: String = summary.chars().take(2000).collect();
         self.send_message(channel, || {
-            CreateMessage::new().content(summary.clone()).add_file(CreateAttachment::bytes(text.as_bytes().to_vec(), name))
+            CreateMessage::new()
+                .content(summary.clone())
+                .add_file(CreateAttachment::bytes(text.as_bytes().to_vec(), name))
         })
         .await
     }

@@ -1,4 +1,5 @@
-//! `clibot-gateway`: relays clibotd sessions to chats — `--telegram` (long polling), or
+//! `clibot-gateway`: relays clibotd sessions to chats — `--telegram` (long polling), `--discord`
+//! (its gateway websocket), or
 //! `--console`, a chat on this terminal that needs no bot token. It holds no state that
 //! matters — bindings, access and the delivery cursor live in the daemon — so it can be killed
 //! at any moment and started again.
@@ -29,7 +30,12 @@ struct Args {
     /// `[gateway.discord] token` in the config file).
     #[arg(long, conflicts_with = "telegram")]
     discord: bool,
-    #[arg(long, env = "DISCORD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
+    #[arg(
+        long,
+        env = "DISCORD_TOKEN",
+        hide_env_values = true,
+        value_name = "TOKEN"
+    )]
     discord_token: Option<String>,
     /// Another API base (a proxy or a test fake) instead of https://discord.com.
     #[arg(long, value_name = "URL")]
@@ -61,10 +67,8 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if !args.console && !args.telegram {
-        eprintln!(
-            "clibot-gateway: choose a platform: --telegram or --console (Discord is not available in this build)"
-        );
+    if !args.console && !args.telegram && !args.discord {
+        eprintln!("clibot-gateway: choose a platform: --telegram, --discord or --console");
         return ExitCode::from(2);
     }
     let parser = match CommandParser::new(&args.prefix) {
@@ -75,7 +79,12 @@ fn main() -> ExitCode {
         }
     };
     let discord = if args.discord {
-        match settings(&args, "discord", args.discord_token.clone(), args.discord_api_url.clone()) {
+        match settings(
+            &args,
+            "discord",
+            args.discord_token.clone(),
+            args.discord_api_url.clone(),
+        ) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("clibot-gateway: {e}");
@@ -86,7 +95,12 @@ fn main() -> ExitCode {
         None
     };
     let telegram = if args.telegram {
-        match settings(&args, "telegram", args.telegram_token.clone(), args.telegram_api_url.clone()) {
+        match settings(
+            &args,
+            "telegram",
+            args.telegram_token.clone(),
+            args.telegram_api_url.clone(),
+        ) {
             Ok(t) => Some(t),
             Err(e) => {
                 eprintln!("clibot-gateway: {e}");
@@ -115,12 +129,16 @@ fn main() -> ExitCode {
         .unwrap_or_else(clibot_proto::private_runtime_dir);
     rt.block_on(async move {
         let started: anyhow::Result<(Arc<dyn platform::Platform>, _)> = match (telegram, discord) {
-            (Some((token, api_url)), _) => telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
-                .await
-                .map(|(t, rx)| (Arc::new(t) as Arc<dyn platform::Platform>, rx)),
-            (None, Some((token, api_url))) => discord::Discord::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
-                .await
-                .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx)),
+            (Some((token, api_url)), _) => {
+                telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
+                    .await
+                    .map(|(t, rx)| (Arc::new(t) as Arc<dyn platform::Platform>, rx))
+            }
+            (None, Some((token, api_url))) => {
+                discord::Discord::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
+                    .await
+                    .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx))
+            }
             (None, None) => {
                 let (c, rx) = console::Console::start();
                 Ok((Arc::new(c) as Arc<dyn platform::Platform>, rx))
@@ -183,14 +201,26 @@ fn main() -> ExitCode {
 
 /// A platform's token and API URL: flags and environment first, then `[gateway.PLATFORM]` in
 /// the config file (where `${NAME}` is replaced by the environment variable NAME).
-fn settings(args: &Args, platform: &str, token: Option<String>, api_url: Option<String>) -> Result<(String, Option<String>), String> {
-    let path = args
-        .config
-        .clone()
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml")));
-    let table: Option<toml::Table> = path.and_then(|p| std::fs::read_to_string(p).ok()).and_then(|t| t.parse().ok());
+fn settings(
+    args: &Args,
+    platform: &str,
+    token: Option<String>,
+    api_url: Option<String>,
+) -> Result<(String, Option<String>), String> {
+    let path = args.config.clone().or_else(|| {
+        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml"))
+    });
+    let table: Option<toml::Table> = path
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|t| t.parse().ok());
     let from_config = |key: &str| -> Option<String> {
-        let v = table.as_ref()?.get("gateway")?.get(platform)?.get(key)?.as_str()?.to_string();
+        let v = table
+            .as_ref()?
+            .get("gateway")?
+            .get(platform)?
+            .get(key)?
+            .as_str()?
+            .to_string();
         Some(expand_env(&v))
     };
     let env = format!("{}_TOKEN", platform.to_uppercase());

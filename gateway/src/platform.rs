@@ -53,9 +53,16 @@ pub trait Platform: Send + Sync + 'static {
 /// bot refuses to start. (Across machines, Telegram itself ends the older poll with a conflict.)
 pub fn single_poller(dir: &std::path::Path, name: &str) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
     let path = dir.join(format!("{name}.lock"));
-    let f = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(&path)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(&path)?;
     if f.try_lock().is_err() {
         anyhow::bail!(
             "another clibot-gateway is already polling this bot (lock {}); one poller per token: stop the other one first",

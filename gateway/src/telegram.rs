@@ -27,7 +27,6 @@ pub struct Telegram {
     _lock: std::fs::File,
 }
 
-
 /// Telegram's limit, in UTF-16 units of the rendered text.
 const LIMIT: usize = 4096;
 

@@ -2,6 +2,7 @@
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
 pub mod claude;
+pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod mock_llm;

@@ -1,0 +1,158 @@
+//! End to end: a fake Discord (REST and gateway websocket on 127.0.0.1) → the real
+//! clibot-gateway (serenity) → the real clibotd → bash in tmux → the reply back in the fake
+//! channel. Pairing keeps an unknown user out; a prompt is answered by a button; a 429 delays but
+//! does not lose the reply; killing the gateway mid-turn delivers the reply exactly once.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use clibot_tests::fake_discord::{FakeDiscord, SentMessage, rate_limit_body};
+use clibot_tests::{Harness, bin};
+
+const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
+const ADMIN: u64 = 1_300_000_000_000_000_100;
+const STRANGER: u64 = 1_300_000_000_000_000_555;
+const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
+const STRANGER_DM: u64 = 1_400_000_000_000_000_555;
+
+fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
+    Command::new(bin("clibot-gateway"))
+        .args(["--discord", "--discord-api-url", &dc.url(), "--socket"])
+        .arg(&h.socket)
+        .env("DISCORD_TOKEN", TOKEN)
+        .env("CLIBOT_CONFIG", &h.config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(h.dir.path().join("gateway.log"))
+                .expect("log"),
+        )
+        .spawn()
+        .expect("start clibot-gateway --discord")
+}
+
+fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
+    sent.iter()
+        .filter(|m| m.channel_id == channel)
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+fn setup() -> (Harness, FakeDiscord, Child) {
+    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
+    h.start_daemon();
+    let dc = FakeDiscord::start(TOKEN);
+    let g = gateway(&h, &dc);
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "the gateway connects to Discord; its log:\n{}",
+        std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default()
+    );
+    (h, dc, g)
+}
+
+#[test]
+fn a_discord_message_runs_in_the_cli_and_the_reply_comes_back() {
+    let (h, dc, mut g) = setup();
+    let work = h.work.display().to_string();
+
+    dc.push_message(STRANGER_DM, STRANGER, "eve", "echo should-not-run");
+    dc.wait_sent("a pairing code", |s| {
+        contents(s, STRANGER_DM)
+            .iter()
+            .any(|t| t.contains("pairing code"))
+    });
+
+    dc.push_message(ADMIN_DM, ADMIN, "owner", &format!("!!new d bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started d"))
+    });
+    dc.push_message(ADMIN_DM, ADMIN, "owner", "echo dc-$((6*7))");
+    dc.wait_sent("the reply", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("dc-42"))
+    });
+    assert!(
+        !h.events().iter().any(|e| e["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("should-not-run"))),
+        "the stranger's text never reached a CLI"
+    );
+
+    // A prompt comes with buttons; pressing one answers it.
+    dc.push_message(
+        ADMIN_DM,
+        ADMIN,
+        "owner",
+        "read -p 'Merge it? [y/N] ' a; echo merge=$a",
+    );
+    let sent = dc.wait_sent("the prompt", |s| {
+        s.iter().any(|m| {
+            m.channel_id == ADMIN_DM && m.content.contains("Merge it?") && m.components.is_some()
+        })
+    });
+    let prompt = sent
+        .iter()
+        .rev()
+        .find(|m| m.channel_id == ADMIN_DM && m.content.contains("Merge it?"))
+        .expect("prompt")
+        .clone();
+    assert!(
+        prompt
+            .components
+            .as_ref()
+            .is_some_and(|c| c.to_string().contains("answer:1")),
+        "{:?}",
+        prompt.components
+    );
+    dc.push_button(ADMIN_DM, ADMIN, prompt.id, "answer:1");
+    dc.wait_sent("the answer's effect", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("merge=y"))
+    });
+
+    // A rate limit delays the reply but does not lose it.
+    dc.fail_next("/messages", 429, rate_limit_body(0.5));
+    dc.push_message(ADMIN_DM, ADMIN, "owner", "echo after-limit-$((1+1))");
+    dc.wait_sent("the reply after a 429", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("after-limit-2"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn killing_the_discord_gateway_mid_turn_delivers_the_reply_exactly_once() {
+    let (h, dc, mut g) = setup();
+    let work = h.work.display().to_string();
+    dc.push_message(ADMIN_DM, ADMIN, "owner", &format!("!!new k bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started k"))
+    });
+    dc.push_message(ADMIN_DM, ADMIN, "owner", "sleep 2; echo late-$((3*3))");
+    dc.wait_calls("typing", |c| {
+        c.iter().any(|(_, p, _)| p.ends_with("/typing"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+    std::thread::sleep(Duration::from_secs(3));
+    let mut g = gateway(&h, &dc);
+    dc.wait_sent("the late reply", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("late-9"))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let n = contents(&dc.sent(), ADMIN_DM)
+        .iter()
+        .filter(|t| t.contains("late-9"))
+        .count();
+    assert_eq!(n, 1, "exactly once: {:#?}", contents(&dc.sent(), ADMIN_DM));
+    let _ = g.kill();
+    let _ = g.wait();
+}
