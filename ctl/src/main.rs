@@ -378,6 +378,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 session: name.clone(),
                 text,
                 submit: !no_submit,
+                ..Default::default()
             };
             if c.send_input(req).await?.get_ref().queued {
                 eprintln!(

@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: CancellationToken,
     pub(crate) access: crate::access::Access,
     pub(crate) chats: crate::chats::Chats,
+    /// Recently accepted chat messages (dedupe key → the event's sequence number), oldest first.
+    pub(crate) seen_inputs: Mutex<std::collections::VecDeque<(String, u64)>>,
     pub(crate) audit: crate::audit::Audit,
 }
 
@@ -232,6 +234,7 @@ impl Daemon {
                 access,
                 audit,
                 chats,
+                seen_inputs: Mutex::new(std::collections::VecDeque::new()),
                 kinds,
                 shutdown: CancellationToken::new(),
                 clis,
@@ -845,6 +848,37 @@ impl Daemon {
     /// time. Multi-line text goes as one bracketed paste. While a turn runs the text is queued
     /// and delivered when the CLI is ready. Returns the event's sequence number and whether the
     /// text was queued.
+    /// [`Daemon::send_input`] for a chat message: a key seen before (a gateway that restarted
+    /// before confirming the message to its platform hands it over again) is accepted without
+    /// typing the text a second time.
+    pub async fn send_input_once(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+        key: &str,
+    ) -> Result<(u64, bool), CoreError> {
+        /// How many recent keys are remembered.
+        const KEEP: usize = 4096;
+        if key.is_empty() {
+            return self.send_input(name, text, submit).await;
+        }
+        if let Some((_, seq)) = lock(&self.inner.seen_inputs).iter().find(|(k, _)| k == key) {
+            info!(
+                session = name,
+                key, "chat message seen before; not typed again"
+            );
+            return Ok((*seq, false));
+        }
+        let r = self.send_input(name, text, submit).await?;
+        let mut seen = lock(&self.inner.seen_inputs);
+        seen.push_back((key.to_string(), r.0));
+        while seen.len() > KEEP {
+            seen.pop_front();
+        }
+        Ok(r)
+    }
+
     pub async fn send_input(
         &self,
         name: &str,

@@ -327,7 +327,10 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "send", false)?;
-        let result = self.daemon.send_input(&r.session, &r.text, r.submit).await;
+        let result = self
+            .daemon
+            .send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
+            .await;
         let (seq, queued) = self.audited(&actor, &r.session, "send", result)?;
         Ok(Response::new(v1::SendInputResponse { seq, queued }))
     }

@@ -30,6 +30,7 @@ impl Console {
                     user: user.clone(),
                     user_name: user.clone(),
                     text: line,
+                    id: String::new(),
                     ack: None,
                 };
                 if tx.send(msg).await.is_err() {

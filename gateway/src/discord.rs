@@ -41,6 +41,7 @@ impl EventHandler for Handler {
             user: msg.author.id.get().to_string(),
             user_name: msg.author.name.clone(),
             text: msg.content.clone(),
+            id: msg.id.get().to_string(),
             ack: None,
         };
         let _ = self.tx.send(inbound).await;
@@ -60,6 +61,7 @@ impl EventHandler for Handler {
                 user: c.user.id.get().to_string(),
                 user_name: c.user.name.clone(),
                 text: format!("{}answer {choice}", self.prefix),
+                id: String::new(),
                 ack: None,
             };
             let _ = self.tx.send(inbound).await;

@@ -10,6 +10,9 @@ pub struct Inbound {
     pub user: String,
     pub user_name: String,
     pub text: String,
+    /// The platform's id of the message (empty where there is none), for the daemon's
+    /// de-duplication of a message handed over twice.
+    pub id: String,
     /// Fired once the message was handled (handed to the daemon, or refused with a reply):
     /// platforms that can redeliver (Telegram's update offset) confirm the update only then.
     pub ack: Option<tokio::sync::oneshot::Sender<()>>,

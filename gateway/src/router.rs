@@ -126,10 +126,16 @@ impl Router {
                 let Some(session) = bound else {
                     return Ok(Some(self.no_session_hint(c).await?));
                 };
+                let dedupe_key = if msg.id.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}:{}:{}", self.platform.name(), msg.chat, msg.id)
+                };
                 let req = v1::SendInputRequest {
                     session: session.clone(),
                     text: text.to_string(),
                     submit: true,
+                    dedupe_key,
                 };
                 let r = c.send_input(self.req(msg, req)).await?.into_inner();
                 Ok(r.queued.then(|| format!("[{session}] busy: your message is queued and goes in when the current turn ends")))

@@ -151,6 +151,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                         user: from.id.0.to_string(),
                         user_name: from.first_name.clone(),
                         text: text.to_string(),
+                        id: m.id.0.to_string(),
                         ack: None,
                     })
                 }
@@ -166,6 +167,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                             user: q.from.id.0.to_string(),
                             user_name: q.from.first_name.clone(),
                             text: format!("{prefix}answer {choice}"),
+                            id: String::new(),
                             ack: None,
                         }),
                         _ => None,

@@ -357,6 +357,7 @@ async fn grpc_status_codes_are_precise() {
         session: "g".into(),
         text: "x".repeat(70_000),
         submit: true,
+        ..Default::default()
     };
     assert_eq!(
         c.send_input(big).await.expect_err("too big").code(),
@@ -535,6 +536,7 @@ async fn two_sessions_work_in_parallel() {
             session: "a".into(),
             text: "echo from-a".into(),
             submit: true,
+            ..Default::default()
         })
         .await
     });
@@ -543,6 +545,7 @@ async fn two_sessions_work_in_parallel() {
         session: "b".into(),
         text: "echo from-b".into(),
         submit: true,
+        ..Default::default()
     })
     .await
     .expect("send b");
@@ -1013,6 +1016,7 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         session: "work".into(),
         text: "echo from-chat".into(),
         submit: true,
+        ..Default::default()
     };
     let err = c
         .send_input(as_user(send.clone()))
@@ -1185,5 +1189,31 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
     assert!(
         !seqs.is_empty() && seqs.iter().all(|s| *s > cursor),
         "{seqs:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_message_handed_over_twice_is_typed_once() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "dup");
+    let mut c = h.client().await;
+    let req = v1::SendInputRequest {
+        session: "dup".into(),
+        text: "echo once-$((20+22))".into(),
+        submit: true,
+        dedupe_key: "telegram:42:1001".into(),
+    };
+    let first = c.send_input(req.clone()).await.expect("first").into_inner();
+    h.wait_screen("dup", "the output", |s| lines(s).contains(&"once-42"));
+    h.wait_list("idle", |l| l[0]["state"] == "idle");
+    let again = c.send_input(req).await.expect("again").into_inner();
+    assert_eq!(again.seq, first.seq, "the same event answers the repeat");
+    std::thread::sleep(Duration::from_millis(500));
+    let screen = h.ctl_ok(&["screen", "dup"]);
+    assert_eq!(
+        lines(&screen).iter().filter(|l| **l == "once-42").count(),
+        1,
+        "{screen}"
     );
 }
