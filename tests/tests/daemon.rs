@@ -1217,3 +1217,39 @@ async fn a_chat_message_handed_over_twice_is_typed_once() {
         "{screen}"
     );
 }
+
+#[test]
+fn a_silent_turn_is_reported_stalled_not_killed() {
+    let mut h = Harness::new();
+    let cfg = std::fs::read_to_string(&h.config)
+        .expect("config")
+        .replace("[daemon]\n", "[daemon]\nstall_after_ms = 700\n");
+    std::fs::write(&h.config, cfg).expect("config");
+    h.start_daemon();
+    spawn_bash(&h, "quiet");
+    // `sleep` runs in the foreground and prints nothing: the turn goes on, silently.
+    h.ctl_ok(&["send", "quiet", "sleep 4; echo woke-up"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !h.events().iter().any(|e| e["type"] == "stalled") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        h.events()
+            .iter()
+            .any(|e| e["type"] == "stalled" && e["session"] == "quiet"),
+        "{:#?}",
+        h.events()
+    );
+    let l: serde_json::Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    assert_eq!(
+        (l[0]["state"].as_str(), l[0]["stalled"].as_bool()),
+        (Some("working"), Some(true))
+    );
+    // Not killed: the command finishes and the turn completes with its output.
+    h.wait_screen("quiet", "the late output", |s| {
+        lines(s).contains(&"woke-up")
+    });
+    h.wait_list("idle, no longer stalled", |l| {
+        l[0]["state"] == "idle" && l[0]["stalled"] == false
+    });
+}
