@@ -222,6 +222,28 @@ impl Platform for Discord {
         .await
     }
 
+    async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
+        let channel = Self::channel(chat).ok()?;
+        match id {
+            None => channel
+                .send_message(&self.http, CreateMessage::new().content(text))
+                .await
+                .ok()
+                .map(|m| m.id.get().to_string()),
+            Some(id) => {
+                let mid = serenity::all::MessageId::new(id.parse().ok()?);
+                let _ = channel
+                    .edit_message(
+                        &self.http,
+                        mid,
+                        serenity::all::EditMessage::new().content(text),
+                    )
+                    .await;
+                Some(id.to_string())
+            }
+        }
+    }
+
     async fn typing(&self, chat: &str) {
         if let Ok(channel) = Self::channel(chat) {
             let _ = channel.broadcast_typing(&self.http).await;

@@ -49,6 +49,14 @@ pub trait Platform: Send + Sync + 'static {
     }
     /// Shows that the CLI is working (a typing indicator); a no-op where there is none.
     async fn typing(&self, _chat: &str) {}
+    /// A status message: created when `id` is `None` (its id is returned where the platform can
+    /// edit it later), edited in place otherwise. Best effort: a failure costs only the status.
+    async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
+        if id.is_none() {
+            let _ = self.send(chat, text).await;
+        }
+        None
+    }
 }
 
 /// One poller per bot and daemon: a lock file beside the daemon's socket, held for the life of

@@ -16,14 +16,22 @@ use tokio_stream::StreamExt;
 use crate::platform::Platform;
 use crate::router::prompt_text;
 
-/// The running typing indicators, by session; stopped when the relay loses the daemon.
-#[derive(Default)]
-struct Typing(std::collections::HashMap<String, tokio::task::JoinHandle<()>>);
+/// A running turn's chat feedback: the task that renews typing and the status message, the
+/// status messages (chat, id) and when the turn started.
+struct Progress {
+    task: tokio::task::JoinHandle<()>,
+    status: Vec<(String, Option<String>)>,
+    started: std::time::Instant,
+}
 
-impl Drop for Typing {
+/// Running turns by session; their tasks stop when the relay loses the daemon.
+#[derive(Default)]
+struct Running(std::collections::HashMap<String, Progress>);
+
+impl Drop for Running {
     fn drop(&mut self) {
-        for t in self.0.values() {
-            t.abort();
+        for p in self.0.values() {
+            p.task.abort();
         }
     }
 }
@@ -73,13 +81,29 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                 .await?
                 .into_inner();
             backoff = Duration::from_millis(200);
-            let mut typing = Typing::default();
+            let mut progress = Running::default();
             while let Some(ev) = stream.next().await {
                 let ev = ev?;
                 if let Some(Kind::StateChanged(sc)) = &ev.kind {
-                    // A typing indicator while a turn runs, renewed before it fades (5 s).
-                    if let Some(t) = typing.0.remove(&ev.session) {
-                        t.abort();
+                    // While a turn runs: a status message (edited in place, at most every 15 s)
+                    // and a typing indicator renewed before it fades (5 s).
+                    if let Some(done) = progress.0.remove(&ev.session) {
+                        done.task.abort();
+                        let secs = done.started.elapsed().as_secs();
+                        let text = match v1::SessionState::try_from(sc.to) {
+                            Ok(v1::SessionState::Waiting) => {
+                                format!("⏸ [{}] waiting for you ({secs}s)", ev.session)
+                            }
+                            Ok(v1::SessionState::Idle) => {
+                                format!("✓ [{}] done in {secs}s", ev.session)
+                            }
+                            _ => format!("■ [{}] ended after {secs}s", ev.session),
+                        };
+                        for (chat, id) in &done.status {
+                            if let Some(id) = id {
+                                platform.status(chat, Some(id), &text).await;
+                            }
+                        }
                     }
                     if sc.to == v1::SessionState::Working as i32 {
                         let req = v1::ListBindingsRequest {
@@ -96,16 +120,46 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                             .map(|b| b.chat)
                             .collect();
                         if !chats.is_empty() {
+                            let mut status = Vec::new();
+                            for chat in &chats {
+                                let id = platform
+                                    .status(chat, None, &format!("⏳ [{}] working…", ev.session))
+                                    .await;
+                                status.push((chat.clone(), id));
+                            }
                             let p = platform.clone();
+                            let session = ev.session.clone();
+                            let ids = status.clone();
+                            let started = std::time::Instant::now();
                             let task = tokio::spawn(async move {
+                                let mut tick = 0u64;
                                 loop {
                                     for chat in &chats {
                                         p.typing(chat).await;
                                     }
                                     tokio::time::sleep(Duration::from_secs(4)).await;
+                                    tick += 1;
+                                    if tick % 4 == 0 {
+                                        let text = format!(
+                                            "⏳ [{session}] working… {}s",
+                                            started.elapsed().as_secs()
+                                        );
+                                        for (chat, id) in &ids {
+                                            if let Some(id) = id {
+                                                p.status(chat, Some(id), &text).await;
+                                            }
+                                        }
+                                    }
                                 }
                             });
-                            typing.0.insert(ev.session.clone(), task);
+                            progress.0.insert(
+                                ev.session.clone(),
+                                Progress {
+                                    task,
+                                    status,
+                                    started,
+                                },
+                            );
                         }
                     }
                 }

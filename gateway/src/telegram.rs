@@ -244,6 +244,23 @@ impl Platform for Telegram {
         }
     }
 
+    async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
+        let chat_id = ChatId(chat.parse().ok()?);
+        match id {
+            None => self
+                .bot
+                .send_message(chat_id, text)
+                .await
+                .ok()
+                .map(|m| m.id.0.to_string()),
+            Some(id) => {
+                let mid = teloxide::types::MessageId(id.parse().ok()?);
+                let _ = self.bot.edit_message_text(chat_id, mid, text).await;
+                Some(id.to_string())
+            }
+        }
+    }
+
     async fn typing(&self, chat: &str) {
         if let Ok(id) = chat.parse() {
             let _ = self

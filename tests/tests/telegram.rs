@@ -192,6 +192,22 @@ fn typing_while_working_long_output_as_a_file_and_one_poller_per_token() {
             .any(|c| c["action"] == "typing" && c["chat_id"] == ADMIN),
         "{typing:?}"
     );
+    // A status message said it was working, and was edited in place when the turn ended.
+    let sent = tg.wait_sent("the status edited to done", |s| {
+        s.iter().any(|m| {
+            m.method == "editmessagetext" && m.chat_id == ADMIN && m.text.contains("[f] done in")
+        })
+    });
+    let edited = sent
+        .iter()
+        .find(|m| m.method == "editmessagetext" && m.text.contains("[f] done in"))
+        .expect("edit");
+    assert!(
+        sent.iter().any(|m| m.method == "sendmessage"
+            && m.message_id == edited.message_id
+            && m.text.contains("working")),
+        "the edit replaced the working message"
+    );
 
     // Output longer than a few messages arrives as a file with a short summary.
     tg.push_message(ADMIN, ADMIN, "Owner", "seq 1 4000");
