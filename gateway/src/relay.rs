@@ -139,7 +139,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                                     }
                                     tokio::time::sleep(Duration::from_secs(4)).await;
                                     tick += 1;
-                                    if tick % 4 == 0 {
+                                    if tick.is_multiple_of(4) {
                                         let text = format!(
                                             "⏳ [{session}] working… {}s",
                                             started.elapsed().as_secs()
