@@ -308,3 +308,137 @@ pub fn prompt_text(p: &v1::Prompt) -> String {
     }
     t
 }
+
+#[cfg(test)]
+mod tests {
+    //! The router and the relay against an in-memory platform and a real daemon.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    use async_trait::async_trait;
+    use clibot_gateway::command::CommandParser;
+    use clibot_tests::Harness;
+
+    use super::Router;
+    use crate::platform::{Inbound, Platform};
+
+    /// A platform that keeps what the bot says, per chat, in memory.
+    #[derive(Default)]
+    struct Memory {
+        said: Mutex<Vec<(String, String)>>,
+        local: bool,
+    }
+
+    #[async_trait]
+    impl Platform for Memory {
+        fn name(&self) -> &str {
+            "telegram"
+        }
+        fn consumer(&self) -> String {
+            "memory".into()
+        }
+        fn is_local(&self) -> bool {
+            self.local
+        }
+        fn max_message(&self) -> usize {
+            4096
+        }
+        async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
+            self.said
+                .lock()
+                .expect("lock")
+                .push((chat.to_string(), text.to_string()));
+            Ok(())
+        }
+    }
+
+    impl Memory {
+        async fn wait_for(&self, chat: &str, needle: &str) -> String {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let found = self
+                    .said
+                    .lock()
+                    .expect("lock")
+                    .iter()
+                    .find(|(c, t)| c == chat && t.contains(needle))
+                    .map(|(_, t)| t.clone());
+                if let Some(t) = found {
+                    return t;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "never said {needle:?} to {chat}: {:?}",
+                    self.said.lock().expect("lock")
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
+    fn msg(chat: &str, user: &str, text: &str) -> Inbound {
+        Inbound {
+            chat: chat.into(),
+            user: user.into(),
+            user_name: user.into(),
+            text: text.into(),
+            id: String::new(),
+            ack: None,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn commands_text_and_replies_through_an_in_memory_platform() {
+        let mut h = Harness::with_config("\n[access.telegram]\nadmins = [\"7\"]\n");
+        h.start_daemon();
+        let memory = Arc::new(Memory::default());
+        let platform: Arc<dyn Platform> = memory.clone();
+        tokio::spawn(crate::relay::run(platform.clone(), h.socket.clone()));
+        let router = Router {
+            platform,
+            parser: CommandParser::default(),
+        };
+        let mut c = h.client().await;
+        let work = h.work.display().to_string();
+
+        // Nothing yet: the router says how to start.
+        router
+            .handle(&mut c, &msg("1", "7", "hello"))
+            .await
+            .expect("handled");
+        memory.wait_for("1", "no sessions yet").await;
+        // A stranger gets a pairing code, not a session.
+        router
+            .handle(&mut c, &msg("2", "99", &format!("!!new x bash {work}")))
+            .await
+            .expect("handled");
+        memory.wait_for("2", "pairing code").await;
+        // The admin starts one; text goes to its CLI and the reply comes back through the relay.
+        router
+            .handle(&mut c, &msg("1", "7", &format!("!!new m bash {work}")))
+            .await
+            .expect("handled");
+        memory.wait_for("1", "started m").await;
+        router
+            .handle(&mut c, &msg("1", "7", "echo mem-$((40+2))"))
+            .await
+            .expect("handled");
+        memory.wait_for("1", "[m] mem-42").await;
+        router
+            .handle(&mut c, &msg("1", "7", "!!status"))
+            .await
+            .expect("handled");
+        memory.wait_for("1", "m (bash)").await;
+        router
+            .handle(&mut c, &msg("1", "7", "!!bogus"))
+            .await
+            .expect("handled");
+        memory.wait_for("1", "unknown command").await;
+        assert_eq!(
+            h.ctl_ok(&["list", "--json"]).matches("\"name\"").count(),
+            1,
+            "the stranger started nothing"
+        );
+    }
+}
