@@ -78,37 +78,29 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let discord = if args.discord {
-        match settings(
-            &args,
-            "discord",
-            args.discord_token.clone(),
-            args.discord_api_url.clone(),
-        ) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!("clibot-gateway: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        None
+    let chosen = |on: bool, name: &str, token: &Option<String>, url: &Option<String>| {
+        on.then(|| settings(&args, name, token.clone(), url.clone()))
+            .transpose()
     };
-    let telegram = if args.telegram {
-        match settings(
-            &args,
+    let (discord, telegram) = match (
+        chosen(
+            args.discord,
+            "discord",
+            &args.discord_token,
+            &args.discord_api_url,
+        ),
+        chosen(
+            args.telegram,
             "telegram",
-            args.telegram_token.clone(),
-            args.telegram_api_url.clone(),
-        ) {
-            Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!("clibot-gateway: {e}");
-                return ExitCode::from(2);
-            }
+            &args.telegram_token,
+            &args.telegram_api_url,
+        ),
+    ) {
+        (Ok(d), Ok(t)) => (d, t),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::from(2);
         }
-    } else {
-        None
     };
     let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
