@@ -6,6 +6,7 @@ pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod mock_llm;
+pub mod tmux_driver;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};

@@ -6,14 +6,14 @@
 //! Skipped (with a message) when `tests/node` is not installed, unless `CLIBOT_REQUIRE_CLIS` is
 //! set. Set `CLIBOT_UPDATE_FIXTURES=1` to rewrite the screen fixtures in `tests/fixtures/`.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use clibot_tests::claude::{self, ClaudeHome};
 use clibot_tests::mock_llm::{MockLlm, Rule};
+use clibot_tests::tmux_driver::TmuxDriver;
 use serde_json::{Value, json};
 
 /// The tmux target of the one session each test runs.
@@ -29,91 +29,10 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A private tmux server (`-S <tempdir>/t.sock -f /dev/null`) killed on drop.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new("tmux");
-        cmd.arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // The server is started by the first command and keeps its environment for every pane.
-        for var in claude::UNSET_ENV {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd.spawn().expect("run tmux");
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("tmux stdin")
-                .write_all(text.as_bytes())
-                .expect("write to tmux");
-        }
-        child.wait_with_output().expect("wait for tmux")
-    }
-
-    fn ok(&self, args: &[&str]) {
-        let out = self.run(args, None);
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// The visible screen, wrapped lines joined (what clibot's detector reads).
-    fn capture(&self) -> String {
-        let out = self.run(&["capture-pane", "-p", "-J", "-t", TARGET], None);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Polls the screen until `pred` holds; panics with the last screen after `timeout`.
-    fn wait(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + timeout;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            last = self.capture();
-            if pred(&last) {
-                return last;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("timed out after {timeout:?} waiting for {what}; last screen:\n{last}");
-    }
-
-    /// Submits `text` the way clibot does: bracketed paste from a buffer, a pause so the TUI
-    /// does not take the Enter as part of the paste, then Enter on its own.
-    fn submit(&self, text: &str) {
-        let out = self.run(&["load-buffer", "-b", "x", "-"], Some(text));
-        assert!(out.status.success(), "load-buffer failed");
-        self.ok(&["paste-buffer", "-p", "-d", "-b", "x", "-t", TARGET]);
-        std::thread::sleep(Duration::from_millis(300));
-        self.ok(&["send-keys", "-t", TARGET, "Enter"]);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"], None);
-    }
-}
-
 /// One running Claude Code in its own tmux server, home and work directory.
 struct Claude {
     // Field order is drop order: tmux (and with it Claude) goes before the mock and the files.
-    tmux: Tmux,
+    tmux: TmuxDriver,
     mock: MockLlm,
     work: PathBuf,
     /// Where the hooks of [`hook_settings`] write, when enabled.
@@ -168,8 +87,10 @@ impl Claude {
         std::fs::create_dir_all(&hooks).expect("mkdir hooks");
         let mock = MockLlm::start(rules(&work));
         let home = ClaudeHome::new(&root, &work, &mock.url());
-        let tmux = Tmux {
+        let tmux = TmuxDriver {
             socket: root.join("t.sock"),
+            target: TARGET,
+            unset: claude::UNSET_ENV,
         };
         let env: Vec<String> = home
             .env()

@@ -6,15 +6,15 @@
 //! Never skipped: without `tests/node` installed they fail and say how to install it. Set
 //! `CLIBOT_UPDATE_FIXTURES=1` to rewrite the screen fixtures in `tests/fixtures/`.
 
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use clibot_tests::gemini::{self, GeminiHome};
 use clibot_tests::mock_llm::{MockLlm, Rule};
+use clibot_tests::tmux_driver::TmuxDriver;
 use serde_json::{Value, json};
 
 /// The tmux target of the one session each test runs.
@@ -33,92 +33,10 @@ fn one_at_a_time() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A private tmux server (`-S <tempdir>/t.sock -f /dev/null`) killed on drop.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut cmd = Command::new("tmux");
-        cmd.arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // The server is started by the first command and keeps its environment for every pane.
-        for var in gemini::UNSET_ENV {
-            cmd.env_remove(var);
-        }
-        let mut child = cmd.spawn().expect("run tmux");
-        if let Some(text) = stdin {
-            child
-                .stdin
-                .take()
-                .expect("tmux stdin")
-                .write_all(text.as_bytes())
-                .expect("write to tmux");
-        }
-        child.wait_with_output().expect("wait for tmux")
-    }
-
-    fn ok(&self, args: &[&str]) {
-        let out = self.run(args, None);
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    /// The visible screen, wrapped lines joined (what clibot's detector reads).
-    fn capture(&self) -> String {
-        let out = self.run(&["capture-pane", "-p", "-J", "-t", TARGET], None);
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    /// Polls the screen until `pred` holds; panics with the last screen after `timeout`.
-    fn wait(&self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + timeout;
-        let mut last = String::new();
-        while Instant::now() < deadline {
-            last = self.capture();
-            if pred(&last) {
-                return last;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("timed out after {timeout:?} waiting for {what}; last screen:\n{last}");
-    }
-
-    /// Submits `text` the way clibot does: bracketed paste from a buffer, a pause so the TUI
-    /// does not take the Enter as part of the paste (Gemini turns an Enter within 40 ms of a
-    /// paste into a newline), then Enter on its own.
-    fn submit(&self, text: &str) {
-        let out = self.run(&["load-buffer", "-b", "x", "-"], Some(text));
-        assert!(out.status.success(), "load-buffer failed");
-        self.ok(&["paste-buffer", "-p", "-d", "-b", "x", "-t", TARGET]);
-        std::thread::sleep(Duration::from_millis(300));
-        self.ok(&["send-keys", "-t", TARGET, "Enter"]);
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"], None);
-    }
-}
-
 /// One running Gemini CLI in its own tmux server, home and work directory.
 struct Gemini {
     // Field order is drop order: tmux (and with it Gemini) goes before the mock and the files.
-    tmux: Tmux,
+    tmux: TmuxDriver,
     mock: MockLlm,
     home: GeminiHome,
     work: PathBuf,
@@ -170,8 +88,10 @@ impl Gemini {
         if let Some(h) = setup.hooks {
             home.set_hooks(h(&hooks));
         }
-        let tmux = Tmux {
+        let tmux = TmuxDriver {
             socket: root.join("t.sock"),
+            target: TARGET,
+            unset: gemini::UNSET_ENV,
         };
         let work_str = home.work_dir().display().to_string();
         let mut args: Vec<String> = [
