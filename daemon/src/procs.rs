@@ -33,21 +33,39 @@ pub fn tree(pid: u32) -> Vec<u32> {
     out
 }
 
-fn parent_of(pid: u32) -> Option<u32> {
+/// The fields of `/proc/PID/stat` after the command name (which is in parentheses and may
+/// contain spaces): the state first, then the parent pid, ...
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
 }
 
 /// Whether `pid` still runs (a zombie does not count).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next())
-            .is_some_and(|s| s != "Z"),
-        Err(_) => false,
+    stat_fields(pid).is_some_and(|f| f.first().is_some_and(|s| s != "Z"))
+}
+
+/// The exit status of a process that has exited but was not reaped yet (a zombie): field 52 of
+/// its stat, in `waitpid` form. tmux sometimes reaps a pane's process late (when the next child
+/// exits), and until then reports the pane dead with no status.
+pub fn zombie_exit_status(pid: u32) -> Option<i32> {
+    let fields = stat_fields(pid)?;
+    if fields.first().map(String::as_str) != Some("Z") {
+        return None;
     }
+    // Field 52 overall is index 49 after the state (field 3).
+    let code: i32 = fields.get(49)?.parse().ok()?;
+    let signal = code & 0x7f;
+    Some(if signal == 0 {
+        (code >> 8) & 0xff
+    } else {
+        128 + signal
+    })
 }
 
 /// SIGKILL to each pid that still runs.

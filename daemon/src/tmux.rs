@@ -302,27 +302,6 @@ fn parse_sessions(out: &str) -> Vec<MuxSession> {
 
 /// Sets clibot's options on `target`, or, with `None`, on the session the same tmux call has
 /// just created (tmux's `-t` has no exact-match form for session names here).
-/// The exit status of a process that has exited but was not reaped yet (a zombie), read from
-/// `/proc/PID/stat` (field 52, in `waitpid` form). tmux sometimes reaps a pane's process late
-/// (when the next child exits), and until then reports the pane dead with no status.
-fn zombie_exit_status(pid: u32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    if fields.first() != Some(&"Z") {
-        return None;
-    }
-    // Field 52 overall is index 49 after the state (field 3).
-    let code: i32 = fields.get(49)?.parse().ok()?;
-    let signal = code & 0x7f;
-    Some(if signal == 0 {
-        (code >> 8) & 0xff
-    } else {
-        128 + signal
-    })
-}
-
 fn meta_commands<'a>(target: Option<&'a str>, meta: &'a SessionMeta) -> Vec<TmuxCommand<'a>> {
     meta.pairs()
         .into_iter()
@@ -457,7 +436,7 @@ impl Mux for Tmux {
             .iter_mut()
             .filter(|s| s.dead && s.dead_status.is_none() && s.pid > 0)
         {
-            s.dead_status = zombie_exit_status(s.pid);
+            s.dead_status = crate::procs::zombie_exit_status(s.pid);
         }
         Ok(sessions)
     }

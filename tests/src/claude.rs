@@ -166,35 +166,8 @@ impl ClaudeHome {
 
     /// The environment Claude Code needs, to be given to its tmux session (`new-session -e`).
     pub fn env(&self) -> Vec<(String, String)> {
-        let home = self.home.display().to_string();
-        // Hooks and the Bash tool run through the shell with this PATH; node is on it in case a
-        // hook script is a node script. The CLI itself is a native binary.
-        let mut path: Vec<PathBuf> = vec![node_bin_dir()];
-        let inherited = std::env::var_os("PATH").unwrap_or_default();
-        let inherited: Vec<PathBuf> = std::env::split_paths(&inherited).collect();
-        if let Some(node_dir) = inherited.iter().find(|d| d.join("node").is_file()) {
-            path.push(node_dir.clone());
-        }
-        for dir in inherited
-            .into_iter()
-            .chain(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from))
-        {
-            if !path.contains(&dir) {
-                path.push(dir);
-            }
-        }
-        let path = std::env::join_paths(path)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut env = crate::private_home_env(&self.home);
         let pairs = [
-            ("HOME", home.clone()),
-            ("XDG_CONFIG_HOME", format!("{home}/.config")),
-            ("XDG_CACHE_HOME", format!("{home}/.cache")),
-            ("XDG_DATA_HOME", format!("{home}/.local/share")),
-            ("XDG_STATE_HOME", format!("{home}/.local/state")),
-            ("PATH", path),
-            // The Bash tool runs commands in $SHELL.
-            ("SHELL", "/bin/bash".into()),
             ("ANTHROPIC_BASE_URL", self.mock_url.clone()),
             ("ANTHROPIC_API_KEY", API_KEY.into()),
             // Offline: no update checks, telemetry, error reports or feature-flag fetches, no
@@ -211,7 +184,8 @@ impl ClaudeHome {
             ),
             ("CLAUDE_CODE_IDE_SKIP_AUTO_INSTALL", "1".into()),
         ];
-        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        env.extend(pairs.into_iter().map(|(k, v)| (k.to_string(), v)));
+        env
     }
 
     /// The command line: the pinned binary in classic permission mode. Since 2.1.3xx the

@@ -198,31 +198,8 @@ impl GeminiHome {
     /// The environment Gemini CLI needs, to be given to its tmux session (`new-session -e`).
     pub fn env(&self) -> Vec<(String, String)> {
         let home = self.home.display().to_string();
-        // The CLI is a node script (`#!/usr/bin/env node`), so node must be on PATH; hooks and
-        // the shell tool run with this PATH too.
-        let mut path: Vec<PathBuf> = vec![node_bin_dir()];
-        let inherited = std::env::var_os("PATH").unwrap_or_default();
-        let inherited: Vec<PathBuf> = std::env::split_paths(&inherited).collect();
-        for dir in inherited
-            .into_iter()
-            .chain(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from))
-        {
-            if !path.contains(&dir) {
-                path.push(dir);
-            }
-        }
-        let path = std::env::join_paths(path)
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+        let mut env = crate::private_home_env(&self.home);
         let pairs = [
-            ("HOME", home.clone()),
-            ("XDG_CONFIG_HOME", format!("{home}/.config")),
-            ("XDG_CACHE_HOME", format!("{home}/.cache")),
-            ("XDG_DATA_HOME", format!("{home}/.local/share")),
-            ("XDG_STATE_HOME", format!("{home}/.local/state")),
-            ("PATH", path),
-            // The shell tool runs commands with bash.
-            ("SHELL", "/bin/bash".into()),
             ("GEMINI_API_KEY", API_KEY.into()),
             // The SDK appends `/v1beta/models/{model}:{method}`.
             ("GOOGLE_GEMINI_BASE_URL", self.mock_url.clone()),
@@ -233,7 +210,8 @@ impl GeminiHome {
                 format!("{home}/no-system-settings/settings.json"),
             ),
         ];
-        pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+        env.extend(pairs.into_iter().map(|(k, v)| (k.to_string(), v)));
+        env
     }
 
     /// The command line: the pinned CLI, interactive, default approval mode (every shell command

@@ -347,6 +347,42 @@ impl Drop for Harness {
     }
 }
 
+/// The environment shared by the real CLIs in the tests: a private `HOME` (and XDG dirs under
+/// it), `PATH` with the pinned npm binaries and node first, and bash as the shell their tools
+/// run commands with. Each CLI adds its own variables.
+pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
+    let home = home.display().to_string();
+    let mut path: Vec<PathBuf> = vec![claude::node_bin_dir()];
+    let inherited = std::env::var_os("PATH").unwrap_or_default();
+    let inherited: Vec<PathBuf> = std::env::split_paths(&inherited).collect();
+    if let Some(node_dir) = inherited.iter().find(|d| d.join("node").is_file()) {
+        path.push(node_dir.clone());
+    }
+    for dir in inherited
+        .into_iter()
+        .chain(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from))
+    {
+        if !path.contains(&dir) {
+            path.push(dir);
+        }
+    }
+    let path = std::env::join_paths(path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".into());
+    [
+        ("HOME", home.clone()),
+        ("XDG_CONFIG_HOME", format!("{home}/.config")),
+        ("XDG_CACHE_HOME", format!("{home}/.cache")),
+        ("XDG_DATA_HOME", format!("{home}/.local/share")),
+        ("XDG_STATE_HOME", format!("{home}/.local/state")),
+        ("PATH", path),
+        ("SHELL", "/bin/bash".to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
 /// Lines of a screen, trimmed.
 pub fn lines(screen: &str) -> Vec<&str> {
     screen.lines().map(str::trim_end).collect()
