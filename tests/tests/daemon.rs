@@ -605,8 +605,9 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     h.wait_list("e exited", |l| {
         l[0]["state"] == "exited" && l[0]["exit_status"] == 7
     });
-    // The last screen stays readable.
-    assert!(lines(&h.ctl_ok(&["screen", "e", "--lines", "50"])).contains(&"bye"));
+    // The last screen stays readable (tmux may still be draining the pane's last output when
+    // the exit is seen, hence the wait).
+    h.wait_screen("e", "the last output of the exited CLI", |s| lines(s).contains(&"bye"));
     let err = h.ctl_err(&["send", "e", "hello"]);
     assert!(err.contains("has exited"), "{err}");
     h.ctl_ok(&["stop", "e"]);
