@@ -39,6 +39,10 @@ const CONFIRM_AFTER: Duration = Duration::from_millis(2_000);
 /// A hook announced a prompt; if the screen has not shown it by then, the hook's own
 /// description is published.
 const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
+/// The same, for a hook that names no options (Gemini CLI's): such a prompt cannot be answered
+/// from a phone, so the dialog is given longer to appear — a loaded machine can take a second or
+/// more to draw it after the hook returns.
+const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
 /// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
 /// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
 /// typed before it reads the terminal is lost.
@@ -313,7 +317,12 @@ impl Daemon {
             let now = Instant::now();
             match (&a.prompt, e.rec.prompt.clone()) {
                 (Some(sp), Some(mut cur)) => {
-                    if e.rt.prompt_pending_since.is_some() && cur.source == "hook" {
+                    let pending = e.rt.prompt_pending_since.is_some() && cur.source == "hook";
+                    // Published from the hook alone, without options, because the dialog was
+                    // slow to appear: the same prompt again, now with the dialog's choices.
+                    let late_options =
+                        cur.source == "hook" && cur.options.is_empty() && !sp.options.is_empty();
+                    if pending || late_options {
                         // The dialog the hook announced is on screen: take its exact words.
                         if !sp.text.is_empty() && cur.kind != "question" {
                             cur.text = sp.text.clone();
@@ -449,8 +458,12 @@ impl Daemon {
             let quiet =
                 Duration::from_millis(self.cli(&e.rec.cli).map(|c| c.quiet_ms).unwrap_or(1500));
             let silent = now.duration_since(e.rt.last_output);
+            let screen_wait = match &e.rec.prompt {
+                Some(p) if p.options.is_empty() => HOOK_PROMPT_NO_OPTIONS_WAIT,
+                _ => HOOK_PROMPT_SCREEN_WAIT,
+            };
             if let Some(since) = e.rt.prompt_pending_since
-                && now.duration_since(since) > HOOK_PROMPT_SCREEN_WAIT
+                && now.duration_since(since) > screen_wait
             {
                 e.rt.prompt_pending_since = None;
                 publish = e.rec.prompt.clone();

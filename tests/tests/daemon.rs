@@ -607,7 +607,9 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     });
     // The last screen stays readable (tmux may still be draining the pane's last output when
     // the exit is seen, hence the wait).
-    h.wait_screen("e", "the last output of the exited CLI", |s| lines(s).contains(&"bye"));
+    h.wait_screen("e", "the last output of the exited CLI", |s| {
+        lines(s).contains(&"bye")
+    });
     let err = h.ctl_err(&["send", "e", "hello"]);
     assert!(err.contains("has exited"), "{err}");
     h.ctl_ok(&["stop", "e"]);

@@ -76,7 +76,11 @@ fn a_shell_confirmation_waits_and_a_key_answers_it() {
         e["type"] == "state_changed" && e["to"] == "idle"
     });
     s.h.ctl_ok(&["send", "gm", "please make marker"]);
-    let w = wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
+    // The hook announces the prompt before Gemini draws its dialog; the event that carries the
+    // dialog's choices is the one a chat can answer (on a loaded machine it may come second).
+    let w = wait_event(&s.h, "waiting", |e| {
+        e["type"] == "waiting" && e["options"].as_array().is_some_and(|o| !o.is_empty())
+    });
     assert_eq!(w["kind"], "permission");
     assert_eq!(w["text"], "Allow execution of [Shell]?");
     assert_eq!(

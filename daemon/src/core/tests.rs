@@ -578,3 +578,119 @@ async fn adopt_and_release() {
         "clibot's marks are removed"
     );
 }
+
+/// The Waiting events of a session, as JSON.
+fn waiting_events(d: &Daemon, session: &str) -> Vec<serde_json::Value> {
+    d.events()
+        .read_after(0, 10_000)
+        .events
+        .into_iter()
+        .filter(|e| e.session == session)
+        .filter_map(|e| serde_json::to_value(&e.kind).ok())
+        .filter(|v| v["type"] == "waiting")
+        .collect()
+}
+
+#[tokio::test]
+async fn a_hook_prompt_without_options_waits_for_the_dialog_then_takes_its_choices() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(SpawnRequest {
+        cli: "gemini".into(),
+        ..env.spawn_req("g")
+    })
+    .await
+    .expect("spawn gemini");
+    let (id, token) = {
+        let sessions = lock(&d.inner.sessions);
+        let e = sessions.get("g").expect("session");
+        (e.rec.id.clone(), e.rec.hook_token.clone())
+    };
+    let note = r#"{"hook_event_name":"Notification","notification_type":"ToolPermission",
+        "message":"Tool Confirm Shell Command requires execution",
+        "details":{"type":"exec","title":"Confirm Shell Command","command":"touch x","rootCommand":"touch"}}"#;
+    d.hook(&id, &token, "Notification", note)
+        .await
+        .expect("hook accepted");
+    assert_eq!(d.get("g").expect("g").state, State::Waiting);
+    // Past the usual wait for a dialog, but this hook named no options: nothing published yet,
+    // since a prompt without choices could not be answered from a chat.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert!(waiting_events(&d, "g").is_empty());
+
+    env.mux.st().screen = Some(
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/screens/gemini_shell_perm.txt"
+        ))
+        .expect("fixture"),
+    );
+    let watchers = env.mux.st().watchers.clone();
+    for w in watchers {
+        let _ = w.try_send(WatchEvent::Output);
+    }
+    wait_for(|| !waiting_events(&d, "g").is_empty()).await;
+    let w = waiting_events(&d, "g").remove(0);
+    let p = &w["prompt"];
+    assert_eq!(p["text"], "Allow execution of [Shell]?");
+    assert_eq!(
+        p["options"],
+        serde_json::json!([
+            "Allow once",
+            "Allow for this session",
+            "No, suggest changes (esc)"
+        ])
+    );
+    assert_eq!(p["subject"], "touch x");
+}
+
+#[tokio::test]
+async fn a_hook_prompt_published_before_its_dialog_is_published_again_with_the_choices() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(SpawnRequest {
+        cli: "gemini".into(),
+        ..env.spawn_req("g")
+    })
+    .await
+    .expect("spawn gemini");
+    let (id, token) = {
+        let sessions = lock(&d.inner.sessions);
+        let e = sessions.get("g").expect("session");
+        (e.rec.id.clone(), e.rec.hook_token.clone())
+    };
+    let note = r#"{"hook_event_name":"Notification","notification_type":"ToolPermission",
+        "details":{"title":"Confirm Shell Command","command":"touch x"}}"#;
+    d.hook(&id, &token, "Notification", note)
+        .await
+        .expect("hook accepted");
+    // No dialog for a long time: the hook's own words go out, so the chat learns of the prompt.
+    tokio::time::sleep(Duration::from_millis(4_600)).await;
+    let first = waiting_events(&d, "g");
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0]["prompt"]["text"], "Confirm Shell Command");
+    assert_eq!(first[0]["prompt"]["options"], serde_json::json!([]));
+
+    env.mux.st().screen = Some(
+        std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/fixtures/screens/gemini_shell_perm.txt"
+        ))
+        .expect("fixture"),
+    );
+    let watchers = env.mux.st().watchers.clone();
+    for w in watchers {
+        let _ = w.try_send(WatchEvent::Output);
+    }
+    wait_for(|| waiting_events(&d, "g").len() == 2).await;
+    let second = waiting_events(&d, "g").remove(1);
+    assert_eq!(
+        second["prompt"]["id"], first[0]["prompt"]["id"],
+        "the same prompt"
+    );
+    assert_eq!(second["prompt"]["text"], "Allow execution of [Shell]?");
+    assert_eq!(second["prompt"]["options"][0], "Allow once");
+    // Only once: the screen staying as it is adds nothing.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(waiting_events(&d, "g").len(), 2);
+}
