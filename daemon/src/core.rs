@@ -625,6 +625,11 @@ impl Daemon {
             args: req.args.clone(),
             hook_token: format!("{}{}", new_id(), new_id()),
             cli_session_id: new_uuid(),
+            api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
+                free_local_port().map_err(CoreError::NoPort)?
+            } else {
+                0
+            },
             ..Default::default()
         };
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
@@ -709,6 +714,8 @@ impl Daemon {
                 hook_argv: &hook_argv,
                 files_dir: &files_dir,
                 home: &home,
+                api_port: rec.api_port,
+                api_secret: &rec.hook_token,
             });
             let state_err = |path: &Path| {
                 let path = path.to_path_buf();
@@ -1402,6 +1409,13 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
+}
+
+/// A port on 127.0.0.1 that nothing listens on now, for a CLI's own server. (The CLI binds it
+/// a moment later; should another program take it first, the CLI fails to start and says so.)
+fn free_local_port() -> std::io::Result<u16> {
+    let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    Ok(l.local_addr()?.port())
 }
 
 #[cfg(test)]

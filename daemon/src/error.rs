@@ -64,6 +64,8 @@ pub enum CoreError {
     NotWaiting(String),
     #[error("tmux: {0}")]
     Mux(#[from] MuxError),
+    #[error("no free port on 127.0.0.1 for the CLI's own server: {0}")]
+    NoPort(#[source] std::io::Error),
     #[error("state directory {path}: {source}")]
     State {
         path: PathBuf,

@@ -114,9 +114,9 @@ impl From<CoreError> for Status {
             | CoreError::NotWaiting(_)
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
-            CoreError::Mux(MuxError::NoServer(_)) | CoreError::Mux(MuxError::Spawn { .. }) => {
-                Code::Unavailable
-            }
+            CoreError::Mux(MuxError::NoServer(_))
+            | CoreError::Mux(MuxError::Spawn { .. })
+            | CoreError::NoPort(_) => Code::Unavailable,
             CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
             CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,

@@ -82,6 +82,9 @@ pub struct SessionRecord {
     /// Inputs waiting behind the running turn, oldest first. Persisted: a restart loses none.
     #[serde(default)]
     pub queue: Vec<String>,
+    /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
+    #[serde(default)]
+    pub api_port: u16,
 }
 
 /// A question the CLI waits on.

@@ -43,6 +43,8 @@ const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
 /// from a phone, so the dialog is given longer to appear — a loaded machine can take a second or
 /// more to draw it after the hook returns.
 const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
+/// How long an answer waits for the CLI's API link to come back before it goes by keys.
+const API_ANSWER_WAIT: Duration = Duration::from_secs(5);
 /// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
 /// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
 /// typed before it reads the terminal is lost.
@@ -85,6 +87,9 @@ pub(crate) struct Runtime {
     /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
     /// pane whose foreground process is another one (`sleep`, `make`) is still working.
     pub(crate) idle_foreground: Option<String>,
+    /// The CLI's own API is connected ([`crate::opencode_link`]): it, not the screen, tells
+    /// about turns and prompts.
+    pub(crate) api_live: bool,
 }
 
 impl Default for Runtime {
@@ -106,6 +111,7 @@ impl Default for Runtime {
             delivering: false,
             recovered: false,
             idle_foreground: None,
+            api_live: false,
         }
     }
 }
@@ -158,7 +164,23 @@ impl Daemon {
         let d = self.clone();
         let name = name.to_string();
         let span = info_span!("session", session = %name);
+        if let Some(port) = self.api_port(&name) {
+            let (d, name, token) = (d.clone(), name.clone(), token.clone());
+            tokio::spawn(
+                async move { d.api_link(&name, port, token).await }.instrument(span.clone()),
+            );
+        }
         tokio::spawn(async move { d.watch_loop(&name, token).await }.instrument(span));
+    }
+
+    /// The port of the API a session's CLI serves, if it serves one.
+    fn api_port(&self, name: &str) -> Option<u16> {
+        let sessions = lock(&self.inner.sessions);
+        let e = sessions.get(name)?;
+        let serves = self
+            .kind_of(&e.rec.cli)
+            .is_some_and(|(a, _)| a.serves_api());
+        (serves && e.rec.api_port != 0).then_some(e.rec.api_port)
     }
 
     pub(crate) fn stop_watcher(&self, name: &str) {
@@ -315,7 +337,14 @@ impl Daemon {
                 .kind_of(&e.rec.cli)
                 .is_some_and(|(ad, _)| ad.completes_by_hook());
             let now = Instant::now();
-            match (&a.prompt, e.rec.prompt.clone()) {
+            // With the CLI's API connected, prompts come and go through it; the screen's view
+            // of a dialog (drawn late, or lingering after an answer) would only add noise.
+            let screen_prompt = if e.rt.api_live {
+                None
+            } else {
+                a.prompt.as_ref()
+            };
+            match (screen_prompt, e.rec.prompt.clone()) {
                 (Some(sp), Some(mut cur)) => {
                     let pending = e.rt.prompt_pending_since.is_some() && cur.source == "hook";
                     // Published from the hook alone, without options, because the dialog was
@@ -366,7 +395,7 @@ impl Daemon {
                     }
                 }
                 (None, Some(cur)) => {
-                    if e.rt.prompt_pending_since.is_none() {
+                    if e.rt.prompt_pending_since.is_none() && !e.rt.api_live {
                         // Gone from the screen, and nobody answered through clibot: the person at
                         // the terminal did (or the CLI withdrew it).
                         e.rec.prompt = None;
@@ -384,7 +413,7 @@ impl Daemon {
                 }
                 (None, None) => {}
             }
-            if a.prompt.is_none() && e.rec.prompt.is_none() {
+            if screen_prompt.is_none() && e.rec.prompt.is_none() {
                 match e.rec.state {
                     State::Starting if (a.idle && a.ready) || !by_hook => {
                         state_to = Some((State::Idle, "ready"));
@@ -478,8 +507,10 @@ impl Daemon {
                 }
             }
             match e.rec.state {
+                // A CLI whose API is down falls back to quiescence, like any program.
                 State::Working
-                    if !kind.adapter.completes_by_hook()
+                    if !(kind.adapter.completes_by_hook()
+                        && (!kind.adapter.serves_api() || e.rt.api_live))
                         && e.rt
                             .turn_started
                             .is_some_and(|t| now.duration_since(t) >= quiet)
@@ -746,7 +777,23 @@ impl Daemon {
         let span = info_span!("session", session = %name);
         async {
             debug!(event, "hook");
-            match adapter.hook(&event, &payload) {
+            let signal = adapter.hook(&event, &payload);
+            self.apply_signal(&name, signal, payload).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// What a hook call (or the CLI's API) says happened, applied to the session.
+    pub(crate) async fn apply_signal(
+        &self,
+        name: &str,
+        signal: HookSignal,
+        payload: Value,
+    ) -> Result<String, CoreError> {
+        let name = name.to_string();
+        {
+            match signal {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
                     if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
@@ -788,8 +835,6 @@ impl Daemon {
                 }
             }
         }
-        .instrument(span)
-        .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -859,6 +904,7 @@ impl Daemon {
         prompt_id: &str,
         answer: &str,
     ) -> Result<(String, String), CoreError> {
+        self.await_api_link(name).await;
         let (prompt, choice, hook_reply, input, target, id) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
@@ -927,7 +973,11 @@ impl Daemon {
         let via = match hook_reply {
             Some((tx, out)) => {
                 let _ = tx.send(out);
-                "hook"
+                if prompt.source == "api" {
+                    "api"
+                } else {
+                    "hook"
+                }
             }
             None => {
                 let strokes =
@@ -960,6 +1010,25 @@ impl Daemon {
         self.persist();
         info!(via, "prompt answered");
         Ok((prompt.id, via.to_string()))
+    }
+
+    /// A prompt that came from the CLI's API is answered through it. Just after a daemon
+    /// restart the link may still be reconnecting: give it a moment rather than fall back to
+    /// keys, which depend on where the dialog's focus is.
+    async fn await_api_link(&self, name: &str) {
+        let deadline = Instant::now() + API_ANSWER_WAIT;
+        loop {
+            let linked = lock(&self.inner.sessions)
+                .get(name)
+                .is_none_or(|e| match &e.rec.prompt {
+                    Some(p) if p.source == "api" => e.rt.waiters.contains_key(&p.id),
+                    _ => true,
+                });
+            if linked || Instant::now() >= deadline || self.api_port(name).is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     async fn send_strokes(&self, target: &str, strokes: &[Stroke]) -> Result<(), CoreError> {
@@ -1037,7 +1106,7 @@ fn running<'a>(
         .filter(|e| !e.stopping && !e.rec.state.is_exited())
 }
 
-fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {
+pub(crate) fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {
     resolved.push_back((id.to_string(), by.to_string()));
     while resolved.len() > 32 {
         resolved.pop_front();

@@ -331,6 +331,8 @@ mod tests {
             hook_argv: &[],
             files_dir: std::path::Path::new("/tmp"),
             home: std::path::Path::new("/tmp"),
+            api_port: 0,
+            api_secret: "",
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");

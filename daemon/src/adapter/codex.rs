@@ -154,6 +154,8 @@ mod tests {
             hook_argv: &argv,
             files_dir: std::path::Path::new("/tmp"),
             home: std::path::Path::new("/tmp"),
+            api_port: 0,
+            api_secret: "",
         });
         assert_eq!(
             l.args,

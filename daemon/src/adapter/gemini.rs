@@ -215,6 +215,8 @@ mod tests {
             hook_argv: &[],
             files_dir: &files,
             home: home.path(),
+            api_port: 0,
+            api_secret: "",
         });
         assert_eq!(
             l.env,

@@ -24,6 +24,10 @@ pub struct LaunchContext<'a> {
     pub files_dir: &'a std::path::Path,
     /// The home directory the CLI will see (its `HOME`).
     pub home: &'a std::path::Path,
+    /// A free port on 127.0.0.1 for a CLI that serves an API (0 for the others).
+    pub api_port: u16,
+    /// The password that API must demand (the session's hook token).
+    pub api_secret: &'a str,
 }
 
 /// Extra arguments and environment for a launch.
@@ -77,6 +81,11 @@ pub trait Adapter: Send + Sync {
     fn completes_by_hook(&self) -> bool {
         false
     }
+    /// True when the CLI serves a local API that the daemon follows for turns and prompts and
+    /// answers through ([`crate::opencode_link`]); it needs [`LaunchContext::api_port`].
+    fn serves_api(&self) -> bool {
+        false
+    }
     /// Arguments and environment that wire the CLI's hooks to the daemon.
     fn launch(&self, _ctx: &LaunchContext<'_>) -> Launch {
         Launch::default()
@@ -104,10 +113,12 @@ pub trait Adapter: Send + Sync {
 mod claude;
 mod codex;
 mod gemini;
+pub mod opencode;
 
 pub use claude::{Claude, claude_transcript_reply};
 pub use codex::Codex;
 pub use gemini::Gemini;
+pub use opencode::OpenCode;
 
 /// Any program: completion by quiescence, prompts by patterns.
 pub struct Generic;
@@ -124,12 +135,13 @@ pub fn adapter(name: &str) -> Box<dyn Adapter> {
         "claude" => Box::new(Claude),
         "gemini" => Box::new(Gemini),
         "codex" => Box::new(Codex),
+        "opencode" => Box::new(OpenCode),
         _ => Box::new(Generic),
     }
 }
 
 /// Known adapter names, for config validation.
-pub const ADAPTERS: &[&str] = &["generic", "claude", "gemini", "codex"];
+pub const ADAPTERS: &[&str] = &["generic", "claude", "gemini", "codex", "opencode"];
 
 /// Turns the person's answer into a choice: an option number, a word ("yes", "no",
 /// "always"), an option's label, or free text where the prompt takes it.

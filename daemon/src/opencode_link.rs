@@ -1,0 +1,386 @@
+//! The live connection to the API an OpenCode session serves (see
+//! [`crate::adapter::opencode`]): one task per session follows the server's event stream, turns
+//! its events into the session's state (turn started, turn completed with the final reply,
+//! waiting, resolved, error), and delivers answers to prompts. It reconnects by itself —
+//! OpenCode starts its server a few seconds after the pane opens, and a restarted daemon finds it
+//! again — and on every (re)connect it reads what it may have missed: pending permissions and
+//! questions, and whether a turn it saw start has ended. While it is disconnected the session
+//! falls back to the screen (the `opencode` pattern pack and quiescence).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, warn};
+
+use crate::adapter::HookSignal;
+use crate::adapter::opencode::{
+    API_USER, ApiEvent, ApiPrompt, interpret, last_reply, permission_prompt, question_prompt,
+};
+use crate::core::{Daemon, lock};
+use crate::events::EventKind;
+use crate::local_http::{HttpError, LocalHttp};
+use crate::session::{Prompt, State};
+use crate::supervisor::remember_resolved;
+
+/// OpenCode sends a heartbeat every few seconds; a stream silent for this long is dead.
+const SILENT_STREAM: Duration = Duration::from_secs(45);
+/// The longest pause between two connection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// What the link knows about the CLI's sessions (OpenCode runs sub-agents in child sessions,
+/// whose turns are not the user's).
+#[derive(Default)]
+struct Seen {
+    /// Session id → whether it is a top-level session.
+    roots: HashMap<String, bool>,
+    /// A top-level session is working (so its start was reported).
+    busy: bool,
+    /// The running turn already failed: its end is not a completed turn.
+    failed: bool,
+}
+
+impl Daemon {
+    /// Follows session `name`'s OpenCode server on 127.0.0.1:`port` until the session ends.
+    pub(crate) async fn api_link(self, name: &str, port: u16, cancel: CancellationToken) {
+        let Some(secret) = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.hook_token.clone())
+        else {
+            return;
+        };
+        let http = LocalHttp::new(port, API_USER, &secret);
+        let shutdown = self.inner.shutdown.clone();
+        let mut backoff = Duration::from_millis(100);
+        let mut seen = Seen::default();
+        let mut was_live = false;
+        loop {
+            let alive = lock(&self.inner.sessions)
+                .get(name)
+                .is_some_and(|e| !e.rec.state.is_exited());
+            if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
+                break;
+            }
+            match http.events("/event").await {
+                Ok(mut stream) => {
+                    info!(port, "connected to OpenCode's server");
+                    backoff = Duration::from_millis(100);
+                    was_live = true;
+                    self.set_api_live(name, true);
+                    self.api_catch_up(name, &http, &mut seen).await;
+                    loop {
+                        tokio::select! {
+                            next = tokio::time::timeout(SILENT_STREAM, stream.next()) => match next {
+                                Ok(Ok(Some(ev))) => self.on_api_event(name, &http, &mut seen, &ev).await,
+                                Ok(Ok(None)) => { debug!("OpenCode closed its event stream"); break }
+                                Ok(Err(e)) => { debug!("OpenCode's event stream failed: {e}"); break }
+                                Err(_) => { warn!("OpenCode's event stream went silent; reconnecting"); break }
+                            },
+                            _ = cancel.cancelled() => break,
+                            _ = shutdown.cancelled() => break,
+                        }
+                    }
+                    self.set_api_live(name, false);
+                }
+                Err(HttpError::Status { status, .. }) if status.as_u16() == 401 => {
+                    // Not our server (another program took the port), or one started without
+                    // the password: never send it anything.
+                    warn!(
+                        port,
+                        "OpenCode's port refuses this session's password; following the screen only"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    if was_live {
+                        info!("OpenCode's server is gone ({e})");
+                        was_live = false;
+                    } else {
+                        debug!("OpenCode's server is not up yet: {e}");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff) => {}
+                _ = cancel.cancelled() => break,
+                _ = shutdown.cancelled() => break,
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        self.set_api_live(name, false);
+    }
+
+    fn set_api_live(&self, name: &str, live: bool) {
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.api_live = live;
+        }
+    }
+
+    /// Whether OpenCode session `id` is a top-level one (asked once, then remembered).
+    async fn is_root(&self, http: &LocalHttp, seen: &mut Seen, id: &str) -> bool {
+        if let Some(root) = seen.roots.get(id) {
+            return *root;
+        }
+        let root = match http.get_json(&format!("/session/{id}")).await {
+            Ok(info) => info.get("parentID").and_then(Value::as_str).is_none(),
+            // Unknown: count it, rather than miss the user's turn.
+            Err(_) => true,
+        };
+        seen.roots.insert(id.to_string(), root);
+        root
+    }
+
+    async fn on_api_event(&self, name: &str, http: &LocalHttp, seen: &mut Seen, ev: &Value) {
+        match interpret(ev) {
+            ApiEvent::Ignore => {}
+            ApiEvent::Info { session, parent } => {
+                seen.roots.insert(session, parent.is_none());
+            }
+            ApiEvent::Busy { session } => {
+                if !seen.busy && self.is_root(http, seen, &session).await {
+                    seen.busy = true;
+                    seen.failed = false;
+                    let _ = self
+                        .apply_signal(name, HookSignal::TurnStarted, Value::Null)
+                        .await;
+                }
+            }
+            ApiEvent::Idle { session } => {
+                if !self.is_root(http, seen, &session).await {
+                    return;
+                }
+                seen.busy = false;
+                if std::mem::take(&mut seen.failed) {
+                    return;
+                }
+                let text = self.api_reply(http, &session).await;
+                self.complete_turn(name, text, "api");
+            }
+            ApiEvent::Asked(p) => self.raise_api_prompt(name, http, p),
+            ApiEvent::Replied { request } => self.api_prompt_replied(name, &request),
+            ApiEvent::Error {
+                session,
+                kind,
+                message,
+            } => {
+                if self.is_root(http, seen, &session).await {
+                    seen.failed = true;
+                    let _ = self
+                        .apply_signal(name, HookSignal::Error { kind, message }, Value::Null)
+                        .await;
+                }
+            }
+        }
+    }
+
+    /// The final reply of OpenCode session `session`'s last turn.
+    async fn api_reply(&self, http: &LocalHttp, session: &str) -> String {
+        match http
+            .get_json(&format!("/session/{session}/message?limit=50"))
+            .await
+        {
+            Ok(messages) => last_reply(&messages).unwrap_or_default(),
+            Err(e) => {
+                warn!("cannot read the reply from OpenCode: {e}");
+                String::new()
+            }
+        }
+    }
+
+    /// After a (re)connect: prompts that are pending, and a turn that ended unseen.
+    async fn api_catch_up(&self, name: &str, http: &LocalHttp, seen: &mut Seen) {
+        let mut pending = Vec::new();
+        for (path, read) in [
+            (
+                "/permission",
+                permission_prompt as fn(&Value) -> Option<ApiPrompt>,
+            ),
+            ("/question", question_prompt),
+        ] {
+            match http.get_json(path).await {
+                Ok(Value::Array(list)) => pending.extend(list.iter().filter_map(read)),
+                Ok(_) => {}
+                Err(e) => debug!("cannot list {path}: {e}"),
+            }
+        }
+        // A prompt recorded before a restart that is no longer pending was answered meanwhile.
+        let gone = lock(&self.inner.sessions).get(name).and_then(|e| {
+            e.rec
+                .prompt
+                .as_ref()
+                .filter(|p| p.source == "api" && !pending.iter().any(|q| q.request == p.id))
+                .map(|p| p.id.clone())
+        });
+        if let Some(id) = gone {
+            self.resolve_api_prompt(name, &id);
+        }
+        for p in pending {
+            self.raise_api_prompt(name, http, p);
+        }
+        let Ok(status) = http.get_json("/session/status").await else {
+            return;
+        };
+        let busy = status
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, s)| s.get("type").and_then(Value::as_str) == Some("busy"))
+                    .map(|(id, _)| id.clone())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let mut root_busy = false;
+        for id in &busy {
+            root_busy |= self.is_root(http, seen, id).await;
+        }
+        seen.busy = root_busy;
+        let state = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
+        if root_busy || state != Some(State::Working) {
+            return;
+        }
+        // The turn ended while nobody listened: its reply is the latest top-level session's.
+        let Ok(Value::Array(sessions)) = http.get_json("/session").await else {
+            return;
+        };
+        let latest = sessions
+            .iter()
+            .filter(|s| s.get("parentID").is_none())
+            .max_by_key(|s| {
+                s.pointer("/time/updated")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            })
+            .and_then(|s| s.get("id").and_then(Value::as_str));
+        if let Some(id) = latest {
+            let text = self.api_reply(http, id).await;
+            self.complete_turn(name, text, "api");
+        }
+    }
+
+    /// Shows a request from OpenCode as the session's prompt, and sends the answer given
+    /// through clibot back to the server.
+    fn raise_api_prompt(&self, name: &str, http: &LocalHttp, p: ApiPrompt) {
+        let Some(rx) = self.api_prompt(name, p) else {
+            return;
+        };
+        let http = http.clone();
+        let d = self.clone();
+        let name = name.to_string();
+        tokio::spawn(
+            async move {
+                // Dropped without an answer: resolved elsewhere, or the session ended.
+                let Ok(decision) = rx.await else { return };
+                let Ok(req) = serde_json::from_str::<Value>(&decision) else {
+                    return;
+                };
+                let path = req.get("path").and_then(Value::as_str).unwrap_or("");
+                let body = req.get("body").cloned().unwrap_or(json!({}));
+                let mut result = http.post_json(path, &body).await;
+                if result.is_err() {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    result = http.post_json(path, &body).await;
+                }
+                if let Err(e) = result {
+                    warn!("the answer did not reach OpenCode: {e}");
+                    let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
+                    if let Some(id) = id {
+                        d.event(
+                            &name,
+                            &id,
+                            EventKind::Error {
+                                message: format!(
+                                    "the answer could not be delivered to OpenCode ({e}); answer in the terminal"
+                                ),
+                                kind: "other".into(),
+                            },
+                        );
+                    }
+                }
+            }
+            .in_current_span(),
+        );
+    }
+
+    /// Records the request as the prompt the session waits on (its id is OpenCode's request
+    /// id) and publishes it. Returns where the answer will arrive, or `None` when the request is
+    /// already being waited on.
+    fn api_prompt(&self, name: &str, p: ApiPrompt) -> Option<oneshot::Receiver<String>> {
+        let (tx, rx) = oneshot::channel();
+        let (prompt, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions.get_mut(name)?;
+            if e.rt.waiters.contains_key(&p.request) {
+                return None;
+            }
+            e.rt.waiters
+                .insert(p.request.clone(), (tx, p.payload.clone()));
+            if e.rec.prompt.as_ref().is_some_and(|c| c.id == p.request) {
+                // Known from before a restart: already published.
+                return Some(rx);
+            }
+            if let Some(old) = e.rec.prompt.take() {
+                remember_resolved(&mut e.rt.resolved, &old.id, "cli");
+            }
+            let prompt = Prompt {
+                id: p.request.clone(),
+                kind: p.kind,
+                text: p.text,
+                options: p.options,
+                subject: p.subject,
+                source: "api".into(),
+                answer: p.answer,
+            };
+            e.rec.prompt = Some(prompt.clone());
+            e.rt.prompt_pending_since = None;
+            e.rt.confirm_by = None;
+            (prompt, e.rec.id.clone())
+        };
+        self.event(name, &id, EventKind::Waiting { prompt });
+        self.set_state(name, State::Waiting, "the CLI asks");
+        self.persist();
+        Some(rx)
+    }
+
+    /// OpenCode says request `request` was answered. If clibot did not answer it, the person at
+    /// the terminal did.
+    fn api_prompt_replied(&self, name: &str, request: &str) {
+        let waited = lock(&self.inner.sessions)
+            .get_mut(name)
+            .and_then(|e| e.rt.waiters.remove(request))
+            .is_some();
+        if waited {
+            self.resolve_api_prompt(name, request);
+        }
+    }
+
+    /// The prompt `request` is no longer pending, and nobody answered it through clibot: the
+    /// person at the terminal did.
+    fn resolve_api_prompt(&self, name: &str, request: &str) {
+        let id = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            e.rt.waiters.remove(request);
+            if e.rec.prompt.as_ref().is_none_or(|p| p.id != request) {
+                return;
+            }
+            e.rec.prompt = None;
+            remember_resolved(&mut e.rt.resolved, request, "terminal");
+            e.rec.id.clone()
+        };
+        self.event(
+            name,
+            &id,
+            EventKind::PromptResolved {
+                prompt_id: request.to_string(),
+                by: "terminal".into(),
+                answer: String::new(),
+            },
+        );
+        self.set_state(name, State::Working, "answered at the terminal");
+        self.persist();
+    }
+}
