@@ -8,8 +8,6 @@
 //! keeps the CLI from reaching any network service other than the mock.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 /// The API key handed to Claude Code. Claude remembers a key the user approved by its last 20
 /// characters (`customApiKeyResponses.approved` in `~/.claude.json`), which is how the
@@ -63,42 +61,15 @@ pub fn node_bin_dir() -> PathBuf {
 /// the screens the tests expect belong to [`CLAUDE_VERSION`]. Returns true, for call sites that
 /// read as a condition.
 pub fn claude_available() -> bool {
-    static VERSION: OnceLock<Option<String>> = OnceLock::new();
-    let version = VERSION.get_or_init(|| {
-        let out = Command::new(claude_bin())
-            .arg("--version")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .stdin(Stdio::null())
-            .output()
-            .ok()?;
-        // "2.1.328 (Claude Code)"
-        let text = String::from_utf8_lossy(&out.stdout);
-        Some(
-            text.split_whitespace()
-                .next()
-                .unwrap_or_default()
-                .to_string(),
-        )
-    });
-    match version {
-        Some(v) => {
-            assert_eq!(
-                v,
-                CLAUDE_VERSION,
-                "{} is not the pinned version: run `npm install --prefix tests/node`",
-                claude_bin().display()
-            );
-            true
-        }
-        None => {
-            let msg = format!(
-                "{} is missing: run `npm install --prefix tests/node` in the workspace root",
-                claude_bin().display()
-            );
-            panic!("{msg}")
-        }
-    }
+    crate::require_pinned(
+        &claude_bin(),
+        CLAUDE_VERSION,
+        &[
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ],
+    );
+    true
 }
 
 /// A private home directory in which Claude Code starts straight at its input prompt.

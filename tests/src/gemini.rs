@@ -9,8 +9,6 @@
 //! but the mock (checked with `strace -e connect`: one connection, to the mock, per request).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
@@ -71,38 +69,11 @@ pub fn gemini_bin() -> PathBuf {
 /// missing CLI cannot pass for a working one. The screens the tests expect belong to
 /// [`GEMINI_VERSION`], so another version is a failure too.
 pub fn require_gemini() {
-    static VERSION: OnceLock<Result<String, String>> = OnceLock::new();
-    let version = VERSION.get_or_init(|| {
-        let bin = gemini_bin();
-        let out = Command::new(&bin)
-            .arg("--version")
-            // Answer from this process instead of relaunching itself with a bigger heap.
-            .env("GEMINI_CLI_NO_RELAUNCH", "true")
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("{}: {e}", bin.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "{} --version failed: {}",
-                bin.display(),
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        // "0.61.0"
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
-    });
-    match version {
-        Ok(v) => assert_eq!(
-            v,
-            GEMINI_VERSION,
-            "{} is not the pinned version: run `npm install --prefix tests/node`",
-            gemini_bin().display()
-        ),
-        Err(e) => panic!(
-            "the pinned Gemini CLI is missing or broken ({e}): run `npm install --prefix tests/node` \
-             in the workspace root"
-        ),
-    }
+    crate::require_pinned(
+        &gemini_bin(),
+        GEMINI_VERSION,
+        &[("GEMINI_CLI_NO_RELAUNCH", "true")],
+    );
 }
 
 /// A private home directory in which Gemini CLI starts straight at its input prompt.

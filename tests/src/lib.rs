@@ -6,6 +6,7 @@ pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod mock_llm;
+pub mod opencode;
 pub mod tmux_driver;
 
 use std::os::unix::net::UnixDatagram;
@@ -325,6 +326,30 @@ impl Harness {
         panic!("timed out waiting for {what}; last list: {last:#}");
     }
 
+    /// The first event that `pred` accepts, waiting up to `within`; on timeout the test fails
+    /// with session `name`'s screen, the events and the daemon's log.
+    pub fn wait_event(
+        &self,
+        name: &str,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(e) = self.events().into_iter().find(|e| pred(e)) {
+                return e;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let screen = String::from_utf8_lossy(&self.ctl(&["screen", name]).stdout).into_owned();
+        panic!(
+            "timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}",
+            self.events(),
+            self.daemon_log()
+        );
+    }
+
     /// All events as JSON objects (`events --since 0 --json`).
     pub fn events(&self) -> Vec<serde_json::Value> {
         self.ctl_ok(&["events", "--since", "0", "--json"])
@@ -386,4 +411,43 @@ pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
 /// Lines of a screen, trimmed.
 pub fn lines(screen: &str) -> Vec<&str> {
     screen.lines().map(str::trim_end).collect()
+}
+
+/// Fails the calling test unless `bin --version` (run with `env`) prints `version` as its first
+/// word: the on-screen texts and payloads the tests rely on were observed with that version.
+pub fn require_pinned(bin: &Path, version: &str, env: &[(&str, &str)]) {
+    // Checked once per binary and test process: a CLI can take a second to print its version.
+    static CHECKED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let mut checked = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+    if checked.iter().any(|b| b == bin) {
+        return;
+    }
+    let out = Command::new(bin)
+        .arg("--version")
+        .envs(env.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .output();
+    let found = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+        Ok(o) => panic!(
+            "{} --version failed ({}): run `npm install --prefix tests/node` in the workspace root",
+            bin.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!(
+            "{} is missing ({e}): run `npm install --prefix tests/node` in the workspace root",
+            bin.display()
+        ),
+    };
+    assert_eq!(
+        found,
+        version,
+        "{} is not the pinned version: run `npm install --prefix tests/node`",
+        bin.display()
+    );
+    checked.push(bin.to_path_buf());
 }

@@ -1,0 +1,234 @@
+//! End to end with the real OpenCode (pinned in tests/node) driven by clibotd, offline, against
+//! the mock model API. clibot follows OpenCode's own server (started with `--port` and a
+//! password): the final reply comes from its messages when `session.idle` fires, permissions and
+//! questions from its events, and answers go back through its API — OpenCode ignores digit keys.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use clibot_tests::Harness;
+use clibot_tests::mock_llm::{MockLlm, Rule};
+use clibot_tests::opencode::{OpenCodeHome, UNSET_ENV, require_opencode};
+use serde_json::{Value, json};
+
+/// OpenCode starts in a few seconds, but a loaded machine may take far longer.
+const WITHIN: Duration = Duration::from_secs(90);
+
+struct Setup {
+    h: Harness,
+    mock: MockLlm,
+    work: std::path::PathBuf,
+}
+
+fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>) -> Setup {
+    require_opencode();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(rules(&work));
+    let oc = OpenCodeHome::new(&h.dir.path().join("opencode"), &mock.url());
+    h.add_cli("opencode", &oc.argv(), &oc.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", "oc", "--cli", "opencode", "--dir", &w]);
+    let s = Setup { h, mock, work };
+    s.wait("ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s
+}
+
+impl Setup {
+    fn wait_state(&self, what: &str, state: &str) {
+        self.h.wait_list(what, |l| l[0]["state"] == state);
+    }
+
+    fn wait(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        self.h.wait_event("oc", what, WITHIN, pred)
+    }
+}
+
+fn touch_rule(work: &std::path::Path) -> Rule {
+    let cmd = format!("touch {}", work.join("marker.txt").display());
+    Rule::tool(
+        "make marker",
+        "bash",
+        json!({"command": cmd, "description": "Create a marker"}),
+        "Marker created.",
+    )
+}
+
+/// A raw HTTP request to 127.0.0.1:`port`; returns the status line.
+fn http_status(port: u16, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to OpenCode");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(request.as_bytes()).expect("send");
+    let mut buf = [0u8; 256];
+    let n = s.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn a_plain_reply_arrives_exactly_and_the_server_wants_the_session_password() {
+    let reply = "Hello from the mock model.\nThis is line two.";
+    let s = setup(|_| vec![Rule::text("say hello", reply)]);
+    s.h.ctl_ok(&["send", "oc", "please say hello"]);
+    let done = s.wait("turn_completed", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], reply);
+    assert_eq!(done["source"], "api");
+    assert_eq!(s.h.ctl_ok(&["last", "oc"]), format!("{reply}\n"));
+    s.wait_state("idle", "idle");
+
+    // OpenCode's server answers nobody without the session's password: another local user
+    // cannot drive the CLI through its port.
+    let registry: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.h.state_dir.join("sessions.json")).expect("registry"),
+    )
+    .expect("registry JSON");
+    let port = registry
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            registry
+                .get("sessions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten(),
+        )
+        .find_map(|r| r["api_port"].as_u64())
+        .expect("the session's API port is recorded") as u16;
+    assert!(port > 0);
+    let anonymous = http_status(
+        port,
+        "GET /session HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert!(anonymous.contains(" 401"), "{anonymous}");
+    // "opencode:wrong" in base64.
+    let wrong = http_status(
+        port,
+        "GET /session HTTP/1.1\r\nHost: x\r\nAuthorization: Basic b3BlbmNvZGU6d3Jvbmc=\r\nConnection: close\r\n\r\n",
+    );
+    assert!(wrong.contains(" 401"), "{wrong}");
+}
+
+#[test]
+fn a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart() {
+    let mut s = setup(|w| vec![touch_rule(w)]);
+    s.h.ctl_ok(&["send", "oc", "please make marker"]);
+    let w = s.wait("waiting", |e| e["type"] == "waiting");
+    assert_eq!(w["kind"], "permission");
+    assert_eq!(w["text"], "Run this shell command?");
+    assert_eq!(
+        w["options"],
+        json!(["Allow once", "Allow always", "Reject"])
+    );
+    let subject = format!("touch {}", s.work.join("marker.txt").display());
+    assert_eq!(w["subject"], subject.as_str());
+    s.wait_state("waiting", "waiting");
+
+    // The daemon dies while the prompt waits; the restarted one finds the prompt again.
+    s.h.kill_daemon();
+    s.h.start_daemon_without(UNSET_ENV);
+    s.wait_state("still waiting", "waiting");
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    s.h.ctl_ok(&["answer", "oc", "yes", "--prompt", &id]);
+    let done = s.wait("final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Marker created.");
+    assert!(s.work.join("marker.txt").exists(), "the command ran");
+    // Through OpenCode's API, not keys: the restarted daemon re-attached to the request.
+    let log = s.h.daemon_log();
+    assert!(log.contains(r#"via="api""#), "{log}");
+    let resolved = s.wait("resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["answer"].as_str()),
+        (Some("clibot"), Some("Allow once"))
+    );
+    // The mock saw the tool's result: OpenCode really ran it, not a fake.
+    assert!(
+        s.mock
+            .requests()
+            .iter()
+            .any(|r| r.to_string().contains("tool_result")),
+        "the tool result went back to the model"
+    );
+}
+
+#[test]
+fn no_is_handled_and_the_turn_ends() {
+    let s = setup(|w| vec![touch_rule(w)]);
+    s.h.ctl_ok(&["send", "oc", "please make marker"]);
+    s.wait("waiting", |e| e["type"] == "waiting");
+    s.h.ctl_ok(&["answer", "oc", "3"]);
+    let resolved = s.wait("resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(resolved["answer"], "Reject");
+    // OpenCode ends the turn after a rejection.
+    s.wait("turn end", |e| e["type"] == "turn_completed");
+    s.wait_state("idle", "idle");
+    assert!(
+        !s.work.join("marker.txt").exists(),
+        "the command did not run"
+    );
+}
+
+#[test]
+fn answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() {
+    let s = setup(|w| vec![touch_rule(w)]);
+    s.h.ctl_ok(&["send", "oc", "please make marker"]);
+    let w = s.wait("waiting", |e| e["type"] == "waiting");
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    // The person at the desk confirms in the TUI ("Allow once" has the focus).
+    s.h.wait_screen("oc", "the dialog", |t| t.contains("Allow once"));
+    assert!(
+        s.h.tmux(&["send-keys", "-t", "oc", "Enter"])
+            .status
+            .success()
+    );
+    let resolved = s.wait("resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(resolved["by"], "terminal");
+    let done = s.wait("final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Marker created.");
+    assert!(s.work.join("marker.txt").exists());
+    let err = s.h.ctl_err(&["answer", "oc", "1", "--prompt", &id]);
+    assert!(err.contains("already resolved"), "{err}");
+}
+
+#[test]
+fn a_question_is_answered_with_a_choice() {
+    let s = setup(|_| {
+        vec![Rule::tool(
+            "which db",
+            "question",
+            json!({"questions": [{
+                "question": "Which database should we use?",
+                "header": "Database",
+                "options": [
+                    {"label": "Postgres", "description": "Relational, robust"},
+                    {"label": "SQLite", "description": "Embedded, simple"}
+                ]
+            }]}),
+            "Going with it.",
+        )]
+    });
+    s.h.ctl_ok(&["send", "oc", "which db should we use?"]);
+    let w = s.wait("question", |e| e["type"] == "waiting");
+    assert_eq!(w["kind"], "question");
+    assert_eq!(w["text"], "Which database should we use?");
+    assert_eq!(w["options"], json!(["Postgres", "SQLite"]));
+    s.h.ctl_ok(&["answer", "oc", "2"]);
+    let done = s.wait("final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Going with it.");
+    // The model got the choice as the tool's result.
+    let last = s
+        .mock
+        .requests()
+        .last()
+        .map(Value::to_string)
+        .unwrap_or_default();
+    assert!(last.contains("SQLite"), "{last}");
+}
