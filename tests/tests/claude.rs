@@ -2,7 +2,7 @@
 //! against the mock model API: turn completion with the exact reply (Stop hook), permission
 //! prompts with their options, answered through the waiting hook, by keys, or at the terminal.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clibot_tests::Harness;
 use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
@@ -36,24 +36,8 @@ fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>, daemon_extra: &str) -> S
     }
 }
 
-fn events(h: &Harness) -> Vec<Value> {
-    h.events()
-}
-
 fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline {
-        if let Some(e) = events(h).into_iter().find(|e| pred(e)) {
-            return e;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "cc"]).stdout).into_owned();
-    panic!(
-        "timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}",
-        events(h),
-        h.daemon_log()
-    );
+    h.wait_event("cc", what, Duration::from_secs(60), pred)
 }
 
 fn wait_idle(h: &Harness) {
@@ -73,14 +57,15 @@ fn a_plain_reply_arrives_as_turn_completed_with_the_exact_text() {
     assert_eq!(done["source"], "hook");
     assert_eq!(s.h.ctl_ok(&["last", "cc"]), format!("{reply}\n"));
     // The order a user sees: input sent, working, then the reply.
-    let kinds: Vec<String> = events(&s.h)
-        .iter()
-        .filter(|e| e["session"] == "cc")
-        .map(|e| match e["type"].as_str() {
-            Some("state_changed") => format!("→{}", e["to"].as_str().unwrap_or("")),
-            other => other.unwrap_or("").to_string(),
-        })
-        .collect();
+    let kinds: Vec<String> =
+        s.h.events()
+            .iter()
+            .filter(|e| e["session"] == "cc")
+            .map(|e| match e["type"].as_str() {
+                Some("state_changed") => format!("→{}", e["to"].as_str().unwrap_or("")),
+                other => other.unwrap_or("").to_string(),
+            })
+            .collect();
     let sent = kinds
         .iter()
         .position(|k| k == "input_sent")

@@ -4,7 +4,7 @@
 //! confirmation announced by the Notification hook, shown with the dialog's options, answered
 //! with a key.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clibot_tests::Harness;
 use clibot_tests::gemini::{GeminiHome, UNSET_ENV, require_gemini};
@@ -31,19 +31,7 @@ fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>) -> Setup {
 }
 
 fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(90);
-    while Instant::now() < deadline {
-        if let Some(e) = h.events().into_iter().find(|e| pred(e)) {
-            return e;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "gm"]).stdout).into_owned();
-    panic!(
-        "timed out waiting for {what}\nscreen:\n{screen}\nevents:\n{:#?}\nlog:\n{}",
-        h.events(),
-        h.daemon_log()
-    );
+    h.wait_event("gm", what, Duration::from_secs(90), pred)
 }
 
 #[test]
