@@ -17,7 +17,8 @@ use tracing::{Instrument, debug, info, warn};
 
 use crate::adapter::HookSignal;
 use crate::adapter::opencode::{
-    API_USER, ApiEvent, ApiPrompt, interpret, last_reply, permission_prompt, question_prompt,
+    API_USER, ApiEvent, ApiPrompt, finished_turn_reply, interpret, last_reply, permission_prompt,
+    question_prompt,
 };
 use crate::core::{Daemon, lock};
 use crate::events::EventKind;
@@ -236,10 +237,18 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let state = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
-        if root_busy || state != Some(State::Working) {
+        let (state, started) = match lock(&self.inner.sessions).get(name) {
+            Some(e) => (e.rec.state, e.rt.turn_started),
+            None => return,
+        };
+        if root_busy || state != State::Working {
             return;
         }
+        // Only a turn that ended after this one began: input typed a moment ago may not have
+        // made OpenCode busy yet, and the previous turn's reply is not this one's.
+        let since_ms = started.map_or(0, |t| {
+            crate::store::now_ms() - i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX)
+        });
         // The turn ended while nobody listened: its reply is the latest top-level session's.
         let Ok(Value::Array(sessions)) = http.get_json("/session").await else {
             return;
@@ -253,8 +262,14 @@ impl Daemon {
                     .unwrap_or(0)
             })
             .and_then(|s| s.get("id").and_then(Value::as_str));
-        if let Some(id) = latest {
-            let text = self.api_reply(http, id).await;
+        let Some(id) = latest else { return };
+        let Ok(messages) = http
+            .get_json(&format!("/session/{id}/message?limit=50"))
+            .await
+        else {
+            return;
+        };
+        if let Some(text) = finished_turn_reply(&messages, since_ms) {
             self.complete_turn(name, text, "api");
         }
     }

@@ -305,6 +305,23 @@ pub fn last_reply(messages: &Value) -> Option<String> {
     })
 }
 
+/// The reply of a turn that is over: the last message is the assistant's, finished, and
+/// begun at or after `since_ms` (Unix milliseconds). `None` while the turn may still run, or
+/// when the last turn is older.
+pub fn finished_turn_reply(messages: &Value, since_ms: i64) -> Option<String> {
+    let last = messages.as_array()?.last()?;
+    let info = last.get("info")?;
+    let finished = info.get("role").and_then(Value::as_str) == Some("assistant")
+        && info
+            .pointer("/time/completed")
+            .is_some_and(|t| !t.is_null())
+        && info
+            .pointer("/time/created")
+            .and_then(Value::as_i64)
+            .is_some_and(|t| t >= since_ms);
+    finished.then(|| last_reply(messages).unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,5 +508,25 @@ mod tests {
         ]);
         assert_eq!(last_reply(&rejected), None);
         assert_eq!(last_reply(&json!({"not": "a list"})), None);
+    }
+
+    #[test]
+    fn a_turn_is_over_only_when_its_last_message_finished_after_it_began() {
+        let msg = |role: &str, created: i64, completed: Option<i64>, text: &str| {
+            json!({"info": {"role": role, "time": {"created": created, "completed": completed}},
+                   "parts": [{"type": "text", "text": text}]})
+        };
+        let done = json!([
+            msg("user", 100, None, "q"),
+            msg("assistant", 110, Some(120), "a")
+        ]);
+        assert_eq!(finished_turn_reply(&done, 100).as_deref(), Some("a"));
+        // Older than the turn clibot saw begin: the previous turn's reply.
+        assert_eq!(finished_turn_reply(&done, 111), None);
+        let running = json!([msg("user", 100, None, "q"), msg("assistant", 110, None, "")]);
+        assert_eq!(finished_turn_reply(&running, 0), None);
+        let asked = json!([msg("user", 100, None, "q")]);
+        assert_eq!(finished_turn_reply(&asked, 0), None);
+        assert_eq!(finished_turn_reply(&json!([]), 0), None);
     }
 }
