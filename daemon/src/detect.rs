@@ -363,6 +363,12 @@ mod tests {
     }
 
     #[test]
+    fn opencode_start_screen_is_idle_and_ready() {
+        let a = pack("opencode").analyze(&screen("opencode_start.txt"));
+        assert!(a.idle && a.ready && !a.busy && a.prompt.is_none(), "{a:?}");
+    }
+
+    #[test]
     fn other_clis() {
         let p = pack("codex")
             .analyze(&screen("codex_exec_approval.txt"))

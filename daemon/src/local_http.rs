@@ -151,11 +151,11 @@ impl LocalHttp {
         self.json(Method::POST, path, Some(body)).await
     }
 
-    /// Opens a server-sent event stream.
-    pub async fn events(&self, path: &str) -> Result<EventStream, HttpError> {
-        let resp = tokio::time::timeout(REQUEST_TIMEOUT, self.send(Method::GET, path, None))
+    /// Opens a server-sent event stream, waiting at most `within` for the server to answer.
+    pub async fn events(&self, path: &str, within: Duration) -> Result<EventStream, HttpError> {
+        let resp = tokio::time::timeout(within, self.send(Method::GET, path, None))
             .await
-            .map_err(|_| HttpError::Timeout(self.addr, REQUEST_TIMEOUT))??;
+            .map_err(|_| HttpError::Timeout(self.addr, within))??;
         Ok(EventStream {
             addr: self.addr,
             body: resp.into_body(),

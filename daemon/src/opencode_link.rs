@@ -26,10 +26,26 @@ use crate::local_http::{HttpError, LocalHttp};
 use crate::session::{Prompt, State};
 use crate::supervisor::remember_resolved;
 
+/// How long opening the event stream may take: OpenCode accepts connections while it is still
+/// starting, and answers them once it is ready.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Asks the TUI to show OpenCode session `id`, in the background (its dialogs show only in the
+/// conversation on screen).
+fn show_in_tui(http: &LocalHttp, id: &str) {
+    let http = http.clone();
+    let body = json!({ "sessionID": id });
+    tokio::spawn(async move {
+        if let Err(e) = http.post_json("/tui/select-session", &body).await {
+            debug!("the TUI did not switch to the session: {e}");
+        }
+    });
+}
+
 /// OpenCode sends a heartbeat every few seconds; a stream silent for this long is dead.
 const SILENT_STREAM: Duration = Duration::from_secs(45);
-/// The longest pause between two connection attempts.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest pause between two connection attempts (the server is local: trying is cheap).
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// What the link knows about the CLI's sessions (OpenCode runs sub-agents in child sessions,
 /// whose turns are not the user's).
@@ -64,12 +80,12 @@ impl Daemon {
             if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
                 break;
             }
-            match http.events("/event").await {
+            match http.events("/event", CONNECT_TIMEOUT).await {
                 Ok(mut stream) => {
                     info!(port, "connected to OpenCode's server");
                     backoff = Duration::from_millis(100);
                     was_live = true;
-                    self.set_api_live(name, true);
+                    self.set_api(name, Some(http.clone()));
                     self.api_catch_up(name, &http, &mut seen).await;
                     loop {
                         tokio::select! {
@@ -83,7 +99,7 @@ impl Daemon {
                             _ = shutdown.cancelled() => break,
                         }
                     }
-                    self.set_api_live(name, false);
+                    self.set_api(name, None);
                 }
                 Err(HttpError::Status { status, .. }) if status.as_u16() == 401 => {
                     // Not our server (another program took the port), or one started without
@@ -92,6 +108,13 @@ impl Daemon {
                         port,
                         "OpenCode's port refuses this session's password; following the screen only"
                     );
+                    let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+                        e.rt.api_gave_up = true;
+                        e.rt.poke.clone()
+                    });
+                    if let Some(p) = poke {
+                        p.notify_one();
+                    }
                     break;
                 }
                 Err(e) => {
@@ -110,13 +133,110 @@ impl Daemon {
             }
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-        self.set_api_live(name, false);
+        self.set_api(name, None);
     }
 
-    fn set_api_live(&self, name: &str, live: bool) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.api_live = live;
+    /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
+    fn note_cli_session(&self, name: &str, session: &str) {
+        let changed = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
+            let changed = e.rec.cli_session_id != session;
+            e.rec.cli_session_id = session.to_string();
+            changed
+        });
+        if changed {
+            self.persist();
         }
+    }
+
+    /// The API is reachable (`Some`) or not. A starting session is ready once its screen is
+    /// too: the screen is read again at once.
+    fn set_api(&self, name: &str, api: Option<LocalHttp>) {
+        let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+            e.rt.api = api;
+            e.rt.poke.clone()
+        });
+        if let Some(p) = poke {
+            p.notify_one();
+        }
+    }
+
+    /// Sends a message as the user's next turn: into the conversation clibot follows, or a new
+    /// one, which the TUI is then asked to show (so the desk sees what the phone typed).
+    pub(crate) async fn api_submit(
+        &self,
+        name: &str,
+        http: &LocalHttp,
+        text: &str,
+    ) -> Result<(), HttpError> {
+        let known = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.cli_session_id.clone())
+            .filter(|id| id.starts_with("ses_"));
+        let body = json!({ "parts": [{ "type": "text", "text": text }] });
+        if let Some(id) = &known {
+            match http
+                .post_json(&format!("/session/{id}/prompt_async"), &body)
+                .await
+            {
+                Ok(_) => {
+                    self.keep_shown(name, http, id, text);
+                    return Ok(());
+                }
+                // Deleted meanwhile: start a new conversation below.
+                Err(HttpError::Status { status, .. }) if status.as_u16() == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let created = http.post_json("/session", &json!({})).await?;
+        let id = created
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        self.note_cli_session(name, &id);
+        http.post_json(&format!("/session/{id}/prompt_async"), &body)
+            .await?;
+        self.keep_shown(name, http, &id, text);
+        Ok(())
+    }
+
+    /// Makes the TUI show the conversation a message went to. A TUI that is still starting
+    /// ignores the request, and nothing says so; the screen does: until it shows the message,
+    /// the request is repeated (for a minute at most).
+    fn keep_shown(&self, name: &str, http: &LocalHttp, id: &str, text: &str) {
+        let snippet: String = text
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .chars()
+            .take(24)
+            .collect();
+        let (d, http, id, name) = (self.clone(), http.clone(), id.to_string(), name.to_string());
+        tokio::spawn(
+            async move {
+                let body = json!({ "sessionID": id });
+                for _ in 0..60 {
+                    if let Err(e) = http.post_json("/tui/select-session", &body).await {
+                        debug!("the TUI did not switch to the session: {e}");
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    let Some(target) = lock(&d.inner.sessions)
+                        .get(&name)
+                        .filter(|e| !e.rec.state.is_exited())
+                        .map(|e| e.rec.tmux_id.clone())
+                    else {
+                        return;
+                    };
+                    match d.inner.mux.capture(&target, None, false).await {
+                        Ok(screen) if snippet.is_empty() || screen.contains(&snippet) => return,
+                        Ok(_) => debug!("the TUI does not show the conversation yet"),
+                        Err(_) => return,
+                    }
+                }
+            }
+            .in_current_span(),
+        );
     }
 
     /// Whether OpenCode session `id` is a top-level one (asked once, then remembered).
@@ -143,6 +263,7 @@ impl Daemon {
                 if !seen.busy && self.is_root(http, seen, &session).await {
                     seen.busy = true;
                     seen.failed = false;
+                    self.note_cli_session(name, &session);
                     let _ = self
                         .apply_signal(name, HookSignal::TurnStarted, Value::Null)
                         .await;
@@ -159,7 +280,13 @@ impl Daemon {
                 let text = self.api_reply(http, &session).await;
                 self.complete_turn(name, text, "api");
             }
-            ApiEvent::Asked(p) => self.raise_api_prompt(name, http, p),
+            ApiEvent::Asked(p) => {
+                // The TUI shows the dialog only in the conversation on its screen.
+                if self.is_root(http, seen, &p.session).await {
+                    show_in_tui(http, &p.session);
+                }
+                self.raise_api_prompt(name, http, p)
+            }
             ApiEvent::Replied { request } => self.api_prompt_replied(name, &request),
             ApiEvent::Error {
                 session,

@@ -44,7 +44,7 @@ const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
 /// more to draw it after the hook returns.
 const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
 /// How long an answer waits for the CLI's API link to come back before it goes by keys.
-const API_ANSWER_WAIT: Duration = Duration::from_secs(5);
+const API_ANSWER_WAIT: Duration = Duration::from_secs(15);
 /// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
 /// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
 /// typed before it reads the terminal is lost.
@@ -87,9 +87,12 @@ pub(crate) struct Runtime {
     /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
     /// pane whose foreground process is another one (`sleep`, `make`) is still working.
     pub(crate) idle_foreground: Option<String>,
-    /// The CLI's own API is connected ([`crate::opencode_link`]): it, not the screen, tells
-    /// about turns and prompts.
-    pub(crate) api_live: bool,
+    /// The CLI's own API, while connected ([`crate::opencode_link`]): it, not the screen,
+    /// tells about turns and prompts, and takes the input.
+    pub(crate) api: Option<crate::local_http::LocalHttp>,
+    /// The link to the CLI's API gave up (the port refused the session's password): the
+    /// session is read off the screen like any program's.
+    pub(crate) api_gave_up: bool,
 }
 
 impl Default for Runtime {
@@ -111,7 +114,8 @@ impl Default for Runtime {
             delivering: false,
             recovered: false,
             idle_foreground: None,
-            api_live: false,
+            api: None,
+            api_gave_up: false,
         }
     }
 }
@@ -171,6 +175,16 @@ impl Daemon {
             );
         }
         tokio::spawn(async move { d.watch_loop(&name, token).await }.instrument(span));
+    }
+
+    /// The session's CLI serves an API that clibot follows and has not given up on: readiness,
+    /// turns and prompts come from it, not from the screen.
+    pub(crate) fn awaits_api(&self, e: &crate::core::Entry) -> bool {
+        e.rec.api_port != 0
+            && !e.rt.api_gave_up
+            && self
+                .kind_of(&e.rec.cli)
+                .is_some_and(|(a, _)| a.serves_api())
     }
 
     /// The port of the API a session's CLI serves, if it serves one.
@@ -336,10 +350,18 @@ impl Daemon {
             let by_hook = self
                 .kind_of(&e.rec.cli)
                 .is_some_and(|(ad, _)| ad.completes_by_hook());
+            // A CLI with an API is ready when the API is: input goes through it, so the TUI
+            // need not have settled. Without one, the screen says.
+            let api = self.awaits_api(e);
+            let ready = if api {
+                e.rt.api.is_some()
+            } else {
+                (a.idle && a.ready) || !by_hook
+            };
             let now = Instant::now();
             // With the CLI's API connected, prompts come and go through it; the screen's view
             // of a dialog (drawn late, or lingering after an answer) would only add noise.
-            let screen_prompt = if e.rt.api_live {
+            let screen_prompt = if e.rt.api.is_some() {
                 None
             } else {
                 a.prompt.as_ref()
@@ -395,7 +417,7 @@ impl Daemon {
                     }
                 }
                 (None, Some(cur)) => {
-                    if e.rt.prompt_pending_since.is_none() && !e.rt.api_live {
+                    if e.rt.prompt_pending_since.is_none() && e.rt.api.is_none() {
                         // Gone from the screen, and nobody answered through clibot: the person at
                         // the terminal did (or the CLI withdrew it).
                         e.rec.prompt = None;
@@ -415,7 +437,7 @@ impl Daemon {
             }
             if screen_prompt.is_none() && e.rec.prompt.is_none() {
                 match e.rec.state {
-                    State::Starting if (a.idle && a.ready) || !by_hook => {
+                    State::Starting if ready => {
                         state_to = Some((State::Idle, "ready"));
                         deliver = true;
                     }
@@ -425,7 +447,9 @@ impl Daemon {
                         e.rt.turn_started = None;
                         deliver = true;
                     }
-                    State::Idle | State::Error if a.busy => {
+                    // With the CLI's API connected, it says when a turn runs; a busy footer
+                    // that lingers after the turn ended says nothing.
+                    State::Idle | State::Error if a.busy && e.rt.api.is_none() => {
                         state_to = Some((State::Working, "busy"))
                     }
                     State::Working if by_hook && e.rt.recovered && a.idle && !a.busy => {
@@ -507,10 +531,10 @@ impl Daemon {
                 }
             }
             match e.rec.state {
-                // A CLI whose API is down falls back to quiescence, like any program.
+                // A CLI whose API link gave up falls back to quiescence, like any program.
                 State::Working
-                    if !(kind.adapter.completes_by_hook()
-                        && (!kind.adapter.serves_api() || e.rt.api_live))
+                    if (!kind.adapter.completes_by_hook()
+                        || (kind.adapter.serves_api() && !self.awaits_api(e)))
                         && e.rt
                             .turn_started
                             .is_some_and(|t| now.duration_since(t) >= quiet)
@@ -519,7 +543,11 @@ impl Daemon {
                     complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
                     e.rt.turn_started = None;
                 }
-                State::Starting if silent >= STARTUP_QUIET => ready = true,
+                State::Starting
+                    if silent >= STARTUP_QUIET && (!self.awaits_api(e) || e.rt.api.is_some()) =>
+                {
+                    ready = true
+                }
                 _ => {}
             }
             if e.rec.state == State::Working && silent >= stall_after && !e.rec.stalled {
@@ -672,14 +700,29 @@ impl Daemon {
             Ok((hist, y)) => Some(hist + y),
             Err(_) => None,
         };
-        if text.contains('\n') {
+        // A CLI with an API takes a submitted message through it: no keystroke can be lost
+        // while its TUI is still settling, and its confirmation is the API's own answer.
+        let api = lock(&self.inner.sessions)
+            .get(name)
+            .and_then(|e| e.rt.api.clone())
+            .filter(|_| submit && !text.is_empty());
+        let mut by_api = false;
+        if let Some(http) = api {
+            match self.api_submit(name, &http, text).await {
+                Ok(()) => by_api = true,
+                Err(e) => warn!("OpenCode's API did not take the message ({e}); typing it"),
+            }
+        }
+        if by_api {
+            // Delivered.
+        } else if text.contains('\n') {
             let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
             mux.paste(&rec.tmux_id, &format!("clibot-{}-{n}", rec.id), text)
                 .await?;
         } else if !text.is_empty() {
             mux.send_text(&rec.tmux_id, text).await?;
         }
-        if submit {
+        if submit && !by_api {
             if !text.is_empty() {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
             }
@@ -691,7 +734,7 @@ impl Daemon {
             e.rt.turn_started = Some(now);
             e.rt.anchor = anchor;
             e.rt.input_lines = text.lines().count().max(1);
-            e.rt.confirm_by = Some(now + CONFIRM_AFTER);
+            e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
             e.rt.confirm_retried = false;
             e.rt.last_output = now;
             e.rec.last_activity_ms = crate::store::now_ms();
