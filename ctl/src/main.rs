@@ -110,6 +110,14 @@ enum Command {
         #[arg(long, value_parser = parse_timeout)]
         timeout: Option<f64>,
     },
+    /// Start a session's CLI again (after it exited, or ending it first), resuming its
+    /// conversation: same name, directory, arguments and environment.
+    Restart {
+        name: String,
+        /// Start a new conversation instead of resuming the previous one.
+        #[arg(long)]
+        fresh: bool,
+    },
     /// Manage a tmux session that already runs on clibot's tmux server.
     Adopt {
         /// The tmux session's name (or $id).
@@ -448,6 +456,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "adopted tmux session {} as {} ({})",
                 s.tmux_session, s.name, s.cli
             );
+        }
+        Command::Restart { name, fresh } => {
+            let s = c
+                .restart_session(v1::RestartSessionRequest {
+                    session: name.clone(),
+                    fresh,
+                })
+                .await?
+                .into_inner();
+            let how = if fresh {
+                "with a new conversation"
+            } else {
+                "resuming its conversation"
+            };
+            println!("restarted {} ({}) {how}", s.name, s.cli);
         }
         Command::Release { name } => {
             c.release_session(v1::ReleaseSessionRequest {

@@ -623,6 +623,7 @@ impl Daemon {
             exit_status: None,
             adopted: false,
             args: req.args.clone(),
+            env: req.env.clone(),
             hook_token: format!("{}{}", new_id(), new_id()),
             cli_session_id: new_uuid(),
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
@@ -642,48 +643,182 @@ impl Daemon {
             e.stopping = true; // not usable until it exists
             sessions.insert(req.name.clone(), e);
         }
-        let result = self.create_tmux_session(&rec, &cli, &req).await;
+        let result = self.create_tmux_session(&rec, &cli, &req, false).await;
         let mut sessions = lock(&self.inner.sessions);
         match result {
             Ok(s) => {
-                let e = sessions
-                    .get_mut(&req.name)
-                    .ok_or_else(|| CoreError::NoSuchSession(req.name.clone()))?;
-                e.rec.tmux_id = s.id;
-                e.rec.pid = s.pid;
-                e.stopping = false;
-                let rec = e.rec.clone();
                 drop(sessions);
-                self.event(
-                    &rec.name,
-                    &rec.id,
-                    EventKind::Spawned {
-                        cli: rec.cli.clone(),
-                        dir: rec.dir.display().to_string(),
-                        args: rec.args.clone(),
-                    },
-                );
-                info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
-                // A CLI with hooks is ready when its screen says so; any other program at once.
-                let by_hook = self
-                    .kind_of(&rec.cli)
-                    .is_some_and(|(a, _)| a.completes_by_hook());
-                if !by_hook {
-                    self.set_state(&rec.name, State::Idle, "started");
-                }
-                self.start_watcher(&rec.name);
-                if s.dead {
-                    self.mark_exited(
-                        &rec.name,
-                        s.dead_status,
-                        "the CLI exited right after it started",
-                    );
-                }
-                self.persist();
-                self.get(&rec.name)
+                self.launched(&req.name, s)
             }
             Err(e) => {
                 sessions.remove(&req.name);
+                Err(e)
+            }
+        }
+    }
+
+    /// The CLI of session `name` runs in tmux session `s`: record it, report it, watch it.
+    fn launched(&self, name: &str, s: MuxSession) -> Result<SessionRecord, CoreError> {
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            e.rec.tmux_id = s.id;
+            e.rec.pid = s.pid;
+            e.stopping = false;
+            e.rec.clone()
+        };
+        self.event(
+            &rec.name,
+            &rec.id,
+            EventKind::Spawned {
+                cli: rec.cli.clone(),
+                dir: rec.dir.display().to_string(),
+                args: rec.args.clone(),
+            },
+        );
+        info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
+        // A CLI with hooks is ready when its screen says so; any other program at once.
+        let by_hook = self
+            .kind_of(&rec.cli)
+            .is_some_and(|(a, _)| a.completes_by_hook());
+        if !by_hook {
+            self.set_state(&rec.name, State::Idle, "started");
+        }
+        self.start_watcher(&rec.name);
+        if s.dead {
+            self.mark_exited(
+                &rec.name,
+                s.dead_status,
+                "the CLI exited right after it started",
+            );
+        }
+        self.persist();
+        self.get(&rec.name)
+    }
+
+    /// Starts session `name`'s CLI again, in a new tmux session with the same name, directory,
+    /// arguments and environment, ending the running one first (gracefully, as `stop` does).
+    /// With `resume` the CLI continues its conversation, as its adapter knows how (Claude Code
+    /// `--resume`, Codex `resume --last`, Gemini CLI `--resume latest`, OpenCode `--session`);
+    /// otherwise it starts a new one. The session keeps its id, its event history and its queue
+    /// of inputs.
+    pub async fn restart(&self, name: &str, resume: bool) -> Result<SessionRecord, CoreError> {
+        let span = info_span!("session", session = %name);
+        self.restart_inner(name, resume).instrument(span).await
+    }
+
+    async fn restart_inner(&self, name: &str, resume: bool) -> Result<SessionRecord, CoreError> {
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            if e.stopping {
+                return Err(CoreError::Stopping(name.to_string()));
+            }
+            e.stopping = true;
+            e.rec.clone()
+        };
+        let release = |d: &Daemon| {
+            if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
+                e.stopping = false;
+            }
+            d.start_watcher(name);
+        };
+        let cli = match self.cli(&rec.cli) {
+            Ok(c) => c.clone(),
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
+        if resume && rec.cli_session_id.is_empty() {
+            release(self);
+            return Err(CoreError::InvalidArgument(format!(
+                "session {name:?} was not started by clibot, so its conversation cannot be resumed: restart it without resuming"
+            )));
+        }
+        self.stop_watcher(name);
+        let outcome = match self.stop_inner(&rec, false, None).await {
+            Ok(o) => o,
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
+        if !rec.state.is_exited() {
+            self.event(
+                name,
+                &rec.id,
+                EventKind::Exited {
+                    status: outcome.exit_status,
+                    reason: "restarted".into(),
+                },
+            );
+        }
+        let serves_api = self.kind_of(&rec.cli).is_some_and(|(a, _)| a.serves_api());
+        let mut fresh = SessionRecord {
+            state: State::Starting,
+            exit_status: None,
+            pid: 0,
+            tmux_id: String::new(),
+            adopted: false,
+            prompt: None,
+            stalled: false,
+            error: None,
+            last_activity_ms: now_ms(),
+            hook_token: format!("{}{}", new_id(), new_id()),
+            api_port: 0,
+            ..rec.clone()
+        };
+        if !resume {
+            fresh.cli_session_id = new_uuid();
+        }
+        if serves_api {
+            match free_local_port() {
+                Ok(p) => fresh.api_port = p,
+                Err(e) => {
+                    if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                        entry.stopping = false;
+                    }
+                    self.mark_exited(name, outcome.exit_status, "restart failed: no free port");
+                    self.persist();
+                    return Err(CoreError::NoPort(e));
+                }
+            }
+        }
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let mut e = Entry::new(fresh.clone());
+            e.stopping = true;
+            sessions.insert(name.to_string(), e);
+        }
+        self.set_state(
+            name,
+            State::Starting,
+            if resume {
+                "restarted, resuming the conversation"
+            } else {
+                "restarted with a new conversation"
+            },
+        );
+        let req = SpawnRequest {
+            name: name.to_string(),
+            cli: rec.cli.clone(),
+            dir: rec.dir.display().to_string(),
+            args: rec.args.clone(),
+            env: rec.env.clone(),
+        };
+        match self.create_tmux_session(&fresh, &cli, &req, resume).await {
+            Ok(s) => self.launched(name, s),
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                self.mark_exited(name, None, &format!("restart failed: {e}"));
+                self.persist();
                 Err(e)
             }
         }
@@ -694,6 +829,7 @@ impl Daemon {
         rec: &SessionRecord,
         cli: &CliSpec,
         req: &SpawnRequest,
+        resume: bool,
     ) -> Result<MuxSession, CoreError> {
         let mut argv = cli.argv.clone();
         let mut launch_env = Vec::new();
@@ -716,6 +852,7 @@ impl Daemon {
                 home: &home,
                 api_port: rec.api_port,
                 api_secret: &rec.hook_token,
+                resume,
             });
             let state_err = |path: &Path| {
                 let path = path.to_path_buf();

@@ -411,6 +411,18 @@ impl Clibot for Service {
         Ok(Response::new(v1::ReleaseSessionResponse {}))
     }
 
+    async fn restart_session(
+        &self,
+        req: Request<v1::RestartSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        self.authorize(&actor, &r.session, "restart", true)?;
+        let result = self.daemon.restart(&r.session, !r.fresh).await;
+        let rec = self.audited(&actor, &r.session, "restart", result)?;
+        Ok(Response::new(session_to_proto(&self.daemon, rec)))
+    }
+
     async fn answer_prompt(
         &self,
         req: Request<v1::AnswerPromptRequest>,

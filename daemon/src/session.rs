@@ -59,6 +59,9 @@ pub struct SessionRecord {
     pub adopted: bool,
     #[serde(default)]
     pub args: Vec<String>,
+    /// Environment variables given at spawn (kept for a restart).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// The prompt the session waits on.
     #[serde(default)]
     pub prompt: Option<Prompt>,

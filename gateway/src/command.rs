@@ -82,6 +82,13 @@ pub enum Command {
         /// A valid session name.
         name: Option<String>,
     },
+    /// `restart [NAME] [fresh]`: start the CLI again, resuming its conversation (or a new one).
+    Restart {
+        /// A valid session name.
+        name: Option<String>,
+        /// Start a new conversation.
+        fresh: bool,
+    },
     /// `last`: repeat the last reply.
     Last,
     /// `answer CHOICE`: answer the waiting prompt.
@@ -109,6 +116,7 @@ impl Command {
             Command::Screen { .. } => CommandName::Screen,
             Command::Keys { .. } => CommandName::Keys,
             Command::Stop { .. } => CommandName::Stop,
+            Command::Restart { .. } => CommandName::Restart,
             Command::Last => CommandName::Last,
             Command::Answer { .. } => CommandName::Answer,
             Command::Pair { .. } => CommandName::Pair,
@@ -129,6 +137,7 @@ pub enum CommandName {
     Screen,
     Keys,
     Stop,
+    Restart,
     Last,
     Answer,
     Pair,
@@ -136,7 +145,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 12] = [
+    pub const ALL: [CommandName; 13] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -146,6 +155,7 @@ impl CommandName {
         CommandName::Screen,
         CommandName::Keys,
         CommandName::Stop,
+        CommandName::Restart,
         CommandName::Last,
         CommandName::Answer,
         CommandName::Pair,
@@ -163,6 +173,7 @@ impl CommandName {
             CommandName::Screen => "screen",
             CommandName::Keys => "keys",
             CommandName::Stop => "stop",
+            CommandName::Restart => "restart",
             CommandName::Last => "last",
             CommandName::Answer => "answer",
             CommandName::Pair => "pair",
@@ -178,6 +189,7 @@ impl CommandName {
             CommandName::Screen => "[N]",
             CommandName::Keys => "KEY…",
             CommandName::Stop => "[NAME]",
+            CommandName::Restart => "[NAME] [fresh]",
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
             CommandName::Sessions
@@ -199,6 +211,9 @@ impl CommandName {
             CommandName::Screen => "show the screen, or its last N lines",
             CommandName::Keys => "press keys: Enter Escape Tab Up Down C-c y 1 …",
             CommandName::Stop => "stop the current session, or NAME",
+            CommandName::Restart => {
+                "start the CLI again, resuming its conversation (fresh: a new one)"
+            }
             CommandName::Last => "repeat the last reply",
             CommandName::Answer => "answer the waiting prompt",
             CommandName::Pair => "pair this chat with the gateway",
@@ -595,6 +610,25 @@ impl CommandParser {
                 a.no_more(&mut tokens)?;
                 Command::Stop { name }
             }
+            CommandName::Restart => {
+                let mut name = None;
+                let mut fresh = false;
+                for t in tokens.by_ref() {
+                    // Phones turn "--" into a dash.
+                    if ["fresh", "--fresh", "—fresh", "–fresh"]
+                        .iter()
+                        .any(|f| t.eq_ignore_ascii_case(f))
+                        && !fresh
+                    {
+                        fresh = true;
+                    } else if name.is_none() {
+                        name = Some(a.name("NAME", Some(t))?);
+                    } else {
+                        return Err(a.too_many(t));
+                    }
+                }
+                Command::Restart { name, fresh }
+            }
             CommandName::Answer => {
                 if args.is_empty() {
                     return Err(a.missing("CHOICE"));
@@ -670,11 +704,15 @@ impl Args<'_> {
     fn no_more<'a>(&self, tokens: &mut impl Iterator<Item = &'a str>) -> Result<(), CommandError> {
         match tokens.next() {
             None => Ok(()),
-            Some(extra) => Err(CommandError::TooManyArguments {
-                prefix: self.prefix.to_string(),
-                command: self.command,
-                extra: extra.to_string(),
-            }),
+            Some(extra) => Err(self.too_many(extra)),
+        }
+    }
+
+    fn too_many(&self, extra: &str) -> CommandError {
+        CommandError::TooManyArguments {
+            prefix: self.prefix.to_string(),
+            command: self.command,
+            extra: extra.to_string(),
         }
     }
 
@@ -837,6 +875,27 @@ mod tests {
         );
         assert_eq!(cmd("!! status"), Command::Status, "space after the prefix");
         assert_eq!(cmd("!!STOP"), Command::Stop { name: None });
+        assert_eq!(
+            cmd("!!restart"),
+            Command::Restart {
+                name: None,
+                fresh: false
+            }
+        );
+        assert_eq!(
+            cmd("!!restart api —fresh"),
+            Command::Restart {
+                name: Some("api".into()),
+                fresh: true
+            }
+        );
+        assert_eq!(
+            cmd("!!restart fresh"),
+            Command::Restart {
+                name: None,
+                fresh: true
+            }
+        );
     }
 
     #[test]
@@ -919,7 +978,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, use, new, whoami, status, screen, keys, stop, last, answer, pair"
+            "help, sessions, use, new, whoami, status, screen, keys, stop, restart, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),

@@ -279,6 +279,19 @@ impl Router {
                 c.stop_session(self.req(msg, req)).await?;
                 format!("stopped {session}")
             }
+            Command::Restart { name, fresh } => {
+                let session = match name {
+                    Some(n) => n,
+                    None => need(&bound)?,
+                };
+                let req = v1::RestartSessionRequest { session: session.clone(), fresh };
+                c.restart_session(self.req(msg, req)).await?;
+                if fresh {
+                    format!("restarted {session} with a new conversation")
+                } else {
+                    format!("restarted {session}, resuming its conversation")
+                }
+            }
             Command::Last => {
                 let session = need(&bound)?;
                 let r = c.get_last_reply(v1::GetLastReplyRequest { session: session.clone() }).await?.into_inner();

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 struct Setup {
     h: Harness,
-    _mock: MockLlm,
+    mock: MockLlm,
     work: std::path::PathBuf,
 }
 
@@ -29,11 +29,7 @@ fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>, daemon_extra: &str) -> S
     h.start_daemon_without(UNSET_ENV);
     let w = work.display().to_string();
     h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &w]);
-    Setup {
-        h,
-        _mock: mock,
-        work,
-    }
+    Setup { h, mock, work }
 }
 
 fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -176,4 +172,70 @@ fn when_the_hook_stops_waiting_the_answer_goes_by_keys() {
         s.work.join("keys.txt").exists(),
         "the tool ran after a keystroke answer"
     );
+}
+
+/// The newest model request that carries `text` (Claude Code also sends requests of its own,
+/// such as titles).
+fn latest_request_with(mock: &MockLlm, text: &str) -> String {
+    mock.requests()
+        .iter()
+        .map(Value::to_string)
+        .rfind(|r| r.contains(text))
+        .unwrap_or_default()
+}
+
+/// The newest event's sequence number.
+fn last_seq(h: &Harness) -> u64 {
+    h.events()
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
+    let s = setup(
+        |_| {
+            vec![
+                Rule::text("say hello", "Hello from the mock model."),
+                Rule::text("say again", "Again."),
+            ]
+        },
+        "",
+    );
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please say hello"]);
+    wait_event(&s.h, "first reply", |e| e["type"] == "turn_completed");
+
+    // The CLI is ended and started again in a new tmux session, continuing its conversation.
+    let mark = last_seq(&s.h);
+    let out = s.h.ctl_ok(&["restart", "cc"]);
+    assert!(out.contains("resuming"), "{out}");
+    wait_event(&s.h, "ready again", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "cc", "please say again"]);
+    let done = wait_event(&s.h, "reply after the restart", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Again.");
+    let last = latest_request_with(&s.mock, "please say again");
+    assert!(
+        last.contains("please say hello") && last.contains("Hello from the mock model."),
+        "the model saw the earlier exchange: {last}"
+    );
+
+    // --fresh: a new conversation, without the earlier exchange.
+    let mark = last_seq(&s.h);
+    s.h.ctl_ok(&["restart", "cc", "--fresh"]);
+    wait_event(&s.h, "ready after a fresh restart", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "cc", "please say again"]);
+    wait_event(&s.h, "reply in the new conversation", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
+    });
+    let last = latest_request_with(&s.mock, "please say again");
+    assert!(!last.contains("please say hello"), "{last}");
 }

@@ -60,11 +60,18 @@ fn touch_rule(work: &std::path::Path) -> Rule {
 /// A raw HTTP request to 127.0.0.1:`port`; returns the status line.
 fn http_status(port: u16, request: &str) -> String {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to OpenCode");
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.set_read_timeout(Some(Duration::from_secs(60))).ok();
     s.write_all(request.as_bytes()).expect("send");
+    let mut got = Vec::new();
     let mut buf = [0u8; 256];
-    let n = s.read(&mut buf).unwrap_or(0);
-    String::from_utf8_lossy(&buf[..n])
+    // Until the status line is in (a loaded machine may answer slowly, in pieces).
+    while !got.contains(&b'\n') {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    String::from_utf8_lossy(&got)
         .lines()
         .next()
         .unwrap_or("")
@@ -72,14 +79,23 @@ fn http_status(port: u16, request: &str) -> String {
 }
 
 #[test]
-fn a_plain_reply_arrives_exactly_and_the_server_wants_the_session_password() {
+fn a_plain_reply_arrives_exactly_the_server_wants_the_password_and_a_restart_resumes() {
     let reply = "Hello from the mock model.\nThis is line two.";
-    let s = setup(|_| vec![Rule::text("say hello", reply)]);
+    let s = setup(|_| {
+        vec![
+            Rule::text("say again", "Again."),
+            Rule::text("say hello", reply),
+        ]
+    });
     s.h.ctl_ok(&["send", "oc", "please say hello"]);
     let done = s.wait("turn_completed", |e| e["type"] == "turn_completed");
     assert_eq!(done["text"], reply);
     assert_eq!(done["source"], "api");
     assert_eq!(s.h.ctl_ok(&["last", "oc"]), format!("{reply}\n"));
+    // The message went through OpenCode's API, and the TUI at the desk shows the conversation.
+    s.h.wait_screen("oc", "the conversation in the TUI", |t| {
+        t.contains("please say hello") && t.contains("This is line two.")
+    });
     s.wait_state("idle", "idle");
 
     // OpenCode's server answers nobody without the session's password: another local user
@@ -113,6 +129,34 @@ fn a_plain_reply_arrives_exactly_and_the_server_wants_the_session_password() {
         "GET /session HTTP/1.1\r\nHost: x\r\nAuthorization: Basic b3BlbmNvZGU6d3Jvbmc=\r\nConnection: close\r\n\r\n",
     );
     assert!(wrong.contains(" 401"), "{wrong}");
+
+    // A restart continues OpenCode's conversation (`--session`), on a new port and password.
+    let mark =
+        s.h.events()
+            .iter()
+            .filter_map(|e| e["seq"].as_u64())
+            .max()
+            .unwrap_or(0);
+    s.h.ctl_ok(&["restart", "oc"]);
+    s.wait("ready after the restart", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "oc", "please say again"]);
+    let again = s.wait("reply after the restart", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
+    });
+    assert_eq!(again["text"], "Again.");
+    let request = s
+        .mock
+        .requests()
+        .iter()
+        .map(Value::to_string)
+        .rfind(|r| r.contains("please say again"))
+        .unwrap_or_default();
+    assert!(
+        request.contains("please say hello"),
+        "the model saw the earlier exchange: {request}"
+    );
 }
 
 #[test]

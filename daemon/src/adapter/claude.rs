@@ -43,9 +43,15 @@ impl Adapter for Claude {
         }
         hooks.insert("PermissionRequest".into(), perm);
         let settings = json!({ "hooks": hooks });
+        // A restart continues the conversation clibot started under this id.
+        let session = if ctx.resume {
+            "--resume"
+        } else {
+            "--session-id"
+        };
         Launch {
             args: vec![
-                "--session-id".into(),
+                session.into(),
                 ctx.cli_session_id.to_string(),
                 "--settings".into(),
                 settings.to_string(),
@@ -333,6 +339,7 @@ mod tests {
             home: std::path::Path::new("/tmp"),
             api_port: 0,
             api_secret: "",
+            resume: false,
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");

@@ -21,13 +21,19 @@ impl Adapter for Codex {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
-        if ctx.hook_argv.is_empty() {
-            return Launch::default();
+        // `codex resume --last` continues the most recent session in this directory.
+        let mut args: Vec<String> = if ctx.resume {
+            vec!["resume".into(), "--last".into()]
+        } else {
+            Vec::new()
+        };
+        if !ctx.hook_argv.is_empty() {
+            // `-c key=value` takes a TOML value: an array of strings.
+            let argv = Value::from(ctx.hook_argv.to_vec()).to_string();
+            args.extend(["-c".into(), format!("notify={argv}")]);
         }
-        // `-c key=value` takes a TOML value: an array of strings.
-        let argv = Value::from(ctx.hook_argv.to_vec()).to_string();
         Launch {
-            args: vec!["-c".into(), format!("notify={argv}")],
+            args,
             ..Launch::default()
         }
     }
@@ -156,6 +162,7 @@ mod tests {
             home: std::path::Path::new("/tmp"),
             api_port: 0,
             api_secret: "",
+            resume: false,
         });
         assert_eq!(
             l.args,

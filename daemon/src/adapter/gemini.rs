@@ -64,7 +64,12 @@ impl Adapter for Gemini {
             })
             .unwrap_or_default();
         Launch {
-            args: Vec::new(),
+            // The most recent conversation in this directory.
+            args: if ctx.resume {
+                vec!["--resume".into(), "latest".into()]
+            } else {
+                Vec::new()
+            },
             env: vec![("GEMINI_CLI_HOME".into(), home.display().to_string())],
             files: vec![(dir.join("settings.json"), settings.to_string())],
             links,
@@ -217,6 +222,7 @@ mod tests {
             home: home.path(),
             api_port: 0,
             api_secret: "",
+            resume: false,
         });
         assert_eq!(
             l.env,

@@ -28,6 +28,8 @@ pub struct LaunchContext<'a> {
     pub api_port: u16,
     /// The password that API must demand (the session's hook token).
     pub api_secret: &'a str,
+    /// Continue the CLI's previous conversation (a restart) rather than start a new one.
+    pub resume: bool,
 }
 
 /// Extra arguments and environment for a launch.

@@ -36,16 +36,27 @@ impl Adapter for OpenCode {
     }
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
+        // A restart continues OpenCode's session that the link saw last (its id replaces
+        // clibot's placeholder), else the project's most recent one.
+        let mut args: Vec<String> = match (ctx.resume, ctx.cli_session_id) {
+            (true, id) if id.starts_with("ses_") => vec!["--session".into(), id.into()],
+            (true, _) => vec!["--continue".into()],
+            (false, _) => Vec::new(),
+        };
         if ctx.api_port == 0 {
-            return Launch::default();
+            return Launch {
+                args,
+                ..Launch::default()
+            };
         }
+        args.extend([
+            "--port".into(),
+            ctx.api_port.to_string(),
+            "--hostname".into(),
+            "127.0.0.1".into(),
+        ]);
         Launch {
-            args: vec![
-                "--port".into(),
-                ctx.api_port.to_string(),
-                "--hostname".into(),
-                "127.0.0.1".into(),
-            ],
+            args,
             env: vec![
                 ("OPENCODE_SERVER_USERNAME".into(), API_USER.into()),
                 ("OPENCODE_SERVER_PASSWORD".into(), ctx.api_secret.into()),

@@ -694,3 +694,66 @@ async fn a_hook_prompt_published_before_its_dialog_is_published_again_with_the_c
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert_eq!(waiting_events(&d, "g").len(), 2);
 }
+
+#[tokio::test]
+async fn restart_keeps_the_session_and_resumes_the_conversation() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    env.mux.st().quit_on_ctrl_c = true;
+    let mut req = SpawnRequest {
+        cli: "claude".into(),
+        args: vec!["--model".into(), "m".into()],
+        ..env.spawn_req("cc")
+    };
+    req.env.insert("PROJECT_FLAG".into(), "1".into());
+    let before = d.spawn(req).await.expect("spawn");
+    let restarted = d.restart("cc", true).await.expect("restart");
+    assert_eq!(restarted.id, before.id, "the same session");
+    assert_ne!(restarted.tmux_id, before.tmux_id, "a new tmux session");
+    assert_ne!(restarted.hook_token, before.hook_token, "a new hook secret");
+    assert_eq!(
+        restarted.env.get("PROJECT_FLAG").map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(restarted.state, State::Starting);
+    let news: Vec<String> = env
+        .mux
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("new "))
+        .collect();
+    assert_eq!(news.len(), 2, "{news:?}");
+    // Claude Code continues the conversation clibot started under its session id.
+    let resumed = format!("--resume {}", before.cli_session_id);
+    assert!(
+        news[1].contains(&resumed) && news[1].ends_with("--model m"),
+        "{news:?}"
+    );
+    assert!(!news[1].contains("--session-id"), "{news:?}");
+    assert_eq!(
+        env.mux.st().sessions.len(),
+        1,
+        "the old tmux session is gone"
+    );
+    let k = kinds(&d, "cc");
+    assert!(k.ends_with(&["exited".into(), "spawned".into()]), "{k:?}");
+
+    // A fresh restart starts a new conversation.
+    let fresh = d.restart("cc", false).await.expect("restart fresh");
+    assert_ne!(fresh.cli_session_id, before.cli_session_id);
+    let last = env
+        .mux
+        .log()
+        .into_iter()
+        .rfind(|l| l.starts_with("new "))
+        .unwrap_or_default();
+    assert!(
+        last.contains(&format!("--session-id {}", fresh.cli_session_id)),
+        "{last}"
+    );
+
+    assert!(matches!(
+        d.restart("nope", true).await,
+        Err(CoreError::NoSuchSession(_))
+    ));
+}
