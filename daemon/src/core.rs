@@ -709,18 +709,22 @@ impl Daemon {
         self.restart_inner(name, resume).instrument(span).await
     }
 
+    /// Marks session `name` as being stopped (or restarted), so that nothing else acts on it
+    /// meanwhile, and returns its record.
+    fn reserve(&self, name: &str) -> Result<SessionRecord, CoreError> {
+        let mut sessions = lock(&self.inner.sessions);
+        let e = sessions
+            .get_mut(name)
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        if e.stopping {
+            return Err(CoreError::Stopping(name.to_string()));
+        }
+        e.stopping = true;
+        Ok(e.rec.clone())
+    }
+
     async fn restart_inner(&self, name: &str, resume: bool) -> Result<SessionRecord, CoreError> {
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-            if e.stopping {
-                return Err(CoreError::Stopping(name.to_string()));
-            }
-            e.stopping = true;
-            e.rec.clone()
-        };
+        let rec = self.reserve(name)?;
         let release = |d: &Daemon| {
             if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
                 e.stopping = false;
@@ -1106,17 +1110,7 @@ impl Daemon {
         force: bool,
         timeout: Option<Duration>,
     ) -> Result<StopOutcome, CoreError> {
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-            if e.stopping {
-                return Err(CoreError::Stopping(name.to_string()));
-            }
-            e.stopping = true;
-            e.rec.clone()
-        };
+        let rec = self.reserve(name)?;
         self.stop_watcher(name);
         let span = info_span!("session", session = %name);
         let outcome = self.stop_inner(&rec, force, timeout).instrument(span).await;

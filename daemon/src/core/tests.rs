@@ -579,6 +579,23 @@ async fn adopt_and_release() {
     );
 }
 
+/// A daemon with a Gemini CLI session `g`, and what its hooks present (session id, token).
+async fn gemini_session(env: &Env) -> (Daemon, String, String) {
+    let d = env.daemon().await;
+    d.spawn(SpawnRequest {
+        cli: "gemini".into(),
+        ..env.spawn_req("g")
+    })
+    .await
+    .expect("spawn gemini");
+    let (id, token) = {
+        let sessions = lock(&d.inner.sessions);
+        let e = sessions.get("g").expect("session");
+        (e.rec.id.clone(), e.rec.hook_token.clone())
+    };
+    (d, id, token)
+}
+
 /// The Waiting events of a session, as JSON.
 fn waiting_events(d: &Daemon, session: &str) -> Vec<serde_json::Value> {
     d.events()
@@ -594,18 +611,7 @@ fn waiting_events(d: &Daemon, session: &str) -> Vec<serde_json::Value> {
 #[tokio::test]
 async fn a_hook_prompt_without_options_waits_for_the_dialog_then_takes_its_choices() {
     let env = Env::new();
-    let d = env.daemon().await;
-    d.spawn(SpawnRequest {
-        cli: "gemini".into(),
-        ..env.spawn_req("g")
-    })
-    .await
-    .expect("spawn gemini");
-    let (id, token) = {
-        let sessions = lock(&d.inner.sessions);
-        let e = sessions.get("g").expect("session");
-        (e.rec.id.clone(), e.rec.hook_token.clone())
-    };
+    let (d, id, token) = gemini_session(&env).await;
     let note = r#"{"hook_event_name":"Notification","notification_type":"ToolPermission",
         "message":"Tool Confirm Shell Command requires execution",
         "details":{"type":"exec","title":"Confirm Shell Command","command":"touch x","rootCommand":"touch"}}"#;
@@ -647,18 +653,7 @@ async fn a_hook_prompt_without_options_waits_for_the_dialog_then_takes_its_choic
 #[tokio::test]
 async fn a_hook_prompt_published_before_its_dialog_is_published_again_with_the_choices() {
     let env = Env::new();
-    let d = env.daemon().await;
-    d.spawn(SpawnRequest {
-        cli: "gemini".into(),
-        ..env.spawn_req("g")
-    })
-    .await
-    .expect("spawn gemini");
-    let (id, token) = {
-        let sessions = lock(&d.inner.sessions);
-        let e = sessions.get("g").expect("session");
-        (e.rec.id.clone(), e.rec.hook_token.clone())
-    };
+    let (d, id, token) = gemini_session(&env).await;
     let note = r#"{"hook_event_name":"Notification","notification_type":"ToolPermission",
         "details":{"title":"Confirm Shell Command","command":"touch x"}}"#;
     d.hook(&id, &token, "Notification", note)
