@@ -15,7 +15,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Where the workspace's binaries are, building them once if a test binary runs before them.
+/// Where the workspace's binaries are, brought up to date once per test process: `cargo test`
+/// builds only the tested package's own binaries, so clibotd, clibotctl and clibot-gateway
+/// could otherwise be missing, or older than the sources (cargo makes this a no-op when they are
+/// current).
 pub fn bin(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
@@ -27,10 +30,6 @@ pub fn bin(name: &str) -> PathBuf {
             .take(2)
             .map(Path::to_path_buf)
             .collect();
-        let has_bins = |d: &PathBuf| d.join("clibotd").is_file() && d.join("clibotctl").is_file();
-        if let Some(d) = candidates.iter().find(|d| has_bins(d)) {
-            return d.clone();
-        }
         let dir = candidates
             .iter()
             .find(|d| d.join("deps").is_dir())
@@ -38,15 +37,8 @@ pub fn bin(name: &str) -> PathBuf {
             .expect("target dir");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "-p",
-            "clibotd",
-            "-p",
-            "clibotctl",
-            "-p",
-            "clibot-gateway",
-        ]);
+        // The whole workspace's binaries, so that features unify as in `cargo build`.
+        cmd.args(["build", "--workspace", "--bins"]);
         if dir.ends_with("release") {
             cmd.arg("--release");
         }
