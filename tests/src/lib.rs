@@ -15,10 +15,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Where the workspace's binaries are, brought up to date once per test process: `cargo test`
-/// builds only the tested package's own binaries, so clibotd, clibotctl and clibot-gateway
-/// could otherwise be missing, or older than the sources (cargo makes this a no-op when they are
-/// current).
+/// Where the workspace's binaries are, built first when they are missing or older than their
+/// sources: `cargo test` builds only the tested package's own binaries, so clibotd, clibotctl
+/// and clibot-gateway could otherwise be stale.
 pub fn bin(name: &str) -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     let dir = DIR.get_or_init(|| {
@@ -30,6 +29,17 @@ pub fn bin(name: &str) -> PathBuf {
             .take(2)
             .map(Path::to_path_buf)
             .collect();
+        let current = |d: &PathBuf| {
+            let built = ["clibotd", "clibotctl", "clibot-gateway"]
+                .iter()
+                .map(|b| std::fs::metadata(d.join(b)).and_then(|m| m.modified()).ok())
+                .collect::<Option<Vec<_>>>()
+                .and_then(|times| times.into_iter().min());
+            built.is_some_and(|b| newest_source().is_none_or(|s| s <= b))
+        };
+        if let Some(d) = candidates.iter().find(|d| current(d)) {
+            return d.clone();
+        }
         let dir = candidates
             .iter()
             .find(|d| d.join("deps").is_dir())
@@ -37,8 +47,15 @@ pub fn bin(name: &str) -> PathBuf {
             .expect("target dir");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        // The whole workspace's binaries, so that features unify as in `cargo build`.
-        cmd.args(["build", "--workspace", "--bins"]);
+        cmd.args([
+            "build",
+            "-p",
+            "clibotd",
+            "-p",
+            "clibotctl",
+            "-p",
+            "clibot-gateway",
+        ]);
         if dir.ends_with("release") {
             cmd.arg("--release");
         }
@@ -403,6 +420,38 @@ pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
 /// Lines of a screen, trimmed.
 pub fn lines(screen: &str) -> Vec<&str> {
     screen.lines().map(str::trim_end).collect()
+}
+
+/// When the binaries' sources last changed (the daemon, ctl, gateway and proto crates, and the
+/// lock file).
+fn newest_source() -> Option<std::time::SystemTime> {
+    fn walk(dir: &Path, newest: &mut Option<std::time::SystemTime>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, newest);
+            } else if let Ok(t) = e.metadata().and_then(|m| m.modified()) {
+                *newest = (*newest).max(Some(t));
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let mut newest = std::fs::metadata(root.join("Cargo.lock"))
+        .and_then(|m| m.modified())
+        .ok();
+    for krate in ["daemon", "ctl", "gateway", "proto"] {
+        walk(&root.join(krate).join("src"), &mut newest);
+        walk(&root.join(krate).join("proto"), &mut newest);
+        if let Ok(t) =
+            std::fs::metadata(root.join(krate).join("Cargo.toml")).and_then(|m| m.modified())
+        {
+            newest = newest.max(Some(t));
+        }
+    }
+    newest
 }
 
 /// Fails the calling test unless `bin --version` (run with `env`) prints `version` as its first
