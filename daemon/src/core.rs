@@ -517,13 +517,8 @@ impl Daemon {
         &self,
         name: &str,
     ) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
-        let sessions = lock(&self.inner.sessions);
-        let e = sessions
-            .get(name)
-            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-        if e.stopping {
-            return Err(CoreError::Stopping(name.to_string()));
-        }
+        let mut sessions = lock(&self.inner.sessions);
+        let e = usable(&mut sessions, name)?;
         Ok((e.rec.clone(), e.input.clone()))
     }
 
@@ -713,12 +708,7 @@ impl Daemon {
     /// meanwhile, and returns its record.
     fn reserve(&self, name: &str) -> Result<SessionRecord, CoreError> {
         let mut sessions = lock(&self.inner.sessions);
-        let e = sessions
-            .get_mut(name)
-            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-        if e.stopping {
-            return Err(CoreError::Stopping(name.to_string()));
-        }
+        let e = usable(&mut sessions, name)?;
         e.stopping = true;
         Ok(e.rec.clone())
     }
@@ -1540,6 +1530,20 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
+}
+
+/// Session `name`, unless it is unknown or being stopped (or restarted).
+pub(crate) fn usable<'a>(
+    sessions: &'a mut BTreeMap<String, Entry>,
+    name: &str,
+) -> Result<&'a mut Entry, CoreError> {
+    let e = sessions
+        .get_mut(name)
+        .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+    if e.stopping {
+        return Err(CoreError::Stopping(name.to_string()));
+    }
+    Ok(e)
 }
 
 /// A port on 127.0.0.1 that nothing listens on now, for a CLI's own server. (The CLI binds it

@@ -659,12 +659,7 @@ impl Daemon {
     ) -> Result<(u64, bool), CoreError> {
         let (queued, id) = {
             let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-            if e.stopping {
-                return Err(CoreError::Stopping(name.to_string()));
-            }
+            let e = crate::core::usable(&mut sessions, name)?;
             if e.rec.state.is_exited() {
                 return Err(CoreError::Exited(name.to_string()));
             }

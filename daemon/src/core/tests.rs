@@ -579,6 +579,21 @@ async fn adopt_and_release() {
     );
 }
 
+impl Env {
+    /// The panes now show fixture `name` (tests/fixtures/screens/), and say they printed.
+    fn show_screen(&self, name: &str) {
+        let path = format!(
+            "{}/../tests/fixtures/screens/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        self.mux.st().screen = Some(std::fs::read_to_string(path).expect("fixture"));
+        let watchers = self.mux.st().watchers.clone();
+        for w in watchers {
+            let _ = w.try_send(WatchEvent::Output);
+        }
+    }
+}
+
 /// A daemon with a Gemini CLI session `g`, and what its hooks present (session id, token).
 async fn gemini_session(env: &Env) -> (Daemon, String, String) {
     let d = env.daemon().await;
@@ -624,17 +639,7 @@ async fn a_hook_prompt_without_options_waits_for_the_dialog_then_takes_its_choic
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     assert!(waiting_events(&d, "g").is_empty());
 
-    env.mux.st().screen = Some(
-        std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/fixtures/screens/gemini_shell_perm.txt"
-        ))
-        .expect("fixture"),
-    );
-    let watchers = env.mux.st().watchers.clone();
-    for w in watchers {
-        let _ = w.try_send(WatchEvent::Output);
-    }
+    env.show_screen("gemini_shell_perm.txt");
     wait_for(|| !waiting_events(&d, "g").is_empty()).await;
     let w = waiting_events(&d, "g").remove(0);
     let p = &w["prompt"];
@@ -666,17 +671,7 @@ async fn a_hook_prompt_published_before_its_dialog_is_published_again_with_the_c
     assert_eq!(first[0]["prompt"]["text"], "Confirm Shell Command");
     assert_eq!(first[0]["prompt"]["options"], serde_json::json!([]));
 
-    env.mux.st().screen = Some(
-        std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/fixtures/screens/gemini_shell_perm.txt"
-        ))
-        .expect("fixture"),
-    );
-    let watchers = env.mux.st().watchers.clone();
-    for w in watchers {
-        let _ = w.try_send(WatchEvent::Output);
-    }
+    env.show_screen("gemini_shell_perm.txt");
     wait_for(|| waiting_events(&d, "g").len() == 2).await;
     let second = waiting_events(&d, "g").remove(1);
     assert_eq!(
