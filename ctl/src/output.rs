@@ -124,7 +124,10 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "state_changed",
             json!({"from": state_name(s.from), "to": state_name(s.to), "reason": s.reason}),
         ),
-        Kind::Exited(e) => ("exited", json!({"status": e.status, "reason": e.reason})),
+        Kind::Exited(e) => (
+            "exited",
+            json!({"status": e.status, "reason": e.reason, "output": e.output}),
+        ),
         Kind::Stopped(s) => ("stopped", json!({"forced": s.forced})),
         Kind::Error(e) => ("error", json!({"message": e.message, "kind": e.kind})),
         Kind::TurnCompleted(t) => (

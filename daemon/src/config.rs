@@ -69,6 +69,10 @@ pub struct DaemonConfig {
     /// How long a CLI's permission hook waits for an answer from clibot before the CLI's own
     /// dialog is left to be answered (by keys through clibot, or at the terminal).
     pub permission_wait_ms: u64,
+    /// A working CLI that reports turns by hook, whose screen has looked idle this long with no
+    /// completion hook (lost, or never sent), has its turn ended (the reply read from its
+    /// transcript where it keeps one) and takes its next queued input.
+    pub idle_turn_end_ms: u64,
     /// The command the CLIs' hooks run; default: the `clibotctl` next to `clibotd`, `hook`.
     pub hook_command: Option<String>,
 }
@@ -85,6 +89,7 @@ impl Default for DaemonConfig {
             poll_interval_ms: 2_000,
             stall_after_ms: 600_000,
             permission_wait_ms: 600_000,
+            idle_turn_end_ms: 5_000,
             hook_command: None,
         }
     }

@@ -120,8 +120,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: CancellationToken,
     pub(crate) access: crate::access::Access,
     pub(crate) chats: crate::chats::Chats,
-    /// Recently accepted chat messages (dedupe key → the event's sequence number), oldest first.
-    pub(crate) seen_inputs: Mutex<std::collections::VecDeque<(String, u64)>>,
+    /// Recently accepted chat messages, so that one handed over twice is typed once.
+    pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
     pub(crate) audit: crate::audit::Audit,
 }
 
@@ -229,12 +229,14 @@ impl Daemon {
         warnings.extend(w);
         let (chats, w) = crate::chats::Chats::open(&state_dir);
         warnings.extend(w);
+        let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
+        warnings.extend(w);
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,
                 audit,
                 chats,
-                seen_inputs: Mutex::new(std::collections::VecDeque::new()),
+                seen_inputs,
                 kinds,
                 shutdown: CancellationToken::new(),
                 clis,
@@ -344,6 +346,20 @@ impl Daemon {
                 return 0;
             }
         };
+        // Sessions tmux knows as clibot's that the registry lost: what they need to be followed
+        // (the hook token above all) is in their tmux environment.
+        let mut lost_env = std::collections::HashMap::new();
+        for s in &live {
+            if !s.meta.id.is_empty() && !registry.sessions.iter().any(|r| r.id == s.meta.id) {
+                let env = self
+                    .inner
+                    .mux
+                    .environment(Some(&s.id))
+                    .await
+                    .unwrap_or_default();
+                lost_env.insert(s.id.clone(), env);
+            }
+        }
         let mut readopted = 0;
         let mut exited = Vec::new();
         {
@@ -387,7 +403,9 @@ impl Daemon {
                 if !is_valid_name(&m.name) || sessions.contains_key(&m.name) {
                     continue;
                 }
-                let rec = SessionRecord {
+                let env = lost_env.get(&s.id);
+                let var = |k: &str| env.and_then(|e| e.get(k)).cloned().unwrap_or_default();
+                let mut rec = SessionRecord {
                     id: m.id.clone(),
                     name: m.name.clone(),
                     cli: m.cli.clone(),
@@ -403,6 +421,7 @@ impl Daemon {
                     args: Vec::new(),
                     ..Default::default()
                 };
+                self.recover_links(&mut rec, &var);
                 readopted += 1;
                 self.warn(format!(
                     "session {} was missing from the registry and was recovered from tmux",
@@ -415,6 +434,24 @@ impl Daemon {
             self.mark_exited(&name, status, reason);
         }
         readopted
+    }
+
+    /// Fills in what links a session to its CLI — the hook token, the CLI's own session id,
+    /// its API port — from the variables clibot set in the session's tmux environment. Without
+    /// a token the CLI's hooks are refused, so its turns are read off the screen; that is said.
+    fn recover_links(&self, rec: &mut SessionRecord, var: &dyn Fn(&str) -> String) {
+        rec.hook_token = var("CLIBOT_HOOK_TOKEN");
+        rec.cli_session_id = var("CLIBOT_CLI_SESSION_ID");
+        rec.api_port = var("CLIBOT_API_PORT").parse().unwrap_or(0);
+        let hooked = self
+            .kind_of(&rec.cli)
+            .is_some_and(|(a, _)| a.completes_by_hook());
+        if hooked && rec.hook_token.is_empty() {
+            self.warn(format!(
+                "session {}: no hook token in its tmux environment, so its CLI's hooks cannot reach clibot; its turns are read off the screen (restart it with `clibotctl restart {}` to wire them again)",
+                rec.name, rec.name
+            ));
+        }
     }
 
     pub(crate) fn warn(&self, w: String) {
@@ -481,7 +518,36 @@ impl Daemon {
         }
     }
 
+    /// The last lines an exited CLI left in its pane (tmux keeps a dead pane visible): what it
+    /// printed as it died is usually why.
+    pub(crate) async fn last_words(&self, tmux_id: &str) -> String {
+        const LINES: usize = 15;
+        match self.inner.mux.capture(tmux_id, None, false).await {
+            Ok(screen) => {
+                let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+                let end = lines
+                    .iter()
+                    .rposition(|l| !l.trim().is_empty())
+                    .map_or(0, |i| i + 1);
+                let start = end.saturating_sub(LINES);
+                lines[start..end].join("\n")
+            }
+            Err(_) => String::new(),
+        }
+    }
+
     pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
+        self.mark_exited_with(name, status, reason, String::new());
+    }
+
+    /// Records that session `name`'s CLI ended, with what its pane last showed.
+    pub(crate) fn mark_exited_with(
+        &self,
+        name: &str,
+        status: Option<i32>,
+        reason: &str,
+        output: String,
+    ) {
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             match sessions.get_mut(name) {
@@ -508,6 +574,7 @@ impl Daemon {
             EventKind::Exited {
                 status,
                 reason: reason.to_string(),
+                output,
             },
         );
         self.persist();
@@ -643,7 +710,7 @@ impl Daemon {
         match result {
             Ok(s) => {
                 drop(sessions);
-                self.launched(&req.name, s)
+                self.launched(&req.name, s).await
             }
             Err(e) => {
                 sessions.remove(&req.name);
@@ -653,7 +720,7 @@ impl Daemon {
     }
 
     /// The CLI of session `name` runs in tmux session `s`: record it, report it, watch it.
-    fn launched(&self, name: &str, s: MuxSession) -> Result<SessionRecord, CoreError> {
+    async fn launched(&self, name: &str, s: MuxSession) -> Result<SessionRecord, CoreError> {
         let rec = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
@@ -683,10 +750,12 @@ impl Daemon {
         }
         self.start_watcher(&rec.name);
         if s.dead {
-            self.mark_exited(
+            let output = self.last_words(&rec.tmux_id).await;
+            self.mark_exited_with(
                 &rec.name,
                 s.dead_status,
                 "the CLI exited right after it started",
+                output,
             );
         }
         self.persist();
@@ -749,6 +818,7 @@ impl Daemon {
                 EventKind::Exited {
                     status: outcome.exit_status,
                     reason: "restarted".into(),
+                    output: String::new(),
                 },
             );
         }
@@ -806,7 +876,7 @@ impl Daemon {
             env: rec.env.clone(),
         };
         match self.create_tmux_session(&fresh, &cli, &req, resume).await {
-            Ok(s) => self.launched(name, s),
+            Ok(s) => self.launched(name, s).await,
             Err(e) => {
                 if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
                     entry.stopping = false;
@@ -883,9 +953,17 @@ impl Daemon {
         if !has_locale && !env.iter().any(|(k, _)| k == "LANG" || k == "LC_ALL") {
             env.push(("LANG".into(), "C.UTF-8".into()));
         }
+        self.check_program(&cli.name, argv.first().map(String::as_str), &env, &rec.dir)
+            .await?;
         env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
         env.push(("CLIBOT_HOOK_TOKEN".into(), rec.hook_token.clone()));
         env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
+        // Kept in the session's tmux environment, so that a daemon that lost its registry can
+        // recover what it needs to follow the CLI (its transcript, its API).
+        env.push(("CLIBOT_CLI_SESSION_ID".into(), rec.cli_session_id.clone()));
+        if rec.api_port != 0 {
+            env.push(("CLIBOT_API_PORT".into(), rec.api_port.to_string()));
+        }
         env.push((
             "CLIBOT_SOCKET".into(),
             self.inner.settings.socket.display().to_string(),
@@ -920,6 +998,41 @@ impl Daemon {
             Ok(s) => Ok(s),
             Err(MuxError::DuplicateSession(_)) => Err(CoreError::TmuxNameTaken(rec.name.clone())),
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Refuses to start a session whose program cannot run: looked up on the PATH the new
+    /// session will have (its own environment's, else tmux's global one, which new sessions
+    /// inherit), so that a missing CLI is an error that says what to do, not a session that
+    /// dies at once.
+    async fn check_program(
+        &self,
+        cli: &str,
+        program: Option<&str>,
+        env: &[(String, String)],
+        dir: &Path,
+    ) -> Result<(), CoreError> {
+        let program = program.unwrap_or("");
+        let path = match env.iter().rev().find(|(k, _)| k == "PATH") {
+            Some((_, p)) => p.clone(),
+            None => match self.inner.mux.environment(None).await {
+                Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
+                _ => std::env::var("PATH").unwrap_or_default(),
+            },
+        };
+        match crate::program::find(program, &path, dir) {
+            Ok(_) => Ok(()),
+            Err(crate::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
+                cli: cli.to_string(),
+                program: program.to_string(),
+                path,
+            }),
+            Err(crate::program::Missing::NotExecutable(p)) => {
+                Err(CoreError::ProgramNotExecutable {
+                    cli: cli.to_string(),
+                    program: p,
+                })
+            }
         }
     }
 
@@ -996,25 +1109,25 @@ impl Daemon {
         submit: bool,
         key: &str,
     ) -> Result<(u64, bool), CoreError> {
-        /// How many recent keys are remembered.
-        const KEEP: usize = 4096;
         if key.is_empty() {
             return self.send_input(name, text, submit).await;
         }
-        if let Some((_, seq)) = lock(&self.inner.seen_inputs).iter().find(|(k, _)| k == key) {
-            info!(
-                session = name,
-                key, "chat message seen before; not typed again"
-            );
-            return Ok((*seq, false));
+        match self.inner.seen_inputs.claim(key).await {
+            crate::dedupe::Claim::Seen(seq) => {
+                info!(
+                    session = name,
+                    key, "chat message seen before; not typed again"
+                );
+                Ok((seq, false))
+            }
+            crate::dedupe::Claim::Mine(reservation) => {
+                // On an error the reservation is dropped: the message was not taken, and a
+                // redelivery may try again.
+                let r = self.send_input(name, text, submit).await?;
+                reservation.done(r.0);
+                Ok(r)
+            }
         }
-        let r = self.send_input(name, text, submit).await?;
-        let mut seen = lock(&self.inner.seen_inputs);
-        seen.push_back((key.to_string(), r.0));
-        while seen.len() > KEEP {
-            seen.pop_front();
-        }
-        Ok(r)
     }
 
     pub async fn send_input(
@@ -1030,10 +1143,14 @@ impl Daemon {
                 max,
             });
         }
-        if text.contains('\0') {
-            return Err(CoreError::InvalidArgument(
-                "text contains a NUL byte, which a terminal cannot receive".into(),
-            ));
+        if let Some(c) = text
+            .chars()
+            .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+        {
+            return Err(CoreError::InvalidArgument(format!(
+                "text contains the control character U+{:04X}, which a terminal would take as a key: text is typed as it is written, so send keys separately (`clibotctl keys SESSION C-d`, or !!keys from a chat)",
+                c as u32
+            )));
         }
         // One newline convention; trailing newlines would be typed as extra blank lines —
         // submitting is what Enter is for.
@@ -1113,6 +1230,7 @@ impl Daemon {
                         EventKind::Exited {
                             status: outcome.exit_status,
                             reason: "stopped".into(),
+                            output: String::new(),
                         },
                     );
                 }
@@ -1268,6 +1386,15 @@ impl Daemon {
             .iter()
             .find(|s| s.name == tmux_session || s.id == tmux_session)
             .ok_or_else(|| CoreError::NoSuchTmuxSession(tmux_session.to_string(), list_cmd))?;
+        // A session clibot started once (and released) still carries its id and hook token:
+        // keeping them keeps its CLI's hooks working.
+        let env = self
+            .inner
+            .mux
+            .environment(Some(&s.id))
+            .await
+            .unwrap_or_default();
+        let var = |k: &str| env.get(k).cloned().unwrap_or_default();
         let name = if name.is_empty() {
             s.name.clone()
         } else {
@@ -1293,8 +1420,17 @@ impl Daemon {
                 return Err(CoreError::AlreadyExists(name));
             }
             let now = now_ms();
-            let rec = SessionRecord {
-                id: new_id(),
+            let known_id = var("CLIBOT_SESSION_ID");
+            let id = if !known_id.is_empty()
+                && !var("CLIBOT_HOOK_TOKEN").is_empty()
+                && !sessions.values().any(|e| e.rec.id == known_id)
+            {
+                known_id
+            } else {
+                new_id()
+            };
+            let mut rec = SessionRecord {
+                id,
                 name: name.clone(),
                 cli: cli.name.clone(),
                 dir: PathBuf::from(&s.path),
@@ -1309,6 +1445,17 @@ impl Daemon {
                 args: Vec::new(),
                 ..Default::default()
             };
+            if rec.id == var("CLIBOT_SESSION_ID") {
+                self.recover_links(&mut rec, &var);
+            } else if self
+                .kind_of(&rec.cli)
+                .is_some_and(|(a, _)| a.completes_by_hook())
+            {
+                warn!(
+                    session = %name,
+                    "adopted without clibot's hooks: its turns are read off the screen"
+                );
+            }
             sessions.insert(name.clone(), Entry::new(rec.clone()));
             rec
         };
@@ -1406,7 +1553,8 @@ impl Daemon {
                         Some(st) => Some(st),
                         None => self.settled_exit_status(&id, &tmux_id).await,
                     };
-                    self.mark_exited(&name, status, "the CLI exited")
+                    let output = self.last_words(&tmux_id).await;
+                    self.mark_exited_with(&name, status, "the CLI exited", output)
                 }
                 Some(_) => {}
                 None => self.mark_exited(&name, None, "its tmux session is gone"),

@@ -110,6 +110,9 @@ pub struct Analysis {
     /// The CLI finished starting (see `ready` patterns).
     pub ready: bool,
     pub interrupted: bool,
+    /// Nothing on screen says the CLI works: its idle look shows (or, for a pack that knows
+    /// no idle look, no busy sign does) and no busy sign is there.
+    pub settled: bool,
     /// (kind, the line that matched)
     pub error: Option<(String, String)>,
 }
@@ -198,6 +201,7 @@ impl Pack {
             ready: self.ready.is_empty() || self.ready.iter().any(|r| r.is_match(screen)),
             ..Default::default()
         };
+        a.settled = !a.busy && (a.idle || self.idle.is_empty());
         for (kind, r) in &self.errors {
             if let Some(m) = r.find(&tail) {
                 let line = tail[..m.start()].rfind('\n').map_or(0, |i| i + 1);

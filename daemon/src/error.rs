@@ -64,6 +64,18 @@ pub enum CoreError {
     NotWaiting(String),
     #[error("tmux: {0}")]
     Mux(#[from] MuxError),
+    #[error(
+        "cannot start {cli}: the program {program:?} was not found on the PATH that clibot's tmux server gives new sessions ({path}): install it, or set [cli.{cli}] argv to its full path"
+    )]
+    ProgramNotFound {
+        cli: String,
+        program: String,
+        path: String,
+    },
+    #[error(
+        "cannot start {cli}: {program} is not an executable file: fix its permissions, or set [cli.{cli}] argv to the right program"
+    )]
+    ProgramNotExecutable { cli: String, program: PathBuf },
     #[error("no free port on 127.0.0.1 for the CLI's own server: {0}")]
     NoPort(#[source] std::io::Error),
     #[error("state directory {path}: {source}")]

@@ -67,6 +67,9 @@ pub enum EventKind {
     Exited {
         status: Option<i32>,
         reason: String,
+        /// The last lines the pane showed, when it could still be read.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output: String,
     },
     Stopped {
         forced: bool,

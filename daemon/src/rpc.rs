@@ -55,22 +55,40 @@ impl Service {
         Err(Status::permission_denied(refusal))
     }
 
-    /// Audits the outcome of an action and converts its error.
-    #[allow(clippy::result_large_err)]
-    fn audited<T>(
+    /// Runs a changing action to its end, whoever hangs up, then audits it. tonic drops a
+    /// handler's future when its client disconnects (a `clibotctl` killed by Ctrl-C, a gateway
+    /// restarting mid-call); an action cut off halfway — a session left "being stopped", text
+    /// typed without its Enter, a chat message typed but its key not recorded — is worse than
+    /// one that finishes with nobody waiting for the answer.
+    async fn detached<T, F, Fut>(
         &self,
         actor: &Actor,
         session: &str,
-        action: &str,
-        r: Result<T, CoreError>,
-    ) -> Result<T, Status> {
-        match &r {
-            Ok(_) => self.daemon.audit(actor, session, action, Ok(())),
-            Err(e) => self
-                .daemon
-                .audit(actor, session, action, Err(&e.to_string())),
+        action: &'static str,
+        f: F,
+    ) -> Result<T, Status>
+    where
+        F: FnOnce(Daemon) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CoreError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let d = self.daemon.clone();
+        let (actor, session) = (actor.clone(), session.to_string());
+        let work = f(d.clone());
+        let task = tokio::spawn(async move {
+            let r = work.await;
+            match &r {
+                Ok(_) => d.audit(&actor, &session, action, Ok(())),
+                Err(e) => d.audit(&actor, &session, action, Err(&e.to_string())),
+            }
+            r
+        });
+        match task.await {
+            Ok(r) => r.map_err(Status::from),
+            Err(e) => Err(Status::internal(format!(
+                "the daemon failed while doing {action}: {e}; see its log"
+            ))),
         }
-        r.map_err(Status::from)
     }
 }
 
@@ -112,6 +130,8 @@ impl From<CoreError> for Status {
             CoreError::Exited(_)
             | CoreError::Stopping(_)
             | CoreError::NotWaiting(_)
+            | CoreError::ProgramNotFound { .. }
+            | CoreError::ProgramNotExecutable { .. }
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
             CoreError::Mux(MuxError::NoServer(_))
@@ -210,7 +230,15 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             to: state_to_proto(to) as i32,
             reason,
         }),
-        EventKind::Exited { status, reason } => Kind::Exited(v1::SessionExited { status, reason }),
+        EventKind::Exited {
+            status,
+            reason,
+            output,
+        } => Kind::Exited(v1::SessionExited {
+            status,
+            reason,
+            output,
+        }),
         EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
         EventKind::Error { message, kind } => Kind::Error(v1::Error { message, kind }),
         EventKind::TurnCompleted { text, source } => {
@@ -316,7 +344,11 @@ impl Clibot for Service {
             args: r.args,
             env: r.env.into_iter().collect(),
         };
-        let rec = self.audited(&actor, &name, "spawn", self.daemon.spawn(req).await)?;
+        let rec = self
+            .detached(&actor, &name, "spawn", move |d| async move {
+                d.spawn(req).await
+            })
+            .await?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -327,11 +359,13 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "send", false)?;
-        let result = self
-            .daemon
-            .send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
-            .await;
-        let (seq, queued) = self.audited(&actor, &r.session, "send", result)?;
+        let session = r.session.clone();
+        let (seq, queued) = self
+            .detached(&actor, &session, "send", move |d| async move {
+                d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
+                    .await
+            })
+            .await?;
         Ok(Response::new(v1::SendInputResponse { seq, queued }))
     }
 
@@ -343,8 +377,12 @@ impl Clibot for Service {
         let r = req.into_inner();
         // Control keys can interrupt or quit a CLI: admins only, from a chat.
         self.authorize(&actor, &r.session, "keys", true)?;
-        let result = self.daemon.send_keys(&r.session, &r.keys).await;
-        let seq = self.audited(&actor, &r.session, "keys", result)?;
+        let session = r.session.clone();
+        let seq = self
+            .detached(&actor, &session, "keys", move |d| async move {
+                d.send_keys(&r.session, &r.keys).await
+            })
+            .await?;
         Ok(Response::new(v1::SendKeysResponse { seq }))
     }
 
@@ -371,12 +409,12 @@ impl Clibot for Service {
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "stop", true)?;
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
-        let out = self.audited(
-            &actor,
-            &r.session,
-            "stop",
-            self.daemon.stop(&r.session, r.force, timeout).await,
-        )?;
+        let session = r.session.clone();
+        let out = self
+            .detached(&actor, &session, "stop", move |d| async move {
+                d.stop(&r.session, r.force, timeout).await
+            })
+            .await?;
         Ok(Response::new(v1::StopSessionResponse {
             forced: out.forced,
             exit_status: out.exit_status,
@@ -390,8 +428,12 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.tmux_session, "adopt", true)?;
-        let result = self.daemon.adopt(&r.tmux_session, &r.cli, &r.name).await;
-        let rec = self.audited(&actor, &r.tmux_session, "adopt", result)?;
+        let tmux_session = r.tmux_session.clone();
+        let rec = self
+            .detached(&actor, &tmux_session, "adopt", move |d| async move {
+                d.adopt(&r.tmux_session, &r.cli, &r.name).await
+            })
+            .await?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -402,12 +444,11 @@ impl Clibot for Service {
         let actor = actor(&req);
         let session = req.into_inner().session;
         self.authorize(&actor, &session, "release", true)?;
-        self.audited(
-            &actor,
-            &session,
-            "release",
-            self.daemon.release(&session).await,
-        )?;
+        let name = session.clone();
+        self.detached(&actor, &session, "release", move |d| async move {
+            d.release(&name).await
+        })
+        .await?;
         Ok(Response::new(v1::ReleaseSessionResponse {}))
     }
 
@@ -418,8 +459,12 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "restart", true)?;
-        let result = self.daemon.restart(&r.session, !r.fresh).await;
-        let rec = self.audited(&actor, &r.session, "restart", result)?;
+        let session = r.session.clone();
+        let rec = self
+            .detached(&actor, &session, "restart", move |d| async move {
+                d.restart(&r.session, !r.fresh).await
+            })
+            .await?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -430,11 +475,12 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "answer", false)?;
-        let result = self
-            .daemon
-            .answer_prompt(&r.session, &r.prompt_id, &r.answer)
-            .await;
-        let (prompt_id, via) = self.audited(&actor, &r.session, "answer", result)?;
+        let session = r.session.clone();
+        let (prompt_id, via) = self
+            .detached(&actor, &session, "answer", move |d| async move {
+                d.answer_prompt(&r.session, &r.prompt_id, &r.answer).await
+            })
+            .await?;
         Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
     }
 

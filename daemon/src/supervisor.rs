@@ -45,6 +45,11 @@ const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
 const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
 /// How long an answer waits for the CLI's API link to come back before it goes by keys.
 const API_ANSWER_WAIT: Duration = Duration::from_secs(15);
+/// A busy frame this soon after a turn completed is a leftover of that turn, not a new one
+/// (for CLIs whose turns start from the screen: no start hook).
+const AFTER_TURN_SETTLE: Duration = Duration::from_millis(2_000);
+/// Longer single lines than this are pasted (a tmux command line holds about 16 KiB).
+const TYPE_MAX: usize = 2_048;
 /// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
 /// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
 /// typed before it reads the terminal is lost.
@@ -93,6 +98,12 @@ pub(crate) struct Runtime {
     /// The link to the CLI's API gave up (the port refused the session's password): the
     /// session is read off the screen like any program's.
     pub(crate) api_gave_up: bool,
+    /// Since when the screen of a working hook-driven CLI has looked idle (the safety net).
+    pub(crate) idle_since: Option<Instant>,
+    /// When the last turn completed.
+    pub(crate) last_completed: Option<Instant>,
+    /// The last turn was ended by the safety net: its completion hook may still come late.
+    pub(crate) net_closed: bool,
 }
 
 impl Default for Runtime {
@@ -116,6 +127,9 @@ impl Default for Runtime {
             idle_foreground: None,
             api: None,
             api_gave_up: false,
+            idle_since: None,
+            last_completed: None,
+            net_closed: false,
         }
     }
 }
@@ -347,9 +361,13 @@ impl Daemon {
                 return;
             };
             id = e.rec.id.clone();
-            let by_hook = self
-                .kind_of(&e.rec.cli)
-                .is_some_and(|(ad, _)| ad.completes_by_hook());
+            let (by_hook, start_hook) =
+                self.kind_of(&e.rec.cli).map_or((false, false), |(ad, _)| {
+                    (ad.completes_by_hook(), ad.signals_turn_start())
+                });
+            // A session whose hooks cannot reach the daemon (recovered without its token) is
+            // read off the screen; otherwise the start hook, not a frame, starts a turn.
+            let start_hook = start_hook && !e.rec.hook_token.is_empty();
             // A CLI with an API is ready when the API is: input goes through it, so the TUI
             // need not have settled. Without one, the screen says.
             let api = self.awaits_api(e);
@@ -447,9 +465,20 @@ impl Daemon {
                         e.rt.turn_started = None;
                         deliver = true;
                     }
-                    // With the CLI's API connected, it says when a turn runs; a busy footer
-                    // that lingers after the turn ended says nothing.
-                    State::Idle | State::Error if a.busy && e.rt.api.is_none() => {
+                    // With the CLI's API connected, it says when a turn runs, and with a start
+                    // hook the hook does: a busy footer that lingers after the turn ended says
+                    // nothing. Without either, a busy screen is a turn started at the desk,
+                    // unless it is the frame right after a completion.
+                    State::Idle | State::Error
+                        if a.busy
+                            && e.rt.api.is_none()
+                            && !start_hook
+                            && e.rt
+                                .last_completed
+                                .is_none_or(|t| now.duration_since(t) >= AFTER_TURN_SETTLE) =>
+                    {
+                        e.rt.turn_started.get_or_insert(now);
+                        e.rt.net_closed = false;
                         state_to = Some((State::Working, "busy"))
                     }
                     State::Working if by_hook && e.rt.recovered && a.idle && !a.busy => {
@@ -458,6 +487,19 @@ impl Daemon {
                     }
                     _ => {}
                 }
+            }
+            // The safety net's clock: how long a working hook-driven CLI has looked idle.
+            if e.rec.state == State::Working
+                && by_hook
+                && !api
+                && state_to.is_none()
+                && a.settled
+                && a.prompt.is_none()
+                && e.rec.prompt.is_none()
+            {
+                e.rt.idle_since.get_or_insert(now);
+            } else {
+                e.rt.idle_since = None;
             }
             if let Some((kind, line)) = &a.error
                 && e.rt.last_error_line.as_deref() != Some(line.as_str())
@@ -498,6 +540,8 @@ impl Daemon {
         let mut publish: Option<Prompt> = None;
         let mut stalled: Option<u64> = None;
         let mut ready = false;
+        let mut net = false;
+        let idle_end = Duration::from_millis(self.inner.settings.config.daemon.idle_turn_end_ms);
         let id;
         {
             let mut sessions = lock(&self.inner.sessions);
@@ -508,6 +552,18 @@ impl Daemon {
             let Some(kind) = self.inner.kinds.get(&e.rec.cli) else {
                 return;
             };
+            if e.rec.state == State::Working
+                && kind.adapter.completes_by_hook()
+                && !self.awaits_api(e)
+                && e.rt
+                    .idle_since
+                    .is_some_and(|t| now.duration_since(t) >= idle_end)
+                && e.rt
+                    .turn_started
+                    .is_none_or(|t| now.duration_since(t) >= idle_end)
+            {
+                net = true;
+            }
             let quiet =
                 Duration::from_millis(self.cli(&e.rec.cli).map(|c| c.quiet_ms).unwrap_or(1500));
             let silent = now.duration_since(e.rt.last_output);
@@ -580,6 +636,9 @@ impl Daemon {
             self.set_state(name, State::Idle, "ready");
             self.deliver_queued(name);
         }
+        if net {
+            self.end_idle_turn(name, target, idle_end).await;
+        }
         if let Some((anchor, input_lines)) = complete_from_screen {
             // Quiet, but is a command still running in the foreground (a shell's `sleep 10`)?
             let fg = self.inner.mux.foreground(target).await.ok();
@@ -616,6 +675,50 @@ impl Daemon {
         }
     }
 
+    /// The safety net: the screen of a working hook-driven CLI has looked idle for `idle_end`
+    /// and no completion hook came (lost, or never sent). Looked at once more; if it still
+    /// looks idle, the turn ends with the reply from the CLI's transcript (when it keeps one
+    /// and it holds a new reply), and the next queued input goes.
+    async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
+        let Some((cli, pack)) = lock(&self.inner.sessions).get(name).and_then(|e| {
+            self.kind_of(&e.rec.cli)
+                .map(|(_, p)| (e.rec.cli.clone(), p))
+        }) else {
+            return;
+        };
+        let Ok(screen) = self.inner.mux.capture(target, None, false).await else {
+            return;
+        };
+        let a = pack.analyze(&screen);
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = running(&mut sessions, name) else {
+                return;
+            };
+            if !(a.settled && a.prompt.is_none())
+                || e.rec.state != State::Working
+                || e.rec.prompt.is_some()
+            {
+                e.rt.idle_since = None;
+                return;
+            }
+            e.rec.clone()
+        };
+        let reply = self
+            .kind_of(&cli)
+            .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok()))
+            .filter(|r| rec.last_reply.as_ref() != Some(r))
+            .unwrap_or_default();
+        warn!(
+            idle_ms = idle_end.as_millis() as u64,
+            "the CLI looks idle but its completion hook never came; ending the turn"
+        );
+        self.complete_turn(name, reply, "idle");
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.net_closed = true;
+        }
+    }
+
     /// Records a finished turn and moves on to the next queued input.
     pub(crate) fn complete_turn(&self, name: &str, text: String, source: &str) {
         let id = {
@@ -624,6 +727,9 @@ impl Daemon {
                 return;
             };
             e.rt.turn_started = None;
+            e.rt.idle_since = None;
+            e.rt.net_closed = false;
+            e.rt.last_completed = Some(Instant::now());
             e.rt.confirm_by = None;
             e.rec.stalled = false;
             if let Some(p) = e.rec.prompt.take() {
@@ -644,7 +750,12 @@ impl Daemon {
             e.rec.last_reply_seq = seq;
         }
         info!(source, "turn completed");
-        self.set_state(name, State::Idle, "turn completed");
+        let reason = if source == "idle" {
+            "turn ended: the CLI looked idle and no completion hook came"
+        } else {
+            "turn completed"
+        };
+        self.set_state(name, State::Idle, reason);
         self.persist();
         self.deliver_queued(name);
     }
@@ -710,7 +821,7 @@ impl Daemon {
         }
         if by_api {
             // Delivered.
-        } else if text.contains('\n') {
+        } else if text.contains('\n') || text.len() > TYPE_MAX {
             let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
             mux.paste(&rec.tmux_id, &format!("clibot-{}-{n}", rec.id), text)
                 .await?;
@@ -768,13 +879,36 @@ impl Daemon {
         let d = self.clone();
         let name = name.to_string();
         tokio::spawn(async move {
-            if let Err(e) = d.deliver(&name, &next, true).await {
-                warn!(session = %name, "queued input could not be delivered: {e}");
-            }
+            let failed = match d.deliver(&name, &next, true).await {
+                Ok(_) => false,
+                Err(e) => {
+                    warn!(session = %name, "queued input could not be delivered: {e}");
+                    let id = lock(&d.inner.sessions)
+                        .get(&name)
+                        .map(|e| e.rec.id.clone())
+                        .unwrap_or_default();
+                    d.event(
+                        &name,
+                        &id,
+                        EventKind::Error {
+                            message: format!(
+                                "a queued message could not be typed and was dropped: {e} (it began: {:?})",
+                                next.chars().take(60).collect::<String>()
+                            ),
+                            kind: "input".into(),
+                        },
+                    );
+                    true
+                }
+            };
             if let Some(e) = lock(&d.inner.sessions).get_mut(&name) {
                 e.rt.delivering = false;
             }
             d.persist();
+            if failed {
+                // The session did not start a turn: the next queued input may go.
+                d.deliver_queued(&name);
+            }
         });
     }
 
@@ -836,13 +970,27 @@ impl Daemon {
                 HookSignal::TurnStarted => {
                     if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
                         e.rt.confirm_by = None;
+                        e.rt.net_closed = false;
                         e.rt.turn_started.get_or_insert(Instant::now());
                     }
                     self.set_state(&name, State::Working, "prompt submitted");
                     Ok(String::new())
                 }
                 HookSignal::TurnCompleted { text } => {
-                    self.complete_turn(&name, text, "hook");
+                    // The safety net already ended this turn with this very reply: the hook is
+                    // late, not a new turn.
+                    let late = lock(&self.inner.sessions).get_mut(&name).is_some_and(|e| {
+                        let late = e.rt.net_closed
+                            && e.rec.state == State::Idle
+                            && e.rec.last_reply.as_ref() == Some(&text);
+                        e.rt.net_closed = false;
+                        late
+                    });
+                    if late {
+                        debug!("a completion hook for a turn already ended; ignored");
+                    } else {
+                        self.complete_turn(&name, text, "hook");
+                    }
                     Ok(String::new())
                 }
                 HookSignal::Error { kind, message } => {

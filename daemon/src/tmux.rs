@@ -132,6 +132,12 @@ pub trait Mux: Send + Sync + 'static {
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
     /// The name of the pane's foreground process (`sleep` while a shell runs it).
     async fn foreground(&self, target: &str) -> Result<String, MuxError>;
+    /// The environment tmux gives new panes: a session's own (`Some(target)`), or the
+    /// server's global one (`None`), which is what a new session's command inherits.
+    async fn environment(
+        &self,
+        target: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, String>, MuxError>;
     /// Output notifications for the session (a tmux control-mode client): one `Output` per
     /// burst at most (they are change signals, not data), `Closed` when the session ends.
     async fn watch(
@@ -297,6 +303,15 @@ fn parse_sessions(out: &str) -> Vec<MuxSession> {
                 },
             })
         })
+        .collect()
+}
+
+/// `show-environment` output: `NAME=value` lines; `-NAME` (removed) lines are skipped.
+fn parse_environment(out: &str) -> std::collections::BTreeMap<String, String> {
+    out.lines()
+        .filter(|l| !l.starts_with('-'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
@@ -519,6 +534,19 @@ impl Mux for Tmux {
         Ok(self.run(vec![d], None).await?.trim().to_string())
     }
 
+    async fn environment(
+        &self,
+        target: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, String>, MuxError> {
+        let mut c = TmuxCommand::new();
+        c.name("show-environment");
+        match target {
+            Some(t) => c.push_option("-t", t),
+            None => c.push_flag("-g"),
+        };
+        Ok(parse_environment(&self.run(vec![c], None).await?))
+    }
+
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError> {
         let mut d = TmuxCommand::new();
         d.name("display-message");
@@ -645,6 +673,15 @@ mod tests {
     #[test]
     fn formats_are_escaped() {
         assert_eq!(escape_format("/tmp/#(touch x)"), "/tmp/##(touch x)");
+    }
+
+    #[test]
+    fn environment_lines() {
+        let env = parse_environment("PATH=/usr/bin:/bin\n-DISPLAY\nA=b=c\nEMPTY=\n");
+        assert_eq!(env.get("PATH").map(String::as_str), Some("/usr/bin:/bin"));
+        assert_eq!(env.get("A").map(String::as_str), Some("b=c"));
+        assert_eq!(env.get("EMPTY").map(String::as_str), Some(""));
+        assert!(!env.contains_key("DISPLAY") && !env.contains_key("-DISPLAY"));
     }
 
     #[test]

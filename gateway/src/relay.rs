@@ -47,10 +47,17 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
         Kind::PromptResolved(r) if r.by == "terminal" => format!("[{s}] answered at the terminal"),
-        Kind::Exited(e) => match e.status {
-            Some(code) => format!("[{s}] the CLI exited (status {code})"),
-            None => format!("[{s}] the session ended: {}", e.reason),
-        },
+        Kind::Exited(e) => {
+            let head = match e.status {
+                Some(code) => format!("[{s}] the CLI exited (status {code})"),
+                None => format!("[{s}] the session ended: {}", e.reason),
+            };
+            if e.output.trim().is_empty() {
+                head
+            } else {
+                format!("{head}; its last output:\n{}", e.output)
+            }
+        }
         Kind::Error(e) => format!("[{s}] error: {}", e.message),
         Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
         _ => return None,

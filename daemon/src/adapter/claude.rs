@@ -29,6 +29,10 @@ impl Adapter for Claude {
         true
     }
 
+    fn signals_turn_start(&self) -> bool {
+        true
+    }
+
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let entry = |timeout: u64| json!([{ "hooks": [{ "type": "command", "command": ctx.hook_command, "timeout": timeout }] }]);
         let mut hooks = serde_json::Map::new();

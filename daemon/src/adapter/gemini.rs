@@ -26,6 +26,10 @@ impl Adapter for Gemini {
         true
     }
 
+    fn signals_turn_start(&self) -> bool {
+        true
+    }
+
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let user_dir = ctx.home.join(".gemini");
         let mut settings: Value = std::fs::read_to_string(user_dir.join("settings.json"))

@@ -83,6 +83,13 @@ pub trait Adapter: Send + Sync {
     fn completes_by_hook(&self) -> bool {
         false
     }
+    /// True when a hook tells that the CLI took a prompt (Claude Code's `UserPromptSubmit`,
+    /// Gemini CLI's `BeforeAgent`), typed by clibot or at the desk. Then only that hook (or
+    /// clibot's own input) starts a turn: a busy frame drawn after the completion hook is a
+    /// leftover, not a new turn.
+    fn signals_turn_start(&self) -> bool {
+        false
+    }
     /// True when the CLI serves a local API that the daemon follows for turns and prompts and
     /// answers through ([`crate::opencode_link`]); it needs [`LaunchContext::api_port`].
     fn serves_api(&self) -> bool {

@@ -19,6 +19,10 @@ struct FakeState {
     /// What capture returns, when set.
     screen: Option<String>,
     watchers: Vec<tokio::sync::mpsc::Sender<WatchEvent>>,
+    /// Each session's environment (as given with `-e`), by tmux id.
+    env: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    /// The server's global environment.
+    global_env: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Default)]
@@ -63,6 +67,8 @@ impl Mux for FakeMux {
         };
         st.log
             .push(format!("new {} {}", spec.name, spec.argv.join(" ")));
+        let env = spec.env.iter().cloned().collect();
+        st.env.insert(s.id.clone(), env);
         st.sessions.push(s.clone());
         Ok(s)
     }
@@ -128,6 +134,16 @@ impl Mux for FakeMux {
     async fn cursor(&self, _target: &str) -> Result<(i64, i64), MuxError> {
         Ok((0, 0))
     }
+    async fn environment(
+        &self,
+        target: Option<&str>,
+    ) -> Result<std::collections::BTreeMap<String, String>, MuxError> {
+        let st = self.st();
+        Ok(match target {
+            Some(t) => st.env.get(t).cloned().unwrap_or_default(),
+            None => st.global_env.clone(),
+        })
+    }
     async fn watch(
         &self,
         _target: &str,
@@ -160,10 +176,26 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        Env {
+        let env = Env {
             dir: tempfile::tempdir().expect("tempdir"),
             mux: Arc::new(FakeMux::default()),
+        };
+        // The configured CLIs' programs, as stand-ins on the PATH the fake tmux server gives.
+        let bin = env.dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        for p in ["claude", "codex", "gemini", "opencode"] {
+            let f = bin.join(p);
+            std::fs::write(&f, "#!/bin/sh\n").expect("write");
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         }
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        env.mux.st().global_env.insert("PATH".into(), path);
+        env
     }
     fn work(&self) -> PathBuf {
         let w = self.dir.path().join("work");
@@ -746,4 +778,214 @@ async fn restart_keeps_the_session_and_resumes_the_conversation() {
         d.restart("nope", true).await,
         Err(CoreError::NoSuchSession(_))
     ));
+}
+
+/// The state a session is in.
+fn state(d: &Daemon, name: &str) -> State {
+    d.get(name).expect("session").state
+}
+
+/// Gemini session `g`, started and idle (its screen drawn), with the safety net's idle time
+/// set to `idle_turn_end_ms`.
+async fn idle_gemini(env: &Env, idle_turn_end_ms: u64) -> (Daemon, String, String) {
+    let mut settings = env.settings();
+    settings.config.daemon.idle_turn_end_ms = idle_turn_end_ms;
+    let d = Daemon::start(settings, env.mux.clone())
+        .await
+        .expect("daemon starts");
+    d.spawn(SpawnRequest {
+        cli: "gemini".into(),
+        ..env.spawn_req("g")
+    })
+    .await
+    .expect("spawn gemini");
+    env.show_screen("../gemini_idle.txt");
+    wait_for(|| state(&d, "g") == State::Idle).await;
+    let (id, token) = {
+        let sessions = lock(&d.inner.sessions);
+        let e = sessions.get("g").expect("session");
+        (e.rec.id.clone(), e.rec.hook_token.clone())
+    };
+    (d, id, token)
+}
+
+fn texts_typed(env: &Env) -> Vec<String> {
+    env.mux
+        .log()
+        .into_iter()
+        .filter(|l| l.starts_with("text ") || l.starts_with("paste "))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_busy_frame_after_the_completion_hook_starts_no_turn() {
+    let env = Env::new();
+    let (d, id, token) = idle_gemini(&env, 60_000).await;
+    d.send_input("g", "one", true).await.expect("send");
+    assert_eq!(state(&d, "g"), State::Working);
+    env.show_screen("../gemini_busy.txt");
+    d.hook(
+        &id,
+        &token,
+        "AfterAgent",
+        r#"{"prompt_response":"reply one"}"#,
+    )
+    .await
+    .expect("hook");
+    assert_eq!(state(&d, "g"), State::Idle);
+    // A frame drawn before the turn ended arrives after the hook: a leftover, not a turn.
+    env.show_screen("../gemini_busy.txt");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(state(&d, "g"), State::Idle, "{:?}", kinds(&d, "g"));
+    // So the next message is typed at once, not queued behind a turn that never ends.
+    let (_, queued) = d.send_input("g", "two", true).await.expect("send");
+    assert!(!queued);
+    assert_eq!(texts_typed(&env), ["text g one", "text g two"]);
+    // A turn started at the desk is told by the start hook.
+    d.hook(
+        &id,
+        &token,
+        "AfterAgent",
+        r#"{"prompt_response":"reply two"}"#,
+    )
+    .await
+    .expect("hook");
+    d.hook(&id, &token, "BeforeAgent", "{}")
+        .await
+        .expect("hook");
+    assert_eq!(state(&d, "g"), State::Working);
+}
+
+#[tokio::test]
+async fn a_turn_whose_completion_hook_never_comes_ends_when_the_screen_stays_idle() {
+    let env = Env::new();
+    let (d, id, token) = idle_gemini(&env, 400).await;
+    d.send_input("g", "one", true).await.expect("send");
+    let (_, queued) = d.send_input("g", "two", true).await.expect("send");
+    assert!(queued);
+    env.show_screen("../gemini_busy.txt");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(state(&d, "g"), State::Working, "busy: the turn runs");
+    // The CLI is done but no hook comes: the idle screen ends the turn and the queue moves.
+    env.show_screen("../gemini_idle.txt");
+    wait_for(|| texts_typed(&env).len() == 2).await;
+    let completed: Vec<serde_json::Value> = d
+        .events()
+        .read_after(0, 10_000)
+        .events
+        .into_iter()
+        .filter_map(|e| serde_json::to_value(&e.kind).ok())
+        .filter(|v| v["type"] == "turn_completed")
+        .collect();
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    assert_eq!(completed[0]["source"], "idle");
+    assert_eq!(texts_typed(&env), ["text g one", "text g two"]);
+    // The late hook of that first turn is not a turn of its own beyond its reply; the second
+    // turn still completes by its own hook.
+    d.hook(&id, &token, "AfterAgent", r#"{"prompt_response":"late"}"#)
+        .await
+        .expect("hook");
+    assert_eq!(state(&d, "g"), State::Idle);
+}
+
+#[tokio::test]
+async fn text_is_typed_literally_long_lines_are_pasted_and_control_characters_refused() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("s")).await.expect("spawn");
+    let long = "a".repeat(20_000);
+    d.send_input("s", &long, true).await.expect("long line");
+    assert!(
+        env.mux
+            .log()
+            .iter()
+            .any(|l| l == &format!("paste s {long}")),
+        "a 20 kB line goes through a paste buffer, not a command line"
+    );
+    for bad in ["\u{4}", "ls\u{1b}[A", "a\u{7f}b", "x\u{9b}y"] {
+        match d.send_input("s", bad, true).await {
+            Err(CoreError::InvalidArgument(m)) => {
+                assert!(m.contains("control character") && m.contains("keys"), "{m}")
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    d.send_input("s", "tab\there\nnext line\r\n", true)
+        .await
+        .expect("tab and newlines are text");
+}
+
+#[tokio::test]
+async fn spawning_a_missing_program_is_refused_and_leaves_nothing() {
+    let env = Env::new();
+    let mut settings = env.settings();
+    let ghost: crate::config::CliOverride =
+        toml::from_str(r#"argv = ["no-such-cli-anywhere", "--flag"]"#).expect("cli config");
+    settings.config.cli_overrides.insert("ghost".into(), ghost);
+    let d = Daemon::start(settings, env.mux.clone())
+        .await
+        .expect("daemon starts");
+    let err = d
+        .spawn(SpawnRequest {
+            cli: "ghost".into(),
+            ..env.spawn_req("fix")
+        })
+        .await
+        .expect_err("refused");
+    let msg = err.to_string();
+    assert!(matches!(err, CoreError::ProgramNotFound { .. }), "{msg}");
+    assert!(
+        msg.contains("\"no-such-cli-anywhere\"")
+            && msg.contains("[cli.ghost] argv")
+            && msg.contains(&env.dir.path().join("bin").display().to_string()),
+        "{msg}"
+    );
+    assert!(d.list(&ListFilter::default()).is_empty());
+    assert!(!env.mux.log().iter().any(|l| l.starts_with("new ")));
+    // The name is free.
+    d.spawn(env.spawn_req("fix")).await.expect("spawn shell");
+}
+
+#[tokio::test]
+async fn sessions_recovered_from_tmux_keep_their_hooks() {
+    let env = Env::new();
+    let (id, token) = {
+        let (_d, id, token) = gemini_session(&env).await;
+        (id, token)
+    };
+    // The registry is lost: the session comes back from tmux, token included.
+    std::fs::write(env.dir.path().join("state/sessions.json"), "{garbage").expect("corrupt");
+    let d = env.daemon().await;
+    assert_eq!(d.get("g").expect("recovered").id, id);
+    d.hook(&id, &token, "BeforeAgent", "{}")
+        .await
+        .expect("the recovered session's hook is accepted");
+    assert_eq!(state(&d, "g"), State::Working);
+    d.hook(&id, &token, "AfterAgent", r#"{"prompt_response":"ok"}"#)
+        .await
+        .expect("hook");
+    assert_eq!(d.last_reply("g").expect("reply").0, "ok");
+    // A session whose tmux environment has no token is followed by its screen, and said so.
+    let other = env.mux.st().sessions[0].id.clone();
+    env.mux
+        .st()
+        .env
+        .get_mut(&other)
+        .expect("env")
+        .remove("CLIBOT_HOOK_TOKEN");
+    std::fs::remove_file(env.dir.path().join("state/sessions.json")).expect("rm");
+    let d = env.daemon().await;
+    assert!(matches!(
+        d.hook(&id, &token, "BeforeAgent", "{}").await,
+        Err(CoreError::HookDenied)
+    ));
+    assert!(
+        d.status()
+            .await
+            .warnings
+            .iter()
+            .any(|w| w.contains("no hook token")),
+        "{:?}",
+        d.status().await.warnings
+    );
 }

@@ -1,0 +1,198 @@
+//! Chat messages are typed once. A gateway hands a message over again when it restarted before
+//! confirming it to its platform (a Telegram update redelivered after a kill -9). The key (the
+//! platform's message id) is reserved *before* the text is typed, so a second delivery that
+//! arrives while the first is still being typed waits for it instead of typing the text again,
+//! and the keys of recent messages are kept on disk, so a restarted daemon still knows them.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tracing::warn;
+
+use crate::core::lock;
+use crate::store::{set_aside, write_atomic};
+
+/// How many recent keys are remembered.
+const KEEP: usize = 2048;
+
+#[derive(Default, Serialize, Deserialize)]
+struct File {
+    version: u32,
+    /// (key, the sequence number of the event that took the message), oldest first.
+    keys: Vec<(String, u64)>,
+}
+
+#[derive(Default)]
+struct Inner {
+    done: VecDeque<(String, u64)>,
+    /// Keys whose message is being typed now; the sender is dropped when that ends.
+    pending: HashMap<String, watch::Sender<()>>,
+}
+
+/// The recent keys, shared by all sessions.
+pub struct Dedupe {
+    path: PathBuf,
+    inner: Mutex<Inner>,
+}
+
+/// What [`Dedupe::claim`] found.
+pub enum Claim {
+    /// The message was taken before, as the event with this sequence number.
+    Seen(u64),
+    /// This call takes the message; it must [`Reservation::done`] it, or drop the reservation
+    /// (the message was not taken, and a redelivery may try again).
+    Mine(Reservation),
+}
+
+/// A key being typed now.
+pub struct Reservation {
+    owner: Arc<Dedupe>,
+    key: String,
+    finished: bool,
+}
+
+impl Dedupe {
+    /// Loads the keys kept in `dir`; a damaged file is set aside with a warning.
+    pub fn open(dir: &Path) -> (Arc<Dedupe>, Vec<String>) {
+        let path = dir.join("inputs.json");
+        let mut warnings = Vec::new();
+        let mut inner = Inner::default();
+        match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
+                Ok(f) => inner.done = f.keys.into_iter().collect(),
+                Err(e) => {
+                    let kept = set_aside(&path)
+                        .map(|p| format!("kept as {}", p.display()))
+                        .unwrap_or_else(|e| format!("could not be set aside: {e}"));
+                    warnings.push(format!(
+                        "{} is damaged ({e}; {kept}): messages redelivered from before may be typed again",
+                        path.display()
+                    ));
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => warnings.push(format!(
+                "cannot read {}: {e}; messages redelivered from before may be typed again",
+                path.display()
+            )),
+        }
+        (
+            Arc::new(Dedupe {
+                path,
+                inner: Mutex::new(inner),
+            }),
+            warnings,
+        )
+    }
+
+    /// Takes `key`, or tells that it was taken, waiting while another call is typing it.
+    pub async fn claim(self: &Arc<Self>, key: &str) -> Claim {
+        loop {
+            let mut wait = {
+                let mut inner = lock(&self.inner);
+                if let Some((_, seq)) = inner.done.iter().rev().find(|(k, _)| k == key) {
+                    return Claim::Seen(*seq);
+                }
+                match inner.pending.get(key) {
+                    Some(tx) => tx.subscribe(),
+                    None => {
+                        inner.pending.insert(key.to_string(), watch::channel(()).0);
+                        return Claim::Mine(Reservation {
+                            owner: self.clone(),
+                            key: key.to_string(),
+                            finished: false,
+                        });
+                    }
+                }
+            };
+            // Ends when the other call finishes (its sender is dropped); then look again.
+            let _ = wait.changed().await;
+        }
+    }
+
+    fn finish(&self, key: &str, seq: Option<u64>) {
+        let file = {
+            let mut inner = lock(&self.inner);
+            inner.pending.remove(key);
+            let Some(seq) = seq else {
+                return;
+            };
+            inner.done.push_back((key.to_string(), seq));
+            while inner.done.len() > KEEP {
+                inner.done.pop_front();
+            }
+            File {
+                version: 1,
+                keys: inner.done.iter().cloned().collect(),
+            }
+        };
+        let bytes = serde_json::to_vec(&file).unwrap_or_default();
+        if let Err(e) = write_atomic(&self.path, &bytes) {
+            warn!(path = %self.path.display(), "cannot save the keys of recent chat messages: {e}");
+        }
+    }
+}
+
+impl Reservation {
+    /// The message was taken, as the event with sequence number `seq`.
+    pub fn done(mut self, seq: u64) {
+        self.finished = true;
+        self.owner.finish(&self.key, Some(seq));
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.owner.finish(&self.key, None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_second_claim_waits_for_the_first_and_keys_survive_a_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (d, w) = Dedupe::open(dir.path());
+        assert!(w.is_empty());
+        let Claim::Mine(r) = d.claim("m1").await else {
+            panic!("the first claim takes the key");
+        };
+        let d2 = d.clone();
+        let second = tokio::spawn(async move {
+            match d2.claim("m1").await {
+                Claim::Seen(seq) => seq,
+                Claim::Mine(_) => 0,
+            }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!second.is_finished(), "the second claim waits");
+        r.done(7);
+        assert_eq!(second.await.expect("join"), 7);
+        // A dropped reservation lets the next claim take the key.
+        match d.claim("m2").await {
+            Claim::Mine(r) => drop(r),
+            Claim::Seen(_) => panic!("m2 is new"),
+        }
+        assert!(matches!(d.claim("m2").await, Claim::Mine(_)));
+        let (again, w) = Dedupe::open(dir.path());
+        assert!(w.is_empty());
+        assert!(matches!(again.claim("m1").await, Claim::Seen(7)));
+    }
+
+    #[tokio::test]
+    async fn a_damaged_file_is_set_aside() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("inputs.json"), "{not json").expect("write");
+        let (d, w) = Dedupe::open(dir.path());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(matches!(d.claim("k").await, Claim::Mine(_)));
+    }
+}
