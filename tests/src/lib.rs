@@ -6,6 +6,7 @@ pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod mock_llm;
+pub mod mock_openai;
 pub mod opencode;
 pub mod tmux_driver;
 

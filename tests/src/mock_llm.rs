@@ -1,13 +1,15 @@
-//! A scripted stand-in for the Anthropic Messages API and the Gemini API, so the end-to-end tests
-//! can run the real Claude Code and Gemini CLIs offline and deterministically.
+//! A scripted stand-in for the Anthropic Messages API, the Gemini API and the OpenAI Responses
+//! API, so the end-to-end tests can run the real Claude Code, Gemini CLI and Codex CLI offline and
+//! deterministically.
 //!
 //! The server speaks just enough of the Anthropic API for Claude Code: `POST /v1/messages`
 //! (streamed as server-sent events when the request says `"stream": true`, plain JSON otherwise)
 //! and `POST /v1/messages/count_tokens`. For Gemini CLI (`GOOGLE_GEMINI_BASE_URL`) it speaks
 //! `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (server-sent `data:` chunks),
-//! `:generateContent` and `:countTokens`. Which reply a request gets is decided by the same
-//! [`Rule`]s for both, matched against the latest user text, so a test can say "when the user
-//! writes RUNBASH, call the shell tool with `touch x`, then say done".
+//! `:generateContent` and `:countTokens`. For Codex CLI it speaks `POST /v1/responses`
+//! ([`crate::mock_openai`]). Which reply a request gets is decided by the same [`Rule`]s for all
+//! three, matched against the latest user text, so a test can say "when the user writes RUNBASH,
+//! call the shell tool with `touch x`, then say done".
 //!
 //! The API is synchronous because most end-to-end tests are plain `#[test]` functions: the
 //! server runs on its own thread with its own single-threaded tokio runtime and stops when the
@@ -43,7 +45,7 @@ const DEFAULT_MODEL: &str = "claude-mock";
 const EVENT_DELAY: Duration = Duration::from_millis(5);
 
 /// How large the pieces of a streamed text or tool input are.
-const CHUNK_CHARS: usize = 24;
+pub(crate) const CHUNK_CHARS: usize = 24;
 
 /// One scripted behaviour: when the latest user text contains `trigger`, answer with `reply`.
 /// Rules are tried in order; the first match wins.
@@ -105,28 +107,38 @@ pub struct MockLlm {
 
 /// What the server remembers between requests.
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     rules: Vec<Rule>,
     /// Bodies of every model request (`/v1/messages`, Gemini `:generateContent` and
     /// `:streamGenerateContent`), in arrival order.
-    requests: Vec<Value>,
+    pub(crate) requests: Vec<Value>,
     /// `METHOD path` of every request, in arrival order.
     paths: Vec<String>,
     /// The `then` text of every tool call handed out, by tool_use (Anthropic) or functionCall
     /// (Gemini) id.
     pending_tools: HashMap<String, String>,
     /// Numbers message and tool call ids, which must be unique within a conversation.
-    counter: u64,
+    pub(crate) counter: u64,
     /// How long every model answer waits before its first byte.
-    latency: Duration,
+    pub(crate) latency: Duration,
     /// How many characters a streamed piece of text (or Anthropic tool input) has, if not
     /// [`CHUNK_CHARS`].
-    chunk_chars: Option<usize>,
+    pub(crate) chunk_chars: Option<usize>,
+}
+
+impl State {
+    /// A fresh state answering with `rules`.
+    pub(crate) fn with_rules(rules: Vec<Rule>) -> State {
+        State {
+            rules,
+            ..State::default()
+        }
+    }
 }
 
 /// Locks the state even if a handler panicked while holding it: the data stays usable for the
 /// assertions that follow.
-fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     state
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -144,10 +156,7 @@ impl MockLlm {
         let addr = listener
             .local_addr()
             .expect("the mock LLM's socket address");
-        let state = Arc::new(Mutex::new(State {
-            rules,
-            ..State::default()
-        }));
+        let state = Arc::new(Mutex::new(State::with_rules(rules)));
         let (shutdown, stopped) = oneshot::channel();
         let thread_state = Arc::clone(&state);
         let thread = std::thread::Builder::new()
@@ -255,7 +264,7 @@ async fn serve(
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// Answers one HTTP request.
 async fn handle(
@@ -264,10 +273,11 @@ async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    // A proxy request (`CONNECT host:443`) has only an authority.
     let path_and_query = req
         .uri()
         .path_and_query()
-        .map_or_else(|| path.clone(), |pq| pq.as_str().to_string());
+        .map_or_else(|| req.uri().to_string(), |pq| pq.as_str().to_string());
     lock(&state)
         .paths
         .push(format!("{method} {path_and_query}"));
@@ -289,6 +299,9 @@ async fn handle(
     }
 
     match (&method, path.as_str()) {
+        (&Method::POST, "/v1/responses") => {
+            Ok(crate::mock_openai::handle_responses(&state, &bytes).await)
+        }
         (&Method::POST, "/v1/messages") => {
             let body: Value = match serde_json::from_slice(&bytes) {
                 Ok(v) => v,
@@ -357,11 +370,11 @@ async fn handle(
 /// What one assistant message consists of.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Completion {
-    blocks: Vec<Block>,
+    pub(crate) blocks: Vec<Block>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
-enum Block {
+pub(crate) enum Block {
     Text(String),
     ToolUse {
         id: String,
@@ -371,7 +384,7 @@ enum Block {
 }
 
 impl Completion {
-    fn text(text: &str) -> Completion {
+    pub(crate) fn text(text: &str) -> Completion {
         Completion {
             blocks: vec![Block::Text(text.to_string())],
         }
@@ -393,9 +406,9 @@ impl Completion {
 /// The latest thing the user said in a request: the text of the last `user` message (without
 /// the `<system-reminder>` blocks Claude Code adds) and the ids of any tool results in it.
 #[derive(Debug, Default, PartialEq)]
-struct UserTurn {
-    text: String,
-    tool_results: Vec<String>,
+pub(crate) struct UserTurn {
+    pub(crate) text: String,
+    pub(crate) tool_results: Vec<String>,
 }
 
 fn latest_user_turn(body: &Value) -> UserTurn {
@@ -456,7 +469,12 @@ fn decide(st: &mut State, body: &Value) -> Completion {
 
 /// Picks the reply to the user's latest turn, whichever API it came through. `has_tools`: the
 /// request offers tools (side requests do not); `id_prefix` starts the ids of tool calls.
-fn decide_turn(st: &mut State, turn: &UserTurn, has_tools: bool, id_prefix: &str) -> Completion {
+pub(crate) fn decide_turn(
+    st: &mut State,
+    turn: &UserTurn,
+    has_tools: bool,
+    id_prefix: &str,
+) -> Completion {
     // A tool result we asked for: finish that rule with its closing text.
     if let Some(then) = turn
         .tool_results
@@ -520,7 +538,7 @@ fn message_json(id: &str, model: &str, completion: &Completion) -> Value {
 }
 
 /// Splits `s` into pieces of at most `n` characters (never inside a UTF-8 sequence).
-fn chunks(s: &str, n: usize) -> Vec<String> {
+pub(crate) fn chunks(s: &str, n: usize) -> Vec<String> {
     let chars: Vec<char> = s.chars().collect();
     chars.chunks(n.max(1)).map(|c| c.iter().collect()).collect()
 }
@@ -593,12 +611,12 @@ fn sse_events(
 
 /// One server-sent event: `event:` line, one `data:` line (JSON never contains a raw newline),
 /// blank line.
-fn sse_frame(event: &str, data: &Value) -> String {
+pub(crate) fn sse_frame(event: &str, data: &Value) -> String {
     format!("event: {event}\ndata: {data}\n\n")
 }
 
 /// Streams already framed server-sent events as `text/event-stream`, one frame at a time.
-fn stream_response(frames: Vec<String>) -> Response<Body> {
+pub(crate) fn stream_response(frames: Vec<String>) -> Response<Body> {
     let (mut tx, body) = Channel::<Bytes, Infallible>::new(4);
     tokio::spawn(async move {
         for frame in frames {
@@ -618,7 +636,7 @@ fn stream_response(frames: Vec<String>) -> Response<Body> {
     response
 }
 
-fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
     let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
     *response.status_mut() = status;
     response
@@ -801,7 +819,7 @@ fn gemini_user_turn(body: &Value) -> UserTurn {
 /// A value that satisfies a (Gemini-style, upper- or lower-case `type`) JSON schema: objects
 /// with every property, the first enum value (`"user"` if offered, so that a "who speaks next"
 /// check hands the turn back), 1 for numbers, `false`, `[]`, or `"mock"`.
-fn example_of_schema(schema: &Value) -> Value {
+pub(crate) fn example_of_schema(schema: &Value) -> Value {
     if let Some(values) = schema.get("enum").and_then(Value::as_array)
         && let Some(first) = values.first()
     {
