@@ -2,7 +2,9 @@
 //! editing `~/.codex/config.toml`) reports each finished turn with the last assistant message;
 //! hook payloads (`Stop`, `UserPromptSubmit`, `PermissionRequest`) are understood too, for
 //! installations that configure Codex hooks to run `clibotctl hook --cli codex`. Approval
-//! dialogs are read off the screen and answered with keys.
+//! dialogs are read off the screen and answered with keys (a digit answers at once: `1` runs the
+//! command, `3` declines it, which ends the turn without a notify call: the screen then reads
+//! `■ Conversation interrupted`).
 
 use serde_json::{Value, json};
 
@@ -27,6 +29,9 @@ impl Adapter for Codex {
         } else {
             Vec::new()
         };
+        // Without it Codex 0.169 starts a shared background app-server that outlives the
+        // session (a stop leaves it running; a resumed thread is then "open in another app").
+        args.push("--no-daemon".into());
         if !ctx.hook_argv.is_empty() {
             // `-c key=value` takes a TOML value: an array of strings.
             let argv = Value::from(ctx.hook_argv.to_vec()).to_string();
@@ -145,6 +150,33 @@ mod tests {
         assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
     }
 
+    fn screen(file: &str) -> String {
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures/screens")
+            .join(file);
+        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    }
+
+    /// Screens of Codex 0.169 (offline, against a mock model): a declined command ends the turn
+    /// with `■ Conversation interrupted` and no notify call, so the screen must say the turn is
+    /// over — but only while that line is the last thing above the empty composer, not once the
+    /// next message is typed or running.
+    #[test]
+    fn interrupted_counts_only_at_the_bottom() {
+        let packs = crate::detect::builtin_packs();
+        let pack = crate::detect::Pack::compile(packs.get("codex").expect("codex pack"), None)
+            .expect("compiles");
+        let a = pack.analyze(&screen("codex_interrupted.txt"));
+        assert!(a.interrupted && a.idle && !a.busy, "{a:?}");
+        assert!(a.prompt.is_none());
+        let a = pack.analyze(&screen("codex_typed_after_interrupt.txt"));
+        assert!(!a.interrupted, "a message in the composer: {a:?}");
+        let a = pack.analyze(&screen("codex_busy_after_interrupt.txt"));
+        assert!(!a.interrupted && a.busy, "the next turn runs: {a:?}");
+        let a = pack.analyze(&screen("codex_exec_approval.txt"));
+        assert!(!a.interrupted && !a.idle && a.prompt.is_some(), "{a:?}");
+    }
+
     #[test]
     fn launch_sets_notify_per_session() {
         let argv = vec![
@@ -166,7 +198,23 @@ mod tests {
         });
         assert_eq!(
             l.args,
-            ["-c", r#"notify=["/x/clibotctl","hook","--cli","codex"]"#]
+            [
+                "--no-daemon",
+                "-c",
+                r#"notify=["/x/clibotctl","hook","--cli","codex"]"#
+            ]
         );
+        let resumed = Codex.launch(&LaunchContext {
+            hook_command: "",
+            cli_session_id: "u",
+            permission_wait_secs: 600,
+            hook_argv: &[],
+            files_dir: std::path::Path::new("/tmp"),
+            home: std::path::Path::new("/tmp"),
+            api_port: 0,
+            api_secret: "",
+            resume: true,
+        });
+        assert_eq!(resumed.args, ["resume", "--last", "--no-daemon"]);
     }
 }
