@@ -2,6 +2,7 @@
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
 pub mod claude;
+pub mod codex;
 pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
@@ -456,7 +457,8 @@ fn newest_source() -> Option<std::time::SystemTime> {
 }
 
 /// Fails the calling test unless `bin --version` (run with `env`) prints `version` as its first
-/// word: the on-screen texts and payloads the tests rely on were observed with that version.
+/// word that starts with a digit: the on-screen texts and payloads the tests rely on were
+/// observed with that version.
 pub fn require_pinned(bin: &Path, version: &str, env: &[(&str, &str)]) {
     // Checked once per binary and test process: a CLI can take a second to print its version.
     static CHECKED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
@@ -470,9 +472,11 @@ pub fn require_pinned(bin: &Path, version: &str, env: &[(&str, &str)]) {
         .stdin(std::process::Stdio::null())
         .output();
     let found = match out {
+        // The first word that is a version: `2.1.328 (Claude Code)`, `0.61.0`,
+        // `codex-cli 0.169.0`.
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
             .split_whitespace()
-            .next()
+            .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
             .unwrap_or_default()
             .to_string(),
         Ok(o) => panic!(

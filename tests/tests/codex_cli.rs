@@ -1,0 +1,222 @@
+//! End to end with the real Codex CLI (pinned in tests/node) driven by clibotd, offline, against
+//! the mock Responses API: the final reply from Codex's `notify` program, and a command that asks
+//! to leave the sandbox, shown with the approval dialog's options and answered yes or no through
+//! clibot, or at the terminal.
+//!
+//! Never skipped: without `tests/node` installed they fail and say how to install it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clibot_tests::Harness;
+use clibot_tests::codex::{CodexHome, UNSET_ENV, require_codex};
+use clibot_tests::mock_llm::{MockLlm, Rule};
+use serde_json::{Value, json};
+
+/// The clibot session every test runs.
+const SESSION: &str = "cx";
+
+const REPLY: &str = "Hello from the mock model.\nThis is line two.";
+const DONE: &str = "All done: the marker exists.";
+
+struct Setup {
+    h: Harness,
+    mock: MockLlm,
+    work: PathBuf,
+}
+
+/// A daemon whose `codex` CLI is the pinned Codex in a seeded private home, talking to a mock
+/// with the rules `rules(work_dir)`; the session `cx` is spawned in the work directory and has
+/// become ready.
+fn setup(rules: impl Fn(&Path) -> Vec<Rule>) -> Setup {
+    require_codex();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(rules(&work));
+    let codex = CodexHome::new(&h.dir.path().join("codex"), &work, &mock.url());
+    h.add_cli("codex", &codex.argv(), &codex.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", SESSION, "--cli", "codex", "--dir", &w]);
+    wait_event(&h, "the session to be ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    Setup { h, mock, work }
+}
+
+fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    h.wait_event(SESSION, what, Duration::from_secs(60), pred)
+}
+
+/// The first event after `seq` that `pred` accepts.
+fn wait_event_after(h: &Harness, seq: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    wait_event(h, what, |e| {
+        e["seq"].as_u64().is_some_and(|s| s > seq) && pred(e)
+    })
+}
+
+/// A rule that has the model run `touch <work>/<file>` and ask to run it outside the sandbox,
+/// which Codex's `on-request` policy puts to the user; after the command, the model says
+/// [`DONE`].
+fn touch_rule(work: &Path, trigger: &str, file: &str) -> Rule {
+    Rule::tool(
+        trigger,
+        "exec_command",
+        json!({
+            "cmd": format!("touch {}", work.join(file).display()),
+            "sandbox_permissions": "require_escalated",
+            "justification": "Create a marker file",
+        }),
+        DONE,
+    )
+}
+
+/// Sends `text` and waits for the approval dialog the command of [`touch_rule`] brings up.
+fn ask_for_approval(s: &Setup, text: &str, file: &str) -> Value {
+    s.h.ctl_ok(&["send", SESSION, text]);
+    let w = wait_event(&s.h, "the approval prompt", |e| e["type"] == "waiting");
+    assert_eq!(w["kind"], "permission");
+    assert_eq!(w["text"], "Would you like to run the following command?");
+    let command = format!("touch {}", s.work.join(file).display());
+    assert_eq!(w["subject"], command.as_str());
+    let options: Vec<String> = serde_json::from_value(w["options"].clone()).expect("options");
+    assert_eq!(options.len(), 3, "{options:?}");
+    assert_eq!(options[0], "Yes, proceed (y)");
+    assert!(
+        options[1].starts_with("Yes, and don't ask again for commands that start with"),
+        "{options:?}"
+    );
+    assert_eq!(
+        options[2],
+        "No, and tell Codex what to do differently (esc)"
+    );
+    assert!(
+        !s.work.join(file).exists(),
+        "nothing runs before the answer"
+    );
+    w
+}
+
+#[test]
+fn a_reply_arrives_as_turn_completed_with_the_exact_text() {
+    let s = setup(|_| vec![Rule::text("say hello", REPLY)]);
+    s.h.ctl_ok(&["send", SESSION, "please say hello"]);
+    let done = wait_event(&s.h, "turn_completed", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], REPLY);
+    assert_eq!(done["source"], "hook");
+    assert_eq!(s.h.ctl_ok(&["last", SESSION]), format!("{REPLY}\n"));
+    // The model request carried the typed text as the last user message.
+    let main = s
+        .mock
+        .requests()
+        .into_iter()
+        .find(|r| r["tools"].as_array().is_some_and(|t| !t.is_empty()))
+        .expect("a request offering tools");
+    let last_user = main["input"]
+        .as_array()
+        .and_then(|items| items.iter().rev().find(|i| i["role"] == "user"))
+        .expect("a user message");
+    assert_eq!(last_user["content"][0]["text"], "please say hello");
+    // Nothing but model requests; what Codex fetches on its own (the announcement tip) came
+    // to the mock as a proxy and was refused.
+    let paths = s.mock.paths();
+    assert!(
+        paths
+            .iter()
+            .all(|p| p == "POST /v1/responses" || p.starts_with("CONNECT ")),
+        "{paths:?}"
+    );
+    // Codex's own side requests (the session title) did not end the turn early or twice.
+    let completed =
+        s.h.events()
+            .iter()
+            .filter(|e| e["type"] == "turn_completed")
+            .count();
+    assert_eq!(completed, 1);
+}
+
+#[test]
+fn approving_through_clibot_runs_the_command() {
+    let s = setup(|w| vec![touch_rule(w, "make marker", "marker.txt")]);
+    let w = ask_for_approval(&s, "please make marker", "marker.txt");
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    s.h.ctl_ok(&["answer", SESSION, "yes", "--prompt", &id]);
+    let done = wait_event(&s.h, "the final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], DONE);
+    assert!(
+        s.work.join("marker.txt").exists(),
+        "the approved command ran"
+    );
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (
+            resolved["by"].as_str(),
+            resolved["answer"].as_str(),
+            resolved["prompt_id"].as_str()
+        ),
+        (Some("clibot"), Some("Yes, proceed (y)"), Some(id.as_str()))
+    );
+}
+
+#[test]
+fn declining_through_clibot_ends_the_turn_and_the_next_message_runs() {
+    let s = setup(|w| {
+        vec![
+            touch_rule(w, "make marker", "refused.txt"),
+            Rule::text("say hello", REPLY),
+        ]
+    });
+    ask_for_approval(&s, "please make marker", "refused.txt");
+    s.h.ctl_ok(&["answer", SESSION, "no"]);
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["answer"].as_str()),
+        (
+            Some("clibot"),
+            Some("No, and tell Codex what to do differently (esc)")
+        )
+    );
+    let resolved_at = resolved["seq"].as_u64().expect("seq");
+    // Declining interrupts Codex's turn: no notify call, the screen says so.
+    let idle = wait_event_after(&s.h, resolved_at, "idle after declining", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    assert!(
+        !s.work.join("refused.txt").exists(),
+        "the command did not run"
+    );
+    s.h.ctl_ok(&["send", SESSION, "now say hello"]);
+    let done = wait_event_after(
+        &s.h,
+        idle["seq"].as_u64().expect("seq"),
+        "the next reply",
+        |e| e["type"] == "turn_completed",
+    );
+    assert_eq!(done["text"], REPLY);
+    assert!(!s.work.join("refused.txt").exists());
+}
+
+#[test]
+fn answering_at_the_terminal_resolves_the_prompt() {
+    let s = setup(|w| vec![touch_rule(w, "make marker", "desk.txt")]);
+    let w = ask_for_approval(&s, "please make marker", "desk.txt");
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    // The person at the desk presses 1 in the real terminal: Codex takes a digit at once.
+    assert!(
+        s.h.tmux(&["send-keys", "-t", SESSION, "1"])
+            .status
+            .success()
+    );
+    let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["prompt_id"].as_str()),
+        (Some("terminal"), Some(id.as_str()))
+    );
+    let done = wait_event(&s.h, "the final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], DONE);
+    assert!(s.work.join("desk.txt").exists(), "the command ran");
+    let err = s.h.ctl_err(&["answer", SESSION, "1", "--prompt", &id]);
+    assert!(err.contains("already resolved"), "{err}");
+}
