@@ -520,20 +520,30 @@ impl Daemon {
 
     /// The last lines an exited CLI left in its pane (tmux keeps a dead pane visible): what it
     /// printed as it died is usually why.
+    /// tmux may mark a pane dead before it has drawn the last bytes its process wrote, so an
+    /// empty pane is read again for up to a second.
     pub(crate) async fn last_words(&self, tmux_id: &str) -> String {
         const LINES: usize = 15;
-        match self.inner.mux.capture(tmux_id, None, false).await {
-            Ok(screen) => {
-                let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
-                let end = lines
-                    .iter()
-                    .rposition(|l| !l.trim().is_empty())
-                    .map_or(0, |i| i + 1);
-                let start = end.saturating_sub(LINES);
-                lines[start..end].join("\n")
+        for _ in 0..10 {
+            let Ok(screen) = self.inner.mux.capture(tmux_id, None, false).await else {
+                return String::new();
+            };
+            // tmux's own "Pane is dead (status 3, <date>)" line is not the CLI's.
+            let lines: Vec<&str> = screen
+                .lines()
+                .map(str::trim_end)
+                .filter(|l| !l.starts_with("Pane is dead"))
+                .collect();
+            let end = lines
+                .iter()
+                .rposition(|l| !l.trim().is_empty())
+                .map_or(0, |i| i + 1);
+            if end > 0 {
+                return lines[end.saturating_sub(LINES)..end].join("\n");
             }
-            Err(_) => String::new(),
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        String::new()
     }
 
     pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
