@@ -6,6 +6,7 @@ pub mod codex;
 pub mod fake_discord;
 pub mod fake_telegram;
 pub mod gemini;
+pub mod live;
 pub mod mock_llm;
 pub mod mock_openai;
 pub mod opencode;

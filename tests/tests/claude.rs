@@ -239,3 +239,22 @@ fn a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
     let last = latest_request_with(&s.mock, "please say again");
     assert!(!last.contains("please say hello"), "{last}");
 }
+
+/// Five messages, each sent the instant the previous reply lands (as a phone does), with a
+/// message typed at the desk in between: five replies and the desk's, each once, and the
+/// session idle at the end. Claude Code used to wedge here after its first reply.
+#[test]
+fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
+    let s = setup(|_| clibot_tests::live::numbered_rules(5), "");
+    wait_idle(&s.h);
+    clibot_tests::live::rapid_turns(&s.h, "cc", 5, true, Duration::from_secs(60));
+}
+
+/// The same on a loaded machine: a busy loop on every core, so the TUI draws late.
+#[test]
+fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
+    let s = setup(|_| clibot_tests::live::numbered_rules(5), "");
+    wait_idle(&s.h);
+    let _load = clibot_tests::live::CpuLoad::start();
+    clibot_tests::live::rapid_turns(&s.h, "cc", 5, true, Duration::from_secs(120));
+}

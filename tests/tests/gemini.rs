@@ -98,3 +98,26 @@ fn a_shell_confirmation_waits_and_a_key_answers_it() {
             .expect("settings");
     assert!(!settings.contains("clibot"), "{settings}");
 }
+
+/// Five messages, each sent the instant the previous reply lands (as a phone does), with a
+/// message typed at the desk in between: five replies and the desk's, each once, and the
+/// session idle at the end. Gemini CLI used to wedge here after its first reply.
+#[test]
+fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
+    let s = setup(|_| clibot_tests::live::numbered_rules(5));
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    clibot_tests::live::rapid_turns(&s.h, "gm", 5, true, Duration::from_secs(90));
+}
+
+/// The same on a loaded machine: a busy loop on every core, so the TUI draws late.
+#[test]
+fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
+    let s = setup(|_| clibot_tests::live::numbered_rules(5));
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    let _load = clibot_tests::live::CpuLoad::start();
+    clibot_tests::live::rapid_turns(&s.h, "gm", 5, true, Duration::from_secs(180));
+}

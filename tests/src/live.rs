@@ -1,0 +1,202 @@
+//! Testing with a user's timing: events read the moment the daemon writes them (so the next
+//! message can go the instant a reply lands, as a phone sends it), and a loaded machine.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::Harness;
+
+/// `clibotctl events --follow --json`, read line by line on a thread.
+pub struct EventStream {
+    child: Child,
+    rx: mpsc::Receiver<Value>,
+    /// Every event received so far, for failure messages.
+    seen: Vec<Value>,
+}
+
+impl EventStream {
+    /// Follows the events after sequence number `since`.
+    pub fn start(h: &Harness, since: u64) -> EventStream {
+        let since = since.to_string();
+        let mut child = h
+            .ctl_command(&["events", "--follow", "--json", "--since", &since])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run clibotctl events --follow");
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        EventStream {
+            child,
+            rx,
+            seen: Vec::new(),
+        }
+    }
+
+    /// The next event matching `pred`, as soon as it is written; panics after `within`.
+    pub fn next(&mut self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(v) => {
+                    self.seen.push(v.clone());
+                    if pred(&v) {
+                        return v;
+                    }
+                }
+                Err(_) => panic!(
+                    "timed out after {within:?} waiting for {what}; events seen:\n{}",
+                    self.seen
+                        .iter()
+                        .map(Value::to_string)
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Everything received so far.
+    pub fn seen(&self) -> &[Value] {
+        &self.seen
+    }
+}
+
+impl Drop for EventStream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One busy loop per core for as long as it lives: the machine a CI job or a laptop on battery
+/// is, where a TUI draws its frames late.
+pub struct CpuLoad(Vec<Child>);
+
+impl CpuLoad {
+    pub fn start() -> CpuLoad {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        CpuLoad(
+            (0..cores)
+                .filter_map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .ok()
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for CpuLoad {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The newest event's sequence number.
+pub fn last_seq(h: &Harness) -> u64 {
+    h.events()
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+/// The scenario that wedged Claude Code and Gemini CLI: `n` messages to `session`, each sent
+/// the instant the previous reply lands; with `desk`, a message typed at the terminal (by
+/// tmux keys into the pane) after the second reply, before the next chat message. The mock's
+/// rules must answer `please answer N` with `reply number N` (see [`numbered_rules`]) and
+/// `typed at the desk` with `desk reply`. Asserts n replies in order (plus the desk's), each
+/// exactly once, no message typed twice, and the session idle at the end.
+pub fn rapid_turns(h: &Harness, session: &str, n: usize, desk: bool, within: Duration) {
+    let since = last_seq(h);
+    let mut ev = EventStream::start(h, since);
+    let completed = |e: &Value| e["session"] == session && e["type"] == "turn_completed";
+    for i in 1..=n {
+        h.ctl_ok(&["send", session, &format!("please answer {i}")]);
+        let done = ev.next(&format!("reply {i}"), within, completed);
+        assert_eq!(
+            done["text"].as_str().map(str::trim),
+            Some(format!("reply number {i}").as_str()),
+            "turn {i}: {done}"
+        );
+        if desk && i == 2 {
+            let text = ["send-keys", "-t", session, "-l", "typed at the desk"];
+            assert!(h.tmux(&text).status.success());
+            // The person looks at what they typed before pressing Enter.
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(
+                h.tmux(&["send-keys", "-t", session, "Enter"])
+                    .status
+                    .success()
+            );
+            let done = ev.next("the desk's reply", within, completed);
+            assert_eq!(done["text"].as_str().map(str::trim), Some("desk reply"));
+        }
+    }
+    // Settled: idle, nothing queued, and nothing more came (no duplicate turn, no phantom one).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let events: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["seq"].as_u64() > Some(since) && e["session"] == session)
+        .collect();
+    let count = |t: &str| events.iter().filter(|e| e["type"] == t).count();
+    let turns = n + usize::from(desk);
+    assert_eq!(count("turn_completed"), turns, "{events:#?}");
+    assert_eq!(
+        count("input_sent"),
+        n,
+        "each message typed once: {events:#?}"
+    );
+    assert_eq!(count("error"), 0, "{events:#?}");
+    let list = h.ctl_ok(&["list", "--json"]);
+    let state = serde_json::from_str::<Value>(&list)
+        .ok()
+        .and_then(|v| {
+            v.as_array()?
+                .iter()
+                .find(|s| s["name"] == session)
+                .map(|s| s["state"].clone())
+        })
+        .unwrap_or(Value::Null);
+    assert_eq!(state, "idle", "{list}");
+}
+
+/// The rules [`rapid_turns`] expects, for the mock model.
+pub fn numbered_rules(n: usize) -> Vec<crate::mock_llm::Rule> {
+    let mut rules: Vec<_> = (1..=n)
+        .map(|i| {
+            crate::mock_llm::Rule::text(&format!("please answer {i}"), &format!("reply number {i}"))
+        })
+        .collect();
+    rules.push(crate::mock_llm::Rule::text(
+        "typed at the desk",
+        "desk reply",
+    ));
+    rules
+}
