@@ -245,3 +245,99 @@ fn typing_while_working_long_output_as_a_file_and_one_poller_per_token() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+#[test]
+fn control_characters_from_a_chat_are_refused_with_a_clear_reply() {
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new c bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started c"))
+    });
+    // Ctrl-D as text would end the shell: it is refused, not typed.
+    tg.push_message(ADMIN, ADMIN, "Owner", "\u{4}");
+    tg.wait_sent("the refusal", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("control character U+0004"))
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo still-$((20+1))");
+    tg.wait_sent("the shell still answers", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("still-21"))
+    });
+    assert!(
+        !h.events().iter().any(|e| e["type"] == "exited"),
+        "the shell did not end"
+    );
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+/// A small deterministic pseudo-random sequence (xorshift), seeded from the clock and printed,
+/// so a failing run can be replayed with CLIBOT_CHAOS_SEED.
+struct Rng(u64);
+
+impl Rng {
+    fn new() -> Rng {
+        let seed = std::env::var("CLIBOT_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+            })
+            | 1;
+        eprintln!("chaos seed: CLIBOT_CHAOS_SEED={seed}");
+        Rng(seed)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+/// Twenty turns from a chat; during each, the gateway is killed -9 at a random moment (before
+/// the message is handed over, while it is typed, while the reply is sent) and started again.
+/// Every message is typed exactly once and every reply arrives exactly once.
+#[test]
+fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
+    const TURNS: u64 = 20;
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new z bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started z"))
+    });
+    let mut rng = Rng::new();
+    for i in 1..=TURNS {
+        let reply = format!("chaos-{i}-{}", i * 3);
+        tg.push_message(ADMIN, ADMIN, "Owner", &format!("echo chaos-{i}-$(({i}*3))"));
+        std::thread::sleep(Duration::from_millis(rng.below(1500)));
+        let _ = g.kill();
+        let _ = g.wait();
+        g = gateway(&h, &tg);
+        tg.wait_sent(&format!("reply {i}"), |s| {
+            texts(s, ADMIN).iter().any(|t| t.contains(&reply))
+        });
+    }
+    // Let anything delivered twice show up.
+    std::thread::sleep(Duration::from_secs(2));
+    let sent = texts(&tg.sent(), ADMIN);
+    let events = h.events();
+    for i in 1..=TURNS {
+        let reply = format!("chaos-{i}-{}", i * 3);
+        let delivered = sent.iter().filter(|t| t.contains(&reply)).count();
+        assert_eq!(delivered, 1, "reply {i} delivered once: {sent:#?}");
+        let command = format!("echo chaos-{i}-$(({i}*3))");
+        let typed = events
+            .iter()
+            .filter(|e| e["type"] == "input_sent" && e["text"] == command.as_str())
+            .count();
+        assert_eq!(typed, 1, "message {i} typed once");
+    }
+    let _ = g.kill();
+    let _ = g.wait();
+}
