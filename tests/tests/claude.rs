@@ -258,3 +258,27 @@ fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
     let _load = clibot_tests::live::CpuLoad::start();
     clibot_tests::live::rapid_turns(&s.h, "cc", 5, true, Duration::from_secs(120));
 }
+
+/// The registry is lost (a corrupt sessions.json) while the daemon is down: the session is
+/// recovered from tmux with its hook token, so Claude Code's hooks are accepted and its turns
+/// still complete by the Stop hook with the exact reply.
+#[test]
+fn a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
+    let mut s = setup(|_| clibot_tests::live::numbered_rules(2), "");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please answer 1"]);
+    wait_event(&s.h, "first reply", |e| e["type"] == "turn_completed");
+    s.h.kill_daemon();
+    std::fs::write(s.h.state_dir.join("sessions.json"), "{ not json").expect("corrupt");
+    s.h.start_daemon_without(UNSET_ENV);
+    let status = s.h.ctl_ok(&["status"]);
+    assert!(status.contains("recovered from tmux"), "{status}");
+    assert!(!status.contains("no hook token"), "{status}");
+    let mark = clibot_tests::live::last_seq(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please answer 2"]);
+    let done = wait_event(&s.h, "the reply after recovery", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "reply number 2");
+    assert_eq!(done["source"], "hook", "the Stop hook was accepted");
+}
