@@ -58,8 +58,22 @@ pub enum CoreError {
         "this hook call does not belong to a session clibot started (unknown session id or token)"
     )]
     HookDenied,
-    #[error("prompt {0:?} was already resolved (by {1}); the CLI has moved on")]
+    #[error(
+        "that prompt is no longer waiting: it was already resolved (by {1}), so this answer changed nothing"
+    )]
     AlreadyResolved(String, String),
+    #[error(
+        "that prompt is no longer waiting: {session} now waits on another prompt ({current}); answer that one, so nothing was changed"
+    )]
+    NotThatPrompt {
+        session: String,
+        prompt: String,
+        current: String,
+    },
+    #[error(
+        "that prompt is no longer waiting (prompt {0:?} is unknown: its session ended, or the daemon restarted); nothing was changed"
+    )]
+    UnknownPrompt(String),
     #[error("session {0:?} is not waiting for an answer: see `clibotctl screen {0}`")]
     NotWaiting(String),
     #[error("tmux: {0}")]

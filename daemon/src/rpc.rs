@@ -130,6 +130,8 @@ impl From<CoreError> for Status {
             CoreError::Exited(_)
             | CoreError::Stopping(_)
             | CoreError::NotWaiting(_)
+            | CoreError::NotThatPrompt { .. }
+            | CoreError::UnknownPrompt(_)
             | CoreError::ProgramNotFound { .. }
             | CoreError::ProgramNotExecutable { .. }
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
@@ -475,6 +477,14 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.authorize(&actor, &r.session, "answer", false)?;
+        // From a chat, an answer must name the prompt it answers: the one whose buttons were
+        // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
+        // different prompt than the one the user read.
+        if actor.platform != "local" && r.prompt_id.is_empty() {
+            return Err(Status::invalid_argument(
+                "this answer does not say which prompt it answers: use the prompt's buttons",
+            ));
+        }
         let session = r.session.clone();
         let (prompt_id, via) = self
             .detached(&actor, &session, "answer", move |d| async move {

@@ -1090,6 +1090,14 @@ impl Daemon {
         prompt_id: &str,
         answer: &str,
     ) -> Result<(String, String), CoreError> {
+        // A chat button names its prompt, not the session: find the session that showed it.
+        let owner;
+        let name = if name.is_empty() {
+            owner = self.session_of_prompt(prompt_id)?;
+            owner.as_str()
+        } else {
+            name
+        };
         self.await_api_link(name).await;
         let (prompt, choice, hook_reply, input, target, id) = {
             let mut sessions = lock(&self.inner.sessions);
@@ -1113,10 +1121,11 @@ impl Daemon {
             if !prompt_id.is_empty() && prompt_id != p.id {
                 return Err(match resolved_by(prompt_id) {
                     Some(by) => CoreError::AlreadyResolved(prompt_id.to_string(), by),
-                    None => CoreError::InvalidArgument(format!(
-                        "prompt {prompt_id:?} is not the one {name} waits on ({}): answer that one, or omit the id",
-                        p.id
-                    )),
+                    None => CoreError::NotThatPrompt {
+                        session: name.to_string(),
+                        prompt: prompt_id.to_string(),
+                        current: p.id.clone(),
+                    },
                 });
             }
             let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
@@ -1196,6 +1205,26 @@ impl Daemon {
         self.persist();
         info!(via, "prompt answered");
         Ok((prompt.id, via.to_string()))
+    }
+
+    /// The session whose current or recently resolved prompt is `prompt_id`.
+    fn session_of_prompt(&self, prompt_id: &str) -> Result<String, CoreError> {
+        if prompt_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "name the session or the prompt to answer".into(),
+            ));
+        }
+        let sessions = lock(&self.inner.sessions);
+        sessions
+            .values()
+            .find(|e| e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id))
+            .or_else(|| {
+                sessions
+                    .values()
+                    .find(|e| e.rt.resolved.iter().any(|(id, _)| id == prompt_id))
+            })
+            .map(|e| e.rec.name.clone())
+            .ok_or_else(|| CoreError::UnknownPrompt(prompt_id.to_string()))
     }
 
     /// A prompt that came from the CLI's API is answered through it. Just after a daemon

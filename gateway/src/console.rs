@@ -31,6 +31,7 @@ impl Console {
                     user_name: user.clone(),
                     text: line,
                     id: String::new(),
+                    prompt: None,
                     ack: None,
                 };
                 if tx.send(msg).await.is_err() {

@@ -42,6 +42,7 @@ impl EventHandler for Handler {
             user_name: msg.author.name.clone(),
             text: msg.content.clone(),
             id: msg.id.get().to_string(),
+            prompt: None,
             ack: None,
         };
         let _ = self.tx.send(inbound).await;
@@ -55,13 +56,14 @@ impl EventHandler for Handler {
         let _ = c
             .create_response(&ctx.http, CreateInteractionResponse::Acknowledge)
             .await;
-        if let Some(choice) = c.data.custom_id.strip_prefix("answer:") {
+        if let Some((prompt, choice)) = crate::shown::parse_button(&c.data.custom_id) {
             let inbound = Inbound {
                 chat: c.channel_id.get().to_string(),
                 user: c.user.id.get().to_string(),
                 user_name: c.user.name.clone(),
                 text: format!("{}answer {choice}", self.prefix),
                 id: String::new(),
+                prompt: Some(prompt),
                 ack: None,
             };
             let _ = self.tx.send(inbound).await;
@@ -173,7 +175,13 @@ impl Platform for Discord {
         Ok(())
     }
 
-    async fn send_prompt(&self, chat: &str, text: &str, options: &[String]) -> anyhow::Result<()> {
+    async fn send_prompt(
+        &self,
+        chat: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
         let channel = Self::channel(chat)?;
         let parts = chunk(text, &ChunkOptions::discord());
         let n = parts.len();
@@ -190,7 +198,8 @@ impl Platform for Discord {
                         .map(|(i, o)| {
                             let label: String =
                                 format!("{}. {o}", i + 1).chars().take(80).collect();
-                            CreateButton::new(format!("answer:{}", i + 1)).label(label)
+                            CreateButton::new(crate::shown::button_data(prompt_id, i + 1))
+                                .label(label)
                         })
                         .collect::<Vec<_>>()
                         .chunks(5)

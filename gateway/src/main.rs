@@ -9,6 +9,7 @@ mod discord;
 mod platform;
 mod relay;
 mod router;
+mod shown;
 mod telegram;
 
 use std::path::PathBuf;
@@ -143,10 +144,12 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        tokio::spawn(relay::run(platform.clone(), socket.clone()));
+        let shown = shown::Shown::default();
+        tokio::spawn(relay::run(platform.clone(), socket.clone(), shown.clone()));
         let router = router::Router {
             platform: platform.clone(),
             parser,
+            shown,
         };
         let mut client: Option<clibot_proto::Client> = None;
         while let Some(mut msg) = inbound.recv().await {

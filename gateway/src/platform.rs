@@ -13,6 +13,8 @@ pub struct Inbound {
     /// The platform's id of the message (empty where there is none), for the daemon's
     /// de-duplication of a message handed over twice.
     pub id: String,
+    /// The prompt a pressed button belongs to (its answer is for that prompt only).
+    pub prompt: Option<String>,
     /// Fired once the message was handled (handed to the daemon, or refused with a reply):
     /// platforms that can redeliver (Telegram's update offset) confirm the update only then.
     pub ack: Option<tokio::sync::oneshot::Sender<()>>,
@@ -32,9 +34,15 @@ pub trait Platform: Send + Sync + 'static {
     fn max_message(&self) -> usize;
     /// Sends text to a chat; an error means it was not delivered (and will be retried).
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()>;
-    /// Sends a prompt; platforms with buttons offer one per option (the text lists them too,
-    /// so a typed number always works).
-    async fn send_prompt(&self, chat: &str, text: &str, _options: &[String]) -> anyhow::Result<()> {
+    /// Sends prompt `prompt_id`; platforms with buttons offer one per option, each carrying the
+    /// prompt's id (the text lists them too, so a typed number always works).
+    async fn send_prompt(
+        &self,
+        chat: &str,
+        _prompt_id: &str,
+        text: &str,
+        _options: &[String],
+    ) -> anyhow::Result<()> {
         self.send(chat, text).await
     }
     /// Sends long output as a file with a short summary; platforms without files send the text.

@@ -65,7 +65,11 @@ pub fn render(ev: &v1::Event) -> Option<String> {
 }
 
 /// Delivers events forever, reconnecting to the daemon when it goes away.
-pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
+pub async fn run(
+    platform: Arc<dyn Platform>,
+    socket: std::path::PathBuf,
+    shown: crate::shown::Shown,
+) {
     let consumer = platform.consumer();
     let opts = ChunkOptions::new(platform.max_message(), Measure::Chars);
     let mut backoff = Duration::from_millis(200);
@@ -178,13 +182,13 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                     };
                     let chats = c.list_bindings(req).await?.into_inner().bindings;
                     let text = redact(&text);
-                    let options = match &ev.kind {
+                    let (prompt_id, options) = match &ev.kind {
                         Some(Kind::Waiting(w)) => w
                             .prompt
                             .as_ref()
-                            .map(|p| p.options.clone())
+                            .map(|p| (p.id.clone(), redact_all(&p.options)))
                             .unwrap_or_default(),
-                        _ => Vec::new(),
+                        _ => Default::default(),
                     };
                     for b in &chats {
                         // Not delivered: the cursor stays, the event comes again.
@@ -199,7 +203,12 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
                                 platform.send(&b.chat, &part).await?;
                             }
                         } else {
-                            platform.send_prompt(&b.chat, &text, &options).await?;
+                            platform
+                                .send_prompt(&b.chat, &prompt_id, &text, &options)
+                                .await?;
+                        }
+                        if !prompt_id.is_empty() {
+                            shown.record(&b.chat, &ev.session, &prompt_id);
                         }
                     }
                 }
@@ -223,4 +232,9 @@ pub async fn run(platform: Arc<dyn Platform>, socket: std::path::PathBuf) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Button labels leave the machine too: redacted like every other text.
+fn redact_all(options: &[String]) -> Vec<String> {
+    options.iter().map(|o| redact(o).into_owned()).collect()
 }

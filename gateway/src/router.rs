@@ -14,6 +14,8 @@ use crate::platform::{Inbound, Platform};
 pub struct Router {
     pub platform: Arc<dyn Platform>,
     pub parser: CommandParser,
+    /// The prompt each chat was last shown, for typed answers.
+    pub shown: crate::shown::Shown,
 }
 
 fn state_name(s: i32) -> &'static str {
@@ -113,13 +115,7 @@ impl Router {
                     PromptAnswer::Yes => "yes".into(),
                     PromptAnswer::No => "no".into(),
                 };
-                let session = bound.unwrap_or_default();
-                let req = v1::AnswerPromptRequest {
-                    session,
-                    prompt_id: String::new(),
-                    answer,
-                };
-                c.answer_prompt(self.req(msg, req)).await?;
+                self.answer(c, msg, bound, answer).await?;
                 Ok(None)
             }
             Route::Cli(text) => {
@@ -141,6 +137,50 @@ impl Router {
                 Ok(r.queued.then(|| format!("[{session}] busy: your message is queued and goes in when the current turn ends")))
             }
         }
+    }
+
+    /// Answers a prompt, always naming it: a button's own prompt; for a typed answer the
+    /// prompt last shown in this chat, else (the gateway restarted since) the one the session
+    /// shows now. The daemon refuses an answer to a prompt that is no longer waiting.
+    async fn answer(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        bound: Option<String>,
+        answer: String,
+    ) -> Result<(), tonic::Status> {
+        let (session, prompt_id) = match &msg.prompt {
+            // The daemon finds the session that showed it.
+            Some(id) => (String::new(), id.clone()),
+            None => {
+                let session = bound.unwrap_or_default();
+                let id = match self.shown.last(&msg.chat, &session) {
+                    Some(id) => id,
+                    None => c
+                        .get_session(v1::GetSessionRequest {
+                            name: session.clone(),
+                        })
+                        .await?
+                        .into_inner()
+                        .prompt
+                        .map(|p| p.id)
+                        .unwrap_or_default(),
+                };
+                if id.is_empty() {
+                    return Err(tonic::Status::failed_precondition(format!(
+                        "{session} is not waiting for an answer"
+                    )));
+                }
+                (session, id)
+            }
+        };
+        let req = v1::AnswerPromptRequest {
+            session,
+            prompt_id,
+            answer,
+        };
+        c.answer_prompt(self.req(msg, req)).await?;
+        Ok(())
     }
 
     /// The chat's session: its binding, else the only session there is (which becomes bound).
@@ -298,8 +338,10 @@ impl Router {
                 if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
             }
             Command::Answer { choice } => {
-                let session = need(&bound)?;
-                c.answer_prompt(self.req(msg, v1::AnswerPromptRequest { session, prompt_id: String::new(), answer: choice })).await?;
+                if msg.prompt.is_none() {
+                    need(&bound)?;
+                }
+                self.answer(c, msg, bound, choice).await?;
                 return Ok(None);
             }
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
@@ -397,6 +439,7 @@ mod tests {
             user_name: user.into(),
             text: text.into(),
             id: String::new(),
+            prompt: None,
             ack: None,
         }
     }
@@ -407,10 +450,16 @@ mod tests {
         h.start_daemon();
         let memory = Arc::new(Memory::default());
         let platform: Arc<dyn Platform> = memory.clone();
-        tokio::spawn(crate::relay::run(platform.clone(), h.socket.clone()));
+        let shown = crate::shown::Shown::default();
+        tokio::spawn(crate::relay::run(
+            platform.clone(),
+            h.socket.clone(),
+            shown.clone(),
+        ));
         let router = Router {
             platform,
             parser: CommandParser::default(),
+            shown,
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();

@@ -152,6 +152,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                         user_name: from.first_name.clone(),
                         text: text.to_string(),
                         id: m.id.0.to_string(),
+                        prompt: None,
                         ack: None,
                     })
                 }
@@ -159,15 +160,16 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                     // Stop the button's spinner at once; the answer goes through the router.
                     let _ = bot.answer_callback_query(q.id.clone()).await;
                     match (
-                        q.data.as_deref().and_then(|d| d.strip_prefix("answer:")),
+                        q.data.as_deref().and_then(crate::shown::parse_button),
                         q.message.as_ref(),
                     ) {
-                        (Some(choice), Some(m)) => Some(Inbound {
+                        (Some((prompt, choice)), Some(m)) => Some(Inbound {
                             chat: m.chat().id.0.to_string(),
                             user: q.from.id.0.to_string(),
                             user_name: q.from.first_name.clone(),
                             text: format!("{prefix}answer {choice}"),
                             id: String::new(),
+                            prompt: Some(prompt),
                             ack: None,
                         }),
                         _ => None,
@@ -270,7 +272,13 @@ impl Platform for Telegram {
         }
     }
 
-    async fn send_prompt(&self, chat: &str, text: &str, options: &[String]) -> anyhow::Result<()> {
+    async fn send_prompt(
+        &self,
+        chat: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
         let chat_id = ChatId(
             chat.parse()
                 .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
@@ -282,7 +290,7 @@ impl Platform for Telegram {
                 let label: String = format!("{}. {o}", i + 1).chars().take(60).collect();
                 vec![InlineKeyboardButton::callback(
                     label,
-                    format!("answer:{}", i + 1),
+                    crate::shown::button_data(prompt_id, i + 1),
                 )]
             })
             .collect();

@@ -101,15 +101,22 @@ fn a_discord_message_runs_in_the_cli_and_the_reply_comes_back() {
         .find(|m| m.channel_id == ADMIN_DM && m.content.contains("Merge it?"))
         .expect("prompt")
         .clone();
+    // Each button carries its prompt's id and its option: `a:<prompt id>:<n>`.
+    let waiting = h
+        .events()
+        .into_iter()
+        .rfind(|e| e["type"] == "waiting")
+        .expect("waiting event");
+    let data = format!("a:{}:1", waiting["prompt_id"].as_str().expect("prompt id"));
     assert!(
         prompt
             .components
             .as_ref()
-            .is_some_and(|c| c.to_string().contains("answer:1")),
+            .is_some_and(|c| c.to_string().contains(&data)),
         "{:?}",
         prompt.components
     );
-    dc.push_button(ADMIN_DM, ADMIN, prompt.id, "answer:1");
+    dc.push_button(ADMIN_DM, ADMIN, prompt.id, &data);
     dc.wait_sent("the answer's effect", |s| {
         contents(s, ADMIN_DM).iter().any(|t| t.contains("merge=y"))
     });

@@ -33,6 +33,26 @@ fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
         .collect()
 }
 
+/// The callback data of the `i`-th button of an inline keyboard.
+fn button(markup: &serde_json::Value, i: usize) -> String {
+    markup["inline_keyboard"][i][0]["callback_data"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The newest message in `chat` that contains `text` and has buttons.
+fn prompt_message(tg: &FakeTelegram, chat: i64, text: &str) -> Sent {
+    tg.wait_sent(text, |s| {
+        s.iter()
+            .any(|m| m.chat_id == chat && m.text.contains(text) && m.reply_markup.is_some())
+    })
+    .into_iter()
+    .rev()
+    .find(|m| m.chat_id == chat && m.text.contains(text) && m.reply_markup.is_some())
+    .expect("prompt message")
+}
+
 fn setup() -> (Harness, FakeTelegram, Child) {
     let mut h = Harness::with_config(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
@@ -119,8 +139,18 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
         .expect("prompt")
         .clone();
     let markup = prompt.reply_markup.clone().expect("buttons");
-    assert!(markup.to_string().contains("answer:1"), "{markup}");
-    tg.push_callback(ADMIN, ADMIN, prompt.message_id, "answer:1");
+    let data = button(&markup, 0);
+    let waiting = h
+        .events()
+        .into_iter()
+        .rfind(|e| e["type"] == "waiting")
+        .expect("waiting event");
+    assert_eq!(
+        data,
+        format!("a:{}:1", waiting["prompt_id"].as_str().expect("id")),
+        "each button carries its prompt's id"
+    );
+    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &data);
     tg.wait_sent("the answer's effect", |s| {
         texts(s, ADMIN).iter().any(|t| t.contains("ship=y"))
     });
@@ -338,6 +368,51 @@ fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
             .count();
         assert_eq!(typed, 1, "message {i} typed once");
     }
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+/// An old button must never answer a newer prompt: pressed after its prompt was answered, while
+/// another prompt of the same session waits, it is refused and changes nothing.
+#[test]
+fn a_stale_button_never_answers_a_newer_prompt() {
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
+    });
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -p 'First? [y/N] ' a; read -p 'Second? [y/N] ' b; echo got=$a,$b",
+    );
+    let first = prompt_message(&tg, ADMIN, "First?");
+    let yes_first = button(first.reply_markup.as_ref().expect("buttons"), 0);
+    tg.push_callback(ADMIN, ADMIN, first.message_id, &yes_first);
+    let second = prompt_message(&tg, ADMIN, "Second?");
+    // The first prompt's "yes" again (a double tap, a late delivery): refused.
+    tg.push_callback(ADMIN, ADMIN, first.message_id, &yes_first);
+    tg.wait_sent("the refusal", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("no longer waiting"))
+    });
+    // The second prompt's own button answers it.
+    let no_second = button(second.reply_markup.as_ref().expect("buttons"), 1);
+    assert_ne!(no_second, yes_first);
+    tg.push_callback(ADMIN, ADMIN, second.message_id, &no_second);
+    tg.wait_sent("the answers' effect", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("got=y,n"))
+    });
+    let answers: Vec<_> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "prompt_resolved")
+        .map(|e| e["answer"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(answers.len(), 2, "two prompts, two answers: {answers:?}");
     let _ = g.kill();
     let _ = g.wait();
 }
