@@ -309,15 +309,27 @@ impl Access {
 }
 
 fn pairing_message(code: &str) -> String {
+    // A code read from access.json may be of any length: split it only where it can be.
+    let shown = match (code.get(..4), code.get(4..)) {
+        (Some(head), Some(tail)) if !tail.is_empty() => format!("{head}-{tail}"),
+        _ => code.to_string(),
+    };
     format!(
-        "this chat is not paired with clibot yet. Your pairing code is {}-{}; the owner approves it on the machine with `clibotctl pairing approve {code}` (it expires in an hour)",
-        &code[..4],
-        &code[4..]
+        "this chat is not paired with clibot yet. Your pairing code is {shown}; the owner approves it on the machine with `clibotctl pairing approve {code}` (it expires in an hour)"
     )
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pairing_message_never_panics_on_an_odd_code() {
+        for code in ["", "AB", "ABCD", "ABCDEFGH", "ÄÖÜ€x"] {
+            let m = super::pairing_message(code);
+            assert!(m.contains("pairing code is"), "{m}");
+        }
+        assert!(super::pairing_message("ABCDEFGH").contains("ABCD-EFGH"));
+    }
+
     use super::*;
 
     fn access(dir: &Path, policy: Policy) -> Access {

@@ -1683,11 +1683,17 @@ pub(crate) fn new_uuid() -> String {
 
 /// Creates `dir` (and parents) with mode 0700 for the parts it creates.
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(dir)
+        .create(dir)?;
+    // An existing directory (made by an older version, or by hand) is tightened too.
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
 }
 
 /// Session `name`, unless it is unknown or being stopped (or restarted).

@@ -237,10 +237,12 @@ impl EventLog {
     }
 
     fn open_append(&self, inner: &mut Inner) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
         inner.file = Some(
             OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
                 .open(&self.path)?,
         );
         Ok(())

@@ -22,7 +22,16 @@ pub fn now_ms() -> i64 {
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let result = (|| {
-        let mut f = File::create(&tmp)?;
+        // State files hold hook tokens, spawn environments and unredacted text: owner only.
+        let mut f = {
+            use std::os::unix::fs::OpenOptionsExt;
+            fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?
+        };
         f.write_all(data)?;
         f.sync_all()?;
         fs::rename(&tmp, path)?;

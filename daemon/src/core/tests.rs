@@ -989,3 +989,22 @@ async fn sessions_recovered_from_tmux_keep_their_hooks() {
         d.status().await.warnings
     );
 }
+
+#[tokio::test]
+async fn state_files_are_private_and_an_open_state_dir_is_tightened() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let state = env.dir.path().join("state");
+    std::fs::create_dir_all(&state).expect("mkdir");
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let d = env.daemon().await;
+    d.spawn(env.spawn_req("s")).await.expect("spawn");
+    d.send_input_once("s", "hi", true, "telegram:1:1")
+        .await
+        .expect("send");
+    let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    for f in ["sessions.json", "events.jsonl", "inputs.json"] {
+        assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+    }
+}
