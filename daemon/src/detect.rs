@@ -233,7 +233,10 @@ impl Pack {
                 rule.options.clone()
             } else {
                 let below = numbered_options(&from_match);
-                if below.is_empty() {
+                // Only a line-oriented menu ("Select an option [1-3]:") lists its options
+                // above the question. A dialog whose options are not drawn yet has none:
+                // a numbered list above it (Gemini's start-up tips) is something else.
+                if below.is_empty() && rule.answer == AnswerStyle::Line {
                     let mut above: Vec<&str> = lines[start.saturating_sub(20)..start].to_vec();
                     above.extend(tail[..line_start].lines());
                     numbered_options(&above)
@@ -453,6 +456,17 @@ mod tests {
                 .expect_err("bad regex")
                 .contains("invalid regex")
         );
+    }
+
+    #[test]
+    fn a_dialog_drawn_without_its_options_does_not_take_a_list_above_it() {
+        // The question is drawn, its options not yet (a loaded machine); Gemini's start-up tips
+        // are a numbered list above it.
+        let s = "Tips for getting started:\n1. Create GEMINI.md files to customize your interactions\n2. /help for more information\n\n╭──────────────╮\n│ ?  Shell touch x │\n│ Allow execution of [Shell]? │\n╰──────────────╯\n";
+        let a = pack("gemini").analyze(s);
+        let p = a.prompt.expect("the question is seen");
+        assert_eq!(p.text, "Allow execution of [Shell]?");
+        assert!(p.options.is_empty(), "{:?}", p.options);
     }
 
     #[test]

@@ -391,7 +391,10 @@ impl Daemon {
                     // slow to appear: the same prompt again, now with the dialog's choices.
                     let late_options =
                         cur.source == "hook" && cur.options.is_empty() && !sp.options.is_empty();
-                    if pending || late_options {
+                    // A dialog whose question is drawn but not yet its options is waited for
+                    // (the tick publishes the hook's words if the options never come).
+                    let half_drawn = cur.options.is_empty() && sp.options.is_empty();
+                    if (pending && !half_drawn) || late_options {
                         // The dialog the hook announced is on screen: take its exact words.
                         if !sp.text.is_empty() && cur.kind != "question" {
                             cur.text = sp.text.clone();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clibot_tests::Harness;
 use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
+use clibot_tests::live::last_seq;
 use clibot_tests::mock_llm::{MockLlm, Rule};
 use serde_json::{Value, json};
 
@@ -184,15 +185,6 @@ fn latest_request_with(mock: &MockLlm, text: &str) -> String {
         .unwrap_or_default()
 }
 
-/// The newest event's sequence number.
-fn last_seq(h: &Harness) -> u64 {
-    h.events()
-        .iter()
-        .filter_map(|e| e["seq"].as_u64())
-        .max()
-        .unwrap_or(0)
-}
-
 #[test]
 fn a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
     let s = setup(
@@ -274,7 +266,7 @@ fn a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
     let status = s.h.ctl_ok(&["status"]);
     assert!(status.contains("recovered from tmux"), "{status}");
     assert!(!status.contains("no hook token"), "{status}");
-    let mark = clibot_tests::live::last_seq(&s.h);
+    let mark = last_seq(&s.h);
     s.h.ctl_ok(&["send", "cc", "please answer 2"]);
     let done = wait_event(&s.h, "the reply after recovery", |e| {
         e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
