@@ -2,7 +2,7 @@
 //! against the mock model API: the final reply from the AfterAgent hook (read from the
 //! transcript: Gemini's own `prompt_response` garbles a reply streamed in pieces), and a shell
 //! confirmation announced by the Notification hook, shown with the dialog's options, answered
-//! with a key.
+//! with a key (yes or no) or at the terminal.
 
 use std::time::Duration;
 
@@ -97,6 +97,124 @@ fn a_shell_confirmation_waits_and_a_key_answers_it() {
         std::fs::read_to_string(s.h.dir.path().join("gemini/home/.gemini/settings.json"))
             .expect("settings");
     assert!(!settings.contains("clibot"), "{settings}");
+}
+
+fn touch_rule(work: &std::path::Path, file: &str) -> Rule {
+    let cmd = format!("touch {}", work.join(file).display());
+    Rule::tool(
+        "make marker",
+        "run_shell_command",
+        json!({"command": cmd, "description": "Create a marker"}),
+        "Marker created.",
+    )
+}
+
+/// The confirmation event that carries the dialog's options (see above).
+fn wait_dialog(h: &Harness) -> Value {
+    wait_event(h, "waiting with the dialog's options", |e| {
+        e["type"] == "waiting" && e["options"].as_array().is_some_and(|o| !o.is_empty())
+    })
+}
+
+/// The newest event's sequence number.
+fn last_seq(h: &Harness) -> u64 {
+    h.events()
+        .iter()
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .unwrap_or(0)
+}
+
+#[test]
+fn answering_no_is_handled() {
+    let s = setup(|w| {
+        // Gemini sends the refused request's text again with the next one (in one user
+        // turn), so the next message's rule comes first.
+        vec![
+            Rule::text("say hello", "Hello after the refusal."),
+            touch_rule(w, "refused.txt"),
+        ]
+    });
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "gm", "please make marker"]);
+    let w = wait_dialog(&s.h);
+    let id = w["prompt_id"].as_str().expect("prompt id").to_string();
+    s.h.ctl_ok(&["answer", "gm", "3"]);
+    let resolved = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (
+            resolved["by"].as_str(),
+            resolved["answer"].as_str(),
+            resolved["prompt_id"].as_str()
+        ),
+        (
+            Some("clibot"),
+            Some("No, suggest changes (esc)"),
+            Some(id.as_str())
+        )
+    );
+    // Gemini cancels the request ("ℹ Request cancelled.") without asking the model again, and
+    // no AfterAgent hook runs: the turn ends when the daemon sees the idle composer, with no
+    // reply text.
+    let after = resolved["seq"].as_u64();
+    let done = wait_event(&s.h, "the turn to end", |e| {
+        e["seq"].as_u64() > after && e["type"] == "turn_completed"
+    });
+    assert_eq!(
+        (done["source"].as_str(), done["text"].as_str()),
+        (Some("idle"), Some(""))
+    );
+    wait_event(&s.h, "idle after the refusal", |e| {
+        e["seq"].as_u64() > after && e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.wait_screen("gm", "the cancellation", |t| {
+        t.contains("Request cancelled.")
+    });
+    assert!(
+        !s.work.join("refused.txt").exists(),
+        "the command did not run"
+    );
+    let err = s.h.ctl_err(&["answer", "gm", "1", "--prompt", &id]);
+    assert!(err.contains("already resolved"), "{err}");
+    // The session takes the next message.
+    let mark = last_seq(&s.h);
+    s.h.ctl_ok(&["send", "gm", "please say hello"]);
+    let done = wait_event(&s.h, "the next reply", |e| {
+        e["seq"].as_u64() > Some(mark) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Hello after the refusal.");
+    assert!(!s.work.join("refused.txt").exists());
+}
+
+#[test]
+fn answering_at_the_terminal_resolves_the_prompt() {
+    let s = setup(|w| vec![touch_rule(w, "desk.txt")]);
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    s.h.ctl_ok(&["send", "gm", "please make marker"]);
+    let w = wait_dialog(&s.h);
+    // The person at the desk reads the dialog, then presses 1 in the real terminal.
+    s.h.wait_screen("gm", "the dialog", |t| t.contains("1. Allow once"));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(s.h.tmux(&["send-keys", "-t", "gm", "1"]).status.success());
+    let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["prompt_id"].as_str()),
+        (Some("terminal"), w["prompt_id"].as_str())
+    );
+    let done = wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Marker created.");
+    assert!(s.work.join("desk.txt").exists(), "the command ran");
+    let err = s.h.ctl_err(&["answer", "gm", "1"]);
+    assert!(
+        err.contains("not waiting") || err.contains("already resolved"),
+        "{err}"
+    );
 }
 
 /// Five messages, each sent the instant the previous reply lands (as a phone does), with a

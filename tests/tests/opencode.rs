@@ -205,10 +205,17 @@ fn a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart() {
 fn no_is_handled_and_the_turn_ends() {
     let s = setup(|w| vec![touch_rule(w)]);
     s.h.ctl_ok(&["send", "oc", "please make marker"]);
-    s.wait("waiting", |e| e["type"] == "waiting");
+    let w = s.wait("waiting", |e| e["type"] == "waiting");
     s.h.ctl_ok(&["answer", "oc", "3"]);
     let resolved = s.wait("resolved", |e| e["type"] == "prompt_resolved");
-    assert_eq!(resolved["answer"], "Reject");
+    assert_eq!(
+        (
+            resolved["by"].as_str(),
+            resolved["answer"].as_str(),
+            resolved["prompt_id"].as_str()
+        ),
+        (Some("clibot"), Some("Reject"), w["prompt_id"].as_str())
+    );
     // OpenCode ends the turn after a rejection.
     s.wait("turn end", |e| e["type"] == "turn_completed");
     s.wait_state("idle", "idle");
@@ -234,7 +241,10 @@ fn answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() 
     let resolved = s.wait("resolved at the terminal", |e| {
         e["type"] == "prompt_resolved"
     });
-    assert_eq!(resolved["by"], "terminal");
+    assert_eq!(
+        (resolved["by"].as_str(), resolved["prompt_id"].as_str()),
+        (Some("terminal"), Some(id.as_str()))
+    );
     let done = s.wait("final reply", |e| e["type"] == "turn_completed");
     assert_eq!(done["text"], "Marker created.");
     assert!(s.work.join("marker.txt").exists());
