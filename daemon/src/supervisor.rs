@@ -72,7 +72,8 @@ pub(crate) struct Runtime {
     pub(crate) input_lines: usize,
     /// Enter was pressed; a visible change or a submit hook confirms it before this instant.
     pub(crate) confirm_by: Option<Instant>,
-    pub(crate) confirm_retried: bool,
+    /// How many times Enter was pressed again for the current input.
+    pub(crate) confirm_tries: u8,
     /// A hook announced the current prompt and the screen has not shown it yet.
     pub(crate) prompt_pending_since: Option<Instant>,
     /// Permission hooks waiting for a decision, by prompt id, with their payloads.
@@ -114,7 +115,7 @@ impl Default for Runtime {
             anchor: None,
             input_lines: 0,
             confirm_by: None,
-            confirm_retried: false,
+            confirm_tries: 0,
             prompt_pending_since: None,
             waiters: HashMap::new(),
             resolved: VecDeque::new(),
@@ -293,6 +294,14 @@ impl Daemon {
         debug!("watcher ended");
     }
 
+    /// The session's CLI tells by hook when it takes a prompt, and its hooks reach the daemon.
+    fn start_hook_live(&self, e: &crate::core::Entry) -> bool {
+        !e.rec.hook_token.is_empty()
+            && self
+                .kind_of(&e.rec.cli)
+                .is_some_and(|(a, _)| a.signals_turn_start())
+    }
+
     /// Whether the session has something that only time can settle.
     fn wants_tick(&self, name: &str) -> bool {
         lock(&self.inner.sessions).get(name).is_some_and(|e| {
@@ -307,8 +316,13 @@ impl Daemon {
         if let Some(e) = sessions.get_mut(name) {
             let now = Instant::now();
             e.rt.last_output = now;
-            // Output after Enter confirms the input arrived.
-            if e.rt.confirm_by.is_some() && e.rt.turn_started.is_some_and(|t| now > t) {
+            // Output after Enter confirms the input arrived — unless the CLI's start hook tells
+            // that: then output may be just the echo of text that sits unsent in the composer
+            // (Gemini CLI ignores an Enter that comes while it finishes the previous turn).
+            if e.rt.confirm_by.is_some()
+                && e.rt.turn_started.is_some_and(|t| now > t)
+                && !self.start_hook_live(e)
+            {
                 e.rt.confirm_by = None;
             }
             if e.rec.stalled {
@@ -584,9 +598,14 @@ impl Daemon {
                 && now > by
             {
                 e.rt.confirm_by = None;
-                if !e.rt.confirm_retried {
-                    e.rt.confirm_retried = true;
+                // Confirmed by its start hook, a CLI may be asked a few times; by output, once.
+                let tries = if self.start_hook_live(e) { 3 } else { 1 };
+                if e.rt.confirm_tries < tries {
+                    e.rt.confirm_tries += 1;
                     retry_enter = true;
+                    if e.rt.confirm_tries < tries {
+                        e.rt.confirm_by = Some(now + CONFIRM_AFTER);
+                    }
                 }
             }
             match e.rec.state {
@@ -844,7 +863,7 @@ impl Daemon {
             e.rt.anchor = anchor;
             e.rt.input_lines = text.lines().count().max(1);
             e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
-            e.rt.confirm_retried = false;
+            e.rt.confirm_tries = 0;
             e.rt.last_output = now;
             e.rec.last_activity_ms = crate::store::now_ms();
             e.rec.error = None;

@@ -47,28 +47,47 @@ impl EventStream {
         }
     }
 
-    /// The next event matching `pred`, as soon as it is written; panics after `within`.
-    pub fn next(&mut self, what: &str, within: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+    /// The next event matching `pred`, as soon as it is written; `None` after `within`.
+    pub fn try_next(&mut self, within: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
         let deadline = Instant::now() + within;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.rx.recv_timeout(left) {
-                Ok(v) => {
-                    self.seen.push(v.clone());
-                    if pred(&v) {
-                        return v;
-                    }
-                }
-                Err(_) => panic!(
-                    "timed out after {within:?} waiting for {what}; events seen:\n{}",
-                    self.seen
-                        .iter()
-                        .map(Value::to_string)
-                        .collect::<Vec<_>>()
-                        .join("\n")
-                ),
+            let v = self.rx.recv_timeout(left).ok()?;
+            self.seen.push(v.clone());
+            if pred(&v) {
+                return Some(v);
             }
         }
+    }
+
+    /// [`EventStream::try_next`] that panics on a time-out, with the events seen and `h`'s
+    /// session `session` screen and daemon log.
+    pub fn next_in(
+        &mut self,
+        h: &Harness,
+        session: &str,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        if let Some(v) = self.try_next(within, pred) {
+            return v;
+        }
+        let screen = String::from_utf8_lossy(&h.ctl(&["screen", session]).stdout).into_owned();
+        let log: String = h
+            .daemon_log()
+            .lines()
+            .filter(|l| !l.contains("DEBUG") && !l.contains("TRACE"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        panic!(
+            "timed out after {within:?} waiting for {what}; events seen:\n{}\nscreen:\n{screen}\nlog:\n{log}",
+            self.seen
+                .iter()
+                .map(Value::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
     }
 
     /// Everything received so far.
@@ -135,7 +154,7 @@ pub fn rapid_turns(h: &Harness, session: &str, n: usize, desk: bool, within: Dur
     let completed = |e: &Value| e["session"] == session && e["type"] == "turn_completed";
     for i in 1..=n {
         h.ctl_ok(&["send", session, &format!("please answer {i}")]);
-        let done = ev.next(&format!("reply {i}"), within, completed);
+        let done = ev.next_in(h, session, &format!("reply {i}"), within, completed);
         assert_eq!(
             done["text"].as_str().map(str::trim),
             Some(format!("reply number {i}").as_str()),
@@ -151,7 +170,7 @@ pub fn rapid_turns(h: &Harness, session: &str, n: usize, desk: bool, within: Dur
                     .status
                     .success()
             );
-            let done = ev.next("the desk's reply", within, completed);
+            let done = ev.next_in(h, session, "the desk's reply", within, completed);
             assert_eq!(done["text"].as_str().map(str::trim), Some("desk reply"));
         }
     }

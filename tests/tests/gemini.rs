@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clibot_tests::Harness;
 use clibot_tests::gemini::{GeminiHome, UNSET_ENV, require_gemini};
+use clibot_tests::live::last_seq;
 use clibot_tests::mock_llm::{MockLlm, Rule};
 use serde_json::{Value, json};
 
@@ -114,15 +115,6 @@ fn wait_dialog(h: &Harness) -> Value {
     wait_event(h, "waiting with the dialog's options", |e| {
         e["type"] == "waiting" && e["options"].as_array().is_some_and(|o| !o.is_empty())
     })
-}
-
-/// The newest event's sequence number.
-fn last_seq(h: &Harness) -> u64 {
-    h.events()
-        .iter()
-        .filter_map(|e| e["seq"].as_u64())
-        .max()
-        .unwrap_or(0)
 }
 
 #[test]

@@ -1008,3 +1008,32 @@ async fn state_files_are_private_and_an_open_state_dir_is_tightened() {
         assert_eq!(mode(&state.join(f)), 0o600, "{f}");
     }
 }
+
+#[tokio::test]
+async fn an_enter_that_a_start_hook_does_not_confirm_is_pressed_again() {
+    let env = Env::new();
+    let (d, id, token) = idle_gemini(&env, 60_000).await;
+    d.send_input("g", "one", true).await.expect("send");
+    // The pane echoes the text, but no BeforeAgent hook comes: the Enter was ignored.
+    env.show_screen("../gemini_idle.txt");
+    let enters = || {
+        env.mux
+            .log()
+            .iter()
+            .filter(|l| l.as_str() == "keys g Enter")
+            .count()
+    };
+    for _ in 0..60 {
+        if enters() >= 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(enters(), 2, "Enter pressed once more: {:?}", env.mux.log());
+    // Once the hook says the CLI took the prompt, nothing more is pressed.
+    d.hook(&id, &token, "BeforeAgent", "{}")
+        .await
+        .expect("hook");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(enters(), 2);
+}
