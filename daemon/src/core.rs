@@ -519,31 +519,24 @@ impl Daemon {
     }
 
     /// The last lines an exited CLI left in its pane (tmux keeps a dead pane visible): what it
-    /// printed as it died is usually why.
-    /// tmux may mark a pane dead before it has drawn the last bytes its process wrote, so an
-    /// empty pane is read again for up to a second.
-    pub(crate) async fn last_words(&self, tmux_id: &str) -> String {
-        const LINES: usize = 15;
+    /// printed as it died is usually why. tmux may mark a pane dead before it has drawn the last
+    /// bytes its process wrote (3.3a can lose them altogether), so an empty pane is read again
+    /// for up to a second, and then the last screen the watcher read while the CLI ran is used.
+    pub(crate) async fn last_words(&self, name: &str, tmux_id: &str) -> String {
         for _ in 0..10 {
             let Ok(screen) = self.inner.mux.capture(tmux_id, None, false).await else {
-                return String::new();
+                break;
             };
-            // tmux's own "Pane is dead (status 3, <date>)" line is not the CLI's.
-            let lines: Vec<&str> = screen
-                .lines()
-                .map(str::trim_end)
-                .filter(|l| !l.starts_with("Pane is dead"))
-                .collect();
-            let end = lines
-                .iter()
-                .rposition(|l| !l.trim().is_empty())
-                .map_or(0, |i| i + 1);
-            if end > 0 {
-                return lines[end.saturating_sub(LINES)..end].join("\n");
+            let words = tail_lines(&screen);
+            if !words.is_empty() {
+                return words;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        String::new()
+        lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| tail_lines(&e.rt.last_screen))
+            .unwrap_or_default()
     }
 
     pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
@@ -760,7 +753,7 @@ impl Daemon {
         }
         self.start_watcher(&rec.name);
         if s.dead {
-            let output = self.last_words(&rec.tmux_id).await;
+            let output = self.last_words(&rec.name, &rec.tmux_id).await;
             self.mark_exited_with(
                 &rec.name,
                 s.dead_status,
@@ -1563,7 +1556,7 @@ impl Daemon {
                         Some(st) => Some(st),
                         None => self.settled_exit_status(&id, &tmux_id).await,
                     };
-                    let output = self.last_words(&tmux_id).await;
+                    let output = self.last_words(&name, &tmux_id).await;
                     self.mark_exited_with(&name, status, "the CLI exited", output)
                 }
                 Some(_) => {}
@@ -1604,6 +1597,21 @@ impl Entry {
 }
 
 /// clibot relies on tmux 3.2 features (`-e` on new-session, `-D`, bracketed paste handling).
+/// The last 15 non-blank lines of a screen, without tmux's own "Pane is dead (…)" line.
+fn tail_lines(screen: &str) -> String {
+    const LINES: usize = 15;
+    let lines: Vec<&str> = screen
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.starts_with("Pane is dead"))
+        .collect();
+    let end = lines
+        .iter()
+        .rposition(|l| !l.trim().is_empty())
+        .map_or(0, |i| i + 1);
+    lines[end.saturating_sub(LINES)..end].join("\n")
+}
+
 fn old_tmux_warning(version: &str) -> Option<String> {
     let num = version
         .split_whitespace()

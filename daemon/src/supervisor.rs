@@ -105,6 +105,8 @@ pub(crate) struct Runtime {
     pub(crate) last_completed: Option<Instant>,
     /// The last turn was ended by the safety net: its completion hook may still come late.
     pub(crate) net_closed: bool,
+    /// The last screen read, for the last words of a CLI whose dead pane lost them.
+    pub(crate) last_screen: String,
 }
 
 impl Default for Runtime {
@@ -131,6 +133,7 @@ impl Default for Runtime {
             idle_since: None,
             last_completed: None,
             net_closed: false,
+            last_screen: String::new(),
         }
     }
 }
@@ -356,6 +359,9 @@ impl Daemon {
             Ok(screen) => {
                 let a = pack.analyze(&screen);
                 self.on_screen(name, a);
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.rt.last_screen = screen;
+                }
             }
             Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => debug!("screen read failed: {e}"),
