@@ -351,13 +351,7 @@ impl Daemon {
         let mut lost_env = std::collections::HashMap::new();
         for s in &live {
             if !s.meta.id.is_empty() && !registry.sessions.iter().any(|r| r.id == s.meta.id) {
-                let env = self
-                    .inner
-                    .mux
-                    .environment(Some(&s.id))
-                    .await
-                    .unwrap_or_default();
-                lost_env.insert(s.id.clone(), env);
+                lost_env.insert(s.id.clone(), self.session_env(&s.id).await);
             }
         }
         let mut readopted = 0;
@@ -434,6 +428,15 @@ impl Daemon {
             self.mark_exited(&name, status, reason);
         }
         readopted
+    }
+
+    /// A tmux session's own environment (empty when it cannot be read).
+    async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
+        self.inner
+            .mux
+            .environment(Some(tmux_id))
+            .await
+            .unwrap_or_default()
     }
 
     /// Fills in what links a session to its CLI — the hook token, the CLI's own session id,
@@ -1391,12 +1394,7 @@ impl Daemon {
             .ok_or_else(|| CoreError::NoSuchTmuxSession(tmux_session.to_string(), list_cmd))?;
         // A session clibot started once (and released) still carries its id and hook token:
         // keeping them keeps its CLI's hooks working.
-        let env = self
-            .inner
-            .mux
-            .environment(Some(&s.id))
-            .await
-            .unwrap_or_default();
+        let env = self.session_env(&s.id).await;
         let var = |k: &str| env.get(k).cloned().unwrap_or_default();
         let name = if name.is_empty() {
             s.name.clone()
