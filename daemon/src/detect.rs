@@ -297,7 +297,7 @@ fn numbered_options(lines: &[&str]) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn pack(name: &str) -> Pack {
@@ -305,7 +305,8 @@ mod tests {
         Pack::compile(packs.get(name).expect("pack exists"), None).expect("compiles")
     }
 
-    fn screen(file: &str) -> String {
+    /// A screen fixture from tests/fixtures/screens (shared with the adapters' tests).
+    pub(crate) fn screen(file: &str) -> String {
         let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../tests/fixtures/screens")
             .join(file);

@@ -150,12 +150,7 @@ mod tests {
         assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
     }
 
-    fn screen(file: &str) -> String {
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../tests/fixtures/screens")
-            .join(file);
-        std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-    }
+    use crate::detect::tests::screen;
 
     /// Screens of Codex 0.169 (offline, against a mock model): a declined command ends the turn
     /// with `■ Conversation interrupted` and no notify call, so the screen must say the turn is
