@@ -140,13 +140,17 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::PromptResolved(r) => (
             "prompt_resolved",
-            json!({"prompt_id": r.prompt_id, "by": r.by, "answer": r.answer}),
+            json!({"prompt_id": r.prompt_id, "by": r.by, "answer": r.answer, "actor": r.actor}),
         ),
         Kind::InputQueued(q) => (
             "input_queued",
             json!({"text": q.text, "position": q.position}),
         ),
         Kind::Stalled(s) => ("stalled", json!({"silent_ms": s.silent_ms})),
+        Kind::ChatSuspended(c) => (
+            "chat_suspended",
+            json!({"platform": c.platform, "chat": c.chat, "reason": c.reason}),
+        ),
         Kind::EventsDropped(d) => (
             "events_dropped",
             json!({"first_seq": d.first_seq, "last_seq": d.last_seq}),

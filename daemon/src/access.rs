@@ -45,6 +45,9 @@ pub struct PlatformAccess {
     pub allow: Vec<String>,
     /// User ids that may also create and stop sessions and send control keys.
     pub admins: Vec<String>,
+    /// Group chats (Discord: channel ids) where the bot works besides direct messages. In any
+    /// other group nothing runs and no session output is sent.
+    pub groups: Vec<String>,
 }
 
 /// The outcome of an access check.
@@ -103,6 +106,8 @@ pub struct Access {
     config: BTreeMap<String, PlatformAccess>,
     path: PathBuf,
     state: Mutex<AccessFile>,
+    /// Groups already told that they are not enabled.
+    told_groups: Mutex<std::collections::HashSet<String>>,
 }
 
 fn random_code() -> String {
@@ -151,6 +156,7 @@ impl Access {
                 config,
                 path,
                 state: Mutex::new(state),
+                told_groups: Mutex::default(),
             },
             warnings,
         )
@@ -174,6 +180,40 @@ impl Access {
     /// The platform's configuration (defaults: pairing, nobody listed).
     pub fn platform(&self, platform: &str) -> PlatformAccess {
         self.config.get(platform).cloned().unwrap_or_default()
+    }
+
+    /// What `user` may do without issuing anything: `Some(admin)` when allowed, `None` when
+    /// not (yet). Used in groups, where strangers get no pairing code.
+    pub fn known(&self, platform: &str, user: &str) -> Option<bool> {
+        let conf = self.platform(platform);
+        if conf.policy == Policy::Disabled {
+            return None;
+        }
+        if conf.admins.iter().any(|a| a == user) {
+            return Some(true);
+        }
+        let paired = self
+            .lock()
+            .approved
+            .iter()
+            .any(|a| a.platform == platform && a.user == user);
+        (paired || conf.allow.iter().any(|a| a == user) || conf.policy == Policy::Open)
+            .then_some(false)
+    }
+
+    /// Whether a group chat is enabled in `[access.PLATFORM] groups`.
+    pub fn group_enabled(&self, platform: &str, chat: &str) -> bool {
+        self.config
+            .get(platform)
+            .is_some_and(|c| c.groups.iter().any(|g| g == chat))
+    }
+
+    /// Whether the group `chat` should be told (once per daemon run) that it is not enabled.
+    pub fn first_refusal_in_group(&self, platform: &str, chat: &str) -> bool {
+        self.told_groups
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(format!("{platform}:{chat}"))
     }
 
     /// Decides whether `user` on `platform` may act; under the pairing policy an unknown user
@@ -340,6 +380,7 @@ mod tests {
                 policy,
                 allow: vec!["42".into()],
                 admins: vec!["1".into()],
+                groups: vec![],
             },
         );
         Access::open(dir, c).0

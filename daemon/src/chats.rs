@@ -1,7 +1,8 @@
 //! What the chat gateway must not keep itself, because it can be killed at any moment: which
-//! session each chat is bound to, and how far each consumer has delivered the event log (its
-//! cursor, acknowledged only after the platform accepted the message). Persisted in
-//! `chats.json`, written atomically.
+//! session each chat is bound to, how far each chat has been delivered the event log (per chat,
+//! so that one dead chat never holds up another), which prompt each chat was last shown, and —
+//! for platforms that cannot redeliver (Discord) — the last message handled per chat.
+//! Persisted in `chats.json`, written atomically.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,12 +12,49 @@ use serde::{Deserialize, Serialize};
 
 use crate::store::{set_aside, write_atomic};
 
-/// A chat bound to a session.
+/// A chat bound to a session, and how far it has been delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Binding {
     pub platform: String,
     pub chat: String,
     pub session: String,
+    /// Every event up to this seq was delivered to the chat (or was not for it).
+    #[serde(default)]
+    pub cursor: u64,
+    /// Event `cursor + 1` is partly delivered: its first `parts` messages went out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub parts: u32,
+    /// Suspended because the chat failed for good: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub broken: Option<String>,
+    /// A group chat or server channel rather than a direct message.
+    #[serde(default)]
+    pub group: bool,
+    /// The prompt last shown in this chat, and the platform's id of the message showing it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shown_prompt: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub shown_message: String,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Binding {
+    fn new(platform: &str, chat: &str, session: &str, group: bool, cursor: u64) -> Binding {
+        Binding {
+            platform: platform.into(),
+            chat: chat.into(),
+            session: session.into(),
+            cursor,
+            parts: 0,
+            broken: None,
+            group,
+            shown_prompt: String::new(),
+            shown_message: String::new(),
+        }
+    }
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -25,36 +63,84 @@ struct ChatsFile {
     cursors: BTreeMap<String, u64>,
     #[serde(default)]
     bindings: Vec<Binding>,
+    /// platform → chat → id of the last message handled there.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ingress: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// A per-chat acknowledgement: how far one chat got.
+#[derive(Debug, Default, Clone)]
+pub struct ChatAck<'a> {
+    pub seq: u64,
+    /// Messages of event `seq` delivered so far; 0 = all of it.
+    pub parts: u32,
+    /// The prompt event `seq` showed, and the id of the message that shows it.
+    pub prompt: &'a str,
+    pub message: &'a str,
 }
 
 /// Bindings and cursors.
 pub struct Chats {
     path: PathBuf,
     state: Mutex<ChatsFile>,
+    /// False when the file exists but could not be read: saving would overwrite what is there.
+    writable: bool,
 }
 
 impl Chats {
-    /// Loads `chats.json`; an unreadable file is set aside and reported.
-    pub fn open(state_dir: &Path) -> (Chats, Option<String>) {
+    /// Loads `chats.json`. A file that is not JSON is set aside; an entry that does not make
+    /// sense is dropped with a warning (the whole file is kept aside first); a file that cannot
+    /// be read at all (permissions, I/O) is left alone and never overwritten while it stays so.
+    pub fn open(state_dir: &Path) -> (Chats, Vec<String>) {
         let path = state_dir.join("chats.json");
-        let mut warning = None;
+        let mut warnings = Vec::new();
+        let mut writable = true;
         let state = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
-                let kept = set_aside(&path).map(|p| p.display().to_string()).unwrap_or_default();
-                warning = Some(format!(
-                    "chat bindings file {} is corrupt ({e}); kept at {kept}; chats must choose their session again",
+            Ok(b) => match parse(&b) {
+                Ok((state, dropped)) => {
+                    if !dropped.is_empty() {
+                        let kept = std::fs::copy(&path, path.with_extension("json.bad"))
+                            .map(|_| path.with_extension("json.bad").display().to_string())
+                            .unwrap_or_default();
+                        warnings.push(format!(
+                            "chat bindings file {}: {} entr{} could not be used and {} dropped ({}); the file as it was is kept at {kept}",
+                            path.display(),
+                            dropped.len(),
+                            if dropped.len() == 1 { "y" } else { "ies" },
+                            if dropped.len() == 1 { "was" } else { "were" },
+                            dropped.join("; ")
+                        ));
+                    }
+                    state
+                }
+                Err(e) => {
+                    let kept = set_aside(&path)
+                        .map(|p| p.display().to_string())
+                        .unwrap_or_default();
+                    warnings.push(format!(
+                        "chat bindings file {} is corrupt ({e}); kept at {kept}; chats must choose their session again",
+                        path.display()
+                    ));
+                    ChatsFile::default()
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => ChatsFile::default(),
+            Err(e) => {
+                writable = false;
+                warnings.push(format!(
+                    "cannot read chat bindings file {} ({e}); chat bindings and delivery are not saved until it can be read: fix its permissions and restart clibotd",
                     path.display()
                 ));
                 ChatsFile::default()
-            }),
-            Err(_) => ChatsFile::default(),
+            }
         };
         (
             Chats {
                 path,
                 state: Mutex::new(state),
+                writable,
             },
-            warning,
+            warnings,
         )
     }
 
@@ -63,6 +149,9 @@ impl Chats {
     }
 
     fn save(&self, st: &ChatsFile) {
+        if !self.writable {
+            return;
+        }
         match serde_json::to_vec_pretty(st) {
             Ok(data) => {
                 if let Err(e) = write_atomic(&self.path, &data) {
@@ -87,24 +176,111 @@ impl Chats {
         *cur
     }
 
+    /// Records how far one chat got; `None` when the chat is not bound. Like consumer cursors,
+    /// a chat's cursor never moves back.
+    pub fn ack_chat(&self, platform: &str, chat: &str, ack: &ChatAck) -> Option<u64> {
+        let mut st = self.lock();
+        let b = st
+            .bindings
+            .iter_mut()
+            .find(|b| b.platform == platform && b.chat == chat)?;
+        let mut changed = false;
+        if ack.parts == 0 {
+            if ack.seq > b.cursor {
+                b.cursor = ack.seq;
+                b.parts = 0;
+                changed = true;
+            }
+        } else if ack.seq > b.cursor {
+            if ack.seq - 1 > b.cursor || ack.parts > b.parts {
+                if ack.seq - 1 > b.cursor {
+                    b.parts = 0;
+                }
+                b.cursor = ack.seq - 1;
+                b.parts = b.parts.max(ack.parts);
+                changed = true;
+            }
+        }
+        if !ack.prompt.is_empty() {
+            b.shown_prompt = ack.prompt.to_string();
+            b.shown_message = ack.message.to_string();
+            changed = true;
+        }
+        let cursor = b.cursor;
+        if changed {
+            self.save(&st);
+        }
+        Some(cursor)
+    }
+
     /// The consumer's cursor (0 when it never acknowledged anything).
     pub fn cursor(&self, consumer: &str) -> u64 {
         self.lock().cursors.get(consumer).copied().unwrap_or(0)
     }
 
-    /// Binds a chat to a session (an empty session unbinds it).
-    pub fn bind(&self, platform: &str, chat: &str, session: &str) {
+    /// The highest event seq any cursor has passed: the log must number above it.
+    pub fn max_seq(&self) -> u64 {
+        let st = self.lock();
+        let consumers = st.cursors.values().copied().max().unwrap_or(0);
+        let chats = st
+            .bindings
+            .iter()
+            .map(|b| b.cursor + u64::from(b.parts > 0))
+            .max()
+            .unwrap_or(0);
+        consumers.max(chats)
+    }
+
+    /// Binds a chat to a session (an empty session unbinds it). Binding a chat again to the
+    /// session it has keeps its delivery position, unless it was suspended: a suspended chat
+    /// that writes again resumes from now (`last_seq`), not with everything it missed.
+    pub fn bind(&self, platform: &str, chat: &str, session: &str, group: bool, last_seq: u64) {
         let mut st = self.lock();
-        st.bindings
-            .retain(|b| !(b.platform == platform && b.chat == chat));
-        if !session.is_empty() {
-            st.bindings.push(Binding {
-                platform: platform.into(),
-                chat: chat.into(),
-                session: session.into(),
-            });
+        let pos = st
+            .bindings
+            .iter()
+            .position(|b| b.platform == platform && b.chat == chat);
+        match pos {
+            Some(i) if st.bindings[i].session == session && !session.is_empty() => {
+                let b = &mut st.bindings[i];
+                if b.broken.is_none() && b.group == group {
+                    return;
+                }
+                if b.broken.take().is_some() {
+                    b.cursor = b.cursor.max(last_seq);
+                    b.parts = 0;
+                }
+                b.group = group;
+            }
+            Some(i) => {
+                st.bindings.remove(i);
+                if !session.is_empty() {
+                    st.bindings
+                        .push(Binding::new(platform, chat, session, group, last_seq));
+                }
+            }
+            None if session.is_empty() => return,
+            None => st
+                .bindings
+                .push(Binding::new(platform, chat, session, group, last_seq)),
         }
         self.save(&st);
+    }
+
+    /// Suspends a chat's binding; returns the session it was bound to.
+    pub fn mark_broken(&self, platform: &str, chat: &str, reason: &str) -> Option<String> {
+        let mut st = self.lock();
+        let b = st
+            .bindings
+            .iter_mut()
+            .find(|b| b.platform == platform && b.chat == chat)?;
+        if b.broken.is_some() {
+            return None;
+        }
+        b.broken = Some(reason.to_string());
+        let session = b.session.clone();
+        self.save(&st);
+        Some(session)
     }
 
     /// Bindings matching the filters (empty filters match all).
@@ -118,17 +294,135 @@ impl Chats {
             .cloned()
             .collect()
     }
+
+    /// Records the last message handled in a chat of a platform without redelivery. Ids that
+    /// are numbers (Discord snowflakes) only move forward.
+    pub fn ack_ingress(&self, platform: &str, chat: &str, id: &str) {
+        let mut st = self.lock();
+        let cur = st
+            .ingress
+            .entry(platform.to_string())
+            .or_default()
+            .entry(chat.to_string())
+            .or_default();
+        let newer = match (cur.parse::<u64>(), id.parse::<u64>()) {
+            (Ok(a), Ok(b)) => b > a,
+            _ => cur.as_str() != id,
+        };
+        if newer {
+            *cur = id.to_string();
+            self.save(&st);
+        }
+    }
+
+    /// chat → last handled message id, for one platform.
+    pub fn ingress(&self, platform: &str) -> Vec<(String, String)> {
+        self.lock()
+            .ingress
+            .get(platform)
+            .map(|m| m.iter().map(|(c, i)| (c.clone(), i.clone())).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Parses `chats.json` entry by entry: what cannot be used is dropped and described.
+fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
+    let raw: serde_json::Value = serde_json::from_slice(bytes)?;
+    let mut dropped = Vec::new();
+    let mut st = ChatsFile::default();
+    let obj = match raw {
+        serde_json::Value::Object(o) => o,
+        other => {
+            dropped.push(format!("the file holds {other} instead of an object"));
+            return Ok((st, dropped));
+        }
+    };
+    if let Some(v) = obj.get("cursors") {
+        match v.as_object() {
+            Some(m) => {
+                for (k, v) in m {
+                    match v.as_u64() {
+                        Some(n) if !k.is_empty() => {
+                            st.cursors.insert(k.clone(), n);
+                        }
+                        _ => dropped.push(format!("cursor {k:?} = {v}")),
+                    }
+                }
+            }
+            None => dropped.push("cursors (not an object)".into()),
+        }
+    }
+    if let Some(v) = obj.get("bindings") {
+        match v.as_array() {
+            Some(list) => {
+                for v in list {
+                    match serde_json::from_value::<Binding>(v.clone()) {
+                        Ok(b) if valid(&b) => {
+                            if st
+                                .bindings
+                                .iter()
+                                .any(|o| o.platform == b.platform && o.chat == b.chat)
+                            {
+                                dropped.push(format!(
+                                    "a second binding for {}:{}",
+                                    b.platform, b.chat
+                                ));
+                            } else {
+                                st.bindings.push(b);
+                            }
+                        }
+                        Ok(_) => dropped.push(format!("binding {v} (empty or invalid names)")),
+                        Err(e) => dropped.push(format!("binding {v} ({e})")),
+                    }
+                }
+            }
+            None => dropped.push("bindings (not a list)".into()),
+        }
+    }
+    if let Some(v) = obj.get("ingress") {
+        match serde_json::from_value::<BTreeMap<String, BTreeMap<String, String>>>(v.clone()) {
+            Ok(m) => st.ingress = m,
+            Err(e) => dropped.push(format!("ingress ({e})")),
+        }
+    }
+    // Bindings written before delivery was tracked per chat start where their platform was.
+    for b in st.bindings.iter_mut().filter(|b| b.cursor == 0) {
+        b.cursor = st
+            .cursors
+            .iter()
+            .filter(|(k, _)| k.split(':').next() == Some(b.platform.as_str()))
+            .map(|(_, v)| *v)
+            .max()
+            .unwrap_or(0);
+        if b.platform == "telegram" && b.chat.starts_with('-') {
+            b.group = true;
+        }
+    }
+    Ok((st, dropped))
+}
+
+fn valid(b: &Binding) -> bool {
+    let name_ok = |s: &str| !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control);
+    name_ok(&b.platform) && name_ok(&b.chat) && name_ok(&b.session)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn ack(seq: u64, parts: u32) -> ChatAck<'static> {
+        ChatAck {
+            seq,
+            parts,
+            ..Default::default()
+        }
+    }
+
     #[test]
     fn cursors_only_advance_and_everything_persists() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (c, w) = Chats::open(dir.path());
-        assert!(w.is_none());
+        assert!(w.is_empty());
         assert_eq!(c.cursor("telegram"), 0);
         assert_eq!(c.ack("telegram", 10), 10);
         assert_eq!(
@@ -136,23 +430,56 @@ mod tests {
             10,
             "a late ack does not move the cursor back"
         );
-        c.bind("telegram", "chat1", "api");
-        c.bind("telegram", "chat1", "web");
-        c.bind("discord", "chan", "api");
+        c.bind("telegram", "chat1", "api", false, 10);
+        c.bind("telegram", "chat1", "web", false, 12);
+        c.bind("discord", "chan", "api", true, 12);
+        c.ack_ingress("discord", "chan", "900");
+        c.ack_ingress("discord", "chan", "899");
         drop(c);
         let (c, _) = Chats::open(dir.path());
         assert_eq!(c.cursor("telegram"), 10);
-        assert_eq!(
-            c.bindings("telegram", "chat1", ""),
-            vec![Binding {
-                platform: "telegram".into(),
-                chat: "chat1".into(),
-                session: "web".into()
-            }]
-        );
+        let b = c.bindings("telegram", "chat1", "");
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].session.as_str(), b[0].cursor), ("web", 12));
         assert_eq!(c.bindings("", "", "api").len(), 1);
-        c.bind("telegram", "chat1", "");
+        assert_eq!(c.ingress("discord"), vec![("chan".into(), "900".into())]);
+        c.bind("telegram", "chat1", "", false, 0);
         assert!(c.bindings("telegram", "", "").is_empty());
+    }
+
+    #[test]
+    fn chat_delivery_is_tracked_per_chat_and_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (c, _) = Chats::open(dir.path());
+        c.bind("telegram", "a", "api", false, 5);
+        c.bind("telegram", "b", "api", false, 5);
+        assert_eq!(c.ack_chat("telegram", "a", &ack(7, 2)), Some(6));
+        assert_eq!(c.ack_chat("telegram", "a", &ack(7, 1)), Some(6));
+        let a = &c.bindings("telegram", "a", "")[0];
+        assert_eq!((a.cursor, a.parts), (6, 2), "a late part ack keeps the parts");
+        assert_eq!(c.ack_chat("telegram", "a", &ack(7, 0)), Some(7));
+        assert_eq!(c.bindings("telegram", "a", "")[0].parts, 0);
+        assert_eq!(c.bindings("telegram", "b", "")[0].cursor, 5, "b waits alone");
+        assert_eq!(c.ack_chat("telegram", "nope", &ack(7, 0)), None);
+        assert_eq!(c.max_seq(), 7);
+        let p = ChatAck {
+            seq: 8,
+            parts: 0,
+            prompt: "p1",
+            message: "m1",
+        };
+        c.ack_chat("telegram", "b", &p);
+        let b = &c.bindings("telegram", "b", "")[0];
+        assert_eq!((b.shown_prompt.as_str(), b.shown_message.as_str()), ("p1", "m1"));
+        // Suspended, then the chat writes again: it resumes from now.
+        assert_eq!(c.mark_broken("telegram", "b", "kicked"), Some("api".into()));
+        assert_eq!(c.mark_broken("telegram", "b", "kicked"), None, "told once");
+        c.bind("telegram", "b", "api", false, 20);
+        let b = &c.bindings("telegram", "b", "")[0];
+        assert_eq!((b.broken.as_deref(), b.cursor), (None, 20));
+        // Binding again to the same session keeps the position.
+        c.bind("telegram", "a", "api", false, 30);
+        assert_eq!(c.bindings("telegram", "a", "")[0].cursor, 7);
     }
 
     #[test]
@@ -160,7 +487,43 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("chats.json"), "{ nope").expect("write");
         let (c, w) = Chats::open(dir.path());
-        assert!(w.is_some_and(|w| w.contains("corrupt")));
+        assert!(w.iter().any(|w| w.contains("corrupt")));
         assert_eq!(c.cursor("x"), 0);
+    }
+
+    #[test]
+    fn bad_entries_are_dropped_and_told_and_old_bindings_start_at_their_platform() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = r#"{"cursors": {"telegram:1": 40, "bad": -3},
+            "bindings": [
+                {"platform": "telegram", "chat": "-100", "session": "api"},
+                {"platform": "telegram", "chat": "-100", "session": "web"},
+                {"platform": "", "chat": "x", "session": "api"},
+                {"chat": 5},
+                "junk"
+            ]}"#;
+        std::fs::write(dir.path().join("chats.json"), file).expect("write");
+        let (c, w) = Chats::open(dir.path());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("5 entries"), "{w:?}");
+        assert!(dir.path().join("chats.json.bad").exists());
+        let b = c.bindings("", "", "");
+        assert_eq!(b.len(), 1);
+        assert_eq!((b[0].cursor, b[0].group), (40, true));
+    }
+
+    #[test]
+    fn an_unreadable_file_is_never_overwritten() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("chats.json");
+        // A directory where the file should be: reading fails with something other than
+        // "not found", as a permission problem would (tests may run as root).
+        std::fs::create_dir(&path).expect("mkdir");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let (c, w) = Chats::open(dir.path());
+        assert!(w.iter().any(|w| w.contains("cannot read")), "{w:?}");
+        c.bind("telegram", "a", "api", false, 1);
+        assert!(path.is_dir(), "left alone");
     }
 }

@@ -53,6 +53,19 @@ impl Actor {
             chat: String::new(),
         }
     }
+
+    /// "PLATFORM:USER", or "local": how sessions name their owner and who answered.
+    pub fn key(&self) -> String {
+        if self.is_local() {
+            "local".into()
+        } else {
+            format!("{}:{}", self.platform, self.user)
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.platform == "local"
+    }
 }
 
 /// A spawn request.
@@ -63,6 +76,8 @@ pub struct SpawnRequest {
     pub dir: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// The chat user it is made for ("PLATFORM:USER"); empty on the machine.
+    pub owner: String,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.
@@ -304,6 +319,96 @@ impl Daemon {
     }
 
     /// Access check for a chat user; refusals and pairing codes are audited.
+    /// Whether `actor` may see and use session `rec`: the local user and admins use all; a
+    /// chat user their own and those shared with them.
+    pub fn may_use(&self, actor: &Actor, rec: &SessionRecord) -> bool {
+        if actor.is_local() {
+            return true;
+        }
+        let key = actor.key();
+        rec.owner == key
+            || rec.shared_with.iter().any(|u| *u == key)
+            || self.inner.access.known(&actor.platform, &actor.user) == Some(true)
+    }
+
+    /// Refuses `actor` a session that is not theirs, in the words used for one that does not
+    /// exist: another user's sessions are not even named to them.
+    pub fn check_owner(&self, actor: &Actor, name: &str) -> Result<(), CoreError> {
+        if actor.is_local() {
+            return Ok(());
+        }
+        match self.get(name) {
+            Ok(rec) if self.may_use(actor, &rec) => Ok(()),
+            Ok(_) => Err(CoreError::NotYours(name.to_string())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Shares session `name` with `user` ("PLATFORM:USER"), or takes the share back; only its
+    /// owner, an admin or the local user may. Returns who it is shared with now.
+    pub fn share(
+        &self,
+        actor: &Actor,
+        name: &str,
+        user: &str,
+        revoke: bool,
+    ) -> Result<Vec<String>, CoreError> {
+        let valid = user
+            .split_once(':')
+            .is_some_and(|(p, u)| !p.is_empty() && !u.is_empty() && !u.contains(':'))
+            && !user.chars().any(|c| c.is_control() || c.is_whitespace());
+        if !valid {
+            return Err(CoreError::InvalidArgument(format!(
+                "{user:?} is not a chat user: write PLATFORM:USER, e.g. telegram:123456789 (`!!whoami` shows it)"
+            )));
+        }
+        let admin = actor.is_local()
+            || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
+        let shared = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            if !admin && e.rec.owner != actor.key() {
+                return Err(if self.may_use_rec(actor, &e.rec) {
+                    CoreError::InvalidArgument(format!(
+                        "only the owner of {name} ({}) or an admin may share it",
+                        if e.rec.owner.is_empty() { "the machine's user" } else { &e.rec.owner }
+                    ))
+                } else {
+                    CoreError::NotYours(name.to_string())
+                });
+            }
+            if revoke {
+                e.rec.shared_with.retain(|u| u != user);
+            } else if !e.rec.shared_with.iter().any(|u| u == user) {
+                e.rec.shared_with.push(user.to_string());
+            }
+            e.rec.shared_with.clone()
+        };
+        self.persist();
+        Ok(shared)
+    }
+
+    fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
+        let key = actor.key();
+        rec.owner == key || rec.shared_with.iter().any(|u| *u == key)
+    }
+
+    /// Tells a session's other chats that one of them was suspended.
+    pub fn chat_suspended(&self, session: &str, platform: &str, chat: &str, reason: &str) {
+        let id = self.get(session).map(|r| r.id).unwrap_or_default();
+        self.event(
+            session,
+            &id,
+            EventKind::ChatSuspended {
+                platform: platform.into(),
+                chat: chat.into(),
+                reason: reason.into(),
+            },
+        );
+    }
+
     pub fn check_access(&self, actor: &Actor, name: &str) -> crate::access::Decision {
         let d = self.inner.access.check(&actor.platform, &actor.user, name);
         let detail = match &d {
@@ -692,6 +797,7 @@ impl Daemon {
             adopted: false,
             args: req.args.clone(),
             env: req.env.clone(),
+            owner: req.owner.clone(),
             hook_token: format!("{}{}", new_id(), new_id()),
             cli_session_id: new_uuid(),
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
@@ -880,6 +986,7 @@ impl Daemon {
             dir: rec.dir.display().to_string(),
             args: rec.args.clone(),
             env: rec.env.clone(),
+            owner: rec.owner.clone(),
         };
         match self.create_tmux_session(&fresh, &cli, &req, resume).await {
             Ok(s) => self.launched(name, s).await,

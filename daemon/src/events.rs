@@ -91,6 +91,9 @@ pub enum EventKind {
         by: String,
         #[serde(default)]
         answer: String,
+        /// Who answered ("telegram:123 (Ann)", "local"); empty when unknown.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        actor: String,
     },
     InputQueued {
         text: String,
@@ -98,6 +101,12 @@ pub enum EventKind {
     },
     Stalled {
         silent_ms: u64,
+    },
+    /// Delivery to a chat bound to the session failed for good; the binding is suspended.
+    ChatSuspended {
+        platform: String,
+        chat: String,
+        reason: String,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]

@@ -520,6 +520,7 @@ impl Daemon {
                 prompt_id: request.to_string(),
                 by: "terminal".into(),
                 answer: String::new(),
+                actor: String::new(),
             },
         );
         self.set_state(name, State::Working, "answered at the terminal");

@@ -55,6 +55,26 @@ impl Service {
         Err(Status::permission_denied(refusal))
     }
 
+    /// [`Self::authorize`], and the session must be the actor's (their own, shared with them,
+    /// or any for admins and the local user). Refusals are audited.
+    #[allow(clippy::result_large_err)]
+    fn owned(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &str,
+        admin_only: bool,
+    ) -> Result<(), Status> {
+        self.authorize(actor, session, action, admin_only)?;
+        if let Err(e) = self.daemon.check_owner(actor, session) {
+            if matches!(e, CoreError::NotYours(_)) {
+                self.daemon.audit(actor, session, action, Err(&e.to_string()));
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
     /// Runs a changing action to its end, whoever hangs up, then audits it. tonic drops a
     /// handler's future when its client disconnects (a `clibotctl` killed by Ctrl-C, a gateway
     /// restarting mid-call); an action cut off halfway — a session left "being stopped", text
@@ -123,7 +143,7 @@ impl From<CoreError> for Status {
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
-            CoreError::DirNotAllowed { .. } => Code::PermissionDenied,
+            CoreError::DirNotAllowed { .. } | CoreError::NotYours(_) => Code::PermissionDenied,
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
@@ -201,6 +221,8 @@ fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         stalled: r.stalled,
         queued_inputs: r.queue.len() as u32,
         error: r.error.unwrap_or_default(),
+        owner: r.owner,
+        shared_with: r.shared_with,
     }
 }
 
@@ -253,15 +275,26 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             prompt_id,
             by,
             answer,
+            actor,
         } => Kind::PromptResolved(v1::PromptResolved {
             prompt_id,
             by,
             answer,
+            actor,
         }),
         EventKind::InputQueued { text, position } => {
             Kind::InputQueued(v1::InputQueued { text, position })
         }
         EventKind::Stalled { silent_ms } => Kind::Stalled(v1::Stalled { silent_ms }),
+        EventKind::ChatSuspended {
+            platform,
+            chat,
+            reason,
+        } => Kind::ChatSuspended(v1::ChatSuspended {
+            platform,
+            chat,
+            reason,
+        }),
         EventKind::Unknown => return None,
     };
     Some(v1::Event {
@@ -306,6 +339,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ListSessionsRequest>,
     ) -> Result<Response<v1::ListSessionsResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
         let state = v1::SessionState::try_from(r.state)
             .map_err(|_| Status::invalid_argument(format!("unknown session state {}", r.state)))?;
@@ -318,6 +352,7 @@ impl Clibot for Service {
             .daemon
             .list(&filter)
             .into_iter()
+            .filter(|s| self.daemon.may_use(&actor, s))
             .map(|s| session_to_proto(&self.daemon, s))
             .collect();
         Ok(Response::new(v1::ListSessionsResponse { sessions }))
@@ -327,7 +362,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let rec = self.daemon.get(&req.into_inner().name)?;
+        let actor = actor(&req);
+        let name = req.into_inner().name;
+        self.owned(&actor, &name, "status", false)?;
+        let rec = self.daemon.get(&name)?;
         Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
@@ -338,13 +376,15 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         let name = r.name.clone();
-        self.authorize(&actor, &name, "spawn", true)?;
+        // Any allowed chat user may start a session; it is theirs (see `owned`).
+        self.authorize(&actor, &name, "spawn", false)?;
         let req = SpawnRequest {
             name: r.name,
             cli: r.cli,
             dir: r.dir,
             args: r.args,
             env: r.env.into_iter().collect(),
+            owner: if actor.is_local() { String::new() } else { actor.key() },
         };
         let rec = self
             .detached(&actor, &name, "spawn", move |d| async move {
@@ -360,7 +400,7 @@ impl Clibot for Service {
     ) -> Result<Response<v1::SendInputResponse>, Status> {
         let actor = actor(&req);
         let r = req.into_inner();
-        self.authorize(&actor, &r.session, "send", false)?;
+        self.owned(&actor, &r.session, "send", false)?;
         let session = r.session.clone();
         let (seq, queued) = self
             .detached(&actor, &session, "send", move |d| async move {
@@ -378,7 +418,7 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         // Control keys can interrupt or quit a CLI: admins only, from a chat.
-        self.authorize(&actor, &r.session, "keys", true)?;
+        self.owned(&actor, &r.session, "keys", false)?;
         let session = r.session.clone();
         let seq = self
             .detached(&actor, &session, "keys", move |d| async move {
@@ -392,14 +432,22 @@ impl Clibot for Service {
         &self,
         req: Request<v1::CaptureRequest>,
     ) -> Result<Response<v1::CaptureResponse>, Status> {
+        let actor = actor(&req);
         let r = req.into_inner();
+        self.owned(&actor, &r.session, "screen", false)?;
         if r.lines > MAX_CAPTURE_LINES {
             return Err(Status::invalid_argument(format!(
                 "lines is {}; at most {MAX_CAPTURE_LINES} lines can be captured at once",
                 r.lines
             )));
         }
-        let text = self.daemon.capture(&r.session, r.lines, r.escapes).await?;
+        let text = self.daemon.capture(&r.session, r.lines, r.escapes).await;
+        if !actor.is_local() {
+            // What leaves the machine for a chat is on record.
+            let res = text.as_ref().map(|_| ()).map_err(|e| e.to_string());
+            self.daemon.audit(&actor, &r.session, "screen", res.as_ref().map(|_| ()).map_err(String::as_str));
+        }
+        let text = text?;
         Ok(Response::new(v1::CaptureResponse { text }))
     }
 
@@ -409,7 +457,7 @@ impl Clibot for Service {
     ) -> Result<Response<v1::StopSessionResponse>, Status> {
         let actor = actor(&req);
         let r = req.into_inner();
-        self.authorize(&actor, &r.session, "stop", true)?;
+        self.owned(&actor, &r.session, "stop", false)?;
         let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
         let session = r.session.clone();
         let out = self
@@ -445,7 +493,7 @@ impl Clibot for Service {
     ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
         let actor = actor(&req);
         let session = req.into_inner().session;
-        self.authorize(&actor, &session, "release", true)?;
+        self.owned(&actor, &session, "release", true)?;
         let name = session.clone();
         self.detached(&actor, &session, "release", move |d| async move {
             d.release(&name).await
@@ -460,7 +508,7 @@ impl Clibot for Service {
     ) -> Result<Response<v1::Session>, Status> {
         let actor = actor(&req);
         let r = req.into_inner();
-        self.authorize(&actor, &r.session, "restart", true)?;
+        self.owned(&actor, &r.session, "restart", false)?;
         let session = r.session.clone();
         let rec = self
             .detached(&actor, &session, "restart", move |d| async move {
@@ -475,8 +523,12 @@ impl Clibot for Service {
         req: Request<v1::AnswerPromptRequest>,
     ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
         let actor = actor(&req);
-        let r = req.into_inner();
-        self.authorize(&actor, &r.session, "answer", false)?;
+        let mut r = req.into_inner();
+        if r.session.is_empty() && !r.prompt_id.is_empty() {
+            // A button names its prompt only: whose session it is decides who may press it.
+            r.session = self.daemon.session_of_prompt(&r.prompt_id)?;
+        }
+        self.owned(&actor, &r.session, "answer", false)?;
         // From a chat, an answer must name the prompt it answers: the one whose buttons were
         // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
         // different prompt than the one the user read.
@@ -486,9 +538,10 @@ impl Clibot for Service {
             ));
         }
         let session = r.session.clone();
+        let by = actor.key();
         let (prompt_id, via) = self
             .detached(&actor, &session, "answer", move |d| async move {
-                d.answer_prompt(&r.session, &r.prompt_id, &r.answer).await
+                d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by).await
             })
             .await?;
         Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
@@ -507,6 +560,38 @@ impl Clibot for Service {
             user: r.user,
             chat: r.chat,
         };
+        if r.group {
+            // Groups are off unless named; and in a group, where everyone reads along, a
+            // stranger gets no pairing code and no reply: pairing happens in a direct message.
+            let access = self.daemon.access();
+            let refusal = if !access.group_enabled(&actor.platform, &actor.chat) {
+                let first = access.first_refusal_in_group(&actor.platform, &actor.chat);
+                self.daemon
+                    .audit(&actor, "", "message", Err("group not enabled"));
+                Some(if first {
+                    format!(
+                        "clibot is not enabled in this group: its owner can add the chat id {} to `groups` under [access.{}] in the config",
+                        actor.chat, actor.platform
+                    )
+                } else {
+                    String::new()
+                })
+            } else if access.known(&actor.platform, &actor.user).is_none() {
+                self.daemon
+                    .audit(&actor, "", "message", Err("not paired (in a group)"));
+                Some(String::new())
+            } else {
+                None
+            };
+            if let Some(message) = refusal {
+                return Ok(Response::new(v1::CheckAccessResponse {
+                    allowed: false,
+                    admin: false,
+                    message,
+                    pairing_code: String::new(),
+                }));
+            }
+        }
         Ok(Response::new(
             match self.daemon.check_access(&actor, &r.user_name) {
                 Decision::Allowed { admin } => v1::CheckAccessResponse {
@@ -588,15 +673,36 @@ impl Clibot for Service {
         req: Request<v1::AckEventsRequest>,
     ) -> Result<Response<v1::AckEventsResponse>, Status> {
         let r = req.into_inner();
-        if r.consumer.is_empty() {
-            return Err(Status::invalid_argument("consumer is required"));
-        }
         let last = self.daemon.events().last_seq();
         if r.seq > last {
             return Err(Status::out_of_range(format!(
                 "seq {} is beyond the newest event {last}",
                 r.seq
             )));
+        }
+        if !r.chat.is_empty() || !r.platform.is_empty() {
+            if r.chat.is_empty() || r.platform.is_empty() {
+                return Err(Status::invalid_argument(
+                    "a chat's ack needs both platform and chat",
+                ));
+            }
+            let ack = crate::chats::ChatAck {
+                seq: r.seq,
+                parts: r.parts,
+                prompt: &r.prompt,
+                message: &r.message,
+            };
+            let cursor = self
+                .daemon
+                .chats()
+                .ack_chat(&r.platform, &r.chat, &ack)
+                .ok_or_else(|| {
+                    Status::not_found(format!("{} chat {} is not bound", r.platform, r.chat))
+                })?;
+            return Ok(Response::new(v1::AckEventsResponse { cursor }));
+        }
+        if r.consumer.is_empty() {
+            return Err(Status::invalid_argument("consumer is required"));
         }
         Ok(Response::new(v1::AckEventsResponse {
             cursor: self.daemon.chats().ack(&r.consumer, r.seq),
@@ -622,10 +728,20 @@ impl Clibot for Service {
             return Err(Status::invalid_argument("platform and chat are required"));
         }
         if !r.session.is_empty() {
-            self.authorize(&actor, &r.session, "bind", false)?;
-            self.daemon.get(&r.session)?;
+            self.owned(&actor, &r.session, "bind", false)?;
+            if r.group && !self.daemon.access().group_enabled(&r.platform, &r.chat) {
+                let why = format!(
+                    "clibot is not enabled in this group: add the chat id {} to `groups` under [access.{}]",
+                    r.chat, r.platform
+                );
+                self.daemon.audit(&actor, &r.session, "bind", Err(&why));
+                return Err(Status::permission_denied(why));
+            }
         }
-        self.daemon.chats().bind(&r.platform, &r.chat, &r.session);
+        let last = self.daemon.events().last_seq();
+        self.daemon
+            .chats()
+            .bind(&r.platform, &r.chat, &r.session, r.group, last);
         self.daemon.audit(&actor, &r.session, "bind", Ok(()));
         Ok(Response::new(v1::SetBindingResponse {}))
     }
@@ -635,18 +751,101 @@ impl Clibot for Service {
         req: Request<v1::ListBindingsRequest>,
     ) -> Result<Response<v1::ListBindingsResponse>, Status> {
         let r = req.into_inner();
+        let access = self.daemon.access();
         let bindings = self
             .daemon
             .chats()
             .bindings(&r.platform, &r.chat, &r.session)
             .into_iter()
-            .map(|b| v1::Binding {
-                platform: b.platform,
-                chat: b.chat,
-                session: b.session,
+            .map(|b| {
+                // A group taken out of the config is suspended at once, whatever was bound.
+                let broken = b.broken.clone().or_else(|| {
+                    (b.group && !access.group_enabled(&b.platform, &b.chat))
+                        .then(|| "the group is not enabled in the config".to_string())
+                });
+                v1::Binding {
+                    platform: b.platform,
+                    chat: b.chat,
+                    session: b.session,
+                    cursor: b.cursor,
+                    parts: b.parts,
+                    broken: broken.is_some(),
+                    broken_reason: broken.unwrap_or_default(),
+                    group: b.group,
+                    shown_prompt: b.shown_prompt,
+                    shown_message: b.shown_message,
+                }
             })
             .collect();
         Ok(Response::new(v1::ListBindingsResponse { bindings }))
+    }
+
+    async fn mark_chat_broken(
+        &self,
+        req: Request<v1::MarkChatBrokenRequest>,
+    ) -> Result<Response<v1::MarkChatBrokenResponse>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        if r.platform.is_empty() || r.chat.is_empty() {
+            return Err(Status::invalid_argument("platform and chat are required"));
+        }
+        if let Some(session) = self
+            .daemon
+            .chats()
+            .mark_broken(&r.platform, &r.chat, &r.reason)
+        {
+            self.daemon.chat_suspended(&session, &r.platform, &r.chat, &r.reason);
+            self.daemon.audit(
+                &actor,
+                &session,
+                "suspend chat",
+                Ok(()),
+            );
+        }
+        Ok(Response::new(v1::MarkChatBrokenResponse {}))
+    }
+
+    async fn share_session(
+        &self,
+        req: Request<v1::ShareSessionRequest>,
+    ) -> Result<Response<v1::ShareSessionResponse>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        let res = self.daemon.share(&actor, &r.session, &r.user, r.revoke);
+        let outcome = res.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        self.daemon.audit(
+            &actor,
+            &r.session,
+            if r.revoke { "unshare" } else { "share" },
+            outcome.as_ref().map(|_| ()).map_err(String::as_str),
+        );
+        Ok(Response::new(v1::ShareSessionResponse { shared_with: res? }))
+    }
+
+    async fn ack_ingress(
+        &self,
+        req: Request<v1::AckIngressRequest>,
+    ) -> Result<Response<v1::AckIngressResponse>, Status> {
+        let r = req.into_inner();
+        if r.platform.is_empty() || r.chat.is_empty() || r.id.is_empty() {
+            return Err(Status::invalid_argument("platform, chat and id are required"));
+        }
+        self.daemon.chats().ack_ingress(&r.platform, &r.chat, &r.id);
+        Ok(Response::new(v1::AckIngressResponse {}))
+    }
+
+    async fn list_ingress(
+        &self,
+        req: Request<v1::ListIngressRequest>,
+    ) -> Result<Response<v1::ListIngressResponse>, Status> {
+        let cursors = self
+            .daemon
+            .chats()
+            .ingress(&req.into_inner().platform)
+            .into_iter()
+            .map(|(chat, id)| v1::IngressCursor { chat, id })
+            .collect();
+        Ok(Response::new(v1::ListIngressResponse { cursors }))
     }
 
     async fn revoke_access(
@@ -679,7 +878,13 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetLastReplyRequest>,
     ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
-        let (text, seq) = self.daemon.last_reply(&req.into_inner().session)?;
+        let actor = actor(&req);
+        let session = req.into_inner().session;
+        self.owned(&actor, &session, "last", false)?;
+        if !actor.is_local() {
+            self.daemon.audit(&actor, &session, "last", Ok(()));
+        }
+        let (text, seq) = self.daemon.last_reply(&session)?;
         Ok(Response::new(v1::GetLastReplyResponse { text, seq }))
     }
 

@@ -88,6 +88,12 @@ pub struct SessionRecord {
     /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
     #[serde(default)]
     pub api_port: u16,
+    /// "PLATFORM:USER" of the chat user who made it; empty for a session made on the machine.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub owner: String,
+    /// Chat users ("PLATFORM:USER") the owner shared it with.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_with: Vec<String>,
 }
 
 /// A question the CLI waits on.

@@ -437,6 +437,7 @@ impl Daemon {
                             prompt_id: cur.id.clone(),
                             by: "terminal".into(),
                             answer: String::new(),
+                            actor: String::new(),
                         });
                         remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
                         let p = new_prompt(sp, "screen");
@@ -470,6 +471,7 @@ impl Daemon {
                             prompt_id: cur.id.clone(),
                             by: "terminal".into(),
                             answer: String::new(),
+                            actor: String::new(),
                         });
                         state_to = Some((State::Working, "answered at the terminal"));
                     }
@@ -1117,6 +1119,7 @@ impl Daemon {
         name: &str,
         prompt_id: &str,
         answer: &str,
+        by: &str,
     ) -> Result<(String, String), CoreError> {
         // A chat button names its prompt, not the session: find the session that showed it.
         let owner;
@@ -1227,6 +1230,7 @@ impl Daemon {
                 prompt_id: prompt.id.clone(),
                 by: "clibot".into(),
                 answer: label,
+                actor: by.to_string(),
             },
         );
         self.set_state(name, State::Working, "answered");
@@ -1236,7 +1240,7 @@ impl Daemon {
     }
 
     /// The session whose current or recently resolved prompt is `prompt_id`.
-    fn session_of_prompt(&self, prompt_id: &str) -> Result<String, CoreError> {
+    pub fn session_of_prompt(&self, prompt_id: &str) -> Result<String, CoreError> {
         if prompt_id.is_empty() {
             return Err(CoreError::InvalidArgument(
                 "name the session or the prompt to answer".into(),

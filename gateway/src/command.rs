@@ -101,6 +101,13 @@ pub enum Command {
         /// The code, upper-cased (codes are shown upper-case; phones type lower-case).
         code: Option<String>,
     },
+    /// `share NAME USER [off]`: let another chat user use session NAME (or stop letting them).
+    Share {
+        name: String,
+        /// "PLATFORM:USER", or a bare user id on this platform.
+        user: String,
+        revoke: bool,
+    },
 }
 
 impl Command {
@@ -120,6 +127,7 @@ impl Command {
             Command::Last => CommandName::Last,
             Command::Answer { .. } => CommandName::Answer,
             Command::Pair { .. } => CommandName::Pair,
+            Command::Share { .. } => CommandName::Share,
         }
     }
 }
@@ -141,11 +149,12 @@ pub enum CommandName {
     Last,
     Answer,
     Pair,
+    Share,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 13] = [
+    pub const ALL: [CommandName; 14] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -159,6 +168,7 @@ impl CommandName {
         CommandName::Last,
         CommandName::Answer,
         CommandName::Pair,
+        CommandName::Share,
     ];
 
     /// The word typed after the prefix.
@@ -177,6 +187,7 @@ impl CommandName {
             CommandName::Last => "last",
             CommandName::Answer => "answer",
             CommandName::Pair => "pair",
+            CommandName::Share => "share",
         }
     }
 
@@ -192,6 +203,7 @@ impl CommandName {
             CommandName::Restart => "[NAME] [fresh]",
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
+            CommandName::Share => "NAME USER [off]",
             CommandName::Sessions
             | CommandName::Whoami
             | CommandName::Status
@@ -217,6 +229,9 @@ impl CommandName {
             CommandName::Last => "repeat the last reply",
             CommandName::Answer => "answer the waiting prompt",
             CommandName::Pair => "pair this chat with the gateway",
+            CommandName::Share => {
+                "let another user (their id, from their !!whoami) use session NAME; off takes it back"
+            }
         }
     }
 
@@ -655,6 +670,32 @@ impl CommandParser {
                 };
                 a.no_more(&mut tokens)?;
                 Command::Pair { code }
+            }
+            CommandName::Share => {
+                let name = a.name("NAME", tokens.next())?;
+                let user = tokens.next().ok_or_else(|| a.missing("USER"))?;
+                let ok = user.len() <= 128
+                    && user
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '_' | '-' | '.'));
+                if !ok {
+                    return Err(a.invalid(
+                        "USER",
+                        user,
+                        "a user id such as 123456789 or telegram:123456789".into(),
+                    ));
+                }
+                let revoke = match tokens.next() {
+                    None => false,
+                    Some(t) if t.eq_ignore_ascii_case("off") => true,
+                    Some(t) => return Err(a.too_many(t)),
+                };
+                a.no_more(&mut tokens)?;
+                Command::Share {
+                    name,
+                    user: user.to_string(),
+                    revoke,
+                }
             }
         };
         Ok(cmd)

@@ -32,6 +32,7 @@ impl Console {
                     text: line,
                     id: String::new(),
                     prompt: None,
+                    group: false,
                     ack: None,
                 };
                 if tx.send(msg).await.is_err() {

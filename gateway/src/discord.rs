@@ -43,6 +43,7 @@ impl EventHandler for Handler {
             text: msg.content.clone(),
             id: msg.id.get().to_string(),
             prompt: None,
+            group: msg.guild_id.is_some(),
             ack: None,
         };
         let _ = self.tx.send(inbound).await;
@@ -64,6 +65,7 @@ impl EventHandler for Handler {
                 text: format!("{}answer {choice}", self.prefix),
                 id: String::new(),
                 prompt: Some(prompt),
+                group: c.guild_id.is_some(),
                 ack: None,
             };
             let _ = self.tx.send(inbound).await;
@@ -126,23 +128,23 @@ impl Discord {
         Ok(ChannelId::new(id))
     }
 
-    /// Sends one message, waiting out rate limits.
+    /// Sends one message, waiting out rate limits; returns its id.
     async fn send_message(
         &self,
         channel: ChannelId,
         make: impl Fn() -> CreateMessage,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<String> {
         let mut wait = Duration::from_millis(500);
         loop {
             match channel.send_message(&self.http, make()).await {
-                Ok(_) => return Ok(()),
+                Ok(m) => return Ok(m.id.get().to_string()),
                 Err(serenity::Error::Http(e))
                     if e.status_code().is_some_and(|s| s.as_u16() == 429) =>
                 {
                     tokio::time::sleep(wait).await;
                     wait = (wait * 2).min(Duration::from_secs(10));
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(classify(e)),
             }
         }
     }
@@ -175,19 +177,38 @@ impl Platform for Discord {
         Ok(())
     }
 
+    async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
+        let channel = Self::channel(chat)?;
+        let mid = serenity::all::MessageId::new(
+            message
+                .parse()
+                .map_err(|_| anyhow::anyhow!("not a Discord message id: {message}"))?,
+        );
+        channel
+            .edit_message(
+                &self.http,
+                mid,
+                serenity::all::EditMessage::new().components(vec![]),
+            )
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
     async fn send_prompt(
         &self,
         chat: &str,
         prompt_id: &str,
         text: &str,
         options: &[String],
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<String>> {
         let channel = Self::channel(chat)?;
         let parts = chunk(text, &ChunkOptions::discord());
         let n = parts.len();
+        let mut with_buttons = None;
         for (i, part) in parts.into_iter().enumerate() {
             let last = i + 1 == n;
-            self.send_message(channel, || {
+            let id = self.send_message(channel, || {
                 let mut m = CreateMessage::new().content(part.clone());
                 if last {
                     // At most 5 buttons per row and 5 rows.
@@ -210,8 +231,11 @@ impl Platform for Discord {
                 m
             })
             .await?;
+            if last {
+                with_buttons = Some(id);
+            }
         }
-        Ok(())
+        Ok(with_buttons)
     }
 
     async fn send_file(
@@ -229,6 +253,7 @@ impl Platform for Discord {
                 .add_file(CreateAttachment::bytes(text.as_bytes().to_vec(), name))
         })
         .await
+        .map(|_| ())
     }
 
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
@@ -258,4 +283,17 @@ impl Platform for Discord {
             let _ = channel.broadcast_typing(&self.http).await;
         }
     }
+}
+
+/// Errors that retrying cannot fix — the bot lost access to the channel (403: Missing Access,
+/// Missing Permissions, cannot message this user), or the channel is gone (404) — become
+/// [`Gone`](crate::platform::Gone); everything else stays a transient failure.
+fn classify(e: serenity::Error) -> anyhow::Error {
+    if let serenity::Error::Http(h) = &e
+        && let Some(code) = h.status_code().map(|s| s.as_u16())
+        && (code == 403 || code == 404)
+    {
+        return anyhow::Error::new(crate::platform::Gone(format!("Discord answered {code}: {e}")));
+    }
+    e.into()
 }

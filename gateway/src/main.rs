@@ -144,12 +144,10 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let shown = shown::Shown::default();
-        tokio::spawn(relay::run(platform.clone(), socket.clone(), shown.clone()));
+        tokio::spawn(relay::run(platform.clone(), socket.clone()));
         let router = router::Router {
             platform: platform.clone(),
             parser,
-            shown,
         };
         let mut client: Option<clibot_proto::Client> = None;
         while let Some(mut msg) = inbound.recv().await {

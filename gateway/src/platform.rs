@@ -15,6 +15,8 @@ pub struct Inbound {
     pub id: String,
     /// The prompt a pressed button belongs to (its answer is for that prompt only).
     pub prompt: Option<String>,
+    /// Sent in a group chat (or a server channel), where only enabled groups work.
+    pub group: bool,
     /// Fired once the message was handled (handed to the daemon, or refused with a reply):
     /// platforms that can redeliver (Telegram's update offset) confirm the update only then.
     pub ack: Option<tokio::sync::oneshot::Sender<()>>,
@@ -35,15 +37,21 @@ pub trait Platform: Send + Sync + 'static {
     /// Sends text to a chat; an error means it was not delivered (and will be retried).
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()>;
     /// Sends prompt `prompt_id`; platforms with buttons offer one per option, each carrying the
-    /// prompt's id (the text lists them too, so a typed number always works).
+    /// prompt's id (the text lists them too, so a typed number always works). Returns the id
+    /// of the message that carries the buttons, where there is one.
     async fn send_prompt(
         &self,
         chat: &str,
         _prompt_id: &str,
         text: &str,
         _options: &[String],
-    ) -> anyhow::Result<()> {
-        self.send(chat, text).await
+    ) -> anyhow::Result<Option<String>> {
+        self.send(chat, text).await.map(|_| None)
+    }
+    /// Takes the buttons off a prompt's message once the prompt is resolved, so that nobody
+    /// presses a dead button. Best effort.
+    async fn remove_buttons(&self, _chat: &str, _message: &str) -> anyhow::Result<()> {
+        Ok(())
     }
     /// Sends long output as a file with a short summary; platforms without files send the text.
     async fn send_file(
@@ -65,6 +73,25 @@ pub trait Platform: Send + Sync + 'static {
         }
         None
     }
+}
+
+/// A delivery failure that will not go away by retrying: the bot was removed from the chat,
+/// the chat is gone, the bot may not post there. The relay suspends the chat's binding instead
+/// of retrying; platforms wrap such errors in it (`anyhow::Error::new(Gone(..))`).
+#[derive(Debug)]
+pub struct Gone(pub String);
+
+impl std::fmt::Display for Gone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Gone {}
+
+/// Why an error means the chat is gone for good, if it does.
+pub fn gone(e: &anyhow::Error) -> Option<&str> {
+    e.downcast_ref::<Gone>().map(|g| g.0.as_str())
 }
 
 /// One poller per bot and daemon: a lock file beside the daemon's socket, held for the life of

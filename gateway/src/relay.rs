@@ -1,43 +1,32 @@
-//! Outgoing: the daemon's event log, from this gateway's stored cursor, rendered for the chats
-//! bound to each session. An event is acknowledged (the cursor advances in the daemon) only after
-//! the platform accepted every message for it, so a gateway killed at any moment resumes where
-//! delivery stopped: nothing is lost.
+//! Outgoing: the daemon's event log, rendered for the chats bound to each session.
+//!
+//! Delivery is per chat. One dispatcher reads the log and hands each event to a worker per chat;
+//! each worker sends, retries transient failures with backoff, and acknowledges its own chat's
+//! progress in the daemon (per event, and per part of a reply split over several messages). A
+//! chat that fails for good (the bot was kicked, the chat is gone) is reported to the daemon,
+//! which suspends its binding and tells the session's other chats; it never holds up another
+//! chat. A gateway killed at any moment resumes each chat where its delivery stopped.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use clibot_gateway::chunk::{
     ChunkOptions, Measure, attachment_name, chunk, file_summary, should_send_as_file,
 };
 use clibot_gateway::redact;
 use clibot_proto::v1::{self, event::Kind};
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
-use crate::platform::Platform;
+use crate::platform::{Platform, gone};
 use crate::router::prompt_text;
-
-/// A running turn's chat feedback: the task that renews typing and the status message, the
-/// status messages (chat, id) and when the turn started.
-struct Progress {
-    task: tokio::task::JoinHandle<()>,
-    status: Vec<(String, Option<String>)>,
-    started: std::time::Instant,
-}
-
-/// Running turns by session; their tasks stop when the relay loses the daemon.
-#[derive(Default)]
-struct Running(std::collections::HashMap<String, Progress>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        for p in self.0.values() {
-            p.task.abort();
-        }
-    }
-}
 
 /// Output longer than this many messages goes as a file with a short summary.
 const MAX_MESSAGES: usize = 3;
+/// Longest wait between two attempts at a chat that fails for a passing reason.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
 
 /// What a chat sees of an event; `None` for events that are not for chats.
 pub fn render(ev: &v1::Event) -> Option<String> {
@@ -46,7 +35,22 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::TurnCompleted(t) if t.text.trim().is_empty() => format!("[{s}] done"),
         Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
-        Kind::PromptResolved(r) if r.by == "terminal" => format!("[{s}] answered at the terminal"),
+        Kind::PromptResolved(r) => match r.by.as_str() {
+            "terminal" => format!("[{s}] answered at the terminal"),
+            "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
+            _ => {
+                let who = match r.actor.as_str() {
+                    "" => "clibot".to_string(),
+                    "local" => "the machine's user".to_string(),
+                    a => a.to_string(),
+                };
+                if r.answer.is_empty() {
+                    format!("[{s}] answered by {who}")
+                } else {
+                    format!("[{s}] answered by {who}: {}", r.answer)
+                }
+            }
+        },
         Kind::Exited(e) => {
             let head = match e.status {
                 Some(code) => format!("[{s}] the CLI exited (status {code})"),
@@ -60,29 +64,79 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         }
         Kind::Error(e) => format!("[{s}] error: {}", e.message),
         Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
+        Kind::ChatSuspended(c) => format!(
+            "[{s}] stopped delivering to {} chat {}: {}. It resumes when someone writes there again.",
+            c.platform, c.chat, c.reason
+        ),
+        Kind::EventsDropped(d) => format!(
+            "clibot: events {}–{} were removed from the log before this chat got them; some replies may be missing here (`!!last` shows a session's latest reply)",
+            d.first_seq, d.last_seq
+        ),
         _ => return None,
     })
 }
 
+/// Whether a chat does anything with this event (the rest are skipped without a lookup).
+fn for_chats(ev: &v1::Event) -> bool {
+    matches!(
+        ev.kind,
+        Some(
+            Kind::StateChanged(_)
+                | Kind::TurnCompleted(_)
+                | Kind::Waiting(_)
+                | Kind::PromptResolved(_)
+                | Kind::Exited(_)
+                | Kind::Error(_)
+                | Kind::Stalled(_)
+                | Kind::ChatSuspended(_)
+        )
+    )
+}
+
+/// One event for one chat; `parts` of it were already delivered.
+struct Item {
+    ev: Arc<v1::Event>,
+    parts: u32,
+}
+
+/// The worker of one chat.
+struct Worker {
+    tx: mpsc::UnboundedSender<Item>,
+}
+
 /// Delivers events forever, reconnecting to the daemon when it goes away.
-pub async fn run(
-    platform: Arc<dyn Platform>,
-    socket: std::path::PathBuf,
-    shown: crate::shown::Shown,
-) {
+pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf) {
     let consumer = platform.consumer();
-    let opts = ChunkOptions::new(platform.max_message(), Measure::Chars);
     let mut backoff = Duration::from_millis(200);
+    // Workers outlive a lost daemon connection: what they hold is delivered once, and what
+    // the new stream repeats they skip (each knows how far it got).
+    let mut workers: HashMap<String, Worker> = HashMap::new();
     loop {
         let result: anyhow::Result<()> = async {
             let mut c = clibot_proto::connect(&socket).await?;
-            let since = c
+            let bindings = c
+                .list_bindings(v1::ListBindingsRequest {
+                    platform: platform.name().into(),
+                    ..Default::default()
+                })
+                .await?
+                .into_inner()
+                .bindings;
+            let own = c
                 .get_cursor(v1::GetCursorRequest {
                     consumer: consumer.clone(),
                 })
                 .await?
                 .into_inner()
                 .cursor;
+            // Resume at the chat that is furthest behind.
+            let since = bindings
+                .iter()
+                .filter(|b| !b.broken)
+                .map(|b| b.cursor)
+                .chain([own])
+                .min()
+                .unwrap_or(own);
             let mut stream = c
                 .watch_events(v1::WatchEventsRequest {
                     since: Some(since),
@@ -92,130 +146,50 @@ pub async fn run(
                 .await?
                 .into_inner();
             backoff = Duration::from_millis(200);
-            let mut progress = Running::default();
             while let Some(ev) = stream.next().await {
-                let ev = ev?;
-                if let Some(Kind::StateChanged(sc)) = &ev.kind {
-                    // While a turn runs: a status message (edited in place, at most every 15 s)
-                    // and a typing indicator renewed before it fades (5 s).
-                    if let Some(done) = progress.0.remove(&ev.session) {
-                        done.task.abort();
-                        let secs = done.started.elapsed().as_secs();
-                        let text = match v1::SessionState::try_from(sc.to) {
-                            Ok(v1::SessionState::Waiting) => {
-                                format!("⏸ [{}] waiting for you ({secs}s)", ev.session)
-                            }
-                            Ok(v1::SessionState::Idle) => {
-                                format!("✓ [{}] done in {secs}s", ev.session)
-                            }
-                            _ => format!("■ [{}] ended after {secs}s", ev.session),
-                        };
-                        for (chat, id) in &done.status {
-                            if let Some(id) = id {
-                                platform.status(chat, Some(id), &text).await;
-                            }
-                        }
+                let ev = Arc::new(ev?);
+                if let Some(Kind::EventsDropped(_)) = &ev.kind {
+                    // Every chat that was behind is told; nothing to acknowledge (seq 0).
+                    let all = c
+                        .list_bindings(v1::ListBindingsRequest {
+                            platform: platform.name().into(),
+                            ..Default::default()
+                        })
+                        .await?
+                        .into_inner()
+                        .bindings;
+                    for b in all.into_iter().filter(|b| !b.broken) {
+                        worker(&mut workers, &platform, &socket, &b).send(Item {
+                            ev: ev.clone(),
+                            parts: 0,
+                        });
                     }
-                    if sc.to == v1::SessionState::Working as i32 {
-                        let req = v1::ListBindingsRequest {
+                    continue;
+                }
+                if !ev.session.is_empty() && for_chats(&ev) {
+                    let chats = c
+                        .list_bindings(v1::ListBindingsRequest {
                             platform: platform.name().into(),
                             chat: String::new(),
                             session: ev.session.clone(),
-                        };
-                        let chats: Vec<String> = c
-                            .list_bindings(req)
-                            .await?
-                            .into_inner()
-                            .bindings
-                            .into_iter()
-                            .map(|b| b.chat)
-                            .collect();
-                        if !chats.is_empty() {
-                            let mut status = Vec::new();
-                            for chat in &chats {
-                                let id = platform
-                                    .status(chat, None, &format!("⏳ [{}] working…", ev.session))
-                                    .await;
-                                status.push((chat.clone(), id));
-                            }
-                            let p = platform.clone();
-                            let session = ev.session.clone();
-                            let ids = status.clone();
-                            let started = std::time::Instant::now();
-                            let task = tokio::spawn(async move {
-                                let mut tick = 0u64;
-                                loop {
-                                    for chat in &chats {
-                                        p.typing(chat).await;
-                                    }
-                                    tokio::time::sleep(Duration::from_secs(4)).await;
-                                    tick += 1;
-                                    if tick.is_multiple_of(4) {
-                                        let text = format!(
-                                            "⏳ [{session}] working… {}s",
-                                            started.elapsed().as_secs()
-                                        );
-                                        for (chat, id) in &ids {
-                                            if let Some(id) = id {
-                                                p.status(chat, Some(id), &text).await;
-                                            }
-                                        }
-                                    }
-                                }
-                            });
-                            progress.0.insert(
-                                ev.session.clone(),
-                                Progress {
-                                    task,
-                                    status,
-                                    started,
-                                },
-                            );
-                        }
+                        })
+                        .await?
+                        .into_inner()
+                        .bindings;
+                    for b in chats.into_iter().filter(|b| !b.broken && b.cursor < ev.seq) {
+                        let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
+                        worker(&mut workers, &platform, &socket, &b).send(Item {
+                            ev: ev.clone(),
+                            parts,
+                        });
                     }
                 }
-                if let Some(text) = render(&ev) {
-                    let req = v1::ListBindingsRequest {
-                        platform: platform.name().into(),
-                        chat: String::new(),
-                        session: ev.session.clone(),
-                    };
-                    let chats = c.list_bindings(req).await?.into_inner().bindings;
-                    let text = redact(&text);
-                    let (prompt_id, options) = match &ev.kind {
-                        Some(Kind::Waiting(w)) => w
-                            .prompt
-                            .as_ref()
-                            .map(|p| (p.id.clone(), redact_all(&p.options)))
-                            .unwrap_or_default(),
-                        _ => Default::default(),
-                    };
-                    for b in &chats {
-                        // Not delivered: the cursor stays, the event comes again.
-                        if options.is_empty() && should_send_as_file(&text, &opts, MAX_MESSAGES) {
-                            let summary =
-                                file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
-                            platform
-                                .send_file(&b.chat, attachment_name(&text), &text, &summary)
-                                .await?;
-                        } else if options.is_empty() {
-                            for part in chunk(&text, &opts) {
-                                platform.send(&b.chat, &part).await?;
-                            }
-                        } else {
-                            platform
-                                .send_prompt(&b.chat, &prompt_id, &text, &options)
-                                .await?;
-                        }
-                        if !prompt_id.is_empty() {
-                            shown.record(&b.chat, &ev.session, &prompt_id);
-                        }
-                    }
-                }
+                // The platform's own cursor: where a gateway with no bound chat resumes.
                 if ev.seq > 0 {
                     c.ack_events(v1::AckEventsRequest {
                         consumer: consumer.clone(),
                         seq: ev.seq,
+                        ..Default::default()
                     })
                     .await?;
                 }
@@ -234,7 +208,345 @@ pub async fn run(
     }
 }
 
-/// Button labels leave the machine too: redacted like every other text.
-fn redact_all(options: &[String]) -> Vec<String> {
-    options.iter().map(|o| redact(o).into_owned()).collect()
+impl Worker {
+    fn send(&self, item: Item) {
+        // A worker that ended (its chat broke) dropped its receiver: the item is not for it.
+        let _ = self.tx.send(item);
+    }
+}
+
+/// The chat's worker, started when there is none (or the last one ended with its chat).
+fn worker<'a>(
+    workers: &'a mut HashMap<String, Worker>,
+    platform: &Arc<dyn Platform>,
+    socket: &std::path::Path,
+    b: &v1::Binding,
+) -> &'a Worker {
+    let alive = workers.get(&b.chat).is_some_and(|w| !w.tx.is_closed());
+    if !alive {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let chat = ChatDelivery {
+            platform: platform.clone(),
+            socket: socket.to_path_buf(),
+            chat: b.chat.clone(),
+            client: None,
+            done: b.cursor,
+            partial: (b.cursor + 1, b.parts),
+            shown: (!b.shown_prompt.is_empty())
+                .then(|| (b.shown_prompt.clone(), b.shown_message.clone())),
+            progress: None,
+        };
+        tokio::spawn(chat.run(rx));
+        workers.insert(b.chat.clone(), Worker { tx });
+    }
+    &workers[&b.chat]
+}
+
+/// A running turn's feedback in one chat: the task that renews typing and the status message.
+struct Progress {
+    session: String,
+    task: tokio::task::JoinHandle<()>,
+    status: Option<String>,
+    started: Instant,
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Why a delivery stopped.
+enum Stop {
+    /// The chat is gone for good: suspend it.
+    Gone(String),
+    /// Try again later.
+    Retry(anyhow::Error),
+}
+
+/// One chat's delivery state.
+struct ChatDelivery {
+    platform: Arc<dyn Platform>,
+    socket: PathBuf,
+    chat: String,
+    client: Option<clibot_proto::Client>,
+    /// Every event up to here is delivered.
+    done: u64,
+    /// (seq, parts) of a partly delivered event.
+    partial: (u64, u32),
+    /// The prompt last shown here, and the message with its buttons.
+    shown: Option<(String, String)>,
+    progress: Option<Progress>,
+}
+
+impl ChatDelivery {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Item>) {
+        let mut backoff = Duration::from_secs(1);
+        while let Some(item) = rx.recv().await {
+            let seq = item.ev.seq;
+            if seq != 0 && seq <= self.done {
+                continue;
+            }
+            if seq == self.partial.0 {
+                self.partial.1 = self.partial.1.max(item.parts);
+            } else {
+                self.partial = (seq, item.parts);
+            }
+            loop {
+                match self.deliver(&item.ev).await {
+                    Ok(()) => {
+                        backoff = Duration::from_secs(1);
+                        break;
+                    }
+                    Err(Stop::Gone(reason)) => {
+                        eprintln!(
+                            "clibot-gateway: {} chat {} cannot be delivered to ({reason}); suspending it",
+                            self.platform.name(),
+                            self.chat
+                        );
+                        self.suspend(&reason).await;
+                        return;
+                    }
+                    Err(Stop::Retry(e)) => {
+                        eprintln!(
+                            "clibot-gateway: delivery to {} chat {} failed ({e:#}); retrying in {backoff:?}",
+                            self.platform.name(),
+                            self.chat
+                        );
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                    }
+                }
+            }
+            if seq != 0 {
+                self.done = seq;
+            }
+        }
+    }
+
+    async fn client(&mut self) -> anyhow::Result<&mut clibot_proto::Client> {
+        if self.client.is_none() {
+            self.client = Some(clibot_proto::connect(&self.socket).await?);
+        }
+        self.client
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("no daemon connection"))
+    }
+
+    /// Records progress in the daemon; a lost daemon is retried, never skipped (a resend
+    /// after a restart would show the chat the same message twice).
+    async fn ack(&mut self, seq: u64, parts: u32, prompt: &str, message: &str) {
+        if seq == 0 {
+            return;
+        }
+        let req = v1::AckEventsRequest {
+            consumer: String::new(),
+            seq,
+            platform: self.platform.name().into(),
+            chat: self.chat.clone(),
+            parts,
+            message: message.into(),
+            prompt: prompt.into(),
+        };
+        let mut wait = Duration::from_millis(200);
+        loop {
+            let r = match self.client().await {
+                Ok(c) => c.ack_events(req.clone()).await.map(|_| ()).map_err(|s| s.into()),
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(()) => return,
+                Err(e) => {
+                    if let Some(s) = e.downcast_ref::<tonic::Status>()
+                        && matches!(s.code(), tonic::Code::NotFound | tonic::Code::OutOfRange)
+                    {
+                        // Unbound meanwhile, or the log was reset: nothing to record.
+                        return;
+                    }
+                    self.client = None;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    async fn suspend(&mut self, reason: &str) {
+        self.progress = None;
+        let req = v1::MarkChatBrokenRequest {
+            platform: self.platform.name().into(),
+            chat: self.chat.clone(),
+            reason: reason.into(),
+        };
+        for _ in 0..10 {
+            let r = match self.client().await {
+                Ok(c) => c.mark_chat_broken(req.clone()).await.is_ok(),
+                Err(_) => false,
+            };
+            if r {
+                return;
+            }
+            self.client = None;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    fn fail(e: anyhow::Error) -> Stop {
+        match gone(&e) {
+            Some(reason) => Stop::Gone(reason.to_string()),
+            None => Stop::Retry(e),
+        }
+    }
+
+    /// Delivers one event (from the part where it stopped) and records it.
+    async fn deliver(&mut self, ev: &v1::Event) -> Result<(), Stop> {
+        if let Some(Kind::StateChanged(sc)) = &ev.kind {
+            // Not acknowledged on its own (a status is not worth a write): the next message's
+            // acknowledgement covers it, and a replayed old one shows nothing.
+            self.progress(ev, sc).await;
+            return Ok(());
+        }
+        if let Some(Kind::PromptResolved(r)) = &ev.kind
+            && let Some((prompt, message)) = &self.shown
+            && *prompt == r.prompt_id
+        {
+            if !message.is_empty()
+                && let Err(e) = self.platform.remove_buttons(&self.chat, message).await
+            {
+                if gone(&e).is_some() {
+                    return Err(Self::fail(e));
+                }
+                eprintln!(
+                    "clibot-gateway: cannot remove the buttons of an answered prompt in {}: {e:#}",
+                    self.chat
+                );
+            }
+            self.shown = None;
+        }
+        let Some(text) = render(ev) else {
+            return Ok(());
+        };
+        let text = redact(&text);
+        if let Some(Kind::Waiting(w)) = &ev.kind
+            && let Some(p) = &w.prompt
+            && !p.options.is_empty()
+        {
+            let options: Vec<String> = p.options.iter().map(|o| redact(o).into_owned()).collect();
+            let message = self
+                .platform
+                .send_prompt(&self.chat, &p.id, &text, &options)
+                .await
+                .map_err(Self::fail)?
+                .unwrap_or_default();
+            self.shown = Some((p.id.clone(), message.clone()));
+            self.ack(ev.seq, 0, &p.id, &message).await;
+            return Ok(());
+        }
+        let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
+        if should_send_as_file(&text, &opts, MAX_MESSAGES) {
+            let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
+            self.platform
+                .send_file(&self.chat, attachment_name(&text), &text, &summary)
+                .await
+                .map_err(Self::fail)?;
+        } else {
+            let parts = chunk(&text, &opts);
+            let n = parts.len() as u32;
+            let skip = if self.partial.0 == ev.seq {
+                self.partial.1
+            } else {
+                0
+            };
+            for (i, part) in parts.iter().enumerate().skip(skip as usize) {
+                self.platform
+                    .send(&self.chat, part)
+                    .await
+                    .map_err(Self::fail)?;
+                let sent = i as u32 + 1;
+                self.partial = (ev.seq, sent);
+                if sent < n {
+                    self.ack(ev.seq, sent, "", "").await;
+                }
+            }
+        }
+        let prompt = match &ev.kind {
+            // A question without options (free text): a typed answer is for it.
+            Some(Kind::Waiting(w)) => w.prompt.as_ref().map(|p| p.id.clone()).unwrap_or_default(),
+            _ => String::new(),
+        };
+        if !prompt.is_empty() {
+            self.shown = Some((prompt.clone(), String::new()));
+        }
+        self.ack(ev.seq, 0, &prompt, "").await;
+        Ok(())
+    }
+
+    /// While a turn runs: a status message (edited in place, at most every 16 s) and a typing
+    /// indicator renewed before it fades. Best effort: a failure costs only the status.
+    async fn progress(&mut self, ev: &v1::Event, sc: &v1::StateChanged) {
+        if let Some(done) = self.progress.take_if(|p| p.session == ev.session) {
+            let secs = done.started.elapsed().as_secs();
+            let text = match v1::SessionState::try_from(sc.to) {
+                Ok(v1::SessionState::Waiting) => {
+                    format!("⏸ [{}] waiting for you ({secs}s)", ev.session)
+                }
+                Ok(v1::SessionState::Idle) => format!("✓ [{}] done in {secs}s", ev.session),
+                Ok(v1::SessionState::Working) => {
+                    // Still the same turn.
+                    self.progress = Some(done);
+                    return;
+                }
+                _ => format!("■ [{}] ended after {secs}s", ev.session),
+            };
+            if let Some(id) = &done.status {
+                self.platform.status(&self.chat, Some(id), &text).await;
+            }
+        }
+        if sc.to != v1::SessionState::Working as i32 {
+            return;
+        }
+        // An event replayed long after it happened (a gateway that was down) shows no status.
+        let age_ms = now_ms().saturating_sub(ev.time_ms);
+        if age_ms > 60_000 {
+            return;
+        }
+        let status = self
+            .platform
+            .status(&self.chat, None, &format!("⏳ [{}] working…", ev.session))
+            .await;
+        let (p, chat, session, id) = (
+            self.platform.clone(),
+            self.chat.clone(),
+            ev.session.clone(),
+            status.clone(),
+        );
+        let started = Instant::now();
+        let task = tokio::spawn(async move {
+            let mut tick = 0u64;
+            loop {
+                p.typing(&chat).await;
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                tick += 1;
+                if tick.is_multiple_of(4)
+                    && let Some(id) = &id
+                {
+                    let text = format!("⏳ [{session}] working… {}s", started.elapsed().as_secs());
+                    p.status(&chat, Some(id), &text).await;
+                }
+            }
+        });
+        self.progress = Some(Progress {
+            session: ev.session.clone(),
+            task,
+            status,
+            started,
+        });
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }

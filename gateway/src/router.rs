@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use clibot_gateway::chunk::{ChunkOptions, Measure, file_summary, should_send_as_file};
 use clibot_gateway::command::{Command, CommandParser, PromptAnswer, Route};
 use clibot_gateway::redact;
 use clibot_proto::v1;
@@ -14,9 +15,10 @@ use crate::platform::{Inbound, Platform};
 pub struct Router {
     pub platform: Arc<dyn Platform>,
     pub parser: CommandParser,
-    /// The prompt each chat was last shown, for typed answers.
-    pub shown: crate::shown::Shown,
 }
+
+/// `!!screen` output longer than this many messages goes as a file.
+const MAX_SCREEN_MESSAGES: usize = 3;
 
 fn state_name(s: i32) -> &'static str {
     match v1::SessionState::try_from(s) {
@@ -91,13 +93,16 @@ impl Router {
                 user: msg.user.clone(),
                 chat: msg.chat.clone(),
                 user_name: msg.user_name.clone(),
+                group: msg.group,
             };
             let a = c.check_access(check).await?.into_inner();
             if !a.allowed {
-                return Ok(Some(a.message));
+                // An empty message: stay silent (a stranger in a group, a group told once).
+                return Ok((!a.message.is_empty()).then_some(a.message));
             }
         }
-        let bound = self.bound_session(c, msg).await?;
+        let binding = self.binding(c, msg).await?;
+        let bound = binding.as_ref().map(|b| b.session.clone());
         let waiting = match &bound {
             Some(name) => c
                 .get_session(v1::GetSessionRequest { name: name.clone() })
@@ -108,19 +113,19 @@ impl Router {
         };
         match self.parser.route(&msg.text, waiting) {
             Route::Invalid(e) => Ok(Some(e.to_string())),
-            Route::Command(cmd) => self.command(c, msg, cmd, bound).await,
+            Route::Command(cmd) => self.command(c, msg, cmd, binding).await,
             Route::Answer(a) => {
                 let answer = match a {
                     PromptAnswer::Choice(n) => n.to_string(),
                     PromptAnswer::Yes => "yes".into(),
                     PromptAnswer::No => "no".into(),
                 };
-                self.answer(c, msg, bound, answer).await?;
+                self.answer(c, msg, binding.as_ref(), answer).await?;
                 Ok(None)
             }
             Route::Cli(text) => {
                 let Some(session) = bound else {
-                    return Ok(Some(self.no_session_hint(c).await?));
+                    return Ok(Some(self.no_session_hint(c, msg).await?));
                 };
                 let dedupe_key = if msg.id.is_empty() {
                     String::new()
@@ -140,23 +145,25 @@ impl Router {
     }
 
     /// Answers a prompt, always naming it: a button's own prompt; for a typed answer the
-    /// prompt last shown in this chat, else (the gateway restarted since) the one the session
-    /// shows now. The daemon refuses an answer to a prompt that is no longer waiting.
+    /// prompt last shown in this chat (the daemon keeps it with the chat's binding), else —
+    /// for a chat that was never shown one — the one the session shows now. The daemon refuses
+    /// an answer to a prompt that is no longer waiting.
     async fn answer(
         &self,
         c: &mut clibot_proto::Client,
         msg: &Inbound,
-        bound: Option<String>,
+        binding: Option<&v1::Binding>,
         answer: String,
     ) -> Result<(), tonic::Status> {
         let (session, prompt_id) = match &msg.prompt {
             // The daemon finds the session that showed it.
             Some(id) => (String::new(), id.clone()),
             None => {
-                let session = bound.unwrap_or_default();
-                let id = match self.shown.last(&msg.chat, &session) {
-                    Some(id) => id,
-                    None => c
+                let session = binding.map(|b| b.session.clone()).unwrap_or_default();
+                let shown = binding.map(|b| b.shown_prompt.clone()).unwrap_or_default();
+                let id = match shown {
+                    id if !id.is_empty() => id,
+                    _ => c
                         .get_session(v1::GetSessionRequest {
                             name: session.clone(),
                         })
@@ -183,33 +190,46 @@ impl Router {
         Ok(())
     }
 
-    /// The chat's session: its binding, else the only session there is (which becomes bound).
-    async fn bound_session(
+    /// The chat's binding, else the only session this user may use (which becomes bound). A
+    /// suspended binding resumes: the chat wrote, so it works again.
+    async fn binding(
         &self,
         c: &mut clibot_proto::Client,
         msg: &Inbound,
-    ) -> Result<Option<String>, tonic::Status> {
+    ) -> Result<Option<v1::Binding>, tonic::Status> {
+        let bindings = self.chat_bindings(c, msg).await?;
+        let sessions = c
+            .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
+            .await?
+            .into_inner()
+            .sessions;
+        if let Some(b) = bindings.into_iter().next()
+            && sessions.iter().any(|s| s.name == b.session)
+        {
+            if b.broken {
+                self.bind(c, msg, &b.session).await?;
+                return Ok(self.chat_bindings(c, msg).await?.into_iter().next());
+            }
+            return Ok(Some(b));
+        }
+        if let [only] = sessions.as_slice() {
+            self.bind(c, msg, &only.name).await?;
+            return Ok(self.chat_bindings(c, msg).await?.into_iter().next());
+        }
+        Ok(None)
+    }
+
+    async fn chat_bindings(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<Vec<v1::Binding>, tonic::Status> {
         let req = v1::ListBindingsRequest {
             platform: self.platform.name().into(),
             chat: msg.chat.clone(),
             session: String::new(),
         };
-        let bindings = c.list_bindings(req).await?.into_inner().bindings;
-        let sessions = c
-            .list_sessions(v1::ListSessionsRequest::default())
-            .await?
-            .into_inner()
-            .sessions;
-        if let Some(b) = bindings.first()
-            && sessions.iter().any(|s| s.name == b.session)
-        {
-            return Ok(Some(b.session.clone()));
-        }
-        if let [only] = sessions.as_slice() {
-            self.bind(c, msg, &only.name).await?;
-            return Ok(Some(only.name.clone()));
-        }
-        Ok(None)
+        Ok(c.list_bindings(req).await?.into_inner().bindings)
     }
 
     async fn bind(
@@ -222,14 +242,19 @@ impl Router {
             platform: self.platform.name().into(),
             chat: msg.chat.clone(),
             session: session.into(),
+            group: msg.group,
         };
         c.set_binding(self.req(msg, req)).await?;
         Ok(())
     }
 
-    async fn no_session_hint(&self, c: &mut clibot_proto::Client) -> Result<String, tonic::Status> {
+    async fn no_session_hint(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<String, tonic::Status> {
         let sessions = c
-            .list_sessions(v1::ListSessionsRequest::default())
+            .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
             .await?
             .into_inner()
             .sessions;
@@ -252,8 +277,9 @@ impl Router {
         c: &mut clibot_proto::Client,
         msg: &Inbound,
         cmd: Command,
-        bound: Option<String>,
+        binding: Option<v1::Binding>,
     ) -> Result<Option<String>, tonic::Status> {
+        let bound = binding.as_ref().map(|b| b.session.clone());
         let need = |b: &Option<String>| {
             b.clone().ok_or_else(|| {
                 tonic::Status::failed_precondition(format!(
@@ -265,9 +291,9 @@ impl Router {
         Ok(Some(match cmd {
             Command::Help { .. } => self.parser.help_text(),
             Command::Sessions => {
-                let sessions = c.list_sessions(v1::ListSessionsRequest::default()).await?.into_inner().sessions;
+                let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
                 if sessions.is_empty() {
-                    self.no_session_hint(c).await?
+                    self.no_session_hint(c, msg).await?
                 } else {
                     sessions
                         .iter()
@@ -280,7 +306,7 @@ impl Router {
                 }
             }
             Command::Use { name } => {
-                c.get_session(v1::GetSessionRequest { name: name.clone() }).await?;
+                c.get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() })).await?;
                 self.bind(c, msg, &name).await?;
                 format!("this chat now talks to {name}")
             }
@@ -293,7 +319,7 @@ impl Router {
             Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
             Command::Status => {
                 let name = need(&bound)?;
-                let s = c.get_session(v1::GetSessionRequest { name }).await?.into_inner();
+                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name })).await?.into_inner();
                 let mut t = format!("{} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir);
                 if let Some(p) = s.prompt {
                     t.push_str(&format!("\n{}", prompt_text(&p)));
@@ -303,7 +329,18 @@ impl Router {
             Command::Screen { lines } => {
                 let session = need(&bound)?;
                 let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), escapes: false };
-                c.capture(self.req(msg, req)).await?.into_inner().text
+                let text = c.capture(self.req(msg, req)).await?.into_inner().text;
+                // A long screen goes as one file, not as a stream of messages.
+                let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
+                let text = redact(&text).into_owned();
+                if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
+                    let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
+                    if let Err(e) = self.platform.send_file(&msg.chat, "screen.txt", &text, &summary).await {
+                        eprintln!("clibot-gateway: cannot send the screen to {}: {e:#}", msg.chat);
+                    }
+                    return Ok(None);
+                }
+                text
             }
             Command::Keys { keys } => {
                 let session = need(&bound)?;
@@ -334,15 +371,25 @@ impl Router {
             }
             Command::Last => {
                 let session = need(&bound)?;
-                let r = c.get_last_reply(v1::GetLastReplyRequest { session: session.clone() }).await?.into_inner();
+                let r = c.get_last_reply(self.req(msg, v1::GetLastReplyRequest { session: session.clone() })).await?.into_inner();
                 if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
             }
             Command::Answer { choice } => {
                 if msg.prompt.is_none() {
                     need(&bound)?;
                 }
-                self.answer(c, msg, bound, choice).await?;
+                self.answer(c, msg, binding.as_ref(), choice).await?;
                 return Ok(None);
+            }
+            Command::Share { name, user, revoke } => {
+                let user = if user.contains(':') { user } else { format!("{}:{user}", self.platform.name()) };
+                let req = v1::ShareSessionRequest { session: name.clone(), user: user.clone(), revoke };
+                let r = c.share_session(self.req(msg, req)).await?.into_inner();
+                match (revoke, r.shared_with.is_empty()) {
+                    (true, true) => format!("{name} is no longer shared with anyone"),
+                    (true, false) => format!("{user} may no longer use {name}; still shared with {}", r.shared_with.join(", ")),
+                    (false, _) => format!("{user} may now use {name} (shared with {})", r.shared_with.join(", ")),
+                }
             }
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
@@ -440,6 +487,7 @@ mod tests {
             text: text.into(),
             id: String::new(),
             prompt: None,
+            group: false,
             ack: None,
         }
     }
@@ -450,16 +498,10 @@ mod tests {
         h.start_daemon();
         let memory = Arc::new(Memory::default());
         let platform: Arc<dyn Platform> = memory.clone();
-        let shown = crate::shown::Shown::default();
-        tokio::spawn(crate::relay::run(
-            platform.clone(),
-            h.socket.clone(),
-            shown.clone(),
-        ));
+        tokio::spawn(crate::relay::run(platform.clone(), h.socket.clone()));
         let router = Router {
             platform,
             parser: CommandParser::default(),
-            shown,
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();

@@ -76,7 +76,7 @@ impl Telegram {
         html: &str,
         plain: &str,
         buttons: Option<InlineKeyboardMarkup>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<String> {
         let mut use_html = true;
         loop {
             let text = if use_html { html } else { plain };
@@ -88,7 +88,7 @@ impl Telegram {
                 req = req.reply_markup(b.clone());
             }
             match req.await {
-                Ok(_) => return Ok(()),
+                Ok(m) => return Ok(m.id.0.to_string()),
                 Err(RequestError::RetryAfter(d)) => {
                     // Flood control: wait as told, then send the same message again.
                     tokio::time::sleep(d.duration()).await;
@@ -98,7 +98,7 @@ impl Telegram {
                 {
                     use_html = false;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(classify(e)),
             }
         }
     }
@@ -153,6 +153,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                         text: text.to_string(),
                         id: m.id.0.to_string(),
                         prompt: None,
+                        group: !m.chat.is_private(),
                         ack: None,
                     })
                 }
@@ -170,6 +171,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                             text: format!("{prefix}answer {choice}"),
                             id: String::new(),
                             prompt: Some(prompt),
+                            group: !m.chat().is_private(),
                             ack: None,
                         }),
                         _ => None,
@@ -220,6 +222,25 @@ impl Platform for Telegram {
         Ok(())
     }
 
+    async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let mid = teloxide::types::MessageId(
+            message
+                .parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
+        );
+        // Without a reply_markup the inline keyboard is removed.
+        match self.bot.edit_message_reply_markup(chat_id, mid).await {
+            Ok(_) => Ok(()),
+            // Already without buttons: what was wanted.
+            Err(RequestError::Api(e)) if e.to_string().contains("not modified") => Ok(()),
+            Err(e) => Err(classify(e)),
+        }
+    }
+
     async fn send_file(
         &self,
         chat: &str,
@@ -241,7 +262,7 @@ impl Platform for Telegram {
             {
                 Ok(_) => return Ok(()),
                 Err(RequestError::RetryAfter(d)) => tokio::time::sleep(d.duration()).await,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(classify(e)),
             }
         }
     }
@@ -278,7 +299,7 @@ impl Platform for Telegram {
         prompt_id: &str,
         text: &str,
         options: &[String],
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Option<String>> {
         let chat_id = ChatId(
             chat.parse()
                 .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
@@ -296,12 +317,55 @@ impl Platform for Telegram {
             .collect();
         let chunks = render_chunks_with_plain(text, LIMIT);
         let n = chunks.len();
+        let mut with_buttons = None;
         for (i, c) in chunks.into_iter().enumerate() {
             let buttons =
                 (i + 1 == n && !rows.is_empty()).then(|| InlineKeyboardMarkup::new(rows.clone()));
-            self.send_one(chat_id, &c.html, &c.plain, buttons).await?;
+            let has = buttons.is_some();
+            let id = self.send_one(chat_id, &c.html, &c.plain, buttons).await?;
+            if has {
+                with_buttons = Some(id);
+            }
         }
         let _ = &self.prefix;
-        Ok(())
+        Ok(with_buttons)
+    }
+}
+
+/// Errors that retrying cannot fix — the bot was kicked or blocked, the chat is gone or was
+/// upgraded, the bot may not post there (Telegram answers 400 or 403 with these) — become
+/// [`Gone`](crate::platform::Gone); network trouble and everything else stays transient.
+fn classify(e: RequestError) -> anyhow::Error {
+    use teloxide::ApiError as A;
+    let permanent = match &e {
+        RequestError::MigrateToChatId(_) => true,
+        RequestError::Api(api) => match api {
+            A::BotBlocked
+            | A::BotKicked
+            | A::BotKickedFromSupergroup
+            | A::BotKickedFromChannel
+            | A::ChatNotFound
+            | A::UserDeactivated
+            | A::CantInitiateConversation
+            | A::CantTalkWithBots
+            | A::GroupDeactivated
+            | A::NotEnoughRightsToPostMessages => true,
+            other => {
+                let t = other.to_string().to_lowercase();
+                t.contains("forbidden")
+                    || t.contains("chat not found")
+                    || t.contains("kicked")
+                    || t.contains("blocked")
+                    || t.contains("deactivated")
+                    || t.contains("not enough rights")
+                    || t.contains("have no rights")
+            }
+        },
+        _ => false,
+    };
+    if permanent {
+        anyhow::Error::new(crate::platform::Gone(format!("Telegram: {e}")))
+    } else {
+        e.into()
     }
 }

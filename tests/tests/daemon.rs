@@ -991,6 +991,7 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         user: "777".into(),
         chat: "c1".into(),
         user_name: "eve".into(),
+        group: false,
     };
     let r = c
         .check_access(check.clone())
@@ -1107,6 +1108,7 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
         platform: "telegram".into(),
         chat: "42".into(),
         session: session.into(),
+        group: false,
     };
     c.set_binding(bind("api")).await.expect("bind");
     assert_eq!(
@@ -1125,6 +1127,7 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
     let ack = |seq| v1::AckEventsRequest {
         consumer: "telegram:bot".into(),
         seq,
+        ..Default::default()
     };
     assert_eq!(
         c.ack_events(ack(last))
