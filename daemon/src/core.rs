@@ -179,10 +179,14 @@ impl Daemon {
         })?;
         let registry_path = state_dir.join("sessions.json");
         let (registry, mut warnings) = load_registry(&registry_path);
+        // The delivery cursors before the log: numbering must continue above every event a
+        // chat was told about, even if the log lost its tail (a power loss) or was set aside.
+        let (chats, w) = crate::chats::Chats::open(&state_dir);
+        warnings.extend(w);
         let (events, w) = EventLog::open(
             &state_dir.join("events.jsonl"),
             settings.config.daemon.event_retention,
-            registry.last_seq,
+            registry.last_seq.max(chats.max_seq()),
         );
         warnings.extend(w);
 
@@ -207,9 +211,6 @@ impl Daemon {
             && let Some(warning) = old_tmux_warning(&v)
         {
             warnings.push(warning);
-        }
-        for w in &warnings {
-            warn!("{w}");
         }
         let clis = settings.config.clis();
         let packs = builtin_packs();
@@ -242,10 +243,11 @@ impl Daemon {
         warnings.extend(w);
         let (audit, w) = crate::audit::Audit::open(&state_dir);
         warnings.extend(w);
-        let (chats, w) = crate::chats::Chats::open(&state_dir);
-        warnings.extend(w);
         let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
+        for w in &warnings {
+            warn!("{w}");
+        }
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,

@@ -2,8 +2,10 @@
 //! that keep increasing across restarts.
 //!
 //! On disk it is JSON lines (`events.jsonl`), appended with one `write` per event, so a killed
-//! daemon loses nothing that was acknowledged: the kernel holds the bytes even if the process
-//! dies. In memory the newest `retention` events are kept for replay; the file is compacted when
+//! daemon loses nothing that was written: the kernel holds the bytes even if the process dies.
+//! Appends are not synced one by one; a consumer's acknowledgement is, so before a cursor may
+//! pass an event, [`EventLog::sync_through`] puts the log on disk up to it (a power loss never
+//! leaves a cursor above the log's end). In memory the newest `retention` events are kept for replay; the file is compacted when
 //! it reaches twice that. Readers never block writers: they copy what they need under a short
 //! lock and wait on a watch channel for more.
 
@@ -125,6 +127,8 @@ struct Inner {
     lines_in_file: usize,
     mem: VecDeque<Event>,
     last_seq: u64,
+    /// Every event up to this seq is on disk (synced).
+    synced_seq: u64,
 }
 
 /// The log. Cheap to share behind an `Arc`.
@@ -136,8 +140,9 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    /// Opens (or creates) the log at `path`. `min_last_seq` comes from the session registry, so
-    /// that numbering continues even if the log itself had to be set aside. Problems that were
+    /// Opens (or creates) the log at `path`. `min_last_seq` is the highest sequence number known
+    /// elsewhere (the session registry, every delivery cursor), so that numbering continues above
+    /// it even if the log itself had to be set aside or lost its tail. Problems that were
     /// repaired are returned as warnings.
     pub fn open(path: &Path, retention: usize, min_last_seq: u64) -> (EventLog, Vec<String>) {
         let mut warnings = Vec::new();
@@ -221,6 +226,8 @@ impl EventLog {
                 lines_in_file: mem.len(),
                 mem,
                 last_seq,
+                // What was read back is on disk; numbers above the file's end were never written.
+                synced_seq: last_seq,
             }),
             notify: watch::channel(last_seq).0,
         };
@@ -266,6 +273,7 @@ impl EventLog {
         }
         write_atomic(&self.path, &buf)?;
         inner.lines_in_file = inner.mem.len();
+        inner.synced_seq = inner.last_seq;
         self.open_append(inner)
     }
 
@@ -301,6 +309,28 @@ impl EventLog {
         drop(inner);
         self.notify.send_replace(seq);
         ev
+    }
+
+    /// Makes sure every event up to `seq` is on disk (fsync), so that a cursor may pass it.
+    /// Cheap when already done: the file is synced only when `seq` is above the last sync.
+    pub fn sync_through(&self, seq: u64) -> std::io::Result<()> {
+        let (file, upto) = {
+            let inner = self.lock();
+            if seq <= inner.synced_seq {
+                return Ok(());
+            }
+            // One sync covers everything appended so far. It runs outside the lock, on a
+            // duplicate of the descriptor, so appends go on meanwhile; should a compaction
+            // replace the file in between, the new file was synced whole when written.
+            let file = inner.file.as_ref().map(File::try_clone).transpose()?;
+            (file, inner.last_seq)
+        };
+        if let Some(f) = file {
+            f.sync_data()?;
+        }
+        let mut inner = self.lock();
+        inner.synced_seq = inner.synced_seq.max(upto);
+        Ok(())
     }
 
     /// Up to `limit` events with `seq > since`.
@@ -423,6 +453,43 @@ mod tests {
         drop(log);
         let (log, _) = EventLog::open(&p, 100, 40);
         assert_eq!(log.append("s", "", kind(4)).seq, 41);
+    }
+
+    #[test]
+    fn sync_through_syncs_only_what_is_new() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, _) = EventLog::open(&p, 100, 0);
+        log.sync_through(0).expect("nothing to sync");
+        for i in 0..3 {
+            log.append("s", "", kind(i));
+        }
+        assert_eq!(log.lock().synced_seq, 0);
+        log.sync_through(2).expect("sync");
+        assert_eq!(log.lock().synced_seq, 3, "one sync covers every append so far");
+        log.append("s", "", kind(4));
+        log.sync_through(3).expect("already synced");
+        assert_eq!(log.lock().synced_seq, 3);
+        log.sync_through(4).expect("sync");
+        assert_eq!(log.lock().synced_seq, 4);
+    }
+
+    #[test]
+    fn a_log_that_lost_its_tail_numbers_above_the_given_minimum() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, _) = EventLog::open(&p, 100, 0);
+        for i in 0..6 {
+            log.append("s", "", kind(i));
+        }
+        drop(log);
+        // Only the first two lines reached the disk; a cursor had passed event 6.
+        let text = std::fs::read_to_string(&p).expect("read");
+        let kept: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, kept).expect("truncate");
+        let (log, w) = EventLog::open(&p, 100, 6);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(log.append("s", "", kind(7)).seq, 7);
     }
 
     #[test]

@@ -680,6 +680,13 @@ impl Clibot for Service {
                 r.seq
             )));
         }
+        // An event is on disk before any cursor passes it: a power loss must not leave a chat
+        // told about events the log no longer has (their numbers would be given out again).
+        self.daemon.events().sync_through(r.seq).map_err(|e| {
+            Status::unavailable(format!(
+                "cannot sync the event log to disk ({e}); the acknowledgement was not recorded: check the disk holding clibotd's state directory, then retry"
+            ))
+        })?;
         if !r.chat.is_empty() || !r.platform.is_empty() {
             if r.chat.is_empty() || r.platform.is_empty() {
                 return Err(Status::invalid_argument(

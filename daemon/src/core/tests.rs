@@ -1037,3 +1037,42 @@ async fn an_enter_that_a_start_hook_does_not_confirm_is_pressed_again() {
     tokio::time::sleep(Duration::from_millis(2_500)).await;
     assert_eq!(enters(), 2);
 }
+
+#[tokio::test]
+async fn numbering_continues_above_every_cursor_when_the_log_lost_its_tail() {
+    let env = Env::new();
+    let cursor = {
+        let d = env.daemon().await;
+        for i in 0..5 {
+            d.event("", "", EventKind::Stalled { silent_ms: i });
+        }
+        let last = d.events().last_seq();
+        d.chats().bind("telegram", "c1", "api", false, 0);
+        let ack = crate::chats::ChatAck {
+            seq: last,
+            ..Default::default()
+        };
+        assert_eq!(d.chats().ack_chat("telegram", "c1", &ack), Some(last));
+        d.persist();
+        last
+    };
+    // A power loss: the log keeps only its first line, and the registry is gone too.
+    let state = env.dir.path().join("state");
+    let log = std::fs::read_to_string(state.join("events.jsonl")).expect("read log");
+    let first = log.lines().next().expect("a first line").to_string() + "\n";
+    std::fs::write(state.join("events.jsonl"), first).expect("truncate");
+    std::fs::remove_file(state.join("sessions.json")).expect("rm registry");
+    let d = env.daemon().await;
+    let started = d
+        .events()
+        .read_after(0, 100)
+        .events
+        .into_iter()
+        .rfind(|e| matches!(e.kind, EventKind::DaemonStarted { .. }))
+        .expect("a daemon_started event");
+    assert!(
+        started.seq > cursor,
+        "seq {} must be above the chat's cursor {cursor}",
+        started.seq
+    );
+}
