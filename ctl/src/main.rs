@@ -157,6 +157,19 @@ enum Command {
     },
     /// Print the final reply of the session's last completed turn.
     Last { name: String },
+    /// Let a chat user use a session made by someone else (PLATFORM:USER, e.g.
+    /// telegram:123456789, as `!!whoami` shows it); --revoke takes it back.
+    Share {
+        name: String,
+        user: String,
+        #[arg(long)]
+        revoke: bool,
+    },
+    /// Chats bound to sessions: where delivery stands, and which chats are suspended.
+    Chats {
+        #[arg(long)]
+        json: bool,
+    },
     /// Chat users: pending pairing codes, approvals, revocations.
     Pairing {
         #[command(subcommand)]
@@ -517,6 +530,59 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 bail!("{name} has not completed a turn yet");
             }
             println!("{}", r.text);
+        }
+        Command::Share { name, user, revoke } => {
+            let r = c
+                .share_session(v1::ShareSessionRequest {
+                    session: name.clone(),
+                    user: user.clone(),
+                    revoke,
+                })
+                .await?
+                .into_inner();
+            if r.shared_with.is_empty() {
+                println!("{name} is shared with nobody");
+            } else {
+                println!("{name} is shared with {}", r.shared_with.join(", "));
+            }
+        }
+        Command::Chats { json } => {
+            let bindings = c
+                .list_bindings(v1::ListBindingsRequest::default())
+                .await?
+                .into_inner()
+                .bindings;
+            if json {
+                let rows: Vec<_> = bindings
+                    .iter()
+                    .map(|b| {
+                        serde_json::json!({
+                            "platform": b.platform, "chat": b.chat, "session": b.session,
+                            "group": b.group, "delivered_through": b.cursor,
+                            "suspended": b.broken, "reason": b.broken_reason,
+                        })
+                    })
+                    .collect();
+                return print_json(&serde_json::Value::Array(rows));
+            }
+            if bindings.is_empty() {
+                println!("no chat is bound to a session");
+            }
+            for b in &bindings {
+                let kind = if b.group { "group" } else { "direct" };
+                let state = if b.broken {
+                    format!(
+                        "SUSPENDED: {} (resumes when someone writes there)",
+                        b.broken_reason
+                    )
+                } else {
+                    format!("delivered through event {}", b.cursor)
+                };
+                println!(
+                    "{}:{} ({kind}) → {}  {state}",
+                    b.platform, b.chat, b.session
+                );
+            }
         }
         Command::Hook { .. } => {}
         Command::Pairing { action } => match action {

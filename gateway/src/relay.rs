@@ -233,7 +233,9 @@ fn worker<'a>(
             done: b.cursor,
             partial: (b.cursor + 1, b.parts),
             shown: (!b.shown_prompt.is_empty())
-                .then(|| (b.shown_prompt.clone(), b.shown_message.clone())),
+                .then(|| (b.shown_prompt.clone(), b.shown_message.clone()))
+                .into_iter()
+                .collect(),
             progress: None,
         };
         tokio::spawn(chat.run(rx));
@@ -274,8 +276,9 @@ struct ChatDelivery {
     done: u64,
     /// (seq, parts) of a partly delivered event.
     partial: (u64, u32),
-    /// The prompt last shown here, and the message with its buttons.
-    shown: Option<(String, String)>,
+    /// Prompts shown here and not yet resolved, with the message carrying their buttons
+    /// (a newer prompt can be shown before the older one's resolution is logged).
+    shown: Vec<(String, String)>,
     progress: Option<Progress>,
 }
 
@@ -391,6 +394,15 @@ impl ChatDelivery {
         }
     }
 
+    /// A prompt shown here, kept until resolved (the oldest dropped beyond a few: a prompt
+    /// that was never resolved must not grow the list forever).
+    fn remember(&mut self, prompt: &str, message: &str) {
+        if self.shown.len() >= 8 {
+            self.shown.remove(0);
+        }
+        self.shown.push((prompt.to_string(), message.to_string()));
+    }
+
     fn fail(e: anyhow::Error) -> Stop {
         match gone(&e) {
             Some(reason) => Stop::Gone(reason.to_string()),
@@ -407,11 +419,11 @@ impl ChatDelivery {
             return Ok(());
         }
         if let Some(Kind::PromptResolved(r)) = &ev.kind
-            && let Some((prompt, message)) = &self.shown
-            && *prompt == r.prompt_id
+            && let Some(i) = self.shown.iter().position(|(p, _)| *p == r.prompt_id)
         {
+            let message = self.shown[i].1.clone();
             if !message.is_empty()
-                && let Err(e) = self.platform.remove_buttons(&self.chat, message).await
+                && let Err(e) = self.platform.remove_buttons(&self.chat, &message).await
             {
                 if gone(&e).is_some() {
                     return Err(Self::fail(e));
@@ -421,7 +433,7 @@ impl ChatDelivery {
                     self.chat
                 );
             }
-            self.shown = None;
+            self.shown.remove(i);
         }
         let Some(text) = render(ev) else {
             return Ok(());
@@ -438,7 +450,7 @@ impl ChatDelivery {
                 .await
                 .map_err(Self::fail)?
                 .unwrap_or_default();
-            self.shown = Some((p.id.clone(), message.clone()));
+            self.remember(&p.id, &message);
             self.ack(ev.seq, 0, &p.id, &message).await;
             return Ok(());
         }
@@ -475,7 +487,7 @@ impl ChatDelivery {
             _ => String::new(),
         };
         if !prompt.is_empty() {
-            self.shown = Some((prompt.clone(), String::new()));
+            self.remember(&prompt, "");
         }
         self.ack(ev.seq, 0, &prompt, "").await;
         Ok(())

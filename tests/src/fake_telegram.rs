@@ -213,6 +213,10 @@ struct State {
     sent: Vec<Sent>,
     documents: Vec<Document>,
     failures: HashMap<String, VecDeque<(u16, Value)>>,
+    /// Chats the bot was removed from: every call for them answers 403.
+    kicked: HashSet<i64>,
+    /// One-shot failures for the first call of a method whose text contains a needle.
+    failures_when: Vec<(String, String, u16, Value)>,
     chats: BTreeMap<i64, Chat>,
     users: HashMap<i64, Value>,
     callback_ids: HashSet<String>,
@@ -276,6 +280,8 @@ impl FakeTelegram {
                 sent: Vec::new(),
                 documents: Vec::new(),
                 failures: HashMap::new(),
+                kicked: HashSet::new(),
+                failures_when: Vec::new(),
                 chats: BTreeMap::new(),
                 users: HashMap::new(),
                 callback_ids: HashSet::new(),
@@ -481,6 +487,28 @@ impl FakeTelegram {
     /// The commands last set with `setMyCommands`.
     pub fn commands(&self) -> Value {
         self.shared.lock().commands.clone()
+    }
+
+    /// The bot is removed from `chat_id` (kicked from a group, blocked by a user): from now on
+    /// every call for that chat answers 403, as Telegram does.
+    pub fn kick(&self, chat_id: i64) {
+        self.shared.lock().kicked.insert(chat_id);
+    }
+
+    /// Answers the first call of `method` whose `text` contains `needle` with this status and
+    /// body (once), e.g. to fail the second part of a reply split over several messages.
+    pub fn fail_when(&self, method: &str, needle: &str, status: u16, body: Value) {
+        self.shared.lock().failures_when.push((
+            method.to_ascii_lowercase(),
+            needle.to_string(),
+            status,
+            body,
+        ));
+    }
+
+    /// The bot is back in `chat_id`.
+    pub fn unkick(&self, chat_id: i64) {
+        self.shared.lock().kicked.remove(&chat_id);
     }
 
     /// Answers the next call of `method` (any case, e.g. `"sendMessage"`) with this HTTP status
@@ -790,6 +818,29 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         st.calls.push((method.clone(), params.clone()));
         if let Some((status, body)) = st.failures.get_mut(&method).and_then(VecDeque::pop_front) {
             return Ok(json_response(status, &body));
+        }
+        let text = params.get("text").and_then(Value::as_str).unwrap_or_default();
+        if let Some(i) = st
+            .failures_when
+            .iter()
+            .position(|(m, needle, _, _)| *m == method && text.contains(needle.as_str()))
+        {
+            let (_, _, status, body) = st.failures_when.remove(i);
+            return Ok(json_response(status, &body));
+        }
+        let chat = params.get("chat_id").and_then(|v| match v {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        });
+        if let Some(chat) = chat.filter(|c| st.kicked.contains(c)) {
+            let what = if chat < 0 { "group chat" } else { "user" };
+            let description = if chat < 0 {
+                format!("Forbidden: bot was kicked from the {what}")
+            } else {
+                "Forbidden: bot was blocked by the user".to_string()
+            };
+            return Ok(json_response(403, &error_body(403, &description)));
         }
     }
 

@@ -109,11 +109,22 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
         "the stranger's text never reached a CLI"
     );
 
-    // Approved on the machine, the stranger may send (but not stop sessions).
+    // Approved on the machine, the stranger may act — on sessions that are theirs or shared
+    // with them: the admin's session is neither, until the admin shares it.
     assert!(
         h.ctl_ok(&["pairing", "approve", &code])
             .contains(&format!("telegram user {STRANGER}"))
     );
+    tg.push_message(STRANGER, STRANGER, "Eve", "!!use t");
+    tg.wait_sent("not theirs", |s| {
+        texts(s, STRANGER)
+            .iter()
+            .any(|t| t.contains("that you may use"))
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!share t {STRANGER}"));
+    tg.wait_sent("shared", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("may now use t"))
+    });
     tg.push_message(STRANGER, STRANGER, "Eve", "!!use t");
     tg.wait_sent("use", |s| {
         texts(s, STRANGER)
@@ -406,6 +417,18 @@ fn a_stale_button_never_answers_a_newer_prompt() {
     tg.wait_sent("the answers' effect", |s| {
         texts(s, ADMIN).iter().any(|t| t.contains("got=y,n"))
     });
+    // Each answered prompt lost its buttons, and the chat was told who answered and how.
+    let sent = tg.wait_sent("both prompts' buttons removed", |s| {
+        [first.message_id, second.message_id].iter().all(|id| {
+            s.iter()
+                .any(|m| m.method == "editmessagereplymarkup" && m.message_id == *id)
+        })
+    });
+    let told: Vec<_> = texts(&sent, ADMIN)
+        .into_iter()
+        .filter(|t| t.contains(&format!("answered by telegram:{ADMIN}")))
+        .collect();
+    assert_eq!(told.len(), 2, "{told:?}");
     let answers: Vec<_> = h
         .events()
         .into_iter()
@@ -413,6 +436,259 @@ fn a_stale_button_never_answers_a_newer_prompt() {
         .map(|e| e["answer"].as_str().unwrap_or("").to_string())
         .collect();
     assert_eq!(answers.len(), 2, "two prompts, two answers: {answers:?}");
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+/// Starts daemon and gateway with this `[access.telegram]` body.
+fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
+    let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
+    h.start_daemon();
+    let tg = FakeTelegram::start(TOKEN);
+    let g = gateway(&h, &tg);
+    assert!(
+        tg.wait_polling(Duration::from_secs(20)),
+        "the gateway polls"
+    );
+    (h, tg, g)
+}
+
+/// How many calls the bot made for `chat` so far.
+fn calls_for(tg: &FakeTelegram, chat: i64) -> usize {
+    tg.calls()
+        .iter()
+        .filter(|(_, p)| {
+            p["chat_id"].as_i64() == Some(chat) || p["chat_id"].as_str() == Some(&chat.to_string())
+        })
+        .count()
+}
+
+#[test]
+fn a_kicked_group_is_suspended_while_the_owners_private_chat_keeps_working() {
+    const GROUP: i64 = -1_002_001;
+    let (h, tg, mut g) = setup_with(&format!(
+        "policy = \"pairing\"\nadmins = [\"{ADMIN}\"]\ngroups = [\"{GROUP}\"]"
+    ));
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
+    });
+    tg.push_message(GROUP, ADMIN, "Owner", "!!use p");
+    tg.wait_sent("the group bound", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("now talks to p"))
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo one-$((1+1))");
+    tg.wait_sent("the reply in both chats", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("one-2"))
+            && texts(s, GROUP).iter().any(|t| t.contains("one-2"))
+    });
+
+    // The bot is removed from the group: every send there answers 403 from now on.
+    tg.kick(GROUP);
+    let before = calls_for(&tg, GROUP);
+    for i in 0..3 {
+        tg.push_message(ADMIN, ADMIN, "Owner", &format!("echo turn{i}-$((40+2))"));
+        tg.wait_sent("the private chat's reply", |s| {
+            texts(s, ADMIN)
+                .iter()
+                .any(|t| t.contains(&format!("turn{i}-42")))
+        });
+    }
+    let sent = tg.wait_sent("the notice about the group", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains(&format!("stopped delivering to telegram chat {GROUP}")))
+    });
+    for i in 0..3 {
+        let n = texts(&sent, ADMIN)
+            .iter()
+            .filter(|t| t.contains(&format!("turn{i}-42")))
+            .count();
+        assert_eq!(n, 1, "turn {i} reached the private chat once");
+    }
+    assert_eq!(
+        texts(&sent, ADMIN)
+            .iter()
+            .filter(|t| t.contains("stopped delivering"))
+            .count(),
+        1,
+        "the owner is told once"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let tried = calls_for(&tg, GROUP) - before;
+    assert!(
+        tried <= 6,
+        "the dead group was tried {tried} times over three turns: it must be suspended, not retried"
+    );
+    let chats = h.ctl_ok(&["chats"]);
+    assert!(
+        chats.contains(&GROUP.to_string()) && chats.contains("SUSPENDED"),
+        "{chats}"
+    );
+    assert!(
+        h.events().iter().any(|e| e["type"] == "chat_suspended"
+            && e["chat"] == GROUP.to_string()),
+        "a chat_suspended event"
+    );
+
+    // The bot is added back and someone writes there: the group works again, from now on.
+    tg.unkick(GROUP);
+    tg.push_message(GROUP, ADMIN, "Owner", "echo back-$((3+4))");
+    tg.wait_sent("the group's own reply", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("back-7"))
+    });
+    let sent = tg.sent();
+    assert!(
+        !texts(&sent, GROUP).iter().any(|t| t.contains("turn1-42")),
+        "what the group missed while suspended is not dumped on it"
+    );
+    assert!(!h.ctl_ok(&["chats"]).contains("SUSPENDED"));
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_group_that_is_not_enabled_runs_nothing_and_hears_nothing() {
+    const GROUP: i64 = -1_003_001;
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
+    });
+    // Even the admin cannot use a group that the config does not name.
+    tg.push_message(GROUP, ADMIN, "Owner", "!!use p");
+    tg.wait_sent("the one line", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("not enabled"))
+    });
+    tg.push_message(GROUP, ADMIN, "Owner", "echo leak-$((1+1))");
+    tg.push_message(GROUP, STRANGER, "Eve", "hello");
+    tg.push_message(GROUP, ADMIN, "Owner", "!!new q bash /");
+    // The private chat still works, and what it runs never reaches the group.
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo fine-$((2+2))");
+    tg.wait_sent("the private reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("fine-4"))
+    });
+    // Updates are handled in order: the group's were handled before that reply.
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = tg.sent();
+    let group = texts(&sent, GROUP);
+    assert_eq!(group.len(), 1, "one line, then silence: {group:?}");
+    assert!(
+        !h.events().iter().any(|e| e["type"] == "input_sent"
+            && e["text"].as_str().is_some_and(|t| t.contains("leak"))),
+        "nothing from the group ran"
+    );
+    assert!(!h.ctl_ok(&["list"]).contains(" q "), "no session q");
+    assert!(!h.ctl_ok(&["chats"]).contains(&GROUP.to_string()));
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_user_cannot_see_or_use_another_users_session_until_it_is_shared() {
+    const ANN: i64 = 200;
+    const BOB: i64 = 300;
+    let (h, tg, mut g) = setup_with(&format!(
+        "policy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]"
+    ));
+    let work = h.work.display().to_string();
+    tg.push_message(ANN, ANN, "Ann", &format!("!!new mine bash {work}"));
+    tg.wait_sent("Ann's session", |s| {
+        texts(s, ANN).iter().any(|t| t.contains("started mine"))
+    });
+    tg.push_message(BOB, BOB, "Bob", "!!use mine");
+    tg.wait_sent("Bob refused", |s| {
+        texts(s, BOB)
+            .iter()
+            .any(|t| t.contains("no session named \"mine\" that you may use"))
+    });
+    tg.push_message(BOB, BOB, "Bob", "!!sessions");
+    tg.push_message(BOB, BOB, "Bob", "echo bob-$((1+1))");
+    let sent = tg.wait_sent("Bob's hints", |s| {
+        texts(s, BOB)
+            .iter()
+            .filter(|t| t.contains("no sessions yet"))
+            .count()
+            >= 2
+    });
+    assert!(
+        !texts(&sent, BOB).iter().any(|t| t.contains("mine (bash)")),
+        "Bob does not even see it"
+    );
+    assert!(!h.events().iter().any(|e| e["type"] == "input_sent"
+        && e["text"].as_str().is_some_and(|t| t.contains("bob-"))));
+    // Ann shares it; now Bob may use it.
+    tg.push_message(ANN, ANN, "Ann", &format!("!!share mine {BOB}"));
+    tg.wait_sent("shared", |s| {
+        texts(s, ANN)
+            .iter()
+            .any(|t| t.contains(&format!("telegram:{BOB} may now use mine")))
+    });
+    tg.push_message(BOB, BOB, "Bob", "!!use mine");
+    tg.push_message(BOB, BOB, "Bob", "echo shared-$((1+1))");
+    tg.wait_sent("Bob's reply", |s| {
+        texts(s, BOB).iter().any(|t| t.contains("shared-2"))
+    });
+    // Refusals are on record; the owner (or the machine) can take the share back.
+    let audit = std::fs::read_to_string(h.state_dir.join("audit.jsonl")).expect("audit log");
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains(&BOB.to_string()) && l.contains("refused") && l.contains("mine")),
+        "{audit}"
+    );
+    let out = h.ctl_ok(&["share", "mine", &format!("telegram:{BOB}"), "--revoke"]);
+    assert!(out.contains("shared with nobody"), "{out}");
+    tg.push_message(BOB, BOB, "Bob", "echo again-$((1+1))");
+    tg.wait_sent("Bob shut out again", |s| {
+        texts(s, BOB)
+            .iter()
+            .filter(|t| t.contains("no sessions yet"))
+            .count()
+            >= 3
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_reply_in_several_messages_resumes_at_the_part_that_failed() {
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new m bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started m"))
+    });
+    // About 6.9 kB: two messages. The second fails once with a passing error.
+    tg.fail_when(
+        "sendmessage",
+        "\n1400\n",
+        502,
+        clibot_tests::fake_telegram::error_body(502, "Bad Gateway"),
+    );
+    tg.push_message(ADMIN, ADMIN, "Owner", "seq 1 1500");
+    let sent = tg.wait_sent("the whole reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("\n1500"))
+    });
+    drop(sent);
+    std::thread::sleep(Duration::from_secs(1));
+    let sent = tg.sent();
+    let count = |needle: &str| {
+        texts(&sent, ADMIN)
+            .iter()
+            .filter(|t| t.contains(needle))
+            .count()
+    };
+    assert_eq!(count("\n500\n"), 1, "the first part went out once");
+    assert_eq!(count("\n1400\n"), 1, "the second part went out once, after the retry");
+    let tried = tg
+        .calls_of("sendmessage")
+        .iter()
+        .filter(|c| c["text"].as_str().is_some_and(|t| t.contains("\n1400\n")))
+        .count();
+    assert_eq!(tried, 2, "one failure, one retry");
     let _ = g.kill();
     let _ = g.wait();
 }
