@@ -4,20 +4,34 @@
 //!
 //! The decisions live in the daemon (not in the gateway) so that they survive gateway restarts
 //! and `clibotctl` can manage them. Approved pairings are persisted in `access.json`.
+//!
+//! Strangers are cheap: a refused user is answered at most once a minute (a pending pairing
+//! code is told when issued, then at most every ten minutes); in between the answer is empty,
+//! which the gateway takes as "stay silent". Pending codes are bounded per platform, the oldest
+//! giving way to a new one, and a stranger asking again keeps their one code.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{now_ms, set_aside, write_atomic};
+use crate::store::{dropped_entries, now_ms, sane_field, set_aside, write_atomic};
 
 /// How long a pairing code is valid.
 pub const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
-/// Pending codes per platform at most; more requests are refused until some expire.
-pub const MAX_PENDING: usize = 3;
+/// Pending codes per platform at most; a new request then takes the place of the oldest.
+pub const MAX_PENDING: usize = 50;
+/// A refused user without a pairing code is answered at most this often.
+pub const REFUSAL_REPLY_MS: i64 = 60 * 1000;
+/// A pending pairing code is told when issued, then again at most this often.
+pub const CODE_REMIND_MS: i64 = 10 * 60 * 1000;
+/// Refused users whose last answer is remembered; beyond this the oldest are forgotten (they
+/// may then be answered once more).
+const TOLD_CAP: usize = 4096;
+/// Display names kept with a pending code, in characters.
+const NAME_CHARS: usize = 128;
 /// Code alphabet: no 0/O, 1/I/L look-alikes.
 const ALPHABET: &[u8] = b"ABCDEFGHJKMNPQRSTUVWXYZ23456789";
 
@@ -56,7 +70,8 @@ pub enum Decision {
     Allowed {
         admin: bool,
     },
-    /// Not (yet) allowed; `code` is set when a pairing code was issued or is pending.
+    /// Not (yet) allowed; `code` is set when a pairing code was issued or is pending. From
+    /// [`Access::check_chat`], an empty `reason` means: answer nothing this time.
     Denied {
         reason: String,
         code: Option<String>,
@@ -69,6 +84,7 @@ struct Approved {
     user: String,
     #[serde(default)]
     name: String,
+    #[serde(default)]
     approved_ms: i64,
 }
 
@@ -106,8 +122,12 @@ pub struct Access {
     config: BTreeMap<String, PlatformAccess>,
     path: PathBuf,
     state: Mutex<AccessFile>,
+    /// False when `access.json` exists but could not be read: saving would overwrite it.
+    writable: bool,
     /// Groups already told that they are not enabled.
     told_groups: Mutex<std::collections::HashSet<String>>,
+    /// "PLATFORM\nUSER" → when that refused user was last answered.
+    told: Mutex<HashMap<String, i64>>,
 }
 
 fn random_code() -> String {
@@ -135,28 +155,54 @@ pub fn normalize_code(code: &str) -> String {
 }
 
 impl Access {
-    /// Loads `access.json` from the state directory; an unreadable file is set aside and
-    /// reported (approvals then have to be given again), never fatal.
+    /// Loads `access.json` from the state directory, never fatally. A file that is not JSON is
+    /// set aside (approvals then have to be given again); an entry that cannot be used is
+    /// dropped with a warning, the file as it was kept beside it; a file that cannot be read at
+    /// all (permissions, I/O) is left alone and never overwritten while it stays so.
     pub fn open(
         state_dir: &Path,
         config: BTreeMap<String, PlatformAccess>,
     ) -> (Access, Vec<String>) {
         let path = state_dir.join("access.json");
         let mut warnings = Vec::new();
+        let mut writable = true;
         let state = match std::fs::read(&path) {
-            Ok(b) => serde_json::from_slice(&b).unwrap_or_else(|e| {
-                let kept = set_aside(&path).map(|p| p.display().to_string()).unwrap_or_default();
-                warnings.push(format!("access file {} is corrupt ({e}); kept at {kept}; pairings must be approved again", path.display()));
+            Ok(b) => match parse(&b) {
+                Ok((state, dropped)) => {
+                    if !dropped.is_empty() {
+                        warnings.push(dropped_entries(&path, "access file", &dropped));
+                    }
+                    state
+                }
+                Err(e) => {
+                    let kept = set_aside(&path)
+                        .map(|p| format!("kept at {}", p.display()))
+                        .unwrap_or_else(|e| format!("could not be set aside: {e}"));
+                    warnings.push(format!(
+                        "access file {} is corrupt ({e}); {kept}; pairings must be approved again",
+                        path.display()
+                    ));
+                    AccessFile::default()
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => AccessFile::default(),
+            Err(e) => {
+                writable = false;
+                warnings.push(format!(
+                    "cannot read access file {} ({e}): approved pairings are not known and no pairing is saved until it can be read; make it readable by clibotd's user (chmod 600) and restart clibotd",
+                    path.display()
+                ));
                 AccessFile::default()
-            }),
-            Err(_) => AccessFile::default(),
+            }
         };
         (
             Access {
                 config,
                 path,
                 state: Mutex::new(state),
+                writable,
                 told_groups: Mutex::default(),
+                told: Mutex::default(),
             },
             warnings,
         )
@@ -167,6 +213,10 @@ impl Access {
     }
 
     fn save(&self, state: &AccessFile) {
+        if !self.writable {
+            tracing::warn!(path = %self.path.display(), "access state not saved: the file could not be read at start");
+            return;
+        }
         match serde_json::to_vec_pretty(state) {
             Ok(data) => {
                 if let Err(e) = write_atomic(&self.path, &data) {
@@ -219,21 +269,63 @@ impl Access {
     /// Decides whether `user` on `platform` may act; under the pairing policy an unknown user
     /// gets (or keeps) a one-time code.
     pub fn check(&self, platform: &str, user: &str, name: &str) -> Decision {
+        self.check_at(platform, user, name, now_ms()).0
+    }
+
+    /// [`Self::check`] for a chat message, which a refused user may be answered: the reason is
+    /// left empty (answer nothing) when this user was answered less than [`REFUSAL_REPLY_MS`]
+    /// ago, or for a pending code less than [`CODE_REMIND_MS`] ago. Also says whether a pairing
+    /// code was issued just now.
+    pub fn check_chat(&self, platform: &str, user: &str, name: &str) -> (Decision, bool) {
+        self.check_chat_at(platform, user, name, now_ms())
+    }
+
+    fn check_chat_at(&self, platform: &str, user: &str, name: &str, now: i64) -> (Decision, bool) {
+        let (mut decision, issued) = self.check_at(platform, user, name, now);
+        if let Decision::Denied { reason, code } = &mut decision {
+            let every = if code.is_some() {
+                CODE_REMIND_MS
+            } else {
+                REFUSAL_REPLY_MS
+            };
+            let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+            let key = format!("{platform}\n{user}");
+            let due = issued || told.get(&key).is_none_or(|t| now - t >= every || now < *t);
+            if due {
+                if told.len() >= TOLD_CAP {
+                    told.retain(|_, t| now - *t < CODE_REMIND_MS);
+                    if told.len() >= TOLD_CAP {
+                        told.clear();
+                    }
+                }
+                told.insert(key, now);
+            } else {
+                reason.clear();
+            }
+        }
+        (decision, issued)
+    }
+
+    /// The decision, and whether a pairing code was issued by this call.
+    fn check_at(&self, platform: &str, user: &str, name: &str, now: i64) -> (Decision, bool) {
         let conf = self.platform(platform);
         if conf.policy == Policy::Disabled {
-            return Decision::Denied {
-                reason: format!("clibot is disabled on {platform}"),
-                code: None,
-            };
+            return (
+                Decision::Denied {
+                    reason: format!("clibot is disabled on {platform}"),
+                    code: None,
+                },
+                false,
+            );
         }
         if conf.admins.iter().any(|a| a == user) {
-            return Decision::Allowed { admin: true };
+            return (Decision::Allowed { admin: true }, false);
         }
         let mut st = self.lock();
-        let now = now_ms();
         let before = st.pending.len();
         st.pending.retain(|p| now - p.created_ms < PAIRING_TTL_MS);
         let mut changed = st.pending.len() != before;
+        let mut issued = false;
         let paired = st
             .approved
             .iter()
@@ -259,12 +351,21 @@ impl Access {
                 reason: pairing_message(&p.code),
                 code: Some(p.code.clone()),
             }
-        } else if st.pending.iter().filter(|p| p.platform == platform).count() >= MAX_PENDING {
-            Decision::Denied {
-                reason: "too many pairing requests are waiting; try again in an hour".into(),
-                code: None,
-            }
         } else {
+            // Full: the oldest request of this platform gives way (its code stops working).
+            while st.pending.iter().filter(|p| p.platform == platform).count() >= MAX_PENDING {
+                let oldest = st
+                    .pending
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.platform == platform)
+                    .min_by_key(|(_, p)| p.created_ms)
+                    .map(|(i, _)| i);
+                match oldest {
+                    Some(i) => drop(st.pending.remove(i)),
+                    None => break,
+                }
+            }
             let mut code = random_code();
             while st.pending.iter().any(|p| p.code == code) {
                 code = random_code();
@@ -273,10 +374,15 @@ impl Access {
                 code: code.clone(),
                 platform: platform.into(),
                 user: user.into(),
-                name: name.into(),
+                name: name
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(NAME_CHARS)
+                    .collect(),
                 created_ms: now,
             });
             changed = true;
+            issued = true;
             Decision::Denied {
                 reason: pairing_message(&code),
                 code: Some(code),
@@ -285,7 +391,7 @@ impl Access {
         if changed {
             self.save(&st);
         }
-        decision
+        (decision, issued)
     }
 
     /// Pending pairing requests (unexpired).
@@ -346,6 +452,97 @@ impl Access {
         self.save(&st);
         Ok(())
     }
+}
+
+/// Parses `access.json` entry by entry: what cannot be used is dropped and described.
+fn parse(bytes: &[u8]) -> Result<(AccessFile, Vec<String>), serde_json::Error> {
+    let raw: serde_json::Value = serde_json::from_slice(bytes)?;
+    let mut dropped = Vec::new();
+    let mut st = AccessFile::default();
+    let obj = match raw {
+        serde_json::Value::Object(o) => o,
+        other => {
+            dropped.push(format!("the file holds {other} instead of an object"));
+            return Ok((st, dropped));
+        }
+    };
+    match obj.get("approved") {
+        None => {}
+        Some(serde_json::Value::Array(list)) => {
+            for v in list {
+                match serde_json::from_value::<Approved>(v.clone()) {
+                    Ok(a)
+                        if sane_field(&a.platform, false)
+                            && sane_field(&a.user, false)
+                            && sane_field(&a.name, true) =>
+                    {
+                        if st
+                            .approved
+                            .iter()
+                            .any(|o| o.platform == a.platform && o.user == a.user)
+                        {
+                            dropped.push(format!("a second approval of {}:{}", a.platform, a.user));
+                        } else {
+                            st.approved.push(a);
+                        }
+                    }
+                    Ok(_) => dropped.push(format!("approved {v} (empty or invalid fields)")),
+                    Err(e) => dropped.push(format!("approved {v} ({e})")),
+                }
+            }
+        }
+        Some(_) => dropped.push("approved (not a list)".into()),
+    }
+    match obj.get("pending") {
+        None => {}
+        Some(serde_json::Value::Array(list)) => {
+            for v in list {
+                match serde_json::from_value::<Pending>(v.clone()) {
+                    Ok(p)
+                        if code_ok(&p.code)
+                            && sane_field(&p.platform, false)
+                            && sane_field(&p.user, false)
+                            && sane_field(&p.name, true) =>
+                    {
+                        if st.pending.iter().any(|o| {
+                            o.code == p.code || (o.platform == p.platform && o.user == p.user)
+                        }) {
+                            dropped.push(format!(
+                                "a second pending code {} for {}:{}",
+                                p.code, p.platform, p.user
+                            ));
+                        } else {
+                            st.pending.push(p);
+                        }
+                    }
+                    Ok(_) => dropped.push(format!("pending {v} (invalid code or fields)")),
+                    Err(e) => dropped.push(format!("pending {v} ({e})")),
+                }
+            }
+        }
+        Some(_) => dropped.push("pending (not a list)".into()),
+    }
+    // At most MAX_PENDING per platform: the newest are kept.
+    let mut per_platform: BTreeMap<String, usize> = BTreeMap::new();
+    st.pending.sort_by_key(|p| std::cmp::Reverse(p.created_ms));
+    st.pending.retain(|p| {
+        let n = per_platform.entry(p.platform.clone()).or_default();
+        *n += 1;
+        if *n > MAX_PENDING {
+            dropped.push(format!(
+                "pending code {} beyond {MAX_PENDING} for {}",
+                p.code, p.platform
+            ));
+        }
+        *n <= MAX_PENDING
+    });
+    st.pending.sort_by_key(|p| p.created_ms);
+    Ok((st, dropped))
+}
+
+/// A pairing code as issued: 4 to 32 characters of the code alphabet.
+fn code_ok(code: &str) -> bool {
+    (4..=32).contains(&code.len()) && code.bytes().all(|b| ALPHABET.contains(&b))
 }
 
 fn pairing_message(code: &str) -> String {
@@ -412,14 +609,8 @@ mod tests {
         assert!(
             matches!(a.check("telegram", "7", ""), Decision::Denied { code: Some(c), .. } if c == code)
         );
-        // At most three pending per platform.
         a.check("telegram", "8", "");
-        a.check("telegram", "9", "");
-        assert!(matches!(
-            a.check("telegram", "10", ""),
-            Decision::Denied { code: None, .. }
-        ));
-        assert_eq!(a.pending().len(), 3);
+        assert_eq!(a.pending().len(), 2);
         // Approval, typed loosely, persists across a restart.
         let dashed = format!("{}-{}", code[..4].to_lowercase(), &code[4..]);
         assert_eq!(a.approve(&dashed), Ok(("telegram".into(), "7".into())));
@@ -465,6 +656,155 @@ mod tests {
             a.check("discord", "5", ""),
             Decision::Denied { code: Some(_), .. }
         ));
+    }
+
+    #[test]
+    fn pending_codes_are_plentiful_but_bounded_the_oldest_giving_way() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = access(dir.path(), Policy::Pairing);
+        let code_of = |d: Decision| match d {
+            Decision::Denied { code: Some(c), .. } => c,
+            other => panic!("a code expected, got {other:?}"),
+        };
+        let t0 = now_ms();
+        let first = code_of(a.check_at("telegram", "u0", "", t0).0);
+        for i in 1..MAX_PENDING {
+            a.check_at("telegram", &format!("u{i}"), "", t0 + i as i64);
+        }
+        assert_eq!(a.pending().len(), MAX_PENDING);
+        // Asking again keeps the one code, and takes no new slot.
+        assert_eq!(code_of(a.check_at("telegram", "u0", "", t0 + 100).0), first);
+        assert_eq!(a.pending().len(), MAX_PENDING);
+        // One more stranger: the oldest request gives way, and its code no longer works.
+        let (d, issued) = a.check_at("telegram", "new", "", t0 + 200);
+        assert!(issued);
+        code_of(d);
+        assert_eq!(a.pending().len(), MAX_PENDING);
+        assert!(a.pending().iter().all(|p| p.user != "u0"));
+        assert_eq!(
+            a.approve(&first),
+            Err(AccessError::UnknownCode(first.clone()))
+        );
+        // Other platforms have their own slots.
+        code_of(a.check("discord", "d1", ""));
+        assert_eq!(a.pending().len(), MAX_PENDING + 1);
+    }
+
+    #[test]
+    fn strangers_are_answered_now_and_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = access(dir.path(), Policy::Pairing);
+        let reason = |d: &Decision| match d {
+            Decision::Denied { reason, .. } => reason.clone(),
+            other => panic!("denied expected, got {other:?}"),
+        };
+        let t0 = now_ms();
+        // Pairing: the code is told when issued, then at most every ten minutes.
+        let (d, issued) = a.check_chat_at("telegram", "7", "", t0);
+        assert!(issued && reason(&d).contains("pairing code"), "{d:?}");
+        let (d, issued) = a.check_chat_at("telegram", "7", "", t0 + 5_000);
+        assert!(!issued && reason(&d).is_empty(), "{d:?}");
+        assert!(
+            matches!(d, Decision::Denied { code: Some(_), .. }),
+            "the code is still known"
+        );
+        let (d, _) = a.check_chat_at("telegram", "7", "", t0 + CODE_REMIND_MS - 1);
+        assert!(reason(&d).is_empty());
+        let (d, _) = a.check_chat_at("telegram", "7", "", t0 + CODE_REMIND_MS);
+        assert!(reason(&d).contains("pairing code"), "told again: {d:?}");
+        // Each user has their own clock.
+        let (d, _) = a.check_chat_at("telegram", "8", "", t0 + 5_000);
+        assert!(reason(&d).contains("pairing code"));
+        // Allowed users are never held back.
+        let (d, _) = a.check_chat_at("telegram", "42", "", t0 + 5_001);
+        assert_eq!(d, Decision::Allowed { admin: false });
+        // Refused without a code: at most once a minute.
+        let a = access(dir.path(), Policy::Allowlist);
+        let (d, _) = a.check_chat_at("telegram", "9", "", t0);
+        assert!(reason(&d).contains("allowlist"));
+        for dt in [1, 1_000, REFUSAL_REPLY_MS - 1] {
+            assert!(reason(&a.check_chat_at("telegram", "9", "", t0 + dt).0).is_empty());
+        }
+        assert!(
+            reason(
+                &a.check_chat_at("telegram", "9", "", t0 + REFUSAL_REPLY_MS)
+                    .0
+            )
+            .contains("allowlist")
+        );
+        // The plain check (used to refuse actions) always says why.
+        assert!(reason(&a.check("telegram", "9", "")).contains("allowlist"));
+    }
+
+    #[test]
+    fn bad_entries_in_the_file_are_dropped_told_and_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let now = now_ms();
+        let file = format!(
+            r#"{{"approved": [
+                {{"platform": "telegram", "user": "5", "name": "ann", "approved_ms": 1}},
+                {{"platform": "telegram", "user": "5", "approved_ms": 2}},
+                {{"platform": "", "user": "6", "approved_ms": 1}},
+                {{"platform": "telegram", "user": "a\u0007b", "approved_ms": 1}},
+                {{"platform": "telegram", "user": "{long}", "approved_ms": 1}},
+                17
+            ],
+            "pending": [
+                {{"code": "ABCDEFGH", "platform": "telegram", "user": "9", "created_ms": {now}}},
+                {{"code": "AB", "platform": "telegram", "user": "10", "created_ms": {now}}},
+                {{"code": "ABCDEFG0", "platform": "telegram", "user": "11", "created_ms": {now}}},
+                {{"code": "ABCDEFGH", "platform": "telegram", "user": "12", "created_ms": {now}}},
+                {{"code": "ABCDEFGJ", "platform": "telegram", "user": "13"}}
+            ]}}"#,
+            long = "x".repeat(300)
+        );
+        std::fs::write(dir.path().join("access.json"), file).expect("write");
+        let (a, w) = Access::open(dir.path(), BTreeMap::new());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("9 entries"), "{w:?}");
+        assert!(
+            dir.path().join("access.json.bad").exists(),
+            "the file as it was is kept"
+        );
+        assert_eq!(
+            a.approved(),
+            vec![("telegram".into(), "5".into(), "ann".into())]
+        );
+        assert_eq!(a.pending().len(), 1);
+        assert_eq!(
+            a.check("telegram", "5", ""),
+            Decision::Allowed { admin: false }
+        );
+        assert_eq!(a.approve("abcd-efgh"), Ok(("telegram".into(), "9".into())));
+        // Saved clean: a reopen has nothing to say.
+        let (a, w) = Access::open(dir.path(), BTreeMap::new());
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(a.approved().len(), 2);
+        // Not JSON at all: set aside, started empty.
+        std::fs::write(dir.path().join("access.json"), "{ torn").expect("write");
+        let (a, w) = Access::open(dir.path(), BTreeMap::new());
+        assert!(w.iter().any(|w| w.contains("corrupt")), "{w:?}");
+        assert!(a.approved().is_empty());
+    }
+
+    #[test]
+    fn an_unreadable_file_is_never_overwritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("access.json");
+        // A directory where the file should be: reading fails with something other than
+        // "not found", as a permission problem would (tests may run as root).
+        std::fs::create_dir(&path).expect("mkdir");
+        let (a, w) = Access::open(dir.path(), BTreeMap::new());
+        assert!(
+            w.iter()
+                .any(|w| w.contains("cannot read") && w.contains("restart")),
+            "{w:?}"
+        );
+        assert!(matches!(
+            a.check("telegram", "7", ""),
+            Decision::Denied { code: Some(_), .. }
+        ));
+        assert!(path.is_dir(), "left alone");
     }
 
     #[test]

@@ -75,6 +75,10 @@ pub struct DaemonConfig {
     pub idle_turn_end_ms: u64,
     /// The command the CLIs' hooks run; default: the `clibotctl` next to `clibotd`, `hook`.
     pub hook_command: Option<String>,
+    /// The audit log (`audit.jsonl`) is rotated when it reaches this size, in bytes.
+    pub audit_max_bytes: u64,
+    /// Audit log files kept, the current one included.
+    pub audit_files: u32,
 }
 
 impl Default for DaemonConfig {
@@ -91,6 +95,8 @@ impl Default for DaemonConfig {
             permission_wait_ms: 600_000,
             idle_turn_end_ms: 5_000,
             hook_command: None,
+            audit_max_bytes: crate::audit::Limits::default().max_bytes,
+            audit_files: crate::audit::Limits::default().files,
         }
     }
 }
@@ -318,6 +324,17 @@ impl Config {
                 "[daemon] event_retention must be at least 1".into(),
             ));
         }
+        if self.daemon.audit_max_bytes < 4096 {
+            return Err(invalid(
+                "[daemon] audit_max_bytes must be at least 4096 (the default is 10485760, 10 MiB)"
+                    .into(),
+            ));
+        }
+        if self.daemon.audit_files == 0 {
+            return Err(invalid(
+                "[daemon] audit_files must be at least 1 (the default is 5)".into(),
+            ));
+        }
         if self.tmux.width < 10 || self.tmux.height < 5 {
             return Err(invalid(
                 "[tmux] width must be at least 10 and height at least 5".into(),
@@ -479,6 +496,20 @@ mod tests {
         }
         assert_eq!(c.daemon.max_input_bytes, 65536);
         assert_eq!(c.tmux.socket_name, "clibot");
+        assert_eq!(
+            (c.daemon.audit_max_bytes, c.daemon.audit_files),
+            (10 * 1024 * 1024, 5)
+        );
+    }
+
+    #[test]
+    fn audit_limits_are_read_and_checked() {
+        let c = parse("[daemon]\naudit_max_bytes = 65536\naudit_files = 2\n").expect("parses");
+        assert_eq!((c.daemon.audit_max_bytes, c.daemon.audit_files), (65536, 2));
+        let e = parse("[daemon]\naudit_files = 0\n").expect_err("no files");
+        assert!(e.to_string().contains("audit_files"), "{e}");
+        let e = parse("[daemon]\naudit_max_bytes = 10\n").expect_err("too small");
+        assert!(e.to_string().contains("audit_max_bytes"), "{e}");
     }
 
     #[test]

@@ -241,7 +241,13 @@ impl Daemon {
         }
         let (access, w) = crate::access::Access::open(&state_dir, settings.config.access.clone());
         warnings.extend(w);
-        let (audit, w) = crate::audit::Audit::open(&state_dir);
+        let (audit, w) = crate::audit::Audit::open(
+            &state_dir,
+            crate::audit::Limits {
+                max_bytes: settings.config.daemon.audit_max_bytes,
+                files: settings.config.daemon.audit_files,
+            },
+        );
         warnings.extend(w);
         let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
@@ -411,13 +417,20 @@ impl Daemon {
         );
     }
 
+    /// A refused user is answered only now and then (an empty reason: say nothing), and their
+    /// repeated refusals are folded into one audit line a minute.
     pub fn check_access(&self, actor: &Actor, name: &str) -> crate::access::Decision {
-        let d = self.inner.access.check(&actor.platform, &actor.user, name);
+        let (d, issued) = self
+            .inner
+            .access
+            .check_chat(&actor.platform, &actor.user, name);
         let detail = match &d {
-            crate::access::Decision::Allowed { admin: true } => Ok(()),
-            crate::access::Decision::Allowed { admin: false } => Ok(()),
-            crate::access::Decision::Denied { code: Some(_), .. } => {
+            crate::access::Decision::Allowed { .. } => Ok(()),
+            crate::access::Decision::Denied { code: Some(_), .. } if issued => {
                 Err("not paired; pairing code issued")
+            }
+            crate::access::Decision::Denied { code: Some(_), .. } => {
+                Err("not paired; pairing code pending")
             }
             crate::access::Decision::Denied { .. } => Err("not allowed"),
         };

@@ -59,6 +59,49 @@ pub fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
     Ok(target)
 }
 
+/// Whether a name or id read from a state file can be used: at most 256 bytes, no control
+/// characters, and not empty unless `may_be_empty`.
+pub fn sane_field(s: &str, may_be_empty: bool) -> bool {
+    (may_be_empty || !s.is_empty()) && s.len() <= 256 && !s.chars().any(char::is_control)
+}
+
+/// What a loader says when some entries of the state file at `path` could not be used and were
+/// dropped: the file as it was is first copied beside it (`NAME.bad`), so that saving the
+/// cleaned state later loses nothing for good. `what` names the file for a person ("access
+/// file"); each entry's description is shortened, and a long list is cut.
+pub fn dropped_entries(path: &Path, what: &str, dropped: &[String]) -> String {
+    const SHOWN: usize = 10;
+    const LONGEST: usize = 160;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let bad = path.with_file_name(format!("{name}.bad"));
+    let kept = match fs::copy(path, &bad) {
+        Ok(_) => format!("the file as it was is kept at {}", bad.display()),
+        Err(e) => format!("a copy of the file as it was could not be kept ({e})"),
+    };
+    let mut list: Vec<String> = dropped
+        .iter()
+        .take(SHOWN)
+        .map(|d| match d.char_indices().nth(LONGEST) {
+            Some((cut, _)) => format!("{}…", &d[..cut]),
+            None => d.clone(),
+        })
+        .collect();
+    if dropped.len() > SHOWN {
+        list.push(format!("and {} more", dropped.len() - SHOWN));
+    }
+    let n = dropped.len();
+    format!(
+        "{what} {}: {n} entr{} could not be used and {} dropped ({}); {kept}",
+        path.display(),
+        if n == 1 { "y" } else { "ies" },
+        if n == 1 { "was" } else { "were" },
+        list.join("; ")
+    )
+}
+
 /// `sessions.json`.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct RegistryFile {
