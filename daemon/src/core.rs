@@ -341,13 +341,20 @@ impl Daemon {
 
     /// Refuses `actor` a session that is not theirs, in the words used for one that does not
     /// exist: another user's sessions are not even named to them.
-    pub fn check_owner(&self, actor: &Actor, name: &str) -> Result<(), CoreError> {
-        if actor.is_local() {
-            return Ok(());
-        }
+    /// With `manage` (stop, restart, release) a share is not enough: only the owner or an
+    /// admin may.
+    pub fn check_owner(&self, actor: &Actor, name: &str, manage: bool) -> Result<(), CoreError> {
         match self.get(name) {
-            Ok(rec) if self.may_use(actor, &rec) => Ok(()),
-            Ok(_) => Err(CoreError::NotYours(name.to_string())),
+            Ok(_) if actor.is_local() => Ok(()),
+            Ok(rec) if !self.may_use(actor, &rec) => Err(CoreError::NotYours(name.to_string())),
+            Ok(rec)
+                if manage
+                    && rec.owner != actor.key()
+                    && self.inner.access.known(&actor.platform, &actor.user) != Some(true) =>
+            {
+                Err(CoreError::NotOwner(name.to_string()))
+            }
+            Ok(_) => Ok(()),
             Err(e) => Err(e),
         }
     }

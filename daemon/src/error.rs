@@ -40,6 +40,8 @@ pub enum CoreError {
         "no session named {0:?} that you may use: a session belongs to the chat user who made it; its owner can share it with `!!share {0} PLATFORM:USER`"
     )]
     NotYours(String),
+    #[error("only the owner of {0:?} or an admin may do that; it is only shared with you")]
+    NotOwner(String),
     #[error("no tmux session {0:?} on clibot's tmux server: see `{1}` for the sessions there are")]
     NoSuchTmuxSession(String, String),
     #[error("tmux session {0:?} is already managed as session {1:?}")]

@@ -66,8 +66,9 @@ impl Service {
         admin_only: bool,
     ) -> Result<(), Status> {
         self.authorize(actor, session, action, admin_only)?;
-        if let Err(e) = self.daemon.check_owner(actor, session) {
-            if matches!(e, CoreError::NotYours(_)) {
+        let manage = matches!(action, "stop" | "restart" | "release");
+        if let Err(e) = self.daemon.check_owner(actor, session, manage) {
+            if matches!(e, CoreError::NotYours(_) | CoreError::NotOwner(_)) {
                 self.daemon.audit(actor, session, action, Err(&e.to_string()));
             }
             return Err(e.into());
@@ -143,7 +144,9 @@ impl From<CoreError> for Status {
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
-            CoreError::DirNotAllowed { .. } | CoreError::NotYours(_) => Code::PermissionDenied,
+            CoreError::DirNotAllowed { .. }
+            | CoreError::NotYours(_)
+            | CoreError::NotOwner(_) => Code::PermissionDenied,
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,

@@ -1046,13 +1046,56 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
             .into_inner()
             .allowed
     );
+    // Paired, but the session is not theirs: a session made on the machine belongs to the
+    // machine's user, and a chat user sees and uses only their own and those shared with them.
+    let err = c
+        .send_input(as_user(send.clone()))
+        .await
+        .expect_err("not theirs");
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(err.message().contains("that you may use"), "{}", err.message());
+    fn with<T>(body: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(body);
+        r.metadata_mut()
+            .insert("clibot-platform", "telegram".parse().expect("ascii"));
+        r.metadata_mut()
+            .insert("clibot-user", "777".parse().expect("ascii"));
+        r
+    }
+    let listed = c
+        .list_sessions(with(v1::ListSessionsRequest::default()))
+        .await
+        .expect("list")
+        .into_inner()
+        .sessions;
+    assert!(listed.is_empty(), "not even listed: {listed:?}");
+    let capture = v1::CaptureRequest {
+        session: "work".into(),
+        lines: 0,
+        escapes: false,
+    };
+    assert_eq!(
+        c.capture(with(capture.clone())).await.expect_err("screen").code(),
+        Code::PermissionDenied
+    );
+    let last = v1::GetLastReplyRequest {
+        session: "work".into(),
+    };
+    assert_eq!(
+        c.get_last_reply(with(last.clone())).await.expect_err("last").code(),
+        Code::PermissionDenied
+    );
+    // Shared with them on the machine, they may use it (read it, type into it)...
+    assert!(h.ctl_ok(&["share", "work", "telegram:777"]).contains("telegram:777"));
     c.send_input(as_user(send.clone()))
         .await
-        .expect("a paired user may send");
+        .expect("a paired user may send to a session shared with them");
     h.wait_screen("work", "the chat's command", |s| {
         lines(s).contains(&"from-chat")
     });
-    // Not an admin: stopping is refused.
+    c.capture(with(capture)).await.expect("screen of a shared session");
+    c.get_last_reply(with(last)).await.expect("last reply of a shared session");
+    // ...but not stop it: only its owner or an admin may.
     let mut stop = tonic::Request::new(v1::StopSessionRequest {
         session: "work".into(),
         force: true,
@@ -1092,6 +1135,11 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         "{audit}"
     );
     assert!(has("stop", "refused", "777"), "{audit}");
+    assert!(
+        has("screen", "refused", "777") && has("screen", "accepted", "777"),
+        "reads by chat users are audited: {audit}"
+    );
+    assert!(has("last", "accepted", "777"), "{audit}");
     assert!(
         has("pairing approve", "accepted", "local") && has("access", "refused", "777"),
         "{audit}"
