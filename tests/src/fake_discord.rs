@@ -16,6 +16,9 @@
 //! * REST under `/api/v{N}/`: `GET gateway`, `GET gateway/bot`, `GET users/@me`,
 //!   `POST users/@me/channels` (DM channel), `POST/GET/PATCH/DELETE channels/{id}/messages[/{id}]`
 //!   (JSON, or `multipart/form-data` with `payload_json` and `files[n]` parts),
+//!   `GET channels/{id}/messages?after=|before=|around=&limit=` (history: at most `limit`, 1–100,
+//!   default 50, newest first; with `after` the ones right after it), `GET channels/{id}` (a DM,
+//!   or a server text channel for channels written in with [`FakeDiscord::send_as_user_in_guild`]),
 //!   `POST channels/{id}/typing` (204), `POST interactions/{id}/{token}/callback` (204),
 //!   `PATCH webhooks/{app}/{token}/messages/@original`, `POST webhooks/{app}/{token}` (follow-up),
 //!   application commands (`GET`/`PUT` answer `[]`). Anything else: 404 `{"message":"404: Not
@@ -24,16 +27,19 @@
 //!   routes, which Discord authorises by the interaction token.
 //! * Discord's checks: content at most 2000 characters (400, code 50035), no empty message (400,
 //!   code 50006), unknown message (404, code 10008), unknown interaction (404, code 10062), an
-//!   interaction answered twice (400, code 40060).
+//!   interaction answered twice (400, code 40060), and for a channel the bot lost access to
+//!   ([`FakeDiscord::forbid_channel`]) 403 Missing Access (code 50001) on every channel route.
 //! * The gateway: HELLO (`heartbeat_interval` 45000), IDENTIFY → READY, RESUME → RESUMED,
 //!   heartbeat → ACK, a wrong token in IDENTIFY is closed with 4004. Dispatches pushed while no
-//!   session is ready are kept and delivered after the next READY/RESUMED.
+//!   session is ready are kept and delivered after the next READY/RESUMED — except messages a
+//!   user writes with [`FakeDiscord::send_as_user`], which, as on Discord, reach only sessions
+//!   ready at that moment (a gateway that was down finds them in the channel's history).
 //! * Failure injection ([`FakeDiscord::fail_next`]), e.g. a 429 from [`rate_limit_body`].
 //!
 //! Like [`crate::fake_telegram`], the API is synchronous: both servers run on one thread with its
 //! own single-threaded tokio runtime and stop when the [`FakeDiscord`] is dropped.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -135,6 +141,10 @@ struct State {
     messages: HashMap<u64, Value>,
     /// DM channel of each user who wrote.
     dm_channels: HashMap<u64, u64>,
+    /// Server (guild) of each server channel users wrote in; every other channel is a DM.
+    guild_channels: HashMap<u64, u64>,
+    /// Channels the bot lost access to: every channel route answers 403 Missing Access.
+    forbidden: HashSet<u64>,
     interactions: HashMap<u64, Interaction>,
     /// Ready gateway sessions: (session number, sender).
     sessions: Vec<(u64, mpsc::UnboundedSender<Out>)>,
@@ -281,6 +291,8 @@ impl FakeDiscord {
                 failures: VecDeque::new(),
                 messages: HashMap::new(),
                 dm_channels: HashMap::new(),
+                guild_channels: HashMap::new(),
+                forbidden: HashSet::new(),
                 interactions: HashMap::new(),
                 sessions: Vec::new(),
                 next_session: 1,
@@ -343,6 +355,79 @@ impl FakeDiscord {
         st.dm_channels.insert(user_id, channel_id);
         st.dispatch("MESSAGE_CREATE", message);
         id
+    }
+
+    /// A user writes `content` in DM channel `channel_id`, the way Discord behaves: the message
+    /// joins the channel's history (`GET channels/{id}/messages`) and goes as MESSAGE_CREATE to
+    /// the gateway sessions ready right now. With none ready it is not kept for a later one —
+    /// a gateway that was down must read the history. Returns the message's id.
+    pub fn send_as_user(
+        &self,
+        channel_id: u64,
+        user_id: u64,
+        username: &str,
+        content: &str,
+    ) -> u64 {
+        self.user_writes(None, channel_id, user_id, username, content)
+    }
+
+    /// Like [`FakeDiscord::send_as_user`] in a text channel of server `guild_id`: the dispatch
+    /// carries `guild_id`, and `GET channels/{id}` answers a server channel.
+    pub fn send_as_user_in_guild(
+        &self,
+        guild_id: u64,
+        channel_id: u64,
+        user_id: u64,
+        username: &str,
+        content: &str,
+    ) -> u64 {
+        self.user_writes(Some(guild_id), channel_id, user_id, username, content)
+    }
+
+    fn user_writes(
+        &self,
+        guild_id: Option<u64>,
+        channel_id: u64,
+        user_id: u64,
+        username: &str,
+        content: &str,
+    ) -> u64 {
+        let mut st = self.shared.lock();
+        let id = st.new_id();
+        let message = message_json(id, channel_id, user_json(user_id, username), content);
+        st.messages.insert(id, message.clone());
+        let mut dispatched = message;
+        match guild_id {
+            Some(guild) => {
+                st.guild_channels.insert(channel_id, guild);
+                dispatched["guild_id"] = json!(guild.to_string());
+            }
+            None => {
+                st.dm_channels.insert(user_id, channel_id);
+            }
+        }
+        st.sessions.retain(|(_, tx)| !tx.is_closed());
+        for (_, tx) in &st.sessions {
+            let _ = tx.send(Out::Dispatch("MESSAGE_CREATE".into(), dispatched.clone()));
+        }
+        id
+    }
+
+    /// The bot loses access to a channel: from now on every request about it
+    /// (`channels/{id}/...`: sending, editing, typing, reading history) is answered 403
+    /// `{"message": "Missing Access", "code": 50001}`, as Discord does.
+    pub fn forbid_channel(&self, channel_id: u64) {
+        self.shared.lock().forbidden.insert(channel_id);
+    }
+
+    /// A channel's history as `GET channels/{id}/messages` sees it: every message in it (the
+    /// users' and the bot's), oldest first.
+    pub fn history(&self, channel_id: u64) -> Vec<Value> {
+        let st = self.shared.lock();
+        channel_history(&st, channel_id)
+            .into_iter()
+            .map(|(_, m)| m.clone())
+            .collect()
     }
 
     /// A user presses the button `custom_id` under the bot's message `message_id` in a DM
@@ -695,6 +780,7 @@ struct FilePart {
 async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<Body>, Infallible> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
     let content_type = req
         .headers()
         .get(CONTENT_TYPE)
@@ -789,21 +875,132 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
     if !open && auth.strip_prefix("Bot ").unwrap_or(&auth) != st.token {
         return Ok(json_response(401, &error_body(0, "401: Unauthorized")));
     }
-    Ok(route(&mut st, &method, segments, &body, files))
+    Ok(route(&mut st, &method, segments, &query, &body, files))
 }
 
 fn parse_id(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+/// A channel's messages, oldest first (ids grow with time, as snowflakes do).
+fn channel_history(st: &State, channel: u64) -> Vec<(u64, &Value)> {
+    let mut v: Vec<(u64, &Value)> = st
+        .messages
+        .iter()
+        .filter(|(_, m)| m["channel_id"].as_str().and_then(parse_id) == Some(channel))
+        .map(|(id, m)| (*id, m))
+        .collect();
+    v.sort_by_key(|(id, _)| *id);
+    v
+}
+
+/// The value of `key` in a query string.
+fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v)
+}
+
+/// `GET channels/{id}/messages`: at most `limit` messages, newest first — the newest ones, the
+/// ones right before `before`, right after `after`, or around `around`.
+fn get_history(st: &State, channel: u64, query: &str) -> Response<Body> {
+    let invalid = || json_response(400, &error_body(50035, "Invalid Form Body"));
+    let limit = match query_param(query, "limit") {
+        None => 50,
+        Some(l) => match l.parse::<usize>() {
+            Ok(n @ 1..=100) => n,
+            _ => return invalid(),
+        },
+    };
+    let anchor = |key: &str| -> Result<Option<u64>, ()> {
+        query_param(query, key)
+            .map(|v| parse_id(v).ok_or(()))
+            .transpose()
+    };
+    let (Ok(after), Ok(before), Ok(around)) = (anchor("after"), anchor("before"), anchor("around"))
+    else {
+        return invalid();
+    };
+    let all = channel_history(st, channel);
+    let mut page: Vec<&Value> = if let Some(a) = after {
+        all.iter()
+            .filter(|(id, _)| *id > a)
+            .take(limit)
+            .map(|(_, m)| *m)
+            .collect()
+    } else if let Some(b) = before {
+        let older: Vec<&Value> = all
+            .iter()
+            .filter(|(id, _)| *id < b)
+            .map(|(_, m)| *m)
+            .collect();
+        older[older.len().saturating_sub(limit)..].to_vec()
+    } else if let Some(c) = around {
+        let at = all.iter().position(|(id, _)| *id >= c).unwrap_or(all.len());
+        let start = at.saturating_sub(limit / 2);
+        all.iter()
+            .skip(start)
+            .take(limit)
+            .map(|(_, m)| *m)
+            .collect()
+    } else {
+        all[all.len().saturating_sub(limit)..]
+            .iter()
+            .map(|(_, m)| *m)
+            .collect()
+    };
+    page.reverse();
+    json_response(200, &Value::Array(page.into_iter().cloned().collect()))
+}
+
+/// `GET channels/{id}`: a server text channel where users wrote with a `guild_id`, else a DM.
+fn get_channel(st: &State, channel: u64) -> Value {
+    if let Some(guild) = st.guild_channels.get(&channel) {
+        return json!({
+            "id": channel.to_string(),
+            "type": 0,
+            "guild_id": guild.to_string(),
+            "name": format!("channel-{channel}"),
+            "position": 0,
+            "permission_overwrites": [],
+            "nsfw": false,
+            "parent_id": null,
+            "last_message_id": null,
+            "rate_limit_per_user": 0,
+            "topic": null,
+            "flags": 0,
+        });
+    }
+    let user = st
+        .dm_channels
+        .iter()
+        .find(|(_, c)| **c == channel)
+        .map_or(1, |(u, _)| *u);
+    json!({
+        "id": channel.to_string(),
+        "type": 1,
+        "last_message_id": null,
+        "flags": 0,
+        "recipients": [message_user(st, user)],
+    })
+}
+
 fn route(
     st: &mut State,
     method: &Method,
     seg: &[&str],
+    query: &str,
     body: &Value,
     files: Vec<FilePart>,
 ) -> Response<Body> {
     let m = method.as_str();
+    if let ["channels", channel, ..] = seg
+        && parse_id(channel).is_some_and(|c| st.forbidden.contains(&c))
+    {
+        return json_response(403, &error_body(50001, "Missing Access"));
+    }
     match (m, seg) {
         ("GET", ["gateway"]) => json_response(200, &json!({ "url": st.ws_url })),
         ("GET", ["gateway", "bot"]) => json_response(
@@ -853,6 +1050,14 @@ fn route(
                 Err((status, e)) => json_response(status, &e),
             }
         }
+        ("GET", ["channels", channel, "messages"]) => match parse_id(channel) {
+            Some(channel) => get_history(st, channel, query),
+            None => not_found(),
+        },
+        ("GET", ["channels", channel]) => match parse_id(channel) {
+            Some(channel) => json_response(200, &get_channel(st, channel)),
+            None => not_found(),
+        },
         ("POST", ["channels", _, "typing"]) => no_content(),
         (_, ["channels", channel, "messages", id]) => {
             let (Some(channel), Some(id)) = (parse_id(channel), parse_id(id)) else {
@@ -1550,5 +1755,112 @@ mod tests {
         let sent = fake.wait_sent("the retried message", |s| !s.is_empty());
         assert_eq!(sent[0].content, "hi");
         assert_eq!(sent[0].channel_id, 9);
+    }
+
+    #[test]
+    fn history_is_served_newest_first_and_users_write_live_only_to_ready_sessions() {
+        let fake = FakeDiscord::start(TOKEN);
+        // Written while no gateway is connected: only in the history.
+        let ids: Vec<u64> = (0..5)
+            .map(|i| fake.send_as_user(777, 42, "ann", &format!("m{i}")))
+            .collect();
+        fake.send_as_user(888, 43, "bob", "elsewhere");
+        runtime().block_on(async {
+            let (status, bot) = json_call(
+                &fake,
+                "POST",
+                "/api/v10/channels/777/messages",
+                json!({ "content": "from the bot" }),
+            )
+            .await;
+            assert_eq!(status, 200, "{bot}");
+            let contents = |v: &Value| -> Vec<String> {
+                v.as_array()
+                    .expect("an array")
+                    .iter()
+                    .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            };
+            let path = |q: &str| format!("/api/v10/channels/777/messages?{q}");
+            let (status, page) = json_call(
+                &fake,
+                "GET",
+                &path(&format!("after={}&limit=2", ids[0])),
+                Value::Null,
+            )
+            .await;
+            assert_eq!(status, 200, "{page}");
+            // The two right after the id, newest first.
+            assert_eq!(contents(&page), ["m2", "m1"]);
+            let (_, page) = json_call(
+                &fake,
+                "GET",
+                &path(&format!("after={}", ids[2])),
+                Value::Null,
+            )
+            .await;
+            assert_eq!(contents(&page), ["from the bot", "m4", "m3"]);
+            let (_, page) = json_call(&fake, "GET", &path("limit=2"), Value::Null).await;
+            assert_eq!(contents(&page), ["from the bot", "m4"]);
+            let (_, page) = json_call(
+                &fake,
+                "GET",
+                &path(&format!("before={}", ids[2])),
+                Value::Null,
+            )
+            .await;
+            assert_eq!(contents(&page), ["m1", "m0"]);
+            let (status, e) = json_call(&fake, "GET", &path("limit=101"), Value::Null).await;
+            assert_eq!((status, &e["code"]), (400, &json!(50035)));
+            let (status, e) = json_call(&fake, "GET", &path("after=x"), Value::Null).await;
+            assert_eq!((status, &e["code"]), (400, &json!(50035)));
+
+            let (status, dm) = json_call(&fake, "GET", "/api/v10/channels/777", Value::Null).await;
+            assert_eq!((status, &dm["type"]), (200, &json!(1)));
+            assert_eq!(dm["recipients"][0]["id"], "42");
+
+            // Nothing was kept for a gateway that was not there.
+            let mut ws = connect(&fake).await;
+            assert!(fake.wait_ready(Duration::from_secs(2)));
+            let live = fake.send_as_user_in_guild(99, 666, 42, "ann", "live");
+            let event = next_json(&mut ws).await;
+            assert_eq!(event["t"], "MESSAGE_CREATE");
+            assert_eq!(event["d"]["id"], live.to_string());
+            assert_eq!(event["d"]["guild_id"], "99");
+            let (_, channel) = json_call(&fake, "GET", "/api/v10/channels/666", Value::Null).await;
+            assert_eq!(
+                (&channel["type"], &channel["guild_id"]),
+                (&json!(0), &json!("99"))
+            );
+        });
+        assert_eq!(
+            fake.history(777)
+                .iter()
+                .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>(),
+            ["m0", "m1", "m2", "m3", "m4", "from the bot"]
+        );
+    }
+
+    #[test]
+    fn a_forbidden_channel_answers_403_missing_access() {
+        let fake = FakeDiscord::start(TOKEN);
+        fake.forbid_channel(13);
+        runtime().block_on(async {
+            let send = json!({ "content": "hi" });
+            let (status, e) =
+                json_call(&fake, "POST", "/api/v10/channels/13/messages", send.clone()).await;
+            assert_eq!(
+                (status, e),
+                (403, json!({ "message": "Missing Access", "code": 50001 }))
+            );
+            let (status, _) =
+                json_call(&fake, "GET", "/api/v10/channels/13/messages", Value::Null).await;
+            assert_eq!(status, 403);
+            let (status, _) = json_call(&fake, "POST", "/api/v10/channels/14/messages", send).await;
+            assert_eq!(status, 200, "other channels are not affected");
+        });
+        assert_eq!(fake.sent().len(), 1);
+        assert_eq!(fake.sent()[0].channel_id, 14);
     }
 }
