@@ -4,18 +4,28 @@
 //!
 //! With a custom API URL (a test fake, or a proxy) serenity's own rate limiter has to be off
 //! (serenity-rs/serenity#1739), so a 429 is handled here: wait and send again, never drop.
+//!
+//! Ingress is durable although Discord's gateway does not replay what a closed connection
+//! missed: once a message was handled, its id is recorded in the daemon (`AckIngress`, per
+//! channel); at start and after every reconnect (`ready`/`resume`) the history after each
+//! recorded id is read (`GET /channels/{id}/messages?after=`) and handed over like live
+//! messages. Everything goes through one [`Ingress`] task, which hands messages over in id
+//! order per channel and each id once (a live message and the same one from history).
 
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use clibot_gateway::chunk::{ChunkOptions, chunk};
+use clibot_proto::v1;
 use serenity::all::{
-    ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton,
-    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, Http, HttpBuilder,
-    Interaction, Message,
+    Channel, ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton,
+    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, GetMessages, Http,
+    HttpBuilder, Interaction, Message, MessageId, Ready, ResumedEvent,
 };
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::platform::{Inbound, Platform};
 
@@ -25,7 +35,16 @@ pub struct Discord {
     _lock: std::fs::File,
 }
 
+/// What the event handler passes to the [`Ingress`] task.
+enum Event {
+    /// A message as the gateway delivered it.
+    Live(Box<Message>),
+    /// The gateway connection is (re)established: read what was missed.
+    CatchUp,
+}
+
 struct Handler {
+    events: mpsc::UnboundedSender<Event>,
     tx: mpsc::Sender<Inbound>,
     prefix: String,
 }
@@ -36,17 +55,15 @@ impl EventHandler for Handler {
         if msg.author.bot {
             return;
         }
-        let inbound = Inbound {
-            chat: msg.channel_id.get().to_string(),
-            user: msg.author.id.get().to_string(),
-            user_name: msg.author.name.clone(),
-            text: msg.content.clone(),
-            id: msg.id.get().to_string(),
-            prompt: None,
-            group: msg.guild_id.is_some(),
-            ack: None,
-        };
-        let _ = self.tx.send(inbound).await;
+        let _ = self.events.send(Event::Live(Box::new(msg)));
+    }
+
+    async fn ready(&self, _ctx: Context, _ready: Ready) {
+        let _ = self.events.send(Event::CatchUp);
+    }
+
+    async fn resume(&self, _ctx: Context, _resumed: ResumedEvent) {
+        let _ = self.events.send(Event::CatchUp);
     }
 
     async fn interaction_create(&self, ctx: Context, interaction: Interaction) {
@@ -73,6 +90,300 @@ impl EventHandler for Handler {
     }
 }
 
+/// How long live messages are gathered before they are handed over: serenity runs every event
+/// handler call as its own task, so two messages that arrive together may reach the handler in
+/// either order; sorting what arrived within this window restores the channel's order.
+const HOLD: Duration = Duration::from_millis(50);
+
+/// Discord's largest page of channel history.
+const PAGE: u8 = 100;
+
+/// How many handed-over ids above the confirmed cursor are remembered per channel.
+const RECENT: usize = 1024;
+
+/// The last confirmed (handled) message id per channel, shared by the ingress task (which
+/// skips what is confirmed) and the task that confirms messages to the daemon.
+#[derive(Clone, Default)]
+struct Cursors(Arc<Mutex<HashMap<u64, u64>>>);
+
+impl Cursors {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get(&self, channel: u64) -> u64 {
+        self.lock().get(&channel).copied().unwrap_or(0)
+    }
+
+    /// Moves a channel's cursor forward (never back).
+    fn advance(&self, channel: u64, id: u64) {
+        let mut m = self.lock();
+        let c = m.entry(channel).or_insert(0);
+        *c = (*c).max(id);
+    }
+}
+
+/// A handed-over message waiting to be confirmed: (channel, message id, fired once handled).
+type PendingAck = (u64, u64, oneshot::Receiver<()>);
+
+/// Hands Discord messages to the router: live ones, and after a (re)connect the history each
+/// channel missed — in id order per channel, each id once.
+struct Ingress {
+    http: Arc<Http>,
+    socket: PathBuf,
+    tx: mpsc::Sender<Inbound>,
+    acks: mpsc::UnboundedSender<PendingAck>,
+    cursors: Cursors,
+    /// Ids handed over and not yet confirmed, per channel (bounded).
+    recent: HashMap<u64, BTreeSet<u64>>,
+    /// Whether a channel is a server channel (`true`) or a DM, as far as known: history
+    /// messages do not say (only the gateway's carry `guild_id`).
+    guild: HashMap<u64, bool>,
+}
+
+impl Ingress {
+    /// Runs until the event handler is gone. Live messages wait while a catch-up is due, so
+    /// that a channel's missed history goes first.
+    async fn run(mut self, mut events: mpsc::UnboundedReceiver<Event>) {
+        let mut due = true;
+        let mut held: Vec<Box<Message>> = Vec::new();
+        let mut backoff = Duration::from_millis(500);
+        let mut next_try = tokio::time::Instant::now();
+        loop {
+            if due && tokio::time::Instant::now() >= next_try {
+                match self.catch_up().await {
+                    Ok(()) => {
+                        due = false;
+                        backoff = Duration::from_millis(500);
+                        held.sort_by_key(|m| (m.channel_id, m.id));
+                        for m in std::mem::take(&mut held) {
+                            let group = m.guild_id.is_some();
+                            self.hand_over(*m, group).await;
+                        }
+                    }
+                    Err(e) => {
+                        eprintln!(
+                            "clibot-gateway: cannot read what Discord channels missed ({e}); retrying in {backoff:?}"
+                        );
+                        next_try = tokio::time::Instant::now() + backoff;
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                    }
+                }
+            }
+            let first = if due {
+                match tokio::time::timeout_at(next_try, events.recv()).await {
+                    Ok(Some(e)) => e,
+                    Ok(None) => return,
+                    Err(_) => continue,
+                }
+            } else {
+                match events.recv().await {
+                    Some(e) => e,
+                    None => return,
+                }
+            };
+            let mut batch = vec![first];
+            let until = tokio::time::Instant::now() + HOLD;
+            while let Ok(Some(e)) = tokio::time::timeout_at(until, events.recv()).await {
+                batch.push(e);
+            }
+            let mut live = Vec::new();
+            for e in batch {
+                match e {
+                    Event::CatchUp => due = true,
+                    Event::Live(m) => live.push(m),
+                }
+            }
+            if due {
+                held.append(&mut live);
+                continue;
+            }
+            live.sort_by_key(|m| (m.channel_id, m.id));
+            for m in live {
+                let group = m.guild_id.is_some();
+                self.hand_over(*m, group).await;
+            }
+        }
+    }
+
+    /// Reads every recorded channel's history after its cursor and hands it over. Fails only
+    /// when the daemon cannot say where the channels stand; a channel whose history cannot be
+    /// read is skipped (and tried again at the next reconnect).
+    async fn catch_up(&mut self) -> anyhow::Result<()> {
+        let mut client = clibot_proto::connect(&self.socket).await?;
+        let list = match client
+            .list_ingress(v1::ListIngressRequest {
+                platform: "discord".into(),
+            })
+            .await
+        {
+            Ok(list) => list.into_inner(),
+            // An older daemon: it keeps no cursors, so there is nothing to catch up on (and
+            // holding live messages back until it learns would silence the bot).
+            Err(e) if e.code() == tonic::Code::Unimplemented => {
+                eprintln!(
+                    "clibot-gateway: clibotd does not record handled Discord messages (an older version?); messages sent while the gateway is down are not read back"
+                );
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        for c in list.cursors {
+            let (Ok(channel), Ok(id)) = (c.chat.parse::<u64>(), c.id.parse::<u64>()) else {
+                continue;
+            };
+            self.cursors.advance(channel, id);
+            if let Err(e) = self.catch_up_channel(channel).await {
+                eprintln!(
+                    "clibot-gateway: cannot read the history of Discord channel {channel}: {e}"
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands over one channel's messages after its cursor, oldest first, page by page.
+    async fn catch_up_channel(&mut self, channel: u64) -> anyhow::Result<()> {
+        let mut after = self.cursors.get(channel);
+        loop {
+            let mut page = self.history(channel, after).await?;
+            let full = page.len() >= usize::from(PAGE);
+            // Discord answers newest first.
+            page.sort_by_key(|m| m.id);
+            let Some(last) = page.last().map(|m| m.id.get()) else {
+                return Ok(());
+            };
+            if last <= after {
+                return Ok(());
+            }
+            after = last;
+            for m in page {
+                if m.author.bot {
+                    continue;
+                }
+                let Some(group) = self.is_guild(channel).await? else {
+                    anyhow::bail!("not a channel this bot reads");
+                };
+                self.hand_over(m, group).await;
+            }
+            if !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// One page of history after `after`, waiting out rate limits.
+    async fn history(&self, channel: u64, after: u64) -> anyhow::Result<Vec<Message>> {
+        let mut wait = Duration::from_millis(500);
+        loop {
+            let get = GetMessages::new()
+                .after(MessageId::new(after.max(1)))
+                .limit(PAGE);
+            match ChannelId::new(channel).messages(&self.http, get).await {
+                Ok(page) => return Ok(page),
+                Err(serenity::Error::Http(e))
+                    if e.status_code().is_some_and(|s| s.as_u16() == 429) =>
+                {
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(Duration::from_secs(10));
+                }
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
+
+    /// Whether a channel is a server channel; `None` for a kind of channel the bot does not
+    /// read (a group DM).
+    async fn is_guild(&mut self, channel: u64) -> anyhow::Result<Option<bool>> {
+        if let Some(g) = self.guild.get(&channel) {
+            return Ok(Some(*g));
+        }
+        let g = match self.http.get_channel(ChannelId::new(channel)).await {
+            Ok(Channel::Guild(_)) => true,
+            Ok(Channel::Private(_)) => false,
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(classify(e)),
+        };
+        self.guild.insert(channel, g);
+        Ok(Some(g))
+    }
+
+    /// Hands one message to the router unless it was already: confirmed (at or below the
+    /// channel's cursor) or handed over recently. Its confirmation follows once handled.
+    async fn hand_over(&mut self, m: Message, group: bool) {
+        if m.author.bot {
+            return;
+        }
+        let (channel, id) = (m.channel_id.get(), m.id.get());
+        self.guild.insert(channel, group);
+        let confirmed = self.cursors.get(channel);
+        let recent = self.recent.entry(channel).or_default();
+        recent.retain(|&i| i > confirmed);
+        if id <= confirmed || !recent.insert(id) {
+            return;
+        }
+        while recent.len() > RECENT {
+            recent.pop_first();
+        }
+        let (done, handled) = oneshot::channel();
+        let inbound = Inbound {
+            chat: channel.to_string(),
+            user: m.author.id.get().to_string(),
+            user_name: m.author.name.clone(),
+            text: m.content,
+            id: id.to_string(),
+            prompt: None,
+            group,
+            ack: Some(done),
+        };
+        let _ = self.acks.send((channel, id, handled));
+        let _ = self.tx.send(inbound).await;
+    }
+}
+
+/// Confirms handled messages to the daemon, in the order they were handed over: a message is
+/// recorded only once the router is done with it, so a gateway killed before that reads it
+/// again from the channel's history.
+async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedReceiver<PendingAck>) {
+    let mut client: Option<clibot_proto::Client> = None;
+    while let Some((channel, id, handled)) = acks.recv().await {
+        if handled.await.is_err() {
+            // Dropped unhandled (the gateway is stopping): not confirmed.
+            continue;
+        }
+        cursors.advance(channel, id);
+        let mut wait = Duration::from_millis(200);
+        for attempt in 1..=5 {
+            if client.is_none() {
+                client = clibot_proto::connect(&socket).await.ok();
+            }
+            if let Some(c) = client.as_mut() {
+                let req = v1::AckIngressRequest {
+                    platform: "discord".into(),
+                    chat: channel.to_string(),
+                    id: id.to_string(),
+                };
+                match c.ack_ingress(req).await {
+                    Ok(_) => break,
+                    Err(e) if e.code() == tonic::Code::Unimplemented => break,
+                    Err(e) => {
+                        client = None;
+                        if attempt == 5 {
+                            eprintln!(
+                                "clibot-gateway: cannot record Discord message {id} in channel {channel} as handled ({e}); it may be handed over again after a restart"
+                            );
+                        }
+                    }
+                }
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+    }
+}
+
 impl Discord {
     /// Connects (REST and gateway) and starts receiving; messages arrive on the channel.
     pub async fn start(
@@ -80,6 +391,7 @@ impl Discord {
         api_url: Option<&str>,
         prefix: &str,
         lock_dir: &std::path::Path,
+        socket: &std::path::Path,
     ) -> anyhow::Result<(Discord, mpsc::Receiver<Inbound>)> {
         let mut hb = HttpBuilder::new(token);
         if let Some(url) = api_url {
@@ -94,17 +406,32 @@ impl Discord {
             .map_err(|e| anyhow::anyhow!("Discord did not accept the bot token: {e}"))?;
         let lock = crate::platform::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
+        let (events, events_rx) = mpsc::unbounded_channel();
         let intents = GatewayIntents::DIRECT_MESSAGES
             | GatewayIntents::GUILD_MESSAGES
             | GatewayIntents::MESSAGE_CONTENT;
         let mut client = ClientBuilder::new_with_http(http, intents)
             .event_handler(Handler {
-                tx,
+                events,
+                tx: tx.clone(),
                 prefix: prefix.to_string(),
             })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the Discord client: {e}"))?;
         let http = client.http.clone();
+        let cursors = Cursors::default();
+        let (acks, acks_rx) = mpsc::unbounded_channel();
+        tokio::spawn(confirm(socket.to_path_buf(), cursors.clone(), acks_rx));
+        let ingress = Ingress {
+            http: http.clone(),
+            socket: socket.to_path_buf(),
+            tx,
+            acks,
+            cursors,
+            recent: HashMap::new(),
+            guild: HashMap::new(),
+        };
+        tokio::spawn(ingress.run(events_rx));
         tokio::spawn(async move {
             if let Err(e) = client.start().await {
                 eprintln!("clibot-gateway: the Discord gateway connection ended: {e}");
@@ -208,29 +535,30 @@ impl Platform for Discord {
         let mut with_buttons = None;
         for (i, part) in parts.into_iter().enumerate() {
             let last = i + 1 == n;
-            let id = self.send_message(channel, || {
-                let mut m = CreateMessage::new().content(part.clone());
-                if last {
-                    // At most 5 buttons per row and 5 rows.
-                    let rows: Vec<CreateActionRow> = options
-                        .iter()
-                        .enumerate()
-                        .take(25)
-                        .map(|(i, o)| {
-                            let label: String =
-                                format!("{}. {o}", i + 1).chars().take(80).collect();
-                            CreateButton::new(crate::shown::button_data(prompt_id, i + 1))
-                                .label(label)
-                        })
-                        .collect::<Vec<_>>()
-                        .chunks(5)
-                        .map(|b| CreateActionRow::Buttons(b.to_vec()))
-                        .collect();
-                    m = m.components(rows);
-                }
-                m
-            })
-            .await?;
+            let id = self
+                .send_message(channel, || {
+                    let mut m = CreateMessage::new().content(part.clone());
+                    if last {
+                        // At most 5 buttons per row and 5 rows.
+                        let rows: Vec<CreateActionRow> = options
+                            .iter()
+                            .enumerate()
+                            .take(25)
+                            .map(|(i, o)| {
+                                let label: String =
+                                    format!("{}. {o}", i + 1).chars().take(80).collect();
+                                CreateButton::new(crate::shown::button_data(prompt_id, i + 1))
+                                    .label(label)
+                            })
+                            .collect::<Vec<_>>()
+                            .chunks(5)
+                            .map(|b| CreateActionRow::Buttons(b.to_vec()))
+                            .collect();
+                        m = m.components(rows);
+                    }
+                    m
+                })
+                .await?;
             if last {
                 with_buttons = Some(id);
             }
@@ -293,7 +621,266 @@ fn classify(e: serenity::Error) -> anyhow::Error {
         && let Some(code) = h.status_code().map(|s| s.as_u16())
         && (code == 403 || code == 404)
     {
-        return anyhow::Error::new(crate::platform::Gone(format!("Discord answered {code}: {e}")));
+        return anyhow::Error::new(crate::platform::Gone(format!(
+            "Discord answered {code}: {e}"
+        )));
     }
     e.into()
+}
+
+#[cfg(test)]
+mod tests {
+    //! The adapter against the fake Discord (and, for ingress, a real daemon).
+
+    use std::time::Duration;
+
+    use clibot_tests::Harness;
+    use clibot_tests::fake_discord::FakeDiscord;
+
+    use super::*;
+
+    const TOKEN: &str = "fake.discord.token";
+    const USER: u64 = 1_300_000_000_000_000_100;
+
+    fn http(fake: &FakeDiscord) -> Arc<Http> {
+        Arc::new(
+            HttpBuilder::new(TOKEN)
+                .proxy(fake.url())
+                .ratelimiter_disabled(true)
+                .build(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_access_is_gone_for_good() {
+        let fake = FakeDiscord::start(TOKEN);
+        fake.forbid_channel(13);
+        let discord = Discord {
+            http: http(&fake),
+            bot_id: fake.bot_user_id(),
+            _lock: std::fs::File::open("/dev/null").expect("a file to hold"),
+        };
+        let e = discord.send("13", "hi").await.expect_err("403");
+        let why = crate::platform::gone(&e).expect("Missing Access is permanent");
+        assert!(why.contains("403"), "{why}");
+        let e = discord
+            .remove_buttons("13", "1200000000000000001")
+            .await
+            .expect_err("403");
+        assert!(crate::platform::gone(&e).is_some(), "{e:#}");
+        discord
+            .send("14", "hi")
+            .await
+            .expect("another channel works");
+        // A rate limit is waited out, a server error is not permanent.
+        fake.fail_next(
+            "/channels/14/messages",
+            429,
+            clibot_tests::fake_discord::rate_limit_body(0.1),
+        );
+        discord
+            .send("14", "again")
+            .await
+            .expect("sent after the 429");
+        fake.fail_next(
+            "/channels/14/messages",
+            500,
+            clibot_tests::fake_discord::error_body(0, "500: Internal Server Error"),
+        );
+        let e = discord.send("14", "x").await.expect_err("500");
+        assert!(crate::platform::gone(&e).is_none(), "{e:#}");
+    }
+
+    struct Rig {
+        fake: FakeDiscord,
+        http: Arc<Http>,
+        events: mpsc::UnboundedSender<Event>,
+        rx: mpsc::Receiver<Inbound>,
+    }
+
+    /// The ingress task over the fake and a daemon, as `Discord::start` wires it.
+    fn rig(h: &Harness) -> Rig {
+        let fake = FakeDiscord::start(TOKEN);
+        let http = http(&fake);
+        let (tx, rx) = mpsc::channel(16);
+        let (events, events_rx) = mpsc::unbounded_channel();
+        let cursors = Cursors::default();
+        let (acks, acks_rx) = mpsc::unbounded_channel();
+        tokio::spawn(confirm(h.socket.clone(), cursors.clone(), acks_rx));
+        let ingress = Ingress {
+            http: http.clone(),
+            socket: h.socket.clone(),
+            tx,
+            acks,
+            cursors,
+            recent: HashMap::new(),
+            guild: HashMap::new(),
+        };
+        tokio::spawn(ingress.run(events_rx));
+        Rig {
+            fake,
+            http,
+            events,
+            rx,
+        }
+    }
+
+    /// The next `n` messages handed over, each confirmed as the main loop does once handled.
+    async fn take(rx: &mut mpsc::Receiver<Inbound>, n: usize) -> Vec<Inbound> {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let mut m = tokio::time::timeout(Duration::from_secs(20), rx.recv())
+                .await
+                .unwrap_or_else(|_| panic!("only {} of {n} messages handed over", got.len()))
+                .expect("the ingress task runs");
+            if let Some(ack) = m.ack.take() {
+                let _ = ack.send(());
+            }
+            got.push(m);
+        }
+        got
+    }
+
+    /// Whether anything more is handed over within a while.
+    async fn quiet(rx: &mut mpsc::Receiver<Inbound>) -> Option<Inbound> {
+        tokio::time::timeout(Duration::from_millis(500), rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    async fn cursor(h: &Harness, chat: u64) -> Option<String> {
+        let list = h
+            .client()
+            .await
+            .list_ingress(v1::ListIngressRequest {
+                platform: "discord".into(),
+            })
+            .await
+            .expect("ListIngress")
+            .into_inner();
+        list.cursors
+            .into_iter()
+            .find(|c| c.chat == chat.to_string())
+            .map(|c| c.id)
+    }
+
+    async fn wait_cursor(h: &Harness, chat: u64, id: u64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while cursor(h, chat).await != Some(id.to_string()) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "channel {chat} was never confirmed up to {id}: {:?}",
+                cursor(h, chat).await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn live(r: &Rig, channel: u64, id: u64) {
+        let m = ChannelId::new(channel)
+            .message(&r.http, MessageId::new(id))
+            .await
+            .expect("the message");
+        let _ = r.events.send(Event::Live(Box::new(m)));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missed_history_is_handed_over_in_order_once_and_confirmed() {
+        let mut h = Harness::new();
+        h.start_daemon();
+        let mut r = rig(&h);
+        // The first catch-up finds no cursor: nothing to read.
+        assert!(quiet(&mut r.rx).await.is_none());
+
+        // Where the daemon says each channel stands: after the first message of each.
+        let dm = 777;
+        let guild = 666;
+        let first_dm = r.fake.send_as_user(dm, USER, "ann", "seen before");
+        let first_guild = r
+            .fake
+            .send_as_user_in_guild(99, guild, USER, "ann", "seen before");
+        let mut c = h.client().await;
+        for (chat, id) in [(dm, first_dm), (guild, first_guild)] {
+            c.ack_ingress(v1::AckIngressRequest {
+                platform: "discord".into(),
+                chat: chat.to_string(),
+                id: id.to_string(),
+            })
+            .await
+            .expect("AckIngress");
+        }
+        // Missed: more than two pages in the DM, with the bot's own replies in between.
+        let mut dm_ids = Vec::new();
+        for i in 0..230 {
+            dm_ids.push(r.fake.send_as_user(dm, USER, "ann", &format!("dm {i}")));
+            if i % 50 == 0 {
+                ChannelId::new(dm)
+                    .say(&r.http, format!("reply {i}"))
+                    .await
+                    .expect("a bot message");
+            }
+        }
+        let guild_ids: Vec<u64> = (0..3)
+            .map(|i| {
+                r.fake
+                    .send_as_user_in_guild(99, guild, USER, "ann", &format!("g {i}"))
+            })
+            .collect();
+
+        // A reconnect, with one of the missed messages also arriving live.
+        let _ = r.events.send(Event::CatchUp);
+        live(&r, dm, dm_ids[100]).await;
+        let got = take(&mut r.rx, dm_ids.len() + guild_ids.len()).await;
+        assert!(quiet(&mut r.rx).await.is_none(), "each id once");
+        let handed = |chat: u64| -> Vec<(String, String, bool)> {
+            got.iter()
+                .filter(|m| m.chat == chat.to_string())
+                .map(|m| (m.id.clone(), m.text.clone(), m.group))
+                .collect()
+        };
+        let want_dm: Vec<(String, String, bool)> = dm_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.to_string(), format!("dm {i}"), false))
+            .collect();
+        assert_eq!(handed(dm), want_dm, "oldest first, no bot messages");
+        let want_guild: Vec<(String, String, bool)> = guild_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.to_string(), format!("g {i}"), true))
+            .collect();
+        assert_eq!(handed(guild), want_guild, "a server channel stays a group");
+        assert!(got.iter().all(|m| m.user == USER.to_string()));
+        let pages = r
+            .fake
+            .calls()
+            .iter()
+            .filter(|(m, p, _)| m == "GET" && p == &format!("/api/v10/channels/{dm}/messages"))
+            .count();
+        assert_eq!(
+            pages, 3,
+            "235 messages after the cursor (5 of them the bot's) in pages of 100"
+        );
+
+        // Confirmed once handled, per channel.
+        wait_cursor(&h, dm, dm_ids[229]).await;
+        wait_cursor(&h, guild, guild_ids[2]).await;
+
+        // A confirmed message that shows up again (live, or at the next reconnect) is not
+        // handed over again.
+        live(&r, dm, dm_ids[229]).await;
+        let _ = r.events.send(Event::CatchUp);
+        assert!(quiet(&mut r.rx).await.is_none());
+
+        // Live messages that reach the handler out of order go in the channel's order.
+        let a = r.fake.send_as_user(dm, USER, "ann", "a");
+        let b = r.fake.send_as_user(dm, USER, "ann", "b");
+        live(&r, dm, b).await;
+        live(&r, dm, a).await;
+        let got = take(&mut r.rx, 2).await;
+        let order: Vec<&str> = got.iter().map(|m| m.text.as_str()).collect();
+        assert_eq!(order, ["a", "b"]);
+        wait_cursor(&h, dm, b).await;
+    }
 }

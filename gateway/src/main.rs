@@ -127,11 +127,15 @@ fn main() -> ExitCode {
                     .await
                     .map(|(t, rx)| (Arc::new(t) as Arc<dyn platform::Platform>, rx))
             }
-            (None, Some((token, api_url))) => {
-                discord::Discord::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
-                    .await
-                    .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx))
-            }
+            (None, Some((token, api_url))) => discord::Discord::start(
+                &token,
+                api_url.as_deref(),
+                parser.prefix(),
+                &lock_dir,
+                &socket,
+            )
+            .await
+            .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx)),
             (None, None) => {
                 let (c, rx) = console::Console::start();
                 Ok((Arc::new(c) as Arc<dyn platform::Platform>, rx))

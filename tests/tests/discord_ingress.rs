@@ -1,0 +1,172 @@
+//! End to end: Discord's gateway does not replay what a gateway that was down missed, so the
+//! real clibot-gateway reads each channel's history after the last message it handled (which
+//! the real clibotd records) at start and after reconnects. Messages sent while the gateway is
+//! killed reach the session once each, in order, and are answered once.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clibot_proto::v1;
+use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
+use clibot_tests::{Harness, bin};
+
+const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
+const ADMIN: u64 = 1_300_000_000_000_000_100;
+const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
+
+fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
+    Command::new(bin("clibot-gateway"))
+        .args(["--discord", "--discord-api-url", &dc.url(), "--socket"])
+        .arg(&h.socket)
+        .env("DISCORD_TOKEN", TOKEN)
+        .env("CLIBOT_CONFIG", &h.config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(h.dir.path().join("gateway.log"))
+                .expect("log"),
+        )
+        .spawn()
+        .expect("start clibot-gateway --discord")
+}
+
+fn gateway_log(h: &Harness) -> String {
+    std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default()
+}
+
+fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
+    sent.iter()
+        .filter(|m| m.channel_id == channel && m.kind == "create")
+        .map(|m| m.content.clone())
+        .collect()
+}
+
+/// The daemon's record of the last message handled in a Discord channel.
+fn cursor(h: &Harness, chat: u64) -> Option<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut c = h.client().await;
+        c.list_ingress(v1::ListIngressRequest {
+            platform: "discord".into(),
+        })
+        .await
+        .expect("ListIngress")
+        .into_inner()
+        .cursors
+        .into_iter()
+        .find(|c| c.chat == chat.to_string())
+        .map(|c| c.id)
+    })
+}
+
+fn wait_cursor(h: &Harness, chat: u64, id: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cursor(h, chat) != Some(id.to_string()) {
+        assert!(
+            Instant::now() < deadline,
+            "message {id} was never recorded as handled (cursor {:?}); gateway log:\n{}",
+            cursor(h, chat),
+            gateway_log(h)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The texts typed into session `name`, in order.
+fn typed(h: &Harness, name: &str) -> Vec<String> {
+    h.events()
+        .into_iter()
+        .filter(|e| e["session"] == name && e["type"] == "input_sent")
+        .filter_map(|e| e["text"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
+    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
+    h.start_daemon();
+    let dc = FakeDiscord::start(TOKEN);
+    let mut g = gateway(&h, &dc);
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "the gateway connects to Discord; its log:\n{}",
+        gateway_log(&h)
+    );
+    let work = h.work.display().to_string();
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started i"))
+    });
+    let warm = dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo warm-$((0+1))");
+    dc.wait_sent("the first reply", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("warm-1"))
+    });
+    // Handled, and recorded as such in the daemon (it happens right after the reply).
+    wait_cursor(&h, ADMIN_DM, warm);
+
+    // Killed: nothing is connected to Discord's gateway while the user writes.
+    let _ = g.kill();
+    let _ = g.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dc.ready_sessions() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the killed gateway's session ends"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo a-$((1+1))");
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo b-$((2+2))");
+    // One that also arrives live after the next READY (as a resumed session's replay would):
+    // it comes both from history and from the gateway.
+    let last = dc.push_message(ADMIN_DM, ADMIN, "owner", "echo c-$((3+3))");
+
+    let mut g = gateway(&h, &dc);
+    dc.wait_sent("the replies to what was missed", |s| {
+        let c = contents(s, ADMIN_DM);
+        ["a-2", "b-4", "c-6"]
+            .iter()
+            .all(|want| c.iter().any(|t| t.contains(want)))
+    });
+    wait_cursor(&h, ADMIN_DM, last);
+    // Room for a duplicate to show up.
+    std::thread::sleep(Duration::from_secs(2));
+
+    let inputs = typed(&h, "i");
+    assert_eq!(
+        inputs,
+        [
+            "echo warm-$((0+1))",
+            "echo a-$((1+1))",
+            "echo b-$((2+2))",
+            "echo c-$((3+3))"
+        ],
+        "each message typed once, in the order sent"
+    );
+    let replies = contents(&dc.sent(), ADMIN_DM);
+    for want in ["warm-1", "a-2", "b-4", "c-6"] {
+        let n = replies.iter().filter(|t| t.contains(want)).count();
+        assert_eq!(n, 1, "one reply with {want}: {replies:#?}");
+    }
+    let at = |want: &str| replies.iter().position(|t| t.contains(want));
+    assert!(
+        at("a-2") < at("b-4") && at("b-4") < at("c-6"),
+        "replies in order: {replies:#?}"
+    );
+    let history_reads = dc
+        .calls()
+        .iter()
+        .filter(|(m, p, _)| m == "GET" && p == &format!("/api/v10/channels/{ADMIN_DM}/messages"))
+        .count();
+    assert!(history_reads >= 1, "the restarted gateway read the history");
+    let _ = g.kill();
+    let _ = g.wait();
+}
