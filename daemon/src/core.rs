@@ -126,6 +126,8 @@ pub(crate) struct Inner {
     pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
     pub(crate) events: EventLog,
     pub(crate) registry_path: PathBuf,
+    /// False when the registry exists but could not be read at start: it is not saved over.
+    pub(crate) registry_writable: bool,
     /// Serialises registry writes so an older snapshot never overwrites a newer one.
     pub(crate) persist: Mutex<()>,
     pub(crate) started: Instant,
@@ -177,8 +179,10 @@ impl Daemon {
             path: state_dir.clone(),
             source,
         })?;
+        let mut warnings = crate::store::tighten_files(&state_dir);
         let registry_path = state_dir.join("sessions.json");
-        let (registry, mut warnings) = load_registry(&registry_path);
+        let (registry, w, registry_writable) = load_registry(&registry_path);
+        warnings.extend(w);
         // The delivery cursors before the log: numbering must continue above every event a
         // chat was told about, even if the log lost its tail (a power loss) or was set aside.
         let (chats, w) = crate::chats::Chats::open(&state_dir);
@@ -269,6 +273,7 @@ impl Daemon {
                 sessions: Mutex::new(BTreeMap::new()),
                 events,
                 registry_path,
+                registry_writable,
                 persist: Mutex::new(()),
                 started: Instant::now(),
                 warnings: Mutex::new(warnings),
@@ -596,6 +601,9 @@ impl Daemon {
     /// Writes the registry (atomically). A failure is logged: the in-memory state and the event
     /// log stay authoritative, and the next change retries.
     pub(crate) fn persist(&self) {
+        if !self.inner.registry_writable {
+            return;
+        }
         let _guard = lock(&self.inner.persist);
         let file = RegistryFile {
             version: 1,

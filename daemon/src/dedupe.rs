@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::core::lock;
-use crate::store::{set_aside, write_atomic};
+use crate::store::{dropped_entries, sane_field, set_aside, write_atomic};
 
 /// How many recent keys are remembered.
 const KEEP: usize = 2048;
@@ -36,6 +36,8 @@ struct Inner {
 pub struct Dedupe {
     path: PathBuf,
     inner: Mutex<Inner>,
+    /// False when `inputs.json` exists but could not be read: it is not saved over.
+    writable: bool,
 }
 
 /// What [`Dedupe::claim`] found.
@@ -55,14 +57,22 @@ pub struct Reservation {
 }
 
 impl Dedupe {
-    /// Loads the keys kept in `dir`; a damaged file is set aside with a warning.
+    /// Loads the keys kept in `dir`, never fatally: a file that is not JSON is set aside, a key
+    /// that cannot be used is dropped (the file as it was kept as `inputs.json.bad`), with a
+    /// warning; a file that cannot be read is left alone and not saved over.
     pub fn open(dir: &Path) -> (Arc<Dedupe>, Vec<String>) {
         let path = dir.join("inputs.json");
         let mut warnings = Vec::new();
         let mut inner = Inner::default();
+        let mut writable = true;
         match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
-                Ok(f) => inner.done = f.keys.into_iter().collect(),
+            Ok(bytes) => match parse(&bytes) {
+                Ok((keys, dropped)) => {
+                    if !dropped.is_empty() {
+                        warnings.push(dropped_entries(&path, "recent chat message ids", &dropped));
+                    }
+                    inner.done = keys;
+                }
                 Err(e) => {
                     let kept = set_aside(&path)
                         .map(|p| format!("kept as {}", p.display()))
@@ -74,15 +84,19 @@ impl Dedupe {
                 }
             },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warnings.push(format!(
-                "cannot read {}: {e}; messages redelivered from before may be typed again",
-                path.display()
-            )),
+            Err(e) => {
+                writable = false;
+                warnings.push(format!(
+                    "cannot read {} ({e}): messages redelivered from before may be typed again, and the ids of new ones are not saved until it can be read; make it readable by clibotd's user (chmod 600) and restart clibotd",
+                    path.display()
+                ));
+            }
         }
         (
             Arc::new(Dedupe {
                 path,
                 inner: Mutex::new(inner),
+                writable,
             }),
             warnings,
         )
@@ -129,11 +143,41 @@ impl Dedupe {
                 keys: inner.done.iter().cloned().collect(),
             }
         };
+        if !self.writable {
+            return;
+        }
         let bytes = serde_json::to_vec(&file).unwrap_or_default();
         if let Err(e) = write_atomic(&self.path, &bytes) {
             warn!(path = %self.path.display(), "cannot save the keys of recent chat messages: {e}");
         }
     }
+}
+
+/// Parses `inputs.json` key by key: what cannot be used is dropped and described; of more than
+/// [`KEEP`] keys the newest are kept.
+fn parse(bytes: &[u8]) -> Result<(VecDeque<(String, u64)>, Vec<String>), serde_json::Error> {
+    use serde_json::Value;
+    let raw: Value = serde_json::from_slice(bytes)?;
+    let mut dropped = Vec::new();
+    let mut keys = VecDeque::new();
+    match raw.get("keys") {
+        _ if !raw.is_object() => dropped.push(format!("the file holds {raw} instead of an object")),
+        None => {}
+        Some(Value::Array(list)) => {
+            for v in list {
+                match serde_json::from_value::<(String, u64)>(v.clone()) {
+                    Ok((k, seq)) if sane_field(&k, false) => keys.push_back((k, seq)),
+                    Ok(_) => dropped.push(format!("key {v} (empty or invalid)")),
+                    Err(e) => dropped.push(format!("key {v} ({e})")),
+                }
+            }
+        }
+        Some(_) => dropped.push("keys (not a list)".into()),
+    }
+    while keys.len() > KEEP {
+        keys.pop_front();
+    }
+    Ok((keys, dropped))
 }
 
 impl Reservation {
@@ -185,6 +229,34 @@ mod tests {
         let (again, w) = Dedupe::open(dir.path());
         assert!(w.is_empty());
         assert!(matches!(again.claim("m1").await, Claim::Seen(7)));
+    }
+
+    #[tokio::test]
+    async fn bad_keys_are_dropped_and_an_unreadable_file_is_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("inputs.json");
+        std::fs::write(
+            &path,
+            r#"{"version":1,"keys":[["t:1",4],["",5],["t:2",-1],"junk",["t:3",6]]}"#,
+        )
+        .expect("write");
+        let (d, w) = Dedupe::open(dir.path());
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("3 entries"), "{w:?}");
+        assert!(dir.path().join("inputs.json.bad").exists());
+        assert!(matches!(d.claim("t:1").await, Claim::Seen(4)));
+        assert!(matches!(d.claim("t:3").await, Claim::Seen(6)));
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("inputs.json");
+        std::fs::create_dir(&path).expect("mkdir");
+        let (d, w) = Dedupe::open(dir.path());
+        assert!(w[0].contains("chmod 600"), "{w:?}");
+        let Claim::Mine(r) = d.claim("k").await else {
+            panic!("a new key");
+        };
+        r.done(1);
+        assert!(path.is_dir(), "left alone");
     }
 
     #[tokio::test]

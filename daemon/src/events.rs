@@ -148,6 +148,7 @@ impl EventLog {
         let mut warnings = Vec::new();
         let mut mem: VecDeque<Event> = VecDeque::new();
         let mut rewrite = false;
+        let mut readable = true;
         match File::open(path) {
             Ok(f) => {
                 let mut reader = BufReader::new(f);
@@ -159,6 +160,12 @@ impl EventLog {
                     match reader.read_until(b'\n', &mut line) {
                         Ok(0) => break,
                         Ok(_) => {}
+                        Err(e) if lineno == 0 => {
+                            // Nothing could be read at all (a directory, say): leave it be.
+                            readable = false;
+                            warnings.push(unreadable(path, &e));
+                            break;
+                        }
                         Err(e) => {
                             warnings.push(format!("reading {}: {e}", path.display()));
                             corrupt_at = Some(lineno + 1);
@@ -212,10 +219,10 @@ impl EventLog {
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => warnings.push(format!(
-                "cannot read event log {}: {e}; starting a new one",
-                path.display()
-            )),
+            Err(e) => {
+                readable = false;
+                warnings.push(unreadable(path, &e));
+            }
         }
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
         let log = EventLog {
@@ -236,7 +243,7 @@ impl EventLog {
             if rewrite && let Err(e) = log.compact(&mut inner) {
                 warnings.push(format!("cannot rewrite event log {}: {e}", path.display()));
             }
-            if let Err(e) = log.open_append(&mut inner) {
+            if readable && let Err(e) = log.open_append(&mut inner) {
                 warnings.push(format!(
                     "cannot open event log {} for writing: {e}; events are kept in memory only",
                     path.display()
@@ -300,7 +307,10 @@ impl EventLog {
         if inner.mem.len() > self.retention {
             inner.mem.pop_front();
         }
-        if inner.lines_in_file >= self.retention.saturating_mul(2).max(16)
+        // Without a file open (it could not be read or opened) there is nothing to compact,
+        // and writing one would replace what is there.
+        if inner.file.is_some()
+            && inner.lines_in_file >= self.retention.saturating_mul(2).max(16)
             && let Err(e) = self.compact(&mut inner)
         {
             tracing::error!(path = %self.path.display(), "cannot compact the event log: {e}");
@@ -367,6 +377,15 @@ impl EventLog {
             .find(|e| e.session == session)
             .map(|e| e.time_ms)
     }
+}
+
+/// The warning for a log that cannot be read: appending to it, and compacting above all, could
+/// write over what it holds, so it is left alone.
+fn unreadable(path: &Path, e: &std::io::Error) -> String {
+    format!(
+        "cannot read event log {} ({e}): it is left alone and events are kept in memory only; make it readable by clibotd's user (chmod 600) and restart clibotd",
+        path.display()
+    )
 }
 
 #[cfg(test)]
@@ -466,7 +485,11 @@ mod tests {
         }
         assert_eq!(log.lock().synced_seq, 0);
         log.sync_through(2).expect("sync");
-        assert_eq!(log.lock().synced_seq, 3, "one sync covers every append so far");
+        assert_eq!(
+            log.lock().synced_seq,
+            3,
+            "one sync covers every append so far"
+        );
         log.append("s", "", kind(4));
         log.sync_through(3).expect("already synced");
         assert_eq!(log.lock().synced_seq, 3);
@@ -490,6 +513,21 @@ mod tests {
         let (log, w) = EventLog::open(&p, 100, 6);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(log.append("s", "", kind(7)).seq, 7);
+    }
+
+    #[test]
+    fn an_unreadable_log_is_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::create_dir(&p).expect("mkdir");
+        let (log, w) = EventLog::open(&p, 10, 5);
+        assert!(w.iter().any(|w| w.contains("chmod 600")), "{w:?}");
+        for i in 0..50 {
+            log.append("s", "", kind(i));
+        }
+        assert_eq!(log.last_seq(), 55);
+        log.sync_through(55).expect("nothing on disk to sync");
+        assert!(p.is_dir(), "left alone");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -117,6 +118,7 @@ fn run(
         .with_context(|| format!("cannot create state directory {}", state_dir.display()))?;
     let lock_path = state_dir.join("clibotd.lock");
     let mut lock = File::options()
+        .mode(0o600)
         .read(true)
         .write(true)
         .create(true)
