@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use clibot_tests::fake_telegram::{FakeTelegram, Sent, retry_after_body};
-use clibot_tests::{Harness, bin};
+use clibot_tests::{Harness, bin, lines};
 
 const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
 const ADMIN: i64 = 100;
@@ -689,6 +689,47 @@ fn a_reply_in_several_messages_resumes_at_the_part_that_failed() {
         .filter(|c| c["text"].as_str().is_some_and(|t| t.contains("\n1400\n")))
         .count();
     assert_eq!(tried, 2, "one failure, one retry");
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_chat_is_told_when_the_log_lost_events_it_never_got() {
+    let mut h = Harness::with_config(&format!("\n[access.telegram]\nadmins = [\"{ADMIN}\"]\n"));
+    let config = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        config.replace("stop_timeout_ms = 2000", "stop_timeout_ms = 2000\nevent_retention = 20"),
+    )
+    .expect("config");
+    h.start_daemon();
+    let tg = FakeTelegram::start(TOKEN);
+    let mut g = gateway(&h, &tg);
+    assert!(tg.wait_polling(Duration::from_secs(20)), "the gateway polls");
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new r bash {work}"));
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo first-$((1+1))");
+    tg.wait_sent("the first reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("first-2"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+    // While no gateway runs, far more happens than the log keeps.
+    for i in 0..12 {
+        h.ctl_ok(&["send", "r", &format!("echo gone-{i}")]);
+        h.wait_screen("r", "the echo", |s| lines(s).contains(&format!("gone-{i}").as_str()));
+    }
+    let mut g = gateway(&h, &tg);
+    tg.wait_sent("the notice", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("were removed from the log before this chat got them"))
+    });
+    // And delivery goes on after the gap.
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo after-$((2+2))");
+    tg.wait_sent("a reply after the gap", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("after-4"))
+    });
     let _ = g.kill();
     let _ = g.wait();
 }
