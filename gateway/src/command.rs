@@ -1286,3 +1286,282 @@ mod tests {
         assert_eq!(unquote("\""), "\"");
     }
 }
+
+#[cfg(test)]
+mod props {
+    //! Properties of the parser over generated input: nothing panics, escapes follow rule 2,
+    //! and a command written out the way its usage line shows parses back to itself.
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// A valid prefix: 1 to 8 ASCII punctuation characters, not starting with `/`.
+    fn prefix() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => Just(DEFAULT_PREFIX.to_string()),
+            1 => "[!#$%&*+,.:;<=>?@^_`|~-][!-/:-@\\[-`{-~]{0,7}",
+        ]
+    }
+
+    fn parser(prefix: &str) -> CommandParser {
+        CommandParser::new(prefix).expect("the strategy makes valid prefixes")
+    }
+
+    /// Tokens a chat user might put after the prefix: command words in any case, names,
+    /// numbers, flags, quotes, punctuation, unicode.
+    fn token() -> impl Strategy<Value = String> {
+        prop_oneof![
+            proptest::sample::select(CommandName::ALL.to_vec()).prop_flat_map(|c| {
+                proptest::collection::vec(any::<bool>(), c.as_str().len()).prop_map(move |up| {
+                    c.as_str()
+                        .chars()
+                        .zip(up)
+                        .map(|(ch, u)| if u { ch.to_ascii_uppercase() } else { ch })
+                        .collect()
+                })
+            }),
+            "[A-Za-z0-9_-]{1,70}",
+            "[0-9]{1,12}",
+            Just("fresh".to_string()),
+            Just("—fresh".to_string()),
+            Just("off".to_string()),
+            Just("~/src/my project".to_string()),
+            "[\"'][^\"']{0,10}[\"']?",
+            "\\PC{1,12}",
+            "[!./?-]{1,6}",
+        ]
+    }
+
+    fn separator() -> impl Strategy<Value = &'static str> {
+        proptest::sample::select(vec![" ", "  ", "\t", "\n", " \u{3000}", ""])
+    }
+
+    /// Checks what every route must satisfy, whatever the input.
+    fn check_route(p: &CommandParser, text: &str, waiting: bool) {
+        match p.route(text, waiting) {
+            // Text for the CLI is the message, or the escaped prefix's remainder of it.
+            Route::Cli(s) => assert!(
+                s == text || (text.ends_with(s) && s.starts_with(p.prefix())),
+                "{text:?} → Cli({s:?})"
+            ),
+            Route::Answer(_) => assert!(waiting, "{text:?} answered with no prompt waiting"),
+            Route::Command(c) => {
+                assert!(
+                    text.trim_start().starts_with(p.prefix()),
+                    "{text:?} → {c:?}"
+                );
+                // Every command serialises and reads back.
+                let json = serde_json::to_string(&c).expect("serialize");
+                let back: Command = serde_json::from_str(&json).expect("deserialize");
+                assert_eq!(back, c);
+            }
+            Route::Invalid(e) => {
+                assert!(
+                    text.trim_start().starts_with(p.prefix()),
+                    "{text:?} → {e:?}"
+                );
+                let shown = e.to_string();
+                assert!(shown.contains(p.prefix()), "{shown}");
+                if let Some(c) = e.command() {
+                    assert!(shown.contains(&c.usage(p.prefix())), "{shown}");
+                }
+            }
+        }
+    }
+
+    /// Writes a command the way its usage line shows (`word` in the given case).
+    fn render(prefix: &str, word: &str, c: &Command) -> String {
+        let mut parts: Vec<String> = vec![format!("{prefix}{word}")];
+        match c {
+            Command::Help { topic } => parts.extend(topic.map(|t| t.as_str().to_string())),
+            Command::Sessions | Command::Whoami | Command::Status | Command::Last => {}
+            Command::Use { name } => parts.push(name.clone()),
+            Command::New { name, cli, dir } => {
+                parts.push(name.clone());
+                parts.push(cli.clone());
+                parts.extend(dir.clone());
+            }
+            Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
+            Command::Keys { keys } => parts.extend(keys.iter().cloned()),
+            Command::Stop { name } => parts.extend(name.clone()),
+            Command::Restart { name, fresh } => {
+                parts.extend(name.clone());
+                if *fresh {
+                    parts.push("fresh".into());
+                }
+            }
+            Command::Answer { choice } => parts.push(choice.clone()),
+            Command::Pair { code } => parts.extend(code.clone()),
+            Command::Share { name, user, revoke } => {
+                parts.push(name.clone());
+                parts.push(user.clone());
+                if *revoke {
+                    parts.push("off".into());
+                }
+            }
+        }
+        parts.join(" ")
+    }
+
+    fn name() -> impl Strategy<Value = String> + Clone {
+        "[A-Za-z0-9_-]{1,64}"
+    }
+
+    /// Commands whose arguments are valid as the parser accepts them.
+    fn command() -> impl Strategy<Value = Command> {
+        let opt_name = proptest::option::of(name());
+        prop_oneof![
+            proptest::option::of(proptest::sample::select(CommandName::ALL.to_vec()))
+                .prop_map(|topic| Command::Help { topic }),
+            Just(Command::Sessions),
+            Just(Command::Whoami),
+            Just(Command::Status),
+            Just(Command::Last),
+            name().prop_map(|name| Command::Use { name }),
+            (
+                name(),
+                name(),
+                proptest::option::of("[~/A-Za-z0-9._-][A-Za-z0-9/._ -]{0,40}[A-Za-z0-9/._-]")
+            )
+                .prop_map(|(name, cli, dir)| Command::New { name, cli, dir }),
+            proptest::option::of(1..=MAX_SCREEN_LINES).prop_map(|lines| Command::Screen { lines }),
+            proptest::collection::vec("[A-Za-z0-9-]{1,32}", 1..=MAX_KEYS)
+                .prop_map(|keys| Command::Keys { keys }),
+            opt_name.clone().prop_map(|name| Command::Stop { name }),
+            // A session named "fresh" would read as the flag: not a round trip.
+            (
+                opt_name.prop_filter("not the flag", |n| {
+                    !n.as_deref()
+                        .is_some_and(|n| n.eq_ignore_ascii_case("fresh"))
+                }),
+                any::<bool>()
+            )
+                .prop_map(|(name, fresh)| Command::Restart { name, fresh }),
+            "\\PC{1,60}"
+                .prop_map(|s| s.trim().to_string())
+                .prop_filter("not empty", |s| !s.is_empty())
+                .prop_map(|choice| Command::Answer { choice }),
+            proptest::option::of("[A-Z0-9-]{4,32}").prop_map(|code| Command::Pair { code }),
+            (name(), "[A-Za-z0-9:_.-]{1,128}", any::<bool>())
+                .prop_map(|(name, user, revoke)| Command::Share { name, user, revoke }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn no_unicode_text_panics(text in "\\PC{0,80}|.{0,80}", waiting in any::<bool>(), pre in prefix()) {
+            check_route(&parser(&pre), &text, waiting);
+            check_route(&CommandParser::default(), &text, waiting);
+        }
+
+        #[test]
+        fn prefixed_tokens_never_panic_and_letters_are_commands(
+            pre in prefix(),
+            lead in "[ \t]{0,2}",
+            tokens in proptest::collection::vec((token(), separator()), 0..8),
+            waiting in any::<bool>(),
+        ) {
+            let p = parser(&pre);
+            let rest: String = tokens.iter().map(|(t, s)| format!("{t}{s}")).collect();
+            let text = format!("{lead}{pre}{rest}");
+            check_route(&p, &text, waiting);
+            // Rule 4: the prefix, optional spaces, then a letter is a gateway command —
+            // valid or refused, never typed into the CLI.
+            if rest.trim_start().starts_with(|c: char| c.is_ascii_alphabetic()) {
+                prop_assert!(
+                    matches!(p.route(&text, waiting), Route::Command(_) | Route::Invalid(_)),
+                    "{text:?} → {:?}", p.route(&text, waiting)
+                );
+            }
+        }
+
+        #[test]
+        fn the_doubled_prefix_sends_one_prefix_to_the_cli(
+            pre in prefix(),
+            lead in "[ \t]{0,2}",
+            rest in "\\PC{0,40}",
+            waiting in any::<bool>(),
+        ) {
+            let p = parser(&pre);
+            let text = format!("{lead}{pre}{pre}{rest}");
+            let first = pre.chars().next();
+            if rest.chars().next().is_some() && rest.chars().next() == first {
+                // A longer run of the prefix's first character is text, as typed.
+                prop_assert_eq!(p.route(&text, waiting), Route::Cli(text.as_str()));
+            } else {
+                let want = format!("{pre}{rest}");
+                prop_assert_eq!(p.route(&text, waiting), Route::Cli(want.as_str()));
+            }
+        }
+
+        #[test]
+        fn a_command_written_as_its_usage_shows_parses_back(
+            pre in prefix(),
+            c in command(),
+            upper in proptest::collection::vec(any::<bool>(), 8),
+        ) {
+            let p = parser(&pre);
+            // The word in any case (phones capitalise).
+            let word: String = c
+                .name()
+                .as_str()
+                .chars()
+                .zip(upper.iter().cycle())
+                .map(|(ch, u)| if *u { ch.to_ascii_uppercase() } else { ch })
+                .collect();
+            let text = render(&pre, &word, &c);
+            prop_assert_eq!(p.route(&text, false), Route::Command(c.clone()), "{}", text);
+            // The usage line names the command the way it is typed.
+            let usage = c.name().usage(&pre);
+            let typed = format!("{pre}{} ", c.name().as_str());
+            prop_assert!(usage.starts_with(typed.trim_end()), "{}", usage);
+            // Too many arguments are refused with that usage, never half-parsed.
+            if c.name().args().is_empty() {
+                let extra = format!("{text} surplus");
+                match p.route(&extra, false) {
+                    Route::Invalid(e) => {
+                        prop_assert_eq!(e.command(), Some(c.name()));
+                        prop_assert!(e.to_string().contains(&usage), "{}", e);
+                    }
+                    other => prop_assert!(false, "{extra:?} → {other:?}"),
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        #[test]
+        fn very_long_messages_do_not_panic(
+            pre in prefix(),
+            word in proptest::sample::select(CommandName::ALL.to_vec()),
+            unit in "\\PC{1,4}| |[A-Za-z0-9]{1,8} ",
+            n in 1_000usize..20_000,
+            waiting in any::<bool>(),
+        ) {
+            let p = parser(&pre);
+            let body = unit.repeat(n);
+            for text in [
+                body.clone(),
+                format!("{pre}{body}"),
+                format!("{pre}{} {body}", word.as_str()),
+                format!("{pre}{pre}{body}"),
+                pre.repeat(n),
+                format!("{}{body}", " ".repeat(n)),
+            ] {
+                check_route(&p, &text, waiting);
+            }
+            // More keys than allowed are refused, not truncated.
+            let keys = format!("{pre}keys {}", "Enter ".repeat(MAX_KEYS + n));
+            let refused = matches!(
+                p.route(&keys, false),
+                Route::Invalid(CommandError::InvalidArgument { command: CommandName::Keys, .. })
+            );
+            prop_assert!(refused);
+        }
+    }
+}
