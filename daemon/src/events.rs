@@ -176,6 +176,9 @@ impl EventLog {
                     let complete = line.ends_with(b"\n");
                     match serde_json::from_slice::<Event>(&line) {
                         Ok(ev) if mem.back().is_none_or(|b| ev.seq > b.seq) => {
+                            // A last line cut just before its newline: the next append would
+                            // run into it, so the file is written again whole.
+                            rewrite |= !complete;
                             mem.push_back(ev);
                             if mem.len() > retention {
                                 mem.pop_front();
@@ -513,6 +516,19 @@ mod tests {
         let (log, w) = EventLog::open(&p, 100, 6);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(log.append("s", "", kind(7)).seq, 7);
+    }
+
+    #[test]
+    fn a_last_line_without_its_newline_does_not_swallow_the_next_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::write(&p, "{\"seq\":1,\"time_ms\":1,\"type\":\"released\"}").expect("write");
+        let (log, _) = EventLog::open(&p, 100, 0);
+        assert_eq!(log.append("s", "", kind(2)).seq, 2);
+        drop(log);
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(log.read_after(0, 10).events.len(), 2);
     }
 
     #[test]
