@@ -318,6 +318,16 @@ impl Access {
                 false,
             );
         }
+        if !sane_field(platform, false) || !sane_field(user, false) {
+            // Nothing the access file could keep: no code for it.
+            return (
+                Decision::Denied {
+                    reason: "this user id cannot be used with clibot".into(),
+                    code: None,
+                },
+                false,
+            );
+        }
         if conf.admins.iter().any(|a| a == user) {
             return (Decision::Allowed { admin: true }, false);
         }

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::core::lock;
-use crate::store::{dropped_entries, sane_field, set_aside, write_atomic};
+use crate::store::{dropped_entries, set_aside, write_atomic};
 
 /// How many recent keys are remembered.
 const KEEP: usize = 2048;
@@ -153,9 +153,12 @@ impl Dedupe {
     }
 }
 
+/// Keys with the sequence number of the event that took their message, oldest first.
+type Keys = VecDeque<(String, u64)>;
+
 /// Parses `inputs.json` key by key: what cannot be used is dropped and described; of more than
 /// [`KEEP`] keys the newest are kept.
-fn parse(bytes: &[u8]) -> Result<(VecDeque<(String, u64)>, Vec<String>), serde_json::Error> {
+fn parse(bytes: &[u8]) -> Result<(Keys, Vec<String>), serde_json::Error> {
     use serde_json::Value;
     let raw: Value = serde_json::from_slice(bytes)?;
     let mut dropped = Vec::new();
@@ -166,8 +169,9 @@ fn parse(bytes: &[u8]) -> Result<(VecDeque<(String, u64)>, Vec<String>), serde_j
         Some(Value::Array(list)) => {
             for v in list {
                 match serde_json::from_value::<(String, u64)>(v.clone()) {
-                    Ok((k, seq)) if sane_field(&k, false) => keys.push_back((k, seq)),
-                    Ok(_) => dropped.push(format!("key {v} (empty or invalid)")),
+                    // Any id a gateway gave is kept (it is only compared); never an empty one.
+                    Ok((k, seq)) if !k.is_empty() => keys.push_back((k, seq)),
+                    Ok(_) => dropped.push(format!("key {v} (empty)")),
                     Err(e) => dropped.push(format!("key {v} ({e})")),
                 }
             }
