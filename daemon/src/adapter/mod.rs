@@ -126,7 +126,7 @@ pub mod opencode;
 
 pub use claude::{Claude, claude_transcript_reply};
 pub use codex::Codex;
-pub use gemini::Gemini;
+pub use gemini::{Gemini, gemini_transcript_reply};
 pub use opencode::OpenCode;
 
 /// Any program: completion by quiescence, prompts by patterns.
