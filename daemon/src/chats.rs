@@ -191,15 +191,13 @@ impl Chats {
                 b.parts = 0;
                 changed = true;
             }
-        } else if ack.seq > b.cursor {
-            if ack.seq - 1 > b.cursor || ack.parts > b.parts {
-                if ack.seq - 1 > b.cursor {
-                    b.parts = 0;
-                }
-                b.cursor = ack.seq - 1;
-                b.parts = b.parts.max(ack.parts);
-                changed = true;
+        } else if ack.seq > b.cursor && (ack.seq - 1 > b.cursor || ack.parts > b.parts) {
+            if ack.seq - 1 > b.cursor {
+                b.parts = 0;
             }
+            b.cursor = ack.seq - 1;
+            b.parts = b.parts.max(ack.parts);
+            changed = true;
         }
         if !ack.prompt.is_empty() {
             b.shown_prompt = ack.prompt.to_string();

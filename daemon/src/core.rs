@@ -340,7 +340,7 @@ impl Daemon {
         }
         let key = actor.key();
         rec.owner == key
-            || rec.shared_with.iter().any(|u| *u == key)
+            || rec.shared_with.contains(&key)
             || self.inner.access.known(&actor.platform, &actor.user) == Some(true)
     }
 
@@ -412,7 +412,7 @@ impl Daemon {
 
     fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
         let key = actor.key();
-        rec.owner == key || rec.shared_with.iter().any(|u| *u == key)
+        rec.owner == key || rec.shared_with.contains(&key)
     }
 
     /// Tells a session's other chats that one of them was suspended.
