@@ -1,7 +1,8 @@
 //! End to end: Discord's gateway does not replay what a gateway that was down missed, so the
 //! real clibot-gateway reads each channel's history after the last message it handled (which
 //! the real clibotd records) at start and after reconnects. Messages sent while the gateway is
-//! killed reach the session once each, in order, and are answered once.
+//! killed reach the session once each, in order, and are answered once. A channel the bot lost
+//! access to (403 Missing Access) is suspended while the DM keeps its replies.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -167,6 +168,89 @@ fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
         .filter(|(m, p, _)| m == "GET" && p == &format!("/api/v10/channels/{ADMIN_DM}/messages"))
         .count();
     assert!(history_reads >= 1, "the restarted gateway read the history");
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies() {
+    const GUILD: u64 = 1_500_000_000_000_000_001;
+    const CHANNEL: u64 = 1_500_000_000_000_000_100;
+    let mut h = Harness::with_config(&format!(
+        "\n[access.discord]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
+    ));
+    h.start_daemon();
+    let dc = FakeDiscord::start(TOKEN);
+    let mut g = gateway(&h, &dc);
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "the gateway connects to Discord; its log:\n{}",
+        gateway_log(&h)
+    );
+    let work = h.work.display().to_string();
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started f"))
+    });
+    dc.send_as_user_in_guild(GUILD, CHANNEL, ADMIN, "owner", "!!use f");
+    dc.wait_sent("the server channel bound", |s| {
+        contents(s, CHANNEL)
+            .iter()
+            .any(|t| t.contains("now talks to f"))
+    });
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo both-$((1+1))");
+    dc.wait_sent("the reply in both channels", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("both-2"))
+            && contents(s, CHANNEL).iter().any(|t| t.contains("both-2"))
+    });
+
+    let posts = || {
+        dc.calls()
+            .iter()
+            .filter(|(m, p, _)| {
+                m == "POST" && p == &format!("/api/v10/channels/{CHANNEL}/messages")
+            })
+            .count()
+    };
+    // The bot loses access to the server channel: Discord answers 403 Missing Access.
+    dc.forbid_channel(CHANNEL);
+    let before = posts();
+    for i in 0..3 {
+        dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("echo dm{i}-$((40+2))"));
+        dc.wait_sent("the DM's reply", |s| {
+            contents(s, ADMIN_DM)
+                .iter()
+                .any(|t| t.contains(&format!("dm{i}-42")))
+        });
+    }
+    let suspended = h.wait_event("f", "chat_suspended", Duration::from_secs(20), |e| {
+        e["type"] == "chat_suspended" && e["chat"].as_str() == Some(CHANNEL.to_string().as_str())
+    });
+    assert_eq!(suspended["platform"], "discord");
+    let sent = dc.sent();
+    for i in 0..3 {
+        let n = contents(&sent, ADMIN_DM)
+            .iter()
+            .filter(|t| t.contains(&format!("dm{i}-42")))
+            .count();
+        assert_eq!(n, 1, "turn {i} reached the DM once");
+    }
+    // Nothing reached the forbidden channel, and it is not retried over and over.
+    std::thread::sleep(Duration::from_secs(2));
+    let tries = posts() - before;
+    assert!(
+        tries <= 6,
+        "the channel was tried {tries} times: it must be suspended, not retried"
+    );
+    let chats = h.ctl_ok(&["chats"]);
+    assert!(
+        chats
+            .lines()
+            .any(|l| l.contains(&CHANNEL.to_string()) && l.contains("SUSPENDED")),
+        "{chats}"
+    );
     let _ = g.kill();
     let _ = g.wait();
 }
