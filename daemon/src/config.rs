@@ -245,7 +245,11 @@ impl Config {
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
         value.retain(|k, _| matches!(k, "daemon" | "tmux" | "cli" | "access"));
-        substitute_env(&mut value, path, &mut String::new())?;
+        clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
+            path: path.to_path_buf(),
+            key: e.key,
+            var: e.var,
+        })?;
         let config: Config = toml::Table::try_into(value).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
             message: e.to_string(),
@@ -393,76 +397,6 @@ impl Config {
         }
         clis
     }
-}
-
-/// Replaces `${NAME}` in every string with the environment variable `NAME`; `$${` stays a
-/// literal `${`.
-fn substitute_env(
-    table: &mut toml::Table,
-    path: &Path,
-    key_path: &mut String,
-) -> Result<(), ConfigError> {
-    for (k, v) in table.iter_mut() {
-        let len = key_path.len();
-        if !key_path.is_empty() {
-            key_path.push('.');
-        }
-        key_path.push_str(k);
-        substitute_value(v, path, key_path)?;
-        key_path.truncate(len);
-    }
-    Ok(())
-}
-
-fn substitute_value(
-    value: &mut toml::Value,
-    path: &Path,
-    key_path: &mut String,
-) -> Result<(), ConfigError> {
-    match value {
-        toml::Value::String(s) => *s = expand_env(s, path, key_path)?,
-        toml::Value::Array(items) => {
-            for item in items {
-                substitute_value(item, path, key_path)?;
-            }
-        }
-        toml::Value::Table(t) => substitute_env(t, path, key_path)?,
-        _ => {}
-    }
-    Ok(())
-}
-
-fn expand_env(s: &str, path: &Path, key: &str) -> Result<String, ConfigError> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix("${") {
-            out.push_str("${");
-            rest = tail;
-        } else if let Some(tail) = after.strip_prefix('{')
-            && let Some(end) = tail.find('}')
-        {
-            let var = &tail[..end];
-            match std::env::var(var) {
-                Ok(v) => out.push_str(&v),
-                Err(_) => {
-                    return Err(ConfigError::MissingEnv {
-                        path: path.to_path_buf(),
-                        key: key.to_string(),
-                        var: var.to_string(),
-                    });
-                }
-            }
-            rest = &tail[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// Expands a leading `~` to the home directory.

@@ -64,10 +64,6 @@ fn init_tracing() {
         .init();
 }
 
-fn default_config_path() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "clibot").map(|d| d.config_dir().join("config.toml"))
-}
-
 fn default_state_dir() -> anyhow::Result<PathBuf> {
     let dirs = directories::ProjectDirs::from("", "", "clibot")
         .ok_or_else(|| anyhow!("cannot find the home directory; pass --state-dir"))?;
@@ -83,7 +79,7 @@ fn run(
 ) -> anyhow::Result<()> {
     let (config, config_file) = match &args.config {
         Some(p) => (Config::load(p, true)?.unwrap_or_default(), Some(p.clone())),
-        None => match default_config_path() {
+        None => match clibot_proto::default_config_path() {
             Some(p) => match Config::load(&p, false)? {
                 Some(c) => (c, Some(p)),
                 None => (Config::default(), None),
