@@ -266,6 +266,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "state_dir": s.state_dir, "tmux_args": s.tmux_args, "tmux_version": s.tmux_version,
                     "tmux_reachable": s.tmux_reachable, "sessions": s.sessions, "last_seq": s.last_seq,
                     "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
+                    "gateways": s.gateways.iter().map(|g| serde_json::json!({
+                        "platform": g.platform, "state": g.state, "detail": g.detail,
+                        "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
+                        "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
+                        "pid": g.pid,
+                    })).collect::<Vec<_>>(),
                 }));
             }
             println!(
@@ -293,6 +299,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("sessions:   {}", s.sessions);
             println!("last event: {}", s.last_seq);
             println!("CLIs:       {}", s.clis.join(", "));
+            if s.gateways.is_empty() {
+                println!("gateway:    none has reported (start clibot-gateway)");
+            }
+            let now = output::now_ms();
+            for g in &s.gateways {
+                println!("gateway:    {}", g.describe(now));
+            }
             for w in &s.warnings {
                 println!("warning:    {w}");
             }

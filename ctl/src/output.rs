@@ -27,7 +27,7 @@ pub fn parse_state(s: &str) -> Option<v1::SessionState> {
     })
 }
 
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

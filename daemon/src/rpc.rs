@@ -1,8 +1,10 @@
 //! The gRPC service: translates `clibot.v1` messages to core calls and core results back, and
 //! maps every core error to a precise status code. No logic lives here.
 
+use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use clibot_proto::v1::{self, clibot_server::Clibot, event::Kind};
 use tokio_stream::Stream;
@@ -26,11 +28,43 @@ const BATCH: usize = 256;
 pub struct Service {
     daemon: Daemon,
     shutdown: CancellationToken,
+    /// What the gateways last reported, per platform, and when: shown by Status, kept in
+    /// memory only (a gateway reports again within seconds of a daemon restart).
+    gateways: Arc<Mutex<BTreeMap<String, (v1::GatewayStatus, Instant)>>>,
 }
+
+/// A gateway that has not reported for this long is shown as not running.
+const GATEWAY_SILENT: Duration = Duration::from_secs(30);
 
 impl Service {
     pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
-        Service { daemon, shutdown }
+        Service {
+            daemon,
+            shutdown,
+            gateways: Arc::default(),
+        }
+    }
+
+    /// The gateways' last reports, with the chats bound per platform; a gateway silent for
+    /// long is shown as such rather than as it last said.
+    fn gateway_status(&self) -> Vec<v1::GatewayStatus> {
+        let reports = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
+        reports
+            .values()
+            .map(|(g, at)| {
+                let mut g = g.clone();
+                g.chats_bound = self.daemon.chats().bindings(&g.platform, "", "").len() as u32;
+                if at.elapsed() > GATEWAY_SILENT {
+                    g.detail = format!(
+                        "no report for {} s: the gateway is not running (last state: {})",
+                        at.elapsed().as_secs(),
+                        g.state
+                    );
+                    g.state = "stopped".into();
+                }
+                g
+            })
+            .collect()
     }
 
     /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
@@ -335,7 +369,24 @@ impl Clibot for Service {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             warnings: s.warnings,
+            gateways: self.gateway_status(),
         }))
+    }
+
+    async fn report_gateway(
+        &self,
+        req: Request<v1::ReportGatewayRequest>,
+    ) -> Result<Response<v1::ReportGatewayResponse>, Status> {
+        let r = req.into_inner();
+        let mut reports = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
+        for mut p in r.platforms {
+            if p.platform.is_empty() || p.platform.len() > 32 {
+                return Err(Status::invalid_argument("a platform name of 1 to 32 characters"));
+            }
+            p.reported_ms = crate::store::now_ms();
+            reports.insert(p.platform.clone(), (p, Instant::now()));
+        }
+        Ok(Response::new(v1::ReportGatewayResponse {}))
     }
 
     async fn list_sessions(

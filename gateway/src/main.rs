@@ -1,35 +1,45 @@
-//! `clibot-gateway`: relays clibotd sessions to chats — `--telegram` (long polling), `--discord`
-//! (its gateway websocket), or
-//! `--console`, a chat on this terminal that needs no bot token. It holds no state that
-//! matters — bindings, access and the delivery cursor live in the daemon — so it can be killed
-//! at any moment and started again.
+//! `clibot-gateway`: relays clibotd sessions to chats. With no platform flag it serves every
+//! platform configured in the config file (`[gateway.telegram]`, `[gateway.discord]`, …), each
+//! on its own connection, in one process; `--telegram`, `--discord`, `--console` choose a
+//! subset. A platform that fails (a bad token, an outage) is retried with backoff and never
+//! stops the others. It holds no state that matters — bindings, access and delivery cursors
+//! live in the daemon — so it can be killed at any moment and started again.
 
+mod config;
 mod console;
 mod discord;
+mod health;
 mod platform;
 mod relay;
 mod router;
 mod shown;
 mod telegram;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use clibot_gateway::command::CommandParser;
+use clibot_proto::v1;
+use tokio::sync::mpsc;
+
+use crate::config::GatewayConfig;
+use crate::health::{Health, PlatformHealth};
+use crate::platform::{Inbound, Platform};
 
 /// clibot-gateway — drive clibot sessions from a chat.
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Cmd>,
     /// A chat on this terminal: type messages on stdin, read replies on stdout.
-    #[arg(long, conflicts_with_all = ["telegram", "discord"])]
+    #[arg(long)]
     console: bool,
-    /// Discord, through its gateway (token from --discord-token, DISCORD_TOKEN, or
-    /// `[gateway.discord] token` in the config file).
-    #[arg(long, conflicts_with = "telegram")]
+    /// Serve Discord (token from --discord-token, DISCORD_TOKEN, or `[gateway.discord] token`).
+    #[arg(long)]
     discord: bool,
     #[arg(
         long,
@@ -41,8 +51,8 @@ struct Args {
     /// Another API base (a proxy or a test fake) instead of https://discord.com.
     #[arg(long, value_name = "URL")]
     discord_api_url: Option<String>,
-    /// Telegram, by long polling (token from --telegram-token, TELEGRAM_TOKEN, or
-    /// `[gateway.telegram] token` in the config file).
+    /// Serve Telegram, by long polling (token from --telegram-token, TELEGRAM_TOKEN, or
+    /// `[gateway.telegram] token`).
     #[arg(long)]
     telegram: bool,
     #[arg(
@@ -55,54 +65,57 @@ struct Args {
     /// A self-hosted Bot API server (or a test fake) instead of https://api.telegram.org.
     #[arg(long, value_name = "URL")]
     telegram_api_url: Option<String>,
-    /// Config file [default: ~/.config/clibot/config.toml]
-    #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE")]
+    /// Config file [default: $XDG_CONFIG_HOME/clibot/config.toml]
+    #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE", global = true)]
     config: Option<PathBuf>,
     /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
-    #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH")]
+    #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH", global = true)]
     socket: Option<PathBuf>,
     /// What marks a gateway command (everything else goes to the CLI).
     #[arg(long, default_value = "!!")]
     prefix: String,
 }
 
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// How each platform of the running gateway is doing, as the daemon last heard it.
+    /// Exits non-zero when a platform is not connected or no gateway reports.
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A platform to serve, with what it needs to connect.
+#[derive(Debug, Clone)]
+enum Spec {
+    Console,
+    Telegram {
+        token: String,
+        api_url: Option<String>,
+    },
+    Discord {
+        token: String,
+        api_url: Option<String>,
+    },
+}
+
+impl Spec {
+    fn name(&self) -> &'static str {
+        match self {
+            Spec::Console => "console",
+            Spec::Telegram { .. } => "telegram",
+            Spec::Discord { .. } => "discord",
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
-    if !args.console && !args.telegram && !args.discord {
-        eprintln!("clibot-gateway: choose a platform: --telegram, --discord or --console");
-        return ExitCode::from(2);
-    }
-    let parser = match CommandParser::new(&args.prefix) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("clibot-gateway: --prefix: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let chosen = |on: bool, name: &str, token: &Option<String>, url: &Option<String>| {
-        on.then(|| settings(&args, name, token.clone(), url.clone()))
-            .transpose()
-    };
-    let (discord, telegram) = match (
-        chosen(
-            args.discord,
-            "discord",
-            &args.discord_token,
-            &args.discord_api_url,
-        ),
-        chosen(
-            args.telegram,
-            "telegram",
-            &args.telegram_token,
-            &args.telegram_api_url,
-        ),
-    ) {
-        (Ok(d), Ok(t)) => (d, t),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("clibot-gateway: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let socket = args
+        .socket
+        .clone()
+        .unwrap_or_else(clibot_proto::default_socket_path);
     let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -111,139 +124,303 @@ fn main() -> ExitCode {
         eprintln!("clibot-gateway: cannot start the runtime");
         return ExitCode::FAILURE;
     };
-    let socket = args
-        .socket
-        .clone()
-        .unwrap_or_else(clibot_proto::default_socket_path);
+    if let Some(Cmd::Status { json }) = args.command {
+        return rt.block_on(status(&socket, json));
+    }
+    let parser = match CommandParser::new(&args.prefix) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("clibot-gateway: --prefix: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (config, path) = match GatewayConfig::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let specs = match plan(&args, &config, path.as_deref()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
     // Gateway locks live beside the daemon's socket: one poller per bot and daemon.
     let lock_dir = socket
         .parent()
-        .map(std::path::Path::to_path_buf)
+        .map(Path::to_path_buf)
         .unwrap_or_else(clibot_proto::private_runtime_dir);
-    rt.block_on(async move {
-        let started: anyhow::Result<(Arc<dyn platform::Platform>, _)> = match (telegram, discord) {
-            (Some((token, api_url)), _) => {
-                telegram::Telegram::start(&token, api_url.as_deref(), parser.prefix(), &lock_dir)
-                    .await
-                    .map(|(t, rx)| (Arc::new(t) as Arc<dyn platform::Platform>, rx))
-            }
-            (None, Some((token, api_url))) => discord::Discord::start(
-                &token,
-                api_url.as_deref(),
-                parser.prefix(),
-                &lock_dir,
-                &socket,
-            )
-            .await
-            .map(|(d, rx)| (Arc::new(d) as Arc<dyn platform::Platform>, rx)),
-            (None, None) => {
-                let (c, rx) = console::Console::start();
-                Ok((Arc::new(c) as Arc<dyn platform::Platform>, rx))
-            }
-        };
-        let (platform, mut inbound) = match started {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("clibot-gateway: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        tokio::spawn(relay::run(platform.clone(), socket.clone()));
-        let router = router::Router {
-            platform: platform.clone(),
-            parser,
-        };
-        let mut client: Option<clibot_proto::Client> = None;
-        while let Some(mut msg) = inbound.recv().await {
-            let ack = msg.ack.take();
-            // While the daemon is away: say so, keep the message, and try again with backoff.
-            let mut waited = Duration::from_millis(200);
-            let mut told = false;
-            loop {
-                if client.is_none() {
-                    match clibot_proto::connect(&socket).await {
-                        Ok(c) => client = Some(c),
-                        Err(e) => {
-                            if !told {
-                                let _ = platform
-                                    .send(
-                                        &msg.chat,
-                                        &format!("clibotd is not reachable ({e}); retrying"),
-                                    )
-                                    .await;
-                                told = true;
-                            }
-                            tokio::time::sleep(waited).await;
-                            waited = (waited * 2).min(Duration::from_secs(5));
-                            continue;
-                        }
-                    }
-                }
-                let Some(c) = client.as_mut() else { continue };
-                match router.handle(c, &msg).await {
-                    Ok(()) => break,
-                    Err(e) => {
-                        eprintln!("clibot-gateway: lost the daemon ({e}); reconnecting");
-                        client = None;
-                    }
-                }
-            }
-            if let Some(ack) = ack {
-                let _ = ack.send(());
-            }
+    rt.block_on(serve(specs, socket, lock_dir, parser))
+}
+
+/// Which platforms to serve: those named by flags, else every one configured (in the config
+/// file, or by a token in the environment).
+fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<Spec>, String> {
+    let chosen = args.console || args.telegram || args.discord;
+    let mut specs = Vec::new();
+    if args.console {
+        specs.push(Spec::Console);
+    }
+    let token = |name: &str,
+                 flag: &Option<String>,
+                 conf: &Option<config::TokenPlatform>|
+     -> Result<String, String> {
+        flag.clone()
+            .or_else(|| conf.as_ref().map(|c| c.token.clone()))
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "no {name} bot token: pass --{name}-token, export {}_TOKEN, or set [gateway.{name}] token",
+                    name.to_uppercase()
+                )
+            })
+    };
+    let api_url = |flag: &Option<String>, conf: &Option<config::TokenPlatform>| {
+        flag.clone()
+            .or_else(|| conf.as_ref().and_then(|c| c.api_url.clone()))
+    };
+    if args.telegram || (!chosen && (config.telegram.is_some() || args.telegram_token.is_some()))
+    {
+        specs.push(Spec::Telegram {
+            token: token("telegram", &args.telegram_token, &config.telegram)?,
+            api_url: api_url(&args.telegram_api_url, &config.telegram),
+        });
+    }
+    if args.discord || (!chosen && (config.discord.is_some() || args.discord_token.is_some())) {
+        specs.push(Spec::Discord {
+            token: token("discord", &args.discord_token, &config.discord)?,
+            api_url: api_url(&args.discord_api_url, &config.discord),
+        });
+    }
+    if config.feishu.is_some() && !chosen {
+        eprintln!(
+            "clibot-gateway: [gateway.feishu] is configured, but this build does not serve Feishu yet"
+        );
+    }
+    if specs.is_empty() {
+        let file = path
+            .map(|p| p.display().to_string())
+            .or_else(|| clibot_proto::default_config_path().map(|p| p.display().to_string()))
+            .unwrap_or_else(|| "~/.config/clibot/config.toml".into());
+        return Err(format!(
+            "no chat platform is configured: add [gateway.telegram] token = \"${{TELEGRAM_TOKEN}}\" (or [gateway.discord] token) to {file}, or try it on this terminal with --console"
+        ));
+    }
+    Ok(specs)
+}
+
+/// Serves every platform until the console's input ends (or forever, without a console).
+async fn serve(specs: Vec<Spec>, socket: PathBuf, lock_dir: PathBuf, parser: CommandParser) -> ExitCode {
+    let health = Health::default();
+    tokio::spawn(health.clone().report(socket.clone()));
+    let mut console = None;
+    for spec in specs {
+        let ph = health.platform(spec.name());
+        let task = tokio::spawn(run_platform(
+            spec.clone(),
+            socket.clone(),
+            lock_dir.clone(),
+            parser.clone(),
+            ph,
+        ));
+        if matches!(spec, Spec::Console) {
+            console = Some(task);
         }
-        ExitCode::SUCCESS
+    }
+    match console {
+        Some(task) => {
+            let _ = task.await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+    ExitCode::SUCCESS
+}
+
+async fn start(
+    spec: &Spec,
+    prefix: &str,
+    lock_dir: &Path,
+    socket: &Path,
+) -> anyhow::Result<(Arc<dyn Platform>, mpsc::Receiver<Inbound>)> {
+    Ok(match spec {
+        Spec::Console => {
+            let (c, rx) = console::Console::start();
+            (Arc::new(c), rx)
+        }
+        Spec::Telegram { token, api_url } => {
+            let (t, rx) =
+                telegram::Telegram::start(token, api_url.as_deref(), prefix, lock_dir).await?;
+            (Arc::new(t), rx)
+        }
+        Spec::Discord { token, api_url } => {
+            let (d, rx) =
+                discord::Discord::start(token, api_url.as_deref(), prefix, lock_dir, socket)
+                    .await?;
+            (Arc::new(d), rx)
+        }
     })
 }
 
-/// A platform's token and API URL: flags and environment first, then `[gateway.PLATFORM]` in
-/// the config file (where `${NAME}` is replaced by the environment variable NAME).
-fn settings(
-    args: &Args,
-    platform: &str,
-    token: Option<String>,
-    api_url: Option<String>,
-) -> Result<(String, Option<String>), String> {
-    let path = args.config.clone().or_else(|| {
-        std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config/clibot/config.toml"))
-    });
-    let table: Option<toml::Table> = path
-        .and_then(|p| std::fs::read_to_string(p).ok())
-        .and_then(|t| t.parse().ok());
-    let from_config = |key: &str| -> Option<String> {
-        let v = table
-            .as_ref()?
-            .get("gateway")?
-            .get(platform)?
-            .get(key)?
-            .as_str()?
-            .to_string();
-        Some(expand_env(&v))
-    };
-    let env = format!("{}_TOKEN", platform.to_uppercase());
-    let token = token.or_else(|| from_config("token")).filter(|t| !t.is_empty()).ok_or(format!(
-        "no {platform} bot token: pass --{platform}-token, export {env}, or set [gateway.{platform}] token"
-    ))?;
-    Ok((token, api_url.or_else(|| from_config("api_url"))))
-}
-
-/// `${NAME}` → the environment variable (empty when unset).
-fn expand_env(s: &str) -> String {
-    let mut out = String::new();
-    let mut rest = s;
-    while let Some(i) = rest.find("${") {
-        out.push_str(&rest[..i]);
-        match rest[i + 2..].find('}') {
-            Some(end) => {
-                out.push_str(&std::env::var(&rest[i + 2..i + 2 + end]).unwrap_or_default());
-                rest = &rest[i + 3 + end..];
+/// One platform, for the life of the gateway: connect, relay and route until the connection
+/// ends, then connect again with backoff (and jitter, so that several gateways do not retry in
+/// step). The console ends with its input.
+async fn run_platform(
+    spec: Spec,
+    socket: PathBuf,
+    lock_dir: PathBuf,
+    parser: CommandParser,
+    health: PlatformHealth,
+) {
+    let name = spec.name();
+    let mut backoff = Duration::from_secs(1);
+    loop {
+        health.state("connecting", "");
+        let began = std::time::Instant::now();
+        match start(&spec, parser.prefix(), &lock_dir, &socket).await {
+            Ok((platform, inbound)) => {
+                health.state("connected", "");
+                health.heard();
+                let relay = tokio::spawn(relay::run(
+                    platform.clone(),
+                    socket.clone(),
+                    health.clone(),
+                ));
+                let router = router::Router {
+                    platform: platform.clone(),
+                    parser: parser.clone(),
+                };
+                route(&router, inbound, &socket, &health).await;
+                relay.abort();
+                if matches!(spec, Spec::Console) {
+                    return;
+                }
+                eprintln!("clibot-gateway: {name}: the connection ended; connecting again");
+                health.state("retrying", "the connection ended");
+                if began.elapsed() > Duration::from_secs(60) {
+                    backoff = Duration::from_secs(1);
+                }
             }
-            None => {
-                out.push_str(&rest[i..]);
-                rest = "";
+            Err(e) => {
+                eprintln!("clibot-gateway: {name}: {e:#}; retrying in {backoff:?}");
+                health.state("retrying", &format!("{e:#}"));
             }
         }
+        tokio::time::sleep(jitter(backoff)).await;
+        backoff = (backoff * 2).min(Duration::from_secs(300));
     }
-    out.push_str(rest);
-    out
+}
+
+/// `d` plus up to a quarter more, from the clock's low bits (no need for a random source).
+fn jitter(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|t| t.subsec_nanos())
+        .unwrap_or(0);
+    d + d.mul_f64(f64::from(nanos % 1000) / 4000.0)
+}
+
+/// Hands each message to the router, in order. While the daemon is away: says so once, keeps
+/// the message, and tries again with backoff; the platform's acknowledgement (Telegram's
+/// update offset) fires only once the message was handled.
+async fn route(
+    router: &router::Router,
+    mut inbound: mpsc::Receiver<Inbound>,
+    socket: &Path,
+    health: &PlatformHealth,
+) {
+    let mut client: Option<clibot_proto::Client> = None;
+    while let Some(mut msg) = inbound.recv().await {
+        health.heard();
+        let ack = msg.ack.take();
+        let mut waited = Duration::from_millis(200);
+        let mut told = false;
+        loop {
+            if client.is_none() {
+                match clibot_proto::connect(socket).await {
+                    Ok(c) => client = Some(c),
+                    Err(e) => {
+                        if !told {
+                            let _ = router
+                                .platform
+                                .send(
+                                    &msg.chat,
+                                    &format!("clibotd is not reachable ({e}); retrying"),
+                                )
+                                .await;
+                            told = true;
+                        }
+                        tokio::time::sleep(waited).await;
+                        waited = (waited * 2).min(Duration::from_secs(5));
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = client.as_mut() else { continue };
+            match router.handle(c, &msg).await {
+                Ok(()) => break,
+                Err(e) => {
+                    eprintln!(
+                        "clibot-gateway: {}: lost the daemon ({e}); reconnecting",
+                        health.name()
+                    );
+                    client = None;
+                }
+            }
+        }
+        if let Some(ack) = ack {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// `clibot-gateway status`: the platforms as the daemon last heard of them.
+async fn status(socket: &Path, json: bool) -> ExitCode {
+    let mut c = match clibot_proto::connect(socket).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let s = match c.status(v1::StatusRequest {}).await {
+        Ok(s) => s.into_inner(),
+        Err(e) => {
+            eprintln!("clibot-gateway: the daemon did not answer: {}", e.message());
+            return ExitCode::FAILURE;
+        }
+    };
+    let healthy = !s.gateways.is_empty() && s.gateways.iter().all(|g| g.state == "connected");
+    if json {
+        let rows: Vec<serde_json::Value> = s
+            .gateways
+            .iter()
+            .map(|g| {
+                serde_json::json!({
+                    "platform": g.platform, "state": g.state, "detail": g.detail,
+                    "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
+                    "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
+                    "pid": g.pid,
+                })
+            })
+            .collect();
+        println!("{}", serde_json::Value::Array(rows));
+    } else if s.gateways.is_empty() {
+        println!("no gateway has reported to the daemon: start clibot-gateway");
+    } else {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        for g in &s.gateways {
+            println!("{}", g.describe(now));
+        }
+    }
+    if healthy {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

@@ -20,6 +20,7 @@ use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
+use crate::health::PlatformHealth;
 use crate::platform::{Platform, gone};
 use crate::router::prompt_text;
 
@@ -105,7 +106,7 @@ struct Worker {
 }
 
 /// Delivers events forever, reconnecting to the daemon when it goes away.
-pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf) {
+pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformHealth) {
     let consumer = platform.consumer();
     let mut backoff = Duration::from_millis(200);
     // Workers outlive a lost daemon connection: what they hold is delivered once, and what
@@ -159,7 +160,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf) {
                         .into_inner()
                         .bindings;
                     for b in all.into_iter().filter(|b| !b.broken) {
-                        worker(&mut workers, &platform, &socket, &b).send(Item {
+                        worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
                             parts: 0,
                         });
@@ -178,7 +179,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf) {
                         .bindings;
                     for b in chats.into_iter().filter(|b| !b.broken && b.cursor < ev.seq) {
                         let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
-                        worker(&mut workers, &platform, &socket, &b).send(Item {
+                        worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
                             parts,
                         });
@@ -220,6 +221,7 @@ fn worker<'a>(
     workers: &'a mut HashMap<String, Worker>,
     platform: &Arc<dyn Platform>,
     socket: &std::path::Path,
+    health: &PlatformHealth,
     b: &v1::Binding,
 ) -> &'a Worker {
     let alive = workers.get(&b.chat).is_some_and(|w| !w.tx.is_closed());
@@ -228,6 +230,7 @@ fn worker<'a>(
         let chat = ChatDelivery {
             platform: platform.clone(),
             socket: socket.to_path_buf(),
+            health: health.clone(),
             chat: b.chat.clone(),
             client: None,
             done: b.cursor,
@@ -270,6 +273,7 @@ enum Stop {
 struct ChatDelivery {
     platform: Arc<dyn Platform>,
     socket: PathBuf,
+    health: PlatformHealth,
     chat: String,
     client: Option<clibot_proto::Client>,
     /// Every event up to here is delivered.
@@ -298,10 +302,12 @@ impl ChatDelivery {
             loop {
                 match self.deliver(&item.ev).await {
                     Ok(()) => {
+                        self.health.heard();
                         backoff = Duration::from_secs(1);
                         break;
                     }
                     Err(Stop::Gone(reason)) => {
+                        self.health.failed();
                         eprintln!(
                             "clibot-gateway: {} chat {} cannot be delivered to ({reason}); suspending it",
                             self.platform.name(),
@@ -311,6 +317,7 @@ impl ChatDelivery {
                         return;
                     }
                     Err(Stop::Retry(e)) => {
+                        self.health.failed();
                         eprintln!(
                             "clibot-gateway: delivery to {} chat {} failed ({e:#}); retrying in {backoff:?}",
                             self.platform.name(),

@@ -122,10 +122,12 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                 u
             }
             Err(RequestError::Api(teloxide::ApiError::TerminatedByOtherGetUpdates)) => {
+                // Ending the poll closes the message channel: the gateway connects again
+                // later (with backoff) and the other platforms go on meanwhile.
                 eprintln!(
-                    "clibot-gateway: another gateway is polling this bot token; one poller per token — stopping"
+                    "clibot-gateway: another gateway is polling this bot token (one poller per token); stopping this poll"
                 );
-                std::process::exit(1);
+                return;
             }
             Err(RequestError::RetryAfter(d)) => {
                 tokio::time::sleep(d.duration()).await;

@@ -17,3 +17,31 @@ pub mod v1 {
 
 /// The client type every tool uses.
 pub type Client = v1::clibot_client::ClibotClient<tonic::transport::Channel>;
+
+impl v1::GatewayStatus {
+    /// One line for people: `telegram   connected, last heard 12s ago, 3 chats, 0 failed`.
+    /// Shared by `clibotctl status` and `clibot-gateway status`.
+    pub fn describe(&self, now_ms: i64) -> String {
+        let heard = if self.last_heard_ms <= 0 {
+            "never heard from".to_string()
+        } else {
+            format!(
+                "last heard {}s ago",
+                (now_ms - self.last_heard_ms).max(0) / 1000
+            )
+        };
+        let mut line = format!(
+            "{:<9} {}, {heard}, {} chat{} bound, {} deliver{} failed",
+            self.platform,
+            self.state,
+            self.chats_bound,
+            if self.chats_bound == 1 { "" } else { "s" },
+            self.deliveries_failed,
+            if self.deliveries_failed == 1 { "y" } else { "ies" },
+        );
+        if !self.detail.is_empty() {
+            line.push_str(&format!(" ({})", self.detail));
+        }
+        line
+    }
+}
