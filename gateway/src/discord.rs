@@ -41,11 +41,15 @@ enum Event {
     Live(Box<Message>),
     /// The gateway connection is (re)established: read what was missed.
     CatchUp,
+    /// A pressed button (no place in a channel's order: handed over at once).
+    Button(Inbound),
+    /// The gateway client stopped for good (a refused token, say): the platform's connection
+    /// ends, and the gateway connects again with backoff.
+    Ended,
 }
 
 struct Handler {
     events: mpsc::UnboundedSender<Event>,
-    tx: mpsc::Sender<Inbound>,
     prefix: String,
 }
 
@@ -85,7 +89,7 @@ impl EventHandler for Handler {
                 group: c.guild_id.is_some(),
                 ack: None,
             };
-            let _ = self.tx.send(inbound).await;
+            let _ = self.events.send(Event::Button(inbound));
         }
     }
 }
@@ -194,6 +198,11 @@ impl Ingress {
                 match e {
                     Event::CatchUp => due = true,
                     Event::Live(m) => live.push(m),
+                    Event::Button(b) => {
+                        let _ = self.tx.send(b).await;
+                    }
+                    // Dropping the sender ends the platform's stream of messages.
+                    Event::Ended => return,
                 }
             }
             if due {
@@ -385,7 +394,9 @@ async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedRec
 }
 
 impl Discord {
-    /// Connects (REST and gateway) and starts receiving; messages arrive on the channel.
+    /// Connects (REST and gateway) and starts receiving; messages arrive on the channel, each
+    /// with an acknowledgement the caller fires once it was handled. The channel closes when
+    /// the gateway client stops for good.
     pub async fn start(
         token: &str,
         api_url: Option<&str>,
@@ -412,8 +423,7 @@ impl Discord {
             | GatewayIntents::MESSAGE_CONTENT;
         let mut client = ClientBuilder::new_with_http(http, intents)
             .event_handler(Handler {
-                events,
-                tx: tx.clone(),
+                events: events.clone(),
                 prefix: prefix.to_string(),
             })
             .await
@@ -432,11 +442,13 @@ impl Discord {
             guild: HashMap::new(),
         };
         tokio::spawn(ingress.run(events_rx));
+        let ended = events;
         tokio::spawn(async move {
-            if let Err(e) = client.start().await {
-                eprintln!("clibot-gateway: the Discord gateway connection ended: {e}");
-                std::process::exit(1);
+            match client.start().await {
+                Ok(()) => eprintln!("clibot-gateway: the Discord gateway connection ended"),
+                Err(e) => eprintln!("clibot-gateway: the Discord gateway connection ended: {e}"),
             }
+            let _ = ended.send(Event::Ended);
         });
         Ok((
             Discord {
