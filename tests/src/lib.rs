@@ -4,6 +4,7 @@
 pub mod claude;
 pub mod codex;
 pub mod fake_discord;
+pub mod fake_feishu;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod live;
