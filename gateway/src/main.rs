@@ -8,6 +8,7 @@
 mod config;
 mod console;
 mod discord;
+mod feishu;
 mod health;
 mod platform;
 mod relay;
