@@ -20,6 +20,8 @@
 mod api;
 mod card;
 mod frame;
+#[cfg(test)]
+mod tests;
 mod ws;
 
 use std::collections::{HashMap, HashSet, VecDeque};
