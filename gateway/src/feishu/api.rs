@@ -24,6 +24,29 @@ const SEND_RATE_LIMITED: i64 = 230020;
 /// (tenant, app) or expired access token.
 const TOKEN_INVALID: [i64; 4] = [99991661, 99991663, 99991664, 99991671];
 
+/// "Failed to create card content": the card JSON was refused.
+pub const CARD_INVALID: i64 = 230099;
+
+/// A failed call's Feishu code (as the error says it).
+#[derive(Debug)]
+pub struct Failed {
+    pub code: i64,
+    pub text: String,
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl std::error::Error for Failed {}
+
+/// The Feishu code of a failed call, when Feishu gave one.
+pub fn code_of(e: &anyhow::Error) -> Option<i64> {
+    e.downcast_ref::<Failed>().map(|f| f.code)
+}
+
 /// Why Feishu will not take a message for a chat, whatever the retries, and what to do.
 fn gone_reason(code: i64, msg: &str) -> Option<&'static str> {
     Some(match code {
@@ -277,7 +300,10 @@ impl Api {
                 let head: String = text.chars().take(200).collect();
                 anyhow::bail!("Feishu {what} answered HTTP {status}: {head}");
             }
-            anyhow::bail!("Feishu {what} failed (HTTP {status}, code {code}: {msg})");
+            return Err(anyhow::Error::new(Failed {
+                code,
+                text: format!("Feishu {what} failed (HTTP {status}, code {code}: {msg})"),
+            }));
         }
     }
 

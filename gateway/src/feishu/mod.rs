@@ -545,7 +545,7 @@ impl Platform for Feishu {
                 self.send_text(chat, &part).await?;
             }
         }
-        let id = self
+        let sent = self
             .api
             .create(
                 chat,
@@ -553,7 +553,20 @@ impl Platform for Feishu {
                 &card::prompt(&last, prompt_id, options),
                 Wait::OutRateLimits,
             )
-            .await?;
+            .await;
+        let id = match sent {
+            Ok(id) => id,
+            // Feishu cannot build the card (230099): the prompt goes as text, which lists the
+            // options, so that a typed number answers it (retrying would fail the same way).
+            Err(e) if api::code_of(&e) == Some(api::CARD_INVALID) => {
+                eprintln!(
+                    "clibot-gateway: Feishu refused a prompt card in {chat} ({e:#}); sending it as text"
+                );
+                self.send(chat, &last).await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
         let mut cards = self.cards();
         cards.push_back((id.clone(), last));
         while cards.len() > CARDS_KEPT {

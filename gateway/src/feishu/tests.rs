@@ -394,6 +394,28 @@ async fn a_prompt_is_a_card_whose_buttons_answer_it_and_go_away() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_whose_card_feishu_refuses_goes_as_text() {
+    let r = rig().await;
+    r.fake.fail_next("/open-apis/im/v1/messages", 400, 230099);
+    let id = r
+        .feishu
+        .send_prompt(
+            "oc_dm",
+            "p7",
+            "Pick one:\n1. a\n2. b",
+            &["a".into(), "b".into()],
+        )
+        .await
+        .expect("sent all the same");
+    assert_eq!(id, None, "no buttons to remove later");
+    let sent = r.fake.sent();
+    let texts = created(&sent);
+    assert_eq!(texts.len(), 1);
+    assert_eq!(texts[0].msg_type, "text");
+    assert_eq!(texts[0].content["text"], "Pick one:\n1. a\n2. b");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn text_status_and_files_take_the_right_calls() {
     let r = rig().await;
     r.feishu.send("oc_g", "hello").await.expect("sent");
