@@ -66,6 +66,10 @@ struct Args {
     /// A self-hosted Bot API server (or a test fake) instead of https://api.telegram.org.
     #[arg(long, value_name = "URL")]
     telegram_api_url: Option<String>,
+    /// Serve Feishu / Lark, by its long connection (`[gateway.feishu] app_id`, `app_secret`,
+    /// `api_url`).
+    #[arg(long)]
+    feishu: bool,
     /// Config file [default: $XDG_CONFIG_HOME/clibot/config.toml]
     #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE", global = true)]
     config: Option<PathBuf>,
@@ -99,6 +103,7 @@ enum Spec {
         token: String,
         api_url: Option<String>,
     },
+    Feishu(config::FeishuConfig),
 }
 
 impl Spec {
@@ -107,6 +112,7 @@ impl Spec {
             Spec::Console => "console",
             Spec::Telegram { .. } => "telegram",
             Spec::Discord { .. } => "discord",
+            Spec::Feishu(_) => "feishu",
         }
     }
 }
@@ -160,7 +166,7 @@ fn main() -> ExitCode {
 /// Which platforms to serve: those named by flags, else every one configured (in the config
 /// file, or by a token in the environment).
 fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<Spec>, String> {
-    let chosen = args.console || args.telegram || args.discord;
+    let chosen = args.console || args.telegram || args.discord || args.feishu;
     let mut specs = Vec::new();
     if args.console {
         specs.push(Spec::Console);
@@ -196,10 +202,11 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
             api_url: api_url(&args.discord_api_url, &config.discord),
         });
     }
-    if config.feishu.is_some() && !chosen {
-        eprintln!(
-            "clibot-gateway: [gateway.feishu] is configured, but this build does not serve Feishu yet"
-        );
+    if args.feishu || (!chosen && config.feishu.is_some()) {
+        let f = config.feishu.clone().ok_or_else(|| {
+            "--feishu needs [gateway.feishu] app_id and app_secret in the config file".to_string()
+        })?;
+        specs.push(Spec::Feishu(f));
     }
     if specs.is_empty() {
         let file = path
@@ -207,7 +214,7 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
             .or_else(|| clibot_proto::default_config_path().map(|p| p.display().to_string()))
             .unwrap_or_else(|| "~/.config/clibot/config.toml".into());
         return Err(format!(
-            "no chat platform is configured: add [gateway.telegram] token = \"${{TELEGRAM_TOKEN}}\" (or [gateway.discord] token) to {file}, or try it on this terminal with --console"
+            "no chat platform is configured: add [gateway.telegram] token = \"${{TELEGRAM_TOKEN}}\" (or [gateway.discord] token, or [gateway.feishu] app_id and app_secret) to {file}, or try it on this terminal with --console"
         ));
     }
     Ok(specs)
@@ -262,6 +269,11 @@ async fn start(
                     .await?;
             (Arc::new(d), rx)
         }
+        Spec::Feishu(f) => {
+            let (p, rx) =
+                feishu::start(&f.app_id, &f.app_secret, &f.api_url, prefix, lock_dir).await?;
+            (Arc::new(p), rx)
+        }
     })
 }
 
@@ -277,6 +289,7 @@ async fn run_platform(
 ) {
     let name = spec.name();
     let mut backoff = Duration::from_secs(1);
+    let mut first = true;
     loop {
         health.state("connecting", "");
         let began = std::time::Instant::now();
@@ -304,11 +317,18 @@ async fn run_platform(
                     backoff = Duration::from_secs(1);
                 }
             }
+            Err(e) if first && e.downcast_ref::<platform::AlreadyPolling>().is_some() => {
+                // At start, a second gateway for the same bot is a mistake to point out, not
+                // a standby that takes turns with the first.
+                eprintln!("clibot-gateway: {name}: {e:#}");
+                std::process::exit(1);
+            }
             Err(e) => {
                 eprintln!("clibot-gateway: {name}: {e:#}; retrying in {backoff:?}");
                 health.state("retrying", &format!("{e:#}"));
             }
         }
+        first = false;
         tokio::time::sleep(jitter(backoff)).await;
         backoff = (backoff * 2).min(Duration::from_secs(300));
     }

@@ -94,6 +94,23 @@ pub fn gone(e: &anyhow::Error) -> Option<&str> {
     e.downcast_ref::<Gone>().map(|g| g.0.as_str())
 }
 
+/// Another gateway holds the bot's lock: refusing beats two pollers taking turns at the
+/// same updates.
+#[derive(Debug)]
+pub struct AlreadyPolling(pub std::path::PathBuf);
+
+impl std::fmt::Display for AlreadyPolling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "another clibot-gateway is already polling this bot (lock {}); one poller per token: stop the other one first",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for AlreadyPolling {}
+
 /// One poller per bot and daemon: a lock file beside the daemon's socket, held for the life of
 /// the process (the kernel releases it however the process ends). A second gateway for the same
 /// bot refuses to start. (Across machines, Telegram itself ends the older poll with a conflict.)
@@ -110,10 +127,7 @@ pub fn single_poller(dir: &std::path::Path, name: &str) -> anyhow::Result<std::f
         .truncate(false)
         .open(&path)?;
     if f.try_lock().is_err() {
-        anyhow::bail!(
-            "another clibot-gateway is already polling this bot (lock {}); one poller per token: stop the other one first",
-            path.display()
-        );
+        return Err(anyhow::Error::new(AlreadyPolling(path)));
     }
     Ok(f)
 }

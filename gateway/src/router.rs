@@ -498,7 +498,11 @@ mod tests {
         h.start_daemon();
         let memory = Arc::new(Memory::default());
         let platform: Arc<dyn Platform> = memory.clone();
-        tokio::spawn(crate::relay::run(platform.clone(), h.socket.clone()));
+        tokio::spawn(crate::relay::run(
+            platform.clone(),
+            h.socket.clone(),
+            crate::health::Health::default().platform("telegram"),
+        ));
         let router = Router {
             platform,
             parser: CommandParser::default(),

@@ -174,6 +174,7 @@ impl Reassembly {
     }
 
     /// Messages still waiting for fragments.
+    #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.pending.len()
     }

@@ -15,7 +15,6 @@
 //! the cards.
 
 // Until main.rs starts the platform, only the tests reach most of it.
-#![cfg_attr(not(test), allow(dead_code))]
 
 mod api;
 mod card;
