@@ -6,15 +6,11 @@
 //! live in the daemon — so it can be killed at any moment and started again.
 
 mod config;
-mod console;
-mod discord;
-mod feishu;
 mod health;
-mod platform;
+mod platforms;
 mod relay;
 mod router;
 mod shown;
-mod telegram;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -28,7 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::GatewayConfig;
 use crate::health::{Health, PlatformHealth};
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform, console, discord, feishu, telegram};
 
 /// clibot-gateway — drive clibot sessions from a chat.
 #[derive(Debug, Parser)]
@@ -317,7 +313,7 @@ async fn run_platform(
                     backoff = Duration::from_secs(1);
                 }
             }
-            Err(e) if first && e.downcast_ref::<platform::AlreadyPolling>().is_some() => {
+            Err(e) if first && e.downcast_ref::<platforms::AlreadyPolling>().is_some() => {
                 // At start, a second gateway for the same bot is a mistake to point out, not
                 // a standby that takes turns with the first.
                 eprintln!("clibot-gateway: {name}: {e:#}");

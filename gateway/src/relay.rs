@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
 use crate::health::PlatformHealth;
-use crate::platform::{Platform, gone};
+use crate::platforms::{Platform, gone};
 use crate::router::prompt_text;
 
 /// Output longer than this many messages goes as a file with a short summary.

@@ -10,7 +10,7 @@ use clibot_gateway::redact;
 use clibot_proto::v1;
 use tonic::Request;
 
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform};
 
 pub struct Router {
     pub platform: Arc<dyn Platform>,
@@ -423,7 +423,7 @@ mod tests {
     use clibot_tests::Harness;
 
     use super::Router;
-    use crate::platform::{Inbound, Platform};
+    use crate::platforms::{Inbound, Platform};
 
     /// A platform that keeps what the bot says, per chat, in memory.
     #[derive(Default)]

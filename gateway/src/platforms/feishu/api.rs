@@ -5,7 +5,7 @@
 //! Every answer is `{"code":0,"msg":"success",...}`; a non-zero code is a failure. Rate limits
 //! (HTTP 429, codes 99991400 and 230020) are waited out and the call is made again — never
 //! dropped — except for best-effort calls ([`Wait::No`], the status card). Codes that mean the
-//! bot can no longer post in a chat become [`Gone`](crate::platform::Gone).
+//! bot can no longer post in a chat become [`Gone`](crate::platforms::Gone).
 
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use reqwest::header::{AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
-use crate::platform::Gone;
+use crate::platforms::Gone;
 
 /// The request-rate limit of the open platform (HTTP 429, or 400 on old APIs).
 const RATE_LIMITED: i64 = 99991400;

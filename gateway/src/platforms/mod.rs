@@ -1,5 +1,11 @@
-//! The chat platform behind a small trait, so the router and the relay are the same for every
+//! The chat platforms, behind one small trait, so the router and the relay (beside this folder,
+//! with the chunking, fences, redaction and rendering they share) are the same for every
 //! platform. A platform turns its updates into [`Inbound`] messages and sends text to a chat.
+
+pub mod console;
+pub mod discord;
+pub mod feishu;
+pub mod telegram;
 
 use async_trait::async_trait;
 

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform};
 
 /// The one chat of the console.
 pub const CHAT: &str = "console";

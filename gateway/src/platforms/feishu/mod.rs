@@ -4,7 +4,7 @@
 //! text messages (chunked under Feishu's 150 KB body limit), prompts as interactive cards with
 //! one button per option, the running turn's status as a card updated in place, long output
 //! as a file. Rate limits are waited out, never dropped; a chat the bot can no longer post in is
-//! reported [`Gone`](crate::platform::Gone).
+//! reported [`Gone`](crate::platforms::Gone).
 //!
 //! Events are acknowledged as soon as they are parsed and queued for the router (Feishu pushes
 //! again what is not acknowledged within 3 s). Delivery is at least once: an event id or
@@ -32,7 +32,7 @@ use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform};
 use api::{Api, Wait};
 
 /// Feishu's API (Lark's is `https://open.larksuite.com`).
@@ -83,7 +83,7 @@ pub async fn start(
     } else {
         api_url.trim()
     };
-    let lock = crate::platform::single_poller(lock_dir, &format!("feishu-{app_id}"))?;
+    let lock = crate::platforms::single_poller(lock_dir, &format!("feishu-{app_id}"))?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(60))

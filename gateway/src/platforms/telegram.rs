@@ -17,7 +17,7 @@ use teloxide::types::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform};
 
 pub struct Telegram {
     bot: teloxide::Bot,
@@ -56,7 +56,7 @@ impl Telegram {
             .get_me()
             .await
             .map_err(|e| anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"))?;
-        let lock = crate::platform::single_poller(lock_dir, &format!("telegram-{}", me.id.0))?;
+        let lock = crate::platforms::single_poller(lock_dir, &format!("telegram-{}", me.id.0))?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
         Ok((
@@ -336,7 +336,7 @@ impl Platform for Telegram {
 
 /// Errors that retrying cannot fix — the bot was kicked or blocked, the chat is gone or was
 /// upgraded, the bot may not post there (Telegram answers 400 or 403 with these) — become
-/// [`Gone`](crate::platform::Gone); network trouble and everything else stays transient.
+/// [`Gone`](crate::platforms::Gone); network trouble and everything else stays transient.
 fn classify(e: RequestError) -> anyhow::Error {
     use teloxide::ApiError as A;
     let permanent = match &e {
@@ -366,7 +366,7 @@ fn classify(e: RequestError) -> anyhow::Error {
         _ => false,
     };
     if permanent {
-        anyhow::Error::new(crate::platform::Gone(format!("Telegram: {e}")))
+        anyhow::Error::new(crate::platforms::Gone(format!("Telegram: {e}")))
     } else {
         e.into()
     }

@@ -554,7 +554,7 @@ async fn a_chat_the_bot_left_is_gone_and_other_failures_are_not() {
         .expect("an id");
     r.fake.remove_bot("oc_left");
     let e = r.feishu.send("oc_left", "hi").await.expect_err("refused");
-    let why = crate::platform::gone(&e).expect("the bot is not in the chat: gone");
+    let why = crate::platforms::gone(&e).expect("the bot is not in the chat: gone");
     assert!(
         why.contains("230002") && why.contains("not in this group"),
         "{why}"
@@ -564,25 +564,25 @@ async fn a_chat_the_bot_left_is_gone_and_other_failures_are_not() {
         .send_prompt("oc_left", "p2", "Again?", &["Yes".into()])
         .await
         .expect_err("refused");
-    assert!(crate::platform::gone(&e).is_some(), "{e:#}");
+    assert!(crate::platforms::gone(&e).is_some(), "{e:#}");
     let e = r
         .feishu
         .remove_buttons("oc_left", &mid)
         .await
         .expect_err("refused");
-    assert!(crate::platform::gone(&e).is_some(), "{e:#}");
+    assert!(crate::platforms::gone(&e).is_some(), "{e:#}");
 
     // Other chats still work; a server error or a message-level refusal is not "gone".
     r.feishu.send("oc_ok", "fine").await.expect("sent");
     r.fake.fail_next("/open-apis/im/v1/messages", 500, 1500);
     let e = r.feishu.send("oc_ok", "x").await.expect_err("500");
-    assert!(crate::platform::gone(&e).is_none(), "{e:#}");
+    assert!(crate::platforms::gone(&e).is_none(), "{e:#}");
     let e = r
         .feishu
         .remove_buttons("oc_ok", "om_unknown")
         .await
         .expect_err("no such message");
-    assert!(crate::platform::gone(&e).is_none(), "{e:#}");
+    assert!(crate::platforms::gone(&e).is_none(), "{e:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,7 +27,7 @@ use serenity::all::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use crate::platform::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform};
 
 pub struct Discord {
     http: Arc<Http>,
@@ -415,7 +415,7 @@ impl Discord {
             .get_current_user()
             .await
             .map_err(|e| anyhow::anyhow!("Discord did not accept the bot token: {e}"))?;
-        let lock = crate::platform::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
+        let lock = crate::platforms::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
         let (events, events_rx) = mpsc::unbounded_channel();
         let intents = GatewayIntents::DIRECT_MESSAGES
@@ -627,13 +627,13 @@ impl Platform for Discord {
 
 /// Errors that retrying cannot fix — the bot lost access to the channel (403: Missing Access,
 /// Missing Permissions, cannot message this user), or the channel is gone (404) — become
-/// [`Gone`](crate::platform::Gone); everything else stays a transient failure.
+/// [`Gone`](crate::platforms::Gone); everything else stays a transient failure.
 fn classify(e: serenity::Error) -> anyhow::Error {
     if let serenity::Error::Http(h) = &e
         && let Some(code) = h.status_code().map(|s| s.as_u16())
         && (code == 403 || code == 404)
     {
-        return anyhow::Error::new(crate::platform::Gone(format!(
+        return anyhow::Error::new(crate::platforms::Gone(format!(
             "Discord answered {code}: {e}"
         )));
     }
@@ -673,13 +673,13 @@ mod tests {
             _lock: std::fs::File::open("/dev/null").expect("a file to hold"),
         };
         let e = discord.send("13", "hi").await.expect_err("403");
-        let why = crate::platform::gone(&e).expect("Missing Access is permanent");
+        let why = crate::platforms::gone(&e).expect("Missing Access is permanent");
         assert!(why.contains("403"), "{why}");
         let e = discord
             .remove_buttons("13", "1200000000000000001")
             .await
             .expect_err("403");
-        assert!(crate::platform::gone(&e).is_some(), "{e:#}");
+        assert!(crate::platforms::gone(&e).is_some(), "{e:#}");
         discord
             .send("14", "hi")
             .await
@@ -700,7 +700,7 @@ mod tests {
             clibot_tests::fake_discord::error_body(0, "500: Internal Server Error"),
         );
         let e = discord.send("14", "x").await.expect_err("500");
-        assert!(crate::platform::gone(&e).is_none(), "{e:#}");
+        assert!(crate::platforms::gone(&e).is_none(), "{e:#}");
     }
 
     struct Rig {
