@@ -210,7 +210,7 @@ pub fn rapid_turns(h: &Harness, session: &str, n: usize, desk: bool, within: Dur
 pub fn numbered_rules(n: usize) -> Vec<crate::mock_llm::Rule> {
     let mut rules: Vec<_> = (1..=n)
         .map(|i| {
-            crate::mock_llm::Rule::text(&format!("please answer {i}"), &format!("reply number {i}"))
+            crate::mock_llm::Rule::text(format!("please answer {i}"), format!("reply number {i}"))
         })
         .collect();
     rules.push(crate::mock_llm::Rule::text(
