@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
 
+mod audit_log;
 mod connect;
+mod doctor;
 mod hook;
 mod output;
 
@@ -175,6 +177,32 @@ enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// Check the installation (tmux, daemon, socket and state permissions, CLIs, hooks,
+    /// systemd units, gateways, config) and say how to fix each problem; exit 1 on a failure.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the audit log (every accepted or refused action), oldest first.
+    Audit {
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only this actor: a chat user's id, PLATFORM:USER, or "local".
+        #[arg(long)]
+        user: Option<String>,
+        /// Only records since: a duration back from now (30s, 15m, 2h, 1d) or Unix ms.
+        #[arg(long, value_name = "DURATION_OR_MS")]
+        since: Option<String>,
+        /// Only the last N matching records.
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<usize>,
+        /// The state directory [default: the running daemon's].
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Entry point for CLI hooks: reads the hook's JSON from stdin and hands it to clibotd.
     /// Never fails the CLI: with no daemon it exits 0 at once.
     #[command(hide = true)]
@@ -256,6 +284,23 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let configured = cli.socket.clone().or_else(connect::configured_socket);
     let explicit = configured.is_some();
     let socket = configured.unwrap_or_else(clibot_proto::default_socket_path);
+    match &cli.command {
+        Command::Doctor { json } => {
+            if !doctor::run(&socket, *json).await? {
+                bail!("doctor found failures (FAIL above); fix them and run it again");
+            }
+            return Ok(());
+        }
+        Command::Audit {
+            session,
+            user,
+            since,
+            lines,
+            state_dir: Some(dir),
+            json,
+        } => return audit(dir, session, user, since, *lines, *json),
+        _ => {}
+    }
     let mut c = connect::client(&socket, !cli.no_autostart, explicit).await?;
     match cli.command {
         Command::Status { json } => {
@@ -597,7 +642,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
             }
         }
-        Command::Hook { .. } => {}
+        Command::Hook { .. } | Command::Doctor { .. } => {}
+        Command::Audit {
+            session,
+            user,
+            since,
+            lines,
+            json,
+            ..
+        } => {
+            let dir = c.status(v1::StatusRequest {}).await?.into_inner().state_dir;
+            audit(Path::new(&dir), &session, &user, &since, lines, json)?;
+        }
         Command::Pairing { action } => match action {
             PairingAction::List { json } => {
                 let r = c
@@ -665,6 +721,40 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .exec();
             bail!("cannot run {prog}: {err}");
         }
+    }
+    Ok(())
+}
+
+/// `clibotctl audit`: the matching records of the audit log in `state_dir`.
+fn audit(
+    state_dir: &Path,
+    session: &Option<String>,
+    user: &Option<String>,
+    since: &Option<String>,
+    last: Option<usize>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let since_ms = since
+        .as_deref()
+        .map(|s| audit_log::parse_since(s, output::now_ms()))
+        .transpose()
+        .map_err(|e| anyhow!("--since {e}"))?;
+    let filter = audit_log::Filter {
+        session: session.clone(),
+        user: user.clone(),
+        since_ms,
+        last,
+    };
+    let (records, bad) = audit_log::read(state_dir, &filter)?;
+    for r in &records {
+        if json {
+            println!("{r}");
+        } else {
+            println!("{}", audit_log::line(r));
+        }
+    }
+    if bad > 0 {
+        eprintln!("clibotctl: skipped {bad} unreadable lines of the audit log");
     }
     Ok(())
 }

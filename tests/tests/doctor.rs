@@ -1,0 +1,278 @@
+//! `clibotctl doctor` and `clibotctl audit` against the real daemon and tmux.
+
+use clibot_proto::v1;
+use clibot_tests::Harness;
+use serde_json::Value;
+
+/// Runs `doctor --json`: its exit code and checks by name.
+fn doctor(h: &Harness) -> (Option<i32>, Value) {
+    let out = h.ctl(&["doctor", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor --json printed no JSON ({e}):\n{}\nstderr: {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), v)
+}
+
+fn status_of<'a>(v: &'a Value, name: &str) -> &'a str {
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .and_then(|c| c["status"].as_str())
+        .unwrap_or_else(|| panic!("no check {name:?} in {v:#}"))
+}
+
+fn find<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name:?} in {v:#}"))
+}
+
+#[test]
+fn doctor_on_a_healthy_setup_passes() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let (code, v) = doctor(&h);
+    for name in ["tmux", "daemon", "socket", "state dir", "cli bash", "hooks"] {
+        assert_eq!(status_of(&v, name), "ok", "{name}: {v:#}");
+    }
+    // Nothing set up for chat or systemd here: reported, but not failures.
+    assert_eq!(status_of(&v, "gateway"), "warn", "{v:#}");
+    assert_ne!(status_of(&v, "systemd"), "fail", "{v:#}");
+    assert!(
+        v["checks"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().all(|c| c["status"] != "fail")),
+        "{v:#}"
+    );
+    assert_eq!(v["ok"], true, "{v:#}");
+    assert_eq!(code, Some(0), "{v:#}");
+    assert!(
+        find(&v, "cli bash")["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("bash") && d.contains("version")),
+        "{v:#}"
+    );
+
+    // The text form says the same, one line per check.
+    let text = h.ctl_ok(&["doctor"]);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("ok") && l.contains("hooks")),
+        "{text}"
+    );
+    assert!(text.contains("0 failed"), "{text}");
+}
+
+#[test]
+fn doctor_fails_on_a_missing_cli_program() {
+    let mut h = Harness::with_config("\n[cli.ghost]\nargv = [\"definitely-not-installed-xyz\"]\n");
+    h.start_daemon();
+    let (code, v) = doctor(&h);
+    let ghost = find(&v, "cli ghost");
+    assert_eq!(ghost["status"], "fail", "{v:#}");
+    assert!(
+        ghost["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("definitely-not-installed-xyz")),
+        "{v:#}"
+    );
+    assert!(
+        ghost["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("[cli.ghost]")),
+        "{v:#}"
+    );
+    assert_eq!(status_of(&v, "cli bash"), "ok", "{v:#}");
+    assert_eq!(v["ok"], false);
+    assert_eq!(code, Some(1));
+
+    let out = h.ctl(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("definitely-not-installed-xyz")),
+        "{text}"
+    );
+}
+
+#[test]
+fn doctor_fails_on_a_socket_open_to_others() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut h = Harness::new();
+    h.start_daemon();
+    std::fs::set_permissions(&h.socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let (code, v) = doctor(&h);
+    let sock = find(&v, "socket");
+    assert_eq!(sock["status"], "fail", "{v:#}");
+    assert!(
+        sock["detail"].as_str().is_some_and(|d| d.contains("0666")),
+        "{v:#}"
+    );
+    assert!(
+        sock["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("chmod 600") && f.contains(&h.socket.display().to_string())),
+        "{v:#}"
+    );
+    assert_eq!(code, Some(1), "{v:#}");
+}
+
+#[test]
+fn doctor_without_a_daemon_says_how_to_start_it() {
+    let h = Harness::new();
+    let (code, v) = doctor(&h);
+    let d = find(&v, "daemon");
+    assert_eq!(d["status"], "fail", "{v:#}");
+    assert!(
+        d["fix"].as_str().is_some_and(|f| f.contains("clibotd")),
+        "{v:#}"
+    );
+    assert_eq!(code, Some(1));
+    // It did not start one.
+    assert!(!h.socket.exists());
+}
+
+#[test]
+fn doctor_reports_unknown_gateway_keys() {
+    let mut h = Harness::with_config("\n[gateway.telegram]\ntoken = \"t\"\ntokn = \"x\"\n");
+    h.start_daemon();
+    let (code, v) = doctor(&h);
+    let g = find(&v, "gateway config");
+    assert_eq!(g["status"], "fail", "{v:#}");
+    assert!(
+        g["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("gateway.telegram.tokn") && !d.contains(".token")),
+        "{v:#}"
+    );
+    assert_eq!(code, Some(1));
+}
+
+fn lines(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_lists_and_filters_the_log() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "aud", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["spawn", "other", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["send", "aud", "echo hi"]);
+    // A chat user nobody paired: refused, and audited as such.
+    let mut c = h.client().await;
+    let mut req = tonic::Request::new(v1::SendInputRequest {
+        session: "aud".into(),
+        text: "echo from-chat".into(),
+        submit: true,
+        ..Default::default()
+    });
+    req.metadata_mut()
+        .insert("clibot-platform", "telegram".parse().expect("ascii"));
+    req.metadata_mut()
+        .insert("clibot-user", "777".parse().expect("ascii"));
+    req.metadata_mut()
+        .insert("clibot-chat", "c1".parse().expect("ascii"));
+    let err = c.send_input(req).await.expect_err("unpaired user refused");
+    assert_eq!(err.code(), tonic::Code::PermissionDenied);
+
+    let recs = lines(&h.ctl_ok(&["audit", "--session", "aud", "--json"]));
+    let summary: Vec<(String, String, String)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["actor"].as_str().unwrap_or("").to_string(),
+                r["action"].as_str().unwrap_or("").to_string(),
+                r["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("local".into(), "spawn".into(), "accepted".into()),
+            ("local".into(), "send".into(), "accepted".into()),
+            ("777".into(), "send".into(), "refused".into()),
+        ],
+        "{recs:#?}"
+    );
+    assert!(recs.iter().all(|r| r["session"] == "aud"), "{recs:#?}");
+
+    let by_user = lines(&h.ctl_ok(&["audit", "--user", "777", "--json"]));
+    assert_eq!(by_user.len(), 1, "{by_user:#?}");
+    assert_eq!(by_user[0]["platform"], "telegram");
+    assert_eq!(by_user[0]["chat"], "c1");
+    assert_eq!(
+        lines(&h.ctl_ok(&["audit", "--user", "telegram:777", "--json"])).len(),
+        1
+    );
+
+    // The text form, the last-N and since filters, and an explicit state directory.
+    let text = h.ctl_ok(&["audit", "--session", "aud"]);
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(
+        text.lines()
+            .last()
+            .is_some_and(|l| l.contains("telegram:777 in c1") && l.contains("refused")),
+        "{text}"
+    );
+    let last = lines(&h.ctl_ok(&["audit", "-n", "1", "--json"]));
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0]["actor"], "777");
+    assert!(
+        h.ctl_ok(&["audit", "--since", "1", "--json"])
+            .lines()
+            .count()
+            >= 4
+    );
+    let future = (std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+        + 3_600_000)
+        .to_string();
+    assert_eq!(h.ctl_ok(&["audit", "--since", &future]), "");
+    let state = h.state_dir.display().to_string();
+    h.kill_daemon();
+    let offline = lines(&h.ctl_ok(&["audit", "--state-dir", &state, "--session", "aud", "--json"]));
+    assert_eq!(offline, recs);
+}
+
+#[test]
+fn audit_reads_rotated_files_oldest_first() {
+    let h = Harness::new();
+    std::fs::create_dir_all(&h.state_dir).expect("mkdir");
+    let rec = |t: i64, extra: &str| {
+        format!(
+            "{{\"time_ms\":{t},\"actor\":\"5\",\"platform\":\"discord\",\"session\":\"s\",\"action\":\"send\",\"outcome\":\"refused\",\"detail\":\"not paired\"{extra}}}\n"
+        )
+    };
+    std::fs::write(h.state_dir.join("audit.jsonl.2"), rec(1_000, "")).expect("write");
+    std::fs::write(
+        h.state_dir.join("audit.jsonl.1"),
+        rec(70_000, ",\"repeated\":4,\"since_ms\":2000"),
+    )
+    .expect("write");
+    std::fs::write(h.state_dir.join("audit.jsonl"), rec(80_000, "")).expect("write");
+    let state = h.state_dir.display().to_string();
+    let times: Vec<i64> = lines(&h.ctl_ok(&["audit", "--state-dir", &state, "--json"]))
+        .iter()
+        .filter_map(|r| r["time_ms"].as_i64())
+        .collect();
+    assert_eq!(times, [1_000, 70_000, 80_000]);
+    let text = h.ctl_ok(&["audit", "--state-dir", &state]);
+    let folded = text.lines().nth(1).unwrap_or("");
+    assert!(
+        folded.contains("×4 since 1970-01-01 00:00:02") && folded.contains("discord:5"),
+        "{text}"
+    );
+}
