@@ -98,7 +98,15 @@ fn for_chats(ev: &v1::Event) -> bool {
 struct Item {
     ev: Arc<v1::Event>,
     parts: u32,
+    /// Not an event to show: "everything up to `ev.seq` that was for you is in your queue
+    /// before this", so the chat's cursor may move there once the queue is worked off.
+    sync: bool,
 }
+
+/// How often (in events, or time while events flow) chats that had nothing to deliver have
+/// their cursors moved up, so that a quiet chat never lags behind the log's retention.
+const SYNC_EVERY_EVENTS: u32 = 200;
+const SYNC_EVERY: Duration = Duration::from_secs(10);
 
 /// The worker of one chat.
 struct Worker {
@@ -147,10 +155,13 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                 .await?
                 .into_inner();
             backoff = Duration::from_millis(200);
+            let mut since_sync = 0u32;
+            let mut last_sync = std::time::Instant::now();
             while let Some(ev) = stream.next().await {
                 let ev = Arc::new(ev?);
-                if let Some(Kind::EventsDropped(_)) = &ev.kind {
-                    // Every chat that was behind is told; nothing to acknowledge (seq 0).
+                if let Some(Kind::EventsDropped(d)) = &ev.kind {
+                    // Every chat that was behind the gap is told; nothing to acknowledge (seq 0).
+                    let first = d.first_seq;
                     let all = c
                         .list_bindings(v1::ListBindingsRequest {
                             platform: platform.name().into(),
@@ -159,10 +170,11 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                         .await?
                         .into_inner()
                         .bindings;
-                    for b in all.into_iter().filter(|b| !b.broken) {
+                    for b in all.into_iter().filter(|b| !b.broken && b.cursor < first) {
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
                             parts: 0,
+                            sync: false,
                         });
                     }
                     continue;
@@ -182,6 +194,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
                             parts,
+                            sync: false,
                         });
                     }
                 }
@@ -193,6 +206,13 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                         ..Default::default()
                     })
                     .await?;
+                    since_sync += 1;
+                    if since_sync >= SYNC_EVERY_EVENTS || last_sync.elapsed() >= SYNC_EVERY {
+                        sync_all(&mut c, &mut workers, &platform, &socket, &health, ev.seq)
+                            .await?;
+                        since_sync = 0;
+                        last_sync = std::time::Instant::now();
+                    }
                 }
             }
             Ok(())
@@ -207,6 +227,49 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Moves every chat's cursor up to `seq`, the dispatcher's position: a chat with a worker
+/// through its queue (after what it still has to deliver), a chat without one at once (it has
+/// nothing pending in this process).
+async fn sync_all(
+    c: &mut clibot_proto::Client,
+    workers: &mut HashMap<String, Worker>,
+    platform: &Arc<dyn Platform>,
+    socket: &std::path::Path,
+    health: &PlatformHealth,
+    seq: u64,
+) -> Result<(), tonic::Status> {
+    let all = c
+        .list_bindings(v1::ListBindingsRequest {
+            platform: platform.name().into(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner()
+        .bindings;
+    for b in all.into_iter().filter(|b| !b.broken && b.cursor < seq) {
+        if workers.get(&b.chat).is_some_and(|w| !w.tx.is_closed()) {
+            let ev = Arc::new(v1::Event {
+                seq,
+                ..Default::default()
+            });
+            worker(workers, platform, socket, health, &b).send(Item {
+                ev,
+                parts: 0,
+                sync: true,
+            });
+        } else {
+            c.ack_events(v1::AckEventsRequest {
+                seq,
+                platform: platform.name().into(),
+                chat: b.chat.clone(),
+                ..Default::default()
+            })
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 impl Worker {
@@ -292,6 +355,11 @@ impl ChatDelivery {
         while let Some(item) = rx.recv().await {
             let seq = item.ev.seq;
             if seq != 0 && seq <= self.done {
+                continue;
+            }
+            if item.sync {
+                self.ack(seq, 0, "", "").await;
+                self.done = seq;
                 continue;
             }
             if seq == self.partial.0 {

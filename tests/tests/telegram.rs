@@ -733,3 +733,48 @@ fn a_chat_is_told_when_the_log_lost_events_it_never_got() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+#[test]
+fn a_quiet_chat_keeps_up_with_the_log_while_another_chat_is_busy() {
+    const OTHER: i64 = 101;
+    let (h, tg, mut g) = setup_with(&format!("admins = [\"{ADMIN}\", \"{OTHER}\"]"));
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new quiet bash {work}"));
+    tg.push_message(OTHER, OTHER, "Other", &format!("!!new busy bash {work}"));
+    tg.wait_sent("both started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started quiet"))
+            && texts(s, OTHER).iter().any(|t| t.contains("started busy"))
+    });
+    let cursor = |chat: i64| -> u64 {
+        let rows: serde_json::Value =
+            serde_json::from_str(&h.ctl_ok(&["chats", "--json"])).expect("json");
+        rows.as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["chat"] == chat.to_string())
+            .and_then(|r| r["delivered_through"].as_u64())
+            .unwrap_or(0)
+    };
+    let quiet_before = cursor(ADMIN);
+    // Past the relay's sync interval, the busy chat's next turn moves the quiet chat up too:
+    // otherwise it would lag behind the log's retention and be told of "lost" events.
+    std::thread::sleep(Duration::from_secs(11));
+    tg.push_message(OTHER, OTHER, "Other", "echo busy-$((1+1))");
+    tg.wait_sent("the busy reply", |s| {
+        texts(s, OTHER).iter().any(|t| t.contains("busy-2"))
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while cursor(ADMIN) <= quiet_before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the quiet chat's cursor stayed at {quiet_before}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !texts(&tg.sent(), ADMIN).iter().any(|t| t.contains("busy-2")),
+        "and nothing of the other session reached it"
+    );
+    let _ = g.kill();
+    let _ = g.wait();
+}
