@@ -57,7 +57,7 @@ pub fn session_json(s: &v1::Session) -> Value {
         "exit_status": s.exit_status, "adopted": s.adopted, "args": s.args,
         "attach_command": s.attach_command,
         "prompt": s.prompt.as_ref().map(prompt_json), "stalled": s.stalled,
-        "queued_inputs": s.queued_inputs, "error": s.error,
+        "queued_inputs": s.queued_inputs, "error": s.error, "exit_reason": s.exit_reason,
     })
 }
 
@@ -68,6 +68,9 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
             let mut state = state_name(s.state).to_string();
             if let Some(code) = s.exit_status {
                 state = format!("{state}({code})");
+            }
+            if !s.exit_reason.is_empty() && s.state == v1::SessionState::Exited as i32 {
+                state = format!("{state}: {}", s.exit_reason);
             }
             [
                 s.name.clone(),

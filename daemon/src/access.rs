@@ -51,7 +51,7 @@ pub enum Policy {
 }
 
 /// `[access.PLATFORM]`
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PlatformAccess {
     pub policy: Policy,
@@ -62,6 +62,20 @@ pub struct PlatformAccess {
     /// Group chats (Discord: channel ids) where the bot works besides direct messages. In any
     /// other group nothing runs and no session output is sent.
     pub groups: Vec<String>,
+    /// Sessions one chat user may have running at once (admins are not capped).
+    pub max_sessions_per_user: usize,
+}
+
+impl Default for PlatformAccess {
+    fn default() -> Self {
+        PlatformAccess {
+            policy: Policy::default(),
+            allow: Vec::new(),
+            admins: Vec::new(),
+            groups: Vec::new(),
+            max_sessions_per_user: 4,
+        }
+    }
 }
 
 /// The outcome of an access check.
@@ -588,6 +602,7 @@ mod tests {
                 allow: vec!["42".into()],
                 admins: vec!["1".into()],
                 groups: vec![],
+                ..Default::default()
             },
         );
         Access::open(dir, c).0

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -75,10 +76,19 @@ pub struct DaemonConfig {
     pub idle_turn_end_ms: u64,
     /// The command the CLIs' hooks run; default: the `clibotctl` next to `clibotd`, `hook`.
     pub hook_command: Option<String>,
+    /// A chat's transcript (`transcripts/PLATFORM/CHAT.jsonl`) is rotated when it reaches this
+    /// size, in bytes; the current file and one older are kept.
+    pub transcript_max_bytes: u64,
     /// The audit log (`audit.jsonl`) is rotated when it reaches this size, in bytes.
     pub audit_max_bytes: u64,
     /// Audit log files kept, the current one included.
     pub audit_files: u32,
+    /// Sessions that may run at once (exited ones do not count); a spawn beyond it is refused.
+    pub max_sessions: usize,
+    /// A session idle this long (no input, no output, no prompt, nothing queued) is stopped
+    /// gracefully and kept as exited, so that `restart` resumes it. Zero: never.
+    #[serde(deserialize_with = "de_duration")]
+    pub idle_stop_after: Duration,
 }
 
 impl Default for DaemonConfig {
@@ -95,8 +105,11 @@ impl Default for DaemonConfig {
             permission_wait_ms: 600_000,
             idle_turn_end_ms: 5_000,
             hook_command: None,
+            transcript_max_bytes: crate::transcript::DEFAULT_MAX_BYTES,
             audit_max_bytes: crate::audit::Limits::default().max_bytes,
             audit_files: crate::audit::Limits::default().files,
+            max_sessions: 32,
+            idle_stop_after: Duration::from_secs(12 * 3600),
         }
     }
 }
@@ -152,6 +165,9 @@ pub struct CliOverride {
     pub patterns: Option<crate::detect::PackConfig>,
     /// Generic adapter: a turn is complete after this long without output.
     pub quiet_ms: Option<u64>,
+    /// Overrides `[daemon] idle_stop_after` for this CLI ("0": never).
+    #[serde(deserialize_with = "de_opt_duration")]
+    pub idle_stop_after: Option<Duration>,
 }
 
 /// A CLI the daemon may spawn.
@@ -178,6 +194,8 @@ pub struct CliSpec {
     pub patterns: Option<crate::detect::PackConfig>,
     /// Generic adapter: quiet time that completes a turn.
     pub quiet_ms: u64,
+    /// Idle time after which its sessions are stopped; `None`: `[daemon] idle_stop_after`.
+    pub idle_stop_after: Option<Duration>,
 }
 
 /// The CLIs every installation knows.
@@ -207,6 +225,7 @@ fn builtin_clis() -> BTreeMap<String, CliSpec> {
             },
             patterns: None,
             quiet_ms: 1_500,
+            idle_stop_after: None,
         };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
@@ -323,6 +342,11 @@ impl Config {
                 )));
             }
         }
+        if self.daemon.max_sessions == 0 {
+            return Err(invalid(
+                "[daemon] max_sessions must be at least 1 (the default is 32)".into(),
+            ));
+        }
         if self.daemon.event_retention == 0 {
             return Err(invalid(
                 "[daemon] event_retention must be at least 1".into(),
@@ -331,6 +355,12 @@ impl Config {
         if self.daemon.audit_max_bytes < 4096 {
             return Err(invalid(
                 "[daemon] audit_max_bytes must be at least 4096 (the default is 10485760, 10 MiB)"
+                    .into(),
+            ));
+        }
+        if self.daemon.transcript_max_bytes < 4096 {
+            return Err(invalid(
+                "[daemon] transcript_max_bytes must be at least 4096 (the default is 1048576, 1 MiB)"
                     .into(),
             ));
         }
@@ -363,6 +393,7 @@ impl Config {
                 pattern_pack: "generic".into(),
                 patterns: None,
                 quiet_ms: 1_500,
+                idle_stop_after: None,
             });
             if let Some(v) = &o.adapter {
                 entry.adapter = v.clone();
@@ -375,6 +406,9 @@ impl Config {
             }
             if let Some(v) = o.quiet_ms {
                 entry.quiet_ms = v;
+            }
+            if let Some(v) = o.idle_stop_after {
+                entry.idle_stop_after = Some(v);
             }
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();
@@ -397,6 +431,98 @@ impl Config {
         }
         clis
     }
+}
+
+/// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
+/// alone is zero (off).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let help = "write a whole number and a unit: \"90s\", \"30m\", \"12h\", \"2d\" (\"0\": off)";
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("{text:?} is not a duration: {help}"));
+    }
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is too large a duration: {help}"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "" => return Err(format!("{text:?} has no unit: {help}")),
+        _ => return Err(format!("{text:?} has an unknown unit {unit:?}: {help}")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too large a duration: {help}"))
+}
+
+/// A duration in the units [`parse_duration`] reads, exact: "12h", "1m30s", "2d".
+pub fn format_duration(d: Duration) -> String {
+    let mut s = d.as_secs();
+    if s == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if s >= len {
+            out.push_str(&format!("{}{unit}", s / len));
+            s %= len;
+        }
+    }
+    out
+}
+
+/// A rough age for people: the largest whole unit ("3h", "40m", "12s").
+pub fn format_age(d: Duration) -> String {
+    let s = d.as_secs();
+    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s >= len {
+            return format!("{}{unit}", s / len);
+        }
+    }
+    format!("{s}s")
+}
+
+struct DurationVisitor;
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a duration such as \"90s\", \"30m\", \"12h\", \"2d\" or \"0\" (off)")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
+        parse_duration(v).map_err(E::custom)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
+        if v == 0 {
+            Ok(Duration::ZERO)
+        } else {
+            Err(E::custom(format!(
+                "{v} has no unit: write it as a string with one, e.g. \"{v}s\" or \"{v}m\""
+            )))
+        }
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
+        self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    d.deserialize_any(DurationVisitor)
+}
+
+fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    d.deserialize_any(DurationVisitor).map(Some)
 }
 
 /// Expands a leading `~` to the home directory.
@@ -487,6 +613,53 @@ mod tests {
         assert!(e.to_string().contains("argv"), "{e}");
         let e = parse("[cli.x]\nargv=[\"a\"]\nstop_keys = [\"Hyper-Q\"]\n").expect_err("bad key");
         assert!(e.to_string().contains("Hyper-Q"), "{e}");
+    }
+
+    #[test]
+    fn durations_parse_in_their_units() {
+        let ok = |s: &str| parse_duration(s).expect(s);
+        assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("90s"), Duration::from_secs(90));
+        assert_eq!(ok("30m"), Duration::from_secs(1800));
+        assert_eq!(ok("12h"), Duration::from_secs(43_200));
+        assert_eq!(ok("2d"), Duration::from_secs(172_800));
+        assert_eq!(ok(" 5s "), Duration::from_secs(5));
+        let huge = "9999999999999999999d";
+        for bad in ["", "h", "12", "12x", "1.5h", "-3s", "12h30m", huge] {
+            let e = parse_duration(bad).expect_err(bad);
+            assert!(e.contains("\"12h\""), "{bad}: {e}");
+        }
+        assert_eq!(format_duration(Duration::from_secs(43_200)), "12h");
+        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
+        assert_eq!(format_age(Duration::from_secs(3 * 3600 + 59)), "3h");
+        assert_eq!(format_age(Duration::from_secs(2400)), "40m");
+    }
+
+    #[test]
+    fn limits_and_idle_stop_are_read() {
+        let c = parse("").expect("parses");
+        assert_eq!(c.daemon.max_sessions, 32);
+        assert_eq!(c.daemon.idle_stop_after, Duration::from_secs(12 * 3600));
+        assert_eq!(c.clis()["shell"].idle_stop_after, None);
+        let c = parse(
+            "[daemon]\nmax_sessions = 3\nidle_stop_after = \"0\"\n[cli.shell]\nidle_stop_after = \"30m\"\n[access.telegram]\nmax_sessions_per_user = 2\n",
+        )
+        .expect("parses");
+        assert_eq!(c.daemon.max_sessions, 3);
+        assert_eq!(c.daemon.idle_stop_after, Duration::ZERO);
+        assert_eq!(
+            c.clis()["shell"].idle_stop_after,
+            Some(Duration::from_secs(1800))
+        );
+        assert_eq!(c.access["telegram"].max_sessions_per_user, 2);
+        let c = parse("[access.telegram]\nallow = [\"1\"]\n").expect("parses");
+        assert_eq!(c.access["telegram"].max_sessions_per_user, 4);
+        let e = parse("[daemon]\nidle_stop_after = \"12 hours\"\n").expect_err("bad unit");
+        assert!(e.to_string().contains("idle_stop_after"), "{e}");
+        let e = parse("[cli.shell]\nidle_stop_after = 30\n").expect_err("no unit");
+        assert!(e.to_string().contains("\"30s\""), "{e}");
+        let e = parse("[daemon]\nmax_sessions = 0\n").expect_err("zero");
+        assert!(e.to_string().contains("max_sessions"), "{e}");
     }
 
     #[test]

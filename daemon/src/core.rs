@@ -694,6 +694,7 @@ impl Daemon {
             match sessions.get_mut(name) {
                 Some(e) if !e.rec.state.is_exited() => {
                     e.rec.exit_status = status;
+                    e.rec.exit_reason = reason.to_string();
                     e.rec.id.clone()
                 }
                 _ => return,
@@ -837,12 +838,14 @@ impl Daemon {
             },
             ..Default::default()
         };
+        let capped_owner = self.capped_owner(&req.owner);
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
         {
             let mut sessions = lock(&self.inner.sessions);
             if sessions.contains_key(&req.name) {
                 return Err(CoreError::AlreadyExists(req.name));
             }
+            self.check_limits(&sessions, &req.name, capped_owner.as_ref())?;
             let mut e = Entry::new(rec.clone());
             e.stopping = true; // not usable until it exists
             sessions.insert(req.name.clone(), e);
@@ -925,7 +928,19 @@ impl Daemon {
     }
 
     async fn restart_inner(&self, name: &str, resume: bool) -> Result<SessionRecord, CoreError> {
-        let rec = self.reserve(name)?;
+        // An exited session that starts again counts against the limits like a new one.
+        let capped_owner = self.get(name).ok().map(|r| self.capped_owner(&r.owner));
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = usable(&mut sessions, name)?;
+            let exited = e.rec.state.is_exited();
+            if exited && let Some(owner) = &capped_owner {
+                self.check_limits(&sessions, name, owner.as_ref())?;
+            }
+            let e = usable(&mut sessions, name)?;
+            e.stopping = true;
+            e.rec.clone()
+        };
         let release = |d: &Daemon| {
             if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
                 e.stopping = false;
@@ -968,6 +983,7 @@ impl Daemon {
         let mut fresh = SessionRecord {
             state: State::Starting,
             exit_status: None,
+            exit_reason: String::new(),
             pid: 0,
             tmux_id: String::new(),
             adopted: false,
@@ -1700,7 +1716,140 @@ impl Daemon {
         }
     }
 
-    /// Runs [`Daemon::check_sessions`] every `poll_interval_ms` until `shutdown`.
+    /// The chat user a spawn for `owner` is capped for, with their platform's cap: `None` for
+    /// the local user and for admins, who are not capped per user.
+    fn capped_owner(&self, owner: &str) -> Option<(String, String, usize)> {
+        let (platform, user) = owner.split_once(':')?;
+        if self.inner.access.known(platform, user) == Some(true) {
+            return None;
+        }
+        let cap = self.inner.access.platform(platform).max_sessions_per_user;
+        Some((platform.to_string(), user.to_string(), cap))
+    }
+
+    /// Refuses to start session `name` when `[daemon] max_sessions` run already, or when its
+    /// chat user (`owner`: platform, user, cap) runs their cap. Exited sessions do not count.
+    /// The refusal names the idle sessions that could be stopped to make room.
+    fn check_limits(
+        &self,
+        sessions: &BTreeMap<String, Entry>,
+        name: &str,
+        owner: Option<&(String, String, usize)>,
+    ) -> Result<(), CoreError> {
+        let running = |e: &&Entry| e.rec.name != name && !e.rec.state.is_exited();
+        let hint = |of: &dyn Fn(&Entry) -> bool, raise: &str| {
+            let mut idle: Vec<(Duration, &str)> = sessions
+                .values()
+                .filter(|e| running(e) && of(e))
+                .filter_map(|e| idle_for(e).map(|d| (d, e.rec.name.as_str())))
+                .collect();
+            idle.sort_by_key(|(d, _)| std::cmp::Reverse(*d));
+            if idle.is_empty() {
+                format!("none of them is idle now: stop one you no longer need, or {raise}")
+            } else {
+                let list = idle
+                    .iter()
+                    .map(|(d, n)| format!("{n} (idle {})", crate::config::format_age(*d)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                format!("idle ones you could stop: {list}")
+            }
+        };
+        let total = sessions.values().filter(running).count();
+        let max = self.inner.settings.config.daemon.max_sessions;
+        if total >= max {
+            return Err(CoreError::TooManySessions {
+                name: name.to_string(),
+                running: total,
+                hint: hint(&|_| true, "raise [daemon] max_sessions"),
+            });
+        }
+        if let Some((platform, user, cap)) = owner {
+            let key = format!("{platform}:{user}");
+            let theirs = |e: &Entry| e.rec.owner == key;
+            let count = sessions
+                .values()
+                .filter(running)
+                .filter(|e| theirs(e))
+                .count();
+            if count >= *cap {
+                return Err(CoreError::TooManyForUser {
+                    name: name.to_string(),
+                    user: key.clone(),
+                    platform: platform.clone(),
+                    running: match count {
+                        1 => "1 session".to_string(),
+                        n => format!("{n} sessions"),
+                    },
+                    hint: hint(&theirs, "ask an admin"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops, gracefully, every session idle for longer than its CLI's `idle_stop_after` (else
+    /// `[daemon] idle_stop_after`), and keeps it as exited with the reason, so that `restart`
+    /// resumes its conversation. Adopted sessions are left alone: clibot did not start them.
+    pub async fn reap_idle(&self) {
+        let default = self.inner.settings.config.daemon.idle_stop_after;
+        let after_for = |cli: &str| {
+            self.inner
+                .clis
+                .get(cli)
+                .and_then(|c| c.idle_stop_after)
+                .unwrap_or(default)
+        };
+        let due: Vec<(String, Duration)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.rec.adopted)
+            .filter_map(|e| {
+                let after = after_for(&e.rec.cli);
+                let idle = idle_for(e)?;
+                (!after.is_zero() && idle >= after).then(|| (e.rec.name.clone(), after))
+            })
+            .collect();
+        for (name, after) in due {
+            let span = info_span!("session", session = %name);
+            self.reap(&name, after).instrument(span).await;
+        }
+    }
+
+    async fn reap(&self, name: &str, after: Duration) {
+        // Checked again as it is reserved: input may have come meanwhile.
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if idle_for(e).is_none_or(|d| d < after) {
+                return;
+            }
+            e.stopping = true;
+            e.rec.clone()
+        };
+        self.stop_watcher(name);
+        let reason = format!("idle for {}", crate::config::format_duration(after));
+        info!("stopping the session: {reason}");
+        match self.stop_inner(&rec, false, None).await {
+            Ok(outcome) => {
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.stopping = false;
+                }
+                self.mark_exited(name, outcome.exit_status, &reason);
+            }
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                self.start_watcher(name);
+                warn!("could not stop the idle session: {e}");
+            }
+        }
+    }
+
+    /// Runs [`Daemon::check_sessions`] and [`Daemon::reap_idle`] every `poll_interval_ms`
+    /// until `shutdown`.
     pub async fn run_monitor(self, shutdown: CancellationToken) {
         let period =
             Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
@@ -1709,7 +1858,10 @@ impl Daemon {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tick.tick() => self.check_sessions().await,
+                _ = tick.tick() => {
+                    self.check_sessions().await;
+                    self.reap_idle().await;
+                }
             }
         }
     }
@@ -1837,6 +1989,24 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
     }
     Ok(())
+}
+
+/// How long session `e` has been idle: no input, no output, nothing queued or being typed, no
+/// prompt, no turn running. `None` unless it is idle in all these ways.
+fn idle_for(e: &Entry) -> Option<Duration> {
+    let quiet = e.rec.state == State::Idle
+        && !e.stopping
+        && e.rec.queue.is_empty()
+        && e.rec.prompt.is_none()
+        && !e.rt.delivering
+        && e.rt.turn_started.is_none()
+        && e.rt.waiters.is_empty();
+    if !quiet {
+        return None;
+    }
+    let since_activity =
+        Duration::from_millis(u64::try_from(now_ms() - e.rec.last_activity_ms).unwrap_or(0));
+    Some(since_activity.min(e.rt.last_output.elapsed()))
 }
 
 /// Session `name`, unless it is unknown or being stopped (or restarted).

@@ -96,6 +96,25 @@ pub enum CoreError {
         "cannot start {cli}: {program} is not an executable file: fix its permissions, or set [cli.{cli}] argv to the right program"
     )]
     ProgramNotExecutable { cli: String, program: PathBuf },
+    #[error(
+        "cannot start {name}: {running} sessions run, the limit ([daemon] max_sessions); {hint}"
+    )]
+    TooManySessions {
+        name: String,
+        running: usize,
+        hint: String,
+    },
+    #[error(
+        "cannot start {name}: {user} already runs {running}, the limit for one chat user ([access.{platform}] max_sessions_per_user); {hint}"
+    )]
+    TooManyForUser {
+        name: String,
+        user: String,
+        platform: String,
+        /// "1 session", "4 sessions".
+        running: String,
+        hint: String,
+    },
     #[error("no free port on 127.0.0.1 for the CLI's own server: {0}")]
     NoPort(#[source] std::io::Error),
     #[error("state directory {path}: {source}")]

@@ -193,6 +193,9 @@ impl From<CoreError> for Status {
             | CoreError::ProgramNotExecutable { .. }
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
+            CoreError::TooManySessions { .. } | CoreError::TooManyForUser { .. } => {
+                Code::ResourceExhausted
+            }
             CoreError::Mux(MuxError::NoServer(_))
             | CoreError::Mux(MuxError::Spawn { .. })
             | CoreError::NoPort(_) => Code::Unavailable,
@@ -260,6 +263,7 @@ fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         error: r.error.unwrap_or_default(),
         owner: r.owner,
         shared_with: r.shared_with,
+        exit_reason: r.exit_reason,
     }
 }
 

@@ -94,6 +94,9 @@ pub struct SessionRecord {
     /// Chat users ("PLATFORM:USER") the owner shared it with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_with: Vec<String>,
+    /// Why it exited ("the CLI exited", "idle for 12h"); empty while it runs.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub exit_reason: String,
 }
 
 /// A question the CLI waits on.

@@ -205,6 +205,7 @@ fn access_config() -> BTreeMap<String, PlatformAccess> {
             allow: vec!["42".into()],
             admins: vec!["1".into()],
             groups: vec![],
+            ..Default::default()
         },
     );
     c

@@ -123,14 +123,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
     loop {
         let result: anyhow::Result<()> = async {
             let mut c = clibot_proto::connect(&socket).await?;
-            let bindings = c
-                .list_bindings(v1::ListBindingsRequest {
-                    platform: platform.name().into(),
-                    ..Default::default()
-                })
-                .await?
-                .into_inner()
-                .bindings;
+            let bound = bindings(&mut c, platform.name(), "").await?;
             let own = c
                 .get_cursor(v1::GetCursorRequest {
                     consumer: consumer.clone(),
@@ -139,7 +132,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                 .into_inner()
                 .cursor;
             // Resume at the chat that is furthest behind.
-            let since = bindings
+            let since = bound
                 .iter()
                 .filter(|b| !b.broken)
                 .map(|b| b.cursor)
@@ -162,14 +155,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                 if let Some(Kind::EventsDropped(d)) = &ev.kind {
                     // Every chat that was behind the gap is told; nothing to acknowledge (seq 0).
                     let first = d.first_seq;
-                    let all = c
-                        .list_bindings(v1::ListBindingsRequest {
-                            platform: platform.name().into(),
-                            ..Default::default()
-                        })
-                        .await?
-                        .into_inner()
-                        .bindings;
+                    let all = bindings(&mut c, platform.name(), "").await?;
                     for b in all.into_iter().filter(|b| !b.broken && b.cursor < first) {
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
@@ -180,15 +166,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                     continue;
                 }
                 if !ev.session.is_empty() && for_chats(&ev) {
-                    let chats = c
-                        .list_bindings(v1::ListBindingsRequest {
-                            platform: platform.name().into(),
-                            chat: String::new(),
-                            session: ev.session.clone(),
-                        })
-                        .await?
-                        .into_inner()
-                        .bindings;
+                    let chats = bindings(&mut c, platform.name(), &ev.session).await?;
                     for b in chats.into_iter().filter(|b| !b.broken && b.cursor < ev.seq) {
                         let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
@@ -229,6 +207,20 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
     }
 }
 
+/// The platform's chats bound to `session` (all of them for an empty one).
+async fn bindings(
+    c: &mut clibot_proto::Client,
+    platform: &str,
+    session: &str,
+) -> Result<Vec<v1::Binding>, tonic::Status> {
+    let req = v1::ListBindingsRequest {
+        platform: platform.into(),
+        chat: String::new(),
+        session: session.into(),
+    };
+    Ok(c.list_bindings(req).await?.into_inner().bindings)
+}
+
 /// Moves every chat's cursor up to `seq`, the dispatcher's position: a chat with a worker
 /// through its queue (after what it still has to deliver), a chat without one at once (it has
 /// nothing pending in this process).
@@ -240,14 +232,7 @@ async fn sync_all(
     health: &PlatformHealth,
     seq: u64,
 ) -> Result<(), tonic::Status> {
-    let all = c
-        .list_bindings(v1::ListBindingsRequest {
-            platform: platform.name().into(),
-            ..Default::default()
-        })
-        .await?
-        .into_inner()
-        .bindings;
+    let all = bindings(c, platform.name(), "").await?;
     for b in all.into_iter().filter(|b| !b.broken && b.cursor < seq) {
         if workers.get(&b.chat).is_some_and(|w| !w.tx.is_closed()) {
             let ev = Arc::new(v1::Event {

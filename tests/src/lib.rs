@@ -215,6 +215,36 @@ impl Harness {
         let _ = std::fs::remove_file(&notify_path);
     }
 
+    /// Starts the real `clibot-gateway` for this harness's daemon and config file, with
+    /// `args` and `env` (no bot token from the test's own environment leaks in); what it logs
+    /// goes to [`Harness::gateway_log`].
+    pub fn gateway(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("gateway.log"))
+            .expect("open gateway.log");
+        let mut cmd = Command::new(bin("clibot-gateway"));
+        cmd.args(args)
+            .arg("--socket")
+            .arg(&self.socket)
+            .env("CLIBOT_CONFIG", &self.config)
+            .env_remove("TELEGRAM_TOKEN")
+            .env_remove("DISCORD_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("start clibot-gateway")
+    }
+
+    /// What the gateways of this test logged so far.
+    pub fn gateway_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("gateway.log")).unwrap_or_default()
+    }
+
     /// What the daemon logged so far.
     pub fn daemon_log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("clibotd.log")).unwrap_or_default()

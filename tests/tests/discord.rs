@@ -3,11 +3,11 @@
 //! channel. Pairing keeps an unknown user out; a prompt is answered by a button; a 429 delays but
 //! does not lose the reply; killing the gateway mid-turn delivers the reply exactly once.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::fake_discord::{FakeDiscord, SentMessage, rate_limit_body};
-use clibot_tests::{Harness, bin};
+use clibot_tests::Harness;
 
 const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 const ADMIN: u64 = 1_300_000_000_000_000_100;
@@ -16,22 +16,10 @@ const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
 const STRANGER_DM: u64 = 1_400_000_000_000_000_555;
 
 fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
-    Command::new(bin("clibot-gateway"))
-        .args(["--discord", "--discord-api-url", &dc.url(), "--socket"])
-        .arg(&h.socket)
-        .env("DISCORD_TOKEN", TOKEN)
-        .env("CLIBOT_CONFIG", &h.config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(h.dir.path().join("gateway.log"))
-                .expect("log"),
-        )
-        .spawn()
-        .expect("start clibot-gateway --discord")
+    h.gateway(
+        &["--discord", "--discord-api-url", &dc.url()],
+        &[("DISCORD_TOKEN", TOKEN)],
+    )
 }
 
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
@@ -49,7 +37,7 @@ fn setup() -> (Harness, FakeDiscord, Child) {
     assert!(
         dc.wait_ready(Duration::from_secs(30)),
         "the gateway connects to Discord; its log:\n{}",
-        std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default()
+        h.gateway_log()
     );
     (h, dc, g)
 }

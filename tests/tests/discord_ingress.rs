@@ -4,39 +4,24 @@
 //! killed reach the session once each, in order, and are answered once. A channel the bot lost
 //! access to (403 Missing Access) is suspended while the DM keeps its replies.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use clibot_proto::v1;
 use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
-use clibot_tests::{Harness, bin};
+use clibot_tests::Harness;
 
 const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 const ADMIN: u64 = 1_300_000_000_000_000_100;
 const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
 
 fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
-    Command::new(bin("clibot-gateway"))
-        .args(["--discord", "--discord-api-url", &dc.url(), "--socket"])
-        .arg(&h.socket)
-        .env("DISCORD_TOKEN", TOKEN)
-        .env("CLIBOT_CONFIG", &h.config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(h.dir.path().join("gateway.log"))
-                .expect("log"),
-        )
-        .spawn()
-        .expect("start clibot-gateway --discord")
+    h.gateway(
+        &["--discord", "--discord-api-url", &dc.url()],
+        &[("DISCORD_TOKEN", TOKEN)],
+    )
 }
 
-fn gateway_log(h: &Harness) -> String {
-    std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default()
-}
 
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
     sent.iter()
@@ -73,7 +58,7 @@ fn wait_cursor(h: &Harness, chat: u64, id: u64) {
             Instant::now() < deadline,
             "message {id} was never recorded as handled (cursor {:?}); gateway log:\n{}",
             cursor(h, chat),
-            gateway_log(h)
+            h.gateway_log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -97,7 +82,7 @@ fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
     assert!(
         dc.wait_ready(Duration::from_secs(30)),
         "the gateway connects to Discord; its log:\n{}",
-        gateway_log(&h)
+        h.gateway_log()
     );
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
@@ -185,7 +170,7 @@ fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies(
     assert!(
         dc.wait_ready(Duration::from_secs(30)),
         "the gateway connects to Discord; its log:\n{}",
-        gateway_log(&h)
+        h.gateway_log()
     );
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));

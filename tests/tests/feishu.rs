@@ -3,13 +3,13 @@
 //! fake chat. A stranger runs nothing; a prompt comes as a card whose button answers it; the
 //! socket dropped comes back; the gateway killed -9 mid-turn delivers the reply exactly once.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::fake_feishu::{
     APP_ID, APP_SECRET, FakeFeishu, Sent, button_values, card_action_event, text_event,
 };
-use clibot_tests::{Harness, bin};
+use clibot_tests::Harness;
 
 const ADMIN: &str = "ou_admin000000000000000000000000000";
 const STRANGER: &str = "ou_eve00000000000000000000000000000";
@@ -17,24 +17,7 @@ const ADMIN_CHAT: &str = "oc_admin0000000000000000000000000000";
 const STRANGER_CHAT: &str = "oc_eve000000000000000000000000000000";
 
 fn gateway(h: &Harness) -> Child {
-    Command::new(bin("clibot-gateway"))
-        .arg("--socket")
-        .arg(&h.socket)
-        .env("CLIBOT_CONFIG", &h.config)
-        .env_remove("TELEGRAM_TOKEN")
-        .env_remove("DISCORD_TOKEN")
-        .env("TEST_FEISHU_SECRET", APP_SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(h.dir.path().join("gateway.log"))
-                .expect("log"),
-        )
-        .spawn()
-        .expect("start clibot-gateway")
+    h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)])
 }
 
 /// The text of every text message sent to `chat`.
@@ -65,7 +48,7 @@ impl Setup {
         assert!(
             fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
             "the gateway opens the long connection; its log:\n{}",
-            std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default()
+            h.gateway_log()
         );
         Setup {
             h,

@@ -2,7 +2,7 @@
 //! (here a fake Telegram and a fake Discord at once), each on its own connection; one failing
 //! never stops the other; its state shows in `clibot-gateway status` and `clibotctl status`.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use clibot_tests::fake_discord::FakeDiscord;
@@ -17,25 +17,7 @@ const DC_DM: u64 = 1_400_000_000_000_000_100;
 
 /// The gateway with no platform flag and no token in its environment: all from the config.
 fn gateway(h: &Harness) -> Child {
-    Command::new(bin("clibot-gateway"))
-        .arg("--socket")
-        .arg(&h.socket)
-        .env("CLIBOT_CONFIG", &h.config)
-        .env_remove("TELEGRAM_TOKEN")
-        .env_remove("DISCORD_TOKEN")
-        .env("TEST_TG_TOKEN", TG_TOKEN)
-        .env("TEST_DC_TOKEN", DC_TOKEN)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(h.dir.path().join("gateway.log"))
-                .expect("log"),
-        )
-        .spawn()
-        .expect("start clibot-gateway")
+    h.gateway(&[], &[("TEST_TG_TOKEN", TG_TOKEN), ("TEST_DC_TOKEN", DC_TOKEN)])
 }
 
 fn gateway_status(h: &Harness) -> (bool, String) {
@@ -129,7 +111,7 @@ fn one_platform_failing_never_stops_the_other() {
         !ok && out.contains("discord") && out.contains("retrying")
             && out.lines().any(|l| l.starts_with("telegram") && l.contains("connected"))
     });
-    let log = std::fs::read_to_string(h.dir.path().join("gateway.log")).unwrap_or_default();
+    let log = h.gateway_log();
     assert!(log.contains("discord") && log.contains("retrying in"), "{log}");
     let _ = g.kill();
     let _ = g.wait();

@@ -3,7 +3,7 @@
 //! unknown user out; a prompt is answered by a button press; a 429 delays but does not lose the
 //! reply; killing the gateway mid-turn delivers the reply exactly once.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use clibot_tests::fake_telegram::{FakeTelegram, Sent, retry_after_body};
@@ -14,16 +14,10 @@ const ADMIN: i64 = 100;
 const STRANGER: i64 = 555;
 
 fn gateway(h: &Harness, tg: &FakeTelegram) -> Child {
-    Command::new(bin("clibot-gateway"))
-        .args(["--telegram", "--telegram-api-url", &tg.url(), "--socket"])
-        .arg(&h.socket)
-        .env("TELEGRAM_TOKEN", TOKEN)
-        .env("CLIBOT_CONFIG", &h.config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start clibot-gateway --telegram")
+    h.gateway(
+        &["--telegram", "--telegram-api-url", &tg.url()],
+        &[("TELEGRAM_TOKEN", TOKEN)],
+    )
 }
 
 fn texts(sent: &[Sent], chat: i64) -> Vec<String> {

@@ -499,10 +499,6 @@ impl Platform for Discord {
         format!("discord:{}", self.bot_id)
     }
 
-    fn is_local(&self) -> bool {
-        false
-    }
-
     fn max_message(&self) -> usize {
         2000
     }

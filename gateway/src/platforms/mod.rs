@@ -35,9 +35,12 @@ pub trait Platform: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// The key under which the daemon stores this gateway's delivery cursor.
     fn consumer(&self) -> String;
-    /// Whether chat users act as the local user (the console runs as the daemon's own user);
-    /// otherwise every call carries the chat user and the daemon checks their access.
-    fn is_local(&self) -> bool;
+    /// Whether chat users act as the local user (only the console does: it runs as the
+    /// daemon's own user); otherwise every call carries the chat user and the daemon checks
+    /// their access.
+    fn is_local(&self) -> bool {
+        false
+    }
     /// The longest message the platform takes (text is chunked to fit).
     fn max_message(&self) -> usize;
     /// Sends text to a chat; an error means it was not delivered (and will be retried).

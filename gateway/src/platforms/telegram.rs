@@ -205,10 +205,6 @@ impl Platform for Telegram {
         format!("telegram:{}", self.bot_id)
     }
 
-    fn is_local(&self) -> bool {
-        false
-    }
-
     fn max_message(&self) -> usize {
         LIMIT
     }

@@ -507,10 +507,6 @@ impl Platform for Feishu {
         format!("feishu:{}", self.app_id)
     }
 
-    fn is_local(&self) -> bool {
-        false
-    }
-
     fn max_message(&self) -> usize {
         MAX_TEXT_CHARS
     }

@@ -1,0 +1,192 @@
+//! Operations with the real daemon: the session limits ([daemon] max_sessions, [access.PLATFORM]
+//! max_sessions_per_user) and idle sessions stopped after [daemon] idle_stop_after, then
+//! restarted.
+
+use std::time::{Duration, Instant};
+
+use clibot_proto::v1;
+use clibot_tests::{Harness, lines};
+use tonic::Code;
+
+/// A harness whose config has these keys in its `[daemon]` section, and `extra` appended.
+fn harness(daemon_keys: &str, extra: &str) -> Harness {
+    let h = Harness::with_config(extra);
+    let config = std::fs::read_to_string(&h.config).expect("read config");
+    std::fs::write(
+        &h.config,
+        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
+    )
+    .expect("write config");
+    h
+}
+
+fn spawn_bash(h: &Harness, name: &str) {
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
+    h.wait_screen(name, "the prompt", |s| s.contains("$"));
+}
+
+fn session<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .and_then(|a| a.iter().find(|s| s["name"] == name))
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spawns_beyond_max_sessions_are_refused_naming_the_idle_ones() {
+    let mut h = harness("max_sessions = 2", "");
+    h.start_daemon();
+    spawn_bash(&h, "a");
+    spawn_bash(&h, "b");
+    h.wait_list("both idle", |l| {
+        session(l, "a")["state"] == "idle" && session(l, "b")["state"] == "idle"
+    });
+
+    let work = h.work.display().to_string();
+    let err = h.ctl_err(&["spawn", "c", "--cli", "bash", "--dir", &work]);
+    assert!(
+        err.contains("cannot start c: 2 sessions run, the limit ([daemon] max_sessions)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("idle ones you could stop: ")
+            && err.contains("a (idle ")
+            && err.contains("b (idle "),
+        "{err}"
+    );
+
+    // Over gRPC the refusal is RESOURCE_EXHAUSTED.
+    let mut c = h.client().await;
+    let status = c
+        .spawn_session(v1::SpawnSessionRequest {
+            name: "c".into(),
+            cli: "bash".into(),
+            dir: work.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a third session is refused");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(status.message().contains("max_sessions"), "{status:?}");
+
+    // An exited session does not count.
+    h.ctl_ok(&["send", "b", "exit"]);
+    h.wait_list("b exited", |l| session(l, "b")["state"] == "exited");
+    spawn_bash(&h, "c");
+    let l = h.wait_list("c idle", |l| session(l, "c")["state"] == "idle");
+    assert_eq!(session(&l, "a")["state"], "idle", "{l:#}");
+
+    // The exited one cannot come back while the limit is reached: restarting it starts it.
+    let err = h.ctl_err(&["restart", "b"]);
+    assert!(err.contains("cannot start b: 2 sessions run"), "{err}");
+    h.ctl_ok(&["stop", "a"]);
+    h.ctl_ok(&["restart", "b"]);
+    h.wait_list("b idle again", |l| session(l, "b")["state"] == "idle");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_user_runs_at_most_max_sessions_per_user() {
+    let mut h =
+        Harness::with_config("\n[access.telegram]\nallow = [\"777\"]\nmax_sessions_per_user = 1\n");
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    let mut c = h.client().await;
+    let as_user = |user: &str, name: &str| {
+        let mut req = tonic::Request::new(v1::SpawnSessionRequest {
+            name: name.into(),
+            cli: "bash".into(),
+            dir: work.clone(),
+            ..Default::default()
+        });
+        let md = req.metadata_mut();
+        md.insert("clibot-platform", "telegram".parse().expect("ascii"));
+        md.insert("clibot-user", user.parse().expect("ascii"));
+        md.insert("clibot-chat", "c1".parse().expect("ascii"));
+        req
+    };
+    let first = c
+        .spawn_session(as_user("777", "mine"))
+        .await
+        .expect("the first session of 777")
+        .into_inner();
+    assert_eq!(first.owner, "telegram:777");
+    h.wait_list("mine idle", |l| session(l, "mine")["state"] == "idle");
+
+    let status = c
+        .spawn_session(as_user("777", "second"))
+        .await
+        .expect_err("a second session of 777 is refused");
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    let msg = status.message();
+    assert!(
+        msg.contains("cannot start second: telegram:777 already runs 1 session,")
+            && msg.contains("[access.telegram] max_sessions_per_user")
+            && msg.contains("mine (idle "),
+        "{msg}"
+    );
+
+    // The machine's user is not capped per user.
+    spawn_bash(&h, "local1");
+    spawn_bash(&h, "local2");
+
+    // Once the chat user's session is gone, they may start another.
+    h.ctl_ok(&["stop", "mine"]);
+    let second = c
+        .spawn_session(as_user("777", "second"))
+        .await
+        .expect("777 has room again")
+        .into_inner();
+    assert_eq!(second.owner, "telegram:777");
+}
+
+#[test]
+fn a_quiet_session_is_stopped_after_idle_stop_after_and_restarts() {
+    let mut h = harness("idle_stop_after = \"2s\"", "");
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    // The busy ones get their input at once, before they could count as idle.
+    h.ctl_ok(&["spawn", "asking", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["send", "asking", "read -p 'Go? [y/N] ' a; echo go=$a"]);
+    h.ctl_ok(&["spawn", "busy", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["send", "busy", "sleep 30"]);
+    spawn_bash(&h, "quiet");
+    h.ctl_ok(&["send", "quiet", "echo before-$((20+1))"]);
+    h.wait_screen("quiet", "the echo", |s| lines(s).contains(&"before-21"));
+
+    let l = h.wait_list("quiet stopped as idle", |l| {
+        session(l, "quiet")["state"] == "exited"
+    });
+    assert_eq!(session(&l, "quiet")["exit_reason"], "idle for 2s", "{l:#}");
+    let table = h.ctl_ok(&["list"]);
+    assert!(table.contains("idle for 2s"), "{table}");
+    let exited = h.wait_event("quiet", "the exit event", Duration::from_secs(5), |e| {
+        e["session"] == "quiet" && e["type"] == "exited"
+    });
+    assert_eq!(exited["reason"], "idle for 2s", "{exited}");
+    let events = h.ctl_ok(&["events", "--since", "0"]);
+    assert!(events.contains("idle for 2s"), "{events}");
+
+    h.wait_list("asking waits and busy works", |l| {
+        session(l, "asking")["state"] == "waiting" && session(l, "busy")["state"] == "working"
+    });
+    // Well past the idle time, the waiting and the working sessions still run.
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let l: serde_json::Value =
+            serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("list --json is JSON");
+        assert_eq!(session(&l, "asking")["state"], "waiting", "{l:#}");
+        assert_eq!(session(&l, "busy")["state"], "working", "{l:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // The reaped session comes back, with its record, and works.
+    h.ctl_ok(&["restart", "quiet"]);
+    let l = h.wait_list("quiet idle again", |l| {
+        session(l, "quiet")["state"] == "idle"
+    });
+    assert_eq!(session(&l, "quiet")["exit_reason"], "", "{l:#}");
+    h.ctl_ok(&["send", "quiet", "echo after-$((40+2))"]);
+    h.wait_screen("quiet", "the echo after restart", |s| {
+        lines(s).contains(&"after-42")
+    });
+}
