@@ -17,6 +17,7 @@ use crate::error::CoreError;
 use crate::events::{Event, EventKind};
 use crate::session::{SessionRecord, State};
 use crate::tmux::MuxError;
+use crate::transcript::{Entry as TranscriptEntry, Transcripts};
 
 /// Largest `lines` a capture may ask for.
 const MAX_CAPTURE_LINES: u32 = 100_000;
@@ -31,6 +32,8 @@ pub struct Service {
     /// What the gateways last reported, per platform, and when: shown by Status, kept in
     /// memory only (a gateway reports again within seconds of a daemon restart).
     gateways: Arc<Mutex<BTreeMap<String, (v1::GatewayStatus, Instant)>>>,
+    /// What each chat sent and was shown.
+    transcripts: Arc<Transcripts>,
 }
 
 /// A gateway that has not reported for this long is shown as not running.
@@ -38,10 +41,16 @@ const GATEWAY_SILENT: Duration = Duration::from_secs(30);
 
 impl Service {
     pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
+        let settings = daemon.settings();
+        let transcripts = Arc::new(Transcripts::new(
+            &settings.state_dir,
+            settings.config.daemon.transcript_max_bytes,
+        ));
         Service {
             daemon,
             shutdown,
             gateways: Arc::default(),
+            transcripts,
         }
     }
 
@@ -145,6 +154,83 @@ impl Service {
             ))),
         }
     }
+}
+
+impl Service {
+    /// Records what a chat user sent to `session` in their chat's transcript.
+    fn record_in(&self, actor: &Actor, session: &str, text: &str) {
+        if actor.is_local() || actor.chat.is_empty() {
+            return;
+        }
+        self.transcripts.record(
+            &actor.platform,
+            &actor.chat,
+            &TranscriptEntry {
+                time_ms: crate::store::now_ms(),
+                dir: "in".into(),
+                user: actor.user.clone(),
+                session: session.to_string(),
+                text: text.to_string(),
+            },
+        );
+    }
+
+    /// Records in a chat's transcript what event `seq` showed it, when it is of a kind chats
+    /// are shown and of the session the chat is bound to.
+    fn record_out(&self, platform: &str, chat: &str, session: &str, seq: u64) {
+        let Some(ev) = self
+            .daemon
+            .events()
+            .read_after(seq.saturating_sub(1), 1)
+            .events
+            .into_iter()
+            .next()
+            .filter(|e| e.seq == seq && e.session == session)
+        else {
+            return;
+        };
+        let Some(text) = shown_text(&ev.kind) else {
+            return;
+        };
+        self.transcripts.record(
+            platform,
+            chat,
+            &TranscriptEntry {
+                time_ms: ev.time_ms,
+                dir: "out".into(),
+                user: String::new(),
+                session: ev.session,
+                text,
+            },
+        );
+    }
+}
+
+/// What a chat is shown of an event, for its transcript; `None` for kinds chats do not see.
+fn shown_text(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::TurnCompleted { text, .. } => text.clone(),
+        EventKind::Waiting { prompt } => {
+            let mut t = prompt.text.clone();
+            for (i, o) in prompt.options.iter().enumerate() {
+                t.push_str(&format!("\n{}. {o}", i + 1));
+            }
+            t
+        }
+        EventKind::PromptResolved { answer, by, .. } => {
+            if answer.is_empty() {
+                format!("prompt resolved ({by})")
+            } else {
+                format!("answered: {answer}")
+            }
+        }
+        EventKind::Exited { status, reason, .. } => match status {
+            Some(s) => format!("exited with status {s}: {reason}"),
+            None => format!("exited: {reason}"),
+        },
+        EventKind::Error { message, .. } => format!("error: {message}"),
+        _ => return None,
+    })
 }
 
 /// Who a call is for: the chat user named in its metadata, else the local user.
@@ -460,12 +546,14 @@ impl Clibot for Service {
         let r = req.into_inner();
         self.owned(&actor, &r.session, "send", false)?;
         let session = r.session.clone();
+        let text = r.text.clone();
         let (seq, queued) = self
             .detached(&actor, &session, "send", move |d| async move {
                 d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
                     .await
             })
             .await?;
+        self.record_in(&actor, &session, &text);
         Ok(Response::new(v1::SendInputResponse { seq, queued }))
     }
 
@@ -596,12 +684,14 @@ impl Clibot for Service {
             ));
         }
         let session = r.session.clone();
+        let answer = r.answer.clone();
         let by = actor.key();
         let (prompt_id, via) = self
             .detached(&actor, &session, "answer", move |d| async move {
                 d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by).await
             })
             .await?;
+        self.record_in(&actor, &session, &answer);
         Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
     }
 
@@ -757,6 +847,12 @@ impl Clibot for Service {
                 prompt: &r.prompt,
                 message: &r.message,
             };
+            let before = self
+                .daemon
+                .chats()
+                .bindings(&r.platform, &r.chat, "")
+                .into_iter()
+                .find(|b| b.platform == r.platform && b.chat == r.chat);
             let cursor = self
                 .daemon
                 .chats()
@@ -764,6 +860,15 @@ impl Clibot for Service {
                 .ok_or_else(|| {
                     Status::not_found(format!("{} chat {} is not bound", r.platform, r.chat))
                 })?;
+            // Fully delivered, and for the first time: what the chat was shown goes in its
+            // transcript.
+            if r.parts == 0
+                && let Some(b) = before
+                && b.cursor < r.seq
+                && cursor >= r.seq
+            {
+                self.record_out(&r.platform, &r.chat, &b.session, r.seq);
+            }
             return Ok(Response::new(v1::AckEventsResponse { cursor }));
         }
         if r.consumer.is_empty() {
@@ -963,6 +1068,39 @@ impl Clibot for Service {
             .hook(&r.session_id, &r.token, &r.event, &r.payload)
             .await?;
         Ok(Response::new(v1::HookResponse { output }))
+    }
+
+    async fn get_transcript(
+        &self,
+        req: Request<v1::GetTranscriptRequest>,
+    ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        if r.platform.is_empty() || r.chat.is_empty() {
+            return Err(Status::invalid_argument("platform and chat are required"));
+        }
+        if !actor.is_local() {
+            self.authorize(&actor, "", "history", false)?;
+            if actor.platform != r.platform || actor.chat != r.chat {
+                let why = "a chat may read only its own transcript";
+                self.daemon.audit(&actor, "", "history", Err(why));
+                return Err(Status::permission_denied(why));
+            }
+            self.daemon.audit(&actor, "", "history", Ok(()));
+        }
+        let entries = self
+            .transcripts
+            .read(&r.platform, &r.chat, r.since_ms, r.limit as usize)
+            .into_iter()
+            .map(|e| v1::TranscriptEntry {
+                time_ms: e.time_ms,
+                dir: e.dir,
+                user: e.user,
+                session: e.session,
+                text: e.text,
+            })
+            .collect();
+        Ok(Response::new(v1::GetTranscriptResponse { entries }))
     }
 
     type WatchEventsStream = EventStream;
