@@ -76,6 +76,9 @@ pub struct DaemonConfig {
     pub idle_turn_end_ms: u64,
     /// The command the CLIs' hooks run; default: the `clibotctl` next to `clibotd`, `hook`.
     pub hook_command: Option<String>,
+    /// A chat's transcript (`transcripts/PLATFORM/CHAT.jsonl`) is rotated when it reaches this
+    /// size, in bytes; the current file and one older are kept.
+    pub transcript_max_bytes: u64,
     /// The audit log (`audit.jsonl`) is rotated when it reaches this size, in bytes.
     pub audit_max_bytes: u64,
     /// Audit log files kept, the current one included.
@@ -102,6 +105,7 @@ impl Default for DaemonConfig {
             permission_wait_ms: 600_000,
             idle_turn_end_ms: 5_000,
             hook_command: None,
+            transcript_max_bytes: crate::transcript::DEFAULT_MAX_BYTES,
             audit_max_bytes: crate::audit::Limits::default().max_bytes,
             audit_files: crate::audit::Limits::default().files,
             max_sessions: 32,
@@ -351,6 +355,12 @@ impl Config {
         if self.daemon.audit_max_bytes < 4096 {
             return Err(invalid(
                 "[daemon] audit_max_bytes must be at least 4096 (the default is 10485760, 10 MiB)"
+                    .into(),
+            ));
+        }
+        if self.daemon.transcript_max_bytes < 4096 {
+            return Err(invalid(
+                "[daemon] transcript_max_bytes must be at least 4096 (the default is 1048576, 1 MiB)"
                     .into(),
             ));
         }
