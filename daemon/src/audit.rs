@@ -8,13 +8,12 @@
 //! rotates by size: `audit.jsonl` becomes `audit.jsonl.1`, and so on, the oldest dropped.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::Serialize;
 
+use crate::rotating::RotatingFile;
 use crate::store::now_ms;
 
 /// Repeated refusals within this long are folded into one line.
@@ -22,14 +21,8 @@ pub const FOLD_MS: i64 = 60 * 1000;
 /// Refusals being folded at most; beyond this every count is written out at once.
 const FOLD_CAP: usize = 1024;
 
-/// How big the audit log may grow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// The size at which `audit.jsonl` is rotated, in bytes.
-    pub max_bytes: u64,
-    /// Files kept, the current one included (at least 1: then the full file is dropped).
-    pub files: u32,
-}
+/// How big the audit log may grow: 10 MiB × 5 files unless configured.
+pub use crate::rotating::Limits;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -85,10 +78,7 @@ struct Fold {
 }
 
 struct State {
-    path: PathBuf,
-    limits: Limits,
-    file: Option<File>,
-    size: u64,
+    file: Option<RotatingFile>,
     folds: HashMap<FoldKey, Fold>,
     next_sweep_ms: i64,
 }
@@ -96,15 +86,6 @@ struct State {
 /// The log file, opened for appending.
 pub struct Audit {
     state: Mutex<State>,
-}
-
-fn open_append(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
 }
 
 impl State {
@@ -115,50 +96,10 @@ impl State {
             return;
         };
         line.push(b'\n');
-        if self.size > 0 && self.size + line.len() as u64 > self.limits.max_bytes {
-            self.rotate();
-        }
-        if let Some(f) = self.file.as_mut() {
-            match f.write_all(&line) {
-                Ok(()) => self.size += line.len() as u64,
-                Err(e) => {
-                    tracing::error!(path = %self.path.display(), "cannot write the audit log: {e}")
-                }
-            }
-        }
-    }
-
-    /// `audit.jsonl` → `audit.jsonl.1` → … → `audit.jsonl.(files-1)`; the oldest is replaced.
-    fn rotate(&mut self) {
-        let name = |i: u32| {
-            let mut n = self.path.as_os_str().to_owned();
-            n.push(format!(".{i}"));
-            PathBuf::from(n)
-        };
-        let result = if self.limits.files <= 1 {
-            std::fs::remove_file(&self.path)
-        } else {
-            for i in (1..self.limits.files - 1).rev() {
-                match std::fs::rename(name(i), name(i + 1)) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        tracing::error!("cannot rotate the audit log ({}): {e}", name(i).display());
-                    }
-                    _ => {}
-                }
-            }
-            std::fs::rename(&self.path, name(1))
-        };
-        match result.and_then(|()| open_append(&self.path)) {
-            Ok(f) => {
-                self.file = Some(f);
-                self.size = 0;
-            }
-            Err(e) => {
-                // Keep appending where we are (nothing is lost) and try again after as much
-                // again has been written.
-                tracing::error!(path = %self.path.display(), "cannot rotate the audit log: {e}; check the state directory's permissions and free space");
-                self.size = 0;
-            }
+        if let Some(f) = self.file.as_mut()
+            && let Err(e) = f.write(&line)
+        {
+            tracing::error!(path = %f.path().display(), "cannot write the audit log: {e}; check the state directory's permissions and free space");
         }
     }
 
@@ -202,7 +143,7 @@ impl Audit {
     /// audited, and the returned warning says so.
     pub fn open(state_dir: &Path, limits: Limits) -> (Audit, Option<String>) {
         let path = state_dir.join("audit.jsonl");
-        let (file, warning) = match open_append(&path) {
+        let (file, warning) = match RotatingFile::open(path.clone(), limits) {
             Ok(f) => (Some(f), None),
             Err(e) => (
                 None,
@@ -212,21 +153,10 @@ impl Audit {
                 )),
             ),
         };
-        let size = file
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .map_or(0, |m| m.len());
-        let limits = Limits {
-            max_bytes: limits.max_bytes.max(1),
-            files: limits.files.max(1),
-        };
         (
             Audit {
                 state: Mutex::new(State {
-                    path,
-                    limits,
                     file,
-                    size,
                     folds: HashMap::new(),
                     next_sweep_ms: 0,
                 }),

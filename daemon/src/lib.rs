@@ -21,6 +21,7 @@ pub mod names;
 pub mod opencode_link;
 pub mod procs;
 pub mod program;
+pub mod rotating;
 pub mod rpc;
 pub mod server;
 pub mod session;
