@@ -7,6 +7,7 @@ mod connect;
 mod doctor;
 mod hook;
 mod output;
+mod transcript;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -166,6 +167,19 @@ enum Command {
         user: String,
         #[arg(long)]
         revoke: bool,
+    },
+    /// What a chat sent and was shown (PLATFORM:CHAT, e.g. telegram:123456789), oldest first.
+    Transcript {
+        chat: String,
+        /// Only entries since: a duration back from now (30s, 15m, 2h, 1d).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Only the last N entries [default: 100, at most 1000].
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<u32>,
+        /// One JSON object a line.
+        #[arg(long)]
+        json: bool,
     },
     /// Chats bound to sessions: where delivery stands, and which chats are suspended.
     Chats {
@@ -643,6 +657,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
+        Command::Transcript {
+            chat,
+            since,
+            lines,
+            json,
+        } => transcript::run(&mut c, &chat, since.as_deref(), lines, json).await?,
         Command::Audit {
             session,
             user,
