@@ -32,6 +32,10 @@ pub const DEFAULT_PREFIX: &str = "!!";
 pub const MAX_NAME_LEN: usize = 64;
 /// Most lines `screen N` may ask for (the daemon's capture limit).
 pub const MAX_SCREEN_LINES: u32 = 100_000;
+/// Most entries `history N` may ask for.
+pub const MAX_HISTORY: u32 = 200;
+/// Entries `history` shows when not told.
+pub const DEFAULT_HISTORY: u32 = 20;
 /// Most keys in one `keys` command.
 pub const MAX_KEYS: usize = 64;
 /// Longest prefix accepted.
@@ -108,6 +112,11 @@ pub enum Command {
         user: String,
         revoke: bool,
     },
+    /// `history [N]`: this chat's last N messages, both ways.
+    History {
+        /// 1..=[`MAX_HISTORY`]; `None` for [`DEFAULT_HISTORY`].
+        n: Option<u32>,
+    },
 }
 
 impl Command {
@@ -128,6 +137,7 @@ impl Command {
             Command::Answer { .. } => CommandName::Answer,
             Command::Pair { .. } => CommandName::Pair,
             Command::Share { .. } => CommandName::Share,
+            Command::History { .. } => CommandName::History,
         }
     }
 }
@@ -150,11 +160,12 @@ pub enum CommandName {
     Answer,
     Pair,
     Share,
+    History,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 14] = [
+    pub const ALL: [CommandName; 15] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -169,6 +180,7 @@ impl CommandName {
         CommandName::Answer,
         CommandName::Pair,
         CommandName::Share,
+        CommandName::History,
     ];
 
     /// The word typed after the prefix.
@@ -188,6 +200,7 @@ impl CommandName {
             CommandName::Answer => "answer",
             CommandName::Pair => "pair",
             CommandName::Share => "share",
+            CommandName::History => "history",
         }
     }
 
@@ -204,6 +217,7 @@ impl CommandName {
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
             CommandName::Share => "NAME USER [off]",
+            CommandName::History => "[N]",
             CommandName::Sessions
             | CommandName::Whoami
             | CommandName::Status
@@ -232,6 +246,7 @@ impl CommandName {
             CommandName::Share => {
                 "let another user (their id, from their !!whoami) use session NAME; off takes it back"
             }
+            CommandName::History => "show this chat's last N messages, sent and received (20)",
         }
     }
 
@@ -697,6 +712,21 @@ impl CommandParser {
                     revoke,
                 }
             }
+            CommandName::History => {
+                let n = match tokens.next() {
+                    None => None,
+                    Some(t) => Some(
+                        t.parse::<u32>()
+                            .ok()
+                            .filter(|n| (1..=MAX_HISTORY).contains(n))
+                            .ok_or_else(|| {
+                                a.invalid("N", t, format!("a whole number from 1 to {MAX_HISTORY}"))
+                            })?,
+                    ),
+                };
+                a.no_more(&mut tokens)?;
+                Command::History { n }
+            }
         };
         Ok(cmd)
     }
@@ -967,6 +997,11 @@ mod tests {
             }
         );
         assert_eq!(cmd("!!screen"), Command::Screen { lines: None });
+        assert_eq!(cmd("!!history"), Command::History { n: None });
+        assert_eq!(cmd("!!history 50"), Command::History { n: Some(50) });
+        assert!(matches!(err("!!history 0"), CommandError::InvalidArgument { .. }));
+        assert!(matches!(err("!!history 201"), CommandError::InvalidArgument { .. }));
+        assert!(matches!(err("!!history 5 6"), CommandError::TooManyArguments { .. }));
         assert_eq!(cmd("!!screen 50"), Command::Screen { lines: Some(50) });
         assert_eq!(
             cmd("!!screen 100000"),
@@ -1383,6 +1418,7 @@ mod props {
                 parts.extend(dir.clone());
             }
             Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
+            Command::History { n } => parts.extend(n.map(|n| n.to_string())),
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
             Command::Stop { name } => parts.extend(name.clone()),
             Command::Restart { name, fresh } => {
@@ -1445,6 +1481,7 @@ mod props {
             proptest::option::of("[A-Z0-9-]{4,32}").prop_map(|code| Command::Pair { code }),
             (name(), "[A-Za-z0-9:_.-]{1,128}", any::<bool>())
                 .prop_map(|(name, user, revoke)| Command::Share { name, user, revoke }),
+            proptest::option::of(1..=MAX_HISTORY).prop_map(|n| Command::History { n }),
         ]
     }
 

@@ -391,9 +391,58 @@ impl Router {
                     (false, _) => format!("{user} may now use {name} (shared with {})", r.shared_with.join(", ")),
                 }
             }
+            Command::History { n } => {
+                let n = n.unwrap_or(clibot_gateway::command::DEFAULT_HISTORY);
+                let req = v1::GetTranscriptRequest {
+                    platform: self.platform.name().into(),
+                    chat: msg.chat.clone(),
+                    since_ms: 0,
+                    limit: n,
+                };
+                let entries = c.get_transcript(self.req(msg, req)).await?.into_inner().entries;
+                if entries.is_empty() {
+                    return Ok(Some("nothing recorded for this chat yet".into()));
+                }
+                let text = history_text(&entries);
+                // Long history goes as one file, like a long screen.
+                let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
+                let text = redact(&text).into_owned();
+                if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
+                    let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
+                    if let Err(e) = self.platform.send_file(&msg.chat, "history.txt", &text, &summary).await {
+                        eprintln!("clibot-gateway: cannot send the history to {}: {e:#}", msg.chat);
+                    }
+                    return Ok(None);
+                }
+                text
+            }
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
     }
+}
+
+/// Longest text of one `!!history` line, in characters.
+const HISTORY_LINE_CHARS: usize = 200;
+
+/// A chat's transcript as `!!history` shows it: one line an entry, what the chat sent as
+/// `› you: …`, what it was shown as `‹ [session] …`, each cut to about 200 characters.
+pub fn history_text(entries: &[v1::TranscriptEntry]) -> String {
+    entries
+        .iter()
+        .map(|e| {
+            let flat = e.text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let mut text: String = flat.chars().take(HISTORY_LINE_CHARS).collect();
+            if flat.chars().count() > HISTORY_LINE_CHARS {
+                text.push('…');
+            }
+            if e.dir == "in" {
+                format!("› you: {text}")
+            } else {
+                format!("‹ [{}] {text}", e.session)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// A prompt as a chat message: the question, its subject, the numbered options.
@@ -414,6 +463,24 @@ pub fn prompt_text(p: &v1::Prompt) -> String {
 #[cfg(test)]
 mod tests {
     //! The router and the relay against an in-memory platform and a real daemon.
+
+    #[test]
+    fn history_lines_are_marked_by_direction_and_cut() {
+        let e = |dir: &str, text: &str| clibot_proto::v1::TranscriptEntry {
+            time_ms: 1,
+            dir: dir.into(),
+            user: "7".into(),
+            session: "s".into(),
+            text: text.into(),
+        };
+        let long = "x".repeat(500);
+        let t = super::history_text(&[e("in", "echo\n hi"), e("out", "hi-2"), e("out", &long)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "› you: echo hi");
+        assert_eq!(lines[1], "‹ [s] hi-2");
+        assert_eq!(lines[2], format!("‹ [s] {}…", "x".repeat(200)));
+        assert_eq!(lines.len(), 3);
+    }
 
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
