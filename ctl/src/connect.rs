@@ -79,6 +79,9 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
         .open(&log_path)
         .with_context(|| format!("cannot open {}", log_path.display()))?;
     let mut cmd = tokio::process::Command::new(&bin);
+    // Once running, its log goes to the state directory, rotated by size; this file only
+    // catches what it says before it knows where that is (a config error, say).
+    cmd.arg("--log-to-state-dir");
     if explicit_socket {
         cmd.arg("--socket").arg(socket);
     }
@@ -94,15 +97,18 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
             bin.display()
         )
     })?;
-    eprintln!(
-        "clibotctl: started clibotd (pid {}); its log is {}",
-        child.id().unwrap_or(0),
-        log_path.display()
-    );
+    let pid = child.id().unwrap_or(0);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
         match connect(socket).await {
-            Ok(c) => return Ok(c),
+            Ok(mut c) => {
+                let log = match c.status(clibot_proto::v1::StatusRequest {}).await {
+                    Ok(s) => format!("{}/clibotd.log", s.into_inner().state_dir),
+                    Err(_) => log_path.display().to_string(),
+                };
+                eprintln!("clibotctl: started clibotd (pid {pid}); its log is {log}");
+                return Ok(c);
+            }
             Err(e) if !e.is_no_daemon() => return Err(e.into()),
             Err(_) => {}
         }

@@ -83,6 +83,9 @@ pub struct DaemonConfig {
     pub audit_max_bytes: u64,
     /// Audit log files kept, the current one included.
     pub audit_files: u32,
+    /// The daemon's own log, when it writes one (`clibotd.log` in the state directory, as when
+    /// `clibotctl` starts it), is rotated at this size; three files are kept.
+    pub log_max_bytes: u64,
     /// Sessions that may run at once (exited ones do not count); a spawn beyond it is refused.
     pub max_sessions: usize,
     /// A session idle this long (no input, no output, no prompt, nothing queued) is stopped
@@ -108,6 +111,7 @@ impl Default for DaemonConfig {
             transcript_max_bytes: crate::transcript::DEFAULT_MAX_BYTES,
             audit_max_bytes: crate::audit::Limits::default().max_bytes,
             audit_files: crate::audit::Limits::default().files,
+            log_max_bytes: 10 * 1024 * 1024,
             max_sessions: 32,
             idle_stop_after: Duration::from_secs(12 * 3600),
         }
@@ -361,6 +365,12 @@ impl Config {
         if self.daemon.transcript_max_bytes < 4096 {
             return Err(invalid(
                 "[daemon] transcript_max_bytes must be at least 4096 (the default is 1048576, 1 MiB)"
+                    .into(),
+            ));
+        }
+        if self.daemon.log_max_bytes < 4096 {
+            return Err(invalid(
+                "[daemon] log_max_bytes must be at least 4096 (the default is 10485760, 10 MiB)"
                     .into(),
             ));
         }

@@ -7,13 +7,14 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
 use clibotd::config::{Config, expand_home};
 use clibotd::core::{Daemon, Settings, create_private_dir};
+use clibotd::rotating::{Limits, RotatingFile};
 use clibotd::rpc::Service;
 use clibotd::tmux::{Tmux, TmuxSocket};
 use tokio_util::sync::CancellationToken;
@@ -35,14 +36,20 @@ struct Args {
     /// tmux server socket (tmux -S) [default: tmux -L clibot]
     #[arg(long, env = "CLIBOT_TMUX_SOCKET", value_name = "PATH")]
     tmux_socket: Option<PathBuf>,
+    /// Write the log to `clibotd.log` in the state directory, rotated by size
+    /// (`[daemon] log_max_bytes`, three files), instead of standard error once the state
+    /// directory is known. `clibotctl` starts the daemon so; under systemd the journal keeps it.
+    #[arg(long)]
+    log_to_state_dir: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
     // Before any thread exists: listenfd edits the environment.
     let activated = listenfd::ListenFd::from_env().take_unix_listener(0);
-    init_tracing();
-    match run(args, activated) {
+    let sink = LogSink::default();
+    init_tracing(sink.clone());
+    match run(args, activated, sink) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
@@ -52,13 +59,49 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// Where the log goes: standard error, until (with `--log-to-state-dir`) the state directory is
+/// known and a rotating `clibotd.log` there takes over.
+#[derive(Clone, Default)]
+struct LogSink(Arc<Mutex<Option<RotatingFile>>>);
+
+impl LogSink {
+    fn to_file(&self, f: RotatingFile) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogSink {
+    type Writer = LogSink;
+    fn make_writer(&'a self) -> LogSink {
+        self.clone()
+    }
+}
+
+impl std::io::Write for LogSink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let mut file = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match file.as_mut() {
+            // A log that cannot be written (a full disk) must not stop the daemon: stderr.
+            Some(f) => match f.write(buf) {
+                Ok(()) => Ok(buf.len()),
+                Err(_) => std::io::stderr().write(buf),
+            },
+            None => std::io::stderr().write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+fn init_tracing(sink: LogSink) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CLIBOT_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(sink)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
@@ -76,6 +119,7 @@ fn default_state_dir() -> anyhow::Result<PathBuf> {
 fn run(
     args: Args,
     activated: std::io::Result<Option<std::os::unix::net::UnixListener>>,
+    sink: LogSink,
 ) -> anyhow::Result<()> {
     let (config, config_file) = match &args.config {
         Some(p) => (Config::load(p, true)?.unwrap_or_default(), Some(p.clone())),
@@ -131,6 +175,20 @@ fn run(
     }
     lock.set_len(0)?;
     writeln!(lock, "{}", std::process::id())?;
+    if args.log_to_state_dir {
+        let path = state_dir.join("clibotd.log");
+        let limits = Limits {
+            max_bytes: config.daemon.log_max_bytes,
+            files: 3,
+        };
+        match RotatingFile::open(path.clone(), limits) {
+            Ok(f) => {
+                info!(log = %path.display(), "logging to the state directory");
+                sink.to_file(f);
+            }
+            Err(e) => error!("cannot write the log to {}: {e}; logging to stderr", path.display()),
+        }
+    }
 
     let (std_listener, bound, socket) = match activated {
         Ok(Some(l)) => {

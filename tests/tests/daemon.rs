@@ -696,6 +696,11 @@ fn clibotctl_starts_the_daemon_when_none_runs() {
     let status = h.ctl_ok(&["status", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&status).expect("json");
     let pid = v["pid"].as_u64().expect("pid");
+    // Its log is in the state directory (rotated by size there), and the message says so.
+    let log = std::path::Path::new(v["state_dir"].as_str().expect("state dir")).join("clibotd.log");
+    assert!(stderr.contains(&log.display().to_string()), "{stderr}");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(text.contains("serving"), "{text}");
     // Not a child of the test harness: stop it by pid.
     let _ = std::process::Command::new("kill")
         .arg(pid.to_string())
