@@ -164,7 +164,11 @@ impl Transcripts {
     /// A chat's newest `limit` entries (0: [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]) at or after
     /// `since_ms`, oldest first. Lines that do not parse are skipped.
     pub fn read(&self, platform: &str, chat: &str, since_ms: i64, limit: usize) -> Vec<Entry> {
-        let limit = if limit == 0 { DEFAULT_LIMIT } else { limit.min(MAX_LIMIT) };
+        let limit = if limit == 0 {
+            DEFAULT_LIMIT
+        } else {
+            limit.min(MAX_LIMIT)
+        };
         let path = self.path(platform, chat);
         // Hold the lock so a rotation does not happen between reading the two files.
         let _open = self.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -221,7 +225,10 @@ mod tests {
         assert_ne!(sanitize(&long_a), sanitize(&long_b));
         for id in ["a/b", "..", "../../x", "é", "\0"] {
             let s = sanitize(id);
-            assert!(!s.contains('/') && !s.starts_with('.') && !s.contains('\0'), "{s}");
+            assert!(
+                !s.contains('/') && !s.starts_with('.') && !s.contains('\0'),
+                "{s}"
+            );
         }
     }
 

@@ -87,15 +87,17 @@ fn a_chats_exchange_is_kept_and_only_that_chat_reads_it() {
     assert_eq!(shown["session"], "t");
     // Commands are not sent text.
     assert!(
-        !entries.iter().any(|e| e["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("!!new"))),
+        !entries
+            .iter()
+            .any(|e| e["text"].as_str().is_some_and(|t| t.contains("!!new"))),
         "{entries:?}"
     );
     // The file is the chat's own, private.
     let file = h.state_dir.join("transcripts/telegram/100.jsonl");
     let mode = std::os::unix::fs::PermissionsExt::mode(
-        &std::fs::metadata(&file).expect("the transcript file").permissions(),
+        &std::fs::metadata(&file)
+            .expect("the transcript file")
+            .permissions(),
     );
     assert_eq!(mode & 0o777, 0o600);
 
@@ -146,7 +148,9 @@ fn a_chats_exchange_is_kept_and_only_that_chat_reads_it() {
     });
     let audit = h.ctl_ok(&["audit", "--json"]);
     assert!(
-        audit.lines().any(|l| l.contains("\"history\"") && l.contains("refused")),
+        audit
+            .lines()
+            .any(|l| l.contains("\"history\"") && l.contains("refused")),
         "the refusal is audited: {audit}"
     );
     let _ = g.kill();
