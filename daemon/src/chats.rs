@@ -454,10 +454,18 @@ mod tests {
         assert_eq!(c.ack_chat("telegram", "a", &ack(7, 2)), Some(6));
         assert_eq!(c.ack_chat("telegram", "a", &ack(7, 1)), Some(6));
         let a = &c.bindings("telegram", "a", "")[0];
-        assert_eq!((a.cursor, a.parts), (6, 2), "a late part ack keeps the parts");
+        assert_eq!(
+            (a.cursor, a.parts),
+            (6, 2),
+            "a late part ack keeps the parts"
+        );
         assert_eq!(c.ack_chat("telegram", "a", &ack(7, 0)), Some(7));
         assert_eq!(c.bindings("telegram", "a", "")[0].parts, 0);
-        assert_eq!(c.bindings("telegram", "b", "")[0].cursor, 5, "b waits alone");
+        assert_eq!(
+            c.bindings("telegram", "b", "")[0].cursor,
+            5,
+            "b waits alone"
+        );
         assert_eq!(c.ack_chat("telegram", "nope", &ack(7, 0)), None);
         assert_eq!(c.max_seq(), 7);
         let p = ChatAck {
@@ -468,7 +476,10 @@ mod tests {
         };
         c.ack_chat("telegram", "b", &p);
         let b = &c.bindings("telegram", "b", "")[0];
-        assert_eq!((b.shown_prompt.as_str(), b.shown_message.as_str()), ("p1", "m1"));
+        assert_eq!(
+            (b.shown_prompt.as_str(), b.shown_message.as_str()),
+            ("p1", "m1")
+        );
         // Suspended, then the chat writes again: it resumes from now.
         assert_eq!(c.mark_broken("telegram", "b", "kicked"), Some("api".into()));
         assert_eq!(c.mark_broken("telegram", "b", "kicked"), None, "told once");

@@ -382,8 +382,8 @@ impl Daemon {
                 "{user:?} is not a chat user: write PLATFORM:USER, e.g. telegram:123456789 (`!!whoami` shows it)"
             )));
         }
-        let admin = actor.is_local()
-            || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
+        let admin =
+            actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
         let shared = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
@@ -393,7 +393,11 @@ impl Daemon {
                 return Err(if self.may_use_rec(actor, &e.rec) {
                     CoreError::InvalidArgument(format!(
                         "only the owner of {name} ({}) or an admin may share it",
-                        if e.rec.owner.is_empty() { "the machine's user" } else { &e.rec.owner }
+                        if e.rec.owner.is_empty() {
+                            "the machine's user"
+                        } else {
+                            &e.rec.owner
+                        }
                     ))
                 } else {
                     CoreError::NotYours(name.to_string())

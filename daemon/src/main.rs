@@ -186,7 +186,10 @@ fn run(
                 info!(log = %path.display(), "logging to the state directory");
                 sink.to_file(f);
             }
-            Err(e) => error!("cannot write the log to {}: {e}; logging to stderr", path.display()),
+            Err(e) => error!(
+                "cannot write the log to {}: {e}; logging to stderr",
+                path.display()
+            ),
         }
     }
 

@@ -112,7 +112,8 @@ impl Service {
         let manage = matches!(action, "stop" | "restart" | "release");
         if let Err(e) = self.daemon.check_owner(actor, session, manage) {
             if matches!(e, CoreError::NotYours(_) | CoreError::NotOwner(_)) {
-                self.daemon.audit(actor, session, action, Err(&e.to_string()));
+                self.daemon
+                    .audit(actor, session, action, Err(&e.to_string()));
             }
             return Err(e.into());
         }
@@ -264,9 +265,9 @@ impl From<CoreError> for Status {
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
-            CoreError::DirNotAllowed { .. }
-            | CoreError::NotYours(_)
-            | CoreError::NotOwner(_) => Code::PermissionDenied,
+            CoreError::DirNotAllowed { .. } | CoreError::NotYours(_) | CoreError::NotOwner(_) => {
+                Code::PermissionDenied
+            }
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
@@ -471,7 +472,9 @@ impl Clibot for Service {
         let mut reports = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
         for mut p in r.platforms {
             if p.platform.is_empty() || p.platform.len() > 32 {
-                return Err(Status::invalid_argument("a platform name of 1 to 32 characters"));
+                return Err(Status::invalid_argument(
+                    "a platform name of 1 to 32 characters",
+                ));
             }
             p.reported_ms = crate::store::now_ms();
             reports.insert(p.platform.clone(), (p, Instant::now()));
@@ -528,7 +531,11 @@ impl Clibot for Service {
             dir: r.dir,
             args: r.args,
             env: r.env.into_iter().collect(),
-            owner: if actor.is_local() { String::new() } else { actor.key() },
+            owner: if actor.is_local() {
+                String::new()
+            } else {
+                actor.key()
+            },
         };
         let rec = self
             .detached(&actor, &name, "spawn", move |d| async move {
@@ -591,7 +598,12 @@ impl Clibot for Service {
         if !actor.is_local() {
             // What leaves the machine for a chat is on record.
             let res = text.as_ref().map(|_| ()).map_err(|e| e.to_string());
-            self.daemon.audit(&actor, &r.session, "screen", res.as_ref().map(|_| ()).map_err(String::as_str));
+            self.daemon.audit(
+                &actor,
+                &r.session,
+                "screen",
+                res.as_ref().map(|_| ()).map_err(String::as_str),
+            );
         }
         let text = text?;
         Ok(Response::new(v1::CaptureResponse { text }))
@@ -688,7 +700,8 @@ impl Clibot for Service {
         let by = actor.key();
         let (prompt_id, via) = self
             .detached(&actor, &session, "answer", move |d| async move {
-                d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by).await
+                d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by)
+                    .await
             })
             .await?;
         self.record_in(&actor, &session, &answer);
@@ -964,13 +977,9 @@ impl Clibot for Service {
             .chats()
             .mark_broken(&r.platform, &r.chat, &r.reason)
         {
-            self.daemon.chat_suspended(&session, &r.platform, &r.chat, &r.reason);
-            self.daemon.audit(
-                &actor,
-                &session,
-                "suspend chat",
-                Ok(()),
-            );
+            self.daemon
+                .chat_suspended(&session, &r.platform, &r.chat, &r.reason);
+            self.daemon.audit(&actor, &session, "suspend chat", Ok(()));
         }
         Ok(Response::new(v1::MarkChatBrokenResponse {}))
     }
@@ -989,7 +998,9 @@ impl Clibot for Service {
             if r.revoke { "unshare" } else { "share" },
             outcome.as_ref().map(|_| ()).map_err(String::as_str),
         );
-        Ok(Response::new(v1::ShareSessionResponse { shared_with: res? }))
+        Ok(Response::new(v1::ShareSessionResponse {
+            shared_with: res?,
+        }))
     }
 
     async fn ack_ingress(
@@ -998,7 +1009,9 @@ impl Clibot for Service {
     ) -> Result<Response<v1::AckIngressResponse>, Status> {
         let r = req.into_inner();
         if r.platform.is_empty() || r.chat.is_empty() || r.id.is_empty() {
-            return Err(Status::invalid_argument("platform, chat and id are required"));
+            return Err(Status::invalid_argument(
+                "platform, chat and id are required",
+            ));
         }
         self.daemon.chats().ack_ingress(&r.platform, &r.chat, &r.id);
         Ok(Response::new(v1::AckIngressResponse {}))

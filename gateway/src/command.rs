@@ -999,9 +999,18 @@ mod tests {
         assert_eq!(cmd("!!screen"), Command::Screen { lines: None });
         assert_eq!(cmd("!!history"), Command::History { n: None });
         assert_eq!(cmd("!!history 50"), Command::History { n: Some(50) });
-        assert!(matches!(err("!!history 0"), CommandError::InvalidArgument { .. }));
-        assert!(matches!(err("!!history 201"), CommandError::InvalidArgument { .. }));
-        assert!(matches!(err("!!history 5 6"), CommandError::TooManyArguments { .. }));
+        assert!(matches!(
+            err("!!history 0"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!history 201"),
+            CommandError::InvalidArgument { .. }
+        ));
+        assert!(matches!(
+            err("!!history 5 6"),
+            CommandError::TooManyArguments { .. }
+        ));
         assert_eq!(cmd("!!screen 50"), Command::Screen { lines: Some(50) });
         assert_eq!(
             cmd("!!screen 100000"),

@@ -95,17 +95,26 @@ impl GatewayConfig {
         };
         let mut gateway = match gateway {
             toml::Value::Table(t) => t,
-            _ => return Err(invalid("`gateway` must be a table ([gateway.PLATFORM])".into())),
+            _ => {
+                return Err(invalid(
+                    "`gateway` must be a table ([gateway.PLATFORM])".into(),
+                ));
+            }
         };
         // Only the gateway's own keys: a daemon secret unset in the gateway's environment
         // must not stop the gateway.
         let mut wrapped = toml::Table::new();
-        wrapped.insert("gateway".into(), toml::Value::Table(std::mem::take(&mut gateway)));
+        wrapped.insert(
+            "gateway".into(),
+            toml::Value::Table(std::mem::take(&mut gateway)),
+        );
         clibot_proto::substitute_env(&mut wrapped).map_err(|source| ConfigError::MissingEnv {
             path: path.to_path_buf(),
             source,
         })?;
-        let gateway = wrapped.remove("gateway").unwrap_or(toml::Value::Table(gateway));
+        let gateway = wrapped
+            .remove("gateway")
+            .unwrap_or(toml::Value::Table(gateway));
         let config: GatewayConfig = gateway.try_into().map_err(|e: toml::de::Error| {
             invalid(format!(
                 "[gateway]: {} (the platforms are telegram, discord and feishu)",

@@ -124,10 +124,21 @@ mod tests {
         d.failed();
         let s = h.snapshot();
         assert_eq!(s.len(), 2);
-        let by = |n: &str| s.iter().find(|x| x.platform == n).cloned().unwrap_or_default();
+        let by = |n: &str| {
+            s.iter()
+                .find(|x| x.platform == n)
+                .cloned()
+                .unwrap_or_default()
+        };
         assert_eq!(by("telegram").state, "connected");
         assert!(by("telegram").last_heard_ms > 0);
-        assert_eq!((by("discord").state.as_str(), by("discord").deliveries_failed), ("retrying", 2));
+        assert_eq!(
+            (
+                by("discord").state.as_str(),
+                by("discord").deliveries_failed
+            ),
+            ("retrying", 2)
+        );
         assert_eq!(by("discord").detail, "bad token");
     }
 }

@@ -185,8 +185,7 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
         flag.clone()
             .or_else(|| conf.as_ref().and_then(|c| c.api_url.clone()))
     };
-    if args.telegram || (!chosen && (config.telegram.is_some() || args.telegram_token.is_some()))
-    {
+    if args.telegram || (!chosen && (config.telegram.is_some() || args.telegram_token.is_some())) {
         specs.push(Spec::Telegram {
             token: token("telegram", &args.telegram_token, &config.telegram)?,
             api_url: api_url(&args.telegram_api_url, &config.telegram),
@@ -217,7 +216,12 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
 }
 
 /// Serves every platform until the console's input ends (or forever, without a console).
-async fn serve(specs: Vec<Spec>, socket: PathBuf, lock_dir: PathBuf, parser: CommandParser) -> ExitCode {
+async fn serve(
+    specs: Vec<Spec>,
+    socket: PathBuf,
+    lock_dir: PathBuf,
+    parser: CommandParser,
+) -> ExitCode {
     let health = Health::default();
     tokio::spawn(health.clone().report(socket.clone()));
     let mut console = None;
@@ -293,11 +297,8 @@ async fn run_platform(
             Ok((platform, inbound)) => {
                 health.state("connected", "");
                 health.heard();
-                let relay = tokio::spawn(relay::run(
-                    platform.clone(),
-                    socket.clone(),
-                    health.clone(),
-                ));
+                let relay =
+                    tokio::spawn(relay::run(platform.clone(), socket.clone(), health.clone()));
                 let router = router::Router {
                     platform: platform.clone(),
                     parser: parser.clone(),

@@ -186,8 +186,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                     .await?;
                     since_sync += 1;
                     if since_sync >= SYNC_EVERY_EVENTS || last_sync.elapsed() >= SYNC_EVERY {
-                        sync_all(&mut c, &mut workers, &platform, &socket, &health, ev.seq)
-                            .await?;
+                        sync_all(&mut c, &mut workers, &platform, &socket, &health, ev.seq).await?;
                         since_sync = 0;
                         last_sync = std::time::Instant::now();
                     }
@@ -414,7 +413,11 @@ impl ChatDelivery {
         let mut wait = Duration::from_millis(200);
         loop {
             let r = match self.client().await {
-                Ok(c) => c.ack_events(req.clone()).await.map(|_| ()).map_err(|s| s.into()),
+                Ok(c) => c
+                    .ack_events(req.clone())
+                    .await
+                    .map(|_| ())
+                    .map_err(|s| s.into()),
                 Err(e) => Err(e),
             };
             match r {

@@ -37,7 +37,11 @@ impl v1::GatewayStatus {
             self.chats_bound,
             if self.chats_bound == 1 { "" } else { "s" },
             self.deliveries_failed,
-            if self.deliveries_failed == 1 { "y" } else { "ies" },
+            if self.deliveries_failed == 1 {
+                "y"
+            } else {
+                "ies"
+            },
         );
         if !self.detail.is_empty() {
             line.push_str(&format!(" ({})", self.detail));

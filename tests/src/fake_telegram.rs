@@ -819,7 +819,10 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         if let Some((status, body)) = st.failures.get_mut(&method).and_then(VecDeque::pop_front) {
             return Ok(json_response(status, &body));
         }
-        let text = params.get("text").and_then(Value::as_str).unwrap_or_default();
+        let text = params
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         if let Some(i) = st
             .failures_when
             .iter()

@@ -1058,7 +1058,11 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         .await
         .expect_err("not theirs");
     assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
-    assert!(err.message().contains("that you may use"), "{}", err.message());
+    assert!(
+        err.message().contains("that you may use"),
+        "{}",
+        err.message()
+    );
     fn with<T>(body: T) -> tonic::Request<T> {
         let mut r = tonic::Request::new(body);
         r.metadata_mut()
@@ -1080,26 +1084,39 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         escapes: false,
     };
     assert_eq!(
-        c.capture(with(capture.clone())).await.expect_err("screen").code(),
+        c.capture(with(capture.clone()))
+            .await
+            .expect_err("screen")
+            .code(),
         Code::PermissionDenied
     );
     let last = v1::GetLastReplyRequest {
         session: "work".into(),
     };
     assert_eq!(
-        c.get_last_reply(with(last.clone())).await.expect_err("last").code(),
+        c.get_last_reply(with(last.clone()))
+            .await
+            .expect_err("last")
+            .code(),
         Code::PermissionDenied
     );
     // Shared with them on the machine, they may use it (read it, type into it)...
-    assert!(h.ctl_ok(&["share", "work", "telegram:777"]).contains("telegram:777"));
+    assert!(
+        h.ctl_ok(&["share", "work", "telegram:777"])
+            .contains("telegram:777")
+    );
     c.send_input(as_user(send.clone()))
         .await
         .expect("a paired user may send to a session shared with them");
     h.wait_screen("work", "the chat's command", |s| {
         lines(s).contains(&"from-chat")
     });
-    c.capture(with(capture)).await.expect("screen of a shared session");
-    c.get_last_reply(with(last)).await.expect("last reply of a shared session");
+    c.capture(with(capture))
+        .await
+        .expect("screen of a shared session");
+    c.get_last_reply(with(last))
+        .await
+        .expect("last reply of a shared session");
     // ...but not stop it: only its owner or an admin may.
     let mut stop = tonic::Request::new(v1::StopSessionRequest {
         session: "work".into(),

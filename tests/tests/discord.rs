@@ -6,8 +6,8 @@
 use std::process::Child;
 use std::time::Duration;
 
-use clibot_tests::fake_discord::{FakeDiscord, SentMessage, rate_limit_body};
 use clibot_tests::Harness;
+use clibot_tests::fake_discord::{FakeDiscord, SentMessage, rate_limit_body};
 
 const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 const ADMIN: u64 = 1_300_000_000_000_000_100;

@@ -8,8 +8,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use clibot_proto::v1;
-use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
 use clibot_tests::Harness;
+use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
 
 const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 const ADMIN: u64 = 1_300_000_000_000_000_100;
@@ -21,7 +21,6 @@ fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
         &[("DISCORD_TOKEN", TOKEN)],
     )
 }
-
 
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
     sent.iter()

@@ -6,10 +6,10 @@
 use std::process::Child;
 use std::time::Duration;
 
+use clibot_tests::Harness;
 use clibot_tests::fake_feishu::{
     APP_ID, APP_SECRET, FakeFeishu, Sent, button_values, card_action_event, text_event,
 };
-use clibot_tests::Harness;
 
 const ADMIN: &str = "ou_admin000000000000000000000000000";
 const STRANGER: &str = "ou_eve00000000000000000000000000000";
@@ -110,7 +110,11 @@ fn a_feishu_message_runs_in_the_cli_a_card_answers_a_prompt_and_strangers_run_no
     );
 
     // A prompt comes as a card; its button answers it, and the card loses its buttons.
-    s.say(ADMIN_CHAT, ADMIN, "read -p 'Ship it? [y/N] ' a; echo ship=$a");
+    s.say(
+        ADMIN_CHAT,
+        ADMIN,
+        "read -p 'Ship it? [y/N] ' a; echo ship=$a",
+    );
     let sent = s.fs.wait_sent("the prompt card", |v| {
         v.iter().any(|m| {
             m.chat == ADMIN_CHAT
@@ -136,7 +140,9 @@ fn a_feishu_message_runs_in_the_cli_a_card_answers_a_prompt_and_strangers_run_no
     s.wait_text(ADMIN_CHAT, "ship=y");
     s.fs.wait_sent("the card updated without buttons", |v| {
         v.iter().any(|m| {
-            m.kind == "patch" && m.message_id == card.message_id && button_values(&m.content).is_empty()
+            m.kind == "patch"
+                && m.message_id == card.message_id
+                && button_values(&m.content).is_empty()
         })
     });
     // Pressed again (a stale card): refused, nothing typed.

@@ -17,7 +17,10 @@ const DC_DM: u64 = 1_400_000_000_000_000_100;
 
 /// The gateway with no platform flag and no token in its environment: all from the config.
 fn gateway(h: &Harness) -> Child {
-    h.gateway(&[], &[("TEST_TG_TOKEN", TG_TOKEN), ("TEST_DC_TOKEN", DC_TOKEN)])
+    h.gateway(
+        &[],
+        &[("TEST_TG_TOKEN", TG_TOKEN), ("TEST_DC_TOKEN", DC_TOKEN)],
+    )
 }
 
 fn gateway_status(h: &Harness) -> (bool, String) {
@@ -57,24 +60,34 @@ fn one_gateway_serves_telegram_and_discord_from_one_config() {
     let mut h = Harness::with_config(&config(&tg, &dc.url()));
     h.start_daemon();
     let mut g = gateway(&h);
-    assert!(tg.wait_polling(Duration::from_secs(30)), "Telegram is polled");
-    assert!(dc.wait_ready(Duration::from_secs(30)), "Discord is connected");
+    assert!(
+        tg.wait_polling(Duration::from_secs(30)),
+        "Telegram is polled"
+    );
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "Discord is connected"
+    );
     let work = h.work.display().to_string();
     tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", &format!("!!new t bash {work}"));
     tg.wait_sent("started on Telegram", |s| {
-        s.iter().any(|m| m.chat_id == TG_ADMIN && m.text.contains("started t"))
+        s.iter()
+            .any(|m| m.chat_id == TG_ADMIN && m.text.contains("started t"))
     });
     dc.push_message(DC_DM, DC_ADMIN, "owner", &format!("!!new d bash {work}"));
     dc.wait_sent("started on Discord", |s| {
-        s.iter().any(|m| m.channel_id == DC_DM && m.content.contains("started d"))
+        s.iter()
+            .any(|m| m.channel_id == DC_DM && m.content.contains("started d"))
     });
     tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", "echo tg-$((6*7))");
     dc.push_message(DC_DM, DC_ADMIN, "owner", "echo dc-$((6*7))");
     tg.wait_sent("the Telegram reply", |s| {
-        s.iter().any(|m| m.chat_id == TG_ADMIN && m.text.contains("tg-42"))
+        s.iter()
+            .any(|m| m.chat_id == TG_ADMIN && m.text.contains("tg-42"))
     });
     dc.wait_sent("the Discord reply", |s| {
-        s.iter().any(|m| m.channel_id == DC_DM && m.content.contains("dc-42"))
+        s.iter()
+            .any(|m| m.channel_id == DC_DM && m.content.contains("dc-42"))
     });
     wait_until("both platforms reported connected", || {
         let (ok, out) = gateway_status(&h);
@@ -99,20 +112,30 @@ fn one_platform_failing_never_stops_the_other() {
     let mut h = Harness::with_config(&config(&tg, &dead_url));
     h.start_daemon();
     let mut g = gateway(&h);
-    assert!(tg.wait_polling(Duration::from_secs(30)), "Telegram is polled");
+    assert!(
+        tg.wait_polling(Duration::from_secs(30)),
+        "Telegram is polled"
+    );
     let work = h.work.display().to_string();
     tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", &format!("!!new t bash {work}"));
     tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", "echo still-$((6*7))");
     tg.wait_sent("Telegram works", |s| {
-        s.iter().any(|m| m.chat_id == TG_ADMIN && m.text.contains("still-42"))
+        s.iter()
+            .any(|m| m.chat_id == TG_ADMIN && m.text.contains("still-42"))
     });
     wait_until("the failure is reported", || {
         let (ok, out) = gateway_status(&h);
-        !ok && out.contains("discord") && out.contains("retrying")
-            && out.lines().any(|l| l.starts_with("telegram") && l.contains("connected"))
+        !ok && out.contains("discord")
+            && out.contains("retrying")
+            && out
+                .lines()
+                .any(|l| l.starts_with("telegram") && l.contains("connected"))
     });
     let log = h.gateway_log();
-    assert!(log.contains("discord") && log.contains("retrying in"), "{log}");
+    assert!(
+        log.contains("discord") && log.contains("retrying in"),
+        "{log}"
+    );
     let _ = g.kill();
     let _ = g.wait();
 }
@@ -136,7 +159,11 @@ fn with_nothing_configured_it_says_which_keys_to_add() {
     );
     // An unknown key, and an unset variable, are errors that name them.
     let text = std::fs::read_to_string(&h.config).expect("config");
-    std::fs::write(&h.config, format!("{text}\n[gateway.telegram]\ntokn = \"x\"\n")).expect("w");
+    std::fs::write(
+        &h.config,
+        format!("{text}\n[gateway.telegram]\ntokn = \"x\"\n"),
+    )
+    .expect("w");
     let out = Command::new(bin("clibot-gateway"))
         .arg("--socket")
         .arg(&h.socket)
@@ -144,7 +171,10 @@ fn with_nothing_configured_it_says_which_keys_to_add() {
         .output()
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.code() == Some(2) && err.contains("tokn"), "{err}");
+    assert!(
+        out.status.code() == Some(2) && err.contains("tokn"),
+        "{err}"
+    );
     std::fs::write(
         &h.config,
         format!("{text}\n[gateway.telegram]\ntoken = \"${{CLIBOT_SURELY_UNSET_TG}}\"\n"),
@@ -164,7 +194,11 @@ fn with_nothing_configured_it_says_which_keys_to_add() {
     // XDG_CONFIG_HOME is where the config is looked for by default.
     let xdg = h.dir.path().join("xdg");
     std::fs::create_dir_all(xdg.join("clibot")).expect("mkdir");
-    std::fs::write(xdg.join("clibot/config.toml"), "[gateway.discord]\nbogus = 1\n").expect("w");
+    std::fs::write(
+        xdg.join("clibot/config.toml"),
+        "[gateway.discord]\nbogus = 1\n",
+    )
+    .expect("w");
     let out = Command::new(bin("clibot-gateway"))
         .arg("--socket")
         .arg(&h.socket)
@@ -174,7 +208,9 @@ fn with_nothing_configured_it_says_which_keys_to_add() {
         .expect("run");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        out.status.code() == Some(2) && err.contains("bogus") && err.contains(&xdg.display().to_string()),
+        out.status.code() == Some(2)
+            && err.contains("bogus")
+            && err.contains(&xdg.display().to_string()),
         "{err}"
     );
 }

@@ -521,8 +521,9 @@ fn a_kicked_group_is_suspended_while_the_owners_private_chat_keeps_working() {
         "{chats}"
     );
     assert!(
-        h.events().iter().any(|e| e["type"] == "chat_suspended"
-            && e["chat"] == GROUP.to_string()),
+        h.events()
+            .iter()
+            .any(|e| e["type"] == "chat_suspended" && e["chat"] == GROUP.to_string()),
         "a chat_suspended event"
     );
 
@@ -570,8 +571,10 @@ fn a_group_that_is_not_enabled_runs_nothing_and_hears_nothing() {
     let group = texts(&sent, GROUP);
     assert_eq!(group.len(), 1, "one line, then silence: {group:?}");
     assert!(
-        !h.events().iter().any(|e| e["type"] == "input_sent"
-            && e["text"].as_str().is_some_and(|t| t.contains("leak"))),
+        !h.events()
+            .iter()
+            .any(|e| e["type"] == "input_sent"
+                && e["text"].as_str().is_some_and(|t| t.contains("leak"))),
         "nothing from the group ran"
     );
     assert!(!h.ctl_ok(&["list"]).contains(" q "), "no session q");
@@ -611,8 +614,9 @@ fn a_user_cannot_see_or_use_another_users_session_until_it_is_shared() {
         !texts(&sent, BOB).iter().any(|t| t.contains("mine (bash)")),
         "Bob does not even see it"
     );
-    assert!(!h.events().iter().any(|e| e["type"] == "input_sent"
-        && e["text"].as_str().is_some_and(|t| t.contains("bob-"))));
+    assert!(!h.events().iter().any(
+        |e| e["type"] == "input_sent" && e["text"].as_str().is_some_and(|t| t.contains("bob-"))
+    ));
     // Ann shares it; now Bob may use it.
     tg.push_message(ANN, ANN, "Ann", &format!("!!share mine {BOB}"));
     tg.wait_sent("shared", |s| {
@@ -676,7 +680,11 @@ fn a_reply_in_several_messages_resumes_at_the_part_that_failed() {
             .count()
     };
     assert_eq!(count("\n500\n"), 1, "the first part went out once");
-    assert_eq!(count("\n1400\n"), 1, "the second part went out once, after the retry");
+    assert_eq!(
+        count("\n1400\n"),
+        1,
+        "the second part went out once, after the retry"
+    );
     let tried = tg
         .calls_of("sendmessage")
         .iter()
@@ -693,13 +701,19 @@ fn a_chat_is_told_when_the_log_lost_events_it_never_got() {
     let config = std::fs::read_to_string(&h.config).expect("config");
     std::fs::write(
         &h.config,
-        config.replace("stop_timeout_ms = 2000", "stop_timeout_ms = 2000\nevent_retention = 20"),
+        config.replace(
+            "stop_timeout_ms = 2000",
+            "stop_timeout_ms = 2000\nevent_retention = 20",
+        ),
     )
     .expect("config");
     h.start_daemon();
     let tg = FakeTelegram::start(TOKEN);
     let mut g = gateway(&h, &tg);
-    assert!(tg.wait_polling(Duration::from_secs(20)), "the gateway polls");
+    assert!(
+        tg.wait_polling(Duration::from_secs(20)),
+        "the gateway polls"
+    );
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new r bash {work}"));
     tg.push_message(ADMIN, ADMIN, "Owner", "echo first-$((1+1))");
@@ -711,7 +725,9 @@ fn a_chat_is_told_when_the_log_lost_events_it_never_got() {
     // While no gateway runs, far more happens than the log keeps.
     for i in 0..12 {
         h.ctl_ok(&["send", "r", &format!("echo gone-{i}")]);
-        h.wait_screen("r", "the echo", |s| lines(s).contains(&format!("gone-{i}").as_str()));
+        h.wait_screen("r", "the echo", |s| {
+            lines(s).contains(&format!("gone-{i}").as_str())
+        });
     }
     let mut g = gateway(&h, &tg);
     tg.wait_sent("the notice", |s| {
@@ -766,7 +782,9 @@ fn a_quiet_chat_keeps_up_with_the_log_while_another_chat_is_busy() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(
-        !texts(&tg.sent(), ADMIN).iter().any(|t| t.contains("busy-2")),
+        !texts(&tg.sent(), ADMIN)
+            .iter()
+            .any(|t| t.contains("busy-2")),
         "and nothing of the other session reached it"
     );
     let _ = g.kill();
