@@ -1751,11 +1751,20 @@ impl Daemon {
             if idle.is_empty() {
                 format!("none of them is idle now: stop one you no longer need, or {raise}")
             } else {
-                let list = idle
+                // The longest idle first, a few of them: a message, not a listing.
+                const SHOWN: usize = 5;
+                let mut list = idle
                     .iter()
+                    .take(SHOWN)
                     .map(|(d, n)| format!("{n} (idle {})", crate::config::format_age(*d)))
                     .collect::<Vec<_>>()
                     .join(", ");
+                if idle.len() > SHOWN {
+                    list.push_str(&format!(
+                        " and {} more (`clibotctl list --state idle`)",
+                        idle.len() - SHOWN
+                    ));
+                }
                 format!("idle ones you could stop: {list}")
             }
         };

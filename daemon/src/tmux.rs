@@ -570,21 +570,17 @@ impl Mux for Tmux {
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
-        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), so it does not
-        // resize the window either. (Not `ignore-size`: tmux 3.3a can crash in its resize code
-        // when every attached client ignores size.)
-        cmd.args([
-            "-C",
-            "attach-session",
-            "-t",
-            target,
-            "-f",
-            "ignore-size,read-only",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), and tmux
+        // leaves a control client that never set one out of window sizing, so it does not
+        // resize the window either. Not `ignore-size`: for every window and client, tmux then
+        // checks every other client (whether all of them ignore size), so each new session
+        // costs the server O(sessions³) — at 200 sessions 0.2–2.6 s per spawn instead of
+        // 20 ms; and tmux 3.3a can crash in that code when every attached client ignores size.
+        cmd.args(["-C", "attach-session", "-t", target, "-f", "read-only"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
         let turn = self.structure.clone().lock_owned().await;
         let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
             binary: self.binary.clone(),
