@@ -181,6 +181,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The daemon's metrics, in the Prometheus text format.
+    Metrics,
     /// Chats bound to sessions: where delivery stands, and which chats are suspended.
     Chats {
         #[arg(long)]
@@ -657,6 +659,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
+        Command::Metrics => {
+            let r = c
+                .get_metrics(v1::GetMetricsRequest {})
+                .await?
+                .into_inner();
+            print!("{}", r.text);
+        }
         Command::Transcript {
             chat,
             since,

@@ -92,6 +92,11 @@ pub struct DaemonConfig {
     /// gracefully and kept as exited, so that `restart` resumes it. Zero: never.
     #[serde(deserialize_with = "de_duration")]
     pub idle_stop_after: Duration,
+    /// Where to serve the metrics over HTTP (`GET /metrics`); unset: not served (they stay
+    /// available through `clibotctl metrics`). Loopback only unless `metrics_allow_remote`.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Lets `metrics_listen` be a non-loopback address.
+    pub metrics_allow_remote: bool,
 }
 
 impl Default for DaemonConfig {
@@ -114,6 +119,8 @@ impl Default for DaemonConfig {
             log_max_bytes: 10 * 1024 * 1024,
             max_sessions: 32,
             idle_stop_after: Duration::from_secs(12 * 3600),
+            metrics_listen: None,
+            metrics_allow_remote: false,
         }
     }
 }
@@ -368,6 +375,10 @@ impl Config {
                     .into(),
             ));
         }
+        if let Some(addr) = self.daemon.metrics_listen {
+            crate::metrics::check_listen(addr, self.daemon.metrics_allow_remote)
+                .map_err(invalid)?;
+        }
         if self.daemon.log_max_bytes < 4096 {
             return Err(invalid(
                 "[daemon] log_max_bytes must be at least 4096 (the default is 10485760, 10 MiB)"
@@ -580,6 +591,22 @@ mod tests {
         assert!(e.to_string().contains("audit_files"), "{e}");
         let e = parse("[daemon]\naudit_max_bytes = 10\n").expect_err("too small");
         assert!(e.to_string().contains("audit_max_bytes"), "{e}");
+    }
+
+    #[test]
+    fn metrics_listen_is_loopback_unless_allowed() {
+        let c = parse("").expect("parses");
+        assert_eq!(c.daemon.metrics_listen, None);
+        let c = parse("[daemon]\nmetrics_listen = \"127.0.0.1:9477\"\n").expect("parses");
+        assert_eq!(
+            c.daemon.metrics_listen.map(|a| a.to_string()).as_deref(),
+            Some("127.0.0.1:9477")
+        );
+        let e = parse("[daemon]\nmetrics_listen = \"0.0.0.0:9477\"\n").expect_err("remote");
+        assert!(e.to_string().contains("metrics_allow_remote"), "{e}");
+        parse("[daemon]\nmetrics_listen = \"0.0.0.0:9477\"\nmetrics_allow_remote = true\n")
+            .expect("allowed");
+        parse("[daemon]\nmetrics_listen = \"localhost\"\n").expect_err("not an address");
     }
 
     #[test]

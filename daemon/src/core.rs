@@ -140,6 +140,7 @@ pub(crate) struct Inner {
     /// Recently accepted chat messages, so that one handed over twice is typed once.
     pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
     pub(crate) audit: crate::audit::Audit,
+    pub(crate) metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -278,6 +279,7 @@ impl Daemon {
                 started: Instant::now(),
                 warnings: Mutex::new(warnings),
                 paste_counter: AtomicU64::new(0),
+                metrics: Arc::new(crate::metrics::Metrics::new()),
             }),
         };
         let readopted = daemon.reconcile_at_start(registry).await;
@@ -599,7 +601,24 @@ impl Daemon {
     }
 
     pub(crate) fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
+        self.inner.metrics.on_event(session, &kind);
         self.inner.events.append(session, id, kind).seq
+    }
+
+    /// The daemon's metrics registry.
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+        &self.inner.metrics
+    }
+
+    /// The metrics in the Prometheus text format, the session gauge read from the table now.
+    pub fn metrics_text(&self) -> String {
+        let sessions: Vec<(String, State)> = lock(&self.inner.sessions)
+            .values()
+            .map(|e| (e.rec.cli.clone(), e.rec.state))
+            .collect();
+        self.inner
+            .metrics
+            .encode(sessions.iter().map(|(cli, state)| (cli.as_str(), *state)))
     }
 
     /// Writes the registry (atomically). A failure is logged: the in-memory state and the event

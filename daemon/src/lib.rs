@@ -17,6 +17,7 @@ pub mod error;
 pub mod events;
 pub mod keys;
 pub mod local_http;
+pub mod metrics;
 pub mod names;
 pub mod opencode_link;
 pub mod procs;

@@ -234,6 +234,21 @@ fn run(
         };
         let daemon = Daemon::start(settings, Arc::new(tmux)).await?;
         let shutdown = daemon.shutdown_token();
+        if let Some(addr) = daemon.settings().config.daemon.metrics_listen {
+            let metrics_listener =
+                tokio::net::TcpListener::bind(addr).await.with_context(|| {
+                    format!("cannot listen on [daemon] metrics_listen = \"{addr}\"")
+                })?;
+            info!(
+                listen = %metrics_listener.local_addr().unwrap_or(addr),
+                "serving the metrics on /metrics"
+            );
+            tokio::spawn(clibotd::metrics::serve_http(
+                metrics_listener,
+                daemon.clone(),
+                shutdown.clone(),
+            ));
+        }
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));

@@ -54,6 +54,11 @@ impl Service {
         }
     }
 
+    /// The daemon's metrics registry, for the layer that times the calls.
+    pub(crate) fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+        self.daemon.metrics().clone()
+    }
+
     /// The gateways' last reports, with the chats bound per platform; a gateway silent for
     /// long is shown as such rather than as it last said.
     fn gateway_status(&self) -> Vec<v1::GatewayStatus> {
@@ -477,6 +482,9 @@ impl Clibot for Service {
                 ));
             }
             p.reported_ms = crate::store::now_ms();
+            self.daemon
+                .metrics()
+                .gateway_report(&p.platform, p.deliveries_failed);
             reports.insert(p.platform.clone(), (p, Instant::now()));
         }
         Ok(Response::new(v1::ReportGatewayResponse {}))
@@ -1081,6 +1089,20 @@ impl Clibot for Service {
             .hook(&r.session_id, &r.token, &r.event, &r.payload)
             .await?;
         Ok(Response::new(v1::HookResponse { output }))
+    }
+
+    async fn get_metrics(
+        &self,
+        req: Request<v1::GetMetricsRequest>,
+    ) -> Result<Response<v1::GetMetricsResponse>, Status> {
+        if !actor(&req).is_local() {
+            return Err(Status::permission_denied(
+                "the metrics are for the local user only",
+            ));
+        }
+        Ok(Response::new(v1::GetMetricsResponse {
+            text: self.daemon.metrics_text(),
+        }))
     }
 
     async fn get_transcript(

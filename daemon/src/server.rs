@@ -17,6 +17,15 @@ use tonic::transport::Server;
 use tonic::transport::server::UdsConnectInfo;
 use tonic::{Request, Status};
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tonic::codegen::http;
+
+use crate::metrics::Metrics;
 use crate::rpc::Service;
 
 /// Why the socket could not be set up.
@@ -147,10 +156,48 @@ pub async fn serve(
         },
         Err(_) => true,
     });
+    let metrics = service.metrics();
     Server::builder()
+        .layer(tower::layer::layer_fn(move |inner| Timed {
+            inner,
+            metrics: metrics.clone(),
+        }))
         .add_service(ClibotServer::with_interceptor(service, same_uid))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await
+}
+
+/// Times each call into the metrics, by the method in its path.
+#[derive(Clone)]
+struct Timed<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Timed<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let path = req.uri().path().to_string();
+        let started = Instant::now();
+        let call = self.inner.call(req);
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let r = call.await;
+            metrics.rpc(&path, started.elapsed());
+            r
+        })
+    }
 }
 
 #[cfg(test)]

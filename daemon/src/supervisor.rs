@@ -765,6 +765,7 @@ impl Daemon {
             if let Some(p) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &p.id, "cli");
             }
+            self.inner.metrics.turn_completed(name, &e.rec.cli);
             e.rec.id.clone()
         };
         let seq = self.event(

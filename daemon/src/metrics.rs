@@ -1,0 +1,539 @@
+//! The daemon's metrics, in the Prometheus text exposition format (version 0.0.4), encoded by
+//! `prometheus-client`.
+//!
+//! Most are counted from the events as they are written (`Metrics::on_event`, called by
+//! `Daemon::event`): one place sees every turn, prompt and error. Turn durations are the time
+//! from a session's move to `working` to its `turn_completed`; prompt waits, from the first
+//! `waiting` of a prompt to its `prompt_resolved`. The session gauge and the resident memory
+//! are read when the metrics are encoded. RPC durations are timed by a layer around the gRPC
+//! service (server.rs), up to the response's headers (for a stream, its start).
+//!
+//! With `[daemon] metrics_listen` set, `serve_http` also serves them on `GET /metrics`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::core::lock;
+use crate::events::EventKind;
+use crate::session::State;
+
+/// The `Content-Type` of what `/metrics` serves.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+/// Open turns and prompts kept for timing; past this (sessions that vanished without an
+/// event that ends them) they are forgotten rather than kept forever.
+const MAX_OPEN: usize = 4096;
+
+fn seconds_buckets() -> Histogram {
+    // 10 ms to ~ 1.5 h.
+    Histogram::new(exponential_buckets(0.01, 2.0, 20))
+}
+
+fn rpc_buckets() -> Histogram {
+    // 0.1 ms to ~ 100 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 21))
+}
+
+fn label(key: &'static str, value: &str) -> Labels {
+    vec![(key, value.to_string())]
+}
+
+/// What is timed between two events.
+#[derive(Default)]
+struct Open {
+    /// Session → when it last started working with no turn open.
+    turns: HashMap<String, Instant>,
+    /// Prompt id → (session, when it was first published).
+    prompts: HashMap<String, (String, Instant)>,
+}
+
+/// The daemon's metrics registry. One per daemon, shared by the core, the RPC layer and the
+/// HTTP endpoint.
+pub struct Metrics {
+    registry: Registry,
+    sessions: Family<Labels, Gauge>,
+    turns: Family<Labels, Counter>,
+    turn_duration: HistogramFamily,
+    prompts: Family<Labels, Counter>,
+    answered: Family<Labels, Counter>,
+    prompt_wait: Histogram,
+    errors: Family<Labels, Counter>,
+    events_written: Counter,
+    gateway_failed: Family<Labels, Gauge>,
+    rpc_duration: HistogramFamily,
+    resident: Gauge,
+    open: Mutex<Open>,
+    /// One encoding at a time: the gauges read at scrape time are cleared and set under it.
+    encoding: Mutex<()>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("clibot");
+        let m = Metrics {
+            registry: Registry::default(),
+            sessions: Family::default(),
+            turns: Family::default(),
+            turn_duration: Family::new_with_constructor(seconds_buckets),
+            prompts: Family::default(),
+            answered: Family::default(),
+            prompt_wait: seconds_buckets(),
+            errors: Family::default(),
+            events_written: Counter::default(),
+            gateway_failed: Family::default(),
+            rpc_duration: Family::new_with_constructor(rpc_buckets),
+            resident: Gauge::default(),
+            open: Mutex::default(),
+            encoding: Mutex::default(),
+        };
+        registry.register(
+            "sessions",
+            "Managed sessions, by CLI and state",
+            m.sessions.clone(),
+        );
+        registry.register("turns", "Turns completed, by CLI", m.turns.clone());
+        registry.register(
+            "turn_duration_seconds",
+            "From a session starting to work to its turn completing, by CLI",
+            m.turn_duration.clone(),
+        );
+        registry.register(
+            "prompts",
+            "Prompts (questions from a CLI) published, by kind",
+            m.prompts.clone(),
+        );
+        registry.register(
+            "prompts_answered",
+            "Prompts resolved, by who answered: chat, local (clibotctl), terminal (at the desk), cli (withdrawn by the CLI)",
+            m.answered.clone(),
+        );
+        registry.register(
+            "prompt_wait_seconds",
+            "From a prompt's publication to its resolution",
+            m.prompt_wait.clone(),
+        );
+        registry.register("errors", "Error events, by kind", m.errors.clone());
+        registry.register(
+            "events_written",
+            "Events appended to the event log",
+            m.events_written.clone(),
+        );
+        registry.register(
+            "gateway_deliveries_failed",
+            "Deliveries the gateway reports as failed, by platform (its last report)",
+            m.gateway_failed.clone(),
+        );
+        registry.register(
+            "rpc_duration_seconds",
+            "gRPC calls on the daemon's socket, until the response starts, by method",
+            m.rpc_duration.clone(),
+        );
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory of clibotd",
+            m.resident.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Counts an event about to be written to the log.
+    pub(crate) fn on_event(&self, session: &str, kind: &EventKind) {
+        self.events_written.inc();
+        match kind {
+            EventKind::StateChanged { to, .. } => {
+                let mut open = lock(&self.open);
+                match to {
+                    State::Working => {
+                        if open.turns.len() >= MAX_OPEN {
+                            open.turns.clear();
+                        }
+                        open.turns
+                            .entry(session.to_string())
+                            .or_insert_with(Instant::now);
+                    }
+                    // Waiting keeps the turn open; anything else ends it, completed or not.
+                    State::Waiting => {}
+                    _ => {
+                        open.turns.remove(session);
+                    }
+                }
+            }
+            EventKind::Waiting { prompt } => {
+                let mut open = lock(&self.open);
+                if !open.prompts.contains_key(&prompt.id) {
+                    if open.prompts.len() >= MAX_OPEN {
+                        open.prompts.clear();
+                    }
+                    open.prompts
+                        .insert(prompt.id.clone(), (session.to_string(), Instant::now()));
+                    drop(open);
+                    self.prompts
+                        .get_or_create(&label("kind", non_empty(&prompt.kind)))
+                        .inc();
+                }
+            }
+            EventKind::PromptResolved {
+                prompt_id,
+                by,
+                actor,
+                ..
+            } => {
+                self.answered
+                    .get_or_create(&label("by", answered_by(by, actor)))
+                    .inc();
+                let opened = lock(&self.open).prompts.remove(prompt_id);
+                if let Some((_, at)) = opened {
+                    self.prompt_wait.observe(at.elapsed().as_secs_f64());
+                }
+            }
+            EventKind::Error { kind, .. } => {
+                self.errors
+                    .get_or_create(&label("kind", non_empty(kind)))
+                    .inc();
+            }
+            EventKind::Exited { .. } | EventKind::Stopped { .. } | EventKind::Released => {
+                let mut open = lock(&self.open);
+                open.turns.remove(session);
+                open.prompts.retain(|_, (s, _)| s != session);
+            }
+            _ => {}
+        }
+    }
+
+    /// A turn of `session` (running `cli`) completed: counted, and timed from its start.
+    pub(crate) fn turn_completed(&self, session: &str, cli: &str) {
+        let labels = label("cli", cli);
+        self.turns.get_or_create(&labels).inc();
+        let started = lock(&self.open).turns.remove(session);
+        if let Some(at) = started {
+            self.turn_duration
+                .get_or_create(&labels)
+                .observe(at.elapsed().as_secs_f64());
+        }
+    }
+
+    /// A gateway's report: how many deliveries it has seen fail on `platform`.
+    pub(crate) fn gateway_report(&self, platform: &str, deliveries_failed: u64) {
+        self.gateway_failed
+            .get_or_create(&label("platform", platform))
+            .set(i64::try_from(deliveries_failed).unwrap_or(i64::MAX));
+    }
+
+    /// One gRPC call, by its path (`/clibot.v1.Clibot/Method`).
+    pub(crate) fn rpc(&self, path: &str, took: Duration) {
+        self.rpc_duration
+            .get_or_create(&label("method", rpc_method(path)))
+            .observe(took.as_secs_f64());
+    }
+
+    /// The metrics as text, with the session gauge set from `sessions` (cli, state) and the
+    /// resident memory read now.
+    pub(crate) fn encode<'a>(
+        &self,
+        sessions: impl IntoIterator<Item = (&'a str, State)>,
+    ) -> String {
+        let _one = lock(&self.encoding);
+        let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
+        for (cli, state) in sessions {
+            *counts.entry((cli, state.as_str())).or_default() += 1;
+        }
+        self.sessions.clear();
+        for ((cli, state), n) in counts {
+            self.sessions
+                .get_or_create(&vec![
+                    ("cli", cli.to_string()),
+                    ("state", state.to_string()),
+                ])
+                .set(n);
+        }
+        if let Some(rss) = resident_bytes() {
+            self.resident.set(i64::try_from(rss).unwrap_or(i64::MAX));
+        }
+        let mut text = String::new();
+        if let Err(e) = prometheus_text::encode(&mut text, &self.registry) {
+            tracing::error!("cannot encode the metrics: {e}");
+        }
+        text
+    }
+}
+
+/// Who answered a prompt, for the label: an answer through clibot is "local" (clibotctl) or
+/// "chat" (a chat user, "PLATFORM:USER"); "terminal" and "cli" are kept as they are.
+fn answered_by<'a>(by: &'a str, actor: &str) -> &'a str {
+    match by {
+        "clibot" if actor.is_empty() || actor == "local" => "local",
+        "clibot" => "chat",
+        other => non_empty(other),
+    }
+}
+
+fn non_empty(s: &str) -> &str {
+    if s.is_empty() { "unknown" } else { s }
+}
+
+/// The method of a gRPC path; anything that is not a clibot.v1 method is "other", so that a
+/// client cannot make up label values.
+fn rpc_method(path: &str) -> &str {
+    match path.strip_prefix("/clibot.v1.Clibot/") {
+        Some(m)
+            if !m.is_empty() && m.len() <= 64 && m.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            m
+        }
+        _ => "other",
+    }
+}
+
+/// This process's resident memory: /proc/self/statm's second field, in pages.
+fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    Some(pages.saturating_mul(rustix::param::page_size() as u64))
+}
+
+/// Why `[daemon] metrics_listen` is refused.
+pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), String> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(format!(
+            "[daemon] metrics_listen = \"{addr}\" is not a loopback address: the metrics name your sessions' CLIs and the gateways' platforms; set [daemon] metrics_allow_remote = true to serve them there anyway"
+        ))
+    }
+}
+
+/// Serves `GET /metrics` on `listener` until `shutdown` is cancelled; anything else is 404
+/// (405 for another method on /metrics).
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    daemon: crate::core::Daemon,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    use http_body_util::Full;
+    use hyper::body::Bytes;
+    use hyper::{Method, Response, StatusCode};
+
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    tracing::warn!("metrics endpoint: cannot accept a connection: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let daemon = daemon.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let service =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let daemon = daemon.clone();
+                    async move {
+                        let (status, content_type, body) = match (req.method(), req.uri().path()) {
+                            (&Method::GET, "/metrics") => {
+                                (StatusCode::OK, CONTENT_TYPE, daemon.metrics_text())
+                            }
+                            (_, "/metrics") => (
+                                StatusCode::METHOD_NOT_ALLOWED,
+                                "text/plain; charset=utf-8",
+                                "GET only\n".to_string(),
+                            ),
+                            _ => (
+                                StatusCode::NOT_FOUND,
+                                "text/plain; charset=utf-8",
+                                "the metrics are on /metrics\n".to_string(),
+                            ),
+                        };
+                        Response::builder()
+                            .status(status)
+                            .header(hyper::header::CONTENT_TYPE, content_type)
+                            .body(Full::new(Bytes::from(body)))
+                    }
+                });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!("metrics endpoint: connection ended: {e}");
+                    }
+                }
+                _ = shutdown.cancelled() => {}
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Prompt;
+
+    fn prompt(id: &str) -> Prompt {
+        Prompt {
+            id: id.into(),
+            kind: "confirm".into(),
+            text: "Go?".into(),
+            options: vec![],
+            subject: String::new(),
+            source: "screen".into(),
+            answer: Default::default(),
+        }
+    }
+
+    fn state(to: State) -> EventKind {
+        EventKind::StateChanged {
+            from: State::Idle,
+            to,
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn counts_turns_prompts_and_errors_from_events() {
+        let m = Metrics::new();
+        m.on_event("a", &state(State::Working));
+        m.on_event(
+            "a",
+            &EventKind::Waiting {
+                prompt: prompt("p1"),
+            },
+        );
+        // Published again (the screen confirmed it): still one prompt.
+        m.on_event(
+            "a",
+            &EventKind::Waiting {
+                prompt: prompt("p1"),
+            },
+        );
+        m.on_event("a", &state(State::Waiting));
+        m.on_event(
+            "a",
+            &EventKind::PromptResolved {
+                prompt_id: "p1".into(),
+                by: "clibot".into(),
+                answer: "y".into(),
+                actor: "local".into(),
+            },
+        );
+        m.on_event(
+            "a",
+            &EventKind::PromptResolved {
+                prompt_id: "p0".into(),
+                by: "clibot".into(),
+                answer: "y".into(),
+                actor: "telegram:42".into(),
+            },
+        );
+        m.on_event("a", &state(State::Working));
+        m.turn_completed("a", "bash");
+        m.on_event(
+            "a",
+            &EventKind::Error {
+                message: "boom".into(),
+                kind: String::new(),
+            },
+        );
+        m.gateway_report("telegram", 3);
+        m.rpc("/clibot.v1.Clibot/Status", Duration::from_millis(2));
+        m.rpc("/evil/made-up", Duration::from_millis(2));
+        let text = m.encode([
+            ("bash", State::Idle),
+            ("bash", State::Idle),
+            ("claude", State::Working),
+        ]);
+        for line in [
+            "clibot_sessions{cli=\"bash\",state=\"idle\"} 2",
+            "clibot_sessions{cli=\"claude\",state=\"working\"} 1",
+            "clibot_turns_total{cli=\"bash\"} 1",
+            "clibot_turn_duration_seconds_count{cli=\"bash\"} 1",
+            "clibot_prompts_total{kind=\"confirm\"} 1",
+            "clibot_prompts_answered_total{by=\"local\"} 1",
+            "clibot_prompts_answered_total{by=\"chat\"} 1",
+            "clibot_prompt_wait_seconds_count 1",
+            "clibot_errors_total{kind=\"unknown\"} 1",
+            "clibot_events_written_total 8",
+            "clibot_gateway_deliveries_failed{platform=\"telegram\"} 3",
+            "clibot_rpc_duration_seconds_count{method=\"Status\"} 1",
+            "clibot_rpc_duration_seconds_count{method=\"other\"} 1",
+            "# TYPE clibot_process_resident_memory_bytes gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
+        }
+        // A session gone from the table is gone from the gauge.
+        let text = m.encode([("bash", State::Exited)]);
+        assert!(!text.contains("state=\"idle\""), "{text}");
+        assert!(
+            text.contains("clibot_sessions{cli=\"bash\",state=\"exited\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_turn_ended_without_completion_is_not_timed_later() {
+        let m = Metrics::new();
+        m.on_event("a", &state(State::Working));
+        m.on_event(
+            "a",
+            &EventKind::Exited {
+                status: None,
+                reason: String::new(),
+                output: String::new(),
+            },
+        );
+        m.turn_completed("a", "bash");
+        let text = m.encode([]);
+        assert!(
+            text.contains("clibot_turns_total{cli=\"bash\"} 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("clibot_turn_duration_seconds_count"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn resident_memory_is_read() {
+        assert!(resident_bytes().is_some_and(|b| b > 0));
+    }
+
+    #[test]
+    fn remote_listen_needs_the_explicit_key() {
+        let local: SocketAddr = "127.0.0.1:9477".parse().expect("addr");
+        let v6: SocketAddr = "[::1]:9477".parse().expect("addr");
+        let any: SocketAddr = "0.0.0.0:9477".parse().expect("addr");
+        assert!(check_listen(local, false).is_ok());
+        assert!(check_listen(v6, false).is_ok());
+        assert!(check_listen(any, false).is_err());
+        assert!(check_listen(any, true).is_ok());
+    }
+}
