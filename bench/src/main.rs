@@ -177,8 +177,10 @@ async fn main() -> anyhow::Result<()> {
         "\n[cli.fakeclaude]\nargv = [\"sh\", \"-c\", \"exec bash --norc --noprofile\"]\nadapter = \"claude\"\n",
     );
     // The default safety-net poll (2 s) is what a user runs; the tests' faster one would add noise.
+    // 50 quiet sessions and a few more are measured: above the default session limit (32).
     let cfg = std::fs::read_to_string(&h.config)?
-        .replace("poll_interval_ms = 200", "poll_interval_ms = 2000");
+        .replace("poll_interval_ms = 200", "poll_interval_ms = 2000")
+        .replacen("[daemon]\n", "[daemon]\nmax_sessions = 100\n", 1);
     std::fs::write(&h.config, cfg)?;
     h.start_daemon();
     let pid = h.daemon_pid().context("daemon pid")?;
