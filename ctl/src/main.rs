@@ -660,10 +660,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
         Command::Metrics => {
-            let r = c
-                .get_metrics(v1::GetMetricsRequest {})
-                .await?
-                .into_inner();
+            let r = c.get_metrics(v1::GetMetricsRequest {}).await?.into_inner();
             print!("{}", r.text);
         }
         Command::Transcript {
