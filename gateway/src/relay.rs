@@ -54,7 +54,15 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         },
         Kind::Exited(e) => {
             let head = match e.status {
-                Some(code) => format!("[{s}] the CLI exited (status {code})"),
+                Some(code) if e.reason.is_empty() || e.reason == "the CLI exited" => {
+                    format!("[{s}] the CLI exited (status {code})")
+                }
+                // Stopped by clibot (idle too long): say why, and that it can come back.
+                Some(_) if e.reason.starts_with("idle for") => format!(
+                    "[{s}] stopped after being {}; restart it to resume the conversation",
+                    e.reason
+                ),
+                Some(code) => format!("[{s}] the CLI exited (status {code}): {}", e.reason),
                 None => format!("[{s}] the session ended: {}", e.reason),
             };
             if e.output.trim().is_empty() {
@@ -624,4 +632,39 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(status: Option<i32>, reason: &str) -> v1::Event {
+        v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::Exited(v1::SessionExited {
+                status,
+                reason: reason.into(),
+                output: String::new(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn an_exit_says_why_and_a_reaped_session_says_it_can_come_back() {
+        assert_eq!(
+            render(&exited(Some(1), "the CLI exited")).as_deref(),
+            Some("[api] the CLI exited (status 1)")
+        );
+        let reaped = render(&exited(Some(0), "idle for 12h")).unwrap_or_default();
+        assert!(
+            reaped.contains("idle for 12h") && reaped.contains("restart"),
+            "{reaped}"
+        );
+        assert_eq!(
+            render(&exited(None, "its tmux session is gone")).as_deref(),
+            Some("[api] the session ended: its tmux session is gone")
+        );
+    }
 }
