@@ -330,7 +330,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     "gateways": s.gateways.iter().map(|g| serde_json::json!({
                         "platform": g.platform, "state": g.state, "detail": g.detail,
                         "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
-                        "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
+                        "deliveries": g.deliveries, "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
                         "pid": g.pid,
                     })).collect::<Vec<_>>(),
                 }));

@@ -72,6 +72,7 @@ pub struct Metrics {
     errors: Family<Labels, Counter>,
     events_written: Counter,
     gateway_failed: Family<Labels, Gauge>,
+    gateway_delivered: Family<Labels, Gauge>,
     rpc_duration: HistogramFamily,
     resident: Gauge,
     open: Mutex<Open>,
@@ -105,6 +106,7 @@ impl Metrics {
             errors: Family::default(),
             events_written: Counter::default(),
             gateway_failed: Family::default(),
+            gateway_delivered: Family::default(),
             rpc_duration: Family::new_with_constructor(rpc_buckets),
             resident: Gauge::default(),
             open: Mutex::default(),
@@ -141,6 +143,11 @@ impl Metrics {
             "events_written",
             "Events appended to the event log",
             m.events_written.clone(),
+        );
+        registry.register(
+            "gateway_deliveries",
+            "Events the gateway delivered to chats, by platform (its last report)",
+            m.gateway_delivered.clone(),
         );
         registry.register(
             "gateway_deliveries_failed",
@@ -236,8 +243,11 @@ impl Metrics {
         }
     }
 
-    /// A gateway's report: how many deliveries it has seen fail on `platform`.
-    pub(crate) fn gateway_report(&self, platform: &str, deliveries_failed: u64) {
+    /// A gateway's report: how many deliveries it made and saw fail on `platform`.
+    pub(crate) fn gateway_report(&self, platform: &str, deliveries: u64, deliveries_failed: u64) {
+        self.gateway_delivered
+            .get_or_create(&label("platform", platform))
+            .set(i64::try_from(deliveries).unwrap_or(i64::MAX));
         self.gateway_failed
             .get_or_create(&label("platform", platform))
             .set(i64::try_from(deliveries_failed).unwrap_or(i64::MAX));
@@ -462,7 +472,7 @@ mod tests {
                 kind: String::new(),
             },
         );
-        m.gateway_report("telegram", 3);
+        m.gateway_report("telegram", 40, 3);
         m.rpc("/clibot.v1.Clibot/Status", Duration::from_millis(2));
         m.rpc("/evil/made-up", Duration::from_millis(2));
         let text = m.encode([
@@ -481,6 +491,7 @@ mod tests {
             "clibot_prompt_wait_seconds_count 1",
             "clibot_errors_total{kind=\"unknown\"} 1",
             "clibot_events_written_total 8",
+            "clibot_gateway_deliveries{platform=\"telegram\"} 40",
             "clibot_gateway_deliveries_failed{platform=\"telegram\"} 3",
             "clibot_rpc_duration_seconds_count{method=\"Status\"} 1",
             "clibot_rpc_duration_seconds_count{method=\"other\"} 1",

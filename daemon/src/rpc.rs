@@ -484,7 +484,7 @@ impl Clibot for Service {
             p.reported_ms = crate::store::now_ms();
             self.daemon
                 .metrics()
-                .gateway_report(&p.platform, p.deliveries_failed);
+                .gateway_report(&p.platform, p.deliveries, p.deliveries_failed);
             reports.insert(p.platform.clone(), (p, Instant::now()));
         }
         Ok(Response::new(v1::ReportGatewayResponse {}))

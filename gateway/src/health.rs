@@ -101,6 +101,14 @@ impl PlatformHealth {
             .update(&self.platform, |s| s.last_heard_ms = now_ms());
     }
 
+    /// An event was delivered to a chat.
+    pub fn delivered(&self) {
+        self.health.update(&self.platform, |s| {
+            s.deliveries += 1;
+            s.last_heard_ms = now_ms();
+        });
+    }
+
     /// A delivery failed (it is retried, or its chat suspended).
     pub fn failed(&self) {
         self.health

@@ -419,7 +419,7 @@ async fn status(socket: &Path, json: bool) -> ExitCode {
                 serde_json::json!({
                     "platform": g.platform, "state": g.state, "detail": g.detail,
                     "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
-                    "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
+                    "deliveries": g.deliveries, "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
                     "pid": g.pid,
                 })
             })

@@ -362,7 +362,7 @@ impl ChatDelivery {
             loop {
                 match self.deliver(&item.ev).await {
                     Ok(()) => {
-                        self.health.heard();
+                        self.health.delivered();
                         backoff = Duration::from_secs(1);
                         break;
                     }

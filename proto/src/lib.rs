@@ -31,17 +31,13 @@ impl v1::GatewayStatus {
             )
         };
         let mut line = format!(
-            "{:<9} {}, {heard}, {} chat{} bound, {} deliver{} failed",
+            "{:<9} {}, {heard}, {} chat{} bound, {} delivered, {} failed",
             self.platform,
             self.state,
             self.chats_bound,
             if self.chats_bound == 1 { "" } else { "s" },
+            self.deliveries,
             self.deliveries_failed,
-            if self.deliveries_failed == 1 {
-                "y"
-            } else {
-                "ies"
-            },
         );
         if !self.detail.is_empty() {
             line.push_str(&format!(" ({})", self.detail));

@@ -93,6 +93,22 @@ fn one_gateway_serves_telegram_and_discord_from_one_config() {
         let (ok, out) = gateway_status(&h);
         ok && out.contains("telegram") && out.contains("discord")
     });
+    // Each platform's deliveries are counted, in the report and in the daemon's metrics.
+    wait_until("deliveries reported", || {
+        let v: serde_json::Value =
+            serde_json::from_str(&h.ctl_ok(&["status", "--json"])).unwrap_or_default();
+        v["gateways"].as_array().is_some_and(|g| {
+            g.iter()
+                .filter(|p| p["deliveries"].as_u64().unwrap_or(0) >= 1)
+                .count()
+                == 2
+        })
+    });
+    let metrics = h.ctl_ok(&["metrics"]);
+    assert!(
+        metrics.contains("clibot_gateway_deliveries{platform=\"telegram\"}"),
+        "{metrics}"
+    );
     let ctl = h.ctl_ok(&["status"]);
     assert!(
         ctl.contains("gateway:    telegram") && ctl.contains("gateway:    discord"),
