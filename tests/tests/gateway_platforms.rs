@@ -159,54 +159,40 @@ fn one_platform_failing_never_stops_the_other() {
 #[test]
 fn with_nothing_configured_it_says_which_keys_to_add() {
     let h = Harness::new();
-    let out = Command::new(bin("clibot-gateway"))
-        .arg("--socket")
-        .arg(&h.socket)
-        .env("CLIBOT_CONFIG", &h.config)
-        .env_remove("TELEGRAM_TOKEN")
-        .env_remove("DISCORD_TOKEN")
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    // The gateway with this config file: its exit code and what it said.
+    let run = |config: &std::path::Path| {
+        let out = Command::new(bin("clibot-gateway"))
+            .arg("--socket")
+            .arg(&h.socket)
+            .env("CLIBOT_CONFIG", config)
+            .env_remove("TELEGRAM_TOKEN")
+            .env_remove("DISCORD_TOKEN")
+            .output()
+            .expect("run");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = run(&h.config);
+    assert_eq!(code, Some(2));
     assert!(
         err.contains("[gateway.telegram] token") && err.contains("--console"),
         "{err}"
     );
     // An unknown key, and an unset variable, are errors that name them.
     let text = std::fs::read_to_string(&h.config).expect("config");
-    std::fs::write(
-        &h.config,
-        format!("{text}\n[gateway.telegram]\ntokn = \"x\"\n"),
-    )
-    .expect("w");
-    let out = Command::new(bin("clibot-gateway"))
-        .arg("--socket")
-        .arg(&h.socket)
-        .env("CLIBOT_CONFIG", &h.config)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.code() == Some(2) && err.contains("tokn"),
-        "{err}"
-    );
-    std::fs::write(
-        &h.config,
-        format!("{text}\n[gateway.telegram]\ntoken = \"${{CLIBOT_SURELY_UNSET_TG}}\"\n"),
-    )
-    .expect("w");
-    let out = Command::new(bin("clibot-gateway"))
-        .arg("--socket")
-        .arg(&h.socket)
-        .env("CLIBOT_CONFIG", &h.config)
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.code() == Some(2) && err.contains("CLIBOT_SURELY_UNSET_TG"),
-        "{err}"
-    );
+    for (extra, named) in [
+        ("tokn = \"x\"", "tokn"),
+        (
+            "token = \"${CLIBOT_SURELY_UNSET_TG}\"",
+            "CLIBOT_SURELY_UNSET_TG",
+        ),
+    ] {
+        std::fs::write(&h.config, format!("{text}\n[gateway.telegram]\n{extra}\n")).expect("w");
+        let (code, err) = run(&h.config);
+        assert!(code == Some(2) && err.contains(named), "{err}");
+    }
     // XDG_CONFIG_HOME is where the config is looked for by default.
     let xdg = h.dir.path().join("xdg");
     std::fs::create_dir_all(xdg.join("clibot")).expect("mkdir");

@@ -88,10 +88,7 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
     assert_eq!(code.len(), 8, "{msg}");
 
     // The admin starts a session and talks to it.
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new t bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started t"))
-    });
+    new_session(&tg, "t", &work);
     tg.push_message(ADMIN, ADMIN, "Owner", "echo tg-$((6*7))");
     tg.wait_sent("the reply", |s| {
         texts(s, ADMIN).iter().any(|t| t.contains("tg-42"))
@@ -178,10 +175,7 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
 fn killing_the_gateway_mid_turn_delivers_the_reply_exactly_once() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new k bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started k"))
-    });
+    new_session(&tg, "k", &work);
     tg.push_message(ADMIN, ADMIN, "Owner", "sleep 2; echo late-$((3*3))");
     std::thread::sleep(Duration::from_millis(700));
     let _ = g.kill();
@@ -210,10 +204,7 @@ fn killing_the_gateway_mid_turn_delivers_the_reply_exactly_once() {
 fn typing_while_working_long_output_as_a_file_and_one_poller_per_token() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new f bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started f"))
-    });
+    new_session(&tg, "f", &work);
 
     // A typing indicator while the turn runs.
     tg.push_message(ADMIN, ADMIN, "Owner", "sleep 1; echo slow-done");
@@ -285,10 +276,7 @@ fn typing_while_working_long_output_as_a_file_and_one_poller_per_token() {
 fn control_characters_from_a_chat_are_refused_with_a_clear_reply() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new c bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started c"))
-    });
+    new_session(&tg, "c", &work);
     // Ctrl-D as text would end the shell: it is refused, not typed.
     tg.push_message(ADMIN, ADMIN, "Owner", "\u{4}");
     tg.wait_sent("the refusal", |s| {
@@ -342,10 +330,7 @@ fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
     const TURNS: u64 = 20;
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new z bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started z"))
-    });
+    new_session(&tg, "z", &work);
     let mut rng = Rng::new();
     for i in 1..=TURNS {
         let reply = format!("chaos-{i}-{}", i * 3);
@@ -383,10 +368,7 @@ fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
 fn a_stale_button_never_answers_a_newer_prompt() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
-    });
+    new_session(&tg, "p", &work);
     tg.push_message(
         ADMIN,
         ADMIN,
@@ -434,6 +416,16 @@ fn a_stale_button_never_answers_a_newer_prompt() {
     let _ = g.wait();
 }
 
+/// The admin starts a bash session `name` from their private chat, and it is confirmed.
+fn new_session(tg: &FakeTelegram, name: &str, work: &str) {
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new {name} bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains(&format!("started {name}")))
+    });
+}
+
 /// Starts daemon and gateway with this `[access.telegram]` body.
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
     let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
@@ -464,10 +456,7 @@ fn a_kicked_group_is_suspended_while_the_owners_private_chat_keeps_working() {
         "policy = \"pairing\"\nadmins = [\"{ADMIN}\"]\ngroups = [\"{GROUP}\"]"
     ));
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
-    });
+    new_session(&tg, "p", &work);
     tg.push_message(GROUP, ADMIN, "Owner", "!!use p");
     tg.wait_sent("the group bound", |s| {
         texts(s, GROUP).iter().any(|t| t.contains("now talks to p"))
@@ -547,10 +536,7 @@ fn a_group_that_is_not_enabled_runs_nothing_and_hears_nothing() {
     const GROUP: i64 = -1_003_001;
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new p bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started p"))
-    });
+    new_session(&tg, "p", &work);
     // Even the admin cannot use a group that the config does not name.
     tg.push_message(GROUP, ADMIN, "Owner", "!!use p");
     tg.wait_sent("the one line", |s| {
@@ -654,10 +640,7 @@ fn a_user_cannot_see_or_use_another_users_session_until_it_is_shared() {
 fn a_reply_in_several_messages_resumes_at_the_part_that_failed() {
     let (h, tg, mut g) = setup();
     let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new m bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started m"))
-    });
+    new_session(&tg, "m", &work);
     // About 6.9 kB: two messages. The second fails once with a passing error.
     tg.fail_when(
         "sendmessage",
