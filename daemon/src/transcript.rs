@@ -7,12 +7,14 @@
 //! a transcript is a convenience, not a record the daemon depends on.
 
 use std::collections::HashMap;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+
+use crate::rotating::{Limits, RotatingFile};
 
 /// The default size at which a chat's transcript file is rotated (1 MiB).
 pub const DEFAULT_MAX_BYTES: u64 = 1024 * 1024;
@@ -38,16 +40,11 @@ pub struct Entry {
     pub text: String,
 }
 
-struct Open {
-    file: File,
-    size: u64,
-}
-
 /// Every chat's transcript.
 pub struct Transcripts {
     dir: PathBuf,
     max_bytes: u64,
-    open: Mutex<HashMap<(String, String), Open>>,
+    open: Mutex<HashMap<(String, String), RotatingFile>>,
 }
 
 /// A platform or chat id as a file name: letters, digits, `-`, `_` and `.` are kept, every other
@@ -86,17 +83,6 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
         .mode(0o700)
         .create(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-}
-
-fn open_append(path: &Path) -> std::io::Result<Open> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    let size = file.metadata()?.len();
-    Ok(Open { file, size })
 }
 
 fn rotated(path: &Path) -> PathBuf {
@@ -147,18 +133,17 @@ impl Transcripts {
                 private_dir(&self.dir)?;
                 private_dir(parent)?;
             }
-            open.insert(key.clone(), open_append(&path)?);
+            // The current file and one older (`rotated`), which `read` reads too.
+            let limits = Limits {
+                max_bytes: self.max_bytes,
+                files: 2,
+            };
+            open.insert(key.clone(), RotatingFile::open(path, limits)?);
         }
-        let Some(f) = open.get_mut(&key) else {
-            return Ok(());
-        };
-        if f.size > 0 && f.size + line.len() as u64 > self.max_bytes {
-            std::fs::rename(&path, rotated(&path))?;
-            *f = open_append(&path)?;
+        match open.get_mut(&key) {
+            Some(f) => f.write(&line),
+            None => Ok(()),
         }
-        f.file.write_all(&line)?;
-        f.size += line.len() as u64;
-        Ok(())
     }
 
     /// A chat's newest `limit` entries (0: [`DEFAULT_LIMIT`], at most [`MAX_LIMIT`]) at or after
@@ -291,8 +276,11 @@ mod tests {
         let t = Transcripts::new(tmp.path(), DEFAULT_MAX_BYTES);
         t.record("telegram", "1", &entry(0));
         let path = t.path("telegram", "1");
-        let mut f = OpenOptions::new().append(true).open(&path).expect("open");
-        f.write_all(b"{not json\n").expect("write");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        std::io::Write::write_all(&mut f, b"{not json\n").expect("write");
         t.record("telegram", "1", &entry(1));
         assert_eq!(t.read("telegram", "1", 0, 0), vec![entry(0), entry(1)]);
     }
