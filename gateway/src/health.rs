@@ -24,7 +24,8 @@ pub struct PlatformHealth {
     platform: String,
 }
 
-fn now_ms() -> i64 {
+/// Unix time in milliseconds (0 if the clock is before 1970).
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)

@@ -428,10 +428,7 @@ async fn status(socket: &Path, json: bool) -> ExitCode {
     } else if s.gateways.is_empty() {
         println!("no gateway has reported to the daemon: start clibot-gateway");
     } else {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0);
+        let now = health::now_ms();
         for g in &s.gateways {
             println!("{}", g.describe(now));
         }

@@ -20,7 +20,7 @@ use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
-use crate::health::PlatformHealth;
+use crate::health::{PlatformHealth, now_ms};
 use crate::platforms::{Platform, gone};
 use crate::router::prompt_text;
 
@@ -625,13 +625,6 @@ impl ChatDelivery {
             started,
         });
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 #[cfg(test)]
