@@ -222,7 +222,20 @@ fn read_config(path: Option<&Path>, out: &mut Vec<Check>) -> Option<toml::Table>
         Ok(t) => {
             let unknown: Vec<&String> = t
                 .keys()
-                .filter(|k| !matches!(k.as_str(), "daemon" | "tmux" | "cli" | "access" | "gateway"))
+                .filter(|k| {
+                    !matches!(
+                        k.as_str(),
+                        "daemon"
+                            | "tmux"
+                            | "cli"
+                            | "access"
+                            | "gateway"
+                            | "rules"
+                            | "guard"
+                            | "decider"
+                            | "delegation"
+                    )
+                })
                 .collect();
             if !unknown.is_empty() {
                 out.push(check(

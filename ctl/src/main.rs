@@ -76,6 +76,10 @@ enum Command {
         /// Extra arguments for the CLI, after `--`.
         #[arg(last = true)]
         args: Vec<String>,
+        /// Hand the work to another CLI if this one hits an error listed in `[delegation] on`
+        /// (its usage limit, a rate limit, ...).
+        #[arg(long)]
+        delegate: bool,
         #[arg(long)]
         json: bool,
     },
@@ -183,6 +187,20 @@ enum Command {
     },
     /// The daemon's metrics, in the Prometheus text format.
     Metrics,
+    /// The approval rules with how often each fired, the guard, the decider and delegation.
+    Rules {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hand a session's work to another CLI now: starts NAME-CLI in the same directory, types
+    /// the last request with a handoff, moves the session's chats to it.
+    Delegate {
+        name: String,
+        /// The CLI to continue in [default: the next of `[delegation] to`].
+        cli: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Chats bound to sessions: where delivery stands, and which chats are suspended.
     Chats {
         #[arg(long)]
@@ -425,6 +443,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             dir,
             env,
             args,
+            delegate,
             json,
         } => {
             let dir = match dir {
@@ -445,6 +464,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 dir: dir.display().to_string(),
                 args,
                 env: envs,
+                delegate,
             };
             let s = c.spawn_session(req).await?.into_inner();
             if json {
@@ -659,6 +679,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
+        Command::Rules { json } => {
+            let r = c.list_rules(v1::ListRulesRequest {}).await?.into_inner();
+            if json {
+                return print_json(&output::rules_json(&r));
+            }
+            print!("{}", r.describe());
+        }
+        Command::Delegate { name, cli, json } => {
+            let s = c
+                .delegate(v1::DelegateRequest {
+                    session: name.clone(),
+                    cli: cli.unwrap_or_default(),
+                })
+                .await?
+                .into_inner();
+            if json {
+                return print_json(&output::session_json(&s));
+            }
+            println!(
+                "{name}'s work continues in {} ({}); its chats moved there; attach with `clibotctl attach {}`",
+                s.name, s.cli, s.name
+            );
+        }
         Command::Metrics => {
             let r = c.get_metrics(v1::GetMetricsRequest {}).await?.into_inner();
             print!("{}", r.text);

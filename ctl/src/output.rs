@@ -46,7 +46,7 @@ pub fn ago(ms: i64) -> String {
 }
 
 pub fn prompt_json(p: &v1::Prompt) -> Value {
-    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "source": p.source})
+    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "source": p.source, "warning": p.warning, "auto": p.auto})
 }
 
 pub fn session_json(s: &v1::Session) -> Value {
@@ -58,6 +58,23 @@ pub fn session_json(s: &v1::Session) -> Value {
         "attach_command": s.attach_command,
         "prompt": s.prompt.as_ref().map(prompt_json), "stalled": s.stalled,
         "queued_inputs": s.queued_inputs, "error": s.error, "exit_reason": s.exit_reason,
+        "delegate": s.delegate, "delegated_from": s.delegated_from,
+        "delegated_to": s.delegated_to,
+    })
+}
+
+pub fn rules_json(r: &v1::ListRulesResponse) -> Value {
+    json!({
+        "rules": r.rules.iter().map(|x| json!({
+            "index": x.index, "cli": x.cli, "session": x.session, "kind": x.kind,
+            "subject": x.subject, "action": x.action, "fired": x.fired,
+        })).collect::<Vec<_>>(),
+        "guard": r.guard,
+        "decider": { "command": r.decider, "timeout_ms": r.decider_timeout_ms,
+                     "answered": r.decider_answered, "asked": r.decider_asked },
+        "delegation": { "on": r.delegation_on, "to": r.delegation_to,
+                        "max_attempts": r.delegation_max_attempts,
+                        "default": r.delegation_default },
     })
 }
 
@@ -143,7 +160,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::PromptResolved(r) => (
             "prompt_resolved",
-            json!({"prompt_id": r.prompt_id, "by": r.by, "answer": r.answer, "actor": r.actor}),
+            json!({"prompt_id": r.prompt_id, "by": r.by, "answer": r.answer, "actor": r.actor, "note": r.note}),
         ),
         Kind::InputQueued(q) => (
             "input_queued",
@@ -157,6 +174,12 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::EventsDropped(d) => (
             "events_dropped",
             json!({"first_seq": d.first_seq, "last_seq": d.last_seq}),
+        ),
+        Kind::Notice(n) => ("notice", json!({"text": n.text, "kind": n.kind})),
+        Kind::Delegated(d) => (
+            "delegated",
+            json!({"to_session": d.to_session, "to_cli": d.to_cli, "reason": d.reason,
+                   "detail": d.detail, "attempt": d.attempt}),
         ),
     }
 }

@@ -265,6 +265,23 @@ impl Chats {
         self.save(&st);
     }
 
+    /// Moves every chat bound to `from` to `to` (a delegation), keeping each chat's delivery
+    /// position: what `to` says from now on reaches them. Returns the chats moved.
+    pub fn move_session(&self, from: &str, to: &str) -> Vec<(String, String)> {
+        let mut st = self.lock();
+        let mut moved = Vec::new();
+        for b in st.bindings.iter_mut().filter(|b| b.session == from) {
+            b.session = to.to_string();
+            b.shown_prompt.clear();
+            b.shown_message.clear();
+            moved.push((b.platform.clone(), b.chat.clone()));
+        }
+        if !moved.is_empty() {
+            self.save(&st);
+        }
+        moved
+    }
+
     /// Suspends a chat's binding; returns the session it was bound to.
     pub fn mark_broken(&self, platform: &str, chat: &str, reason: &str) -> Option<String> {
         let mut st = self.lock();

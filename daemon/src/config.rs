@@ -45,6 +45,14 @@ pub struct Config {
     pub cli_overrides: BTreeMap<String, CliOverride>,
     /// `[access.PLATFORM]`: who may act from each chat platform.
     pub access: BTreeMap<String, crate::access::PlatformAccess>,
+    /// `[[rules]]`: automatic answers to prompts, tried in order.
+    pub rules: Vec<crate::automation::RuleConfig>,
+    /// `[guard]`: subjects always left to a person, beyond the built-in ones.
+    pub guard: crate::automation::GuardConfig,
+    /// `[decider]`: a program asked about prompts no rule matched.
+    pub decider: Option<crate::automation::DeciderConfig>,
+    /// `[delegation]`: handing a session's work to another CLI when its CLI fails.
+    pub delegation: crate::delegation::DelegationConfig,
 }
 
 /// `[daemon]`
@@ -274,7 +282,12 @@ impl Config {
         })?;
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
-        value.retain(|k, _| matches!(k, "daemon" | "tmux" | "cli" | "access"));
+        value.retain(|k, _| {
+            matches!(
+                k,
+                "daemon" | "tmux" | "cli" | "access" | "rules" | "guard" | "decider" | "delegation"
+            )
+        });
         clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
             path: path.to_path_buf(),
             key: e.key,
@@ -390,6 +403,9 @@ impl Config {
                 "[daemon] audit_files must be at least 1 (the default is 5)".into(),
             ));
         }
+        crate::automation::Automation::new(&self.rules, &self.guard, self.decider.as_ref())
+            .map_err(invalid)?;
+        self.delegation.validate(&self.clis()).map_err(invalid)?;
         if self.tmux.width < 10 || self.tmux.height < 5 {
             return Err(invalid(
                 "[tmux] width must be at least 10 and height at least 5".into(),

@@ -78,6 +78,10 @@ pub struct SpawnRequest {
     pub env: BTreeMap<String, String>,
     /// The chat user it is made for ("PLATFORM:USER"); empty on the machine.
     pub owner: String,
+    /// Hand the work to another CLI on an error listed in `[delegation] on`.
+    pub delegate: bool,
+    /// The CLIs the work went through before (set by a delegation).
+    pub delegated_from: Vec<String>,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.
@@ -141,6 +145,8 @@ pub(crate) struct Inner {
     pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
     pub(crate) audit: crate::audit::Audit,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    /// `[[rules]]`, `[guard]`, `[decider]`.
+    pub(crate) automation: crate::automation::Automation,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -256,6 +262,9 @@ impl Daemon {
         warnings.extend(w);
         let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
+        let c = &settings.config;
+        let automation = crate::automation::Automation::new(&c.rules, &c.guard, c.decider.as_ref())
+            .map_err(CoreError::InvalidArgument)?;
         for w in &warnings {
             warn!("{w}");
         }
@@ -280,6 +289,7 @@ impl Daemon {
                 warnings: Mutex::new(warnings),
                 paste_counter: AtomicU64::new(0),
                 metrics: Arc::new(crate::metrics::Metrics::new()),
+                automation,
             }),
         };
         let readopted = daemon.reconcile_at_start(registry).await;
@@ -600,9 +610,45 @@ impl Daemon {
         lock(&self.inner.warnings).push(w);
     }
 
+    /// Records an event. A prompt is first looked at by the guard and the rules (so that what
+    /// the log and the chats show says whether it is being answered automatically); after it
+    /// is recorded, an automatic answer or a delegation it calls for starts in its own task.
+    /// Never called with the session table locked.
     pub(crate) fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
+        let mut plan = None;
+        let kind = match kind {
+            EventKind::Waiting { prompt } => {
+                let (prompt, p) = self.prepare_prompt(session, prompt);
+                plan = p.map(|p| (prompt.clone(), p));
+                EventKind::Waiting { prompt }
+            }
+            k => k,
+        };
         self.inner.metrics.on_event(session, &kind);
-        self.inner.events.append(session, id, kind).seq
+        let follow = match &kind {
+            EventKind::Error { kind, message } => Some((kind.clone(), message.clone())),
+            EventKind::Stalled { silent_ms } => Some((
+                "stalled".to_string(),
+                format!(
+                    "no output for {}",
+                    crate::config::format_duration(Duration::from_millis(*silent_ms))
+                ),
+            )),
+            _ => None,
+        };
+        let seq = self.inner.events.append(session, id, kind).seq;
+        if let Some((prompt, plan)) = plan {
+            self.answer_automatically(session, prompt, plan);
+        }
+        if let Some((kind, detail)) = follow {
+            self.consider_delegation(session, &kind, &detail);
+        }
+        seq
+    }
+
+    /// The compiled `[[rules]]`, `[guard]` and `[decider]`.
+    pub fn automation(&self) -> &crate::automation::Automation {
+        &self.inner.automation
     }
 
     /// The daemon's metrics registry.
@@ -852,6 +898,8 @@ impl Daemon {
             args: req.args.clone(),
             env: req.env.clone(),
             owner: req.owner.clone(),
+            delegate: req.delegate || self.inner.settings.config.delegation.default,
+            delegated_from: req.delegated_from.clone(),
             hook_token: format!("{}{}", new_id(), new_id()),
             cli_session_id: new_uuid(),
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
@@ -1056,6 +1104,7 @@ impl Daemon {
             args: rec.args.clone(),
             env: rec.env.clone(),
             owner: rec.owner.clone(),
+            ..Default::default()
         };
         match self.create_tmux_session(&fresh, &cli, &req, resume).await {
             Ok(s) => self.launched(name, s).await,

@@ -82,6 +82,9 @@ pub enum CoreError {
     UnknownPrompt(String),
     #[error("session {0:?} is not waiting for an answer: see `clibotctl screen {0}`")]
     NotWaiting(String),
+    /// A delegation that cannot happen, and why.
+    #[error("{0}")]
+    Delegation(String),
     #[error("tmux: {0}")]
     Mux(#[from] MuxError),
     #[error(

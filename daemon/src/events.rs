@@ -96,6 +96,9 @@ pub enum EventKind {
         /// Who answered ("telegram:123 (Ann)", "local"); empty when unknown.
         #[serde(default, skip_serializing_if = "String::is_empty")]
         actor: String,
+        /// For an automatic answer: the line the chats show.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        note: String,
     },
     InputQueued {
         text: String,
@@ -109,6 +112,22 @@ pub enum EventKind {
         platform: String,
         chat: String,
         reason: String,
+    },
+    /// A line for the session's chats: why an automatic decision fell back to a person, a
+    /// delegation.
+    Notice {
+        text: String,
+        #[serde(default)]
+        kind: String,
+    },
+    /// The session's work was handed to another session.
+    Delegated {
+        to_session: String,
+        to_cli: String,
+        reason: String,
+        #[serde(default)]
+        detail: String,
+        attempt: u32,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]

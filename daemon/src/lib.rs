@@ -8,10 +8,13 @@
 pub mod access;
 pub mod adapter;
 pub mod audit;
+pub mod auto_answer;
+pub mod automation;
 pub mod chats;
 pub mod config;
 pub mod core;
 pub mod dedupe;
+pub mod delegation;
 pub mod detect;
 pub mod error;
 pub mod events;

@@ -297,6 +297,8 @@ fn answered_by<'a>(by: &'a str, actor: &str) -> &'a str {
     match by {
         "clibot" if actor.is_empty() || actor == "local" => "local",
         "clibot" => "chat",
+        // One label for all rules: their numbers change with the config.
+        b if b.starts_with("rule") => "rule",
         other => non_empty(other),
     }
 }
@@ -416,6 +418,7 @@ mod tests {
             subject: String::new(),
             source: "screen".into(),
             answer: Default::default(),
+            ..Default::default()
         }
     }
 
@@ -452,6 +455,7 @@ mod tests {
                 by: "clibot".into(),
                 answer: "y".into(),
                 actor: "local".into(),
+                note: String::new(),
             },
         );
         m.on_event(
@@ -461,6 +465,7 @@ mod tests {
                 by: "clibot".into(),
                 answer: "y".into(),
                 actor: "telegram:42".into(),
+                note: String::new(),
             },
         );
         m.on_event("a", &state(State::Working));

@@ -473,6 +473,7 @@ impl Daemon {
                 subject: p.subject,
                 source: "api".into(),
                 answer: p.answer,
+                ..Default::default()
             };
             e.rec.prompt = Some(prompt.clone());
             e.rt.prompt_pending_since = None;
@@ -521,6 +522,7 @@ impl Daemon {
                 by: "terminal".into(),
                 answer: String::new(),
                 actor: String::new(),
+                note: String::new(),
             },
         );
         self.set_state(name, State::Working, "answered at the terminal");

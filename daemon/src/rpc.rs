@@ -216,6 +216,8 @@ impl Service {
 fn shown_text(kind: &EventKind) -> Option<String> {
     Some(match kind {
         EventKind::TurnCompleted { text, .. } => text.clone(),
+        // Answered by a rule or the decider: the chat saw only the answer.
+        EventKind::Waiting { prompt } if !prompt.auto.is_empty() => return None,
         EventKind::Waiting { prompt } => {
             let mut t = prompt.text.clone();
             for (i, o) in prompt.options.iter().enumerate() {
@@ -223,6 +225,7 @@ fn shown_text(kind: &EventKind) -> Option<String> {
             }
             t
         }
+        EventKind::PromptResolved { note, .. } if !note.is_empty() => note.clone(),
         EventKind::PromptResolved { answer, by, .. } => {
             if answer.is_empty() {
                 format!("prompt resolved ({by})")
@@ -235,6 +238,7 @@ fn shown_text(kind: &EventKind) -> Option<String> {
             None => format!("exited: {reason}"),
         },
         EventKind::Error { message, .. } => format!("error: {message}"),
+        EventKind::Notice { text, .. } => text.clone(),
         _ => return None,
     })
 }
@@ -279,6 +283,7 @@ impl From<CoreError> for Status {
             CoreError::Exited(_)
             | CoreError::Stopping(_)
             | CoreError::NotWaiting(_)
+            | CoreError::Delegation(_)
             | CoreError::NotThatPrompt { .. }
             | CoreError::UnknownPrompt(_)
             | CoreError::ProgramNotFound { .. }
@@ -330,6 +335,8 @@ fn prompt_to_proto(p: crate::session::Prompt) -> v1::Prompt {
         options: p.options,
         subject: p.subject,
         source: p.source,
+        warning: p.warning,
+        auto: p.auto,
     }
 }
 
@@ -356,6 +363,9 @@ fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         owner: r.owner,
         shared_with: r.shared_with,
         exit_reason: r.exit_reason,
+        delegate: r.delegate,
+        delegated_from: r.delegated_from,
+        delegated_to: r.delegated_to,
     }
 }
 
@@ -409,11 +419,27 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             by,
             answer,
             actor,
+            note,
         } => Kind::PromptResolved(v1::PromptResolved {
             prompt_id,
             by,
             answer,
             actor,
+            note,
+        }),
+        EventKind::Notice { text, kind } => Kind::Notice(v1::Notice { text, kind }),
+        EventKind::Delegated {
+            to_session,
+            to_cli,
+            reason,
+            detail,
+            attempt,
+        } => Kind::Delegated(v1::Delegated {
+            to_session,
+            to_cli,
+            reason,
+            detail,
+            attempt,
         }),
         EventKind::InputQueued { text, position } => {
             Kind::InputQueued(v1::InputQueued { text, position })
@@ -544,6 +570,8 @@ impl Clibot for Service {
             } else {
                 actor.key()
             },
+            delegate: r.delegate,
+            delegated_from: Vec::new(),
         };
         let rec = self
             .detached(&actor, &name, "spawn", move |d| async move {
@@ -1089,6 +1117,65 @@ impl Clibot for Service {
             .hook(&r.session_id, &r.token, &r.event, &r.payload)
             .await?;
         Ok(Response::new(v1::HookResponse { output }))
+    }
+
+    async fn list_rules(
+        &self,
+        _req: Request<v1::ListRulesRequest>,
+    ) -> Result<Response<v1::ListRulesResponse>, Status> {
+        // The rules are the machine owner's configuration: any allowed user may read them, as
+        // they decide what gets approved in that user's sessions.
+        let a = self.daemon.automation();
+        let cfg = &self.daemon.settings().config;
+        Ok(Response::new(v1::ListRulesResponse {
+            rules: a
+                .rules()
+                .into_iter()
+                .enumerate()
+                .map(|(i, (r, fired))| v1::Rule {
+                    index: i as u32 + 1,
+                    cli: r.cli.unwrap_or_default(),
+                    session: r.session.unwrap_or_default(),
+                    kind: r.kind.unwrap_or_default(),
+                    subject: r.subject.unwrap_or_default(),
+                    action: r.action.as_str().into(),
+                    fired,
+                })
+                .collect(),
+            guard: a.guard_list(),
+            decider: a
+                .decider
+                .as_ref()
+                .map(|d| d.command.clone())
+                .unwrap_or_default(),
+            decider_timeout_ms: a.decider.as_ref().map_or(0, |d| d.timeout_ms),
+            decider_answered: a
+                .decider_answered
+                .load(std::sync::atomic::Ordering::Relaxed),
+            decider_asked: a.decider_asked.load(std::sync::atomic::Ordering::Relaxed),
+            delegation_on: cfg.delegation.on.clone(),
+            delegation_to: cfg.delegation.to.clone(),
+            delegation_max_attempts: cfg.delegation.max_attempts,
+            delegation_default: cfg.delegation.default,
+        }))
+    }
+
+    async fn delegate(
+        &self,
+        req: Request<v1::DelegateRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        let actor = actor(&req);
+        let r = req.into_inner();
+        self.owned(&actor, &r.session, "delegate", false)?;
+        let session = r.session.clone();
+        let who = actor.key();
+        let rec = self
+            .detached(&actor, &session, "delegate", move |d| async move {
+                let to = Some(r.cli.as_str()).filter(|c| !c.is_empty());
+                d.delegate(&r.session, to, "manual", &who).await
+            })
+            .await?;
+        Ok(Response::new(session_to_proto(&self.daemon, rec)))
     }
 
     async fn get_metrics(

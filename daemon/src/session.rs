@@ -97,10 +97,22 @@ pub struct SessionRecord {
     /// Why it exited ("the CLI exited", "idle for 12h"); empty while it runs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub exit_reason: String,
+    /// The last text typed and submitted through clibot: the request a delegation repeats.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_input: String,
+    /// Hands its work to another CLI on an error listed in `[delegation] on`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delegate: bool,
+    /// The CLIs the work went through before this session, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegated_from: Vec<String>,
+    /// The session this one handed its work to.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub delegated_to: String,
 }
 
 /// A question the CLI waits on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
     pub id: String,
     pub kind: String,
@@ -113,6 +125,12 @@ pub struct Prompt {
     /// How an option is chosen with keys.
     #[serde(default)]
     pub answer: AnswerStyle,
+    /// Why the guard keeps it for a person; empty when it has no concern.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub warning: String,
+    /// Who answers it automatically right now ("rule 2", "decider"); empty: a person.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub auto: String,
 }
 
 impl Prompt {

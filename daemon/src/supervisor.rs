@@ -107,6 +107,9 @@ pub(crate) struct Runtime {
     pub(crate) net_closed: bool,
     /// The last screen read, for the last words of a CLI whose dead pane lost them.
     pub(crate) last_screen: String,
+    /// The prompt last looked at for an automatic answer, and who is answering it now
+    /// ("rule 2", "decider"; empty once done or left to a person).
+    pub(crate) auto_for: Option<(String, String)>,
 }
 
 impl Default for Runtime {
@@ -134,6 +137,7 @@ impl Default for Runtime {
             last_completed: None,
             net_closed: false,
             last_screen: String::new(),
+            auto_for: None,
         }
     }
 }
@@ -438,6 +442,7 @@ impl Daemon {
                             by: "terminal".into(),
                             answer: String::new(),
                             actor: String::new(),
+                            note: String::new(),
                         });
                         remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
                         let p = new_prompt(sp, "screen");
@@ -472,6 +477,7 @@ impl Daemon {
                             by: "terminal".into(),
                             answer: String::new(),
                             actor: String::new(),
+                            note: String::new(),
                         });
                         state_to = Some((State::Working, "answered at the terminal"));
                     }
@@ -876,6 +882,9 @@ impl Daemon {
             e.rt.last_output = now;
             e.rec.last_activity_ms = crate::store::now_ms();
             e.rec.error = None;
+            if !text.trim().is_empty() {
+                e.rec.last_input = text.to_string();
+            }
         }
         let seq = self.event(
             name,
@@ -1075,6 +1084,7 @@ impl Daemon {
             subject,
             source: "hook".into(),
             answer: AnswerStyle::Digit,
+            ..Default::default()
         };
         let (tx, rx) = oneshot::channel();
         let poke = {
@@ -1121,6 +1131,22 @@ impl Daemon {
         prompt_id: &str,
         answer: &str,
         by: &str,
+    ) -> Result<(String, String), CoreError> {
+        self.answer_prompt_as(name, prompt_id, answer, by, "clibot", "")
+            .await
+    }
+
+    /// [`Daemon::answer_prompt`], recorded as resolved by `resolver` ("clibot" for a
+    /// person's answer through clibot, "rule 2" or "decider" for an automatic one) with the
+    /// line the chats show for it.
+    pub(crate) async fn answer_prompt_as(
+        &self,
+        name: &str,
+        prompt_id: &str,
+        answer: &str,
+        by: &str,
+        resolver: &str,
+        note: &str,
     ) -> Result<(String, String), CoreError> {
         // A chat button names its prompt, not the session: find the session that showed it.
         let owner;
@@ -1183,7 +1209,7 @@ impl Daemon {
             }
             e.rec.prompt = None;
             e.rt.prompt_pending_since = None;
-            remember_resolved(&mut e.rt.resolved, &p.id, "clibot");
+            remember_resolved(&mut e.rt.resolved, &p.id, resolver);
             (
                 p,
                 choice,
@@ -1229,9 +1255,10 @@ impl Daemon {
             &id,
             EventKind::PromptResolved {
                 prompt_id: prompt.id.clone(),
-                by: "clibot".into(),
+                by: resolver.into(),
                 answer: label,
                 actor: by.to_string(),
+                note: note.to_string(),
             },
         );
         self.set_state(name, State::Working, "answered");
@@ -1341,6 +1368,7 @@ fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
         subject: sp.subject.clone(),
         source: source.into(),
         answer: sp.answer,
+        ..Default::default()
     }
 }
 

@@ -351,6 +351,7 @@ fn prompt(kind: &str, options: Vec<String>) -> Prompt {
         subject: String::new(),
         source: "hook".into(),
         answer: AnswerStyle::Digit,
+        ..Default::default()
     }
 }
 

@@ -66,6 +66,9 @@ pub enum Command {
         /// The working directory as typed (the rest of the line, surrounding quotes
         /// removed); `~` is not expanded here.
         dir: Option<String>,
+        /// A last word `delegate`: hand the work to another CLI when this one hits its limits.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        delegate: bool,
     },
     /// `whoami`: the sender's platform id (for allowlists).
     Whoami,
@@ -117,6 +120,13 @@ pub enum Command {
         /// 1..=[`MAX_HISTORY`]; `None` for [`DEFAULT_HISTORY`].
         n: Option<u32>,
     },
+    /// `rules`: the approval rules and how often each fired, the guard, decider, delegation.
+    Rules,
+    /// `delegate [CLI]`: hand the current session's work to another CLI now.
+    Delegate {
+        /// A valid CLI name; `None` for the next one of `[delegation] to`.
+        cli: Option<String>,
+    },
 }
 
 impl Command {
@@ -138,6 +148,8 @@ impl Command {
             Command::Pair { .. } => CommandName::Pair,
             Command::Share { .. } => CommandName::Share,
             Command::History { .. } => CommandName::History,
+            Command::Rules => CommandName::Rules,
+            Command::Delegate { .. } => CommandName::Delegate,
         }
     }
 }
@@ -161,11 +173,13 @@ pub enum CommandName {
     Pair,
     Share,
     History,
+    Rules,
+    Delegate,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 15] = [
+    pub const ALL: [CommandName; 17] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -181,6 +195,8 @@ impl CommandName {
         CommandName::Pair,
         CommandName::Share,
         CommandName::History,
+        CommandName::Rules,
+        CommandName::Delegate,
     ];
 
     /// The word typed after the prefix.
@@ -201,6 +217,8 @@ impl CommandName {
             CommandName::Pair => "pair",
             CommandName::Share => "share",
             CommandName::History => "history",
+            CommandName::Rules => "rules",
+            CommandName::Delegate => "delegate",
         }
     }
 
@@ -209,7 +227,7 @@ impl CommandName {
         match self {
             CommandName::Help => "[COMMAND]",
             CommandName::Use => "NAME",
-            CommandName::New => "NAME CLI [DIR]",
+            CommandName::New => "NAME CLI [DIR] [delegate]",
             CommandName::Screen => "[N]",
             CommandName::Keys => "KEY…",
             CommandName::Stop => "[NAME]",
@@ -218,7 +236,9 @@ impl CommandName {
             CommandName::Pair => "[CODE]",
             CommandName::Share => "NAME USER [off]",
             CommandName::History => "[N]",
-            CommandName::Sessions
+            CommandName::Delegate => "[CLI]",
+            CommandName::Rules
+            | CommandName::Sessions
             | CommandName::Whoami
             | CommandName::Status
             | CommandName::Last => "",
@@ -231,7 +251,9 @@ impl CommandName {
             CommandName::Help => "list commands, or show one command's usage",
             CommandName::Sessions => "list sessions",
             CommandName::Use => "talk to session NAME from this chat",
-            CommandName::New => "start CLI (claude, codex, …) in a new session NAME",
+            CommandName::New => {
+                "start CLI (claude, codex, …) in a new session NAME (delegate: hand its work to another CLI if it hits its limits)"
+            }
             CommandName::Whoami => "show your user id",
             CommandName::Status => "show the current session's state",
             CommandName::Screen => "show the screen, or its last N lines",
@@ -247,6 +269,10 @@ impl CommandName {
                 "let another user (their id, from their !!whoami) use session NAME; off takes it back"
             }
             CommandName::History => "show this chat's last N messages, sent and received (20)",
+            CommandName::Rules => "show the approval rules and how often each fired",
+            CommandName::Delegate => {
+                "hand the current session's work to CLI (or the next configured one) and move this chat there"
+            }
         }
     }
 
@@ -583,6 +609,12 @@ impl CommandParser {
             CommandName::Whoami => a.no_more(&mut tokens).map(|()| Command::Whoami)?,
             CommandName::Status => a.no_more(&mut tokens).map(|()| Command::Status)?,
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
+            CommandName::Rules => a.no_more(&mut tokens).map(|()| Command::Rules)?,
+            CommandName::Delegate => {
+                let cli = tokens.next().map(|t| a.name("CLI", Some(t))).transpose()?;
+                a.no_more(&mut tokens)?;
+                Command::Delegate { cli }
+            }
             CommandName::Use => {
                 let name = a.name("NAME", tokens.next())?;
                 a.no_more(&mut tokens)?;
@@ -591,12 +623,20 @@ impl CommandParser {
             CommandName::New => {
                 let name = a.name("NAME", tokens.next())?;
                 let cli = a.name("CLI", tokens.next())?;
-                // DIR is the rest of the line, so paths with spaces work.
-                let dir = nth_rest(args, 2).map(unquote).filter(|d| !d.is_empty());
+                // DIR is the rest of the line, so paths with spaces work; a last word
+                // `delegate` is the flag (a directory of that name: `./delegate`).
+                let rest = nth_rest(args, 2).unwrap_or("").trim();
+                let (rest, delegate) = match rest.rsplit_once(char::is_whitespace) {
+                    Some((head, "delegate")) => (head.trim_end(), true),
+                    _ if rest == "delegate" => ("", true),
+                    _ => (rest, false),
+                };
+                let dir = Some(unquote(rest)).filter(|d| !d.is_empty());
                 Command::New {
                     name,
                     cli,
                     dir: dir.map(str::to_string),
+                    delegate,
                 }
             }
             CommandName::Screen => {
@@ -977,7 +1017,8 @@ mod tests {
             Command::New {
                 name: "api".into(),
                 cli: "claude".into(),
-                dir: None
+                dir: None,
+                delegate: false
             }
         );
         assert_eq!(
@@ -985,7 +1026,8 @@ mod tests {
             Command::New {
                 name: "api".into(),
                 cli: "claude".into(),
-                dir: Some("~/src/my project".into())
+                dir: Some("~/src/my project".into()),
+                delegate: false
             }
         );
         assert_eq!(
@@ -993,7 +1035,34 @@ mod tests {
             Command::New {
                 name: "web".into(),
                 cli: "codex".into(),
-                dir: Some("/tmp/a b".into())
+                dir: Some("/tmp/a b".into()),
+                delegate: false
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude ~/src/app delegate"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: Some("~/src/app".into()),
+                delegate: true
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude delegate"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: None,
+                delegate: true
+            }
+        );
+        assert_eq!(cmd("!!rules"), Command::Rules);
+        assert_eq!(cmd("!!delegate"), Command::Delegate { cli: None });
+        assert_eq!(
+            cmd("!!delegate codex"),
+            Command::Delegate {
+                cli: Some("codex".into())
             }
         );
         assert_eq!(cmd("!!screen"), Command::Screen { lines: None });
@@ -1101,11 +1170,11 @@ mod tests {
         assert_eq!(e.command(), Some(CommandName::Use));
         assert_eq!(
             err("!!new api").to_string(),
-            "!!new needs CLI; usage: !!new NAME CLI [DIR]"
+            "!!new needs CLI; usage: !!new NAME CLI [DIR] [delegate]"
         );
         assert_eq!(
             err("!!new").to_string(),
-            "!!new needs NAME; usage: !!new NAME CLI [DIR]"
+            "!!new needs NAME; usage: !!new NAME CLI [DIR] [delegate]"
         );
         assert_eq!(
             err("!!keys").to_string(),
@@ -1293,7 +1362,7 @@ mod tests {
         for c in CommandName::ALL {
             assert!(h.contains(&c.usage("!!")), "{c}");
         }
-        assert!(h.contains("!!new NAME CLI [DIR] — start CLI"));
+        assert!(h.contains("!!new NAME CLI [DIR] [delegate] — start CLI"));
     }
 
     #[test]
@@ -1421,11 +1490,21 @@ mod props {
             Command::Help { topic } => parts.extend(topic.map(|t| t.as_str().to_string())),
             Command::Sessions | Command::Whoami | Command::Status | Command::Last => {}
             Command::Use { name } => parts.push(name.clone()),
-            Command::New { name, cli, dir } => {
+            Command::New {
+                name,
+                cli,
+                dir,
+                delegate,
+            } => {
                 parts.push(name.clone());
                 parts.push(cli.clone());
                 parts.extend(dir.clone());
+                if *delegate {
+                    parts.push("delegate".into());
+                }
             }
+            Command::Rules => {}
+            Command::Delegate { cli } => parts.extend(cli.clone()),
             Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
             Command::History { n } => parts.extend(n.map(|n| n.to_string())),
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
@@ -1467,9 +1546,21 @@ mod props {
             (
                 name(),
                 name(),
+                // A directory whose last word is "delegate" would read as the flag.
                 proptest::option::of("[~/A-Za-z0-9._-][A-Za-z0-9/._ -]{0,40}[A-Za-z0-9/._-]")
+                    .prop_filter("not the flag", |d| !d
+                        .as_deref()
+                        .is_some_and(|d| d == "delegate" || d.ends_with(" delegate"))),
+                any::<bool>()
             )
-                .prop_map(|(name, cli, dir)| Command::New { name, cli, dir }),
+                .prop_map(|(name, cli, dir, delegate)| Command::New {
+                    name,
+                    cli,
+                    dir,
+                    delegate
+                }),
+            Just(Command::Rules),
+            proptest::option::of(name()).prop_map(|cli| Command::Delegate { cli }),
             proptest::option::of(1..=MAX_SCREEN_LINES).prop_map(|lines| Command::Screen { lines }),
             proptest::collection::vec("[A-Za-z0-9-]{1,32}", 1..=MAX_KEYS)
                 .prop_map(|keys| Command::Keys { keys }),

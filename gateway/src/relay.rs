@@ -35,7 +35,12 @@ pub fn render(ev: &v1::Event) -> Option<String> {
     Some(match ev.kind.as_ref()? {
         Kind::TurnCompleted(t) if t.text.trim().is_empty() => format!("[{s}] done"),
         Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
+        // Being answered by a rule or the decider: the chat sees the answer, not the prompt
+        // (if that falls through, the prompt is published again for people).
+        Kind::Waiting(w) if w.prompt.as_ref().is_some_and(|p| !p.auto.is_empty()) => return None,
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
+        Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
+        Kind::Notice(n) => format!("[{s}] {}", n.text),
         Kind::PromptResolved(r) => match r.by.as_str() {
             "terminal" => format!("[{s}] answered at the terminal"),
             "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
@@ -98,6 +103,7 @@ fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::Error(_)
                 | Kind::Stalled(_)
                 | Kind::ChatSuspended(_)
+                | Kind::Notice(_)
         )
     )
 }

@@ -310,8 +310,8 @@ impl Router {
                 self.bind(c, msg, &name).await?;
                 format!("this chat now talks to {name}")
             }
-            Command::New { name, cli, dir } => {
-                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), ..Default::default() };
+            Command::New { name, cli, dir, delegate } => {
+                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, ..Default::default() };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
                 self.bind(c, msg, &name).await?;
                 format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir)
@@ -416,6 +416,14 @@ impl Router {
                 }
                 text
             }
+            Command::Rules => c.list_rules(self.req(msg, v1::ListRulesRequest {})).await?.into_inner().describe(),
+            Command::Delegate { cli } => {
+                let session = need(&bound)?;
+                let req = v1::DelegateRequest { session, cli: cli.unwrap_or_default() };
+                c.delegate(self.req(msg, req)).await?;
+                // The daemon moved this chat to the new session and tells it there.
+                return Ok(None);
+            }
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
     }
@@ -447,7 +455,14 @@ pub fn history_text(entries: &[v1::TranscriptEntry]) -> String {
 
 /// A prompt as a chat message: the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
-    let mut t = p.text.clone();
+    let mut t = if p.warning.is_empty() {
+        p.text.clone()
+    } else {
+        format!(
+            "⚠️ careful — {}; clibot will not answer this one by itself\n{}",
+            p.warning, p.text
+        )
+    };
     if !p.subject.is_empty() {
         t.push_str(&format!("\n  {}", p.subject));
     }

@@ -4,6 +4,7 @@
 mod config_file;
 mod connect;
 mod paths;
+mod text;
 
 pub use config_file::{MissingEnv, default_config_path, substitute_env};
 pub use connect::{ConnectError, connect};

@@ -143,6 +143,7 @@ mod tests {
             subject,
             source: "hook".into(),
             answer: AnswerStyle::Digit,
+            ..Default::default()
         };
         let out: Value =
             serde_json::from_str(&c.decision(&p, &Choice::Option(1), &perm).expect("deny"))

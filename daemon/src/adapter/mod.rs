@@ -286,6 +286,7 @@ pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> 
         subject: String::new(),
         source: "screen".into(),
         answer,
+        ..Default::default()
     }
 }
 

@@ -1,0 +1,263 @@
+//! The daemon's side of automatic answers: when a prompt is published it is looked at by the
+//! guard and the rules ([`crate::automation`]); a rule's answer, or the decider's, then goes
+//! through the same path as a person's, bound to the prompt's id. Whatever cannot be answered
+//! automatically — a guarded subject, an `ask`, a decider that fails or declines — is shown to
+//! the chats as an ordinary prompt, with the reason.
+
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::adapter::Choice;
+use crate::automation::{
+    Action, DeciderInput, DeciderPrompt, Plan, Verdict, last_lines, run_decider,
+};
+use crate::core::{Daemon, lock};
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::session::Prompt;
+
+/// Lines of the screen the decider sees.
+const DECIDER_SCREEN_LINES: usize = 40;
+
+impl Daemon {
+    /// Sets the prompt's guard warning and, the first time it is published, decides whether
+    /// something other than a person answers it; returns the prompt as it is to be recorded,
+    /// and the plan to carry out. A prompt published again keeps the state of its first
+    /// publication (still being answered automatically, or left to a person).
+    pub(crate) fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
+        let a = &self.inner.automation;
+        let mut sessions = lock(&self.inner.sessions);
+        let Some(e) = sessions.get_mut(session) else {
+            return (p, None);
+        };
+        p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
+        let mut plan = None;
+        match &e.rt.auto_for {
+            Some((id, who)) if *id == p.id => p.auto = who.clone(),
+            _ => {
+                p.auto.clear();
+                if p.warning.is_empty() {
+                    let pl = a.plan(&p, &e.rec.cli, session);
+                    match &pl {
+                        Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),
+                        Plan::Decider => p.auto = "decider".into(),
+                        Plan::RuleAsks { .. } => {}
+                        Plan::Person => {}
+                    }
+                    plan = Some(pl);
+                }
+                e.rt.auto_for = Some((p.id.clone(), p.auto.clone()));
+            }
+        }
+        if let Some(cur) = e.rec.prompt.as_mut().filter(|c| c.id == p.id) {
+            cur.warning = p.warning.clone();
+            cur.auto = p.auto.clone();
+        }
+        (p, plan)
+    }
+
+    /// Carries out a plan for a prompt just published (in its own task).
+    pub(crate) fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
+        match plan {
+            Plan::Person | Plan::RuleAsks { why: None, .. } => {}
+            Plan::RuleAsks { why: Some(why), .. } => {
+                self.notice(session, "rule", &format!("{why}; it is left to you"));
+            }
+            Plan::Rule {
+                rule,
+                action,
+                option,
+            } => {
+                let d = self.clone();
+                let name = session.to_string();
+                let span = info_span!("session", session = %name);
+                tokio::spawn(
+                    async move {
+                        let by = format!("rule {rule}");
+                        let verb = match action {
+                            Action::Deny => "auto-denied",
+                            _ => "auto-approved",
+                        };
+                        let note = format!("{verb} by {by}: {}", about(&prompt));
+                        d.finish_automatic(&name, &prompt, &(option + 1).to_string(), &by, &note)
+                            .await;
+                    }
+                    .instrument(span),
+                );
+            }
+            Plan::Decider => {
+                let d = self.clone();
+                let name = session.to_string();
+                let span = info_span!("session", session = %name);
+                tokio::spawn(async move { d.ask_decider(&name, prompt).await }.instrument(span));
+            }
+        }
+    }
+
+    async fn ask_decider(&self, name: &str, prompt: Prompt) {
+        let Some(decider) = self.inner.automation.decider.clone() else {
+            return;
+        };
+        let Some((cli, dir, last_reply, target)) = lock(&self.inner.sessions).get(name).map(|e| {
+            (
+                e.rec.cli.clone(),
+                e.rec.dir.to_string_lossy().into_owned(),
+                e.rec.last_reply.clone().unwrap_or_default(),
+                e.rec.tmux_id.clone(),
+            )
+        }) else {
+            return;
+        };
+        let screen = self
+            .inner
+            .mux
+            .capture(&target, None, false)
+            .await
+            .map(|s| last_lines(&s, DECIDER_SCREEN_LINES))
+            .unwrap_or_default();
+        let input = DeciderInput {
+            session: name,
+            cli: &cli,
+            dir: &dir,
+            prompt: DeciderPrompt {
+                id: &prompt.id,
+                kind: &prompt.kind,
+                text: &prompt.text,
+                options: &prompt.options,
+                subject: &prompt.subject,
+            },
+            screen,
+            last_reply: &last_reply,
+        };
+        let a = &self.inner.automation;
+        let verdict = run_decider(&decider, &input).await;
+        let why = match verdict {
+            Ok(Verdict::Choice { choice, note }) => {
+                match crate::adapter::parse_choice(&choice, &prompt) {
+                    Ok(Choice::Option(i)) => {
+                        a.decider_answered
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let label = prompt.options.get(i).cloned().unwrap_or_default();
+                        let mut line =
+                            format!("answered by the decider: {label} — {}", about(&prompt));
+                        if !note.trim().is_empty() {
+                            line.push_str(&format!(" ({})", note.trim()));
+                        }
+                        self.finish_automatic(
+                            name,
+                            &prompt,
+                            &(i + 1).to_string(),
+                            "decider",
+                            &line,
+                        )
+                        .await;
+                        return;
+                    }
+                    Ok(Choice::Text(_)) | Err(_) => {
+                        format!("the decider chose {choice:?}, which is not one of the options")
+                    }
+                }
+            }
+            Ok(Verdict::Ask { note }) => {
+                a.decider_asked
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if note.trim().is_empty() {
+                    "the decider leaves this one to you".to_string()
+                } else {
+                    format!("the decider leaves this one to you: {}", note.trim())
+                }
+            }
+            Err(e) => {
+                a.decider_asked
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                warn!("{e}");
+                format!("{e}; it is left to you")
+            }
+        };
+        self.to_person(name, &prompt, &why);
+    }
+
+    /// Answers `prompt` as `by` ("rule 2", "decider"); if that fails for a reason other than
+    /// the prompt being gone, the prompt goes to the people after all.
+    async fn finish_automatic(
+        &self,
+        name: &str,
+        prompt: &Prompt,
+        answer: &str,
+        by: &str,
+        note: &str,
+    ) {
+        match self
+            .answer_prompt_as(name, &prompt.id, answer, by, by, note)
+            .await
+        {
+            Ok(_) => {
+                info!(by, "prompt answered automatically");
+                self.inner.audit.record(crate::audit::Audit::now(
+                    by, "clibot", "", name, "answer", "accepted", note,
+                ));
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+                    && let Some((id, who)) = e.rt.auto_for.as_mut()
+                    && *id == prompt.id
+                {
+                    who.clear();
+                }
+            }
+            // Answered meanwhile (at the terminal, from a chat) or withdrawn: nothing to do.
+            Err(CoreError::AlreadyResolved(..))
+            | Err(CoreError::NotThatPrompt { .. })
+            | Err(CoreError::NotWaiting(_))
+            | Err(CoreError::UnknownPrompt(_))
+            | Err(CoreError::NoSuchSession(_)) => {}
+            Err(e) => {
+                warn!(by, "the automatic answer failed: {e}");
+                self.to_person(name, prompt, &format!("{by} could not answer ({e})"));
+            }
+        }
+    }
+
+    /// Shows a prompt that was being answered automatically to the people after all, with why.
+    fn to_person(&self, name: &str, prompt: &Prompt, why: &str) {
+        let (still, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if let Some((id, who)) = e.rt.auto_for.as_mut()
+                && *id == prompt.id
+            {
+                who.clear();
+            }
+            let still = e.rec.prompt.as_ref().is_some_and(|c| c.id == prompt.id);
+            if let Some(c) = e.rec.prompt.as_mut().filter(|c| c.id == prompt.id) {
+                c.auto.clear();
+            }
+            (still, e.rec.id.clone())
+        };
+        if !still {
+            return;
+        }
+        self.notice(name, "automation", why);
+        let mut p = lock(&self.inner.sessions)
+            .get(name)
+            .and_then(|e| e.rec.prompt.clone())
+            .filter(|c| c.id == prompt.id)
+            .unwrap_or_else(|| prompt.clone());
+        p.auto.clear();
+        self.event(name, &id, EventKind::Waiting { prompt: p });
+    }
+}
+
+/// What a prompt is about, in a few words: its subject, else its question's first line.
+fn about(p: &Prompt) -> String {
+    let s = if p.subject.trim().is_empty() {
+        p.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+    } else {
+        &p.subject
+    };
+    let s = s.trim();
+    if s.chars().count() > 100 {
+        format!("{}…", s.chars().take(100).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}

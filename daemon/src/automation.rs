@@ -1,0 +1,898 @@
+//! Answers to prompts that need no person: the user's approval rules (`[[rules]]`), the guard
+//! that no rule can lift (`[guard]`), and an external decider (`[decider]`).
+//!
+//! Everything here is pure and synchronous except running the decider; the core decides *when*
+//! (a prompt is published) and answers through the same path a person's answer takes, so an
+//! automatic answer is bound to its prompt id exactly like a button: it can never land on a
+//! newer prompt.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::session::Prompt;
+
+/// `[[rules]]`: tried in order; the first that matches decides.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// The CLI's configured name ("claude").
+    pub cli: Option<String>,
+    /// The session's name, a glob (`api*`, `job-?`).
+    pub session: Option<String>,
+    /// The prompt's kind ("permission", "confirm", "trust", "question"). Without it a rule
+    /// applies to yes/no prompts only (permission and confirm).
+    pub kind: Option<String>,
+    /// A regex on the prompt's subject (the command, the file). A prompt without a subject
+    /// never matches a rule that names one.
+    pub subject: Option<String>,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Allow,
+    Deny,
+    #[default]
+    Ask,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Deny => "deny",
+            Action::Ask => "ask",
+        }
+    }
+}
+
+/// `[guard]`: more subjects that are always left to a person.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuardConfig {
+    /// Regexes on the prompt's subject and text.
+    pub patterns: Vec<String>,
+    /// Paths outside the session's directory that are not a concern (`/tmp`, `~/.cache`).
+    pub allow_paths: Vec<PathBuf>,
+}
+
+/// `[decider]`: a program asked about every prompt no rule matched.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeciderConfig {
+    /// argv; run directly, never through a shell.
+    pub command: Vec<String>,
+    #[serde(default = "default_decider_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_decider_timeout() -> u64 {
+    20_000
+}
+
+/// The built-in guard: (what it is, regex). Matched against the subject and the prompt's text.
+const BUILTIN_GUARD: &[(&str, &str)] = &[
+    (
+        "recursive delete (rm -r)",
+        r"(?i)\brm\s+(?:-[a-z]*r[a-z]*\b|--recursive\b|-[a-z]+\s+-[a-z]*r)",
+    ),
+    ("sudo", r"(?:^|[\s;&|(`$])(?:sudo|doas)\b"),
+    (
+        "a download piped into a shell",
+        r"(?i)\b(?:curl|wget)\b[^\n]*\|\s*(?:sudo\s+)?(?:ba|z|da|k|fi)?sh\b",
+    ),
+    (
+        "git push --force",
+        r"\bgit\b[^\n]*\bpush\b[^\n]*(?:\s--force(?:-with-lease)?\b|\s-[a-zA-Z]*f\b|\s\+\S)",
+    ),
+    (
+        "recursive chmod/chown",
+        r"\bch(?:mod|own|grp)\s+(?:\S+\s+)*?(?:-[a-zA-Z]*R\b|--recursive\b)",
+    ),
+    ("dd", r"(?:^|[\s;&|(])dd\s+[^\n]*\b(?:if|of)="),
+    ("mkfs", r"\bmkfs(?:\.\w+)?\b"),
+    (
+        "a write to a raw disk",
+        r">\s*/dev/(?:sd|nvme|hd|mmcblk|disk)",
+    ),
+    ("a fork bomb", r":\s*\(\s*\)\s*\{\s*:\s*\|\s*:\s*&\s*\}"),
+];
+
+/// Paths that are never a concern even though they lie outside every project.
+const HARMLESS_PATHS: &[&str] = &[
+    "/dev/null",
+    "/dev/stdout",
+    "/dev/stderr",
+    "/dev/stdin",
+    "/dev/tty",
+];
+
+/// What the daemon needs of `[[rules]]`, `[guard]` and `[decider]`, compiled once.
+pub struct Automation {
+    rules: Vec<Rule>,
+    guard: Vec<(String, Regex)>,
+    allow_paths: Vec<PathBuf>,
+    home: Option<PathBuf>,
+    pub decider: Option<DeciderConfig>,
+    pub decider_answered: AtomicU64,
+    pub decider_asked: AtomicU64,
+}
+
+struct Rule {
+    config: RuleConfig,
+    session: Option<Regex>,
+    subject: Option<Regex>,
+    fired: AtomicU64,
+}
+
+/// How a prompt is to be handled.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// A rule answers it: its 1-based number, and the option (0-based) it picks.
+    Rule {
+        rule: usize,
+        action: Action,
+        option: usize,
+    },
+    /// A rule says a person decides (an `ask` rule, or no option fits its action).
+    RuleAsks { rule: usize, why: Option<String> },
+    /// The decider is asked.
+    Decider,
+    /// Nobody but a person.
+    Person,
+}
+
+impl Automation {
+    /// Compiles the configuration; an error names the key.
+    pub fn new(
+        rules: &[RuleConfig],
+        guard: &GuardConfig,
+        decider: Option<&DeciderConfig>,
+    ) -> Result<Automation, String> {
+        let mut compiled = Vec::new();
+        for (i, r) in rules.iter().enumerate() {
+            let n = i + 1;
+            let session = r
+                .session
+                .as_deref()
+                .map(|g| Regex::new(&glob_to_regex(g)))
+                .transpose()
+                .map_err(|e| format!("[[rules]] #{n} session: {e}"))?;
+            let subject = r
+                .subject
+                .as_deref()
+                .map(Regex::new)
+                .transpose()
+                .map_err(|e| format!("[[rules]] #{n} subject is not a valid regex: {e}"))?;
+            compiled.push(Rule {
+                config: r.clone(),
+                session,
+                subject,
+                fired: AtomicU64::new(0),
+            });
+        }
+        let mut g = Vec::new();
+        for (what, re) in BUILTIN_GUARD {
+            g.push((
+                what.to_string(),
+                Regex::new(re).map_err(|e| format!("built-in guard {what}: {e}"))?,
+            ));
+        }
+        for p in &guard.patterns {
+            let re = Regex::new(p)
+                .map_err(|e| format!("[guard] patterns: {p:?} is not a valid regex: {e}"))?;
+            g.push((format!("matches the guard pattern {p:?}"), re));
+        }
+        if let Some(d) = decider {
+            if d.command.is_empty() || d.command[0].is_empty() {
+                return Err(
+                    "[decider] command must name a program, e.g. command = [\"python3\", \"/path/decide.py\"]"
+                        .into(),
+                );
+            }
+            if d.timeout_ms == 0 {
+                return Err("[decider] timeout_ms must be above 0 (the default is 20000)".into());
+            }
+        }
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Ok(Automation {
+            rules: compiled,
+            allow_paths: guard
+                .allow_paths
+                .iter()
+                .map(|p| crate::config::expand_home(p))
+                .collect(),
+            guard: g,
+            home,
+            decider: decider.cloned(),
+            decider_answered: AtomicU64::new(0),
+            decider_asked: AtomicU64::new(0),
+        })
+    }
+
+    /// Why the guard keeps this prompt for a person, if it does.
+    pub fn guard(&self, p: &Prompt, dir: &Path) -> Option<String> {
+        let hay = format!("{}\n{}", p.subject, p.text);
+        for (what, re) in &self.guard {
+            if re.is_match(&hay) {
+                return Some(what.clone());
+            }
+        }
+        // Paths: the subject when there is one (the command, the file), else the question.
+        let scope = if p.subject.trim().is_empty() {
+            &p.text
+        } else {
+            &p.subject
+        };
+        self.outside_path(scope, dir)
+            .map(|path| format!("a path outside the session's directory: {path}"))
+    }
+
+    /// The first path-like word that lies outside `dir` (and outside `[guard] allow_paths`).
+    fn outside_path(&self, text: &str, dir: &Path) -> Option<String> {
+        let words = text.split(|c: char| {
+            c.is_whitespace()
+                || matches!(
+                    c,
+                    ';' | '|' | '&' | '(' | ')' | '<' | '>' | '"' | '\'' | '`' | '=' | ','
+                )
+        });
+        for w in words {
+            let w = w.trim_end_matches([':', '.']);
+            let looks_like_path = w.starts_with('/')
+                || w == "~"
+                || w.starts_with("~/")
+                || w == ".."
+                || w.starts_with("../")
+                || w.contains("/../");
+            if !looks_like_path || w.starts_with("//") {
+                continue;
+            }
+            let p = if let Some(rest) = w.strip_prefix("~") {
+                match &self.home {
+                    Some(h) => h.join(rest.trim_start_matches('/')),
+                    None => return Some(w.to_string()),
+                }
+            } else if w.starts_with('/') {
+                PathBuf::from(w)
+            } else {
+                dir.join(w)
+            };
+            let p = normalize(&p);
+            if HARMLESS_PATHS.iter().any(|h| p == Path::new(h)) {
+                continue;
+            }
+            if p.starts_with(dir) || self.allow_paths.iter().any(|a| p.starts_with(a)) {
+                continue;
+            }
+            return Some(w.to_string());
+        }
+        None
+    }
+
+    /// What to do with a prompt the guard let through, for session `session` of CLI `cli`.
+    pub fn plan(&self, p: &Prompt, cli: &str, session: &str) -> Plan {
+        for (i, r) in self.rules.iter().enumerate() {
+            if !r.matches(p, cli, session) {
+                continue;
+            }
+            r.fired.fetch_add(1, Ordering::Relaxed);
+            let n = i + 1;
+            let option = match r.config.action {
+                Action::Ask => return Plan::RuleAsks { rule: n, why: None },
+                Action::Allow => allow_option(&p.options),
+                Action::Deny => deny_option(&p.options),
+            };
+            return match option {
+                Some(option) => Plan::Rule {
+                    rule: n,
+                    action: r.config.action,
+                    option,
+                },
+                None => Plan::RuleAsks {
+                    rule: n,
+                    why: Some(format!(
+                        "rule {n} says {} but the prompt has no option for it",
+                        r.config.action.as_str()
+                    )),
+                },
+            };
+        }
+        if self.decider.is_some() && !p.options.is_empty() {
+            Plan::Decider
+        } else {
+            Plan::Person
+        }
+    }
+
+    /// The rules with their fire counts: (config, fired).
+    pub fn rules(&self) -> Vec<(RuleConfig, u64)> {
+        self.rules
+            .iter()
+            .map(|r| (r.config.clone(), r.fired.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// What the guard looks for, described.
+    pub fn guard_list(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.guard.iter().map(|(w, _)| w.clone()).collect();
+        v.push("a path outside the session's directory".into());
+        v
+    }
+}
+
+impl Rule {
+    fn matches(&self, p: &Prompt, cli: &str, session: &str) -> bool {
+        let c = &self.config;
+        if c.cli.as_deref().is_some_and(|x| x != cli) {
+            return false;
+        }
+        if self
+            .session
+            .as_ref()
+            .is_some_and(|re| !re.is_match(session))
+        {
+            return false;
+        }
+        match &c.kind {
+            Some(k) if k != &p.kind => return false,
+            None if !matches!(p.kind.as_str(), "permission" | "confirm") => return false,
+            _ => {}
+        }
+        match &self.subject {
+            Some(re) => !p.subject.is_empty() && re.is_match(&p.subject),
+            None => true,
+        }
+    }
+}
+
+fn label(o: &str) -> String {
+    o.trim()
+        .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == ')' || c == '❯')
+        .trim()
+        .to_lowercase()
+}
+
+/// The option that means "yes, this once": the first whose label says yes/allow and not
+/// "always"/"for this session"; for a prompt whose labels say neither, the first option.
+pub fn allow_option(options: &[String]) -> Option<usize> {
+    const YES: &[&str] = &[
+        "yes", "y", "allow", "approve", "proceed", "ok", "accept", "continue",
+    ];
+    const WIDER: &[&str] = &[
+        "always",
+        "don't ask",
+        "do not ask",
+        "session",
+        "all ",
+        "every",
+    ];
+    let labels: Vec<String> = options.iter().map(|o| label(o)).collect();
+    let says_yes = |l: &str| {
+        YES.iter()
+            .any(|y| l == *y || l.starts_with(&format!("{y} ")) || l.starts_with(&format!("{y},")))
+    };
+    if let Some(i) = labels
+        .iter()
+        .position(|l| says_yes(l) && !WIDER.iter().any(|w| l.contains(w)))
+    {
+        return Some(i);
+    }
+    if labels.iter().any(|l| says_yes(l) || says_no(l)) {
+        // There are yes/no labels, but no "once": a wider yes is not what a rule allows.
+        return None;
+    }
+    (!options.is_empty()).then_some(0)
+}
+
+fn says_no(l: &str) -> bool {
+    const NO: &[&str] = &["no", "n", "reject", "deny", "cancel", "decline", "abort"];
+    NO.iter()
+        .any(|y| l == *y || l.starts_with(&format!("{y} ")) || l.starts_with(&format!("{y},")))
+}
+
+/// The option that means "no": the first whose label says no/reject; for a prompt whose labels
+/// say neither, the last option (when there are at least two).
+pub fn deny_option(options: &[String]) -> Option<usize> {
+    let labels: Vec<String> = options.iter().map(|o| label(o)).collect();
+    if let Some(i) = labels.iter().position(|l| says_no(l)) {
+        return Some(i);
+    }
+    (options.len() >= 2).then(|| options.len() - 1)
+}
+
+/// `api*` → `^api.*$`.
+pub fn glob_to_regex(g: &str) -> String {
+    let mut r = String::from("^");
+    for c in g.chars() {
+        match c {
+            '*' => r.push_str(".*"),
+            '?' => r.push('.'),
+            c => r.push_str(&regex::escape(&c.to_string())),
+        }
+    }
+    r.push('$');
+    r
+}
+
+/// `a/b/../c` → `a/c`, without touching the disk (the path may not exist yet).
+fn normalize(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// What the decider is told.
+#[derive(Debug, Serialize)]
+pub struct DeciderInput<'a> {
+    pub session: &'a str,
+    pub cli: &'a str,
+    pub dir: &'a str,
+    pub prompt: DeciderPrompt<'a>,
+    pub screen: String,
+    pub last_reply: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeciderPrompt<'a> {
+    pub id: &'a str,
+    pub kind: &'a str,
+    pub text: &'a str,
+    pub options: &'a [String],
+    pub subject: &'a str,
+}
+
+/// What the decider said.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// An option's number or label, and an optional note.
+    Choice { choice: String, note: String },
+    /// Leave it to a person, and why.
+    Ask { note: String },
+}
+
+#[derive(Deserialize)]
+struct DeciderOutput {
+    #[serde(default)]
+    choice: Option<serde_json::Value>,
+    #[serde(default)]
+    ask: bool,
+    #[serde(default)]
+    note: String,
+}
+
+/// Why the decider gave no usable answer (then a person is asked, and the chat told).
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum DeciderError {
+    #[error("the decider could not be started ({0})")]
+    Start(String),
+    #[error("the decider gave no answer within {0} ms")]
+    Timeout(u64),
+    #[error("the decider failed (exit status {status}){stderr}")]
+    Failed { status: String, stderr: String },
+    #[error("the decider's answer is not the expected JSON ({0})")]
+    BadOutput(String),
+}
+
+/// Reads the decider's stdout.
+pub fn parse_verdict(out: &str) -> Result<Verdict, DeciderError> {
+    let line = out.trim();
+    let o: DeciderOutput = serde_json::from_str(line).map_err(|e| {
+        let head: String = line.chars().take(80).collect();
+        DeciderError::BadOutput(format!("{e}; it printed {head:?}"))
+    })?;
+    let note: String = o.note.chars().take(300).collect();
+    if o.ask {
+        return Ok(Verdict::Ask { note });
+    }
+    let choice = match o.choice {
+        Some(serde_json::Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+        Some(serde_json::Value::Number(n)) => n.to_string(),
+        _ => {
+            return Err(DeciderError::BadOutput(
+                "neither a \"choice\" nor \"ask\": true".into(),
+            ));
+        }
+    };
+    Ok(Verdict::Choice { choice, note })
+}
+
+/// Runs the decider once: the input on stdin, one JSON object read from stdout. Killed when it
+/// takes longer than its time limit.
+pub async fn run_decider(
+    d: &DeciderConfig,
+    input: &DeciderInput<'_>,
+) -> Result<Verdict, DeciderError> {
+    let body = serde_json::to_vec(input).map_err(|e| DeciderError::Start(e.to_string()))?;
+    let mut cmd = tokio::process::Command::new(&d.command[0]);
+    cmd.args(&d.command[1..])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| DeciderError::Start(format!("{}: {e}", d.command[0])))?;
+    let mut stdin = child.stdin.take();
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let work = async {
+        let feed = async {
+            if let Some(mut s) = stdin.take() {
+                // A decider that does not read its input still gets to answer.
+                let _ = s.write_all(&body).await;
+                let _ = s.shutdown().await;
+            }
+        };
+        let read_out = async {
+            let mut buf = Vec::new();
+            if let Some(s) = stdout.take() {
+                let _ = s.take(64 * 1024).read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let read_err = async {
+            let mut buf = Vec::new();
+            if let Some(s) = stderr.take() {
+                let _ = s.take(64 * 1024).read_to_end(&mut buf).await;
+            }
+            buf
+        };
+        let ((), out, err) = tokio::join!(feed, read_out, read_err);
+        let status = child.wait().await;
+        (out, err, status)
+    };
+    let (out, err, status) = tokio::time::timeout(Duration::from_millis(d.timeout_ms), work)
+        .await
+        .map_err(|_| DeciderError::Timeout(d.timeout_ms))?;
+    let status = status.map_err(|e| DeciderError::Start(e.to_string()))?;
+    if !status.success() {
+        let e = String::from_utf8_lossy(&err);
+        let e = e.trim();
+        return Err(DeciderError::Failed {
+            status: status
+                .code()
+                .map_or_else(|| "killed by a signal".into(), |c| c.to_string()),
+            stderr: if e.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", e.lines().last().unwrap_or_default())
+            },
+        });
+    }
+    parse_verdict(&String::from_utf8_lossy(&out))
+}
+
+/// The last `n` lines of a screen, without trailing blank lines.
+pub fn last_lines(screen: &str, n: usize) -> String {
+    let lines: Vec<&str> = screen.trim_end().lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(kind: &str, subject: &str, options: &[&str]) -> Prompt {
+        Prompt {
+            id: "p".into(),
+            kind: kind.into(),
+            text: "Do you want to proceed?".into(),
+            options: options.iter().map(|s| s.to_string()).collect(),
+            subject: subject.into(),
+            source: "hook".into(),
+            ..Default::default()
+        }
+    }
+
+    const CLAUDE: &[&str] = &[
+        "Yes",
+        "Yes, and don't ask again for git commands in /p",
+        "No, and tell Claude what to do differently (esc)",
+    ];
+
+    fn auto(rules: &[RuleConfig]) -> Automation {
+        Automation::new(rules, &GuardConfig::default(), None).expect("valid")
+    }
+
+    #[test]
+    fn options_for_each_cli() {
+        assert_eq!(allow_option(&s(CLAUDE)), Some(0));
+        assert_eq!(deny_option(&s(CLAUDE)), Some(2));
+        let codex = [
+            "Yes, proceed (y)",
+            "Yes, and don't ask again for this command (a)",
+            "No, and tell Codex what to do differently (esc)",
+        ];
+        assert_eq!(
+            (allow_option(&s(&codex)), deny_option(&s(&codex))),
+            (Some(0), Some(2))
+        );
+        let gemini = [
+            "Allow once",
+            "Allow for this session",
+            "Modify with external editor",
+            "No, suggest changes (esc)",
+        ];
+        assert_eq!(
+            (allow_option(&s(&gemini)), deny_option(&s(&gemini))),
+            (Some(0), Some(3))
+        );
+        let opencode = ["Allow always", "Allow once", "Reject"];
+        assert_eq!(
+            (allow_option(&s(&opencode)), deny_option(&s(&opencode))),
+            (Some(1), Some(2))
+        );
+        assert_eq!(
+            (allow_option(&s(&["y", "n"])), deny_option(&s(&["y", "n"]))),
+            (Some(0), Some(1))
+        );
+        // A generic prompt: first and last; a single option cannot be denied.
+        assert_eq!(
+            (
+                allow_option(&s(&["red", "blue"])),
+                deny_option(&s(&["red", "blue"]))
+            ),
+            (Some(0), Some(1))
+        );
+        assert_eq!(deny_option(&s(&["continue"])), None);
+        // Only a wider yes: a rule does not take it.
+        assert_eq!(allow_option(&s(&["Yes, always", "No"])), None);
+    }
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn first_matching_rule_decides() {
+        let a = auto(&[
+            RuleConfig {
+                cli: Some("codex".into()),
+                action: Action::Deny,
+                ..Default::default()
+            },
+            RuleConfig {
+                subject: Some(r"^git (status|diff|log)\b".into()),
+                action: Action::Allow,
+                ..Default::default()
+            },
+            RuleConfig {
+                session: Some("api*".into()),
+                action: Action::Ask,
+                ..Default::default()
+            },
+            RuleConfig {
+                action: Action::Deny,
+                ..Default::default()
+            },
+        ]);
+        let p = prompt("permission", "git status", CLAUDE);
+        assert_eq!(
+            a.plan(&p, "claude", "x"),
+            Plan::Rule {
+                rule: 2,
+                action: Action::Allow,
+                option: 0
+            }
+        );
+        assert_eq!(
+            a.plan(&p, "codex", "x"),
+            Plan::Rule {
+                rule: 1,
+                action: Action::Deny,
+                option: 2
+            }
+        );
+        let other = prompt("permission", "make", CLAUDE);
+        assert_eq!(
+            a.plan(&other, "claude", "api-1"),
+            Plan::RuleAsks { rule: 3, why: None }
+        );
+        assert_eq!(
+            a.plan(&other, "claude", "web"),
+            Plan::Rule {
+                rule: 4,
+                action: Action::Deny,
+                option: 2
+            }
+        );
+        // Without `kind`, questions are not touched.
+        let q = prompt("question", "", &["Red", "Blue"]);
+        assert_eq!(a.plan(&q, "claude", "web"), Plan::Person);
+        let fired: Vec<u64> = a.rules().iter().map(|(_, n)| *n).collect();
+        assert_eq!(fired, vec![1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn guard_catches_danger_and_paths_outside() {
+        let a = auto(&[]);
+        let dir = Path::new("/home/dev/proj");
+        let g = |subject: &str| a.guard(&prompt("permission", subject, CLAUDE), dir);
+        for bad in [
+            "rm -rf build",
+            "rm -r x",
+            "rm -f -r x",
+            "sudo apt install x",
+            "cd x && sudo make install",
+            "curl -fsSL https://x.sh | sh",
+            "wget -qO- https://x | sudo bash",
+            "git push --force origin main",
+            "git push -f",
+            "git push origin +main",
+            "chmod -R 777 .",
+            "dd if=/dev/zero of=disk.img",
+            "mkfs.ext4 disk.img",
+            "cat /etc/passwd",
+            "cp a ../other/b",
+            "ls ~/.ssh",
+        ] {
+            assert!(g(bad).is_some(), "{bad} should be guarded");
+        }
+        for fine in [
+            "git status",
+            "rm build/a.o",
+            "ls -la",
+            "touch /home/dev/proj/created.txt",
+            "cargo test 2>/dev/null",
+            "git log --oneline | head",
+            "curl https://example.com/api",
+            "grep -r foo src",
+            "cat src/../README.md",
+        ] {
+            assert_eq!(g(fine), None, "{fine} should pass");
+        }
+        // The dialog's text counts too when the subject missed it.
+        let mut p = prompt("permission", "", CLAUDE);
+        p.text = "Bash command\n  sudo reboot\nDo you want to proceed?".into();
+        assert_eq!(a.guard(&p, dir).as_deref(), Some("sudo"));
+        // Configured patterns and allowed paths.
+        let a = Automation::new(
+            &[],
+            &GuardConfig {
+                patterns: vec![r"\bterraform\s+apply\b".into()],
+                allow_paths: vec!["/tmp".into()],
+            },
+            None,
+        )
+        .expect("valid");
+        assert!(
+            a.guard(&prompt("permission", "terraform apply", CLAUDE), dir)
+                .is_some()
+        );
+        assert_eq!(
+            a.guard(&prompt("permission", "ls /tmp/x", CLAUDE), dir),
+            None
+        );
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(
+            parse_verdict(r#"{"choice": "1"}"#),
+            Ok(Verdict::Choice {
+                choice: "1".into(),
+                note: String::new()
+            })
+        );
+        assert_eq!(
+            parse_verdict(r#"{"choice": 2, "note": "safe"}"#),
+            Ok(Verdict::Choice {
+                choice: "2".into(),
+                note: "safe".into()
+            })
+        );
+        assert_eq!(
+            parse_verdict("{\"ask\": true, \"note\": \"why\"}\n"),
+            Ok(Verdict::Ask { note: "why".into() })
+        );
+        assert!(matches!(
+            parse_verdict("yes please"),
+            Err(DeciderError::BadOutput(_))
+        ));
+        assert!(matches!(
+            parse_verdict("{}"),
+            Err(DeciderError::BadOutput(_))
+        ));
+    }
+
+    #[test]
+    fn bad_config_is_named() {
+        let e = Automation::new(
+            &[RuleConfig {
+                subject: Some("(".into()),
+                ..Default::default()
+            }],
+            &GuardConfig::default(),
+            None,
+        )
+        .err()
+        .expect("should fail");
+        assert!(e.contains("[[rules]] #1 subject"), "{e}");
+        let e = Automation::new(
+            &[],
+            &GuardConfig::default(),
+            Some(&DeciderConfig {
+                command: vec![],
+                timeout_ms: 1,
+            }),
+        )
+        .err()
+        .expect("should fail");
+        assert!(e.contains("[decider] command"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn decider_runs_and_fails_clearly() {
+        let input = DeciderInput {
+            session: "s",
+            cli: "shell",
+            dir: "/tmp",
+            prompt: DeciderPrompt {
+                id: "p",
+                kind: "confirm",
+                text: "ok?",
+                options: &[],
+                subject: "",
+            },
+            screen: String::new(),
+            last_reply: "",
+        };
+        let sh = |script: &str, ms: u64| DeciderConfig {
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            timeout_ms: ms,
+        };
+        let v = run_decider(
+            &sh(
+                r#"grep -q '"kind":"confirm"' && echo '{"choice":"1","note":"fine"}'"#,
+                5000,
+            ),
+            &input,
+        )
+        .await;
+        assert_eq!(
+            v,
+            Ok(Verdict::Choice {
+                choice: "1".into(),
+                note: "fine".into()
+            })
+        );
+        let t = std::time::Instant::now();
+        let v = run_decider(&sh("sleep 5", 300), &input).await;
+        assert_eq!(v, Err(DeciderError::Timeout(300)));
+        assert!(t.elapsed() < Duration::from_secs(3));
+        let v = run_decider(&sh("echo boom >&2; exit 3", 5000), &input).await;
+        assert_eq!(
+            v,
+            Err(DeciderError::Failed {
+                status: "3".into(),
+                stderr: ": boom".into()
+            })
+        );
+        let v = run_decider(&sh("echo garbage", 5000), &input).await;
+        assert!(matches!(v, Err(DeciderError::BadOutput(_))));
+        let v = run_decider(
+            &DeciderConfig {
+                command: vec!["/nonexistent/decider".into()],
+                timeout_ms: 100,
+            },
+            &input,
+        )
+        .await;
+        assert!(matches!(v, Err(DeciderError::Start(_))));
+    }
+}
