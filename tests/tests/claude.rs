@@ -20,12 +20,24 @@ struct Setup {
 /// a mock with the rules `rules(work_dir)` gives; `daemon_extra` goes into `[daemon]`. The
 /// session `cc` is spawned in the work directory.
 fn setup(rules: impl Fn(&std::path::Path) -> Vec<Rule>, daemon_extra: &str) -> Setup {
+    setup_with(rules, daemon_extra, "")
+}
+
+/// [`setup`] with `extra` appended to the config file.
+fn setup_with(
+    rules: impl Fn(&std::path::Path) -> Vec<Rule>,
+    daemon_extra: &str,
+    extra: &str,
+) -> Setup {
     assert!(clibot_tests::claude::claude_available());
     let mut h = Harness::with_config("");
     let work = h.work.clone();
     let mock = MockLlm::start(rules(&work));
     let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
     h.add_cli("claude", &claude.argv(), &claude.env(), daemon_extra);
+    let mut text = std::fs::read_to_string(&h.config).expect("config");
+    text.push_str(extra);
+    std::fs::write(&h.config, text).expect("config");
     // The tmux server the daemon starts must not inherit a surrounding Claude Code's variables.
     h.start_daemon_without(UNSET_ENV);
     let w = work.display().to_string();
@@ -117,6 +129,70 @@ fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
     );
     let err = s.h.ctl_err(&["answer", "cc", "1", "--prompt", &id]);
     assert!(err.contains("already resolved"), "{err}");
+}
+
+#[test]
+fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerous_one() {
+    let s = setup_with(
+        |w| {
+            vec![
+                touch_rule(w, "make marker", "ruled.txt"),
+                Rule::tool(
+                    "clean up",
+                    "Bash",
+                    json!({"command": format!("rm -rf {}", w.join("build").display()), "description": "Remove the build"}),
+                    "Cleaned.",
+                ),
+            ]
+        },
+        "",
+        "\n[[rules]]\ncli = \"claude\"\nsubject = '^(touch|rm) '\naction = \"allow\"\n",
+    );
+    std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make marker"]);
+    let done = wait_event(&s.h, "final reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "All done: the marker exists.");
+    assert!(
+        s.work.join("ruled.txt").exists(),
+        "the rule approved the tool"
+    );
+    let r = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(
+        (r["by"].as_str(), r["answer"].as_str()),
+        (Some("rule 1"), Some("Yes"))
+    );
+    let subject = format!("touch {}", s.work.join("ruled.txt").display());
+    assert_eq!(
+        r["note"],
+        format!("auto-approved by rule 1: {subject}").as_str()
+    );
+    let w = wait_event(&s.h, "the ruled prompt", |e| e["type"] == "waiting");
+    assert_eq!(w["auto"], "rule 1");
+
+    // rm -rf matches the rule, but the guard keeps it for a person.
+    let since = last_seq(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please clean up"]);
+    let w = wait_event(&s.h, "the guarded prompt", |e| {
+        e["type"] == "waiting" && e["seq"].as_u64() > Some(since)
+    });
+    assert_eq!(w["warning"], "recursive delete (rm -r)");
+    assert_eq!(w["auto"], "");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        s.work.join("build").exists(),
+        "nothing ran without a person"
+    );
+    let list: Value = serde_json::from_str(&s.h.ctl_ok(&["list", "--json"])).expect("json");
+    assert_eq!(
+        list[0]["state"], "waiting",
+        "still waiting for a person: {list:#}"
+    );
+    s.h.ctl_ok(&["answer", "cc", "no"]);
+    wait_event(&s.h, "the turn ends", |e| {
+        e["type"] == "turn_completed" && e["seq"].as_u64() > Some(since)
+    });
+    assert!(s.work.join("build").exists(), "refused");
 }
 
 #[test]
