@@ -303,6 +303,20 @@ impl Daemon {
             },
         );
         daemon.persist();
+        // A prompt that was being answered automatically when the last daemon stopped: its
+        // answer may never have been given. It is looked at again (the rules and the decider
+        // run anew; what they leave goes to the chats), never left waiting unseen.
+        let unfinished: Vec<(String, String, crate::session::Prompt)> =
+            lock(&daemon.inner.sessions)
+                .values()
+                .filter_map(|e| {
+                    let p = e.rec.prompt.clone().filter(|p| !p.auto.is_empty())?;
+                    Some((e.rec.name.clone(), e.rec.id.clone(), p))
+                })
+                .collect();
+        for (name, id, p) in unfinished {
+            daemon.event(&name, &id, EventKind::Waiting { prompt: p });
+        }
         let names: Vec<String> = {
             let mut sessions = lock(&daemon.inner.sessions);
             for e in sessions

@@ -473,3 +473,57 @@ fn a_session_that_hits_its_usage_limit_hands_its_work_to_the_next_cli_and_the_ch
     let _ = g.kill();
     let _ = g.wait();
 }
+
+#[test]
+fn a_daemon_killed_while_its_decider_thinks_decides_again_after_the_restart() {
+    let mut h = Harness::with_config(ASKER);
+    // Slow the first time (the daemon is killed meanwhile), quick after.
+    let marker = h.dir.path().join("asked-once");
+    let script = h.dir.path().join("decide.py");
+    std::fs::write(
+        &script,
+        format!(
+            r#"import json, os, sys, time
+json.load(sys.stdin)
+if not os.path.exists({m:?}):
+    open({m:?}, "w").close()
+    time.sleep(30)
+print(json.dumps({{"choice": "1", "note": "second look"}}))
+"#,
+            m = marker.display().to_string()
+        ),
+    )
+    .expect("script");
+    let mut text = std::fs::read_to_string(&h.config).expect("config");
+    text.push_str(&format!(
+        "\n[decider]\ncommand = [\"python3\", {:?}]\ntimeout_ms = 60000\n",
+        script.display().to_string()
+    ));
+    std::fs::write(&h.config, text).expect("config");
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "k", "--cli", "asker", "--dir", &work]);
+    h.wait_screen("k", "the shell", |s| s.contains("$"));
+    h.ctl_ok(&["send", "k", ASK_FN]);
+    h.ctl_ok(&["send", "k", "ask 'cargo check'"]);
+    h.wait_event("k", "the decider asked", Duration::from_secs(20), |e| {
+        e["type"] == "waiting" && e["auto"] == "decider"
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !marker.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(marker.exists(), "the decider started");
+    h.kill_daemon();
+    h.start_daemon();
+    let r = h.wait_event(
+        "k",
+        "the decision after the restart",
+        Duration::from_secs(20),
+        |e| e["type"] == "prompt_resolved" && e["by"] == "decider",
+    );
+    assert_eq!(r["answer"], "y");
+    h.wait_screen("k", "the answer ran", |s| {
+        s.contains("decided cargo check: y")
+    });
+}
