@@ -811,6 +811,32 @@ mod tests {
     }
 
     #[test]
+    fn the_readmes_overnight_example_is_a_valid_config() {
+        let readme = include_str!("../../README.md");
+        let start = readme
+            .find("**Example: leave it running overnight.**")
+            .expect("the example is in the README");
+        let block = &readme[start..];
+        let body = block
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|b| b.split("```").next())
+            .expect("a toml block");
+        let c = crate::config::Config::parse(body, Path::new("README.md")).expect("valid");
+        assert_eq!(c.rules.len(), 3);
+        assert_eq!(c.delegation.to, vec!["codex".to_string(), "gemini".to_string()]);
+        let a = Automation::new(&c.rules, &c.guard, c.decider.as_ref()).expect("compiles");
+        let dir = Path::new("/home/me/src/api");
+        let p = prompt("permission", "terraform apply -auto-approve", CLAUDE);
+        assert!(a.guard(&p, dir).is_some());
+        let p = prompt("permission", "cargo test --all", CLAUDE);
+        assert_eq!(
+            a.plan(&p, "claude", "api"),
+            Plan::Rule { rule: 2, action: Action::Allow, option: 0 }
+        );
+    }
+
+    #[test]
     fn bad_config_is_named() {
         let e = Automation::new(
             &[RuleConfig {
