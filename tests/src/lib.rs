@@ -11,6 +11,7 @@ pub mod live;
 pub mod mock_llm;
 pub mod mock_openai;
 pub mod opencode;
+pub mod procs;
 pub mod tmux_driver;
 
 use std::os::unix::net::UnixDatagram;
@@ -411,7 +412,17 @@ impl Default for Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         self.kill_daemon();
-        let _ = self.tmux(&["kill-server"]);
+        procs::end_tmux_server(|args| {
+            Command::new("tmux")
+                .arg("-S")
+                .arg(&self.tmux_socket)
+                .args(["-f", "/dev/null"])
+                .args(args)
+                .env_remove("TMUX")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .ok()
+        });
     }
 }
 

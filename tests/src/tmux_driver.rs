@@ -87,6 +87,6 @@ impl TmuxDriver {
 
 impl Drop for TmuxDriver {
     fn drop(&mut self) {
-        let _ = self.run(&["kill-server"], None);
+        crate::procs::end_tmux_server(|args| Some(self.run(args, None)));
     }
 }

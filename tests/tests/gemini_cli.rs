@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use clibot_tests::gemini::{self, GeminiHome};
 use clibot_tests::mock_llm::{MockLlm, Rule};
+use clibot_tests::procs::{alive, process_tree};
 use clibot_tests::tmux_driver::TmuxDriver;
 use serde_json::{Value, json};
 
@@ -219,46 +220,6 @@ impl Drop for Gemini {
             eprintln!("gemini: processes {left:?} survived SIGKILL");
         }
     }
-}
-
-/// `pid` and all its descendants (children found through `/proc/<pid>/stat`'s parent field).
-fn process_tree(pid: u32) -> Vec<u32> {
-    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter_map(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-            // "pid (comm) S ppid ...": the fields after the last ')'.
-            let (_, rest) = stat.rsplit_once(')')?;
-            let ppid = rest.split_whitespace().nth(1)?.parse().ok()?;
-            Some((p, ppid))
-        })
-        .collect();
-    let mut tree = vec![pid];
-    let mut i = 0;
-    while i < tree.len() {
-        let parent = tree[i];
-        tree.extend(
-            parents
-                .iter()
-                .filter(|&&(_, pp)| pp == parent)
-                .map(|&(p, _)| p),
-        );
-        i += 1;
-    }
-    tree
-}
-
-/// Whether `pid` still runs: `/proc/<pid>/stat` exists and its state is not Z (a zombie no one
-/// reaps, as under a container's init, has finished all the same).
-fn alive(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    stat.rsplit_once(')')
-        .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
 }
 
 /// The composer's placeholder: shown while Gemini waits for input and the composer is empty.
