@@ -55,7 +55,7 @@ impl DetectReport {
 }
 
 /// CPU ticks (user + system) of a process and, with `children`, its direct children.
-fn cpu_ticks(pid: u32) -> u64 {
+pub(crate) fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let rest = stat.rfind(')').map(|i| &stat[i + 1..]).unwrap_or("");
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -64,7 +64,7 @@ fn cpu_ticks(pid: u32) -> u64 {
     n(11) + n(12)
 }
 
-fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .unwrap_or_default()
         .split_whitespace()
@@ -72,7 +72,7 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-fn tmux_server_pid(h: &Harness) -> Option<u32> {
+pub(crate) fn tmux_server_pid(h: &Harness) -> Option<u32> {
     let out = h.tmux(&["display-message", "-p", "#{pid}"]);
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }

@@ -3,11 +3,16 @@
 //! Run with `cargo run --release -p clibot-bench` (it builds and uses the release binaries).
 //! Every number is compared with a baseline measured in the same run: a bare Unix-socket echo
 //! for RPC latency, and a bare `tmux new-session` for spawn time.
+//!
+//! Modes: no argument, the single-daemon report; `--sessions 25,100,200,500`, the scale sweep
+//! ([`scale`]); `--chat`, end to end through the fake Telegram ([`chat`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod chat;
 mod detect;
+mod scale;
 
 use anyhow::Context;
 use clibot_proto::v1;
@@ -21,7 +26,7 @@ const THROUGHPUT_RUN: Duration = Duration::from_secs(3);
 /// Spawns measured.
 const SPAWNS: usize = 20;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
@@ -29,11 +34,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i]
 }
 
-fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
-fn rss_kib(pid: u32) -> anyhow::Result<u64> {
+pub(crate) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
         .lines()
@@ -171,8 +176,71 @@ async fn spawn_times(h: &Harness) -> anyhow::Result<(Vec<Duration>, Vec<Duration
     Ok((ours, bare))
 }
 
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let tmux = std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    format!("Machine: {cores} cores, {cpu}; {tmux}")
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("--sessions") => {
+            let points: Vec<usize> = args
+                .get(1)
+                .context("--sessions takes a list: --sessions 25,100,200,500")?
+                .split(',')
+                .map(|n| n.trim().parse::<usize>())
+                .collect::<Result<_, _>>()
+                .context("--sessions takes whole numbers: --sessions 25,100,200,500")?;
+            anyhow::ensure!(
+                points.windows(2).all(|w| w[0] < w[1]) && points.first().is_some_and(|&n| n > 0),
+                "--sessions takes increasing counts above 0"
+            );
+            let max = points.last().copied().unwrap_or(0);
+            let mut h = Harness::with_config("");
+            // The default safety-net poll (2 s), as a user runs it; room for every session.
+            let cfg = std::fs::read_to_string(&h.config)?
+                .replace("poll_interval_ms = 200", "poll_interval_ms = 2000")
+                .replacen(
+                    "[daemon]\n",
+                    &format!("[daemon]\nmax_sessions = {}\n", max + 10),
+                    1,
+                );
+            std::fs::write(&h.config, cfg)?;
+            h.start_daemon();
+            let pid = h.daemon_pid().context("daemon pid")?;
+            let curve = scale::run(&h, pid, &points).await?;
+            println!("{}\n", machine());
+            scale::print(&curve);
+            return Ok(());
+        }
+        Some("--chat") => {
+            let report = chat::run().await?;
+            println!("{}\n", machine());
+            report.print();
+            return Ok(());
+        }
+        Some(other) => anyhow::bail!(
+            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, or --chat"
+        ),
+        None => {}
+    }
     let mut h = Harness::with_config(
         "\n[cli.fakeclaude]\nargv = [\"sh\", \"-c\", \"exec bash --norc --noprofile\"]\nadapter = \"claude\"\n",
     );

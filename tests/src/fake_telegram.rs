@@ -131,6 +131,8 @@ pub struct Sent {
     pub reply_markup: Option<Value>,
     /// The new message's id (`sendmessage`, `senddocument`) or the one edited or deleted.
     pub message_id: i64,
+    /// When the fake received the call (for latency measurements).
+    pub at: std::time::Instant,
 }
 
 /// A file the bot sent with `sendDocument`.
@@ -955,6 +957,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 (text.clone(), parse_mode.clone(), markup, true),
             );
             st.sent.push(Sent {
+                at: std::time::Instant::now(),
                 method: method.into(),
                 chat_id,
                 text,
@@ -994,6 +997,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             set_markup(&mut msg.json, markup.as_ref());
             let message = msg.json.clone();
             st.sent.push(Sent {
+                at: std::time::Instant::now(),
                 method: method.into(),
                 chat_id,
                 text,
@@ -1027,6 +1031,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 msg.parse_mode.clone(),
             );
             st.sent.push(Sent {
+                at: std::time::Instant::now(),
                 method: method.into(),
                 chat_id,
                 text,
@@ -1044,6 +1049,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 .and_then(|c| c.messages.remove(&message_id))
                 .ok_or_else(|| bad_request("message to delete not found"))?;
             st.sent.push(Sent {
+                at: std::time::Instant::now(),
                 method: method.into(),
                 chat_id,
                 text: String::new(),
@@ -1170,6 +1176,7 @@ fn send_document(st: &mut State, p: &Value, files: &[FilePart]) -> Result<Value,
         message_id,
     });
     st.sent.push(Sent {
+        at: std::time::Instant::now(),
         method: "senddocument".into(),
         chat_id,
         text: raw_caption,
