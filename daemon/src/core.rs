@@ -68,6 +68,9 @@ impl Actor {
     }
 }
 
+/// The safety net's period grows by this much per running session (10 s at 500 sessions).
+const SAFETY_NET_PER_SESSION: Duration = Duration::from_millis(20);
+
 /// A spawn request.
 #[derive(Debug, Clone, Default)]
 pub struct SpawnRequest {
@@ -147,6 +150,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// `[[rules]]`, `[guard]`, `[decider]`.
     pub(crate) automation: crate::automation::Automation,
+    /// tmux's global PATH, once read (see `check_program`).
+    pub(crate) global_path: Mutex<Option<String>>,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -290,6 +295,7 @@ impl Daemon {
                 paste_counter: AtomicU64::new(0),
                 metrics: Arc::new(crate::metrics::Metrics::new()),
                 automation,
+                global_path: Mutex::new(None),
             }),
         };
         let readopted = daemon.reconcile_at_start(registry).await;
@@ -333,6 +339,16 @@ impl Daemon {
             daemon.start_watcher(&n);
         }
         Ok(daemon)
+    }
+
+    /// The PATH of tmux's global environment (what new sessions inherit), read now and kept.
+    async fn fresh_global_path(&self) -> String {
+        let path = match self.inner.mux.environment(None).await {
+            Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
+            _ => std::env::var("PATH").unwrap_or_default(),
+        };
+        *lock(&self.inner.global_path) = Some(path.clone());
+        path
     }
 
     /// Cancelled when the daemon shuts down.
@@ -1258,13 +1274,22 @@ impl Daemon {
         dir: &Path,
     ) -> Result<(), CoreError> {
         let program = program.unwrap_or("");
-        let path = match env.iter().rev().find(|(k, _)| k == "PATH") {
-            Some((_, p)) => p.clone(),
-            None => match self.inner.mux.environment(None).await {
-                Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
-                _ => std::env::var("PATH").unwrap_or_default(),
-            },
+        let own = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, p)| p.clone());
+        // tmux's global PATH is asked once and kept: every tmux call costs the server time in
+        // proportion to its sessions. A program not found on the kept PATH is looked up again
+        // on a fresh one before the spawn is refused.
+        let cached = lock(&self.inner.global_path).clone();
+        let mut path = match (&own, cached) {
+            (Some(p), _) => p.clone(),
+            (None, Some(p)) => p,
+            (None, None) => self.fresh_global_path().await,
         };
+        if own.is_none()
+            && lock(&self.inner.global_path).is_some()
+            && crate::program::find(program, &path, dir).is_err()
+        {
+            path = self.fresh_global_path().await;
+        }
         match crate::program::find(program, &path, dir) {
             Ok(_) => Ok(()),
             Err(crate::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
@@ -1944,16 +1969,21 @@ impl Daemon {
     }
 
     /// Runs [`Daemon::check_sessions`] and [`Daemon::reap_idle`] every `poll_interval_ms`
-    /// until `shutdown`.
+    /// until `shutdown` — or, with many sessions, every 20 ms per running session: the check
+    /// is one `list-sessions`, which costs the tmux server time in proportion to its sessions,
+    /// and it is only the safety net (each session's watcher reports its end at once).
     pub async fn run_monitor(self, shutdown: CancellationToken) {
-        let period =
+        let base =
             Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let running = lock(&self.inner.sessions)
+                .values()
+                .filter(|e| !e.rec.state.is_exited())
+                .count() as u32;
+            let period = base.max(SAFETY_NET_PER_SESSION * running);
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {
+                _ = tokio::time::sleep(period) => {
                     self.check_sessions().await;
                     self.reap_idle().await;
                 }
