@@ -54,15 +54,23 @@ pub async fn run(h: &Harness, pid: u32, checkpoints: &[usize]) -> anyhow::Result
         }
         spawn.sort();
         // The same server, the same moment: what tmux itself takes for one more session.
+        // Sized as clibotd sizes its sessions, and kept rather than killed at once: tmux
+        // 3.3a's server crashed (a NULL dereference, the same address each time) on an unsized
+        // `new-session` with a few hundred control clients attached. A few extra sessions do
+        // not change the curve.
         let mut bare = Vec::new();
         for i in 0..BARE {
-            let name = format!("bare{i}");
+            let name = format!("bare{target}-{i}");
             let t = Instant::now();
             let out = h.tmux(&[
                 "new-session",
                 "-d",
                 "-s",
                 &name,
+                "-x",
+                "120",
+                "-y",
+                "40",
                 "-c",
                 &work,
                 "--",
@@ -75,7 +83,6 @@ pub async fn run(h: &Harness, pid: u32, checkpoints: &[usize]) -> anyhow::Result
                 "tmux new-session failed at {n} sessions: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             );
-            h.tmux(&["kill-session", "-t", &name]);
         }
         bare.sort();
         tokio::time::sleep(Duration::from_secs(3)).await;
