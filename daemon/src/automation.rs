@@ -824,7 +824,10 @@ mod tests {
             .expect("a toml block");
         let c = crate::config::Config::parse(body, Path::new("README.md")).expect("valid");
         assert_eq!(c.rules.len(), 3);
-        assert_eq!(c.delegation.to, vec!["codex".to_string(), "gemini".to_string()]);
+        assert_eq!(
+            c.delegation.to,
+            vec!["codex".to_string(), "gemini".to_string()]
+        );
         let a = Automation::new(&c.rules, &c.guard, c.decider.as_ref()).expect("compiles");
         let dir = Path::new("/home/me/src/api");
         let p = prompt("permission", "terraform apply -auto-approve", CLAUDE);
@@ -832,7 +835,11 @@ mod tests {
         let p = prompt("permission", "cargo test --all", CLAUDE);
         assert_eq!(
             a.plan(&p, "claude", "api"),
-            Plan::Rule { rule: 2, action: Action::Allow, option: 0 }
+            Plan::Rule {
+                rule: 2,
+                action: Action::Allow,
+                option: 0
+            }
         );
     }
 

@@ -1274,7 +1274,11 @@ impl Daemon {
         dir: &Path,
     ) -> Result<(), CoreError> {
         let program = program.unwrap_or("");
-        let own = env.iter().rev().find(|(k, _)| k == "PATH").map(|(_, p)| p.clone());
+        let own = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, p)| p.clone());
         // tmux's global PATH is asked once and kept: every tmux call costs the server time in
         // proportion to its sessions. A program not found on the kept PATH is looked up again
         // on a fresh one before the spawn is refused.

@@ -38,9 +38,8 @@ async fn a_prompt_in_the_last_of_a_few_hundred_sessions_is_seen_and_answered() {
     }
     let last = format!("s{}", SESSIONS - 1);
     let all_idle = |l: &serde_json::Value| {
-        l.as_array().is_some_and(|a| {
-            a.len() == SESSIONS && a.iter().all(|s| s["state"] == "idle")
-        })
+        l.as_array()
+            .is_some_and(|a| a.len() == SESSIONS && a.iter().all(|s| s["state"] == "idle"))
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -52,24 +51,38 @@ async fn a_prompt_in_the_last_of_a_few_hundred_sessions_is_seen_and_answered() {
         assert!(
             std::time::Instant::now() < deadline,
             "not all {SESSIONS} sessions became idle: {:?}",
-            l.as_array()
-                .map(|a| a.iter().filter(|s| s["state"] != "idle").map(|s| s["name"].clone()).collect::<Vec<_>>())
+            l.as_array().map(|a| a
+                .iter()
+                .filter(|s| s["state"] != "idle")
+                .map(|s| s["name"].clone())
+                .collect::<Vec<_>>())
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
     // The newest session asks; the question is seen and answered.
-    h.ctl_ok(&["send", &last, "read -p 'Deploy the last one? [y/N] ' a; echo got=$a"]);
+    h.ctl_ok(&[
+        "send",
+        &last,
+        "read -p 'Deploy the last one? [y/N] ' a; echo got=$a",
+    ]);
     let w = h.wait_event(&last, "the prompt", Duration::from_secs(20), |e| {
         e["type"] == "waiting" && e["session"] == last.as_str()
     });
-    assert!(w["text"].as_str().is_some_and(|t| t.contains("Deploy the last one?")), "{w:#}");
+    assert!(
+        w["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Deploy the last one?")),
+        "{w:#}"
+    );
     h.ctl_ok(&["answer", &last, "y"]);
     h.wait_screen(&last, "the answer", |s| s.contains("got=y"));
 
     // Input to one in the middle, and one whose shell exits is found exited.
     h.ctl_ok(&["send", "s120", "echo middle-$((40+2))"]);
-    h.wait_screen("s120", "the middle one's output", |s| s.contains("middle-42"));
+    h.wait_screen("s120", "the middle one's output", |s| {
+        s.contains("middle-42")
+    });
     h.ctl_ok(&["send", "s7", "exit 3"]);
     let l = h.wait_list("s7 exited", |l| {
         l.as_array().is_some_and(|a| {
@@ -79,9 +92,17 @@ async fn a_prompt_in_the_last_of_a_few_hundred_sessions_is_seen_and_answered() {
     });
     let exited: Vec<_> = l
         .as_array()
-        .map(|a| a.iter().filter(|s| s["state"] == "exited").map(|s| s["name"].clone()).collect())
+        .map(|a| {
+            a.iter()
+                .filter(|s| s["state"] == "exited")
+                .map(|s| s["name"].clone())
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(exited, vec![serde_json::json!("s7")], "only s7 exited");
     let s7 = h.ctl_ok(&["show", "s7", "--json"]);
-    assert!(s7.contains("\"exit_status\": 3") || s7.contains("\"exit_status\":3"), "{s7}");
+    assert!(
+        s7.contains("\"exit_status\": 3") || s7.contains("\"exit_status\":3"),
+        "{s7}"
+    );
 }
