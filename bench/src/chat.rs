@@ -162,34 +162,8 @@ pub async fn run() -> anyhow::Result<ChatReport> {
     );
     wait_text("started hk".into());
     tokio::time::sleep(Duration::from_millis(800)).await;
-    let env = |k: &str| -> anyhow::Result<String> {
-        let out = h.tmux(&["show-environment", "-t", "hk", k]);
-        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        line.split_once('=')
-            .map(|(_, v)| v.to_string())
-            .context("session environment")
-    };
-    let (sid, token) = (env("CLIBOT_SESSION_ID")?, env("CLIBOT_HOOK_TOKEN")?);
-    let hook = |text: &str| -> anyhow::Result<std::process::Child> {
-        let mut child = Command::new(clibot_tests::bin("clibotctl"))
-            .args([
-                "--socket",
-                &h.socket.display().to_string(),
-                "hook",
-                "--cli",
-                "fakeclaude",
-            ])
-            .env("CLIBOT_SESSION_ID", &sid)
-            .env("CLIBOT_HOOK_TOKEN", &token)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()?;
-        use std::io::Write;
-        child.stdin.take().context("stdin")?.write_all(
-            format!(r#"{{"hook_event_name":"Stop","last_assistant_message":"{text}"}}"#).as_bytes(),
-        )?;
-        Ok(child)
-    };
+    let (sid, token) = crate::detect::hook_identity(&h, "hk")?;
+    let hook = |text: &str| crate::detect::fire_stop_hook(&h, &sid, &token, text);
     for i in 0..ROUNDS {
         // Through the chat.
         let text = format!("reply-{i}-chat");

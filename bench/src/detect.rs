@@ -169,14 +169,7 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
     // the turn_completed event arriving at a watcher.
     h.ctl_ok(&["spawn", "hooked", "--cli", "fakeclaude", "--dir", &work]);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let env = |k: &str| -> anyhow::Result<String> {
-        let out = h.tmux(&["show-environment", "-t", "hooked", k]);
-        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        line.split_once('=')
-            .map(|(_, v)| v.to_string())
-            .context("session environment")
-    };
-    let (sid, token) = (env("CLIBOT_SESSION_ID")?, env("CLIBOT_HOOK_TOKEN")?);
+    let (sid, token) = hook_identity(h, "hooked")?;
     for i in 0..ROUNDS {
         let since = client
             .status(v1::StatusRequest {})
@@ -191,28 +184,8 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
             })
             .await?
             .into_inner();
-        let payload =
-            format!(r#"{{"hook_event_name":"Stop","last_assistant_message":"reply {i}"}}"#);
         let t0 = Instant::now();
-        let mut child = std::process::Command::new(clibot_tests::bin("clibotctl"))
-            .args([
-                "--socket",
-                &h.socket.display().to_string(),
-                "hook",
-                "--cli",
-                "fakeclaude",
-            ])
-            .env("CLIBOT_SESSION_ID", &sid)
-            .env("CLIBOT_HOOK_TOKEN", &token)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::null())
-            .spawn()?;
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .context("stdin")?
-            .write_all(payload.as_bytes())?;
+        let mut child = fire_stop_hook(h, &sid, &token, &format!("reply {i}"))?;
         let at = loop {
             let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
                 .await
@@ -254,6 +227,49 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
     report.idle_cpu_pct = (d1 - d0) as f64 / hz / secs * 100.0;
     report.idle_cpu_tmux_pct = (s1 - s0) as f64 / hz / secs * 100.0;
     Ok(report)
+}
+
+/// A hooked session's id and hook token, from its tmux environment: what its CLI's hooks send.
+pub(crate) fn hook_identity(h: &Harness, session: &str) -> anyhow::Result<(String, String)> {
+    let env = |k: &str| -> anyhow::Result<String> {
+        let out = h.tmux(&["show-environment", "-t", session, k]);
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        line.split_once('=')
+            .map(|(_, v)| v.to_string())
+            .context("session environment")
+    };
+    Ok((env("CLIBOT_SESSION_ID")?, env("CLIBOT_HOOK_TOKEN")?))
+}
+
+/// Starts `clibotctl hook` with a `Stop` payload whose reply is `text`, as the CLI of the
+/// session (`sid`, `token`) would; the caller waits for it.
+pub(crate) fn fire_stop_hook(
+    h: &Harness,
+    sid: &str,
+    token: &str,
+    text: &str,
+) -> anyhow::Result<std::process::Child> {
+    let mut child = std::process::Command::new(clibot_tests::bin("clibotctl"))
+        .args([
+            "--socket",
+            &h.socket.display().to_string(),
+            "hook",
+            "--cli",
+            "fakeclaude",
+        ])
+        .env("CLIBOT_SESSION_ID", sid)
+        .env("CLIBOT_HOOK_TOKEN", token)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    use std::io::Write;
+    let payload = serde_json::json!({"hook_event_name": "Stop", "last_assistant_message": text});
+    child
+        .stdin
+        .take()
+        .context("stdin")?
+        .write_all(payload.to_string().as_bytes())?;
+    Ok(child)
 }
 
 /// Polls the pane the way the original design did and returns when the prompt was first seen.

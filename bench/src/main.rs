@@ -266,26 +266,7 @@ async fn main() -> anyhow::Result<()> {
     let mut detection = detect::run(&h, pid).await?;
     let rss_50 = rss_kib(pid)?;
 
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let tmux = String::from_utf8_lossy(
-        &std::process::Command::new("tmux")
-            .arg("-V")
-            .output()?
-            .stdout,
-    )
-    .trim()
-    .to_string();
-    println!("Machine: {cores} cores, {cpu}; {tmux}\n");
+    println!("{}\n", machine());
     println!("| measure | clibotd | baseline (same run) | ratio | target |");
     println!("|---|---|---|---|---|");
     println!(

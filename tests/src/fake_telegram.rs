@@ -135,6 +135,14 @@ pub struct Sent {
     pub at: std::time::Instant,
 }
 
+/// The texts of the messages sent to `chat` (`sendMessage`), in order.
+pub fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
+    sent.iter()
+        .filter(|s| s.chat_id == chat && s.method == "sendmessage")
+        .map(|s| s.text.clone())
+        .collect()
+}
+
 /// A file the bot sent with `sendDocument`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Document {

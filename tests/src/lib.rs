@@ -323,14 +323,20 @@ impl Harness {
 
     /// A raw tmux command against this installation's tmux server.
     pub fn tmux(&self, args: &[&str]) -> Output {
+        self.try_tmux(args).expect("run tmux")
+    }
+
+    /// [`Harness::tmux`], `None` when tmux cannot be run.
+    fn try_tmux(&self, args: &[&str]) -> Option<Output> {
         Command::new("tmux")
             .arg("-S")
             .arg(&self.tmux_socket)
             .args(["-f", "/dev/null"])
             .args(args)
             .env_remove("TMUX")
+            .stdin(Stdio::null())
             .output()
-            .expect("run tmux")
+            .ok()
     }
 
     /// Waits until the session's screen satisfies `pred`; panics with the last screen if not.
@@ -412,17 +418,7 @@ impl Default for Harness {
 impl Drop for Harness {
     fn drop(&mut self) {
         self.kill_daemon();
-        procs::end_tmux_server(|args| {
-            Command::new("tmux")
-                .arg("-S")
-                .arg(&self.tmux_socket)
-                .args(["-f", "/dev/null"])
-                .args(args)
-                .env_remove("TMUX")
-                .stdin(std::process::Stdio::null())
-                .output()
-                .ok()
-        });
+        procs::end_tmux_server(|args| self.try_tmux(args));
     }
 }
 

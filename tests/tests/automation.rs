@@ -8,7 +8,7 @@ use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::Harness;
-use clibot_tests::fake_telegram::{FakeTelegram, Sent};
+use clibot_tests::fake_telegram::{FakeTelegram, Sent, texts};
 use serde_json::Value;
 
 const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
@@ -30,13 +30,6 @@ prompts = [
 
 /// Defines `ask CMD`, which asks about CMD and prints what it was told.
 const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
-
-fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
-    sent.iter()
-        .filter(|s| s.chat_id == chat && s.method == "sendmessage")
-        .map(|s| s.text.clone())
-        .collect()
-}
 
 fn telegram(h: &Harness) -> (FakeTelegram, Child) {
     let tg = FakeTelegram::start(TOKEN);

@@ -6,7 +6,7 @@
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use clibot_tests::fake_telegram::{FakeTelegram, Sent, retry_after_body};
+use clibot_tests::fake_telegram::{FakeTelegram, Sent, retry_after_body, texts};
 use clibot_tests::{Harness, bin, lines};
 
 const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
@@ -18,13 +18,6 @@ fn gateway(h: &Harness, tg: &FakeTelegram) -> Child {
         &["--telegram", "--telegram-api-url", &tg.url()],
         &[("TELEGRAM_TOKEN", TOKEN)],
     )
-}
-
-fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
-    sent.iter()
-        .filter(|s| s.chat_id == chat && s.method == "sendmessage")
-        .map(|s| s.text.clone())
-        .collect()
 }
 
 /// The callback data of the `i`-th button of an inline keyboard.

@@ -7,18 +7,11 @@ use std::time::Duration;
 
 use clibot_proto::v1;
 use clibot_tests::Harness;
-use clibot_tests::fake_telegram::{FakeTelegram, Sent};
+use clibot_tests::fake_telegram::{FakeTelegram, texts};
 
 const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
 const ADMIN: i64 = 100;
 const OTHER: i64 = 101;
-
-fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
-    sent.iter()
-        .filter(|s| s.chat_id == chat && s.method == "sendmessage")
-        .map(|s| s.text.clone())
-        .collect()
-}
 
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
     let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
