@@ -82,6 +82,15 @@ impl PaneOutput {
     }
 }
 
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 impl Drop for PaneOutput {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -98,10 +107,11 @@ pub async fn run() -> anyhow::Result<ChatReport> {
     std::fs::write(&h.config, cfg)?;
     h.start_daemon();
     let tg = FakeTelegram::start(TOKEN);
-    let mut gateway = h.gateway(
+    // Ended on every way out, errors included.
+    let _gateway = KillOnDrop(h.gateway(
         &["--telegram", "--telegram-api-url", &tg.url()],
         &[("TELEGRAM_TOKEN", TOKEN)],
-    );
+    ));
     anyhow::ensure!(
         tg.wait_polling(Duration::from_secs(20)),
         "the gateway polls"
@@ -212,8 +222,6 @@ pub async fn run() -> anyhow::Result<ChatReport> {
             .push(at.duration_since(t0).as_secs_f64() * 1000.0);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let _ = gateway.kill();
-    let _ = gateway.wait();
     for v in [
         &mut report.in_chat,
         &mut report.in_rpc,
