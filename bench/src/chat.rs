@@ -14,10 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clibot_proto::v1::{self, event::Kind};
+use clibot_proto::v1;
 use clibot_tests::Harness;
 use clibot_tests::fake_telegram::FakeTelegram;
-use tokio_stream::StreamExt;
 
 const TOKEN: &str = "123456789:AAFakeTokenForClibotBenchOnly_0123456789";
 const ADMIN: i64 = 100;
@@ -196,30 +195,16 @@ pub async fn run() -> anyhow::Result<ChatReport> {
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         // The daemon alone.
-        let since = c.status(v1::StatusRequest {}).await?.into_inner().last_seq;
-        let mut stream = c
-            .watch_events(v1::WatchEventsRequest {
-                since: Some(since),
-                sessions: vec!["hk".into()],
-                follow: true,
-            })
-            .await?
-            .into_inner();
-        let t0 = Instant::now();
-        let mut child = hook(&format!("reply-{i}-rpc"))?;
-        let at = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
-                .await
-                .context("no event")?
-                .context("end")??;
-            if matches!(ev.kind, Some(Kind::TurnCompleted(_))) {
-                break Instant::now();
-            }
-        };
-        let _ = child.wait();
-        report
-            .out_rpc
-            .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        let ms = crate::detect::hook_to_event_ms(
+            &h,
+            &mut c,
+            "hk",
+            &sid,
+            &token,
+            &format!("reply-{i}-rpc"),
+        )
+        .await?;
+        report.out_rpc.push(ms);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     for v in [

@@ -171,34 +171,16 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (sid, token) = hook_identity(h, "hooked")?;
     for i in 0..ROUNDS {
-        let since = client
-            .status(v1::StatusRequest {})
-            .await?
-            .into_inner()
-            .last_seq;
-        let mut stream = client
-            .watch_events(v1::WatchEventsRequest {
-                since: Some(since),
-                sessions: vec!["hooked".into()],
-                follow: true,
-            })
-            .await?
-            .into_inner();
-        let t0 = Instant::now();
-        let mut child = fire_stop_hook(h, &sid, &token, &format!("reply {i}"))?;
-        let at = loop {
-            let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
-                .await
-                .context("no event")?
-                .context("end")??;
-            if matches!(ev.kind, Some(Kind::TurnCompleted(_))) {
-                break Instant::now();
-            }
-        };
-        let _ = child.wait();
-        report
-            .hook_ms
-            .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        let ms = hook_to_event_ms(
+            h,
+            &mut client,
+            "hooked",
+            &sid,
+            &token,
+            &format!("reply {i}"),
+        )
+        .await?;
+        report.hook_ms.push(ms);
     }
 
     // Idle: 50 quiet sessions, nothing happening for 10 s.
@@ -270,6 +252,44 @@ pub(crate) fn fire_stop_hook(
         .context("stdin")?
         .write_all(payload.to_string().as_bytes())?;
     Ok(child)
+}
+
+/// A `Stop` hook fired as session `session`'s CLI would (`sid`, `token`) → its
+/// `turn_completed` event on a `WatchEvents` stream, in ms: the daemon's own path for a reply.
+pub(crate) async fn hook_to_event_ms(
+    h: &Harness,
+    client: &mut clibot_proto::Client,
+    session: &str,
+    sid: &str,
+    token: &str,
+    text: &str,
+) -> anyhow::Result<f64> {
+    let since = client
+        .status(v1::StatusRequest {})
+        .await?
+        .into_inner()
+        .last_seq;
+    let mut stream = client
+        .watch_events(v1::WatchEventsRequest {
+            since: Some(since),
+            sessions: vec![session.into()],
+            follow: true,
+        })
+        .await?
+        .into_inner();
+    let t0 = Instant::now();
+    let mut child = fire_stop_hook(h, sid, token, text)?;
+    let at = loop {
+        let ev = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .context("no event")?
+            .context("end")??;
+        if matches!(ev.kind, Some(Kind::TurnCompleted(_))) {
+            break Instant::now();
+        }
+    };
+    let _ = child.wait();
+    Ok(at.duration_since(t0).as_secs_f64() * 1000.0)
 }
 
 /// Polls the pane the way the original design did and returns when the prompt was first seen.

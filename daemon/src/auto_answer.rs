@@ -217,7 +217,7 @@ impl Daemon {
 
     /// Shows a prompt that was being answered automatically to the people after all, with why.
     fn to_person(&self, name: &str, prompt: &Prompt, why: &str) {
-        let (still, id) = {
+        let (p, id) = {
             let mut sessions = lock(&self.inner.sessions);
             let Some(e) = sessions.get_mut(name) else {
                 return;
@@ -227,22 +227,14 @@ impl Daemon {
             {
                 who.clear();
             }
-            let still = e.rec.prompt.as_ref().is_some_and(|c| c.id == prompt.id);
-            if let Some(c) = e.rec.prompt.as_mut().filter(|c| c.id == prompt.id) {
-                c.auto.clear();
-            }
-            (still, e.rec.id.clone())
+            // Still the prompt the session waits on: shown again, for people.
+            let Some(c) = e.rec.prompt.as_mut().filter(|c| c.id == prompt.id) else {
+                return;
+            };
+            c.auto.clear();
+            (c.clone(), e.rec.id.clone())
         };
-        if !still {
-            return;
-        }
         self.notice(name, "automation", why);
-        let mut p = lock(&self.inner.sessions)
-            .get(name)
-            .and_then(|e| e.rec.prompt.clone())
-            .filter(|c| c.id == prompt.id)
-            .unwrap_or_else(|| prompt.clone());
-        p.auto.clear();
         self.event(name, &id, EventKind::Waiting { prompt: p });
     }
 }

@@ -1274,26 +1274,20 @@ impl Daemon {
         dir: &Path,
     ) -> Result<(), CoreError> {
         let program = program.unwrap_or("");
+        // tmux's global PATH is asked once and kept: every tmux call costs the server time in
+        // proportion to its sessions. A program not found on the kept PATH is looked up again
+        // on a fresh one before the spawn is refused.
         let own = env
             .iter()
             .rev()
             .find(|(k, _)| k == "PATH")
             .map(|(_, p)| p.clone());
-        // tmux's global PATH is asked once and kept: every tmux call costs the server time in
-        // proportion to its sessions. A program not found on the kept PATH is looked up again
-        // on a fresh one before the spawn is refused.
-        let cached = lock(&self.inner.global_path).clone();
-        let mut path = match (&own, cached) {
-            (Some(p), _) => p.clone(),
-            (None, Some(p)) => p,
-            (None, None) => self.fresh_global_path().await,
+        let kept = lock(&self.inner.global_path).clone();
+        let path = match (own, kept) {
+            (Some(p), _) => p,
+            (None, Some(p)) if crate::program::find(program, &p, dir).is_ok() => p,
+            (None, _) => self.fresh_global_path().await,
         };
-        if own.is_none()
-            && lock(&self.inner.global_path).is_some()
-            && crate::program::find(program, &path, dir).is_err()
-        {
-            path = self.fresh_global_path().await;
-        }
         match crate::program::find(program, &path, dir) {
             Ok(_) => Ok(()),
             Err(crate::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {

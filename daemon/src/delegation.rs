@@ -118,7 +118,7 @@ impl Daemon {
         detail: &str,
     ) -> Result<SessionRecord, CoreError> {
         let cfg = self.inner.settings.config.delegation.clone();
-        let (old, target, new_name) = {
+        let (old, target, new_name, chain) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
                 .get(name)
@@ -167,15 +167,13 @@ impl Daemon {
             if let Some(e) = sessions.get_mut(name) {
                 e.rec.delegated_to = new_name.clone();
             }
-            (old, target, new_name)
+            (old, target, new_name, chain)
         };
         let release = |d: &Daemon| {
             if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
                 e.rec.delegated_to.clear();
             }
         };
-        let mut chain = old.delegated_from.clone();
-        chain.push(old.cli.clone());
         let spawned = self
             .spawn(SpawnRequest {
                 name: new_name.clone(),
