@@ -19,6 +19,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::keys::Key;
 
+mod monitor;
+pub use monitor::MONITOR;
+
 /// What went wrong talking to tmux.
 #[derive(Debug, thiserror::Error)]
 pub enum MuxError {
@@ -138,8 +141,9 @@ pub trait Mux: Send + Sync + 'static {
         &self,
         target: Option<&str>,
     ) -> Result<std::collections::BTreeMap<String, String>, MuxError>;
-    /// Output notifications for the session (a tmux control-mode client): one `Output` per
-    /// burst at most (they are change signals, not data), `Closed` when the session ends.
+    /// Output notifications for the session (through one tmux control-mode client for all
+    /// sessions): one `Output` per burst at most (they are change signals, not data); the
+    /// channel closes (or says `Closed`) when the session ends.
     async fn watch(
         &self,
         target: &str,
@@ -170,6 +174,8 @@ pub struct Tmux {
     /// still attaching (it notifies the half-attached client). Creating, killing and attaching
     /// take turns on this lock; an attach holds it until tmux confirms the client is in.
     structure: std::sync::Arc<tokio::sync::Mutex<()>>,
+    /// Where the one control client sends each pane's output (see [`monitor`]).
+    routes: std::sync::Arc<std::sync::Mutex<monitor::Routes>>,
 }
 
 /// Field separator in `-F` formats; session names and paths never contain it in practice, and a
@@ -182,6 +188,7 @@ impl Tmux {
     pub fn new(binary: &Path, socket: TmuxSocket, config_file: Option<&Path>) -> Tmux {
         Tmux {
             structure: std::sync::Arc::new(tokio::sync::Mutex::new(())),
+            routes: Default::default(),
             binary: binary.to_string_lossy().into_owned(),
             socket,
             config_file: config_file.map(|p| p.to_string_lossy().into_owned()),
@@ -447,6 +454,7 @@ impl Mux for Tmux {
                 .run(vec![ListSessions::new().format(LIST_FORMAT).build()], None)
                 .await?,
         );
+        sessions.retain(|s| s.name != MONITOR);
         for s in sessions
             .iter_mut()
             .filter(|s| s.dead && s.dead_status.is_none() && s.pid > 0)
@@ -564,75 +572,33 @@ impl Mux for Tmux {
         &self,
         target: &str,
     ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError> {
-        use tokio::io::AsyncBufReadExt;
-        let mut cmd = tokio::process::Command::new(&self.binary);
-        cmd.env_remove("TMUX").arg("-u").args(self.server_args());
-        if let Some(f) = &self.config_file {
-            cmd.arg("-f").arg(f);
-        }
-        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), and tmux
-        // leaves a control client that never set one out of window sizing, so it does not
-        // resize the window either. Not `ignore-size`: for every window and client, tmux then
-        // checks every other client (whether all of them ignore size), so each new session
-        // costs the server O(sessions³) — at 200 sessions 0.2–2.6 s per spawn instead of
-        // 20 ms; and tmux 3.3a can crash in that code when every attached client ignores size.
-        cmd.args(["-C", "attach-session", "-t", target, "-f", "read-only"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        let turn = self.structure.clone().lock_owned().await;
-        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
-            binary: self.binary.clone(),
-            source,
-        })?;
-        let stdout = child.stdout.take().ok_or_else(|| MuxError::Failed {
-            command: "attach-session -C".into(),
-            stderr: "no stdout".into(),
-        })?;
-        // Capacity 1 and try_send: a burst of output is one signal; the reader never waits.
-        let (tx, rx) = tokio::sync::mpsc::channel(1);
-        let (attached_tx, attached_rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            // Keeping stdin open keeps the control client attached.
-            let _stdin = child.stdin.take();
-            let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
-            let mut attached = Some(attached_tx);
-            loop {
-                tokio::select! {
-                    line = lines.next_segment() => match line {
-                        Ok(Some(l)) if l.starts_with(b"%output ") || l.starts_with(b"%extended-output ") => {
-                            let _ = tx.try_send(WatchEvent::Output);
-                        }
-                        Ok(Some(l)) if l.starts_with(b"%exit") => break,
-                        Ok(Some(l)) if l.starts_with(b"%session-changed") => {
-                            if let Some(a) = attached.take() {
-                                let _ = a.send(());
-                            }
-                        }
-                        Ok(Some(_)) => {}
-                        Ok(None) | Err(_) => break,
-                    },
-                    _ = tx.closed() => return,
-                }
-            }
-            let _ = tx.send(WatchEvent::Closed).await;
-            let _ = child.kill().await;
-        });
-        // Until tmux says the client is attached (or gave up), nothing else may restructure.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), attached_rx).await;
-        drop(turn);
-        Ok(rx)
+        self.monitor_watch(target).await
     }
 
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
         let _turn = self.structure.lock().await;
+        let windows = self.known_windows(target);
         self.run(
             vec![KillSession::new().target_session(target).build()],
             None,
         )
-        .await
-        .map(|_| ())
+        .await?;
+        // Its windows are also linked into the monitor session, which keeps them (and the
+        // CLI) alive: they go now. One that went meanwhile stops tmux at that command; the
+        // monitor's sweep ends the rest.
+        if !windows.is_empty() {
+            let cmds = windows
+                .iter()
+                .map(|w| {
+                    let mut c = TmuxCommand::new();
+                    c.name("kill-window");
+                    c.push_option("-t", w.clone());
+                    c
+                })
+                .collect();
+            let _ = self.run(cmds, None).await;
+        }
+        Ok(())
     }
 
     fn attach_command(&self, target: &str) -> Vec<String> {

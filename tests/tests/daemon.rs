@@ -135,6 +135,8 @@ fn kill_9_and_restart_keep_every_session_and_every_event() {
     });
     let before: serde_json::Value =
         serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    h.ctl_ok(&["send", "gone", "sleep 4245"]);
+    wait_pids("sleep 4245", true);
     let events_before = h.events();
 
     h.kill_daemon();
@@ -173,6 +175,8 @@ fn kill_9_and_restart_keep_every_session_and_every_event() {
         .and_then(|a| a.iter().find(|s| s["name"] == "gone").cloned())
         .expect("gone listed");
     assert_eq!(gone["state"], "exited");
+    // Its CLI ended with it, although no daemon watched when it was killed.
+    wait_pids("sleep 4245", false);
 
     let events_after = h.events();
     assert_eq!(
@@ -957,6 +961,47 @@ fn pids_running(needle: &str) -> Vec<u32> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Waits up to 10 s until a process whose command line contains `needle` runs (or none does).
+fn wait_pids(needle: &str, running: bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while pids_running(needle).is_empty() == running && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        !pids_running(needle).is_empty(),
+        running,
+        "a process running {needle:?}"
+    );
+}
+
+/// A person at the desk kills a session with tmux itself: its CLI ends as with any tmux
+/// session, the daemon reports it exited, and the other sessions are not disturbed.
+#[test]
+fn a_session_killed_with_tmux_ends_its_cli() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "desk");
+    spawn_bash(&h, "other");
+    h.ctl_ok(&["send", "desk", "sleep 4246"]);
+    wait_pids("sleep 4246", true);
+    assert!(h.tmux(&["kill-session", "-t", "desk"]).status.success());
+    wait_pids("sleep 4246", false);
+    h.wait_list("desk exited", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "desk" && s["state"] == "exited")
+        })
+    });
+    // Only clibot's sessions and its monitor remain on the server.
+    let ls = String::from_utf8_lossy(&h.tmux(&["list-sessions", "-F", "#{session_name}"]).stdout)
+        .into_owned();
+    assert!(!ls.lines().any(|l| l == "desk"), "{ls}");
+    h.ctl_ok(&["send", "other", "echo still-here"]);
+    h.wait_screen("other", "output", |s| lines(s).contains(&"still-here"));
+    // `clibotctl list` never shows the monitor session.
+    assert!(!h.ctl_ok(&["list"]).contains("watch"));
 }
 
 #[test]

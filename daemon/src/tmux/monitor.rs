@@ -1,0 +1,423 @@
+//! One tmux control client that follows the output of every watched session.
+//!
+//! Why one: a control client per session made every structural change on the tmux server
+//! (a new session, a killed one) cost O(sessions) — tmux notifies and re-checks each client —
+//! so the 300th spawn took three times as long as the first, and 500 sessions meant 500 tmux
+//! client processes. tmux sends a control client the output of the panes of its own session
+//! only, so clibot links every watched window into one session of its own, [`MONITOR`], and
+//! follows that session with one read-only control client. A linked window is the same
+//! window: a person attached to the CLI's session sees and types into it as before.
+//!
+//! The cost of linking: killing a session no longer ends a window that is also linked into
+//! the monitor. clibot kills the windows it knows of when it kills a session, and when tmux
+//! reports a window unlinked (a person ran `tmux kill-session`), the monitor kills every window
+//! that is left linked to the monitor alone, so the CLI ends as it would have.
+
+use std::collections::{HashMap, HashSet};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tmux_interface::TmuxCommand;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::mpsc;
+
+use super::{Mux, MuxError, SEP, Tmux, WatchEvent};
+
+/// The session that holds a link to every watched window. Not a valid clibot session name
+/// (`+`), so it never collides with one.
+pub const MONITOR: &str = "clibot+watch";
+
+/// The window option that marks the monitor's own placeholder window.
+const HOME_MARK: &str = "@clibot_monitor";
+
+/// Which session a pane's output belongs to, and where to signal it.
+#[derive(Debug, Default)]
+pub(super) struct Routes {
+    /// A control client is attached to the monitor session.
+    live: bool,
+    /// Counts control clients, so that one that ended does not clear its successor's state.
+    generation: u64,
+    /// Pane id (`%7`) → session id (`$3`).
+    by_pane: HashMap<String, String>,
+    /// Session id → its route.
+    sessions: HashMap<String, Route>,
+}
+
+#[derive(Debug)]
+struct Route {
+    tx: mpsc::Sender<WatchEvent>,
+    /// The session's windows (`@4`) when it was watched.
+    windows: Vec<String>,
+    panes: Vec<String>,
+    /// The windows are linked into the monitor (a sweep must not end a route before that).
+    linked: bool,
+}
+
+/// A window as `list-panes`/`list-windows` report it for the monitor's purposes.
+struct PaneRow {
+    window: String,
+    pane: String,
+    /// The names of the sessions the window is linked into.
+    in_monitor: bool,
+}
+
+fn lock(r: &std::sync::Mutex<Routes>) -> std::sync::MutexGuard<'_, Routes> {
+    r.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn parse_panes(out: &str) -> Vec<PaneRow> {
+    out.lines()
+        .filter_map(|l| {
+            let mut f = l.split(SEP);
+            let (window, pane, linked) = (f.next()?, f.next()?, f.next()?);
+            (window.starts_with('@') && pane.starts_with('%')).then(|| PaneRow {
+                window: window.to_string(),
+                pane: pane.to_string(),
+                in_monitor: linked.split(',').any(|s| s == MONITOR),
+            })
+        })
+        .collect()
+}
+
+/// `%output %7 …` → `%7`.
+fn output_pane(line: &[u8]) -> Option<&str> {
+    let rest = line
+        .strip_prefix(b"%output ")
+        .or_else(|| line.strip_prefix(b"%extended-output "))?;
+    let end = rest.iter().position(|b| *b == b' ').unwrap_or(rest.len());
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
+fn exact(session: &str) -> String {
+    format!("={session}")
+}
+
+impl Tmux {
+    /// Starts following `target`'s panes; the receiver closes when the session ends (or the
+    /// monitor's client does: then the watcher looks at the session and watches again).
+    pub(super) async fn monitor_watch(
+        &self,
+        target: &str,
+    ) -> Result<mpsc::Receiver<WatchEvent>, MuxError> {
+        self.ensure_monitor().await?;
+        let mut list = TmuxCommand::new();
+        list.name("list-panes");
+        list.push_flag("-s");
+        list.push_option("-t", target.to_string());
+        list.push_option(
+            "-F",
+            "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
+        );
+        let rows = parse_panes(&self.run(vec![list], None).await?);
+        if rows.is_empty() {
+            return Err(MuxError::NoSuchTarget(format!("no panes in {target}")));
+        }
+        let mut windows: Vec<String> = rows.iter().map(|r| r.window.clone()).collect();
+        windows.dedup();
+        let to_link: Vec<String> = {
+            let mut seen = HashSet::new();
+            rows.iter()
+                .filter(|r| !r.in_monitor && seen.insert(r.window.clone()))
+                .map(|r| r.window.clone())
+                .collect()
+        };
+        // Capacity 1 and try_send: a burst of output is one signal; the reader never waits.
+        let (tx, rx) = mpsc::channel(1);
+        let panes: Vec<String> = rows.iter().map(|r| r.pane.clone()).collect();
+        {
+            // The route exists before the link, so no output after the link is missed.
+            let mut r = lock(&self.routes);
+            if let Some(old) = r.sessions.remove(target) {
+                for p in old.panes {
+                    r.by_pane.remove(&p);
+                }
+            }
+            for p in &panes {
+                r.by_pane.insert(p.clone(), target.to_string());
+            }
+            r.sessions.insert(
+                target.to_string(),
+                Route {
+                    tx,
+                    windows: windows.clone(),
+                    panes,
+                    linked: to_link.is_empty(),
+                },
+            );
+        }
+        if !to_link.is_empty() {
+            let cmds = to_link
+                .iter()
+                .map(|w| {
+                    let mut c = TmuxCommand::new();
+                    c.name("link-window");
+                    c.push_flag("-d");
+                    c.push_option("-s", w.clone());
+                    c.push_option("-t", format!("{}:", exact(MONITOR)));
+                    c
+                })
+                .collect();
+            if let Err(e) = self.run(cmds, None).await {
+                self.unroute(target);
+                return Err(e);
+            }
+            if let Some(route) = lock(&self.routes).sessions.get_mut(target) {
+                route.linked = true;
+            }
+        }
+        Ok(rx)
+    }
+
+    /// The windows clibot knows `target` to have, for [`Tmux::kill_session`].
+    pub(super) fn known_windows(&self, target: &str) -> Vec<String> {
+        lock(&self.routes)
+            .sessions
+            .get(target)
+            .map(|r| r.windows.clone())
+            .unwrap_or_default()
+    }
+
+    fn unroute(&self, target: &str) {
+        let mut r = lock(&self.routes);
+        if let Some(old) = r.sessions.remove(target) {
+            for p in old.panes {
+                r.by_pane.remove(&p);
+            }
+        }
+    }
+
+    /// Creates the monitor session when it is missing and attaches the control client.
+    async fn ensure_monitor(&self) -> Result<(), MuxError> {
+        if lock(&self.routes).live {
+            return Ok(());
+        }
+        // tmux 3.3a can crash when a session is created or killed while a control client is
+        // still attaching: attaching takes its turn with spawns and kills.
+        let turn = self.structure.clone().lock_owned().await;
+        if lock(&self.routes).live {
+            return Ok(());
+        }
+        // The placeholder window runs `true` and stays as a dead pane (no process), so the
+        // session outlives every CLI window and the client stays attached.
+        let mut new = TmuxCommand::new();
+        new.name("new-session");
+        new.push_flag("-d");
+        new.push_option("-s", MONITOR);
+        new.push_option("-n", "clibot-watch");
+        new.push_option("-x", "80");
+        new.push_option("-y", "24");
+        new.push_param("--");
+        new.push_param("true");
+        let mut remain = TmuxCommand::new();
+        remain.name("set-option");
+        remain.push_flag("-w");
+        remain.push_param("remain-on-exit");
+        remain.push_param("on");
+        let mut mark = TmuxCommand::new();
+        mark.name("set-option");
+        mark.push_flag("-w");
+        mark.push_param(HOME_MARK);
+        mark.push_param("1");
+        match self.run(vec![new, remain, mark], None).await {
+            Ok(_) | Err(MuxError::DuplicateSession(_)) => {}
+            Err(e) => return Err(e),
+        }
+
+        let mut cmd = tokio::process::Command::new(&self.binary);
+        cmd.env_remove("TMUX").arg("-u").args(self.server_args());
+        if let Some(f) = &self.config_file {
+            cmd.arg("-f").arg(f);
+        }
+        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), and tmux
+        // leaves a control client that never set one out of window sizing, so it resizes no
+        // window. Not `ignore-size`: tmux 3.3a checks every other client for each window then,
+        // and can crash in that code.
+        cmd.args([
+            "-C",
+            "attach-session",
+            "-t",
+            &exact(MONITOR),
+            "-f",
+            "read-only",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+        let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
+            binary: self.binary.clone(),
+            source,
+        })?;
+        let stdout = child.stdout.take().ok_or_else(|| MuxError::Failed {
+            command: "attach-session -C".into(),
+            stderr: "no stdout".into(),
+        })?;
+        let generation = {
+            let mut r = lock(&self.routes);
+            r.generation += 1;
+            r.generation
+        };
+        let (attached_tx, attached_rx) = tokio::sync::oneshot::channel::<()>();
+        let (sweep_tx, sweep_rx) = mpsc::channel::<()>(1);
+        let sweep_tx_first = sweep_tx.clone();
+        let me = self.clone();
+        tokio::spawn(me.clone().sweeper(sweep_rx));
+        tokio::spawn(async move {
+            // Keeping stdin open keeps the control client attached.
+            let _stdin = child.stdin.take();
+            let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+            let mut attached = Some(attached_tx);
+            while let Ok(Some(l)) = lines.next_segment().await {
+                if let Some(pane) = output_pane(&l) {
+                    let mut r = lock(&me.routes);
+                    let Some(session) = r.by_pane.get(pane).cloned() else {
+                        continue;
+                    };
+                    let closed = r.sessions.get(&session).is_some_and(|route| {
+                        matches!(
+                            route.tx.try_send(WatchEvent::Output),
+                            Err(mpsc::error::TrySendError::Closed(_))
+                        )
+                    });
+                    // The watcher is gone (the session was stopped or released).
+                    if closed && let Some(old) = r.sessions.remove(&session) {
+                        for p in old.panes {
+                            r.by_pane.remove(&p);
+                        }
+                    }
+                } else if l.starts_with(b"%window-close ")
+                    || l.starts_with(b"%unlinked-window-close ")
+                {
+                    let _ = sweep_tx.try_send(());
+                } else if l.starts_with(b"%exit") {
+                    break;
+                } else if l.starts_with(b"%session-changed") {
+                    if let Some(a) = attached.take() {
+                        let _ = a.send(());
+                    }
+                }
+            }
+            // Every watcher sees its channel close and looks at its session.
+            {
+                let mut r = lock(&me.routes);
+                if r.generation == generation {
+                    r.live = false;
+                    r.sessions.clear();
+                    r.by_pane.clear();
+                }
+            }
+            let _ = child.kill().await;
+        });
+        // Until tmux says the client is attached (or gave up), nothing else may restructure.
+        let ok = matches!(
+            tokio::time::timeout(Duration::from_secs(2), attached_rx).await,
+            Ok(Ok(()))
+        );
+        drop(turn);
+        if !ok {
+            return Err(MuxError::Failed {
+                command: "attach-session -C".into(),
+                stderr: format!("the control client did not attach to {MONITOR}"),
+            });
+        }
+        {
+            let mut r = lock(&self.routes);
+            if r.generation == generation {
+                r.live = true;
+            }
+        }
+        // Sessions killed by hand while no daemon watched left their windows here.
+        let _ = sweep_tx_first.try_send(());
+        Ok(())
+    }
+
+    /// Runs a sweep after tmux reports windows unlinked; a burst of reports is one sweep.
+    async fn sweeper(self, mut rx: mpsc::Receiver<()>) {
+        while rx.recv().await.is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            while rx.try_recv().is_ok() {}
+            self.sweep().await;
+        }
+    }
+
+    /// Kills the windows left linked to the monitor alone (their session was killed by hand)
+    /// and closes the routes of sessions none of whose windows remain.
+    async fn sweep(&self) {
+        let mut list = TmuxCommand::new();
+        list.name("list-windows");
+        list.push_option("-t", exact(MONITOR));
+        list.push_option(
+            "-F",
+            format!("#{{window_id}}\t#{{window_linked_sessions}}\t#{{{HOME_MARK}}}"),
+        );
+        let Ok(out) = self.run(vec![list], None).await else {
+            // The monitor is gone: its client's end closes every route.
+            return;
+        };
+        let mut alive = HashSet::new();
+        let mut orphans = Vec::new();
+        for l in out.lines() {
+            let f: Vec<&str> = l.split(SEP).collect();
+            let [window, linked, mark] = f.as_slice() else {
+                continue;
+            };
+            if *linked == "1" && *mark != "1" {
+                orphans.push(window.to_string());
+            } else {
+                alive.insert(window.to_string());
+            }
+        }
+        if !orphans.is_empty() {
+            let cmds = orphans
+                .iter()
+                .map(|w| {
+                    let mut c = TmuxCommand::new();
+                    c.name("kill-window");
+                    c.push_option("-t", w.clone());
+                    c
+                })
+                .collect();
+            // A window that went meanwhile makes tmux stop at that command; the next sweep
+            // (its close is reported too) takes the rest.
+            let _ = self.run(cmds, None).await;
+        }
+        let mut r = lock(&self.routes);
+        let gone: Vec<String> = r
+            .sessions
+            .iter()
+            .filter(|(_, route)| route.linked && !route.windows.iter().any(|w| alive.contains(w)))
+            .map(|(s, _)| s.clone())
+            .collect();
+        for s in gone {
+            if let Some(old) = r.sessions.remove(&s) {
+                for p in old.panes {
+                    r.by_pane.remove(&p);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pane_rows() {
+        let rows = parse_panes(
+            "@1\t%1\tapi,clibot+watch\n@1\t%4\tapi,clibot+watch\n@2\t%2\tweb\nbad\n@3\t%3\tclibot+watcher\n",
+        );
+        assert_eq!(rows.len(), 4);
+        assert!(rows[0].in_monitor && rows[1].in_monitor);
+        assert!(!rows[2].in_monitor);
+        assert!(!rows[3].in_monitor, "only the exact name counts");
+    }
+
+    #[test]
+    fn output_lines() {
+        assert_eq!(output_pane(b"%output %12 hello world"), Some("%12"));
+        assert_eq!(output_pane(b"%extended-output %3 0 : x"), Some("%3"));
+        assert_eq!(output_pane(b"%output %5"), Some("%5"));
+        assert_eq!(output_pane(b"%window-close @1"), None);
+    }
+}
