@@ -451,7 +451,7 @@ impl Mux for Tmux {
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
         let mut sessions = parse_sessions(
             &self
-                .run(vec![ListSessions::new().format(LIST_FORMAT).build()], None)
+                .query(vec![ListSessions::new().format(LIST_FORMAT).build()])
                 .await?,
         );
         sessions.retain(|s| s.name != MONITOR);
@@ -511,9 +511,14 @@ impl Mux for Tmux {
         if keys.is_empty() {
             return Ok(());
         }
-        self.run(send_key_commands(target, keys), None)
-            .await
-            .map(|_| ())
+        let cmds = send_key_commands(target, keys);
+        // Named keys are checked against a fixed list; a typed character (a person's text)
+        // never passes through tmux's command parser.
+        if keys.iter().all(|k| matches!(k, Key::Named(_))) {
+            self.query(cmds).await.map(|_| ())
+        } else {
+            self.run(cmds, None).await.map(|_| ())
+        }
     }
 
     async fn capture(
@@ -530,7 +535,7 @@ impl Mux for Tmux {
         if let Some(s) = &start {
             c = c.start_line(s.as_str());
         }
-        self.run(vec![c.build()], None).await
+        self.query(vec![c.build()]).await
     }
 
     async fn foreground(&self, target: &str) -> Result<String, MuxError> {
@@ -539,7 +544,7 @@ impl Mux for Tmux {
         d.push_flag("-p");
         d.push_option("-t", target);
         d.push_param("#{pane_current_command}");
-        Ok(self.run(vec![d], None).await?.trim().to_string())
+        Ok(self.query(vec![d]).await?.trim().to_string())
     }
 
     async fn environment(
@@ -552,7 +557,7 @@ impl Mux for Tmux {
             Some(t) => c.push_option("-t", t),
             None => c.push_flag("-g"),
         };
-        Ok(parse_environment(&self.run(vec![c], None).await?))
+        Ok(parse_environment(&self.query(vec![c]).await?))
     }
 
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError> {
@@ -561,7 +566,7 @@ impl Mux for Tmux {
         d.push_flag("-p");
         d.push_option("-t", target);
         d.push_param("#{history_size} #{cursor_y}");
-        let out = self.run(vec![d], None).await?;
+        let out = self.query(vec![d]).await?;
         let mut it = out
             .split_whitespace()
             .map(|n| n.parse::<i64>().unwrap_or(0));
@@ -578,11 +583,8 @@ impl Mux for Tmux {
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {
         let _turn = self.structure.lock().await;
         let windows = self.known_windows(target);
-        self.run(
-            vec![KillSession::new().target_session(target).build()],
-            None,
-        )
-        .await?;
+        self.query(vec![KillSession::new().target_session(target).build()])
+            .await?;
         // Its windows are also linked into the monitor session, which keeps them (and the
         // CLI) alive: they go now. One that went meanwhile stops tmux at that command; the
         // monitor's sweep ends the rest.
@@ -596,7 +598,7 @@ impl Mux for Tmux {
                     c
                 })
                 .collect();
-            let _ = self.run(cmds, None).await;
+            let _ = self.query(cmds).await;
         }
         Ok(())
     }

@@ -603,6 +603,15 @@ fn adopt_an_existing_tmux_session_and_release_it() {
 #[test]
 fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     let mut h = Harness::new();
+    // The periodic check is ten minutes away: the exit has to be pushed (tmux reports the
+    // dead pane to clibotd's control client).
+    let config = std::fs::read_to_string(&h.config).expect("config");
+    assert!(config.contains("poll_interval_ms = 200"));
+    std::fs::write(
+        &h.config,
+        config.replace("poll_interval_ms = 200", "poll_interval_ms = 600000"),
+    )
+    .expect("config");
     h.start_daemon();
     spawn_bash(&h, "e");
     h.ctl_ok(&["send", "e", "echo bye; exit 7"]);
@@ -1002,6 +1011,28 @@ fn a_session_killed_with_tmux_ends_its_cli() {
     h.wait_screen("other", "output", |s| lines(s).contains(&"still-here"));
     // `clibotctl list` never shows the monitor session.
     assert!(!h.ctl_ok(&["list"]).contains("watch"));
+
+    // The monitor session itself killed by hand: the CLIs go on, and clibotd follows them
+    // again (a prompt is still seen).
+    assert!(
+        h.tmux(&["kill-session", "-t", "=clibot+watch"])
+            .status
+            .success()
+    );
+    h.ctl_ok(&["send", "other", "read -p 'Go on? [y/N] ' a"]);
+    h.wait_list("other waiting", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "other" && s["state"] == "waiting")
+        })
+    });
+    h.ctl_ok(&["answer", "other", "n"]);
+    h.wait_list("other idle", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "other" && s["state"] == "idle")
+        })
+    });
 }
 
 #[test]

@@ -8,18 +8,27 @@
 //! follows that session with one read-only control client. A linked window is the same
 //! window: a person attached to the CLI's session sees and types into it as before.
 //!
+//! The same client also carries clibot's own queries (screen reads, listings, links): a tmux
+//! client process per query costs a fork and exec, and the server a connection handshake whose
+//! every step polls all its panes — 5–7 ms each at 500 sessions. A line on the control
+//! connection is answered in well under a millisecond. Only commands whose every argument
+//! clibot made itself (ids, flags, formats) go this way, each argument in single quotes; text
+//! from a person (typed input, paths, environment values) never passes through tmux's command
+//! parser: those commands run as their own client with an argv.
+//!
 //! The cost of linking: killing a session no longer ends a window that is also linked into
 //! the monitor. clibot kills the windows it knows of when it kills a session, and when tmux
 //! reports a window unlinked (a person ran `tmux kill-session`), the monitor kills every window
 //! that is left linked to the monitor alone, so the CLI ends as it would have.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tmux_interface::TmuxCommand;
 use tokio::io::AsyncBufReadExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{Mux, MuxError, SEP, Tmux, WatchEvent};
 
@@ -41,6 +50,10 @@ pub(super) struct Routes {
     by_pane: HashMap<String, String>,
     /// Session id → its route.
     sessions: HashMap<String, Route>,
+    /// The control client's stdin, for queries.
+    stdin: Option<Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>>,
+    /// Queries sent, in order, each waiting for its `%begin`…`%end` block.
+    pending: VecDeque<oneshot::Sender<Result<String, String>>>,
 }
 
 #[derive(Debug)]
@@ -79,6 +92,22 @@ fn parse_panes(out: &str) -> Vec<PaneRow> {
         .collect()
 }
 
+/// The subscription that reports a pane whose process ended (tmux keeps it, dead, by
+/// `remain-on-exit`): tmux evaluates it about once a second for every pane of the monitor
+/// session and reports a change, so an exit is pushed without listing the sessions.
+const DEAD_SUBSCRIPTION: &str = "clibot_dead:%*:#{pane_dead}";
+
+/// `%subscription-changed clibot_dead $0 @1 1 %1 : 1` → `%1` (a pane that died).
+fn died_pane(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(b"%subscription-changed clibot_dead ")?;
+    let text = std::str::from_utf8(rest).ok()?;
+    let (fields, value) = text.split_once(" : ")?;
+    if value.trim() != "1" {
+        return None;
+    }
+    fields.split(' ').find(|f| f.starts_with('%'))
+}
+
 /// `%output %7 …` → `%7`.
 fn output_pane(line: &[u8]) -> Option<&str> {
     let rest = line
@@ -92,7 +121,93 @@ fn exact(session: &str) -> String {
     format!("={session}")
 }
 
+/// How long a query may take before the control connection is given up on.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One control-mode line for `commands`, or `None` when an argument could change how tmux
+/// parses the line (a quote, a line break, a NUL): such commands run as their own client.
+fn control_line(commands: &[TmuxCommand<'_>]) -> Option<String> {
+    let mut line = String::new();
+    for (i, c) in commands.iter().enumerate() {
+        if i > 0 {
+            line.push_str(" ; ");
+        }
+        for (j, a) in c.to_vec().iter().enumerate() {
+            if a.contains(['\'', '\n', '\r', '\0']) {
+                return None;
+            }
+            if j > 0 {
+                line.push(' ');
+            }
+            // Inside single quotes tmux takes everything literally: no `$VAR`, no `~`, no `;`.
+            line.push('\'');
+            line.push_str(a);
+            line.push('\'');
+        }
+    }
+    line.push('\n');
+    Some(line)
+}
+
+/// The `time number` of a `%begin`/`%end`/`%error` line, and whether this client sent the
+/// command (flags 1).
+fn block_key(rest: &[u8]) -> (Vec<u8>, bool) {
+    let mut parts = rest.splitn(3, |b| *b == b' ');
+    let (t, n) = (
+        parts.next().unwrap_or_default(),
+        parts.next().unwrap_or_default(),
+    );
+    let ours = parts.next().is_some_and(|f| f.first() == Some(&b'1'));
+    ([t, b" ", n].concat(), ours)
+}
+
 impl Tmux {
+    /// Runs `commands` on the control connection when it is up and their arguments allow;
+    /// otherwise (or when the connection fails meanwhile) as a client of their own.
+    pub(super) async fn query(&self, commands: Vec<TmuxCommand<'_>>) -> Result<String, MuxError> {
+        if let Some(line) = control_line(&commands)
+            && let Some(result) = self.control_query(&line).await
+        {
+            return result.map_err(|stderr| {
+                let label = commands
+                    .iter()
+                    .filter_map(|c| c.to_vec().first().map(|a| a.to_string()))
+                    .collect::<Vec<_>>()
+                    .join(" ; ");
+                super::classify(&label, stderr.trim().to_string(), &self.socket)
+            });
+        }
+        self.run(commands, None).await
+    }
+
+    /// `None`: the connection is down (or went down before answering).
+    async fn control_query(&self, line: &str) -> Option<Result<String, String>> {
+        let stdin = lock(&self.routes).stdin.clone()?;
+        let (tx, rx) = oneshot::channel();
+        {
+            use tokio::io::AsyncWriteExt;
+            let mut w = stdin.lock().await;
+            // Queued under the writer's lock, so the queue's order is the lines' order.
+            lock(&self.routes).pending.push_back(tx);
+            if w.write_all(line.as_bytes()).await.is_err() {
+                return None;
+            }
+        }
+        match tokio::time::timeout(QUERY_TIMEOUT, rx).await {
+            Ok(Ok(result)) => Some(result),
+            Ok(Err(_)) => None,
+            Err(_) => {
+                // A connection that stops answering is not used for queries again; the next
+                // control client (after this one ends) is.
+                tracing::warn!(
+                    "tmux's control connection did not answer within {QUERY_TIMEOUT:?}; querying with separate clients"
+                );
+                lock(&self.routes).stdin = None;
+                None
+            }
+        }
+    }
+
     /// Starts following `target`'s panes; the receiver closes when the session ends (or the
     /// monitor's client does: then the watcher looks at the session and watches again).
     pub(super) async fn monitor_watch(
@@ -108,7 +223,7 @@ impl Tmux {
             "-F",
             "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
         );
-        let rows = parse_panes(&self.run(vec![list], None).await?);
+        let rows = parse_panes(&self.query(vec![list]).await?);
         if rows.is_empty() {
             return Err(MuxError::NoSuchTarget(format!("no panes in {target}")));
         }
@@ -157,7 +272,7 @@ impl Tmux {
                     c
                 })
                 .collect();
-            if let Err(e) = self.run(cmds, None).await {
+            if let Err(e) = self.query(cmds).await {
                 self.unroute(target);
                 return Err(e);
             }
@@ -228,22 +343,16 @@ impl Tmux {
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
-        // read-only: it cannot type. It never sets a size (no `refresh-client -C`), and tmux
+        // Not read-only: it runs clibot's queries (links and kills among them); nothing but
+        // clibotd writes to its stdin. It never sets a size (no `refresh-client -C`), and tmux
         // leaves a control client that never set one out of window sizing, so it resizes no
         // window. Not `ignore-size`: tmux 3.3a checks every other client for each window then,
         // and can crash in that code.
-        cmd.args([
-            "-C",
-            "attach-session",
-            "-t",
-            &exact(MONITOR),
-            "-f",
-            "read-only",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
+        cmd.args(["-C", "attach-session", "-t", &exact(MONITOR)])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
         let mut child = cmd.spawn().map_err(|source| MuxError::Spawn {
             binary: self.binary.clone(),
             source,
@@ -262,13 +371,45 @@ impl Tmux {
         let sweep_tx_first = sweep_tx.clone();
         let me = self.clone();
         tokio::spawn(me.clone().sweeper(sweep_rx));
+        // Keeping stdin open keeps the control client attached; queries are written to it.
+        let stdin = child
+            .stdin
+            .take()
+            .map(|w| Arc::new(tokio::sync::Mutex::new(w)));
         tokio::spawn(async move {
-            // Keeping stdin open keeps the control client attached.
-            let _stdin = child.stdin.take();
             let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
             let mut attached = Some(attached_tx);
+            // The command output block being read: its `time number`, whether it answers one
+            // of clibot's queries, and its lines. Notifications never come inside a block.
+            let mut block: Option<(Vec<u8>, bool, Vec<u8>)> = None;
             while let Ok(Some(l)) = lines.next_segment().await {
-                if let Some(pane) = output_pane(&l) {
+                if let Some((key, ours, body)) = block.as_mut() {
+                    let end = l
+                        .strip_prefix(b"%end ")
+                        .map(|r| (r, true))
+                        .or_else(|| l.strip_prefix(b"%error ").map(|r| (r, false)));
+                    match end {
+                        Some((rest, ok)) if block_key(rest).0 == *key => {
+                            if *ours {
+                                let text = String::from_utf8_lossy(body).into_owned();
+                                let reply = lock(&me.routes).pending.pop_front();
+                                if let Some(reply) = reply {
+                                    let _ = reply.send(if ok { Ok(text) } else { Err(text) });
+                                }
+                            }
+                            block = None;
+                        }
+                        _ => {
+                            body.extend_from_slice(&l);
+                            body.push(b'\n');
+                        }
+                    }
+                    continue;
+                }
+                if let Some(rest) = l.strip_prefix(b"%begin ") {
+                    let (key, ours) = block_key(rest);
+                    block = Some((key, ours, Vec::new()));
+                } else if let Some(pane) = output_pane(&l) {
                     let mut r = lock(&me.routes);
                     let Some(session) = r.by_pane.get(pane).cloned() else {
                         continue;
@@ -284,6 +425,20 @@ impl Tmux {
                         for p in old.panes {
                             r.by_pane.remove(&p);
                         }
+                    }
+                } else if let Some(pane) = died_pane(&l) {
+                    // The watcher looks at the session and finds its CLI exited.
+                    let mut r = lock(&me.routes);
+                    if let Some(session) = r.by_pane.get(pane).cloned()
+                        && let Some(route) = r.sessions.remove(&session)
+                    {
+                        for p in route.panes {
+                            r.by_pane.remove(&p);
+                        }
+                        let tx = route.tx;
+                        tokio::spawn(async move {
+                            let _ = tx.send(WatchEvent::Closed).await;
+                        });
                     }
                 } else if l.starts_with(b"%window-close ")
                     || l.starts_with(b"%unlinked-window-close ")
@@ -304,6 +459,9 @@ impl Tmux {
                     r.live = false;
                     r.sessions.clear();
                     r.by_pane.clear();
+                    r.stdin = None;
+                    // Unanswered queries are retried as separate clients.
+                    r.pending.clear();
                 }
             }
             let _ = child.kill().await;
@@ -324,10 +482,17 @@ impl Tmux {
             let mut r = lock(&self.routes);
             if r.generation == generation {
                 r.live = true;
+                r.stdin = stdin;
             }
         }
         // Sessions killed by hand while no daemon watched left their windows here.
         let _ = sweep_tx_first.try_send(());
+        let mut sub = TmuxCommand::new();
+        sub.name("refresh-client");
+        sub.push_option("-B", DEAD_SUBSCRIPTION);
+        if let Err(e) = self.query(vec![sub]).await {
+            tracing::warn!("cannot subscribe to pane exits ({e}); the periodic check finds them");
+        }
         Ok(())
     }
 
@@ -350,7 +515,7 @@ impl Tmux {
             "-F",
             format!("#{{window_id}}\t#{{window_linked_sessions}}\t#{{{HOME_MARK}}}"),
         );
-        let Ok(out) = self.run(vec![list], None).await else {
+        let Ok(out) = self.query(vec![list]).await else {
             // The monitor is gone: its client's end closes every route.
             return;
         };
@@ -379,7 +544,7 @@ impl Tmux {
                 .collect();
             // A window that went meanwhile makes tmux stop at that command; the next sweep
             // (its close is reported too) takes the rest.
-            let _ = self.run(cmds, None).await;
+            let _ = self.query(cmds).await;
         }
         let mut r = lock(&self.routes);
         let gone: Vec<String> = r
@@ -411,6 +576,63 @@ mod tests {
         assert!(rows[0].in_monitor && rows[1].in_monitor);
         assert!(!rows[2].in_monitor);
         assert!(!rows[3].in_monitor, "only the exact name counts");
+    }
+
+    #[test]
+    fn control_lines_quote_every_argument_and_refuse_what_could_escape() {
+        let mut d = TmuxCommand::new();
+        d.name("display-message");
+        d.push_flag("-p");
+        d.push_option("-t", "$3");
+        d.push_param("#{pane_current_command} ~ ; x");
+        let mut k = TmuxCommand::new();
+        k.name("kill-window");
+        k.push_option("-t", "@4");
+        assert_eq!(
+            control_line(&[d, k]).as_deref(),
+            Some(
+                "'display-message' '-p' '-t' '$3' '#{pane_current_command} ~ ; x' ; 'kill-window' '-t' '@4'\n"
+            )
+        );
+        for bad in ["it's", "a\nb", "a\rb", "a\0b"] {
+            let mut c = TmuxCommand::new();
+            c.name("display-message");
+            c.push_param(bad);
+            assert_eq!(control_line(&[c]), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn block_lines() {
+        assert_eq!(
+            block_key(b"1795569399 271 1"),
+            (b"1795569399 271".to_vec(), true)
+        );
+        assert_eq!(
+            block_key(b"1795569399 264 0"),
+            (b"1795569399 264".to_vec(), false)
+        );
+        assert_eq!(block_key(b"garbage"), (b"garbage ".to_vec(), false));
+    }
+
+    #[test]
+    fn died_panes() {
+        assert_eq!(
+            died_pane(b"%subscription-changed clibot_dead $0 @1 1 %1 : 1"),
+            Some("%1")
+        );
+        assert_eq!(
+            died_pane(b"%subscription-changed clibot_dead $0 @1 1 %1 : 0"),
+            None
+        );
+        assert_eq!(
+            died_pane(b"%subscription-changed other $0 @1 1 %1 : 1"),
+            None
+        );
+        assert_eq!(
+            died_pane(b"%subscription-changed clibot_dead garbage"),
+            None
+        );
     }
 
     #[test]
