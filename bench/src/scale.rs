@@ -120,12 +120,36 @@ pub async fn run(h: &Harness, pid: u32, checkpoints: &[usize]) -> anyhow::Result
 }
 
 /// A `[y/N]` question in session `name` appearing D ms after Enter reaches the pane (as a
-/// person at the desk would press it), to the `waiting` event on a stream.
+/// person at the desk would press it), to the `waiting` event on a stream. The moment the
+/// question appears is taken from tmux itself: a control client of the bench's own, attached to
+/// the session, sees the question's bytes leave the pane — so neither the bench's `send-keys`
+/// nor the shell's `sleep` (both slower on a server with many panes) is counted as clibot's.
 async fn prompt_latency(
     h: &Harness,
     c: &mut clibot_proto::Client,
     name: &str,
 ) -> anyhow::Result<Vec<f64>> {
+    use tokio::io::AsyncBufReadExt;
+    let mut observer = tokio::process::Command::new("tmux")
+        .arg("-S")
+        .arg(&h.tmux_socket)
+        .args(["-C", "attach-session", "-t", name, "-f", "read-only"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("attach the bench's control client")?;
+    let stdout = observer.stdout.take().context("observer stdout")?;
+    let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(String, Instant)>();
+    tokio::spawn(async move {
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        while let Ok(Some(l)) = lines.next_line().await {
+            if l.starts_with("%output ") && seen_tx.send((l, Instant::now())).is_err() {
+                break;
+            }
+        }
+    });
     let mut out = Vec::new();
     for round in 0..PROMPTS {
         let delay_ms = 200 + (round as u64 * 137) % 600;
@@ -139,6 +163,7 @@ async fn prompt_latency(
             ),
         ]);
         tokio::time::sleep(Duration::from_millis(600)).await;
+        while seen_rx.try_recv().is_ok() {}
         let since = c.status(v1::StatusRequest {}).await?.into_inner().last_seq;
         let mut stream = c
             .watch_events(v1::WatchEventsRequest {
@@ -148,12 +173,20 @@ async fn prompt_latency(
             })
             .await?
             .into_inner();
-        let t0 = Instant::now();
         anyhow::ensure!(
             h.tmux(&["send-keys", "-t", name, "Enter"]).status.success(),
             "send-keys"
         );
-        let appear = t0 + Duration::from_millis(delay_ms);
+        let needle = format!("Go on with {round}?");
+        let appear = loop {
+            let (line, at) = tokio::time::timeout(Duration::from_secs(15), seen_rx.recv())
+                .await
+                .with_context(|| format!("the question never appeared in {name}"))?
+                .context("the bench's control client ended")?;
+            if line.contains(&needle) {
+                break at;
+            }
+        };
         let at = loop {
             let ev = tokio::time::timeout(Duration::from_secs(15), stream.next())
                 .await
@@ -167,6 +200,7 @@ async fn prompt_latency(
         h.ctl_ok(&["answer", name, "n"]);
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
+    let _ = observer.kill().await;
     out.sort_by(|a, b| a.total_cmp(b));
     Ok(out)
 }
