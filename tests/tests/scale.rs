@@ -1,17 +1,18 @@
-//! A few hundred sessions on one daemon (cheap shells): a prompt in the newest one is still
-//! seen and answered, input reaches a session in the middle, and a session whose shell exits
-//! among them is found exited. Speed at this scale is measured by `clibot-bench --sessions`, not
-//! here; this checks that nothing breaks.
+//! Five hundred sessions on one daemon (cheap shells): a prompt in the newest one is still
+//! seen and answered, input reaches a session in the middle, a session whose shell exits among
+//! them is found exited, and after a `kill -9` of the daemon every session is adopted again and
+//! still followed. Speed at this scale is measured by `clibot-bench --sessions`, not here; this
+//! checks that nothing breaks.
 
 use std::time::Duration;
 
 use clibot_proto::v1;
 use clibot_tests::Harness;
 
-const SESSIONS: usize = 250;
+const SESSIONS: usize = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prompt_in_the_last_of_a_few_hundred_sessions_is_seen_and_answered() {
+async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
     let mut h = Harness::with_config("");
     let config = std::fs::read_to_string(&h.config).expect("config");
     std::fs::write(
@@ -105,4 +106,32 @@ async fn a_prompt_in_the_last_of_a_few_hundred_sessions_is_seen_and_answered() {
         s7.contains("\"exit_status\": 3") || s7.contains("\"exit_status\":3"),
         "{s7}"
     );
+
+    // The daemon killed -9 and started again: all of them are back, and one in the middle
+    // is still followed (its question is seen and answered).
+    h.kill_daemon();
+    h.start_daemon();
+    let l = h.wait_list("every session but s7 re-adopted and idle", |l| {
+        l.as_array().is_some_and(|a| {
+            a.len() == SESSIONS
+                && a.iter()
+                    .all(|s| s["state"] == if s["name"] == "s7" { "exited" } else { "idle" })
+        })
+    });
+    assert_eq!(l.as_array().map(Vec::len), Some(SESSIONS));
+    h.ctl_ok(&[
+        "send",
+        "s250",
+        "read -p 'Still there? [y/N] ' a; echo got=$a",
+    ]);
+    h.wait_event(
+        "s250",
+        "the prompt after the restart",
+        Duration::from_secs(20),
+        |e| e["type"] == "waiting" && e["session"] == "s250",
+    );
+    h.ctl_ok(&["answer", "s250", "y"]);
+    h.wait_screen("s250", "the answer after the restart", |s| {
+        s.contains("got=y")
+    });
 }
