@@ -1755,6 +1755,9 @@ impl Daemon {
             Err(e) => return Err(e.into()),
         }
         self.stop_watcher(name);
+        if let Err(e) = self.inner.mux.unwatch(&rec.tmux_id).await {
+            warn!(session = %name, "cannot stop following the released session in tmux: {e}");
+        }
         lock(&self.inner.sessions).remove(name);
         self.remove_session_files(&rec.id);
         self.event(name, &rec.id, EventKind::Released);

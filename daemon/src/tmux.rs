@@ -148,6 +148,10 @@ pub trait Mux: Send + Sync + 'static {
         &self,
         target: &str,
     ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError>;
+    /// Stops following the session (released: it goes on without clibot).
+    async fn unwatch(&self, _target: &str) -> Result<(), MuxError> {
+        Ok(())
+    }
     async fn kill_session(&self, target: &str) -> Result<(), MuxError>;
     /// The command a person runs to attach to `target`.
     fn attach_command(&self, target: &str) -> Vec<String>;
@@ -578,6 +582,10 @@ impl Mux for Tmux {
         target: &str,
     ) -> Result<tokio::sync::mpsc::Receiver<WatchEvent>, MuxError> {
         self.monitor_watch(target).await
+    }
+
+    async fn unwatch(&self, target: &str) -> Result<(), MuxError> {
+        self.monitor_unwatch(target).await
     }
 
     async fn kill_session(&self, target: &str) -> Result<(), MuxError> {

@@ -598,6 +598,19 @@ fn adopt_an_existing_tmux_session_and_release_it() {
         h.tmux(&["has-session", "-t", "manual"]).status.success(),
         "released session keeps running"
     );
+    // clibot follows it no more: its window is no longer linked into clibot's monitor session.
+    let linked = String::from_utf8_lossy(
+        &h.tmux(&[
+            "list-windows",
+            "-t",
+            "manual",
+            "-F",
+            "#{window_linked_sessions_list}",
+        ])
+        .stdout,
+    )
+    .into_owned();
+    assert_eq!(linked.trim(), "manual");
 }
 
 #[test]

@@ -283,6 +283,56 @@ impl Tmux {
         Ok(rx)
     }
 
+    /// Takes `target`'s windows out of the monitor session (they stay in their own): a released
+    /// session is no longer clibot's to follow, and `tmux ls` should not list it twice.
+    pub(super) async fn monitor_unwatch(&self, target: &str) -> Result<(), MuxError> {
+        let windows = {
+            let mut r = lock(&self.routes);
+            match r.sessions.remove(target) {
+                Some(old) => {
+                    for p in &old.panes {
+                        r.by_pane.remove(p);
+                    }
+                    old.windows
+                }
+                None => Vec::new(),
+            }
+        };
+        let windows = if windows.is_empty() {
+            let mut list = TmuxCommand::new();
+            list.name("list-panes");
+            list.push_flag("-s");
+            list.push_option("-t", target.to_string());
+            list.push_option(
+                "-F",
+                "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
+            );
+            let mut w: Vec<String> = parse_panes(&self.query(vec![list]).await?)
+                .into_iter()
+                .filter(|r| r.in_monitor)
+                .map(|r| r.window)
+                .collect();
+            w.dedup();
+            w
+        } else {
+            windows
+        };
+        if windows.is_empty() {
+            return Ok(());
+        }
+        // Not `-k`: a window linked to the monitor alone is not unlinked (tmux refuses).
+        let cmds = windows
+            .iter()
+            .map(|w| {
+                let mut c = TmuxCommand::new();
+                c.name("unlink-window");
+                c.push_option("-t", format!("{}:{w}", exact(MONITOR)));
+                c
+            })
+            .collect();
+        self.query(cmds).await.map(|_| ())
+    }
+
     /// The windows clibot knows `target` to have, for [`Tmux::kill_session`].
     pub(super) fn known_windows(&self, target: &str) -> Vec<String> {
         lock(&self.routes)
