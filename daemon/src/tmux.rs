@@ -199,12 +199,8 @@ impl Tmux {
         }
     }
 
-    /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
-    async fn run(
-        &self,
-        commands: Vec<TmuxCommand<'_>>,
-        stdin: Option<&[u8]>,
-    ) -> Result<String, MuxError> {
+    /// A tmux client of this server, before its command.
+    fn client(&self) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.binary);
         // A daemon started from inside tmux must not talk to that tmux.
         // -u: tmux otherwise assumes a non-UTF-8 client when the daemon has no UTF-8 locale
@@ -213,6 +209,16 @@ impl Tmux {
         if let Some(f) = &self.config_file {
             cmd.arg("-f").arg(f);
         }
+        cmd
+    }
+
+    /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
+    async fn run(
+        &self,
+        commands: Vec<TmuxCommand<'_>>,
+        stdin: Option<&[u8]>,
+    ) -> Result<String, MuxError> {
+        let mut cmd = self.client();
         let mut label = String::new();
         for (i, c) in commands.iter().enumerate() {
             if i > 0 {
@@ -594,20 +600,8 @@ impl Mux for Tmux {
         self.query(vec![KillSession::new().target_session(target).build()])
             .await?;
         // Its windows are also linked into the monitor session, which keeps them (and the
-        // CLI) alive: they go now. One that went meanwhile stops tmux at that command; the
-        // monitor's sweep ends the rest.
-        if !windows.is_empty() {
-            let cmds = windows
-                .iter()
-                .map(|w| {
-                    let mut c = TmuxCommand::new();
-                    c.name("kill-window");
-                    c.push_option("-t", w.clone());
-                    c
-                })
-                .collect();
-            let _ = self.query(cmds).await;
-        }
+        // CLI) alive: they go now.
+        self.kill_windows(&windows).await;
         Ok(())
     }
 

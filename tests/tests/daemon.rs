@@ -1055,23 +1055,10 @@ fn stop_leaves_no_process_behind() {
     spawn_bash(&h, "tree");
     // A child that ignores the hang-up that closing its pane sends.
     h.ctl_ok(&["send", "tree", "(trap '' HUP; exec sleep 4243) &"]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        !pids_running("sleep 4243").is_empty(),
-        "the stubborn child runs"
-    );
+    wait_pids("sleep 4243", true);
     h.ctl_ok(&["stop", "tree", "--force"]);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !pids_running("sleep 4243").is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        pids_running("sleep 4243").is_empty(),
-        "stop killed the whole process tree"
-    );
+    // Stop killed the whole process tree.
+    wait_pids("sleep 4243", false);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

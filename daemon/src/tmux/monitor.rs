@@ -30,7 +30,7 @@ use tmux_interface::TmuxCommand;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Mux, MuxError, SEP, Tmux, WatchEvent};
+use super::{MuxError, SEP, Tmux, WatchEvent};
 
 /// The session that holds a link to every watched window. Not a valid clibot session name
 /// (`+`), so it never collides with one.
@@ -72,6 +72,30 @@ struct PaneRow {
     pane: String,
     /// The names of the sessions the window is linked into.
     in_monitor: bool,
+}
+
+impl Routes {
+    /// Forgets a session's route and its panes; dropping the route closes its watcher's channel.
+    fn remove(&mut self, session: &str) -> Option<Route> {
+        let route = self.sessions.remove(session)?;
+        for p in &route.panes {
+            self.by_pane.remove(p);
+        }
+        Some(route)
+    }
+}
+
+/// One command per window: `name -t PREFIX@id` (for the monitor's own links, `=clibot+watch:`).
+fn per_window(name: &'static str, prefix: &str, windows: &[String]) -> Vec<TmuxCommand<'static>> {
+    windows
+        .iter()
+        .map(|w| {
+            let mut c = TmuxCommand::new();
+            c.name(name);
+            c.push_option("-t", format!("{prefix}{w}"));
+            c
+        })
+        .collect()
 }
 
 fn lock(r: &std::sync::Mutex<Routes>) -> std::sync::MutexGuard<'_, Routes> {
@@ -215,15 +239,7 @@ impl Tmux {
         target: &str,
     ) -> Result<mpsc::Receiver<WatchEvent>, MuxError> {
         self.ensure_monitor().await?;
-        let mut list = TmuxCommand::new();
-        list.name("list-panes");
-        list.push_flag("-s");
-        list.push_option("-t", target.to_string());
-        list.push_option(
-            "-F",
-            "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
-        );
-        let rows = parse_panes(&self.query(vec![list]).await?);
+        let rows = self.session_panes(target).await?;
         if rows.is_empty() {
             return Err(MuxError::NoSuchTarget(format!("no panes in {target}")));
         }
@@ -242,11 +258,7 @@ impl Tmux {
         {
             // The route exists before the link, so no output after the link is missed.
             let mut r = lock(&self.routes);
-            if let Some(old) = r.sessions.remove(target) {
-                for p in old.panes {
-                    r.by_pane.remove(&p);
-                }
-            }
+            r.remove(target);
             for p in &panes {
                 r.by_pane.insert(p.clone(), target.to_string());
             }
@@ -287,27 +299,15 @@ impl Tmux {
     /// session is no longer clibot's to follow, and `tmux ls` should not list it twice.
     pub(super) async fn monitor_unwatch(&self, target: &str) -> Result<(), MuxError> {
         let windows = {
-            let mut r = lock(&self.routes);
-            match r.sessions.remove(target) {
-                Some(old) => {
-                    for p in &old.panes {
-                        r.by_pane.remove(p);
-                    }
-                    old.windows
-                }
-                None => Vec::new(),
-            }
+            lock(&self.routes)
+                .remove(target)
+                .map(|old| old.windows)
+                .unwrap_or_default()
         };
         let windows = if windows.is_empty() {
-            let mut list = TmuxCommand::new();
-            list.name("list-panes");
-            list.push_flag("-s");
-            list.push_option("-t", target.to_string());
-            list.push_option(
-                "-F",
-                "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
-            );
-            let mut w: Vec<String> = parse_panes(&self.query(vec![list]).await?)
+            let mut w: Vec<String> = self
+                .session_panes(target)
+                .await?
                 .into_iter()
                 .filter(|r| r.in_monitor)
                 .map(|r| r.window)
@@ -321,16 +321,32 @@ impl Tmux {
             return Ok(());
         }
         // Not `-k`: a window linked to the monitor alone is not unlinked (tmux refuses).
-        let cmds = windows
-            .iter()
-            .map(|w| {
-                let mut c = TmuxCommand::new();
-                c.name("unlink-window");
-                c.push_option("-t", format!("{}:{w}", exact(MONITOR)));
-                c
-            })
-            .collect();
-        self.query(cmds).await.map(|_| ())
+        let prefix = format!("{}:", exact(MONITOR));
+        self.query(per_window("unlink-window", &prefix, &windows))
+            .await
+            .map(|_| ())
+    }
+
+    /// Every pane of session `target`, with its window and whether that is linked here.
+    async fn session_panes(&self, target: &str) -> Result<Vec<PaneRow>, MuxError> {
+        let mut list = TmuxCommand::new();
+        list.name("list-panes");
+        list.push_flag("-s");
+        list.push_option("-t", target.to_string());
+        list.push_option(
+            "-F",
+            "#{window_id}\t#{pane_id}\t#{window_linked_sessions_list}",
+        );
+        Ok(parse_panes(&self.query(vec![list]).await?))
+    }
+
+    /// Kills windows by id, as far as they still exist.
+    pub(super) async fn kill_windows(&self, windows: &[String]) {
+        if !windows.is_empty() {
+            // A window that went meanwhile makes tmux stop at that command; the monitor's
+            // sweep (its close is reported too) takes the rest.
+            let _ = self.query(per_window("kill-window", "", windows)).await;
+        }
     }
 
     /// The windows clibot knows `target` to have, for [`Tmux::kill_session`].
@@ -343,12 +359,7 @@ impl Tmux {
     }
 
     fn unroute(&self, target: &str) {
-        let mut r = lock(&self.routes);
-        if let Some(old) = r.sessions.remove(target) {
-            for p in old.panes {
-                r.by_pane.remove(&p);
-            }
-        }
+        lock(&self.routes).remove(target);
     }
 
     /// Creates the monitor session when it is missing and attaches the control client.
@@ -388,11 +399,7 @@ impl Tmux {
             Err(e) => return Err(e),
         }
 
-        let mut cmd = tokio::process::Command::new(&self.binary);
-        cmd.env_remove("TMUX").arg("-u").args(self.server_args());
-        if let Some(f) = &self.config_file {
-            cmd.arg("-f").arg(f);
-        }
+        let mut cmd = self.client();
         // Not read-only: it runs clibot's queries (links and kills among them); nothing but
         // clibotd writes to its stdin. It never sets a size (no `refresh-client -C`), and tmux
         // leaves a control client that never set one out of window sizing, so it resizes no
@@ -471,20 +478,15 @@ impl Tmux {
                         )
                     });
                     // The watcher is gone (the session was stopped or released).
-                    if closed && let Some(old) = r.sessions.remove(&session) {
-                        for p in old.panes {
-                            r.by_pane.remove(&p);
-                        }
+                    if closed {
+                        r.remove(&session);
                     }
                 } else if let Some(pane) = died_pane(&l) {
                     // The watcher looks at the session and finds its CLI exited.
                     let mut r = lock(&me.routes);
                     if let Some(session) = r.by_pane.get(pane).cloned()
-                        && let Some(route) = r.sessions.remove(&session)
+                        && let Some(route) = r.remove(&session)
                     {
-                        for p in route.panes {
-                            r.by_pane.remove(&p);
-                        }
                         let tx = route.tx;
                         tokio::spawn(async move {
                             let _ = tx.send(WatchEvent::Closed).await;
@@ -582,20 +584,7 @@ impl Tmux {
                 alive.insert(window.to_string());
             }
         }
-        if !orphans.is_empty() {
-            let cmds = orphans
-                .iter()
-                .map(|w| {
-                    let mut c = TmuxCommand::new();
-                    c.name("kill-window");
-                    c.push_option("-t", w.clone());
-                    c
-                })
-                .collect();
-            // A window that went meanwhile makes tmux stop at that command; the next sweep
-            // (its close is reported too) takes the rest.
-            let _ = self.query(cmds).await;
-        }
+        self.kill_windows(&orphans).await;
         let mut r = lock(&self.routes);
         let gone: Vec<String> = r
             .sessions
@@ -604,11 +593,7 @@ impl Tmux {
             .map(|(s, _)| s.clone())
             .collect();
         for s in gone {
-            if let Some(old) = r.sessions.remove(&s) {
-                for p in old.panes {
-                    r.by_pane.remove(&p);
-                }
-            }
+            r.remove(&s);
         }
     }
 }
