@@ -498,10 +498,10 @@ impl Tmux {
                     let _ = sweep_tx.try_send(());
                 } else if l.starts_with(b"%exit") {
                     break;
-                } else if l.starts_with(b"%session-changed") {
-                    if let Some(a) = attached.take() {
-                        let _ = a.send(());
-                    }
+                } else if l.starts_with(b"%session-changed")
+                    && let Some(a) = attached.take()
+                {
+                    let _ = a.send(());
                 }
             }
             // Every watcher sees its channel close and looks at its session.
