@@ -1,6 +1,7 @@
 //! Five hundred sessions on one daemon (cheap shells): a prompt in the newest one is still
 //! seen and answered, input reaches a session in the middle, a session whose shell exits among
-//! them is found exited, and after a `kill -9` of the daemon every session is adopted again and
+//! them is found exited, one whose CLI stops after a short idle time is reaped (only that one),
+//! and after a `kill -9` of the daemon every session is adopted again and
 //! still followed. Speed at this scale is measured by `clibot-bench --sessions`, not here; this
 //! checks that nothing breaks.
 
@@ -13,7 +14,17 @@ const SESSIONS: usize = 500;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
-    let mut h = Harness::with_config("");
+    // One CLI whose sessions are stopped after three idle seconds (the others: the default 12 h).
+    let mut h = Harness::with_config(
+        r#"
+[cli.sleepy]
+argv = ["bash", "--norc", "--noprofile"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+stop_text = "exit"
+quiet_ms = 300
+idle_stop_after = "3s"
+"#,
+    );
     let config = std::fs::read_to_string(&h.config).expect("config");
     std::fs::write(
         &h.config,
@@ -37,10 +48,23 @@ async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
         .await
         .unwrap_or_else(|e| panic!("spawn s{i}: {e}"));
     }
+    // The reaped one is the newest of all, SESSIONS + 1.
+    c.spawn_session(v1::SpawnSessionRequest {
+        name: "sleepy".into(),
+        cli: "sleepy".into(),
+        dir: work.clone(),
+        ..Default::default()
+    })
+    .await
+    .expect("spawn sleepy");
     let last = format!("s{}", SESSIONS - 1);
     let all_idle = |l: &serde_json::Value| {
-        l.as_array()
-            .is_some_and(|a| a.len() == SESSIONS && a.iter().all(|s| s["state"] == "idle"))
+        l.as_array().is_some_and(|a| {
+            a.len() == SESSIONS + 1
+                && a.iter()
+                    .filter(|s| s["name"] != "sleepy")
+                    .all(|s| s["state"] == "idle")
+        })
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
@@ -54,7 +78,7 @@ async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
             "not all {SESSIONS} sessions became idle: {:?}",
             l.as_array().map(|a| a
                 .iter()
-                .filter(|s| s["state"] != "idle")
+                .filter(|s| s["state"] != "idle" && s["name"] != "sleepy")
                 .map(|s| s["name"].clone())
                 .collect::<Vec<_>>())
         );
@@ -95,12 +119,37 @@ async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
         .as_array()
         .map(|a| {
             a.iter()
-                .filter(|s| s["state"] == "exited")
+                .filter(|s| s["state"] == "exited" && s["name"] != "sleepy")
                 .map(|s| s["name"].clone())
                 .collect()
         })
         .unwrap_or_default();
     assert_eq!(exited, vec![serde_json::json!("s7")], "only s7 exited");
+
+    // The idle one is reaped; the other 499 (idle for as long, under the default) are not.
+    let l = h.wait_list("sleepy stopped as idle", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "sleepy" && s["state"] == "exited")
+        })
+    });
+    let reaped: Vec<_> = l
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|s| s["state"] == "exited")
+                .map(|s| (s["name"].clone(), s["exit_reason"].clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        reaped.contains(&(
+            serde_json::json!("sleepy"),
+            serde_json::json!("idle for 3s")
+        )),
+        "{reaped:?}"
+    );
+    assert_eq!(reaped.len(), 2, "only s7 and sleepy exited: {reaped:?}");
     let s7 = h.ctl_ok(&["show", "s7", "--json"]);
     assert!(
         s7.contains("\"exit_status\": 3") || s7.contains("\"exit_status\":3"),
@@ -111,14 +160,20 @@ async fn a_prompt_in_the_last_of_five_hundred_sessions_is_seen_and_answered() {
     // is still followed (its question is seen and answered).
     h.kill_daemon();
     h.start_daemon();
-    let l = h.wait_list("every session but s7 re-adopted and idle", |l| {
+    let l = h.wait_list("every session but s7 and sleepy re-adopted and idle", |l| {
         l.as_array().is_some_and(|a| {
-            a.len() == SESSIONS
-                && a.iter()
-                    .all(|s| s["state"] == if s["name"] == "s7" { "exited" } else { "idle" })
+            a.len() == SESSIONS + 1
+                && a.iter().all(|s| {
+                    s["state"]
+                        == if s["name"] == "s7" || s["name"] == "sleepy" {
+                            "exited"
+                        } else {
+                            "idle"
+                        }
+                })
         })
     });
-    assert_eq!(l.as_array().map(Vec::len), Some(SESSIONS));
+    assert_eq!(l.as_array().map(Vec::len), Some(SESSIONS + 1));
     h.ctl_ok(&[
         "send",
         "s250",
