@@ -218,7 +218,16 @@ impl Tmux {
         commands: Vec<TmuxCommand<'_>>,
         stdin: Option<&[u8]>,
     ) -> Result<String, MuxError> {
-        let mut cmd = self.client();
+        self.run_on(self.client(), commands, stdin).await
+    }
+
+    /// [`Tmux::run`] on a client command prepared by the caller (e.g. with `-N`).
+    async fn run_on(
+        &self,
+        mut cmd: tokio::process::Command,
+        commands: Vec<TmuxCommand<'_>>,
+        stdin: Option<&[u8]>,
+    ) -> Result<String, MuxError> {
         let mut label = String::new();
         for (i, c) in commands.iter().enumerate() {
             if i > 0 {

@@ -1048,6 +1048,36 @@ fn a_session_killed_with_tmux_ends_its_cli() {
     });
 }
 
+/// tmux's server is killed under a running daemon: its sessions are reported gone, the daemon
+/// does not start a server of its own accord (under systemd that would be one in clibotd's
+/// cgroup), and the next spawn starts one and is followed as usual.
+#[test]
+fn the_tmux_server_killed_under_the_daemon() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "before");
+    assert!(h.tmux(&["kill-server"]).status.success());
+    h.wait_list("before gone", |l| l[0]["state"] == "exited");
+    // Its watcher retries meanwhile; none of that may start a server.
+    std::thread::sleep(Duration::from_millis(1500));
+    let ls = h.tmux(&["list-sessions"]);
+    assert!(
+        !ls.status.success() && String::from_utf8_lossy(&ls.stderr).contains("no server running"),
+        "a tmux server runs: {}",
+        String::from_utf8_lossy(&ls.stdout)
+    );
+    spawn_bash(&h, "after");
+    h.ctl_ok(&["send", "after", "read -p 'Go on? [y/N] ' a; echo got=$a"]);
+    h.wait_list("after waiting", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "after" && s["state"] == "waiting")
+        })
+    });
+    h.ctl_ok(&["answer", "after", "y"]);
+    h.wait_screen("after", "the answer", |s| lines(s).contains(&"got=y"));
+}
+
 #[test]
 fn stop_leaves_no_process_behind() {
     let mut h = Harness::new();

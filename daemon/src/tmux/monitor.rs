@@ -394,7 +394,12 @@ impl Tmux {
         mark.push_flag("-w");
         mark.push_param(HOME_MARK);
         mark.push_param("1");
-        match self.run(vec![new, remain, mark], None).await {
+        // -N: this never starts a tmux server. One started here would be the daemon's child
+        // (under systemd, in clibotd's cgroup, and killed with it); servers are started only
+        // where clibot means to, before a spawn.
+        let mut client = self.client();
+        client.arg("-N");
+        match self.run_on(client, vec![new, remain, mark], None).await {
             Ok(_) | Err(MuxError::DuplicateSession(_)) => {}
             Err(e) => return Err(e),
         }
