@@ -132,6 +132,11 @@ pub fn builtin_packs() -> BTreeMap<String, PackConfig> {
 }
 
 impl Pack {
+    /// The pack can tell a busy screen (a spinner, "esc to interrupt") from an idle one.
+    pub fn shows_busy(&self) -> bool {
+        !self.busy.is_empty()
+    }
+
     /// Compiles `base` with `extra` merged in: extra prompts and errors are tried first, extra
     /// busy/idle patterns are added, and extra `check_lines` wins.
     pub fn compile(base: &PackConfig, extra: Option<&PackConfig>) -> Result<Pack, String> {

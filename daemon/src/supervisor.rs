@@ -309,6 +309,16 @@ impl Daemon {
                 .is_some_and(|(a, _)| a.signals_turn_start())
     }
 
+    /// Without a start hook, a hook-driven CLI whose screen shows when it works (Codex) confirms
+    /// that it took the input by that screen: output alone may be the echo of text sitting
+    /// unsent in its composer, after an Enter it ignored while finishing the previous turn.
+    fn confirms_by_screen(&self, e: &crate::core::Entry) -> bool {
+        !self.start_hook_live(e)
+            && self
+                .kind_of(&e.rec.cli)
+                .is_some_and(|(a, p)| a.completes_by_hook() && p.shows_busy())
+    }
+
     /// Whether the session has something that only time can settle.
     fn wants_tick(&self, name: &str) -> bool {
         lock(&self.inner.sessions).get(name).is_some_and(|e| {
@@ -323,12 +333,14 @@ impl Daemon {
         if let Some(e) = sessions.get_mut(name) {
             let now = Instant::now();
             e.rt.last_output = now;
-            // Output after Enter confirms the input arrived — unless the CLI's start hook tells
-            // that: then output may be just the echo of text that sits unsent in the composer
-            // (Gemini CLI ignores an Enter that comes while it finishes the previous turn).
+            // Output after Enter confirms the input arrived — unless the CLI's start hook or its
+            // busy screen tells that: then output may be just the echo of text that sits unsent
+            // in the composer (Gemini CLI ignores an Enter that comes while it finishes the
+            // previous turn).
             if e.rt.confirm_by.is_some()
                 && e.rt.turn_started.is_some_and(|t| now > t)
                 && !self.start_hook_live(e)
+                && !self.confirms_by_screen(e)
             {
                 e.rt.confirm_by = None;
             }
@@ -401,6 +413,14 @@ impl Daemon {
                 (a.idle && a.ready) || !by_hook
             };
             let now = Instant::now();
+            // The CLI shows it works on the input: submitted.
+            if a.busy
+                && e.rt.confirm_by.is_some()
+                && e.rt.turn_started.is_some()
+                && self.confirms_by_screen(e)
+            {
+                e.rt.confirm_by = None;
+            }
             // With the CLI's API connected, prompts come and go through it; the screen's view
             // of a dialog (drawn late, or lingering after an answer) would only add noise.
             let screen_prompt = if e.rt.api.is_some() {
@@ -612,8 +632,13 @@ impl Daemon {
                 && now > by
             {
                 e.rt.confirm_by = None;
-                // Confirmed by its start hook, a CLI may be asked a few times; by output, once.
-                let tries = if self.start_hook_live(e) { 3 } else { 1 };
+                // Confirmed by its start hook or its busy screen, a CLI may be asked a few times;
+                // by output, once.
+                let tries = if self.start_hook_live(e) || self.confirms_by_screen(e) {
+                    3
+                } else {
+                    1
+                };
                 if e.rt.confirm_tries < tries {
                     e.rt.confirm_tries += 1;
                     retry_enter = true;

@@ -1,7 +1,7 @@
 //! End to end with the real Codex CLI (pinned in tests/node) driven by clibotd, offline, against
 //! the mock Responses API: the final reply from Codex's `notify` program, and a command that asks
 //! to leave the sandbox, shown with the approval dialog's options and answered yes or no through
-//! clibot, or at the terminal.
+//! clibot, or at the terminal; and the next message sent the instant a reply lands.
 //!
 //! Never skipped: without `tests/node` installed they fail and say how to install it.
 
@@ -219,4 +219,44 @@ fn answering_at_the_terminal_resolves_the_prompt() {
     assert!(s.work.join("desk.txt").exists(), "the command ran");
     let err = s.h.ctl_err(&["answer", SESSION, "1", "--prompt", &id]);
     assert!(err.contains("already resolved"), "{err}");
+}
+
+/// A phone sends the next message the instant the reply lands: Codex is still redrawing after
+/// its turn, and the second message must still be typed, submitted and answered (once).
+#[test]
+fn a_message_sent_the_instant_a_reply_lands_is_answered() {
+    const BYE: &str = "Bye from the mock model.";
+    let s = setup(|_| vec![Rule::text("say hello", REPLY), Rule::text("say bye", BYE)]);
+    s.h.ctl_ok(&["send", SESSION, "please say hello"]);
+    let first = wait_event(&s.h, "the first reply", |e| e["type"] == "turn_completed");
+    assert_eq!(first["text"], REPLY);
+    s.h.ctl_ok(&["send", SESSION, "now say bye"]);
+    let seq = first["seq"].as_u64().unwrap_or(0);
+    let second = wait_event_after(&s.h, seq, "the second reply", |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(second["text"], BYE);
+    // Typed once: the model saw the second message once, and no third turn followed.
+    let byes = s
+        .mock
+        .requests()
+        .into_iter()
+        .filter(|r| {
+            r["input"].as_array().is_some_and(|items| {
+                items
+                    .iter()
+                    .rev()
+                    .find(|i| i["role"] == "user")
+                    .is_some_and(|u| u["content"][0]["text"] == "now say bye")
+            })
+        })
+        .count();
+    assert!(byes >= 1, "the second message reached the model");
+    std::thread::sleep(Duration::from_secs(3));
+    let completed =
+        s.h.events()
+            .iter()
+            .filter(|e| e["type"] == "turn_completed")
+            .count();
+    assert_eq!(completed, 2);
 }
