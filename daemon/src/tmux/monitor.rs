@@ -259,6 +259,11 @@ impl Tmux {
             // The route exists before the link, so no output after the link is missed.
             let mut r = lock(&self.routes);
             r.remove(target);
+            if !r.live {
+                // The control client ended meanwhile: the closed channel sends the watcher
+                // round again.
+                return Ok(rx);
+            }
             for p in &panes {
                 r.by_pane.insert(p.clone(), target.to_string());
             }
