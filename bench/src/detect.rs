@@ -48,7 +48,7 @@ impl DetectReport {
             p90(&self.hook_ms)
         );
         println!(
-            "| idle CPU, 50 quiet sessions: clibotd + its tmux watchers (tmux server) | {:.2} % of a core ({:.2} %) | | | < 1 % |",
+            "| idle CPU, 50 quiet sessions: clibotd + its tmux client (tmux server) | {:.2} % of a core ({:.2} %) | | | < 1 % |",
             self.idle_cpu_pct, self.idle_cpu_tmux_pct
         );
     }
@@ -195,16 +195,16 @@ pub async fn run(h: &Harness, daemon_pid: u32) -> anyhow::Result<DetectReport> {
         ]);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let watchers = children_of(daemon_pid);
+    let children = children_of(daemon_pid);
     let server = tmux_server_pid(h);
     let ticks = |pids: &[u32]| pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>();
-    let d0 = ticks(&[daemon_pid]) + ticks(&watchers);
+    let d0 = ticks(&[daemon_pid]) + ticks(&children);
     let s0 = server.map(cpu_ticks).unwrap_or(0);
     let t0 = Instant::now();
     tokio::time::sleep(Duration::from_secs(10)).await;
     let secs = t0.elapsed().as_secs_f64();
     let hz = 100.0; // USER_HZ on Linux
-    let d1 = ticks(&[daemon_pid]) + ticks(&watchers);
+    let d1 = ticks(&[daemon_pid]) + ticks(&children);
     let s1 = server.map(cpu_ticks).unwrap_or(0);
     report.idle_cpu_pct = (d1 - d0) as f64 / hz / secs * 100.0;
     report.idle_cpu_tmux_pct = (s1 - s0) as f64 / hz / secs * 100.0;

@@ -1,6 +1,6 @@
 //! The scale sweep (`--sessions 25,100,200,500`): idle `bash` sessions are spawned one after
 //! another into one daemon; at each checkpoint the benchmark records the batch's spawn times,
-//! the daemon's RSS, the idle CPU of the daemon with its watchers and of the tmux server, and
+//! the daemon's RSS, the idle CPU of the daemon with its tmux client and of the tmux server, and
 //! how fast a prompt in the newest session becomes a `waiting` event while all the others sit
 //! idle. Printed as a curve, so that a regression shows as a slope. Baseline in the same run: a
 //! bare `tmux new-session` on the same server at the same checkpoint.
@@ -87,15 +87,15 @@ pub async fn run(h: &Harness, pid: u32, checkpoints: &[usize]) -> anyhow::Result
         bare.sort();
         tokio::time::sleep(Duration::from_secs(3)).await;
         let rss = rss_kib(pid)?;
-        let watchers = children_of(pid);
+        let children = children_of(pid);
         let server = tmux_server_pid(h);
         let ticks = |pids: &[u32]| pids.iter().map(|p| cpu_ticks(*p)).sum::<u64>();
-        let d0 = ticks(&[pid]) + ticks(&watchers);
+        let d0 = ticks(&[pid]) + ticks(&children);
         let s0 = server.map(cpu_ticks).unwrap_or(0);
         let t0 = Instant::now();
         tokio::time::sleep(IDLE).await;
         let secs = t0.elapsed().as_secs_f64();
-        let d1 = ticks(&[pid]) + ticks(&watchers);
+        let d1 = ticks(&[pid]) + ticks(&children);
         let s1 = server.map(cpu_ticks).unwrap_or(0);
         // USER_HZ is 100 on Linux.
         let idle_daemon_pct = (d1 - d0) as f64 / 100.0 / secs * 100.0;
@@ -207,7 +207,7 @@ async fn prompt_latency(
 
 pub fn print(points: &[Point]) {
     println!(
-        "| sessions | spawn median (p90) | bare `tmux new-session` median | ratio | daemon RSS | idle CPU: clibotd + watchers | idle CPU: tmux server | prompt → `waiting` median (max) |"
+        "| sessions | spawn median (p90) | bare `tmux new-session` median | ratio | daemon RSS | idle CPU: clibotd + its tmux client | idle CPU: tmux server | prompt → `waiting` median (max) |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for p in points {
