@@ -238,6 +238,11 @@ impl Daemon {
                 break;
             };
             let mut rx = match self.inner.mux.watch(&target).await {
+                // Stopped (released) while the watch was being set up: undo it.
+                Ok(_) if cancel.is_cancelled() => {
+                    let _ = self.inner.mux.unwatch(&target).await;
+                    break;
+                }
                 Ok(rx) => rx,
                 Err(e) => {
                     warn!("cannot watch the session's output: {e}");

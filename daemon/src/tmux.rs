@@ -307,9 +307,26 @@ pub fn escape_format(s: &str) -> String {
 }
 
 fn parse_sessions(out: &str) -> Vec<MuxSession> {
-    out.lines()
+    // A path may hold a tab or a line break: `pane_current_path` is the last field (a tab in it
+    // stays in it), and a line that does not begin a row (`$id` and a tab) continues the row
+    // before it.
+    let mut rows: Vec<String> = Vec::new();
+    for line in out.lines() {
+        let begins = line
+            .strip_prefix('$')
+            .and_then(|r| r.split_once(SEP))
+            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        match rows.last_mut() {
+            Some(last) if !begins => {
+                last.push('\n');
+                last.push_str(line);
+            }
+            _ => rows.push(line.to_string()),
+        }
+    }
+    rows.iter()
         .filter_map(|line| {
-            let f: Vec<&str> = line.split(SEP).collect();
+            let f: Vec<&str> = line.splitn(11, SEP).collect();
             if f.len() != 11 {
                 return None;
             }
@@ -657,6 +674,16 @@ mod tests {
         assert_eq!(env.get("A").map(String::as_str), Some("b=c"));
         assert_eq!(env.get("EMPTY").map(String::as_str), Some(""));
         assert!(!env.contains_key("DISPLAY") && !env.contains_key("-DISPLAY"));
+    }
+
+    #[test]
+    fn a_tab_or_line_break_in_a_path_keeps_the_row() {
+        let out = "$1\tapi\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp/a\tb\n$2\tweb\t43\t0\t\tid2\tweb\tshell\t/tmp\t6\t/tmp/line\nbreak\n";
+        let s = parse_sessions(out);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].path, "/tmp/a\tb");
+        assert_eq!(s[1].path, "/tmp/line\nbreak");
+        assert_eq!(s[1].name, "web");
     }
 
     #[test]

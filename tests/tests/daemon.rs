@@ -1078,6 +1078,49 @@ fn the_tmux_server_killed_under_the_daemon() {
     h.wait_screen("after", "the answer", |s| lines(s).contains(&"got=y"));
 }
 
+/// Keys pressed in one session while another's screen is read, many times at once: every read
+/// shows its own session (clibot's queries share one tmux connection; each answer must reach
+/// the query that asked).
+#[test]
+fn concurrent_keys_and_screen_reads_never_mix_up_sessions() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "keys");
+    spawn_bash(&h, "reads");
+    h.ctl_ok(&["send", "keys", "echo KEYS-$((1+1))"]);
+    h.wait_screen("keys", "its marker", |s| lines(s).contains(&"KEYS-2"));
+    h.ctl_ok(&["send", "reads", "echo READS-$((2+2))"]);
+    h.wait_screen("reads", "its marker", |s| lines(s).contains(&"READS-4"));
+    std::thread::scope(|scope| {
+        for _ in 0..2 {
+            scope.spawn(|| {
+                for _ in 0..20 {
+                    // Several named keys: several tmux commands in one query.
+                    h.ctl_ok(&["keys", "keys", "Right", "Left", "Right", "Left"]);
+                }
+            });
+        }
+        let readers: Vec<_> = (0..3)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..20 {
+                        let screen = h.ctl_ok(&["screen", "reads"]);
+                        assert!(
+                            lines(&screen).contains(&"READS-4") && !screen.contains("KEYS-2"),
+                            "a screen read of `reads` returned:\n{screen}"
+                        );
+                    }
+                })
+            })
+            .collect();
+        for r in readers {
+            if let Err(e) = r.join() {
+                std::panic::resume_unwind(e);
+            }
+        }
+    });
+}
+
 #[test]
 fn stop_leaves_no_process_behind() {
     let mut h = Harness::new();

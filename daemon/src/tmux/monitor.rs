@@ -25,6 +25,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
+use std::time::Instant;
 
 use tmux_interface::TmuxCommand;
 use tokio::io::AsyncBufReadExt;
@@ -50,10 +51,35 @@ pub(super) struct Routes {
     by_pane: HashMap<String, String>,
     /// Session id → its route.
     sessions: HashMap<String, Route>,
-    /// The control client's stdin, for queries.
-    stdin: Option<Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>>,
-    /// Queries sent, in order, each waiting for its `%begin`…`%end` block.
-    pending: VecDeque<oneshot::Sender<Result<String, String>>>,
+    /// The attached control client's connection, for queries.
+    conn: Option<Arc<Conn>>,
+    /// Counts completed links, so a sweep leaves alone routes linked after its listing.
+    link_seq: u64,
+}
+
+/// An answer to one query line: the block's text, or tmux's error.
+type Answer = oneshot::Sender<Result<String, String>>;
+
+/// One control connection. Each has its own queue of owed answers, so a connection that ended
+/// can never shift the answers of the next one.
+#[derive(Debug)]
+struct Conn {
+    stdin: tokio::sync::Mutex<tokio::process::ChildStdin>,
+    /// Owed answers in the order their lines were written; `None` once the connection ended
+    /// (then nothing more is queued, and what was owed is dropped: those queries fail).
+    pending: std::sync::Mutex<Option<VecDeque<Answer>>>,
+    /// Ends the connection: its reader stops, kills the client and cleans up.
+    abort: tokio_util::sync::CancellationToken,
+}
+
+/// How a query on the control connection went.
+enum Sent {
+    /// Not written (the connection is down): it may run as a client of its own.
+    No,
+    Answered(Result<String, String>),
+    /// Written, but the connection ended (or hung) before answering: it may have run, so it
+    /// is not run again.
+    Lost,
 }
 
 #[derive(Debug)]
@@ -62,8 +88,9 @@ struct Route {
     /// The session's windows (`@4`) when it was watched.
     windows: Vec<String>,
     panes: Vec<String>,
-    /// The windows are linked into the monitor (a sweep must not end a route before that).
-    linked: bool,
+    /// When its windows were linked into the monitor (`link_seq`; 0: not yet): a sweep must
+    /// not end a route before that.
+    linked_at: u64,
 }
 
 /// A window as `list-panes`/`list-windows` report it for the monitor's purposes.
@@ -98,7 +125,16 @@ fn per_window(name: &'static str, prefix: &str, windows: &[String]) -> Vec<TmuxC
         .collect()
 }
 
-fn lock(r: &std::sync::Mutex<Routes>) -> std::sync::MutexGuard<'_, Routes> {
+fn mark_linked(routes: &std::sync::Mutex<Routes>, target: &str) {
+    let mut r = lock(routes);
+    r.link_seq += 1;
+    let seq = r.link_seq;
+    if let Some(route) = r.sessions.get_mut(target) {
+        route.linked_at = seq;
+    }
+}
+
+fn lock<T>(r: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     r.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -148,29 +184,88 @@ fn exact(session: &str) -> String {
 /// How long a query may take before the control connection is given up on.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One control-mode line for `commands`, or `None` when an argument could change how tmux
-/// parses the line (a quote, a line break, a NUL): such commands run as their own client.
-fn control_line(commands: &[TmuxCommand<'_>]) -> Option<String> {
-    let mut line = String::new();
-    for (i, c) in commands.iter().enumerate() {
-        if i > 0 {
-            line.push_str(" ; ");
-        }
-        for (j, a) in c.to_vec().iter().enumerate() {
-            if a.contains(['\'', '\n', '\r', '\0']) {
-                return None;
+/// One control-mode line per command (tmux answers each command with a block of its own), or
+/// `None` when an argument could change how tmux parses the line (a quote, a line break, a
+/// NUL): such commands run as their own client.
+fn control_lines(commands: &[TmuxCommand<'_>]) -> Option<Vec<String>> {
+    commands
+        .iter()
+        .map(|c| {
+            let mut line = String::new();
+            for (j, a) in c.to_vec().iter().enumerate() {
+                if a.contains(['\'', '\n', '\r', '\0']) {
+                    return None;
+                }
+                if j > 0 {
+                    line.push(' ');
+                }
+                // Inside single quotes tmux takes everything literally: no `$VAR`, no `~`, no
+                // `;`, no `#` comment, no `NAME=value` assignment.
+                line.push('\'');
+                line.push_str(a);
+                line.push('\'');
             }
-            if j > 0 {
-                line.push(' ');
-            }
-            // Inside single quotes tmux takes everything literally: no `$VAR`, no `~`, no `;`.
-            line.push('\'');
-            line.push_str(a);
-            line.push('\'');
+            line.push('\n');
+            (line.len() > 1).then_some(line)
+        })
+        .collect::<Option<Vec<_>>>()
+        .filter(|lines| !lines.is_empty())
+}
+
+/// Writes `lines` on `conn` and collects their answers, within [`QUERY_TIMEOUT`] in all. A
+/// connection that does not take or answer a query in that time is ended (and reconnected by
+/// the watchers).
+async fn control_query(conn: &Conn, lines: &[String]) -> Sent {
+    use tokio::io::AsyncWriteExt;
+    let deadline = tokio::time::Instant::from_std(Instant::now() + QUERY_TIMEOUT);
+    let hung = || {
+        tracing::warn!(
+            "tmux's control connection did not answer within {QUERY_TIMEOUT:?}; reconnecting"
+        );
+        conn.abort.cancel();
+    };
+    let Ok(mut w) = tokio::time::timeout_at(deadline, conn.stdin.lock()).await else {
+        hung();
+        return Sent::No;
+    };
+    let mut answers = Vec::with_capacity(lines.len());
+    {
+        // Queued under the writer's lock, so the queue's order is the lines' order.
+        let mut pending = lock(&conn.pending);
+        let Some(queue) = pending.as_mut() else {
+            return Sent::No;
+        };
+        for _ in lines {
+            let (tx, rx) = oneshot::channel();
+            queue.push_back(tx);
+            answers.push(rx);
         }
     }
-    line.push('\n');
-    Some(line)
+    match tokio::time::timeout_at(deadline, w.write_all(lines.concat().as_bytes())).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => {
+            conn.abort.cancel();
+            return Sent::Lost;
+        }
+        Err(_) => {
+            hung();
+            return Sent::Lost;
+        }
+    }
+    drop(w);
+    let mut out = String::new();
+    for rx in answers {
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(Ok(Ok(text))) => out.push_str(&text),
+            Ok(Ok(Err(stderr))) => return Sent::Answered(Err(stderr)),
+            Ok(Err(_)) => return Sent::Lost,
+            Err(_) => {
+                hung();
+                return Sent::Lost;
+            }
+        }
+    }
+    Sent::Answered(Ok(out))
 }
 
 /// The `time number` of a `%begin`/`%end`/`%error` line, and whether this client sent the
@@ -187,49 +282,41 @@ fn block_key(rest: &[u8]) -> (Vec<u8>, bool) {
 
 impl Tmux {
     /// Runs `commands` on the control connection when it is up and their arguments allow;
-    /// otherwise (or when the connection fails meanwhile) as a client of their own.
+    /// otherwise as a client of their own. Commands that were written but not answered (the
+    /// connection ended or hung) fail rather than run twice.
     pub(super) async fn query(&self, commands: Vec<TmuxCommand<'_>>) -> Result<String, MuxError> {
-        if let Some(line) = control_line(&commands)
-            && let Some(result) = self.control_query(&line).await
+        let conn = lock(&self.routes).conn.clone();
+        if let Some(lines) = control_lines(&commands)
+            && let Some(conn) = conn
         {
-            return result.map_err(|stderr| {
-                let label = commands
+            let label = || {
+                commands
                     .iter()
                     .filter_map(|c| c.to_vec().first().map(|a| a.to_string()))
                     .collect::<Vec<_>>()
-                    .join(" ; ");
-                super::classify(&label, stderr.trim().to_string(), &self.socket)
-            });
+                    .join(" ; ")
+            };
+            match control_query(&conn, &lines).await {
+                Sent::No => {}
+                Sent::Answered(Ok(out)) => return Ok(out),
+                Sent::Answered(Err(stderr)) => {
+                    return Err(super::classify(
+                        &label(),
+                        stderr.trim().to_string(),
+                        &self.socket,
+                    ));
+                }
+                Sent::Lost => {
+                    return Err(MuxError::Failed {
+                        command: label(),
+                        stderr: "tmux's control connection ended before answering; clibot \
+                                 reconnects by itself"
+                            .into(),
+                    });
+                }
+            }
         }
         self.run(commands, None).await
-    }
-
-    /// `None`: the connection is down (or went down before answering).
-    async fn control_query(&self, line: &str) -> Option<Result<String, String>> {
-        let stdin = lock(&self.routes).stdin.clone()?;
-        let (tx, rx) = oneshot::channel();
-        {
-            use tokio::io::AsyncWriteExt;
-            let mut w = stdin.lock().await;
-            // Queued under the writer's lock, so the queue's order is the lines' order.
-            lock(&self.routes).pending.push_back(tx);
-            if w.write_all(line.as_bytes()).await.is_err() {
-                return None;
-            }
-        }
-        match tokio::time::timeout(QUERY_TIMEOUT, rx).await {
-            Ok(Ok(result)) => Some(result),
-            Ok(Err(_)) => None,
-            Err(_) => {
-                // A connection that stops answering is not used for queries again; the next
-                // control client (after this one ends) is.
-                tracing::warn!(
-                    "tmux's control connection did not answer within {QUERY_TIMEOUT:?}; querying with separate clients"
-                );
-                lock(&self.routes).stdin = None;
-                None
-            }
-        }
     }
 
     /// Starts following `target`'s panes; the receiver closes when the session ends (or the
@@ -273,11 +360,13 @@ impl Tmux {
                     tx,
                     windows: windows.clone(),
                     panes,
-                    linked: to_link.is_empty(),
+                    linked_at: 0,
                 },
             );
         }
-        if !to_link.is_empty() {
+        if to_link.is_empty() {
+            mark_linked(&self.routes, target);
+        } else {
             let cmds = to_link
                 .iter()
                 .map(|w| {
@@ -293,9 +382,7 @@ impl Tmux {
                 self.unroute(target);
                 return Err(e);
             }
-            if let Some(route) = lock(&self.routes).sessions.get_mut(target) {
-                route.linked = true;
-            }
+            mark_linked(&self.routes, target);
         }
         Ok(rx)
     }
@@ -348,8 +435,8 @@ impl Tmux {
     /// Kills windows by id, as far as they still exist.
     pub(super) async fn kill_windows(&self, windows: &[String]) {
         if !windows.is_empty() {
-            // A window that went meanwhile makes tmux stop at that command; the monitor's
-            // sweep (its close is reported too) takes the rest.
+            // A window that went meanwhile fails alone on the control connection (as its own
+            // client, tmux stops at it); the monitor's sweep takes any left.
             let _ = self.query(per_window("kill-window", "", windows)).await;
         }
     }
@@ -424,10 +511,18 @@ impl Tmux {
             binary: self.binary.clone(),
             source,
         })?;
-        let stdout = child.stdout.take().ok_or_else(|| MuxError::Failed {
-            command: "attach-session -C".into(),
-            stderr: "no stdout".into(),
-        })?;
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(MuxError::Failed {
+                command: "attach-session -C".into(),
+                stderr: "no pipes to the control client".into(),
+            });
+        };
+        // Keeping stdin open keeps the control client attached; queries are written to it.
+        let conn = Arc::new(Conn {
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending: std::sync::Mutex::new(Some(VecDeque::new())),
+            abort: tokio_util::sync::CancellationToken::new(),
+        });
         let generation = {
             let mut r = lock(&self.routes);
             r.generation += 1;
@@ -436,116 +531,28 @@ impl Tmux {
         let (attached_tx, attached_rx) = tokio::sync::oneshot::channel::<()>();
         let (sweep_tx, sweep_rx) = mpsc::channel::<()>(1);
         let sweep_tx_first = sweep_tx.clone();
-        let me = self.clone();
-        tokio::spawn(me.clone().sweeper(sweep_rx));
-        // Keeping stdin open keeps the control client attached; queries are written to it.
-        let stdin = child
-            .stdin
-            .take()
-            .map(|w| Arc::new(tokio::sync::Mutex::new(w)));
-        tokio::spawn(async move {
-            let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
-            let mut attached = Some(attached_tx);
-            // The command output block being read: its `time number`, whether it answers one
-            // of clibot's queries, and its lines. Notifications never come inside a block.
-            let mut block: Option<(Vec<u8>, bool, Vec<u8>)> = None;
-            while let Ok(Some(l)) = lines.next_segment().await {
-                if let Some((key, ours, body)) = block.as_mut() {
-                    let end = l
-                        .strip_prefix(b"%end ")
-                        .map(|r| (r, true))
-                        .or_else(|| l.strip_prefix(b"%error ").map(|r| (r, false)));
-                    match end {
-                        Some((rest, ok)) if block_key(rest).0 == *key => {
-                            if *ours {
-                                let text = String::from_utf8_lossy(body).into_owned();
-                                let reply = lock(&me.routes).pending.pop_front();
-                                if let Some(reply) = reply {
-                                    let _ = reply.send(if ok { Ok(text) } else { Err(text) });
-                                }
-                            }
-                            block = None;
-                        }
-                        _ => {
-                            body.extend_from_slice(&l);
-                            body.push(b'\n');
-                        }
-                    }
-                    continue;
-                }
-                if let Some(rest) = l.strip_prefix(b"%begin ") {
-                    let (key, ours) = block_key(rest);
-                    block = Some((key, ours, Vec::new()));
-                } else if let Some(pane) = output_pane(&l) {
-                    let mut r = lock(&me.routes);
-                    let Some(session) = r.by_pane.get(pane).cloned() else {
-                        continue;
-                    };
-                    let closed = r.sessions.get(&session).is_some_and(|route| {
-                        matches!(
-                            route.tx.try_send(WatchEvent::Output),
-                            Err(mpsc::error::TrySendError::Closed(_))
-                        )
-                    });
-                    // The watcher is gone (the session was stopped or released).
-                    if closed {
-                        r.remove(&session);
-                    }
-                } else if let Some(pane) = died_pane(&l) {
-                    // The watcher looks at the session and finds its CLI exited.
-                    let mut r = lock(&me.routes);
-                    if let Some(session) = r.by_pane.get(pane).cloned()
-                        && let Some(route) = r.remove(&session)
-                    {
-                        let tx = route.tx;
-                        tokio::spawn(async move {
-                            let _ = tx.send(WatchEvent::Closed).await;
-                        });
-                    }
-                } else if l.starts_with(b"%window-close ")
-                    || l.starts_with(b"%unlinked-window-close ")
-                {
-                    let _ = sweep_tx.try_send(());
-                } else if l.starts_with(b"%exit") {
-                    break;
-                } else if l.starts_with(b"%session-changed")
-                    && let Some(a) = attached.take()
-                {
-                    let _ = a.send(());
-                }
-            }
-            // Every watcher sees its channel close and looks at its session.
-            {
-                let mut r = lock(&me.routes);
-                if r.generation == generation {
-                    r.live = false;
-                    r.sessions.clear();
-                    r.by_pane.clear();
-                    r.stdin = None;
-                    // Unanswered queries are retried as separate clients.
-                    r.pending.clear();
-                }
-            }
-            let _ = child.kill().await;
-        });
+        tokio::spawn(self.clone().sweeper(sweep_rx));
+        tokio::spawn(self.clone().read_control(
+            child,
+            stdout,
+            conn.clone(),
+            generation,
+            attached_tx,
+            sweep_tx,
+        ));
         // Until tmux says the client is attached (or gave up), nothing else may restructure.
+        // The reader publishes the connection before it says so.
         let ok = matches!(
             tokio::time::timeout(Duration::from_secs(2), attached_rx).await,
             Ok(Ok(()))
         );
         drop(turn);
         if !ok {
+            conn.abort.cancel();
             return Err(MuxError::Failed {
                 command: "attach-session -C".into(),
                 stderr: format!("the control client did not attach to {MONITOR}"),
             });
-        }
-        {
-            let mut r = lock(&self.routes);
-            if r.generation == generation {
-                r.live = true;
-                r.stdin = stdin;
-            }
         }
         // Sessions killed by hand while no daemon watched left their windows here.
         let _ = sweep_tx_first.try_send(());
@@ -556,6 +563,117 @@ impl Tmux {
             tracing::warn!("cannot subscribe to pane exits ({e}); the periodic check finds them");
         }
         Ok(())
+    }
+
+    /// Reads the control client's output until it ends (or `conn` is aborted): answers to
+    /// queries, pane output for the watchers, exits, unlinked windows for the sweep.
+    async fn read_control(
+        self,
+        mut child: tokio::process::Child,
+        stdout: tokio::process::ChildStdout,
+        conn: Arc<Conn>,
+        generation: u64,
+        attached_tx: oneshot::Sender<()>,
+        sweep_tx: mpsc::Sender<()>,
+    ) {
+        let mut lines = tokio::io::BufReader::new(stdout).split(b'\n');
+        let mut attached = Some(attached_tx);
+        // The command output block being read: its `time number`, whether it answers one of
+        // clibot's queries, and its lines. Notifications never come inside a block.
+        let mut block: Option<(Vec<u8>, bool, Vec<u8>)> = None;
+        loop {
+            let l = tokio::select! {
+                l = lines.next_segment() => match l {
+                    Ok(Some(l)) => l,
+                    Ok(None) | Err(_) => break,
+                },
+                _ = conn.abort.cancelled() => break,
+            };
+            if let Some((key, ours, body)) = block.as_mut() {
+                let end = l
+                    .strip_prefix(b"%end ")
+                    .map(|r| (r, true))
+                    .or_else(|| l.strip_prefix(b"%error ").map(|r| (r, false)));
+                match end {
+                    Some((rest, ok)) if block_key(rest).0 == *key => {
+                        if *ours {
+                            let text = String::from_utf8_lossy(body).into_owned();
+                            let answer = lock(&conn.pending).as_mut().and_then(VecDeque::pop_front);
+                            if let Some(answer) = answer {
+                                let _ = answer.send(if ok { Ok(text) } else { Err(text) });
+                            }
+                        }
+                        block = None;
+                    }
+                    _ => {
+                        body.extend_from_slice(&l);
+                        body.push(b'\n');
+                    }
+                }
+                continue;
+            }
+            if let Some(rest) = l.strip_prefix(b"%begin ") {
+                let (key, ours) = block_key(rest);
+                block = Some((key, ours, Vec::new()));
+            } else if let Some(pane) = output_pane(&l) {
+                let mut r = lock(&self.routes);
+                let Some(session) = r.by_pane.get(pane).cloned() else {
+                    continue;
+                };
+                let closed = r.sessions.get(&session).is_some_and(|route| {
+                    matches!(
+                        route.tx.try_send(WatchEvent::Output),
+                        Err(mpsc::error::TrySendError::Closed(_))
+                    )
+                });
+                // The watcher is gone (the session was stopped or released).
+                if closed {
+                    r.remove(&session);
+                }
+            } else if let Some(pane) = died_pane(&l) {
+                // The watcher looks at the session and finds its CLI exited.
+                let mut r = lock(&self.routes);
+                if let Some(session) = r.by_pane.get(pane).cloned()
+                    && let Some(route) = r.remove(&session)
+                {
+                    let tx = route.tx;
+                    tokio::spawn(async move {
+                        let _ = tx.send(WatchEvent::Closed).await;
+                    });
+                }
+            } else if l.starts_with(b"%window-close ") || l.starts_with(b"%unlinked-window-close ")
+            {
+                let _ = sweep_tx.try_send(());
+            } else if l.starts_with(b"%exit") {
+                break;
+            } else if l.starts_with(b"%session-changed")
+                && let Some(a) = attached.take()
+            {
+                // Published here, before anyone hears of the attach, and cleared below by this
+                // same task: the two cannot come in the wrong order.
+                {
+                    let mut r = lock(&self.routes);
+                    if r.generation == generation {
+                        r.live = true;
+                        r.conn = Some(conn.clone());
+                    }
+                }
+                let _ = a.send(());
+            }
+        }
+        // What was owed fails; nothing more is queued here.
+        *lock(&conn.pending) = None;
+        // Every watcher sees its channel close, looks at its session, and watches again.
+        {
+            let mut r = lock(&self.routes);
+            if r.generation == generation {
+                r.live = false;
+                r.conn = None;
+                r.sessions.clear();
+                r.by_pane.clear();
+            }
+        }
+        let _ = child.kill().await;
     }
 
     /// Runs a sweep after tmux reports windows unlinked; a burst of reports is one sweep.
@@ -575,37 +693,55 @@ impl Tmux {
         list.push_option("-t", exact(MONITOR));
         list.push_option(
             "-F",
-            format!("#{{window_id}}\t#{{window_linked_sessions}}\t#{{{HOME_MARK}}}"),
+            format!("#{{window_id}}\t#{{{HOME_MARK}}}\t#{{window_linked_sessions_list}}"),
         );
+        // Routes linked after this point may not show in the listing yet.
+        let seq = lock(&self.routes).link_seq;
         let Ok(out) = self.query(vec![list]).await else {
             // The monitor is gone: its client's end closes every route.
             return;
         };
-        let mut alive = HashSet::new();
-        let mut orphans = Vec::new();
-        for l in out.lines() {
-            let f: Vec<&str> = l.split(SEP).collect();
-            let [window, linked, mark] = f.as_slice() else {
-                continue;
-            };
-            if *linked == "1" && *mark != "1" {
-                orphans.push(window.to_string());
-            } else {
-                alive.insert(window.to_string());
-            }
-        }
+        let (alive, orphans) = sweep_rows(&out);
         self.kill_windows(&orphans).await;
         let mut r = lock(&self.routes);
         let gone: Vec<String> = r
             .sessions
             .iter()
-            .filter(|(_, route)| route.linked && !route.windows.iter().any(|w| alive.contains(w)))
+            .filter(|(_, route)| {
+                route.linked_at != 0
+                    && route.linked_at <= seq
+                    && !route.windows.iter().any(|w| alive.contains(w))
+            })
             .map(|(s, _)| s.clone())
             .collect();
         for s in gone {
             r.remove(&s);
         }
     }
+}
+
+/// The monitor's windows from `list-windows`: those still in a session of their own, and the
+/// orphans, linked to the monitor alone (twice, even) and not its placeholder.
+fn sweep_rows(out: &str) -> (HashSet<String>, Vec<String>) {
+    let mut alive = HashSet::new();
+    let mut orphans = Vec::new();
+    for l in out.lines() {
+        let mut f = l.splitn(3, SEP);
+        let (Some(window), Some(mark), Some(linked)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        if !window.starts_with('@') {
+            continue;
+        }
+        if mark != "1" && linked.split(',').all(|s| s == MONITOR) {
+            if !orphans.iter().any(|o| o == window) {
+                orphans.push(window.to_string());
+            }
+        } else {
+            alive.insert(window.to_string());
+        }
+    }
+    (alive, orphans)
 }
 
 #[cfg(test)]
@@ -633,18 +769,31 @@ mod tests {
         let mut k = TmuxCommand::new();
         k.name("kill-window");
         k.push_option("-t", "@4");
+        // One line per command: tmux answers each with a block of its own.
         assert_eq!(
-            control_line(&[d, k]).as_deref(),
-            Some(
-                "'display-message' '-p' '-t' '$3' '#{pane_current_command} ~ ; x' ; 'kill-window' '-t' '@4'\n"
-            )
+            control_lines(&[d, k]),
+            Some(vec![
+                "'display-message' '-p' '-t' '$3' '#{pane_current_command} ~ ; x'\n".to_string(),
+                "'kill-window' '-t' '@4'\n".to_string(),
+            ])
         );
         for bad in ["it's", "a\nb", "a\rb", "a\0b"] {
             let mut c = TmuxCommand::new();
             c.name("display-message");
             c.push_param(bad);
-            assert_eq!(control_line(&[c]), None, "{bad:?}");
+            assert_eq!(control_lines(&[c]), None, "{bad:?}");
         }
+        // An empty line would detach the client.
+        assert_eq!(control_lines(&[]), None);
+    }
+
+    #[test]
+    fn sweep_rows_find_orphans_also_when_linked_twice() {
+        let (alive, orphans) = sweep_rows(
+            "@0\t1\tclibot+watch\n@1\t\tapi,clibot+watch\n@2\t\tclibot+watch\n@3\t\tclibot+watch,clibot+watch\nbad\n",
+        );
+        assert_eq!(orphans, vec!["@2".to_string(), "@3".to_string()]);
+        assert!(alive.contains("@0") && alive.contains("@1"));
     }
 
     #[test]
