@@ -181,8 +181,10 @@ fn exact(session: &str) -> String {
     format!("={session}")
 }
 
-/// How long a query may take before the control connection is given up on.
-const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a query may take before the control connection is given up on and reconnected.
+/// Generous: tmux answers in well under a millisecond, but a machine loaded to its limit can
+/// stall any process for seconds, and a reconnect makes every watcher look at its session again.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// One control-mode line per command (tmux answers each command with a block of its own), or
 /// `None` when an argument could change how tmux parses the line (a quote, a line break, a
