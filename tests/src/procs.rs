@@ -47,8 +47,13 @@ pub fn alive(pid: u32) -> bool {
 
 /// Ends a tmux server (`run` runs tmux with the server's socket and the given arguments) and
 /// every process its panes started: the panes' process trees are collected first, the server
-/// is killed, and whatever outlives its hang-up for a second gets SIGKILL.
+/// is killed, and whatever outlives its hang-up for a second gets SIGKILL — the server itself
+/// too (tmux 3.3a was seen to stay up after `kill-server` with a control client attached whose
+/// other end, a killed daemon, was gone).
 pub fn end_tmux_server(run: impl Fn(&[&str]) -> Option<Output>) {
+    let server: Option<u32> = run(&["display-message", "-p", "#{pid}"])
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok());
     let panes: Vec<u32> = run(&["list-panes", "-a", "-F", "#{pane_pid}"])
         .filter(|o| o.status.success())
         .map(|o| {
@@ -58,7 +63,8 @@ pub fn end_tmux_server(run: impl Fn(&[&str]) -> Option<Output>) {
                 .collect()
         })
         .unwrap_or_default();
-    let tree: Vec<u32> = panes.into_iter().flat_map(process_tree).collect();
+    let mut tree: Vec<u32> = panes.into_iter().flat_map(process_tree).collect();
+    tree.extend(server);
     let _ = run(&["kill-server"]);
     let deadline = Instant::now() + Duration::from_secs(1);
     while tree.iter().any(|&p| alive(p)) && Instant::now() < deadline {
