@@ -264,19 +264,7 @@ pub(crate) async fn hook_to_event_ms(
     token: &str,
     text: &str,
 ) -> anyhow::Result<f64> {
-    let since = client
-        .status(v1::StatusRequest {})
-        .await?
-        .into_inner()
-        .last_seq;
-    let mut stream = client
-        .watch_events(v1::WatchEventsRequest {
-            since: Some(since),
-            sessions: vec![session.into()],
-            follow: true,
-        })
-        .await?
-        .into_inner();
+    let mut stream = crate::follow_now(client, session).await?;
     let t0 = Instant::now();
     let mut child = fire_stop_hook(h, sid, token, text)?;
     let at = loop {

@@ -38,6 +38,47 @@ pub(crate) fn ms(d: Duration) -> String {
     format!("{:.3}", d.as_secs_f64() * 1000.0)
 }
 
+/// A stream of `session`'s events from this moment on.
+pub(crate) async fn follow_now(
+    client: &mut clibot_proto::Client,
+    session: &str,
+) -> anyhow::Result<tonic::Streaming<v1::Event>> {
+    let since = client
+        .status(v1::StatusRequest {})
+        .await?
+        .into_inner()
+        .last_seq;
+    Ok(client
+        .watch_events(v1::WatchEventsRequest {
+            since: Some(since),
+            sessions: vec![session.into()],
+            follow: true,
+        })
+        .await?
+        .into_inner())
+}
+
+/// How long a bare `tmux new-session -d -s NAME -c DIR ARGS…` takes on the harness's server:
+/// the baseline for a spawn.
+pub(crate) fn bare_new_session(
+    h: &Harness,
+    name: &str,
+    dir: &str,
+    args: &[&str],
+) -> anyhow::Result<Duration> {
+    let mut argv = vec!["new-session", "-d", "-s", name, "-c", dir];
+    argv.extend_from_slice(args);
+    let t = Instant::now();
+    let out = h.tmux(&argv);
+    let took = t.elapsed();
+    anyhow::ensure!(
+        out.status.success(),
+        "tmux new-session failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(took)
+}
+
 pub(crate) fn rss_kib(pid: u32) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     let line = status
@@ -151,22 +192,12 @@ async fn spawn_times(h: &Harness) -> anyhow::Result<(Vec<Duration>, Vec<Duration
     }
     let mut bare = Vec::new();
     for i in 0..SPAWNS {
-        let name = format!("bare{i}");
-        let t = Instant::now();
-        let out = h.tmux(&[
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-c",
+        bare.push(bare_new_session(
+            h,
+            &format!("bare{i}"),
             &work,
-            "--",
-            "bash",
-            "--norc",
-            "--noprofile",
-        ]);
-        bare.push(t.elapsed());
-        anyhow::ensure!(out.status.success(), "tmux new-session failed");
+            &["--", "bash", "--norc", "--noprofile"],
+        )?);
     }
     for i in 0..SPAWNS {
         h.tmux(&["kill-session", "-t", &format!("bare{i}")]);

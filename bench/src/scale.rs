@@ -13,7 +13,7 @@ use clibot_tests::Harness;
 use tokio_stream::StreamExt;
 
 use crate::detect::{children_of, cpu_ticks, tmux_server_pid};
-use crate::{ms, percentile, rss_kib};
+use crate::{bare_new_session, follow_now, ms, percentile, rss_kib};
 
 /// Prompts measured at each checkpoint.
 const PROMPTS: usize = 7;
@@ -60,28 +60,14 @@ pub async fn run(h: &Harness, pid: u32, checkpoints: &[usize]) -> anyhow::Result
         // not change the curve.
         let mut bare = Vec::new();
         for i in 0..BARE {
-            let name = format!("bare{target}-{i}");
-            let t = Instant::now();
-            let out = h.tmux(&[
-                "new-session",
-                "-d",
-                "-s",
-                &name,
-                "-x",
-                "120",
-                "-y",
-                "40",
-                "-c",
-                &work,
-                "--",
-                "sleep",
-                "600",
-            ]);
-            bare.push(t.elapsed());
-            anyhow::ensure!(
-                out.status.success(),
-                "tmux new-session failed at {n} sessions: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
+            bare.push(
+                bare_new_session(
+                    h,
+                    &format!("bare{target}-{i}"),
+                    &work,
+                    &["-x", "120", "-y", "40", "--", "sleep", "600"],
+                )
+                .with_context(|| format!("at {n} sessions"))?,
             );
         }
         bare.sort();
@@ -164,15 +150,7 @@ async fn prompt_latency(
         ]);
         tokio::time::sleep(Duration::from_millis(600)).await;
         while seen_rx.try_recv().is_ok() {}
-        let since = c.status(v1::StatusRequest {}).await?.into_inner().last_seq;
-        let mut stream = c
-            .watch_events(v1::WatchEventsRequest {
-                since: Some(since),
-                sessions: vec![name.into()],
-                follow: true,
-            })
-            .await?
-            .into_inner();
+        let mut stream = follow_now(c, name).await?;
         anyhow::ensure!(
             h.tmux(&["send-keys", "-t", name, "Enter"]).status.success(),
             "send-keys"
