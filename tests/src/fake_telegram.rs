@@ -247,6 +247,28 @@ fn now() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
+/// A bot token in Telegram's shape, for the tests.
+pub const TEST_TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
+
+/// Starts the real gateway of `h` against `tg` (a fake started with [`TEST_TOKEN`]).
+pub fn gateway(h: &crate::Harness, tg: &FakeTelegram) -> std::process::Child {
+    h.gateway(
+        &["--telegram", "--telegram-api-url", &tg.url()],
+        &[("TELEGRAM_TOKEN", TEST_TOKEN)],
+    )
+}
+
+/// The fake, with the real gateway of `h` already polling it.
+pub fn with_gateway(h: &crate::Harness) -> (FakeTelegram, std::process::Child) {
+    let tg = FakeTelegram::start(TEST_TOKEN);
+    let g = gateway(h, &tg);
+    assert!(
+        tg.wait_polling(Duration::from_secs(20)),
+        "the gateway polls"
+    );
+    (tg, g)
+}
+
 impl FakeTelegram {
     /// Starts the fake for a bot with this token (`"123456:ABC..."`: the part before the colon
     /// is the bot's user id, as on Telegram) on an ephemeral port of 127.0.0.1. The socket is

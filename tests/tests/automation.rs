@@ -4,14 +4,12 @@
 //! delegation hands a session's work to another CLI when the first hits its usage limit, with
 //! the chat moved and told.
 
-use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::Harness;
-use clibot_tests::fake_telegram::{FakeTelegram, Sent, texts};
+use clibot_tests::fake_telegram::{self, FakeTelegram, Sent, texts};
 use serde_json::Value;
 
-const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
 const ADMIN: i64 = 100;
 
 /// A bash whose `Run: COMMAND [y/n]` lines are permission prompts about COMMAND.
@@ -30,19 +28,6 @@ prompts = [
 
 /// Defines `ask CMD`, which asks about CMD and prints what it was told.
 const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
-
-fn telegram(h: &Harness) -> (FakeTelegram, Child) {
-    let tg = FakeTelegram::start(TOKEN);
-    let g = h.gateway(
-        &["--telegram", "--telegram-api-url", &tg.url()],
-        &[("TELEGRAM_TOKEN", TOKEN)],
-    );
-    assert!(
-        tg.wait_polling(Duration::from_secs(20)),
-        "the gateway polls"
-    );
-    (tg, g)
-}
 
 fn said(tg: &FakeTelegram, what: &str, needle: &str) -> Vec<Sent> {
     tg.wait_sent(what, |s| texts(s, ADMIN).iter().any(|t| t.contains(needle)))
@@ -79,7 +64,7 @@ action = "allow"
 "#
     ));
     h.start_daemon();
-    let (tg, mut g) = telegram(&h);
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new rs asker {work}"));
     said(&tg, "started", "started rs");
@@ -364,7 +349,7 @@ fn a_session_that_hits_its_usage_limit_hands_its_work_to_the_next_cli_and_the_ch
         .expect("git init");
     std::fs::write(h.work.join("notes.txt"), "x").expect("file");
     h.start_daemon();
-    let (tg, mut g) = telegram(&h);
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(
         ADMIN,

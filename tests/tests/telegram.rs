@@ -6,19 +6,12 @@
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use clibot_tests::fake_telegram::{FakeTelegram, Sent, retry_after_body, texts};
+use clibot_tests::fake_telegram::{self, FakeTelegram, Sent, gateway, retry_after_body, texts};
 use clibot_tests::{Harness, bin, lines};
 
-const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
+const TOKEN: &str = fake_telegram::TEST_TOKEN;
 const ADMIN: i64 = 100;
 const STRANGER: i64 = 555;
-
-fn gateway(h: &Harness, tg: &FakeTelegram) -> Child {
-    h.gateway(
-        &["--telegram", "--telegram-api-url", &tg.url()],
-        &[("TELEGRAM_TOKEN", TOKEN)],
-    )
-}
 
 /// The callback data of the `i`-th button of an inline keyboard.
 fn button(markup: &serde_json::Value, i: usize) -> String {
@@ -45,12 +38,7 @@ fn setup() -> (Harness, FakeTelegram, Child) {
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
     h.start_daemon();
-    let tg = FakeTelegram::start(TOKEN);
-    let g = gateway(&h, &tg);
-    assert!(
-        tg.wait_polling(Duration::from_secs(20)),
-        "the gateway polls"
-    );
+    let (tg, g) = fake_telegram::with_gateway(&h);
     (h, tg, g)
 }
 
@@ -423,12 +411,7 @@ fn new_session(tg: &FakeTelegram, name: &str, work: &str) {
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
     let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
     h.start_daemon();
-    let tg = FakeTelegram::start(TOKEN);
-    let g = gateway(&h, &tg);
-    assert!(
-        tg.wait_polling(Duration::from_secs(20)),
-        "the gateway polls"
-    );
+    let (tg, g) = fake_telegram::with_gateway(&h);
     (h, tg, g)
 }
 
@@ -683,12 +666,7 @@ fn a_chat_is_told_when_the_log_lost_events_it_never_got() {
     )
     .expect("config");
     h.start_daemon();
-    let tg = FakeTelegram::start(TOKEN);
-    let mut g = gateway(&h, &tg);
-    assert!(
-        tg.wait_polling(Duration::from_secs(20)),
-        "the gateway polls"
-    );
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new r bash {work}"));
     tg.push_message(ADMIN, ADMIN, "Owner", "echo first-$((1+1))");

@@ -7,24 +7,15 @@ use std::time::Duration;
 
 use clibot_proto::v1;
 use clibot_tests::Harness;
-use clibot_tests::fake_telegram::{FakeTelegram, texts};
+use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
 
-const TOKEN: &str = "123456789:AAFakeTokenForClibotTestsOnly_0123456789";
 const ADMIN: i64 = 100;
 const OTHER: i64 = 101;
 
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
     let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
     h.start_daemon();
-    let tg = FakeTelegram::start(TOKEN);
-    let g = h.gateway(
-        &["--telegram", "--telegram-api-url", &tg.url()],
-        &[("TELEGRAM_TOKEN", TOKEN)],
-    );
-    assert!(
-        tg.wait_polling(Duration::from_secs(20)),
-        "the gateway polls"
-    );
+    let (tg, g) = fake_telegram::with_gateway(&h);
     (h, tg, g)
 }
 
