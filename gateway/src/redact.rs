@@ -16,7 +16,12 @@
 //!
 //! * Private key blocks `-----BEGIN … PRIVATE KEY----- … -----END … PRIVATE KEY-----`
 //!   (RSA, EC, OpenSSH, PKCS#8, encrypted, PGP `… PRIVATE KEY BLOCK`); a block whose END
-//!   line is missing (truncated output) is redacted through its last base64 line.
+//!   line is missing (truncated output) is redacted through its last base64 line, and one
+//!   whose BEGIN line is missing (output cut at the top) from its first base64 line.
+//! * Credentials of tools: `.netrc` (`machine H login U password P`, or `password P` alone
+//!   on a line), `.pgpass` lines (`host:port:db:user:password`), `mysql -pP`, `curl -u U:P`
+//!   / `--user U:P`, Slack webhook URLs (`https://hooks.slack.com/services/…`), Azure
+//!   connection strings (`AccountKey=…`, `SharedAccessKey=…`, up to the `;`).
 //! * Credentials in URLs: `scheme://user:password@` (the user is kept).
 //! * `Authorization:` / `Proxy-Authorization:` header values, and `Bearer …` anywhere.
 //! * Vendor keys by their prefix: Anthropic `sk-ant-…`, OpenAI `sk-…` / `sk-proj-…`,
@@ -177,6 +182,20 @@ impl Redactor {
 const RULES: &[&str] = &[
     // Private key blocks: to the END line, or through the base64 lines if it is missing.
     r"(?P<pk>-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)(?P<pk_body>[\s\S]*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|(?:[ \t]*\r?\n[ \t]*(?:[A-Za-z0-9+/=]{8,}|[A-Za-z-]+:[^\n]*))*)",
+    // A private key whose BEGIN line was cut off: its base64 lines up to the END line.
+    r"(?P<pkt>(?m:^)[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*\r?\n(?:[ \t]*[A-Za-z0-9+/=]{4,}[ \t]*\r?\n)*[ \t]*)(?P<pkt_end>-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
+    // Slack incoming webhooks: the whole path is the credential.
+    r"(?P<slack>(?-u:\b)https://hooks\.slack\.com/services/)(?P<slack_val>[A-Za-z0-9_/-]{8,})",
+    // Azure storage / Service Bus connection strings: `AccountKey=…` up to `;`.
+    r#"(?P<az>(?-u:\b)(?i:AccountKey|SharedAccessKey)[ \t]*=[ \t]*)(?P<az_val>[^;\s"'<>]+)"#,
+    // curl -u user:password / --user user:password (the user is kept).
+    r#"(?P<curl>(?-u:\b)curl(?:[ \t][^\n]*?)?[ \t](?:-u|--user)(?:[ \t]+|=)?["']?[^\s:"']*:)(?P<curl_val>[^\s"']+)"#,
+    // mysql -pSECRET (a bare `-p` asks for it: left alone).
+    r#"(?P<my>(?-u:\b)(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)(?:[ \t][^\n]*?)?[ \t]-p)(?P<my_val>'[^'\n]*'|"[^"\n]*"|[^\s'"-][^\s]*)"#,
+    // .netrc: `machine HOST login USER password SECRET`, or `password SECRET` on its own line.
+    r"(?P<netrc>(?m:^)[ \t]*(?:(?:machine[ \t]+[^\s]+|default)[ \t]+login[ \t]+[^\s]+(?:[ \t]+account[ \t]+[^\s]+)?[ \t]+)?password[ \t]+)(?P<netrc_val>[^\s=:][^\s]*)(?P<netrc_rest>[^\n]*)",
+    // .pgpass: `host:port:database:user:password`, the password to the end of the line.
+    r"(?P<pg>(?m:^)[ \t]*[^\s:#][^\s:]*:(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:)(?P<pg_val>(?:\\.|[^\s:\\])+)[ \t]*\r?(?m:$)",
     // scheme://user:password@
     r#"(?P<url>(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/?#@"'<>]*:)(?P<url_val>[^\s/?#@"'<>]+)@"#,
     // Authorization headers, with an optional scheme word.
@@ -232,6 +251,50 @@ fn replacement(caps: &Captures<'_>) -> Option<String> {
             .map(|i| format!("\n{}", &body[i..]))
             .unwrap_or_default();
         return Some(format!("{begin}\n{MARKER}{end}"));
+    }
+    if let Some(end) = g("pkt_end") {
+        return Some(format!("{MARKER}\n{end}"));
+    }
+    if let Some(pre) = g("slack") {
+        return Some(format!("{pre}{MARKER}"));
+    }
+    if let Some(pre) = g("az") {
+        let val = g("az_val").unwrap_or_default();
+        return (!is_placeholder(val)).then(|| format!("{pre}{MARKER}"));
+    }
+    // A command line: what comes before the password may hold secrets of its own.
+    for (pre, val) in [("curl", "curl_val"), ("my", "my_val")] {
+        if let Some(head) = g(pre) {
+            let v = g(val).unwrap_or_default();
+            let head = redact_patterns(head, &mut 0);
+            return Some(if is_placeholder(v) {
+                format!("{head}{v}")
+            } else {
+                format!("{head}{MARKER}")
+            });
+        }
+    }
+    if let Some(pre) = g("netrc") {
+        let val = g("netrc_val").unwrap_or_default();
+        let rest = g("netrc_rest").unwrap_or_default();
+        let alone = pre.trim_start().starts_with("password");
+        // On its own line, a word of prose ("password reset") is not taken for a password.
+        let plausible = !alone
+            || (rest.trim().is_empty()
+                && (val.chars().count() >= 12 || val.chars().any(|c| !c.is_alphabetic())));
+        let val = if plausible && !is_placeholder(val) {
+            MARKER
+        } else {
+            val
+        };
+        // The rest of the line is searched too (this match hides it from the other rules).
+        return Some(format!("{pre}{val}{}", redact_patterns(rest, &mut 0)));
+    }
+    if let Some(pre) = g("pg") {
+        let whole = caps.get(0).map_or("", |m| m.as_str());
+        let val = g("pg_val").unwrap_or_default();
+        let tail = whole.get(pre.len() + val.len()..).unwrap_or_default();
+        return (!is_placeholder(val)).then(|| format!("{pre}{MARKER}{tail}"));
     }
     if let Some(pre) = g("url") {
         let val = g("url_val").unwrap_or_default();
@@ -569,6 +632,115 @@ mod tests {
         for (input, want) in cases {
             assert_eq!(r(input), want, "{input}");
         }
+    }
+
+    #[test]
+    fn tool_credentials() {
+        let cases = [
+            (
+                "machine api.example.com login alice password s3cr3t-Pw",
+                "machine api.example.com login alice password …[redacted]",
+            ),
+            (
+                "default login bob password hunter2hunter2",
+                "default login bob password …[redacted]",
+            ),
+            ("  password hunter2", "  password …[redacted]"),
+            ("password correcthorsebattery", "password …[redacted]"),
+            (
+                "db.example.com:5432:app:appuser:Pa55w0rd!",
+                "db.example.com:5432:app:appuser:…[redacted]",
+            ),
+            ("*:*:*:postgres:secret\\:pw", "*:*:*:postgres:…[redacted]"),
+            ("localhost:5432:*:me:pw\r", "localhost:5432:*:me:…[redacted]\r"),
+            (
+                "mysql -h db -u root -pS3cr3t app",
+                "mysql -h db -u root -p…[redacted] app",
+            ),
+            ("mysql -pS3cr3t", "mysql -p…[redacted]"),
+            (
+                "mysql -u root --password=S3cr3t app",
+                "mysql -u root --password=…[redacted] app",
+            ),
+            (
+                "mysqldump -uroot -p'my pw' app",
+                "mysqldump -uroot -p…[redacted] app",
+            ),
+            (
+                "curl -u alice:s3cret https://api.example.com",
+                "curl -u alice:…[redacted] https://api.example.com",
+            ),
+            (
+                "curl -s --user alice:s3cret https://x",
+                "curl -s --user alice:…[redacted] https://x",
+            ),
+            (
+                "curl -H 'Authorization: Bearer abcdef0123456789abcdef' -u bob:pw1 https://x",
+                "curl -H 'Authorization: Bearer …[redacted]' -u bob:…[redacted] https://x",
+            ),
+            (
+                "curl -X POST https://hooks.slack.com/services/T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX",
+                "curl -X POST https://hooks.slack.com/services/…[redacted]",
+            ),
+            (
+                "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Zm9vYmFyYmF6cXV4+/abc==;EndpointSuffix=core.windows.net",
+                "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=…[redacted];EndpointSuffix=core.windows.net",
+            ),
+            (
+                "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=abc123XYZ=",
+                "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=root;SharedAccessKey=…[redacted]",
+            ),
+            ("AccountKey=abc123==", "AccountKey=…[redacted]"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(r(input), want, "{input}");
+            assert_eq!(r(want), want, "idempotent: {want}");
+        }
+        // A .netrc file, several lines.
+        let netrc = "machine a.example login u1 password pw-one1\nmachine b.example\n  login u2\n  password pw-two2\n";
+        let out = r(netrc);
+        assert!(
+            !out.contains("pw-one1") && !out.contains("pw-two2"),
+            "{out}"
+        );
+        assert!(out.contains("machine b.example\n  login u2\n"), "{out}");
+    }
+
+    #[test]
+    fn tool_lookalikes_are_left_alone() {
+        let keep = [
+            "mysql -u root -p app",
+            "mysql -u root -p",
+            "mysql -P 3306 -h db",
+            "mkdir -p src/bin",
+            "cp -pr a b",
+            "curl -u alice https://x",
+            "curl --user-agent x:y https://x",
+            "curl https://example.com/a:b",
+            "password reset",
+            "password is wrong",
+            "Your password was changed",
+            "the machine password is stored elsewhere",
+            "12:30:45 started",
+            "fe80::1ff:fe23:4567:890a",
+            "00:11:22:33:44:55",
+            "src/main.rs:12:5: error: x",
+            "https://hooks.slack.com/",
+            "AccountName=acme;EndpointSuffix=core.windows.net",
+            "AccountKey=${AZURE_KEY}",
+        ];
+        for s in keep {
+            assert_eq!(r(s), s, "false positive");
+        }
+    }
+
+    #[test]
+    fn a_private_key_cut_at_the_top_is_redacted_to_its_end_line() {
+        let cut = "$ tail -3 id_rsa\nQ2hZnGxTgGQZzD0MX9pyf3cT8GHlL7xJ0pTAY8eq\nMIIEpAIBAAKCAQEA1c7+9z5Pad7Oe\n-----END RSA PRIVATE KEY-----\n$ ";
+        assert_eq!(
+            r(cut),
+            "$ tail -3 id_rsa\n…[redacted]\n-----END RSA PRIVATE KEY-----\n$ "
+        );
     }
 
     #[test]
