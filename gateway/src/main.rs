@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use clibot_gateway::command::CommandParser;
+use clibot_gateway::redact::Redactor;
 use clibot_proto::v1;
 use tokio::sync::mpsc;
 
@@ -103,6 +104,15 @@ enum Spec {
 }
 
 impl Spec {
+    /// What it holds that must never reach a chat.
+    fn secrets(&self) -> Vec<&str> {
+        match self {
+            Spec::Console => vec![],
+            Spec::Telegram { token, .. } | Spec::Discord { token, .. } => vec![token],
+            Spec::Feishu(f) => vec![&f.app_secret],
+        }
+    }
+
     fn name(&self) -> &'static str {
         match self {
             Spec::Console => "console",
@@ -224,6 +234,10 @@ async fn serve(
 ) -> ExitCode {
     let health = Health::default();
     tokio::spawn(health.clone().report(socket.clone()));
+    // Every platform's chats are kept from every configured credential, not only its own.
+    let redactor = Arc::new(platforms::redacting::redactor(
+        specs.iter().flat_map(Spec::secrets),
+    ));
     let mut console = None;
     for spec in specs {
         let ph = health.platform(spec.name());
@@ -233,6 +247,7 @@ async fn serve(
             lock_dir.clone(),
             parser.clone(),
             ph,
+            redactor.clone(),
         ));
         if matches!(spec, Spec::Console) {
             console = Some(task);
@@ -286,6 +301,7 @@ async fn run_platform(
     lock_dir: PathBuf,
     parser: CommandParser,
     health: PlatformHealth,
+    redactor: Arc<Redactor>,
 ) {
     let name = spec.name();
     let mut backoff = Duration::from_secs(1);
@@ -295,6 +311,10 @@ async fn run_platform(
         let began = std::time::Instant::now();
         match start(&spec, parser.prefix(), &lock_dir, &socket).await {
             Ok((platform, inbound)) => {
+                let platform: Arc<dyn Platform> = Arc::new(platforms::redacting::Redacting::new(
+                    platform,
+                    redactor.clone(),
+                ));
                 health.state("connected", "");
                 health.heard();
                 let relay =

@@ -15,7 +15,6 @@ use std::time::{Duration, Instant};
 use clibot_gateway::chunk::{
     ChunkOptions, Measure, attachment_name, chunk, file_summary, should_send_as_file,
 };
-use clibot_gateway::redact;
 use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -170,7 +169,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                     // Every chat that was behind the gap is told; nothing to acknowledge (seq 0).
                     let first = d.first_seq;
                     let all = bindings(&mut c, platform.name(), "").await?;
-                    for b in all.into_iter().filter(|b| !b.broken && b.cursor < first) {
+                    for b in all.into_iter().filter(|b| open_for(b, first)) {
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
                             parts: 0,
@@ -181,7 +180,7 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                 }
                 if !ev.session.is_empty() && for_chats(&ev) {
                     let chats = bindings(&mut c, platform.name(), &ev.session).await?;
-                    for b in chats.into_iter().filter(|b| !b.broken && b.cursor < ev.seq) {
+                    for b in chats.into_iter().filter(|b| open_for(b, ev.seq)) {
                         let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
                         worker(&mut workers, &platform, &socket, &health, &b).send(Item {
                             ev: ev.clone(),
@@ -218,6 +217,12 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(Duration::from_secs(5));
     }
+}
+
+/// Whether event `seq` is still to be delivered to chat `b`: not suspended, not yet
+/// delivered, and not past the end the daemon set (its binder lost the session).
+fn open_for(b: &v1::Binding, seq: u64) -> bool {
+    !b.broken && b.cursor < seq && (b.until_seq == 0 || seq <= b.until_seq)
 }
 
 /// The platform's chats bound to `session` (all of them for an empty one).
@@ -515,12 +520,12 @@ impl ChatDelivery {
         let Some(text) = render(ev) else {
             return Ok(());
         };
-        let text = redact(&text);
+        let text = self.platform.redact(&text);
         if let Some(Kind::Waiting(w)) = &ev.kind
             && let Some(p) = &w.prompt
             && !p.options.is_empty()
         {
-            let options: Vec<String> = p.options.iter().map(|o| redact(o).into_owned()).collect();
+            let options: Vec<String> = p.options.iter().map(|o| self.platform.redact(o).into_owned()).collect();
             let message = self
                 .platform
                 .send_prompt(&self.chat, &p.id, &text, &options)

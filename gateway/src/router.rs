@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use clibot_gateway::chunk::{ChunkOptions, Measure, file_summary, should_send_as_file};
 use clibot_gateway::command::{Command, CommandParser, PromptAnswer, Route};
-use clibot_gateway::redact;
 use clibot_proto::v1;
 use tonic::Request;
 
@@ -53,7 +52,7 @@ impl Router {
     }
 
     async fn reply(&self, msg: &Inbound, text: &str) {
-        if let Err(e) = self.platform.send(&msg.chat, &redact(text)).await {
+        if let Err(e) = self.platform.send(&msg.chat, &self.platform.redact(text)).await {
             eprintln!("clibot-gateway: cannot reply to {}: {e}", msg.chat);
         }
     }
@@ -332,7 +331,7 @@ impl Router {
                 let text = c.capture(self.req(msg, req)).await?.into_inner().text;
                 // A long screen goes as one file, not as a stream of messages.
                 let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
-                let text = redact(&text).into_owned();
+                let text = self.platform.redact(&text).into_owned();
                 if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
                     let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
                     if let Err(e) = self.platform.send_file(&msg.chat, "screen.txt", &text, &summary).await {
@@ -403,10 +402,11 @@ impl Router {
                 if entries.is_empty() {
                     return Ok(Some("nothing recorded for this chat yet".into()));
                 }
-                let text = history_text(&entries);
+                // Each entry is redacted whole before it is flattened and cut to a line.
+                let text = history_text(&entries, |t| self.platform.redact(t).into_owned());
                 // Long history goes as one file, like a long screen.
                 let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
-                let text = redact(&text).into_owned();
+                let text = self.platform.redact(&text).into_owned();
                 if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
                     let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
                     if let Err(e) = self.platform.send_file(&msg.chat, "history.txt", &text, &summary).await {
@@ -434,11 +434,14 @@ const HISTORY_LINE_CHARS: usize = 200;
 
 /// A chat's transcript as `!!history` shows it: one line an entry, what the chat sent as
 /// `› you: …`, what it was shown as `‹ [session] …`, each cut to about 200 characters.
-pub fn history_text(entries: &[v1::TranscriptEntry]) -> String {
+/// Each entry is `redact`ed whole first: a secret cut in half (a private key without its
+/// BEGIN line) or flattened onto one line is no longer recognised.
+pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> String) -> String {
     entries
         .iter()
         .map(|e| {
-            let flat = e.text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let flat = redact(&e.text)
+                .split_whitespace().collect::<Vec<_>>().join(" ");
             let mut text: String = flat.chars().take(HISTORY_LINE_CHARS).collect();
             if flat.chars().count() > HISTORY_LINE_CHARS {
                 text.push('…');
@@ -489,12 +492,53 @@ mod tests {
             text: text.into(),
         };
         let long = "x".repeat(500);
-        let t = super::history_text(&[e("in", "echo\n hi"), e("out", "hi-2"), e("out", &long)]);
+        let t = super::history_text(
+            &[e("in", "echo\n hi"), e("out", "hi-2"), e("out", &long)],
+            |t| clibot_gateway::redact(t).into_owned(),
+        );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines[0], "› you: echo hi");
         assert_eq!(lines[1], "‹ [s] hi-2");
         assert_eq!(lines[2], format!("‹ [s] {}…", "x".repeat(200)));
         assert_eq!(lines.len(), 3);
+    }
+
+    #[test]
+    fn history_redacts_each_entry_whole_before_cutting_it() {
+        let body = [
+            "MIIEpAIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aumDSQ2hZnGxTgGQZzD0MX9pyf3c",
+            "T8GHlL7xJ0pTAY8eqQ2hZnGxTgGQZzD0MX9pyf3cT8GHlL7xJ0pTAY8eq1c7+9z5Pa",
+            "d7OejecsQ0bu3aumDSMIIEpAIBAAKCAQEAGQZzD0MX9pyf3cT8GHlL7xJ0pTAY8eqQ",
+            "2hZnGxTgGQZzD0MX9pyf3cT8GHlL7xJ0pTAY8eqMIIEpAIBAAKCAQEA1c7+9z5Pad7",
+        ];
+        let key = format!(
+            "$ cat id_rsa\n-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----\n",
+            body.join("\n")
+        );
+        assert!(key.chars().count() > 200);
+        let entry = clibot_proto::v1::TranscriptEntry {
+            time_ms: 1,
+            dir: "out".into(),
+            user: String::new(),
+            session: "s".into(),
+            text: key,
+        };
+        let t = super::history_text(&[entry], |t| clibot_gateway::redact(t).into_owned());
+        for line in body {
+            assert!(!t.contains(&line[..16]), "a key line leaked: {t}");
+        }
+        assert!(t.contains("…[redacted]"), "{t}");
+        // Redacted with the gateway's own secrets too.
+        let own = crate::platforms::redacting::redactor(["my-feishu-app-secret"]);
+        let entry = clibot_proto::v1::TranscriptEntry {
+            time_ms: 1,
+            dir: "in".into(),
+            user: "7".into(),
+            session: "s".into(),
+            text: format!("{} my-feishu-app-secret", "x ".repeat(95)),
+        };
+        let t = super::history_text(&[entry], |t| own.redact(t).into_owned());
+        assert!(!t.contains("my-feishu"), "{t}");
     }
 
     use std::sync::{Arc, Mutex};

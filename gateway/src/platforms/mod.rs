@@ -5,7 +5,10 @@
 pub mod console;
 pub mod discord;
 pub mod feishu;
+pub mod redacting;
 pub mod telegram;
+
+use std::borrow::Cow;
 
 use async_trait::async_trait;
 
@@ -43,6 +46,11 @@ pub trait Platform: Send + Sync + 'static {
     }
     /// The longest message the platform takes (text is chunked to fit).
     fn max_message(&self) -> usize;
+    /// Redacts a whole text before it is cut, flattened or chunked for this platform (the
+    /// [`redacting::Redacting`] wrapper also knows the gateway's own secrets).
+    fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        clibot_gateway::redact(text)
+    }
     /// Sends text to a chat; an error means it was not delivered (and will be retried).
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()>;
     /// Sends prompt `prompt_id`; platforms with buttons offer one per option, each carrying the
