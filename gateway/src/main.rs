@@ -11,6 +11,7 @@ mod platforms;
 mod relay;
 mod router;
 mod shown;
+mod verified;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -304,6 +305,8 @@ async fn run_platform(
     redactor: Arc<Redactor>,
 ) {
     let name = spec.name();
+    // Kept across reconnections: who the daemon accepted where, in this process.
+    let verified = Arc::new(verified::Verified::default());
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
     loop {
@@ -322,6 +325,7 @@ async fn run_platform(
                 let router = router::Router {
                     platform: platform.clone(),
                     parser: parser.clone(),
+                    verified: verified.clone(),
                 };
                 route(&router, inbound, &socket, &health).await;
                 relay.abort();
@@ -360,9 +364,11 @@ fn jitter(d: Duration) -> Duration {
     d + d.mul_f64(f64::from(nanos % 1000) / 4000.0)
 }
 
-/// Hands each message to the router, in order. While the daemon is away: says so once, keeps
-/// the message, and tries again with backoff; the platform's acknowledgement (Telegram's
-/// update offset) fires only once the message was handled.
+/// Hands each message to the router, in order. While the daemon is away: keeps the message and
+/// tries again with backoff, telling the chat once — only a chat where this process saw the
+/// daemon accept the sender (anyone else hears nothing), and never where the socket is (that
+/// goes to the log). The platform's acknowledgement (Telegram's update offset) fires only once
+/// the message was handled.
 async fn route(
     router: &router::Router,
     mut inbound: mpsc::Receiver<Inbound>,
@@ -381,13 +387,19 @@ async fn route(
                     Ok(c) => client = Some(c),
                     Err(e) => {
                         if !told {
-                            let _ = router
-                                .platform
-                                .send(
-                                    &msg.chat,
-                                    &format!("clibotd is not reachable ({e}); retrying"),
-                                )
-                                .await;
+                            eprintln!(
+                                "clibot-gateway: {}: {e}; holding a message from chat {} until clibotd is back",
+                                health.name(),
+                                msg.chat
+                            );
+                            if router.platform.is_local()
+                                || router.verified.contains(&msg.chat, &msg.user)
+                            {
+                                let _ = router
+                                    .platform
+                                    .send(&msg.chat, verified::DAEMON_DOWN)
+                                    .await;
+                            }
                             told = true;
                         }
                         tokio::time::sleep(waited).await;

@@ -10,10 +10,13 @@ use clibot_proto::v1;
 use tonic::Request;
 
 use crate::platforms::{Inbound, Platform};
+use crate::verified::Verified;
 
 pub struct Router {
     pub platform: Arc<dyn Platform>,
     pub parser: CommandParser,
+    /// (chat, user) pairs the daemon accepted: the only ones answered while it is away.
+    pub verified: Arc<Verified>,
 }
 
 /// `!!screen` output longer than this many messages goes as a file.
@@ -75,6 +78,17 @@ impl Router {
             {
                 return Err(status);
             }
+            Err(status) if status.code() == tonic::Code::Internal => {
+                // Its detail may name files on the machine (the state directory): the log
+                // has it, the chat gets the gist.
+                eprintln!(
+                    "clibot-gateway: the daemon failed a request from {} chat {}: {}",
+                    self.platform.name(),
+                    msg.chat,
+                    status.message()
+                );
+                "clibot could not do that (an error on the machine; its log says more)".into()
+            }
             Err(status) => status.message().to_string(),
         };
         self.reply(msg, &text).await;
@@ -95,7 +109,10 @@ impl Router {
                 group: msg.group,
             };
             let a = c.check_access(check).await?.into_inner();
-            if !a.allowed {
+            if a.allowed {
+                self.verified.accept(&msg.chat, &msg.user);
+            } else {
+                self.verified.refuse(&msg.chat, &msg.user);
                 // An empty message: stay silent (a stranger in a group, a group told once).
                 return Ok((!a.message.is_empty()).then_some(a.message));
             }
@@ -632,6 +649,7 @@ mod tests {
         let router = Router {
             platform,
             parser: CommandParser::default(),
+            verified: Default::default(),
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();
@@ -648,6 +666,9 @@ mod tests {
             .await
             .expect("handled");
         memory.wait_for("2", "pairing code").await;
+        // Only the accepted sender counts as verified (answered while the daemon is away).
+        assert!(router.verified.contains("1", "7"));
+        assert!(!router.verified.contains("2", "99"));
         // The admin starts one; text goes to its CLI and the reply comes back through the relay.
         router
             .handle(&mut c, &msg("1", "7", &format!("!!new m bash {work}")))
