@@ -77,9 +77,12 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         }
         Kind::Error(e) => format!("[{s}] error: {}", e.message),
         Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
+        // Which chat is not said: it may be another user's private chat, and this one may be
+        // a group (`clibotctl chats` on the machine shows it).
         Kind::ChatSuspended(c) => format!(
-            "[{s}] stopped delivering to {} chat {}: {}. It resumes when someone writes there again.",
-            c.platform, c.chat, c.reason
+            "[{s}] stopped delivering to another {} chat of this session: {}. It resumes when someone writes there again (`clibotctl chats` on the machine shows which).",
+            c.platform,
+            c.reason.replace(c.chat.as_str(), "…").trim_end_matches('.')
         ),
         Kind::EventsDropped(d) => format!(
             "clibot: events {}–{} were removed from the log before this chat got them; some replies may be missing here (`!!last` shows a session's latest reply)",
@@ -653,6 +656,26 @@ mod tests {
             })),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_suspended_chat_is_never_named() {
+        let ev = v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::ChatSuspended(v1::ChatSuspended {
+                platform: "telegram".into(),
+                chat: "123456789".into(),
+                reason: "Telegram: Forbidden: bot was blocked by the user 123456789.".into(),
+            })),
+            ..Default::default()
+        };
+        let t = render(&ev).unwrap_or_default();
+        assert!(!t.contains("123456789"), "{t}");
+        assert!(
+            t.starts_with("[api] stopped delivering to another telegram chat of this session: Telegram: Forbidden: bot was blocked by the user …."),
+            "{t}"
+        );
     }
 
     #[test]
