@@ -19,6 +19,20 @@ pub struct Router {
     pub verified: Arc<Verified>,
 }
 
+/// A message in a chat bound to a session its sender may not use.
+pub const FOREIGN: &str = "this chat is bound to a session you may not use; ask its owner or an admin";
+
+/// What a chat is bound to, as its sender sees it.
+enum Bound {
+    /// Nothing (and nothing was bound implicitly).
+    Nothing,
+    /// A session the sender may use.
+    Usable(v1::Binding),
+    /// A session the sender may not use (or one that is gone): it stays bound, and nothing of
+    /// theirs goes to it.
+    Foreign,
+}
+
 /// `!!screen` output longer than this many messages goes as a file.
 const MAX_SCREEN_MESSAGES: usize = 3;
 
@@ -117,7 +131,11 @@ impl Router {
                 return Ok((!a.message.is_empty()).then_some(a.message));
             }
         }
-        let binding = self.binding(c, msg).await?;
+        let (binding, foreign) = match self.binding(c, msg).await? {
+            Bound::Nothing => (None, false),
+            Bound::Usable(b) => (Some(b), false),
+            Bound::Foreign => (None, true),
+        };
         let bound = binding.as_ref().map(|b| b.session.clone());
         let waiting = match &bound {
             Some(name) => c
@@ -129,7 +147,8 @@ impl Router {
         };
         match self.parser.route(&msg.text, waiting) {
             Route::Invalid(e) => Ok(Some(e.to_string())),
-            Route::Command(cmd) => self.command(c, msg, cmd, binding).await,
+            Route::Command(cmd) => self.command(c, msg, cmd, binding, foreign).await,
+            Route::Answer(_) | Route::Cli(_) if foreign => Ok(Some(self.foreign(c, msg).await?)),
             Route::Answer(a) => {
                 let answer = match a {
                     PromptAnswer::Choice(n) => n.to_string(),
@@ -206,33 +225,49 @@ impl Router {
         Ok(())
     }
 
-    /// The chat's binding, else the only session this user may use (which becomes bound). A
-    /// suspended binding resumes: the chat wrote, so it works again.
+    /// The chat's binding; for a chat with none, the only session this user may use (which
+    /// becomes bound). A chat that is bound is never bound again implicitly, even when its
+    /// session is one this user may not use (in a group, another member's): that would hand
+    /// the group to whoever writes. A suspended binding resumes: the chat wrote, so it works
+    /// again.
     async fn binding(
         &self,
         c: &mut clibot_proto::Client,
         msg: &Inbound,
-    ) -> Result<Option<v1::Binding>, tonic::Status> {
+    ) -> Result<Bound, tonic::Status> {
         let bindings = self.chat_bindings(c, msg).await?;
         let sessions = c
             .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
             .await?
             .into_inner()
             .sessions;
-        if let Some(b) = bindings.into_iter().next()
-            && sessions.iter().any(|s| s.name == b.session)
-        {
-            if b.broken {
-                self.bind(c, msg, &b.session).await?;
-                return Ok(self.chat_bindings(c, msg).await?.into_iter().next());
-            }
-            return Ok(Some(b));
+        let again = match bindings.into_iter().next() {
+            Some(b) if !sessions.iter().any(|s| s.name == b.session) => return Ok(Bound::Foreign),
+            Some(b) if !b.broken => return Ok(Bound::Usable(b)),
+            Some(b) => b.session,
+            None => match sessions.as_slice() {
+                [only] => only.name.clone(),
+                _ => return Ok(Bound::Nothing),
+            },
+        };
+        self.bind(c, msg, &again).await?;
+        Ok(match self.chat_bindings(c, msg).await?.into_iter().next() {
+            Some(b) => Bound::Usable(b),
+            None => Bound::Nothing,
+        })
+    }
+
+    /// The refusal for a chat bound to a session its sender may not use; in their own direct
+    /// chat, with what they can do instead.
+    async fn foreign(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<String, tonic::Status> {
+        if msg.group {
+            return Ok(FOREIGN.into());
         }
-        if let [only] = sessions.as_slice() {
-            self.bind(c, msg, &only.name).await?;
-            return Ok(self.chat_bindings(c, msg).await?.into_iter().next());
-        }
-        Ok(None)
+        Ok(format!("{FOREIGN}\n{}", self.no_session_hint(c, msg).await?))
     }
 
     async fn chat_bindings(
@@ -260,8 +295,18 @@ impl Router {
             session: session.into(),
             group: msg.group,
         };
-        c.set_binding(self.req(msg, req)).await?;
-        Ok(())
+        match c.set_binding(self.req(msg, req)).await {
+            Ok(_) => Ok(()),
+            // Who may bind a chat (a group: its admins and the session's owner) is the
+            // daemon's call; its refusal says so plainly.
+            Err(s) if s.code() == tonic::Code::PermissionDenied => {
+                Err(tonic::Status::permission_denied(format!(
+                    "this chat was not bound to {session}: {}",
+                    s.message()
+                )))
+            }
+            Err(s) => Err(s),
+        }
     }
 
     async fn no_session_hint(
@@ -294,10 +339,14 @@ impl Router {
         msg: &Inbound,
         cmd: Command,
         binding: Option<v1::Binding>,
+        foreign: bool,
     ) -> Result<Option<String>, tonic::Status> {
         let bound = binding.as_ref().map(|b| b.session.clone());
         let need = |b: &Option<String>| {
             b.clone().ok_or_else(|| {
+                if foreign {
+                    return tonic::Status::permission_denied(FOREIGN);
+                }
                 tonic::Status::failed_precondition(format!(
                     "no session chosen: {}use NAME",
                     self.parser.prefix()
@@ -329,8 +378,13 @@ impl Router {
             Command::New { name, cli, dir, delegate } => {
                 let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, ..Default::default() };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
-                self.bind(c, msg, &name).await?;
-                format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir)
+                match self.bind(c, msg, &name).await {
+                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                        format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
             Command::Status => {
@@ -391,7 +445,8 @@ impl Router {
                 if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
             }
             Command::Answer { choice } => {
-                if msg.prompt.is_none() {
+                // A button in a chat bound to someone else's session is not theirs to press.
+                if msg.prompt.is_none() || foreign {
                     need(&bound)?;
                 }
                 self.answer(c, msg, binding.as_ref(), choice).await?;
