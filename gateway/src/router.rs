@@ -445,6 +445,9 @@ impl Router {
                 if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
             }
             Command::Answer { choice } => {
+                if let Some(refusal) = answer_refusal(&choice) {
+                    return Ok(Some(refusal));
+                }
                 // A button in a chat bound to someone else's session is not theirs to press.
                 if msg.prompt.is_none() || foreign {
                     need(&bound)?;
@@ -499,6 +502,18 @@ impl Router {
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
     }
+}
+
+/// Why an `!!answer` text is refused: it is typed into the CLI as an answer, so it must be one
+/// line of plain text — a control character (Escape, Ctrl-C, a newline, a tab) would press a
+/// key instead (keys are `!!keys`, which the daemon allows to fewer people).
+pub fn answer_refusal(choice: &str) -> Option<String> {
+    choice.chars().find(|c| c.is_control()).map(|c| {
+        format!(
+            "an answer is one line of plain text: it may not contain control characters (found U+{:04X}); nothing was typed",
+            u32::from(c)
+        )
+    })
 }
 
 /// Longest text of one `!!history` line, in characters.
@@ -573,6 +588,17 @@ mod tests {
         assert_eq!(lines[1], "‹ [s] hi-2");
         assert_eq!(lines[2], format!("‹ [s] {}…", "x".repeat(200)));
         assert_eq!(lines.len(), 3);
+    }
+
+    #[test]
+    fn answers_with_control_characters_are_refused() {
+        for bad in ["yes\u{1b}[A", "1\r", "a\nb", "\u{3}", "x\ty", "\u{7f}", "ok\u{9b}2J"] {
+            let r = super::answer_refusal(bad).unwrap_or_default();
+            assert!(r.contains("control characters"), "{bad:?}: {r}");
+        }
+        for good in ["2", "yes", "use the second approach", "是的，第二个", "ok 👍"] {
+            assert_eq!(super::answer_refusal(good), None, "{good:?}");
+        }
     }
 
     #[test]
