@@ -64,6 +64,21 @@ pub struct PlatformAccess {
     pub groups: Vec<String>,
     /// Sessions one chat user may have running at once (admins are not capped).
     pub max_sessions_per_user: usize,
+    /// How non-admins' sessions run: in a bubblewrap jail (the default), or, when an admin
+    /// says so, unjailed (`doctor` warns).
+    pub sandbox: Sandbox,
+    /// The CLIs non-admins may start; unset: every configured CLI whose adapter is not
+    /// `generic`; `["*"]`: all.
+    pub clis: Option<Vec<String>>,
+}
+
+/// `[access.PLATFORM] sandbox`
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sandbox {
+    #[default]
+    Bwrap,
+    Off,
 }
 
 impl Default for PlatformAccess {
@@ -74,6 +89,8 @@ impl Default for PlatformAccess {
             admins: Vec::new(),
             groups: Vec::new(),
             max_sessions_per_user: 4,
+            sandbox: Sandbox::default(),
+            clis: None,
         }
     }
 }

@@ -50,6 +50,9 @@ pub struct Record<'a> {
     pub outcome: &'a str,
     #[serde(skip_serializing_if = "str::is_empty")]
     pub detail: &'a str,
+    /// "session:NAME" when the actor acted from a process inside that session.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub via: &'a str,
     /// A folded line: this many identical refusals were not written one by one; the first of
     /// them at `since_ms`, the last at `time_ms`.
     #[serde(skip_serializing_if = "is_zero")]
@@ -66,8 +69,8 @@ fn is_zero_i64(n: &i64) -> bool {
     *n == 0
 }
 
-/// What makes two refusals the same: actor, platform, chat, session, action, detail.
-type FoldKey = [String; 6];
+/// What makes two refusals the same: actor, platform, chat, session, action, detail, via.
+type FoldKey = [String; 7];
 
 /// Refusals folded since the window's first one (which was written).
 struct Fold {
@@ -121,7 +124,7 @@ impl State {
         if let Some(f) = self.folds.remove(k)
             && f.count > 0
         {
-            let [actor, platform, chat, session, action, detail] = k;
+            let [actor, platform, chat, session, action, detail, via] = k;
             self.write(&Record {
                 time_ms: f.last_ms,
                 actor,
@@ -131,6 +134,7 @@ impl State {
                 action,
                 outcome: "refused",
                 detail,
+                via,
                 repeated: f.count,
                 since_ms: f.first_ms,
             });
@@ -179,8 +183,10 @@ impl Audit {
             st.next_sweep_ms = now + 1000;
         }
         if r.outcome == "refused" && r.repeated == 0 {
-            let key: FoldKey =
-                [r.actor, r.platform, r.chat, r.session, r.action, r.detail].map(str::to_string);
+            let key: FoldKey = [
+                r.actor, r.platform, r.chat, r.session, r.action, r.detail, r.via,
+            ]
+            .map(str::to_string);
             let open = st
                 .folds
                 .get(&key)
@@ -237,6 +243,7 @@ impl Audit {
             action,
             outcome,
             detail,
+            via: "",
             repeated: 0,
             since_ms: 0,
         }

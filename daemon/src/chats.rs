@@ -35,6 +35,19 @@ pub struct Binding {
     pub shown_prompt: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub shown_message: String,
+    /// Who bound the chat ("PLATFORM:USER", or "local"): delivery stops once they may no
+    /// longer use the session. Empty for a group bound before this was recorded: suspended
+    /// until an allowed user writes there.
+    #[serde(default)]
+    pub binder: String,
+    /// The binder lost the right to the session: the chat receives events up to this one (the
+    /// notice saying so), then the binding ends. 0: no end set.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub until_seq: u64,
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -42,8 +55,17 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl Binding {
-    fn new(platform: &str, chat: &str, session: &str, group: bool, cursor: u64) -> Binding {
+    fn new(
+        platform: &str,
+        chat: &str,
+        session: &str,
+        group: bool,
+        cursor: u64,
+        binder: &str,
+    ) -> Binding {
         Binding {
+            binder: binder.into(),
+            until_seq: 0,
             platform: platform.into(),
             chat: chat.into(),
             session: session.into(),
@@ -205,10 +227,29 @@ impl Chats {
             changed = true;
         }
         let cursor = b.cursor;
+        if b.until_seq != 0 && b.cursor >= b.until_seq {
+            // The chat was told its binder lost the session: the binding ends here.
+            st.bindings
+                .retain(|b| !(b.platform == platform && b.chat == chat));
+            changed = true;
+        }
         if changed {
             self.save(&st);
         }
         Some(cursor)
+    }
+
+    /// Ends delivery to a chat after event `seq` (see [`Binding::until_seq`]).
+    pub fn end_after(&self, platform: &str, chat: &str, seq: u64) {
+        let mut st = self.lock();
+        if let Some(b) = st
+            .bindings
+            .iter_mut()
+            .find(|b| b.platform == platform && b.chat == chat)
+        {
+            b.until_seq = seq;
+            self.save(&st);
+        }
     }
 
     /// The consumer's cursor (0 when it never acknowledged anything).
@@ -232,7 +273,15 @@ impl Chats {
     /// Binds a chat to a session (an empty session unbinds it). Binding a chat again to the
     /// session it has keeps its delivery position, unless it was suspended: a suspended chat
     /// that writes again resumes from now (`last_seq`), not with everything it missed.
-    pub fn bind(&self, platform: &str, chat: &str, session: &str, group: bool, last_seq: u64) {
+    pub fn bind(
+        &self,
+        platform: &str,
+        chat: &str,
+        session: &str,
+        group: bool,
+        last_seq: u64,
+        binder: &str,
+    ) {
         let mut st = self.lock();
         let pos = st
             .bindings
@@ -241,9 +290,12 @@ impl Chats {
         match pos {
             Some(i) if st.bindings[i].session == session && !session.is_empty() => {
                 let b = &mut st.bindings[i];
-                if b.broken.is_none() && b.group == group {
+                if b.broken.is_none() && b.group == group && b.binder == binder && b.until_seq == 0
+                {
                     return;
                 }
+                b.binder = binder.to_string();
+                b.until_seq = 0;
                 if b.broken.take().is_some() {
                     b.cursor = b.cursor.max(last_seq);
                     b.parts = 0;
@@ -253,14 +305,15 @@ impl Chats {
             Some(i) => {
                 st.bindings.remove(i);
                 if !session.is_empty() {
-                    st.bindings
-                        .push(Binding::new(platform, chat, session, group, last_seq));
+                    st.bindings.push(Binding::new(
+                        platform, chat, session, group, last_seq, binder,
+                    ));
                 }
             }
             None if session.is_empty() => return,
-            None => st
-                .bindings
-                .push(Binding::new(platform, chat, session, group, last_seq)),
+            None => st.bindings.push(Binding::new(
+                platform, chat, session, group, last_seq, binder,
+            )),
         }
         self.save(&st);
     }
@@ -372,7 +425,13 @@ fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
             Some(list) => {
                 for v in list {
                     match serde_json::from_value::<Binding>(v.clone()) {
-                        Ok(b) if valid(&b) => {
+                        Ok(mut b) if valid(&b) => {
+                            // Bound before binders were recorded: a private chat's binder is
+                            // its user (the chat id, on the platforms where they are one);
+                            // a group waits for an allowed user's next message.
+                            if b.binder.is_empty() && !b.group {
+                                b.binder = format!("{}:{}", b.platform, b.chat);
+                            }
                             if st
                                 .bindings
                                 .iter()
@@ -445,9 +504,9 @@ mod tests {
             10,
             "a late ack does not move the cursor back"
         );
-        c.bind("telegram", "chat1", "api", false, 10);
-        c.bind("telegram", "chat1", "web", false, 12);
-        c.bind("discord", "chan", "api", true, 12);
+        c.bind("telegram", "chat1", "api", false, 10, "telegram:u");
+        c.bind("telegram", "chat1", "web", false, 12, "telegram:u");
+        c.bind("discord", "chan", "api", true, 12, "telegram:u");
         c.ack_ingress("discord", "chan", "900");
         c.ack_ingress("discord", "chan", "899");
         drop(c);
@@ -458,7 +517,7 @@ mod tests {
         assert_eq!((b[0].session.as_str(), b[0].cursor), ("web", 12));
         assert_eq!(c.bindings("", "", "api").len(), 1);
         assert_eq!(c.ingress("discord"), vec![("chan".into(), "900".into())]);
-        c.bind("telegram", "chat1", "", false, 0);
+        c.bind("telegram", "chat1", "", false, 0, "telegram:u");
         assert!(c.bindings("telegram", "", "").is_empty());
     }
 
@@ -466,8 +525,8 @@ mod tests {
     fn chat_delivery_is_tracked_per_chat_and_part() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (c, _) = Chats::open(dir.path());
-        c.bind("telegram", "a", "api", false, 5);
-        c.bind("telegram", "b", "api", false, 5);
+        c.bind("telegram", "a", "api", false, 5, "telegram:u");
+        c.bind("telegram", "b", "api", false, 5, "telegram:u");
         assert_eq!(c.ack_chat("telegram", "a", &ack(7, 2)), Some(6));
         assert_eq!(c.ack_chat("telegram", "a", &ack(7, 1)), Some(6));
         let a = &c.bindings("telegram", "a", "")[0];
@@ -500,11 +559,11 @@ mod tests {
         // Suspended, then the chat writes again: it resumes from now.
         assert_eq!(c.mark_broken("telegram", "b", "kicked"), Some("api".into()));
         assert_eq!(c.mark_broken("telegram", "b", "kicked"), None, "told once");
-        c.bind("telegram", "b", "api", false, 20);
+        c.bind("telegram", "b", "api", false, 20, "telegram:u");
         let b = &c.bindings("telegram", "b", "")[0];
         assert_eq!((b.broken.as_deref(), b.cursor), (None, 20));
         // Binding again to the same session keeps the position.
-        c.bind("telegram", "a", "api", false, 30);
+        c.bind("telegram", "a", "api", false, 30, "telegram:u");
         assert_eq!(c.bindings("telegram", "a", "")[0].cursor, 7);
     }
 
@@ -549,7 +608,7 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         let (c, w) = Chats::open(dir.path());
         assert!(w.iter().any(|w| w.contains("cannot read")), "{w:?}");
-        c.bind("telegram", "a", "api", false, 1);
+        c.bind("telegram", "a", "api", false, 1, "telegram:u");
         assert!(path.is_dir(), "left alone");
     }
 }

@@ -43,6 +43,9 @@ pub struct Actor {
     pub platform: String,
     pub user: String,
     pub chat: String,
+    /// "session:NAME" when the call came from a process inside that session (the actor is
+    /// then its owner); empty otherwise. Kept in the audit log.
+    pub via: String,
 }
 
 impl Actor {
@@ -51,6 +54,7 @@ impl Actor {
             platform: "local".into(),
             user: "local".into(),
             chat: String::new(),
+            via: String::new(),
         }
     }
 
@@ -129,6 +133,10 @@ pub(crate) struct Inner {
     pub(crate) clis: BTreeMap<String, CliSpec>,
     pub(crate) kinds: BTreeMap<String, CliKind>,
     pub(crate) roots: Vec<PathBuf>,
+    /// The secret paths no session may start in (see [`crate::secrets`]), and those an exact
+    /// `allowed_roots` entry lifts.
+    pub(crate) secrets: Vec<PathBuf>,
+    pub(crate) lifted_secrets: Vec<PathBuf>,
     pub(crate) mux: Arc<dyn Mux>,
     pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
     pub(crate) events: EventLog,
@@ -139,6 +147,8 @@ pub(crate) struct Inner {
     pub(crate) persist: Mutex<()>,
     pub(crate) started: Instant,
     pub(crate) warnings: Mutex<Vec<String>>,
+    /// The per-session hook sockets of jailed sessions.
+    pub(crate) hook_sockets: Mutex<crate::confine::HookSockets>,
     pub(crate) paste_counter: AtomicU64,
     /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
     pub(crate) shutdown: CancellationToken,
@@ -273,6 +283,7 @@ impl Daemon {
         for w in &warnings {
             warn!("{w}");
         }
+        let (secrets, lifted_secrets) = crate::secrets::for_settings(&settings);
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,
@@ -283,6 +294,8 @@ impl Daemon {
                 shutdown: CancellationToken::new(),
                 clis,
                 roots,
+                secrets,
+                lifted_secrets,
                 settings,
                 mux,
                 sessions: Mutex::new(BTreeMap::new()),
@@ -292,6 +305,7 @@ impl Daemon {
                 persist: Mutex::new(()),
                 started: Instant::now(),
                 warnings: Mutex::new(warnings),
+                hook_sockets: Mutex::new(crate::confine::HookSockets::new()),
                 paste_counter: AtomicU64::new(0),
                 metrics: Arc::new(crate::metrics::Metrics::new()),
                 automation,
@@ -362,7 +376,7 @@ impl Daemon {
             Ok(()) => ("accepted", ""),
             Err(e) => ("refused", e),
         };
-        self.inner.audit.record(crate::audit::Audit::now(
+        let mut record = crate::audit::Audit::now(
             &actor.user,
             &actor.platform,
             &actor.chat,
@@ -370,10 +384,16 @@ impl Daemon {
             action,
             outcome,
             detail,
-        ));
+        );
+        record.via = &actor.via;
+        self.inner.audit.record(record);
     }
 
-    /// Access check for a chat user; refusals and pairing codes are audited.
+    /// Whether `actor` is an admin (the local user counts as one).
+    pub fn is_admin(&self, actor: &Actor) -> bool {
+        actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true)
+    }
+
     /// Whether `actor` may see and use session `rec`: the local user and admins use all; a
     /// chat user their own and those shared with them.
     pub fn may_use(&self, actor: &Actor, rec: &SessionRecord) -> bool {
@@ -604,6 +624,20 @@ impl Daemon {
         }
         for (name, status, reason) in exited {
             self.mark_exited(&name, status, reason);
+        }
+        // Jailed sessions' hooks reach the daemon through sockets of their own: serve them
+        // again.
+        let jailed: Vec<(String, String)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.rec.jail_home.is_empty() && !e.rec.state.is_exited())
+            .map(|e| (e.rec.name.clone(), e.rec.id.clone()))
+            .collect();
+        for (name, id) in jailed {
+            if let Err(e) = self.hook_socket(&id) {
+                self.warn(format!(
+                    "session {name}: its hooks cannot reach clibot: {e}"
+                ));
+            }
         }
         readopted
     }
@@ -865,6 +899,11 @@ impl Daemon {
         if !dir.is_dir() {
             return Err(CoreError::NotADirectory(dir));
         }
+        if let Some(secret) =
+            crate::secrets::secret_containing(&dir, &self.inner.secrets, &self.inner.lifted_secrets)
+        {
+            return Err(CoreError::SecretDir { dir, secret });
+        }
         if !self.inner.roots.iter().any(|r| dir.starts_with(r)) {
             let roots = if self.inner.roots.is_empty() {
                 "none configured exists".to_string()
@@ -930,7 +969,7 @@ impl Daemon {
             owner: req.owner.clone(),
             delegate: req.delegate || self.inner.settings.config.delegation.default,
             delegated_from: req.delegated_from.clone(),
-            hook_token: format!("{}{}", new_id(), new_id()),
+            hook_token: crate::secrets::new_token().map_err(CoreError::NoRandom)?,
             cli_session_id: new_uuid(),
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
                 free_local_port().map_err(CoreError::NoPort)?
@@ -1061,6 +1100,13 @@ impl Daemon {
                 "session {name:?} was not started by clibot, so its conversation cannot be resumed: restart it without resuming"
             )));
         }
+        let token = match crate::secrets::new_token() {
+            Ok(t) => t,
+            Err(e) => {
+                release(self);
+                return Err(CoreError::NoRandom(e));
+            }
+        };
         self.stop_watcher(name);
         let outcome = match self.stop_inner(&rec, false, None).await {
             Ok(o) => o,
@@ -1092,7 +1138,7 @@ impl Daemon {
             stalled: false,
             error: None,
             last_activity_ms: now_ms(),
-            hook_token: format!("{}{}", new_id(), new_id()),
+            hook_token: token,
             api_port: 0,
             ..rec.clone()
         };
@@ -1156,18 +1202,19 @@ impl Daemon {
         req: &SpawnRequest,
         resume: bool,
     ) -> Result<MuxSession, CoreError> {
+        self.check_cli_allowed(&rec.owner, &cli.name)?;
         let mut argv = cli.argv.clone();
         let mut launch_env = Vec::new();
+        // The home the CLI will see: its own HOME setting, else the daemon's.
+        let home = req
+            .env
+            .get("HOME")
+            .or_else(|| cli.env.get("HOME"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| expand_home(Path::new("~")));
         if let Some((adapter, _)) = self.kind_of(&cli.name) {
             let (hook_command, hook_argv) = self.hook_command(&cli.name);
             let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
-            // The home the CLI will see: its own HOME setting, else the daemon's.
-            let home = req
-                .env
-                .get("HOME")
-                .or_else(|| cli.env.get("HOME"))
-                .map(PathBuf::from)
-                .unwrap_or_else(|| expand_home(Path::new("~")));
             let launch = adapter.launch(&crate::adapter::LaunchContext {
                 hook_command: &hook_command,
                 cli_session_id: &rec.cli_session_id,
@@ -1225,10 +1272,29 @@ impl Daemon {
         if rec.api_port != 0 {
             env.push(("CLIBOT_API_PORT".into(), rec.api_port.to_string()));
         }
-        env.push((
-            "CLIBOT_SOCKET".into(),
-            self.inner.settings.socket.display().to_string(),
-        ));
+        // A non-admin's program runs jailed; its hooks reach the daemon through a socket of
+        // its own, which serves that session's hook calls only.
+        let path_for_jail = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, p)| p.clone())
+            .or_else(|| lock(&self.inner.global_path).clone())
+            .unwrap_or_default();
+        let socket = match self.jail_for(&rec.owner, &path_for_jail)? {
+            Some(bwrap) => {
+                let (jailed, hook_socket) = self.jailed_argv(&bwrap, rec, cli, &home, &argv)?;
+                argv = jailed;
+                self.set_jail_home(&rec.name, &home.display().to_string());
+                hook_socket
+            }
+            None => {
+                self.set_jail_home(&rec.name, "");
+                self.inner.settings.socket.clone()
+            }
+        };
+        env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
+        let (argv, env) = self.through_launcher(&rec.id, argv, env)?;
         let meta = SessionMeta {
             id: rec.id.clone(),
             name: rec.name.clone(),
@@ -1256,7 +1322,16 @@ impl Daemon {
             other => other,
         };
         match created {
-            Ok(s) => Ok(s),
+            Ok(s) => {
+                // Kept for a daemon that loses its registry (see `recover_links`).
+                if let Err(e) = mux
+                    .set_private_env(&s.id, "CLIBOT_HOOK_TOKEN", &rec.hook_token)
+                    .await
+                {
+                    tracing::debug!("hook token not kept in tmux's environment: {e}");
+                }
+                Ok(s)
+            }
             Err(MuxError::DuplicateSession(_)) => Err(CoreError::TmuxNameTaken(rec.name.clone())),
             Err(e) => Err(e.into()),
         }
@@ -1336,6 +1411,8 @@ impl Daemon {
 
     /// Per-session files (generated CLI settings) go with the session.
     fn remove_session_files(&self, id: &str) {
+        self.drop_hook_socket(id);
+        let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("jails").join(id));
         let dir = self.inner.settings.state_dir.join("sessions").join(id);
         if dir.exists()
             && let Err(e) = std::fs::remove_dir_all(&dir)
@@ -2074,7 +2151,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// Writes a file only this user can read (settings that name the hook command).
-fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
+pub(crate) fn write_private(path: &Path, content: impl AsRef<[u8]>) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = std::fs::OpenOptions::new()
@@ -2083,7 +2160,7 @@ fn write_private(path: &Path, content: &str) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
-    f.write_all(content.as_bytes())
+    f.write_all(content.as_ref())
 }
 
 /// A random version-4 UUID (for CLIs that take a session id chosen up front).

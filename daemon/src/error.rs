@@ -27,6 +27,20 @@ pub enum CoreError {
     )]
     DirNotAllowed { dir: PathBuf, roots: String },
     #[error(
+        "you may start only: {allowed} (not {cli}); an admin can allow more in [access.PLATFORM] clis"
+    )]
+    CliNotAllowed { cli: String, allowed: String },
+    #[error(
+        "sessions of non-admins run in a bubblewrap jail, and bubblewrap is not installed on this machine: install the package `bubblewrap` (e.g. `sudo apt-get install bubblewrap`), or an admin sets [access.PLATFORM] sandbox = \"off\""
+    )]
+    NoSandbox,
+    #[error("the operating system gave no random bytes for a session secret: {0}")]
+    NoRandom(#[source] std::io::Error),
+    #[error(
+        "directory {dir} is inside {secret}, which holds secrets: sessions never start there; choose another directory (only an [daemon] allowed_roots entry naming exactly {secret} lifts this)"
+    )]
+    SecretDir { dir: PathBuf, secret: PathBuf },
+    #[error(
         "a session named {0:?} already exists: choose another name, or remove it first with `clibotctl stop {0}`"
     )]
     AlreadyExists(String),

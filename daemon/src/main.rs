@@ -41,10 +41,19 @@ struct Args {
     /// directory is known. `clibotctl` starts the daemon so; under systemd the journal keeps it.
     #[arg(long)]
     log_to_state_dir: bool,
+    /// Internal: start a session's program from the private launch file FILE (what tmux runs
+    /// for each session, so that no secret stands on a command line).
+    #[arg(long, hide = true, value_name = "FILE")]
+    launch: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(file) = &args.launch {
+        let e = clibotd::launch::run(file);
+        eprintln!("clibotd: {e}");
+        return ExitCode::from(127);
+    }
     // Before any thread exists: listenfd edits the environment.
     let activated = listenfd::ListenFd::from_env().take_unix_listener(0);
     let sink = LogSink::default();

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
 use crate::access::Decision;
+use crate::caller::Caller;
 use crate::core::{Actor, Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
 use crate::events::{Event, EventKind};
@@ -52,6 +53,11 @@ impl Service {
             gateways: Arc::default(),
             transcripts,
         }
+    }
+
+    /// The core, for the layer that tells who calls.
+    pub(crate) fn daemon(&self) -> Daemon {
+        self.daemon.clone()
     }
 
     /// The daemon's metrics registry, for the layer that times the calls.
@@ -243,8 +249,23 @@ fn shown_text(kind: &EventKind) -> Option<String> {
     })
 }
 
-/// Who a call is for: the chat user named in its metadata, else the local user.
+/// Who a call is for. A process inside a managed session acts as that session's owner (the
+/// machine's user for a session made on the machine), whatever chat metadata it sends; any
+/// other caller is the chat user named in its metadata (the gateway), else the local user.
 fn actor<T>(req: &Request<T>) -> Actor {
+    if let Some(Caller::Session { name, owner }) = req.extensions().get::<Caller>() {
+        let mut a = match owner.split_once(':') {
+            Some((platform, user)) => Actor {
+                platform: platform.to_string(),
+                user: user.to_string(),
+                chat: String::new(),
+                via: String::new(),
+            },
+            None => Actor::local(),
+        };
+        a.via = format!("session:{name}");
+        return a;
+    }
     let get = |k: &str| {
         req.metadata()
             .get(k)
@@ -256,6 +277,7 @@ fn actor<T>(req: &Request<T>) -> Actor {
             platform,
             user,
             chat: get("clibot-chat").unwrap_or_default(),
+            via: String::new(),
         },
         _ => Actor::local(),
     }
@@ -274,9 +296,11 @@ impl From<CoreError> for Status {
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
-            CoreError::DirNotAllowed { .. } | CoreError::NotYours(_) | CoreError::NotOwner(_) => {
-                Code::PermissionDenied
-            }
+            CoreError::DirNotAllowed { .. }
+            | CoreError::SecretDir { .. }
+            | CoreError::CliNotAllowed { .. }
+            | CoreError::NotYours(_)
+            | CoreError::NotOwner(_) => Code::PermissionDenied,
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
@@ -287,6 +311,7 @@ impl From<CoreError> for Status {
             | CoreError::NotThatPrompt { .. }
             | CoreError::UnknownPrompt(_)
             | CoreError::ProgramNotFound { .. }
+            | CoreError::NoSandbox
             | CoreError::ProgramNotExecutable { .. }
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
@@ -295,7 +320,8 @@ impl From<CoreError> for Status {
             }
             CoreError::Mux(MuxError::NoServer(_))
             | CoreError::Mux(MuxError::Spawn { .. })
-            | CoreError::NoPort(_) => Code::Unavailable,
+            | CoreError::NoPort(_)
+            | CoreError::NoRandom(_) => Code::Unavailable,
             CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
             CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
@@ -606,8 +632,17 @@ impl Clibot for Service {
     ) -> Result<Response<v1::SendKeysResponse>, Status> {
         let actor = actor(&req);
         let r = req.into_inner();
-        // Control keys can interrupt or quit a CLI: admins only, from a chat.
+        // Control keys can interrupt or quit a CLI: from a chat, admins, and owners in their own
+        // sessions; never someone it is only shared with.
         self.owned(&actor, &r.session, "keys", false)?;
+        if !actor.is_local()
+            && !self.daemon.is_admin(&actor)
+            && self.daemon.get(&r.session)?.owner != actor.key()
+        {
+            let why = "control keys are for admins and the session's owner";
+            self.daemon.audit(&actor, &r.session, "keys", Err(why));
+            return Err(Status::permission_denied(why));
+        }
         let session = r.session.clone();
         let seq = self
             .detached(&actor, &session, "keys", move |d| async move {
@@ -756,6 +791,7 @@ impl Clibot for Service {
             platform: r.platform,
             user: r.user,
             chat: r.chat,
+            via: String::new(),
         };
         if r.group {
             // Groups are off unless named; and in a group, where everyone reads along, a
@@ -957,10 +993,24 @@ impl Clibot for Service {
                 return Err(Status::permission_denied(why));
             }
         }
+        if r.group
+            && !self
+                .daemon
+                .may_bind_group(&actor, &r.platform, &r.chat, &r.session)
+        {
+            let why = "only an admin or the session's owner may bind this group (it stays bound as it is)";
+            self.daemon.audit(&actor, &r.session, "bind", Err(why));
+            return Err(Status::permission_denied(why));
+        }
         let last = self.daemon.events().last_seq();
-        self.daemon
-            .chats()
-            .bind(&r.platform, &r.chat, &r.session, r.group, last);
+        self.daemon.chats().bind(
+            &r.platform,
+            &r.chat,
+            &r.session,
+            r.group,
+            last,
+            &actor.key(),
+        );
         self.daemon.audit(&actor, &r.session, "bind", Ok(()));
         Ok(Response::new(v1::SetBindingResponse {}))
     }
@@ -970,6 +1020,8 @@ impl Clibot for Service {
         req: Request<v1::ListBindingsRequest>,
     ) -> Result<Response<v1::ListBindingsResponse>, Status> {
         let r = req.into_inner();
+        // Delivery stops at once for a chat whose binder lost the session.
+        self.daemon.enforce_binders();
         let access = self.daemon.access();
         let bindings = self
             .daemon
@@ -981,6 +1033,10 @@ impl Clibot for Service {
                 let broken = b.broken.clone().or_else(|| {
                     (b.group && !access.group_enabled(&b.platform, &b.chat))
                         .then(|| "the group is not enabled in the config".to_string())
+                }).or_else(|| {
+                    self.daemon.held(&b).map(|crate::bind_rights::Hold::NoBinder| {
+                        "bound before clibot recorded who binds chats: the next message of an allowed user here binds it again".to_string()
+                    })
                 });
                 v1::Binding {
                     platform: b.platform,
@@ -993,6 +1049,7 @@ impl Clibot for Service {
                     group: b.group,
                     shown_prompt: b.shown_prompt,
                     shown_message: b.shown_message,
+                    until_seq: b.until_seq,
                 }
             })
             .collect();
@@ -1111,6 +1168,13 @@ impl Clibot for Service {
         &self,
         req: Request<v1::HookRequest>,
     ) -> Result<Response<v1::HookResponse>, Status> {
+        if let Some(Caller::HookSocket { id }) = req.extensions().get::<Caller>()
+            && *id != req.get_ref().session_id
+        {
+            return Err(Status::permission_denied(
+                "this socket serves only its own session's hook calls",
+            ));
+        }
         let r = req.into_inner();
         let output = self
             .daemon

@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use tonic::codegen::http;
 
+use crate::caller::Caller;
 use crate::metrics::Metrics;
 use crate::rpc::Service;
 
@@ -157,14 +158,146 @@ pub async fn serve(
         Err(_) => true,
     });
     let metrics = service.metrics();
+    if let Some(hooks) = service.daemon().take_hook_listeners() {
+        tokio::spawn(serve_hook_sockets(hooks, service.clone()));
+    }
+    let daemon = service.daemon();
     Server::builder()
         .layer(tower::layer::layer_fn(move |inner| Timed {
             inner,
             metrics: metrics.clone(),
         }))
+        .layer(tower::layer::layer_fn(move |inner| Gate {
+            inner,
+            daemon: daemon.clone(),
+            scope: None,
+        }))
         .add_service(ClibotServer::with_interceptor(service, same_uid))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await
+}
+
+/// Serves each jailed session's hook socket (hook calls of that session only) until the
+/// session ends or the daemon stops.
+async fn serve_hook_sockets(
+    mut hooks: tokio::sync::mpsc::UnboundedReceiver<crate::confine::HookListener>,
+    service: Service,
+) {
+    while let Some(h) = hooks.recv().await {
+        let listener = match UnixListener::from_std(h.listener) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(id = %h.id, "cannot serve a session's hook socket: {e}");
+                continue;
+            }
+        };
+        let me = rustix::process::getuid().as_raw();
+        let incoming = UnixListenerStream::new(listener).filter(move |conn| match conn {
+            Ok(s) => s.peer_cred().is_ok_and(|c| c.uid() == me),
+            Err(_) => true,
+        });
+        let (service, daemon, id) = (service.clone(), service.daemon(), h.id.clone());
+        tokio::spawn(async move {
+            let served = Server::builder()
+                .layer(tower::layer::layer_fn(move |inner| Gate {
+                    inner,
+                    daemon: daemon.clone(),
+                    scope: Some(id.clone()),
+                }))
+                .add_service(ClibotServer::with_interceptor(service, same_uid))
+                .serve_with_incoming_shutdown(incoming, h.stop.cancelled_owned())
+                .await;
+            if let Err(e) = served {
+                tracing::warn!(id = %h.id, "a session's hook socket stopped: {e}");
+            }
+        });
+    }
+}
+
+/// Methods that only the gateway or the machine's user call: never a process inside a chat
+/// user's session (it would read other chats' events, bind chats, approve pairings).
+const OUTSIDE_ONLY: &[&str] = &[
+    "ReportGateway",
+    "CheckAccess",
+    "ListPairings",
+    "ApprovePairing",
+    "RevokeAccess",
+    "AckEvents",
+    "GetCursor",
+    "SetBinding",
+    "ListBindings",
+    "MarkChatBroken",
+    "AckIngress",
+    "ListIngress",
+    "GetTranscript",
+    "WatchEvents",
+    "AdoptSession",
+];
+
+/// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may
+/// never ask: anything but its own hook calls on a session's hook socket, and the gateway's
+/// and the machine user's methods from inside a chat user's session.
+#[derive(Clone)]
+struct Gate<S> {
+    inner: S,
+    daemon: crate::core::Daemon,
+    /// The session id whose hook socket this is.
+    scope: Option<String>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Gate<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        let caller = match &self.scope {
+            Some(id) => Caller::HookSocket { id: id.clone() },
+            None => {
+                let pid = req
+                    .extensions()
+                    .get::<UdsConnectInfo>()
+                    .and_then(|ci| ci.peer_cred)
+                    .and_then(|c| c.pid());
+                self.daemon.caller_of(pid)
+            }
+        };
+        let method = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let refusal = match &caller {
+            Caller::HookSocket { .. } if method != "Hook" => {
+                Some("this socket serves only its session's hook calls")
+            }
+            Caller::Session { owner, .. }
+                if !owner.is_empty() && OUTSIDE_ONLY.contains(&method.as_str()) =>
+            {
+                Some(
+                    "not from inside a chat user's session: only the gateway and the machine's user may",
+                )
+            }
+            _ => None,
+        };
+        if let Some(why) = refusal {
+            tracing::warn!(?caller, method, "refused: {why}");
+            let resp = Status::permission_denied(why).into_http();
+            return Box::pin(async move { Ok(resp) });
+        }
+        req.extensions_mut().insert(caller);
+        Box::pin(self.inner.call(req))
+    }
 }
 
 /// Times each call into the metrics, by the method in its path.

@@ -109,6 +109,10 @@ pub struct SessionRecord {
     /// The session this one handed its work to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub delegated_to: String,
+    /// Where the jailed CLI's home is (its per-session state is bound over parts of it);
+    /// empty for a session that runs unjailed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub jail_home: String,
 }
 
 /// A question the CLI waits on.

@@ -990,20 +990,25 @@ impl Daemon {
         event: &str,
         payload: &str,
     ) -> Result<String, CoreError> {
-        let payload: Value = serde_json::from_str(payload)
+        let mut payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
-        let (name, cli) = {
+        let (name, cli, rec) = {
             let sessions = lock(&self.inner.sessions);
             let e = sessions
                 .values()
                 .find(|e| {
-                    e.rec.id == session_id
-                        && !e.rec.hook_token.is_empty()
-                        && e.rec.hook_token == token
+                    e.rec.id == session_id && crate::secrets::token_eq(&e.rec.hook_token, token)
                 })
                 .ok_or(CoreError::HookDenied)?;
-            (e.rec.name.clone(), e.rec.cli.clone())
+            (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone())
         };
+        // A jailed CLI reports paths as it sees them; its transcripts lie in its own copy of
+        // its state on the host.
+        if !rec.jail_home.is_empty()
+            && let Some(Value::String(p)) = payload.get_mut("transcript_path")
+        {
+            *p = self.host_path(&rec, p);
+        }
         let event = if event.is_empty() {
             payload
                 .get("hook_event_name")

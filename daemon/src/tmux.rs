@@ -157,6 +157,20 @@ pub trait Mux: Send + Sync + 'static {
     fn attach_command(&self, target: &str) -> Vec<String>;
     /// The global arguments that select this server (`-S path` or `-L name`).
     fn server_args(&self) -> Vec<String>;
+    /// Sets a variable in a session's tmux environment without it ever standing on a command
+    /// line (the control connection only); where that cannot be done, it is not set.
+    async fn set_private_env(
+        &self,
+        _target: &str,
+        _key: &str,
+        _value: &str,
+    ) -> Result<(), MuxError> {
+        Ok(())
+    }
+    /// The server's socket file, where known: jailed sessions must not see it.
+    fn server_socket(&self) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// Which tmux server.
@@ -640,6 +654,29 @@ impl Mux for Tmux {
             target.to_string(),
         ]);
         v
+    }
+
+    async fn set_private_env(&self, target: &str, key: &str, value: &str) -> Result<(), MuxError> {
+        let mut c = TmuxCommand::new();
+        c.name("set-environment");
+        c.push_option("-t", target);
+        c.push_param(key);
+        c.push_param(value);
+        self.query_private(vec![c]).await.map(|_| ())
+    }
+
+    fn server_socket(&self) -> Option<PathBuf> {
+        Some(match &self.socket {
+            TmuxSocket::Path(p) => p.clone(),
+            TmuxSocket::Name(n) => {
+                let dir = std::env::var_os("TMUX_TMPDIR")
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/tmp"));
+                dir.join(format!("tmux-{}", rustix::process::getuid().as_raw()))
+                    .join(n)
+            }
+        })
     }
 
     fn server_args(&self) -> Vec<String> {

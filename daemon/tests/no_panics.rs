@@ -222,7 +222,7 @@ proptest! {
         c.max_seq();
         c.cursor("telegram");
         c.ack("telegram", seq);
-        c.bind("telegram", &chat, "api", false, seq);
+        c.bind("telegram", &chat, "api", false, seq, "telegram:u");
         c.ack_chat("telegram", &chat, &ChatAck { seq, parts: 1, ..Default::default() });
         c.ack_ingress("discord", &chat, "12");
         c.bindings("", "", "");

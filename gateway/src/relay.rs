@@ -528,7 +528,11 @@ impl ChatDelivery {
             && let Some(p) = &w.prompt
             && !p.options.is_empty()
         {
-            let options: Vec<String> = p.options.iter().map(|o| self.platform.redact(o).into_owned()).collect();
+            let options: Vec<String> = p
+                .options
+                .iter()
+                .map(|o| self.platform.redact(o).into_owned())
+                .collect();
             let message = self
                 .platform
                 .send_prompt(&self.chat, &p.id, &text, &options)

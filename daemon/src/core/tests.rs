@@ -75,6 +75,14 @@ impl Mux for FakeMux {
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
         Ok(self.st().sessions.clone())
     }
+    async fn set_private_env(&self, target: &str, key: &str, value: &str) -> Result<(), MuxError> {
+        self.st()
+            .env
+            .entry(target.to_string())
+            .or_default()
+            .insert(key.to_string(), value.to_string());
+        Ok(())
+    }
     async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {
         let mut st = self.st();
         let s = st
@@ -1047,7 +1055,7 @@ async fn numbering_continues_above_every_cursor_when_the_log_lost_its_tail() {
             d.event("", "", EventKind::Stalled { silent_ms: i });
         }
         let last = d.events().last_seq();
-        d.chats().bind("telegram", "c1", "api", false, 0);
+        d.chats().bind("telegram", "c1", "api", false, 0, "local");
         let ack = crate::chats::ChatAck {
             seq: last,
             ..Default::default()

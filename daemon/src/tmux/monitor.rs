@@ -283,6 +283,27 @@ fn block_key(rest: &[u8]) -> (Vec<u8>, bool) {
 }
 
 impl Tmux {
+    /// [`Tmux::query`] for commands that carry a secret: on the control connection only, never
+    /// as a client process of their own (whose command line any local user can read).
+    pub(super) async fn query_private(
+        &self,
+        commands: Vec<TmuxCommand<'_>>,
+    ) -> Result<String, MuxError> {
+        let conn = lock(&self.routes).conn.clone();
+        let failed = |stderr: &str| MuxError::Failed {
+            command: "set-environment".into(),
+            stderr: stderr.into(),
+        };
+        let (Some(lines), Some(conn)) = (control_lines(&commands), conn) else {
+            return Err(failed("tmux's control connection is not up"));
+        };
+        match control_query(&conn, &lines).await {
+            Sent::Answered(Ok(out)) => Ok(out),
+            Sent::Answered(Err(stderr)) => Err(failed(stderr.trim())),
+            Sent::No | Sent::Lost => Err(failed("tmux's control connection did not answer")),
+        }
+    }
+
     /// Runs `commands` on the control connection when it is up and their arguments allow;
     /// otherwise as a client of their own. Commands that were written but not answered (the
     /// connection ended or hung) fail rather than run twice.

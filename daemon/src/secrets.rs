@@ -1,0 +1,145 @@
+//! Secrets the daemon guards: the one list of secret paths (shared by the allowed-roots check,
+//! the jail and the guard), and the random tokens it hands to sessions.
+//!
+//! Why one list: a path that is secret for one check and not for another is a hole; the jail
+//! hides exactly what the roots check refuses.
+
+use std::path::{Path, PathBuf};
+
+/// Below the home directory: where keys, cloud credentials and passwords live.
+const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config/gcloud",
+    ".kube",
+    ".netrc",
+    ".pgpass",
+    ".docker/config.json",
+    ".git-credentials",
+];
+
+/// Every secret path for this user: the fixed ones below `home`, plus clibot's own config
+/// (the XDG directory, and the config file in use wherever it is) and state directory (which
+/// hold tokens, the access list and the audit log).
+pub fn secret_paths(home: &Path, config: &[PathBuf], state_dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = HOME_SECRETS.iter().map(|s| home.join(s)).collect();
+    out.extend(config.iter().cloned());
+    out.push(state_dir.to_path_buf());
+    out
+}
+
+/// clibot's config: its XDG directory, and the config file in use when it lies elsewhere.
+pub fn config_paths(config_file: Option<&Path>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = directories::BaseDirs::new()
+        .map(|b| b.config_dir().join("clibot"))
+        .into_iter()
+        .collect();
+    if let Some(f) = config_file
+        && !out.iter().any(|d| f.starts_with(d))
+    {
+        out.push(f.to_path_buf());
+    }
+    out
+}
+
+/// The secret path `dir` lies in (or is), if any; `lifted` are paths configured exactly (an
+/// `allowed_roots` entry naming a secret path lifts that one path, nothing else). Paths are
+/// compared both as given and canonicalised, so a symlink does not hide a secret.
+pub fn secret_containing(dir: &Path, secrets: &[PathBuf], lifted: &[PathBuf]) -> Option<PathBuf> {
+    secrets
+        .iter()
+        .filter(|s| !lifted.iter().any(|l| l == *s))
+        .find(|s| {
+            dir.starts_with(s)
+                || s.canonicalize()
+                    .is_ok_and(|c| dir.starts_with(&c) && !lifted.contains(&c))
+        })
+        .cloned()
+}
+
+/// The secret paths of a daemon with `settings`, and those its `allowed_roots` name exactly
+/// (each both as written and canonicalised).
+pub fn for_settings(settings: &crate::core::Settings) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let home = crate::config::expand_home(Path::new("~"));
+    let config = config_paths(settings.config_file.as_deref());
+    let secrets = secret_paths(&home, &config, &settings.state_dir);
+    let lifted = settings
+        .config
+        .daemon
+        .allowed_roots
+        .iter()
+        .map(|r| crate::config::expand_home(r))
+        .flat_map(|r| {
+            let c = r.canonicalize().ok();
+            std::iter::once(r).chain(c)
+        })
+        .collect();
+    (secrets, lifted)
+}
+
+/// 128 bits from the operating system's CSPRNG, as 32 hex digits: hook tokens and the
+/// passwords of CLIs' local servers. Falls back to nothing weaker: a failure is an error.
+pub fn new_token() -> std::io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Compares a presented secret with the expected one in time that does not depend on where
+/// they differ. An empty expected secret never matches.
+pub fn token_eq(expected: &str, presented: &str) -> bool {
+    let (a, b) = (expected.as_bytes(), presented.as_bytes());
+    if a.is_empty() || a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_128_bits_and_differ() {
+        let a = new_token().expect("token");
+        let b = new_token().expect("token");
+        assert_eq!(a.len(), 32);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn token_comparison() {
+        assert!(token_eq("abcd", "abcd"));
+        assert!(!token_eq("abcd", "abce"));
+        assert!(!token_eq("abcd", "abc"));
+        assert!(!token_eq("", ""));
+    }
+
+    #[test]
+    fn secret_dirs_are_found_unless_lifted_exactly() {
+        let home = Path::new("/home/u");
+        let s = secret_paths(
+            home,
+            &[PathBuf::from("/home/u/.config/clibot")],
+            Path::new("/st"),
+        );
+        assert!(secret_containing(Path::new("/home/u/.ssh"), &s, &[]).is_some());
+        assert!(secret_containing(Path::new("/home/u/.ssh/keys"), &s, &[]).is_some());
+        assert!(secret_containing(Path::new("/home/u/.config/clibot"), &s, &[]).is_some());
+        assert!(secret_containing(Path::new("/st/sessions"), &s, &[]).is_some());
+        assert!(secret_containing(Path::new("/home/u/src"), &s, &[]).is_none());
+        assert!(secret_containing(Path::new("/home/u/.sshx"), &s, &[]).is_none());
+        let lifted = [PathBuf::from("/home/u/.ssh")];
+        assert!(secret_containing(Path::new("/home/u/.ssh"), &s, &lifted).is_none());
+        assert!(secret_containing(Path::new("/home/u/.aws"), &s, &lifted).is_some());
+    }
+}
