@@ -1,0 +1,322 @@
+//! The owner boundary, tried as an attacker with an ordinary (non-admin) chat account would:
+//! from inside their own session they reach nothing they were not given.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clibot_tests::{Harness, bin};
+
+const ADMIN: &str = "100";
+const ANN: &str = "200";
+
+fn forge() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_clibot-forge"))
+}
+
+/// Runs the forging client from the test (outside every session) as `user`.
+fn as_user(h: &Harness, user: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(forge())
+        .arg(&h.socket)
+        .args(["telegram", user])
+        .args(args)
+        .output()
+        .expect("run clibot-forge");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn harness(sandbox: &str) -> Harness {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n{sandbox}\n"
+    ));
+    h.start_daemon();
+    h
+}
+
+/// Types `script` into session `name` (as the machine's user) and waits for it to write
+/// `done` into its directory; returns the text of `out` there.
+fn run_in(h: &Harness, name: &str, dir: &Path, script: &str) -> String {
+    let _ = std::fs::remove_file(dir.join("done"));
+    h.ctl_ok(&["send", name, &format!("{script}; touch done")]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("done").exists() {
+        assert!(
+            Instant::now() < deadline,
+            "the script did not finish in {name}; screen:\n{}\nlog:\n{}",
+            String::from_utf8_lossy(&h.ctl(&["screen", name]).stdout),
+            h.daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::fs::read_to_string(dir.join("out")).unwrap_or_default()
+}
+
+fn mkdir(h: &Harness, name: &str) -> PathBuf {
+    let d = h.work.join(name);
+    std::fs::create_dir_all(&d).expect("mkdir");
+    d
+}
+
+#[test]
+fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_sessions() {
+    let h = harness("");
+    let adm_dir = mkdir(&h, "adm");
+    std::fs::write(adm_dir.join("secret.txt"), "the admin's file").expect("write");
+    h.ctl_ok(&[
+        "spawn",
+        "adm",
+        "--cli",
+        "bash",
+        "--dir",
+        adm_dir.to_str().expect("utf-8"),
+    ]);
+    let ann_dir = mkdir(&h, "ann");
+    let (ok, out) = as_user(
+        &h,
+        ANN,
+        &["spawn", "ann", "bash", ann_dir.to_str().expect("utf-8")],
+    );
+    assert!(ok, "Ann may start a session: {out}\n{}", h.daemon_log());
+    h.wait_list("ann idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "ann" && s["state"] == "idle"))
+    });
+    let ctl = bin("clibotctl");
+    let ctl = ctl.display();
+    let forge = forge();
+    let forge = forge.display();
+    let main = h.socket.display();
+    let tmux = h.tmux_socket.display();
+    let state = h.state_dir.display();
+    let adm = adm_dir.display();
+    let script = format!(
+        "export CLIBOT_NO_AUTOSTART=1; \
+         {{ {ctl} list; echo rc_env=$?; \
+            {ctl} --socket {main} screen adm; echo rc_main=$?; \
+            {forge} {main} telegram {ADMIN} list; echo rc_forge=$?; \
+            tmux -S {tmux} send-keys -t adm 'echo pwned > {adm}/pwned' Enter; echo rc_tmux=$?; \
+            cat {adm}/secret.txt; echo rc_read=$?; \
+            cat {state}/sessions.json {state}/audit.jsonl; echo rc_state=$?; \
+            touch $HOME/planted; echo rc_home=$?; \
+            ps ax | wc -l; \
+         }} > out 2>&1"
+    );
+    let out = run_in(&h, "ann", &ann_dir, &script);
+    let rc = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} in {out}"))
+            .to_string()
+    };
+    assert_ne!(
+        rc("rc_env"),
+        "0",
+        "clibotctl through the session's own socket: {out}"
+    );
+    assert!(
+        out.contains("serves only its session's hook calls"),
+        "{out}"
+    );
+    assert_ne!(
+        rc("rc_main"),
+        "0",
+        "the daemon's socket is not there: {out}"
+    );
+    assert_ne!(rc("rc_forge"), "0", "{out}");
+    assert_ne!(rc("rc_tmux"), "0", "tmux's socket is not there: {out}");
+    assert_ne!(
+        rc("rc_read"),
+        "0",
+        "another session's directory is hidden: {out}"
+    );
+    assert!(!out.contains("the admin's file"), "{out}");
+    assert_ne!(rc("rc_home"), "0", "home is read-only: {out}");
+    assert_ne!(rc("rc_state"), "0", "the state dir is hidden: {out}");
+    assert!(!out.contains("hook_token"), "{out}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !adm_dir.join("pwned").exists(),
+        "nothing reached the admin's session"
+    );
+    // Its own directory is writable (the script's `out` is there), and it still works.
+    assert!(ann_dir.join("out").exists());
+}
+
+#[test]
+fn from_inside_an_unjailed_session_a_caller_has_only_its_owners_rights() {
+    let h = harness("sandbox = \"off\"");
+    let adm_dir = mkdir(&h, "adm");
+    h.ctl_ok(&[
+        "spawn",
+        "adm",
+        "--cli",
+        "bash",
+        "--dir",
+        adm_dir.to_str().expect("utf-8"),
+    ]);
+    let bob_dir = mkdir(&h, "bob");
+    let (ok, out) = as_user(
+        &h,
+        ANN,
+        &["spawn", "bob", "bash", bob_dir.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{out}");
+    h.wait_list("bob idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "bob" && s["state"] == "idle"))
+    });
+    let ctl = bin("clibotctl");
+    let ctl = ctl.display();
+    let forge = forge();
+    let forge = forge.display();
+    let main = h.socket.display();
+    // The pairing code an approval would need: issued to a stranger.
+    let _ = as_user(&h, "999", &["list"]);
+    let script = format!(
+        "export CLIBOT_NO_AUTOSTART=1; \
+         {{ {ctl} --socket {main} screen adm; echo rc_screen=$?; \
+            {ctl} --socket {main} list; echo rc_list=$?; \
+            {forge} {main} telegram {ADMIN} list; echo rc_forge=$?; \
+            {forge} {main} local local screen adm; echo rc_local=$?; \
+            {forge} {main} telegram {ADMIN} approve ABCDEFGH; echo rc_approve=$?; \
+            setsid -f sh -c '{forge} {main} telegram {ADMIN} screen adm > escaped 2>&1; echo rc=$? >> escaped'; \
+            sleep 1; \
+         }} > out 2>&1"
+    );
+    let out = run_in(&h, "bob", &bob_dir, &script);
+    let rc = |k: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}=")))
+            .unwrap_or_else(|| panic!("{k} in {out}"))
+            .to_string()
+    };
+    assert_ne!(
+        rc("rc_screen"),
+        "0",
+        "the admin's screen is not Ann's to read: {out}"
+    );
+    assert_eq!(rc("rc_list"), "0", "{out}");
+    assert_eq!(rc("rc_forge"), "0", "{out}");
+    let forged_list = out
+        .lines()
+        .skip_while(|l| !l.starts_with("rc_list"))
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        !forged_list.contains("adm"),
+        "claiming to be the admin shows only Ann's sessions: {out}"
+    );
+    assert_ne!(rc("rc_local"), "0", "{out}");
+    assert_ne!(
+        rc("rc_approve"),
+        "0",
+        "pairings are not approved from a session: {out}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let escaped = loop {
+        let e = std::fs::read_to_string(bob_dir.join("escaped")).unwrap_or_default();
+        if e.contains("rc=") || Instant::now() > deadline {
+            break e;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        escaped.contains("rc=3"),
+        "a setsid'd double fork is still Ann: {escaped}"
+    );
+    let audit = std::fs::read_to_string(h.state_dir.join("audit.jsonl")).expect("audit");
+    assert!(
+        audit.lines().any(|l| l.contains("\"via\":\"session:bob\"")
+            && l.contains(&format!("\"actor\":\"{ANN}\""))),
+        "the audit names the real actor and the session: {audit}"
+    );
+}
+
+#[test]
+fn no_token_ever_stands_on_a_command_line() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let scanner = {
+        let (stop, seen) = (stop.clone(), seen.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(dir) = std::fs::read_dir("/proc") {
+                    for e in dir.flatten() {
+                        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+                            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                            if c.contains("tmux") || c.contains("clibot") || c.contains("bash") {
+                                seen.lock().expect("lock").insert(c);
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+    for i in 0..6 {
+        let d = mkdir(&h, &format!("s{i}"));
+        h.ctl_ok(&[
+            "spawn",
+            &format!("s{i}"),
+            "--cli",
+            "bash",
+            "--dir",
+            d.to_str().expect("utf-8"),
+        ]);
+    }
+    h.ctl_ok(&["restart", "s0"]);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = scanner.join();
+    let registry: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(h.state_dir.join("sessions.json")).expect("registry"),
+    )
+    .expect("json");
+    let tokens: Vec<String> = registry["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .filter_map(|s| s["hook_token"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(tokens.len(), 6);
+    for t in &tokens {
+        assert_eq!(t.len(), 32, "128 bits: {t}");
+    }
+    let seen = seen.lock().expect("lock");
+    assert!(
+        seen.iter().any(|c| c.contains("--launch")),
+        "the scan saw the spawns: {seen:?}"
+    );
+    for c in seen.iter() {
+        for t in &tokens {
+            assert!(!c.contains(t.as_str()), "a token on a command line: {c}");
+        }
+    }
+    // The launch files are gone once read.
+    let launch = h.state_dir.join("launch");
+    let left = std::fs::read_dir(&launch).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "launch files are removed by the launcher");
+}
+
+#[test]
+fn secret_directories_are_never_session_directories() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    // The state directory is a secret path; so is a `.ssh` below the home.
+    let e = h.ctl_err(&[
+        "spawn",
+        "x",
+        "--cli",
+        "bash",
+        "--dir",
+        h.state_dir.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        e.contains("holds secrets") || e.contains("outside the allowed roots"),
+        "{e}"
+    );
+}
