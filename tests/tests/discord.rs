@@ -151,3 +151,68 @@ fn killing_the_discord_gateway_mid_turn_delivers_the_reply_exactly_once() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// In a server channel bound to the admin's session, a member who owns a session of their own
+/// does not take the channel over by writing there: refused, and the channel stays bound.
+#[test]
+fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
+    const GUILD: u64 = 1_500_000_000_000_000_002;
+    const CHANNEL: u64 = 1_500_000_000_000_000_200;
+    const MEMBER: u64 = 1_300_000_000_000_000_400;
+    const MEMBER_DM: u64 = 1_400_000_000_000_000_400;
+    let mut h = Harness::with_config(&format!(
+        "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
+    ));
+    h.start_daemon();
+    let dc = FakeDiscord::start(TOKEN);
+    let mut g = gateway(&h, &dc);
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "the gateway connects to Discord; its log:\n{}",
+        h.gateway_log()
+    );
+    let work = h.work.display().to_string();
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started f"))
+    });
+    dc.send_as_user_in_guild(GUILD, CHANNEL, ADMIN, "owner", "!!use f");
+    dc.wait_sent("the channel bound", |s| {
+        contents(s, CHANNEL)
+            .iter()
+            .any(|t| t.contains("now talks to f"))
+    });
+    dc.send_as_user(MEMBER_DM, MEMBER, "mel", &format!("!!new mine bash {work}"));
+    dc.wait_sent("the member's own session", |s| {
+        contents(s, MEMBER_DM)
+            .iter()
+            .any(|t| t.contains("started mine"))
+    });
+    dc.send_as_user_in_guild(GUILD, CHANNEL, MEMBER, "mel", "echo takeover-$((1+1))");
+    dc.wait_sent("the refusal", |s| {
+        contents(s, CHANNEL)
+            .iter()
+            .any(|t| t.contains("bound to a session you may not use"))
+    });
+    let chats = h.ctl_ok(&["chats"]);
+    assert!(
+        chats
+            .lines()
+            .any(|l| l.contains(&format!("discord:{CHANNEL} ")) && l.contains("→ f ")),
+        "{chats}"
+    );
+    assert!(
+        !h.events().iter().any(|e| e["type"] == "input_sent"
+            && e["text"].as_str().is_some_and(|t| t.contains("takeover"))),
+        "nothing of the member's reached the admin's session"
+    );
+    // The admin's channel still works for the admin.
+    dc.send_as_user_in_guild(GUILD, CHANNEL, ADMIN, "owner", "echo still-$((2+2))");
+    dc.wait_sent("the admin's reply", |s| {
+        contents(s, CHANNEL).iter().any(|t| t.contains("still-4"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}

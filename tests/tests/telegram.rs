@@ -749,3 +749,153 @@ fn a_quiet_chat_keeps_up_with_the_log_while_another_chat_is_busy() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// In a group bound to the admin's session, a member who owns a session of their own takes the
+/// group over neither by writing there nor by pressing the buttons of the admin's prompt: both
+/// are refused, and the group stays bound, the prompt waiting.
+#[test]
+fn a_member_cannot_take_over_a_group_bound_to_the_admins_session() {
+    const GROUP: i64 = -1_004_001;
+    const MEMBER: i64 = 400;
+    let (h, tg, mut g) = setup_with(&format!(
+        "policy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{GROUP}\"]"
+    ));
+    let work = h.work.display().to_string();
+    new_session(&tg, "p", &work);
+    tg.push_message(GROUP, ADMIN, "Owner", "!!use p");
+    tg.wait_sent("the group bound", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("now talks to p"))
+    });
+    tg.push_message(MEMBER, MEMBER, "Mel", &format!("!!new mine bash {work}"));
+    tg.wait_sent("the member's own session", |s| {
+        texts(s, MEMBER)
+            .iter()
+            .any(|t| t.contains("started mine"))
+    });
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -p 'Deploy? [y/N] ' a; echo deploy=$a",
+    );
+    let prompt = prompt_message(&tg, GROUP, "Deploy?");
+    let yes = button(prompt.reply_markup.as_ref().expect("buttons"), 0);
+
+    tg.push_message(GROUP, MEMBER, "Mel", "echo takeover-$((1+1))");
+    tg.push_callback(GROUP, MEMBER, prompt.message_id, &yes);
+    tg.push_message(GROUP, MEMBER, "Mel", "!!screen");
+    let sent = tg.wait_sent("three refusals", |s| {
+        texts(s, GROUP)
+            .iter()
+            .filter(|t| t.contains("bound to a session you may not use"))
+            .count()
+            >= 3
+    });
+    assert!(
+        !texts(&sent, GROUP).iter().any(|t| t.contains("mine")),
+        "the group was not moved to the member's session"
+    );
+    let chats = h.ctl_ok(&["chats"]);
+    assert!(
+        chats
+            .lines()
+            .any(|l| l.contains(&format!("telegram:{GROUP} ")) && l.contains("→ p ")),
+        "{chats}"
+    );
+    let events = h.events();
+    assert!(
+        !events.iter().any(|e| e["type"] == "input_sent"
+            && e["text"].as_str().is_some_and(|t| t.contains("takeover"))),
+        "nothing of the member's reached the admin's session"
+    );
+    assert!(
+        !events.iter().any(|e| e["type"] == "prompt_resolved"),
+        "the member's press answered nothing"
+    );
+    // The admin's own press still answers it, in the same group.
+    tg.push_callback(GROUP, ADMIN, prompt.message_id, &yes);
+    tg.wait_sent("the answer's effect", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("deploy=y"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+/// With the daemon down the gateway cannot check anyone: a stranger and an unlisted group hear
+/// nothing at all; a chat where the daemon accepted the sender before is told, without a path.
+#[test]
+fn with_the_daemon_down_only_a_chat_verified_before_is_answered_and_never_with_a_path() {
+    const GROUP: i64 = -1_005_001;
+    let (mut h, tg, mut g) = setup();
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!whoami");
+    tg.wait_sent("the admin accepted", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("user 100"))
+    });
+    let held = |h: &Harness, chat: i64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !h
+            .gateway_log()
+            .contains(&format!("holding a message from chat {chat} "))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the gateway never held the message of {chat}: {}",
+                h.gateway_log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Past the moment a reply would have been sent.
+        std::thread::sleep(Duration::from_millis(500));
+    };
+
+    // A stranger in a direct chat: silence while the daemon is down, a pairing code once it is back.
+    h.kill_daemon();
+    tg.push_message(STRANGER, STRANGER, "Eve", "hello?");
+    held(&h, STRANGER);
+    assert!(texts(&tg.sent(), STRANGER).is_empty(), "the stranger heard something");
+    h.start_daemon();
+    tg.wait_sent("the stranger's code", |s| {
+        texts(s, STRANGER)
+            .iter()
+            .any(|t| t.contains("pairing code"))
+    });
+
+    // Even the admin, in a group the daemon never accepted them in: silence.
+    h.kill_daemon();
+    tg.push_message(GROUP, ADMIN, "Owner", "!!whoami");
+    held(&h, GROUP);
+    assert!(texts(&tg.sent(), GROUP).is_empty(), "the group heard something");
+    h.start_daemon();
+    tg.wait_sent("the group's one line", |s| {
+        texts(s, GROUP).iter().any(|t| t.contains("not enabled"))
+    });
+
+    // The admin's own chat, accepted before: told, with no path, and handled once it is back.
+    h.kill_daemon();
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!whoami");
+    let sent = tg.wait_sent("the notice", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("daemon is not reachable"))
+    });
+    let socket = h.socket.display().to_string();
+    for t in texts(&sent, ADMIN) {
+        assert!(!t.contains(&socket) && !t.contains(".sock"), "{t}");
+    }
+    for chat in [STRANGER, GROUP] {
+        for t in texts(&sent, chat) {
+            assert!(!t.contains("not reachable") && !t.contains(&socket), "{t}");
+        }
+    }
+    assert!(h.gateway_log().contains(&socket), "the log has the path");
+    h.start_daemon();
+    tg.wait_sent("the admin's answer", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .filter(|t| t.contains("user 100"))
+            .count()
+            >= 2
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
