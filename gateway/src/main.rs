@@ -167,7 +167,16 @@ fn main() -> ExitCode {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(clibot_proto::private_runtime_dir);
-    rt.block_on(serve(specs, socket, lock_dir, parser))
+    // Where the daemon's files are is nobody's business in a chat (an error that names them
+    // is logged; in a message the path is blanked out).
+    let mut private = vec![socket.display().to_string()];
+    if let Some(dir) = socket.parent()
+        && dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("clibot"))
+    {
+        private.push(dir.display().to_string());
+    }
+    private.extend(path.map(|p| p.display().to_string()));
+    rt.block_on(serve(specs, socket, lock_dir, parser, private))
 }
 
 /// Which platforms to serve: those named by flags, else every one configured (in the config
@@ -232,12 +241,16 @@ async fn serve(
     socket: PathBuf,
     lock_dir: PathBuf,
     parser: CommandParser,
+    private: Vec<String>,
 ) -> ExitCode {
     let health = Health::default();
     tokio::spawn(health.clone().report(socket.clone()));
     // Every platform's chats are kept from every configured credential, not only its own.
     let redactor = Arc::new(platforms::redacting::redactor(
-        specs.iter().flat_map(Spec::secrets),
+        specs
+            .iter()
+            .flat_map(Spec::secrets)
+            .chain(private.iter().map(String::as_str)),
     ));
     let mut console = None;
     for spec in specs {

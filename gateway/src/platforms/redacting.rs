@@ -1,7 +1,8 @@
 //! Every platform is wrapped in [`Redacting`]: whatever leaves through it (messages, prompts
 //! and their button labels, files and their summaries, status messages) is redacted with a
 //! [`Redactor`] that also knows the gateway's own credentials (bot tokens, app secrets), so the
-//! gateway never echoes them. The router and the relay redact the full text themselves, with
+//! gateway never echoes them, and the daemon's socket path and the config file's path (a
+//! daemon error that names them must not show a chat where the machine keeps its files). The router and the relay redact the full text themselves, with
 //! [`Platform::redact`], before they cut, flatten or chunk it; this is the last line.
 
 use std::borrow::Cow;
