@@ -161,7 +161,7 @@ fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
     const MEMBER: u64 = 1_300_000_000_000_000_400;
     const MEMBER_DM: u64 = 1_400_000_000_000_000_400;
     let mut h = Harness::with_config(&format!(
-        "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
+        "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nclis = [\"bash\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
     ));
     h.start_daemon();
     let dc = FakeDiscord::start(TOKEN);

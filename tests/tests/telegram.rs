@@ -758,7 +758,7 @@ fn a_member_cannot_take_over_a_group_bound_to_the_admins_session() {
     const GROUP: i64 = -1_004_001;
     const MEMBER: i64 = 400;
     let (h, tg, mut g) = setup_with(&format!(
-        "policy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{GROUP}\"]"
+        "policy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nclis = [\"bash\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{GROUP}\"]"
     ));
     let work = h.work.display().to_string();
     new_session(&tg, "p", &work);
