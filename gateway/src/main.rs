@@ -171,7 +171,9 @@ fn main() -> ExitCode {
     // is logged; in a message the path is blanked out).
     let mut private = vec![socket.display().to_string()];
     if let Some(dir) = socket.parent()
-        && dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("clibot"))
+        && dir
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("clibot"))
     {
         private.push(dir.display().to_string());
     }
@@ -408,10 +410,8 @@ async fn route(
                             if router.platform.is_local()
                                 || router.verified.contains(&msg.chat, &msg.user)
                             {
-                                let _ = router
-                                    .platform
-                                    .send(&msg.chat, verified::DAEMON_DOWN)
-                                    .await;
+                                let _ =
+                                    router.platform.send(&msg.chat, verified::DAEMON_DOWN).await;
                             }
                             told = true;
                         }

@@ -652,7 +652,10 @@ mod tests {
                 "db.example.com:5432:app:appuser:…[redacted]",
             ),
             ("*:*:*:postgres:secret\\:pw", "*:*:*:postgres:…[redacted]"),
-            ("localhost:5432:*:me:pw\r", "localhost:5432:*:me:…[redacted]\r"),
+            (
+                "localhost:5432:*:me:pw\r",
+                "localhost:5432:*:me:…[redacted]\r",
+            ),
             (
                 "mysql -h db -u root -pS3cr3t app",
                 "mysql -h db -u root -p…[redacted] app",

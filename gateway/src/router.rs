@@ -20,7 +20,8 @@ pub struct Router {
 }
 
 /// A message in a chat bound to a session its sender may not use.
-pub const FOREIGN: &str = "this chat is bound to a session you may not use; ask its owner or an admin";
+pub const FOREIGN: &str =
+    "this chat is bound to a session you may not use; ask its owner or an admin";
 
 /// What a chat is bound to, as its sender sees it.
 enum Bound {
@@ -69,7 +70,11 @@ impl Router {
     }
 
     async fn reply(&self, msg: &Inbound, text: &str) {
-        if let Err(e) = self.platform.send(&msg.chat, &self.platform.redact(text)).await {
+        if let Err(e) = self
+            .platform
+            .send(&msg.chat, &self.platform.redact(text))
+            .await
+        {
             eprintln!("clibot-gateway: cannot reply to {}: {e}", msg.chat);
         }
     }
@@ -267,7 +272,10 @@ impl Router {
         if msg.group {
             return Ok(FOREIGN.into());
         }
-        Ok(format!("{FOREIGN}\n{}", self.no_session_hint(c, msg).await?))
+        Ok(format!(
+            "{FOREIGN}\n{}",
+            self.no_session_hint(c, msg).await?
+        ))
     }
 
     async fn chat_bindings(
@@ -528,7 +536,9 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         .iter()
         .map(|e| {
             let flat = redact(&e.text)
-                .split_whitespace().collect::<Vec<_>>().join(" ");
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
             let mut text: String = flat.chars().take(HISTORY_LINE_CHARS).collect();
             if flat.chars().count() > HISTORY_LINE_CHARS {
                 text.push('…');
@@ -592,11 +602,25 @@ mod tests {
 
     #[test]
     fn answers_with_control_characters_are_refused() {
-        for bad in ["yes\u{1b}[A", "1\r", "a\nb", "\u{3}", "x\ty", "\u{7f}", "ok\u{9b}2J"] {
+        for bad in [
+            "yes\u{1b}[A",
+            "1\r",
+            "a\nb",
+            "\u{3}",
+            "x\ty",
+            "\u{7f}",
+            "ok\u{9b}2J",
+        ] {
             let r = super::answer_refusal(bad).unwrap_or_default();
             assert!(r.contains("control characters"), "{bad:?}: {r}");
         }
-        for good in ["2", "yes", "use the second approach", "是的，第二个", "ok 👍"] {
+        for good in [
+            "2",
+            "yes",
+            "use the second approach",
+            "是的，第二个",
+            "ok 👍",
+        ] {
             assert_eq!(super::answer_refusal(good), None, "{good:?}");
         }
     }

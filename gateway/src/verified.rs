@@ -67,8 +67,14 @@ mod tests {
         assert!(!v.contains("1", "7"));
         v.accept("1", "7");
         assert!(v.contains("1", "7"));
-        assert!(!v.contains("2", "7"), "the same user in another chat is not verified");
-        assert!(!v.contains("1", "8"), "another user in the same chat is not verified");
+        assert!(
+            !v.contains("2", "7"),
+            "the same user in another chat is not verified"
+        );
+        assert!(
+            !v.contains("1", "8"),
+            "another user in the same chat is not verified"
+        );
         v.refuse("1", "7");
         assert!(!v.contains("1", "7"));
         for i in 0..MAX_VERIFIED + 10 {

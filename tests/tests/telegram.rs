@@ -768,9 +768,7 @@ fn a_member_cannot_take_over_a_group_bound_to_the_admins_session() {
     });
     tg.push_message(MEMBER, MEMBER, "Mel", &format!("!!new mine bash {work}"));
     tg.wait_sent("the member's own session", |s| {
-        texts(s, MEMBER)
-            .iter()
-            .any(|t| t.contains("started mine"))
+        texts(s, MEMBER).iter().any(|t| t.contains("started mine"))
     });
     tg.push_message(
         ADMIN,
@@ -852,7 +850,10 @@ fn with_the_daemon_down_only_a_chat_verified_before_is_answered_and_never_with_a
     h.kill_daemon();
     tg.push_message(STRANGER, STRANGER, "Eve", "hello?");
     held(&h, STRANGER);
-    assert!(texts(&tg.sent(), STRANGER).is_empty(), "the stranger heard something");
+    assert!(
+        texts(&tg.sent(), STRANGER).is_empty(),
+        "the stranger heard something"
+    );
     h.start_daemon();
     tg.wait_sent("the stranger's code", |s| {
         texts(s, STRANGER)
@@ -864,7 +865,10 @@ fn with_the_daemon_down_only_a_chat_verified_before_is_answered_and_never_with_a
     h.kill_daemon();
     tg.push_message(GROUP, ADMIN, "Owner", "!!whoami");
     held(&h, GROUP);
-    assert!(texts(&tg.sent(), GROUP).is_empty(), "the group heard something");
+    assert!(
+        texts(&tg.sent(), GROUP).is_empty(),
+        "the group heard something"
+    );
     h.start_daemon();
     tg.wait_sent("the group's one line", |s| {
         texts(s, GROUP).iter().any(|t| t.contains("not enabled"))

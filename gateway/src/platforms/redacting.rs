@@ -177,10 +177,20 @@ mod tests {
         let said = memory.0.lock().expect("lock").join("\n");
         assert!(!said.contains(FEISHU), "{said}");
         assert!(!said.contains(tg_secret), "{said}");
-        assert!(said.contains("use …[redacted]"), "button labels too: {said}");
+        assert!(
+            said.contains("use …[redacted]"),
+            "button labels too: {said}"
+        );
         // A short string is not a credential: ordinary text keeps it.
         p.send("1", "a short word").await.ok();
-        assert!(memory.0.lock().expect("lock").iter().any(|t| t == "a short word"));
+        assert!(
+            memory
+                .0
+                .lock()
+                .expect("lock")
+                .iter()
+                .any(|t| t == "a short word")
+        );
         assert_eq!(p.redact(&format!("x {FEISHU}")), "x …[redacted]");
     }
 }
