@@ -38,7 +38,7 @@ pub struct Check {
     pub fix: String,
 }
 
-fn check(
+pub(crate) fn check(
     name: impl Into<String>,
     level: Level,
     detail: impl Into<String>,
@@ -85,6 +85,7 @@ async fn collect(socket: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let config_path = config_path();
     let config = read_config(config_path.as_deref(), &mut out);
+    crate::sandbox_check::sandbox_checks(config.as_ref(), &mut out).await;
 
     // The daemon first: most other checks read its status.
     let mut client = None;

@@ -7,6 +7,7 @@ mod connect;
 mod doctor;
 mod hook;
 mod output;
+mod sandbox_check;
 mod transcript;
 
 use std::io::Read;
@@ -187,6 +188,13 @@ enum Command {
     },
     /// The daemon's metrics, in the Prometheus text format.
     Metrics,
+    /// Re-read the config file: access, rules, guard, decider, delegation, allowed roots and
+    /// CLIs apply at once; says which changed sections need a daemon restart. An invalid file
+    /// changes nothing.
+    Reload {
+        #[arg(long)]
+        json: bool,
+    },
     /// The approval rules with how often each fired, the guard, the decider and delegation.
     Rules {
         #[arg(long)]
@@ -679,6 +687,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
+        Command::Reload { json } => {
+            let r = c.reload(v1::ReloadRequest {}).await?.into_inner();
+            if json {
+                return print_json(&serde_json::json!({
+                    "reloaded": r.reloaded,
+                    "needs_restart": r.needs_restart,
+                }));
+            }
+            if r.reloaded.is_empty() && r.needs_restart.is_empty() {
+                println!("reloaded: nothing changed");
+            }
+            if !r.reloaded.is_empty() {
+                println!("reloaded: {}", r.reloaded.join(", "));
+            }
+            if !r.needs_restart.is_empty() {
+                println!(
+                    "changed, applies after a restart (`systemctl --user restart clibotd`): {}",
+                    r.needs_restart.join(", ")
+                );
+            }
+        }
         Command::Rules { json } => {
             let r = c.list_rules(v1::ListRulesRequest {}).await?.into_inner();
             if json {

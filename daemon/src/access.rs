@@ -150,7 +150,8 @@ pub enum AccessError {
 
 /// Access state. Cheap to share behind the daemon's `Arc`.
 pub struct Access {
-    config: BTreeMap<String, PlatformAccess>,
+    /// `[access.*]`, replaced whole by a reload.
+    config: std::sync::RwLock<BTreeMap<String, PlatformAccess>>,
     path: PathBuf,
     state: Mutex<AccessFile>,
     /// False when `access.json` exists but could not be read: saving would overwrite it.
@@ -228,7 +229,7 @@ impl Access {
         };
         (
             Access {
-                config,
+                config: std::sync::RwLock::new(config),
                 path,
                 state: Mutex::new(state),
                 writable,
@@ -260,7 +261,17 @@ impl Access {
 
     /// The platform's configuration (defaults: pairing, nobody listed).
     pub fn platform(&self, platform: &str) -> PlatformAccess {
-        self.config.get(platform).cloned().unwrap_or_default()
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(platform)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Replaces `[access.*]` (a reload): applies to every check from now on.
+    pub fn set_config(&self, config: BTreeMap<String, PlatformAccess>) {
+        *self.config.write().unwrap_or_else(|p| p.into_inner()) = config;
     }
 
     /// What `user` may do without issuing anything: `Some(admin)` when allowed, `None` when
@@ -284,9 +295,7 @@ impl Access {
 
     /// Whether a group chat is enabled in `[access.PLATFORM] groups`.
     pub fn group_enabled(&self, platform: &str, chat: &str) -> bool {
-        self.config
-            .get(platform)
-            .is_some_and(|c| c.groups.iter().any(|g| g == chat))
+        self.platform(platform).groups.iter().any(|g| g == chat)
     }
 
     /// Whether the group `chat` should be told (once per daemon run) that it is not enabled.

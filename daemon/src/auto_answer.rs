@@ -24,7 +24,7 @@ impl Daemon {
     /// and the plan to carry out. A prompt published again keeps the state of its first
     /// publication (still being answered automatically, or left to a person).
     pub(crate) fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
-        let a = &self.inner.automation;
+        let a = self.automation();
         let mut sessions = lock(&self.inner.sessions);
         let Some(e) = sessions.get_mut(session) else {
             return (p, None);
@@ -94,7 +94,8 @@ impl Daemon {
     }
 
     async fn ask_decider(&self, name: &str, prompt: Prompt) {
-        let Some(decider) = self.inner.automation.decider.clone() else {
+        let a = self.automation();
+        let Some(decider) = a.decider.clone() else {
             return;
         };
         let Some((cli, dir, last_reply, target)) = lock(&self.inner.sessions).get(name).map(|e| {
@@ -128,7 +129,6 @@ impl Daemon {
             screen,
             last_reply: &last_reply,
         };
-        let a = &self.inner.automation;
         let verdict = run_decider(&decider, &input).await;
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {

@@ -71,7 +71,7 @@ impl Daemon {
             Some(list) if list.iter().any(|c| c == "*") => return Ok(()),
             Some(list) => list.clone(),
             None => self
-                .inner
+                .live()
                 .clis
                 .values()
                 .filter(|c| c.adapter != "generic")
@@ -164,6 +164,13 @@ impl Daemon {
     /// state among them), the daemon's and tmux's sockets, and the other sessions' directories.
     fn hidden_from(&self, rec: &SessionRecord) -> Vec<PathBuf> {
         let mut hide = self.inner.secrets.clone();
+        // The user's runtime directory: the session bus there would let a jailed process ask
+        // systemd to run anything outside the jail.
+        hide.push(PathBuf::from(format!(
+            "/run/user/{}",
+            rustix::process::getuid().as_raw()
+        )));
+        hide.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
         let sock = &self.inner.settings.socket;
         hide.extend(
             sock.parent()
@@ -203,19 +210,17 @@ impl Daemon {
             let path = path.to_path_buf();
             move |source| CoreError::State { path, source }
         };
-        let copies = state.join("jails").join(&rec.id);
-        let mut rw =
-            crate::jail::prepare_state(&cli.adapter, home, &copies).map_err(state_err(&copies))?;
+        let own = state.join("jails").join(&rec.id).join("home");
+        let hide = self.hidden_from(rec);
+        let (entries, mut rw) =
+            crate::jail::prepare_home(&cli.adapter, home, &own, &hide).map_err(state_err(&own))?;
         let files = state.join("sessions").join(&rec.id);
         crate::core::create_private_dir(&files).map_err(state_err(&files))?;
         rw.push((files.clone(), files));
         let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
         rw.push((hook_dir.clone(), hook_dir));
         let mut early_ro = Vec::new();
-        // `/tmp` is the jail's own: a home or a program kept there is shown again, read-only.
-        if home.starts_with("/tmp") {
-            early_ro.push(home.to_path_buf());
-        }
+        // `/tmp` is the jail's own: a program kept there is shown again, read-only.
         if let Some(p) = argv
             .first()
             .map(PathBuf::from)
@@ -227,7 +232,8 @@ impl Daemon {
         let spec = crate::jail::JailSpec {
             session_dir: rec.dir.clone(),
             early_ro,
-            hide: self.hidden_from(rec),
+            home: Some((own, home.to_path_buf(), entries)),
+            hide,
             rw,
         };
         Ok((crate::jail::argv(bwrap, &spec, argv), hook_path))
@@ -245,22 +251,14 @@ impl Daemon {
         if rec.jail_home.is_empty() {
             return seen.to_string();
         }
-        let copies = self.inner.settings.state_dir.join("jails").join(&rec.id);
-        let home = Path::new(&rec.jail_home);
-        let adapter = self
+        let own = self
             .inner
-            .clis
-            .get(&rec.cli)
-            .map(|c| c.adapter.as_str())
-            .unwrap_or("generic");
-        let spec = crate::jail::JailSpec {
-            rw: crate::jail::cli_state_paths(adapter)
-                .iter()
-                .map(|(rel, _)| (copies.join(rel), home.join(rel)))
-                .collect(),
-            ..Default::default()
-        };
-        crate::jail::host_path(&spec, Path::new(seen))
+            .settings
+            .state_dir
+            .join("jails")
+            .join(&rec.id)
+            .join("home");
+        crate::jail::host_path(&own, Path::new(&rec.jail_home), Path::new(seen))
             .display()
             .to_string()
     }

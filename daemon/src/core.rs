@@ -15,16 +15,14 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::adapter::adapter;
 use crate::config::{CliSpec, Config, expand_home};
-use crate::detect::{Pack, builtin_packs};
 use crate::error::CoreError;
 use crate::events::{EventKind, EventLog};
 use crate::keys::Key;
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::session::{SessionRecord, State};
 use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
-use crate::supervisor::{CliKind, Runtime};
+use crate::supervisor::Runtime;
 use crate::tmux::{Mux, MuxError, MuxSession, NewSession, SessionMeta};
 
 /// What the daemon was started with.
@@ -130,13 +128,10 @@ pub(crate) struct Entry {
 
 pub(crate) struct Inner {
     pub(crate) settings: Settings,
-    pub(crate) clis: BTreeMap<String, CliSpec>,
-    pub(crate) kinds: BTreeMap<String, CliKind>,
-    pub(crate) roots: Vec<PathBuf>,
-    /// The secret paths no session may start in (see [`crate::secrets`]), and those an exact
-    /// `allowed_roots` entry lifts.
+    /// What `reload` replaces: CLIs, allowed roots, rules, guard, decider, delegation.
+    pub(crate) live: std::sync::RwLock<Arc<crate::reload::Live>>,
+    /// The secret paths no session may start in (see [`crate::secrets`]).
     pub(crate) secrets: Vec<PathBuf>,
-    pub(crate) lifted_secrets: Vec<PathBuf>,
     pub(crate) mux: Arc<dyn Mux>,
     pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
     pub(crate) events: EventLog,
@@ -158,8 +153,6 @@ pub(crate) struct Inner {
     pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
     pub(crate) audit: crate::audit::Audit,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
-    /// `[[rules]]`, `[guard]`, `[decider]`.
-    pub(crate) automation: crate::automation::Automation,
     /// tmux's global PATH, once read (see `check_program`).
     pub(crate) global_path: Mutex<Option<String>>,
 }
@@ -216,18 +209,8 @@ impl Daemon {
         );
         warnings.extend(w);
 
-        let roots = settings
-            .config
-            .daemon
-            .allowed_roots
-            .iter()
-            .filter_map(|r| expand_home(r).canonicalize().ok())
-            .collect::<Vec<_>>();
-        if roots.is_empty() {
-            warnings.push(
-                "none of [daemon] allowed_roots exists: no session can be spawned".to_string(),
-            );
-        }
+        let (live, w) = crate::reload::Live::build(&settings.config)?;
+        warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {
             Ok(()) => {}
             Err(e @ MuxError::Spawn { .. }) => return Err(e.into()),
@@ -237,33 +220,6 @@ impl Daemon {
             && let Some(warning) = old_tmux_warning(&v)
         {
             warnings.push(warning);
-        }
-        let clis = settings.config.clis();
-        let packs = builtin_packs();
-        let mut kinds = BTreeMap::new();
-        for (name, spec) in &clis {
-            let pack_name = if spec.pattern_pack == "generic" && packs.contains_key(&spec.adapter) {
-                spec.adapter.clone()
-            } else {
-                spec.pattern_pack.clone()
-            };
-            let base = packs.get(&pack_name).cloned().unwrap_or_default();
-            let pack = match Pack::compile(&base, spec.patterns.as_ref()) {
-                Ok(p) => p,
-                Err(e) => {
-                    warnings.push(format!(
-                        "[cli.{name}] patterns: {e}; using the built-in ones"
-                    ));
-                    Pack::compile(&base, None).map_err(CoreError::InvalidArgument)?
-                }
-            };
-            kinds.insert(
-                name.clone(),
-                CliKind {
-                    adapter: Arc::from(adapter(&spec.adapter)),
-                    pack: Arc::new(pack),
-                },
-            );
         }
         let (access, w) = crate::access::Access::open(&state_dir, settings.config.access.clone());
         warnings.extend(w);
@@ -277,25 +233,19 @@ impl Daemon {
         warnings.extend(w);
         let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
-        let c = &settings.config;
-        let automation = crate::automation::Automation::new(&c.rules, &c.guard, c.decider.as_ref())
-            .map_err(CoreError::InvalidArgument)?;
         for w in &warnings {
             warn!("{w}");
         }
-        let (secrets, lifted_secrets) = crate::secrets::for_settings(&settings);
+        let secrets = crate::secrets::for_settings(&settings);
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,
                 audit,
                 chats,
                 seen_inputs,
-                kinds,
                 shutdown: CancellationToken::new(),
-                clis,
-                roots,
+                live: std::sync::RwLock::new(Arc::new(live)),
                 secrets,
-                lifted_secrets,
                 settings,
                 mux,
                 sessions: Mutex::new(BTreeMap::new()),
@@ -308,7 +258,6 @@ impl Daemon {
                 hook_sockets: Mutex::new(crate::confine::HookSockets::new()),
                 paste_counter: AtomicU64::new(0),
                 metrics: Arc::new(crate::metrics::Metrics::new()),
-                automation,
                 global_path: Mutex::new(None),
             }),
         };
@@ -688,6 +637,7 @@ impl Daemon {
             }
             k => k,
         };
+        let kind = crate::secrets::scrub_event(kind, &self.own_secrets());
         self.inner.metrics.on_event(session, &kind);
         let follow = match &kind {
             EventKind::Error { kind, message } => Some((kind.clone(), message.clone())),
@@ -710,9 +660,19 @@ impl Daemon {
         seq
     }
 
+    /// The daemon's own secrets (every session's hook token, which is also OpenCode's server
+    /// password): never in a text it sends out.
+    pub fn own_secrets(&self) -> Vec<String> {
+        lock(&self.inner.sessions)
+            .values()
+            .map(|e| e.rec.hook_token.clone())
+            .filter(|t| !t.is_empty())
+            .collect()
+    }
+
     /// The compiled `[[rules]]`, `[guard]` and `[decider]`.
-    pub fn automation(&self) -> &crate::automation::Automation {
-        &self.inner.automation
+    pub fn automation(&self) -> Arc<crate::automation::Automation> {
+        self.live().automation.clone()
     }
 
     /// The daemon's metrics registry.
@@ -864,19 +824,14 @@ impl Daemon {
         Ok((e.rec.clone(), e.input.clone()))
     }
 
-    pub(crate) fn cli(&self, name: &str) -> Result<&CliSpec, CoreError> {
-        self.inner
-            .clis
+    pub(crate) fn cli(&self, name: &str) -> Result<Arc<CliSpec>, CoreError> {
+        let live = self.live();
+        live.clis
             .get(name)
+            .cloned()
             .ok_or_else(|| CoreError::UnknownCli {
                 name: name.to_string(),
-                known: self
-                    .inner
-                    .clis
-                    .keys()
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                known: live.clis.keys().cloned().collect::<Vec<_>>().join(", "),
             })
     }
 
@@ -899,17 +854,17 @@ impl Daemon {
         if !dir.is_dir() {
             return Err(CoreError::NotADirectory(dir));
         }
+        let live = self.live();
         if let Some(secret) =
-            crate::secrets::secret_containing(&dir, &self.inner.secrets, &self.inner.lifted_secrets)
+            crate::secrets::secret_containing(&dir, &self.inner.secrets, &live.lifted_secrets)
         {
             return Err(CoreError::SecretDir { dir, secret });
         }
-        if !self.inner.roots.iter().any(|r| dir.starts_with(r)) {
-            let roots = if self.inner.roots.is_empty() {
+        if !live.roots.iter().any(|r| dir.starts_with(r)) {
+            let roots = if live.roots.is_empty() {
                 "none configured exists".to_string()
             } else {
-                self.inner
-                    .roots
+                live.roots
                     .iter()
                     .map(|r| r.display().to_string())
                     .collect::<Vec<_>>()
@@ -967,7 +922,7 @@ impl Daemon {
             args: req.args.clone(),
             env: req.env.clone(),
             owner: req.owner.clone(),
-            delegate: req.delegate || self.inner.settings.config.delegation.default,
+            delegate: req.delegate || self.live().config.delegation.default,
             delegated_from: req.delegated_from.clone(),
             hook_token: crate::secrets::new_token().map_err(CoreError::NoRandom)?,
             cli_session_id: new_uuid(),
@@ -1861,7 +1816,7 @@ impl Daemon {
             tmux_version,
             sessions: lock(&self.inner.sessions).len(),
             last_seq: self.inner.events.last_seq(),
-            clis: self.inner.clis.keys().cloned().collect(),
+            clis: self.live().clis.keys().cloned().collect(),
             warnings: lock(&self.inner.warnings).clone(),
         }
     }
@@ -1991,9 +1946,9 @@ impl Daemon {
     /// resumes its conversation. Adopted sessions are left alone: clibot did not start them.
     pub async fn reap_idle(&self) {
         let default = self.inner.settings.config.daemon.idle_stop_after;
+        let live = self.live();
         let after_for = |cli: &str| {
-            self.inner
-                .clis
+            live.clis
                 .get(cli)
                 .and_then(|c| c.idle_stop_after)
                 .unwrap_or(default)

@@ -87,7 +87,8 @@ impl Daemon {
     /// An event that may hand a session's work on: an error of kind `kind` (or `stalled`).
     /// Acts only for sessions that delegate and have not yet handed on; runs in its own task.
     pub(crate) fn consider_delegation(&self, name: &str, kind: &str, detail: &str) {
-        let cfg = &self.inner.settings.config.delegation;
+        let live = self.live();
+        let cfg = &live.config.delegation;
         if !cfg.on.iter().any(|k| k == kind) {
             return;
         }
@@ -117,7 +118,7 @@ impl Daemon {
         reason: &str,
         detail: &str,
     ) -> Result<SessionRecord, CoreError> {
-        let cfg = self.inner.settings.config.delegation.clone();
+        let cfg = self.live().config.delegation.clone();
         let (old, target, new_name, chain) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions

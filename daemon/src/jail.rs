@@ -11,23 +11,22 @@
 
 use std::path::{Path, PathBuf};
 
-/// Paths of the CLI's own state below its home that a jailed CLI may write: each jailed
-/// session gets its own copy (seeded from the user's top-level config files, not their
-/// history), so that nothing it writes reaches the settings the owner's other sessions read
-/// (a hook written into `~/.claude/settings.json` would run unjailed there).
+/// Paths of the CLI's own state below its home, seeded into each jailed session's own home
+/// from the user's (their top-level files: config and credentials, not history), so that
+/// nothing a jailed CLI writes reaches the settings the owner's other sessions read (a hook
+/// written into `~/.claude/settings.json` would run unjailed there).
 pub fn cli_state_paths(adapter: &str) -> &'static [(&'static str, bool)] {
     // (path below home, is a directory)
     match adapter {
-        "claude" => &[(".claude", true), (".claude.json", false), (".cache", true)],
-        "codex" => &[(".codex", true), (".cache", true)],
-        "gemini" => &[(".gemini", true), (".cache", true)],
+        "claude" => &[(".claude", true), (".claude.json", false)],
+        "codex" => &[(".codex", true)],
+        "gemini" => &[(".gemini", true)],
         "opencode" => &[
             (".config/opencode", true),
             (".local/share/opencode", true),
             (".local/state/opencode", true),
-            (".cache", true),
         ],
-        _ => &[(".cache", true)],
+        _ => &[],
     }
 }
 
@@ -36,9 +35,12 @@ pub fn cli_state_paths(adapter: &str) -> &'static [(&'static str, bool)] {
 pub struct JailSpec {
     /// The session's directory: writable.
     pub session_dir: PathBuf,
-    /// Shown read-only before anything is hidden (a CLI home or program under `/tmp`, which
-    /// the jail otherwise replaces with an empty one).
+    /// Shown read-only before anything else (a program kept under `/tmp`, which the jail
+    /// otherwise replaces with an empty one).
     pub early_ro: Vec<PathBuf>,
+    /// The CLI's home: (the session's own home on the host, the home path the CLI sees, the
+    /// entries of the user's home shown read-only in it).
+    pub home: Option<(PathBuf, PathBuf, Vec<PathBuf>)>,
     /// Hidden: a directory by an empty tmpfs, anything else by `/dev/null`.
     pub hide: Vec<PathBuf>,
     /// Bound writable after the hiding: (source on the host, where the jail sees it).
@@ -50,11 +52,28 @@ pub fn argv(bwrap: &Path, spec: &JailSpec, program: &[String]) -> Vec<String> {
     let mut a: Vec<String> = vec![bwrap.display().to_string()];
     let mut push = |xs: &[&str]| a.extend(xs.iter().map(|s| s.to_string()));
     push(&["--die-with-parent", "--unshare-pid", "--unshare-ipc"]);
-    push(&["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-    push(&["--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run"]);
+    push(&[
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev-bind",
+        "/dev",
+        "/dev",
+        "--proc",
+        "/proc",
+    ]);
+    push(&["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]);
     let s = |p: &Path| p.display().to_string();
     for p in &spec.early_ro {
         a.extend(["--ro-bind".into(), s(p), s(p)]);
+    }
+    if let Some((own, home, entries)) = &spec.home {
+        a.extend(["--bind".into(), s(own), s(home)]);
+        for e in entries {
+            if let Some(name) = e.file_name() {
+                a.extend(["--ro-bind".into(), s(e), s(&home.join(name))]);
+            }
+        }
     }
     let d = s(&spec.session_dir);
     a.extend(["--bind".into(), d.clone(), d.clone()]);
@@ -79,65 +98,84 @@ pub fn argv(bwrap: &Path, spec: &JailSpec, program: &[String]) -> Vec<String> {
     a
 }
 
-/// Translates a path the jailed CLI reported (a transcript's) to where it lies on the host.
-pub fn host_path(spec: &JailSpec, seen: &Path) -> PathBuf {
-    for (src, dst) in spec.rw.iter().rev() {
-        if let Ok(rest) = seen.strip_prefix(dst) {
-            return src.join(rest);
-        }
+/// Translates a path the jailed CLI reported (a transcript's) to where it lies on the host:
+/// below its home, in the session's own home when the file is there.
+pub fn host_path(own_home: &Path, home: &Path, seen: &Path) -> PathBuf {
+    match seen.strip_prefix(home) {
+        Ok(rest) if own_home.join(rest).exists() => own_home.join(rest),
+        _ => seen.to_path_buf(),
     }
-    seen.to_path_buf()
 }
 
-/// Creates the session's own copies of the CLI state paths in `copies` (once: a restart keeps
-/// them, so a resumed conversation finds its history), seeded from `home`'s top-level config
-/// files, and makes sure each path exists in `home` so that the jail can mount over it.
-/// Returns the (copy, path in home) pairs to bind.
-pub fn prepare_state(
+/// Prepares the session's own home `own` for a CLI of `adapter` whose home is `home`: seeds
+/// it (once: a restart keeps it, so a resumed conversation finds its history) with the CLI's
+/// state paths' top-level files from `home`. Returns the entries of `home` to show read-only
+/// in it (all but the CLI's state, the `hidden` ones and what is not there), and the nested
+/// state paths to bind writable (their mount points are made in `home` when missing).
+pub fn prepare_home(
     adapter: &str,
     home: &Path,
-    copies: &Path,
-) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
+    own: &Path,
+    hidden: &[PathBuf],
+) -> std::io::Result<(Vec<PathBuf>, Vec<(PathBuf, PathBuf)>)> {
     const MAX_SEED_BYTES: u64 = 1 << 20;
-    let mut out = Vec::new();
-    for (rel, is_dir) in cli_state_paths(adapter) {
+    crate::core::create_private_dir(own)?;
+    let state = cli_state_paths(adapter);
+    let mut nested = Vec::new();
+    for (rel, is_dir) in state {
         let real = home.join(rel);
-        let copy = copies.join(rel);
+        let copy = own.join(rel);
         if let Some(parent) = copy.parent() {
             crate::core::create_private_dir(parent)?;
         }
         if *is_dir {
-            if !real.exists() {
-                crate::core::create_private_dir(&real)?;
-            }
             if !copy.exists() {
                 crate::core::create_private_dir(&copy)?;
-                for entry in std::fs::read_dir(&real)?.flatten() {
-                    let Ok(meta) = entry.metadata() else { continue };
-                    if meta.is_file() && meta.len() <= MAX_SEED_BYTES {
-                        let _ = std::fs::copy(entry.path(), copy.join(entry.file_name()));
+                if let Ok(dir) = std::fs::read_dir(&real) {
+                    for entry in dir.flatten() {
+                        let Ok(meta) = entry.metadata() else { continue };
+                        if meta.is_file() && meta.len() <= MAX_SEED_BYTES {
+                            let _ = std::fs::copy(entry.path(), copy.join(entry.file_name()));
+                        }
                     }
                 }
             }
-        } else {
-            if !real.exists() {
-                if let Some(parent) = real.parent() {
-                    crate::core::create_private_dir(parent)?;
-                }
-                crate::core::write_private(&real, "{}")?;
-            }
-            if !copy.exists() {
-                let seeded = std::fs::metadata(&real)
-                    .is_ok_and(|m| m.is_file() && m.len() <= MAX_SEED_BYTES)
-                    && std::fs::copy(&real, &copy).is_ok();
-                if !seeded {
-                    crate::core::write_private(&copy, "{}")?;
-                }
+        } else if !copy.exists() {
+            let seeded = std::fs::metadata(&real)
+                .is_ok_and(|m| m.is_file() && m.len() <= MAX_SEED_BYTES)
+                && std::fs::copy(&real, &copy).is_ok();
+            if !seeded {
+                crate::core::write_private(&copy, "{}")?;
             }
         }
-        out.push((copy, real));
+        if rel.contains('/') {
+            // Below an entry shown read-only: bound over it, on a mount point in `home`.
+            if !real.exists() {
+                crate::core::create_private_dir(&real)?;
+            }
+            nested.push((copy, real));
+        }
     }
-    Ok(out)
+    let top: Vec<&str> = state
+        .iter()
+        .filter(|(rel, _)| !rel.contains('/'))
+        .map(|(rel, _)| *rel)
+        .collect();
+    let mut entries = Vec::new();
+    if let Ok(dir) = std::fs::read_dir(home) {
+        for entry in dir.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            if top.iter().any(|t| name == std::ffi::OsStr::new(t))
+                || hidden.iter().any(|h| *h == path)
+            {
+                continue;
+            }
+            entries.push(path);
+        }
+    }
+    entries.sort();
+    Ok((entries, nested))
 }
 
 /// `bwrap` on `path`, if installed.
@@ -159,10 +197,15 @@ mod tests {
         let file = t.path().join("netrc");
         std::fs::write(&file, "x").expect("file");
         let spec = JailSpec {
-            session_dir: t.path().join("work"),
-            early_ro: vec![PathBuf::from("/tmp/home")],
+            session_dir: PathBuf::from("/home/u/src/p"),
+            early_ro: vec![PathBuf::from("/tmp/bin")],
+            home: Some((
+                PathBuf::from("/st/jails/1/home"),
+                PathBuf::from("/home/u"),
+                vec![PathBuf::from("/home/u/src")],
+            )),
             hide: vec![secret.clone(), file.clone(), t.path().join("absent")],
-            rw: vec![(PathBuf::from("/s/copy"), PathBuf::from("/tmp/home/.claude"))],
+            rw: vec![(PathBuf::from("/st/s/1"), PathBuf::from("/st/s/1"))],
         };
         let a = argv(
             Path::new("/usr/bin/bwrap"),
@@ -175,73 +218,94 @@ mod tests {
             "{j}"
         );
         let pos = |needle: &str| j.find(needle).unwrap_or_else(|| panic!("{needle} in {j}"));
-        assert!(pos("--ro-bind /tmp/home /tmp/home") < pos("--bind /tmp"));
-        assert!(pos(&format!("--tmpfs {}", secret.display())) > pos("--tmpfs /tmp"));
+        assert!(pos("--ro-bind /tmp/bin /tmp/bin") < pos("--bind /st/jails/1/home /home/u"));
+        assert!(pos("--bind /st/jails/1/home /home/u") < pos("--ro-bind /home/u/src /home/u/src"));
+        assert!(
+            pos("--ro-bind /home/u/src /home/u/src") < pos("--bind /home/u/src/p /home/u/src/p")
+        );
+        assert!(pos(&format!("--tmpfs {}", secret.display())) > pos("--bind /home/u/src/p"));
         assert!(j.contains(&format!("--ro-bind /dev/null {}", file.display())));
         assert!(!j.contains("absent"));
-        assert!(
-            pos("--bind /s/copy /tmp/home/.claude") > pos(&format!("--tmpfs {}", secret.display()))
-        );
+        assert!(pos("--bind /st/s/1 /st/s/1") > pos(&format!("--tmpfs {}", secret.display())));
         assert!(j.ends_with("-- claude -x"), "{j}");
     }
 
     #[test]
     fn a_parent_of_the_session_is_never_hidden() {
         let t = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(t.path().join("a/b")).expect("dirs");
         let spec = JailSpec {
             session_dir: t.path().join("a/b"),
             hide: vec![t.path().join("a")],
             ..Default::default()
         };
-        std::fs::create_dir_all(t.path().join("a/b")).expect("dirs");
         let j = argv(Path::new("bwrap"), &spec, &["sh".into()]).join(" ");
         let parent = format!("--tmpfs {} ", t.path().join("a").display());
         assert!(!j.contains(&parent), "{j}");
     }
 
     #[test]
-    fn reported_paths_map_back_to_the_copies() {
-        let spec = JailSpec {
-            rw: vec![(
-                PathBuf::from("/st/jails/1/.claude"),
-                PathBuf::from("/home/u/.claude"),
-            )],
-            ..Default::default()
-        };
+    fn reported_paths_map_to_the_sessions_own_home() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let own = t.path().join("own");
+        std::fs::create_dir_all(own.join(".claude/projects")).expect("dirs");
+        std::fs::write(own.join(".claude/projects/x.jsonl"), "{}").expect("write");
+        let home = Path::new("/home/u");
         assert_eq!(
-            host_path(&spec, Path::new("/home/u/.claude/projects/x.jsonl")),
-            PathBuf::from("/st/jails/1/.claude/projects/x.jsonl")
+            host_path(&own, home, Path::new("/home/u/.claude/projects/x.jsonl")),
+            own.join(".claude/projects/x.jsonl")
         );
         assert_eq!(
-            host_path(&spec, Path::new("/elsewhere")),
+            host_path(&own, home, Path::new("/home/u/src/y")),
+            PathBuf::from("/home/u/src/y")
+        );
+        assert_eq!(
+            host_path(&own, home, Path::new("/elsewhere")),
             PathBuf::from("/elsewhere")
         );
     }
 
     #[test]
-    fn state_copies_are_seeded_once_from_top_level_files() {
+    fn the_home_is_seeded_once_and_shows_the_rest_read_only() {
         let t = tempfile::tempdir().expect("tempdir");
         let home = t.path().join("home");
         std::fs::create_dir_all(home.join(".claude/projects")).expect("dirs");
+        std::fs::create_dir_all(home.join("src")).expect("dirs");
+        std::fs::create_dir_all(home.join(".ssh")).expect("dirs");
         std::fs::write(home.join(".claude/settings.json"), "{\"a\":1}").expect("write");
         std::fs::write(home.join(".claude/projects/secret.jsonl"), "history").expect("write");
-        let copies = t.path().join("copies");
-        let pairs = prepare_state("claude", &home, &copies).expect("prepare");
-        assert!(pairs.contains(&(copies.join(".claude"), home.join(".claude"))));
+        let own = t.path().join("own");
+        let (entries, nested) =
+            prepare_home("claude", &home, &own, &[home.join(".ssh")]).expect("prepare");
         assert_eq!(
-            std::fs::read_to_string(copies.join(".claude/settings.json")).expect("seeded"),
+            entries,
+            vec![home.join("src")],
+            "not the CLI's state, not secrets"
+        );
+        assert!(nested.is_empty());
+        assert_eq!(
+            std::fs::read_to_string(own.join(".claude/settings.json")).expect("seeded"),
             "{\"a\":1}"
         );
         assert!(
-            !copies.join(".claude/projects").exists(),
+            !own.join(".claude/projects").exists(),
             "history is not copied"
         );
-        assert!(home.join(".claude.json").exists(), "a mount point is made");
-        std::fs::write(copies.join(".claude/settings.json"), "changed").expect("write");
-        prepare_state("claude", &home, &copies).expect("again");
         assert_eq!(
-            std::fs::read_to_string(copies.join(".claude/settings.json")).expect("kept"),
+            std::fs::read_to_string(own.join(".claude.json")).expect("made"),
+            "{}"
+        );
+        std::fs::write(own.join(".claude/settings.json"), "changed").expect("write");
+        prepare_home("claude", &home, &own, &[]).expect("again");
+        assert_eq!(
+            std::fs::read_to_string(own.join(".claude/settings.json")).expect("kept"),
             "changed"
+        );
+        let (_, nested) = prepare_home("opencode", &home, &own, &[]).expect("opencode");
+        assert!(nested.contains(&(own.join(".config/opencode"), home.join(".config/opencode"))));
+        assert!(
+            home.join(".config/opencode").is_dir(),
+            "a mount point is made"
         );
     }
 }

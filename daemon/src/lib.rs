@@ -30,6 +30,7 @@ pub mod names;
 pub mod opencode_link;
 pub mod procs;
 pub mod program;
+pub mod reload;
 pub mod rotating;
 pub mod rpc;
 pub mod secrets;

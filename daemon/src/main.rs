@@ -260,6 +260,7 @@ fn run(
         }
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
         tokio::spawn(wait_for_signal(shutdown.clone()));
+        tokio::spawn(reload_on_hangup(daemon.clone(), shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));
         info!(socket = %socket.display(), state_dir = %state_dir.display(), "serving");
         let _ = sd_notify::notify(&[
@@ -283,6 +284,29 @@ fn run(
         let _ = std::fs::remove_file(&socket);
     }
     result
+}
+
+/// SIGHUP re-reads the config file, as `clibotctl reload` does.
+async fn reload_on_hangup(daemon: Daemon, shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        error!("cannot install the SIGHUP handler; use `clibotctl reload`");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = hup.recv() => {}
+            _ = shutdown.cancelled() => return,
+        }
+        let d = daemon.clone();
+        match tokio::task::spawn_blocking(move || d.reload_from_file()).await {
+            Ok(Ok(r)) => {
+                info!(reloaded = ?r.reloaded, needs_restart = ?r.needs_restart, "SIGHUP: config reloaded")
+            }
+            Ok(Err(e)) => error!("SIGHUP: the config was not reloaded: {e}"),
+            Err(e) => error!("SIGHUP: the reload failed: {e}"),
+        }
+    }
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {

@@ -676,7 +676,7 @@ impl Clibot for Service {
                 res.as_ref().map(|_| ()).map_err(String::as_str),
             );
         }
-        let text = text?;
+        let text = crate::secrets::scrub(&text?, &self.daemon.own_secrets());
         Ok(Response::new(v1::CaptureResponse { text }))
     }
 
@@ -1161,6 +1161,7 @@ impl Clibot for Service {
             self.daemon.audit(&actor, &session, "last", Ok(()));
         }
         let (text, seq) = self.daemon.last_reply(&session)?;
+        let text = crate::secrets::scrub(&text, &self.daemon.own_secrets());
         Ok(Response::new(v1::GetLastReplyResponse { text, seq }))
     }
 
@@ -1181,6 +1182,33 @@ impl Clibot for Service {
             .hook(&r.session_id, &r.token, &r.event, &r.payload)
             .await?;
         Ok(Response::new(v1::HookResponse { output }))
+    }
+
+    async fn reload(
+        &self,
+        req: Request<v1::ReloadRequest>,
+    ) -> Result<Response<v1::ReloadResponse>, Status> {
+        let actor = actor(&req);
+        if !actor.is_local() {
+            let why = "only the machine's user may reload the config";
+            self.daemon.audit(&actor, "", "reload", Err(why));
+            return Err(Status::permission_denied(why));
+        }
+        let d = self.daemon.clone();
+        let r = tokio::task::spawn_blocking(move || d.reload_from_file())
+            .await
+            .map_err(|e| {
+                Status::internal(format!("the reload failed: {e}; see the daemon's log"))
+            })?;
+        match &r {
+            Ok(_) => self.daemon.audit(&actor, "", "reload", Ok(())),
+            Err(e) => self.daemon.audit(&actor, "", "reload", Err(&e.to_string())),
+        }
+        let r = r?;
+        Ok(Response::new(v1::ReloadResponse {
+            reloaded: r.reloaded,
+            needs_restart: r.needs_restart,
+        }))
     }
 
     async fn list_rules(

@@ -58,14 +58,17 @@ pub fn secret_containing(dir: &Path, secrets: &[PathBuf], lifted: &[PathBuf]) ->
         .cloned()
 }
 
-/// The secret paths of a daemon with `settings`, and those its `allowed_roots` name exactly
-/// (each both as written and canonicalised).
-pub fn for_settings(settings: &crate::core::Settings) -> (Vec<PathBuf>, Vec<PathBuf>) {
+/// The secret paths of a daemon with `settings`.
+pub fn for_settings(settings: &crate::core::Settings) -> Vec<PathBuf> {
     let home = crate::config::expand_home(Path::new("~"));
     let config = config_paths(settings.config_file.as_deref());
-    let secrets = secret_paths(&home, &config, &settings.state_dir);
-    let lifted = settings
-        .config
+    secret_paths(&home, &config, &settings.state_dir)
+}
+
+/// The secret paths `config`'s `allowed_roots` name exactly (each both as written and
+/// canonicalised): these, and only these, sessions may start in.
+pub fn lifted(config: &crate::config::Config) -> Vec<PathBuf> {
+    config
         .daemon
         .allowed_roots
         .iter()
@@ -74,8 +77,7 @@ pub fn for_settings(settings: &crate::core::Settings) -> (Vec<PathBuf>, Vec<Path
             let c = r.canonicalize().ok();
             std::iter::once(r).chain(c)
         })
-        .collect();
-    (secrets, lifted)
+        .collect()
 }
 
 /// 128 bits from the operating system's CSPRNG, as 32 hex digits: hook tokens and the
@@ -103,6 +105,66 @@ pub fn token_eq(expected: &str, presented: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// What stands in for a secret of the daemon's own in text it sends out.
+pub const REDACTED: &str = "[redacted]";
+
+/// `text` with every one of `secrets` replaced (secrets shorter than 16 characters are not
+/// looked for: they could be ordinary words).
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= 16) {
+        if out.contains(s.as_str()) {
+            out = out.replace(s.as_str(), REDACTED);
+        }
+    }
+    out
+}
+
+/// An event with the daemon's own secrets scrubbed from every text it carries.
+pub fn scrub_event(kind: crate::events::EventKind, secrets: &[String]) -> crate::events::EventKind {
+    use crate::events::EventKind as K;
+    let s = |t: String| scrub(&t, secrets);
+    match kind {
+        K::TurnCompleted { text, source } => K::TurnCompleted {
+            text: s(text),
+            source,
+        },
+        K::InputSent { text, submitted } => K::InputSent {
+            text: s(text),
+            submitted,
+        },
+        K::InputQueued { text, position } => K::InputQueued {
+            text: s(text),
+            position,
+        },
+        K::Exited {
+            status,
+            reason,
+            output,
+        } => K::Exited {
+            status,
+            reason: s(reason),
+            output: s(output),
+        },
+        K::Error { message, kind } => K::Error {
+            message: s(message),
+            kind,
+        },
+        K::Notice { text, kind } => K::Notice {
+            text: s(text),
+            kind,
+        },
+        K::Waiting { mut prompt } => {
+            prompt.text = s(prompt.text);
+            prompt.subject = s(prompt.subject);
+            prompt.warning = s(prompt.warning);
+            prompt.options = prompt.options.into_iter().map(s).collect();
+            K::Waiting { prompt }
+        }
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +176,22 @@ mod tests {
         assert_eq!(a.len(), 32);
         assert!(a.chars().all(|c| c.is_ascii_hexdigit()));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn own_secrets_are_scrubbed_from_event_texts() {
+        let tok = new_token().expect("token");
+        let secrets = vec![tok.clone(), "short".to_string()];
+        let k = crate::events::EventKind::TurnCompleted {
+            text: format!("CLIBOT_HOOK_TOKEN={tok}\nshort stays"),
+            source: "screen".into(),
+        };
+        match scrub_event(k, &secrets) {
+            crate::events::EventKind::TurnCompleted { text, .. } => {
+                assert_eq!(text, "CLIBOT_HOOK_TOKEN=[redacted]\nshort stays");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -232,6 +232,7 @@ const OUTSIDE_ONLY: &[&str] = &[
     "GetTranscript",
     "WatchEvents",
     "AdoptSession",
+    "Reload",
 ];
 
 /// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may

@@ -168,7 +168,7 @@ fn reply_from_screen(captured: &str, input_lines: usize) -> String {
 
 impl Daemon {
     pub(crate) fn kind_of(&self, cli: &str) -> Option<(Arc<dyn Adapter>, Arc<Pack>)> {
-        self.inner
+        self.live()
             .kinds
             .get(cli)
             .map(|k| (k.adapter.clone(), k.pack.clone()))
@@ -579,7 +579,7 @@ impl Daemon {
             let text = rec
                 .and_then(|r| {
                     self.kind_of(&r.cli)
-                        .and_then(|(ad, _)| ad.recover_reply(&r, self.cli(&r.cli).ok()))
+                        .and_then(|(ad, _)| ad.recover_reply(&r, self.cli(&r.cli).ok().as_deref()))
                 })
                 .unwrap_or_default();
             self.complete_turn(name, text, "transcript");
@@ -605,7 +605,8 @@ impl Daemon {
                 return;
             };
             id = e.rec.id.clone();
-            let Some(kind) = self.inner.kinds.get(&e.rec.cli) else {
+            let live = self.live();
+            let Some(kind) = live.kinds.get(&e.rec.cli) else {
                 return;
             };
             if e.rec.state == State::Working
@@ -772,7 +773,7 @@ impl Daemon {
         };
         let reply = self
             .kind_of(&cli)
-            .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok()))
+            .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok().as_deref()))
             .filter(|r| rec.last_reply.as_ref() != Some(r))
             .unwrap_or_default();
         warn!(

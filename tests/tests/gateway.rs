@@ -149,7 +149,7 @@ fn killing_the_gateway_mid_turn_loses_nothing_and_repeats_nothing() {
     // With the daemon away the gateway says so, and recovers when it is back.
     h.kill_daemon();
     g.say("echo after-$((5+5))");
-    g.expect("clibotd is not reachable");
+    g.expect("daemon is not reachable");
     h.start_daemon();
     g.expect("[k] after-10");
     g.kill();

@@ -100,7 +100,8 @@ fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_session
             tmux -S {tmux} send-keys -t adm 'echo pwned > {adm}/pwned' Enter; echo rc_tmux=$?; \
             cat {adm}/secret.txt; echo rc_read=$?; \
             cat {state}/sessions.json {state}/audit.jsonl; echo rc_state=$?; \
-            touch $HOME/planted; echo rc_home=$?; \
+            touch $HOME/planted-by-jail; echo rc_home=$?; \
+            echo evil >> $HOME/.profile; echo rc_rc=$?; \
             ps ax | wc -l; \
          }} > out 2>&1"
     );
@@ -133,7 +134,14 @@ fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_session
         "another session's directory is hidden: {out}"
     );
     assert!(!out.contains("the admin's file"), "{out}");
-    assert_ne!(rc("rc_home"), "0", "home is read-only: {out}");
+    // The jail's home is the session's own: what it writes there never reaches the user's.
+    let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
+    assert!(!home.join("planted-by-jail").exists(), "{out}");
+    if home.join(".profile").exists() {
+        assert_ne!(rc("rc_rc"), "0", "the user's rc files are read-only: {out}");
+        let profile = std::fs::read_to_string(home.join(".profile")).unwrap_or_default();
+        assert!(!profile.contains("evil"));
+    }
     assert_ne!(rc("rc_state"), "0", "the state dir is hidden: {out}");
     assert!(!out.contains("hook_token"), "{out}");
     std::thread::sleep(Duration::from_millis(500));
@@ -319,4 +327,56 @@ fn secret_directories_are_never_session_directories() {
         e.contains("holds secrets") || e.contains("outside the allowed roots"),
         "{e}"
     );
+}
+
+#[test]
+fn real_cli_a_non_admins_claude_code_runs_jailed_and_its_hooks_still_report() {
+    use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
+    use clibot_tests::mock_llm::{MockLlm, Rule};
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    let work = mkdir(&h, "ann");
+    let reply = "Jailed, and still answering.";
+    let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    h.add_cli("claude", &claude.argv(), &claude.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.to_str().expect("utf-8");
+    // By default a non-admin starts only the AI CLIs, not plain programs.
+    let (ok, out) = as_user(&h, ANN, &["spawn", "sh1", "bash", w]);
+    assert!(!ok && out.contains("you may start only: claude"), "{out}");
+    let (ok, out) = as_user(&h, ANN, &["spawn", "cc", "claude", w]);
+    assert!(ok, "{out}");
+    h.wait_event("cc", "Claude Code ready", Duration::from_secs(60), |e| {
+        e["session"] == "cc" && e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", "cc", "hello there"]);
+    let done = h.wait_event("cc", "the reply", Duration::from_secs(60), |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(
+        done["text"], reply,
+        "the Stop hook came through the session's own socket"
+    );
+    assert_eq!(done["source"], "hook");
+    // What the jailed CLI wrote stayed in the session's own home: its transcript is there,
+    // not in the home the test gave it.
+    let own = h.state_dir.join("jails");
+    let found = Command::new("find")
+        .arg(&own)
+        .args(["-name", "*.jsonl"])
+        .output()
+        .expect("find");
+    assert!(
+        String::from_utf8_lossy(&found.stdout).contains(".claude/projects"),
+        "the transcript is in the session's own home"
+    );
+    let given = Command::new("find")
+        .arg(claude.home())
+        .args(["-name", "*.jsonl"])
+        .output()
+        .expect("find");
+    assert!(String::from_utf8_lossy(&given.stdout).trim().is_empty());
 }

@@ -1,0 +1,185 @@
+//! What the daemon re-reads without a restart (`clibotctl reload`, SIGHUP): access, rules,
+//! guard, decider, delegation, allowed roots and the CLIs. Everything else in the config takes
+//! a restart, and the report says which sections changed that way.
+//!
+//! Why a swap of one `Arc`: each reader takes the current set once and uses it to the end of
+//! what it does, so no operation ever sees half an old and half a new config.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::config::{CliSpec, Config, expand_home};
+use crate::core::Daemon;
+use crate::detect::{Pack, builtin_packs};
+use crate::error::CoreError;
+use crate::supervisor::CliKind;
+
+/// The parts of the config that a reload replaces.
+pub(crate) struct Live {
+    /// The config as last loaded (what a reload compares against).
+    pub(crate) config: Config,
+    pub(crate) clis: BTreeMap<String, Arc<CliSpec>>,
+    pub(crate) kinds: BTreeMap<String, CliKind>,
+    pub(crate) roots: Vec<PathBuf>,
+    pub(crate) lifted_secrets: Vec<PathBuf>,
+    pub(crate) automation: Arc<crate::automation::Automation>,
+}
+
+impl Live {
+    /// Builds the live set from `config`; warnings for what was replaced by defaults.
+    pub(crate) fn build(config: &Config) -> Result<(Live, Vec<String>), CoreError> {
+        let mut warnings = Vec::new();
+        let roots = config
+            .daemon
+            .allowed_roots
+            .iter()
+            .filter_map(|r| expand_home(r).canonicalize().ok())
+            .collect::<Vec<_>>();
+        if roots.is_empty() {
+            warnings.push(
+                "none of [daemon] allowed_roots exists: no session can be spawned".to_string(),
+            );
+        }
+        let clis = config.clis();
+        let packs = builtin_packs();
+        let mut kinds = BTreeMap::new();
+        for (name, spec) in &clis {
+            let pack_name = if spec.pattern_pack == "generic" && packs.contains_key(&spec.adapter) {
+                spec.adapter.clone()
+            } else {
+                spec.pattern_pack.clone()
+            };
+            let base = packs.get(&pack_name).cloned().unwrap_or_default();
+            let pack = match Pack::compile(&base, spec.patterns.as_ref()) {
+                Ok(p) => p,
+                Err(e) => {
+                    warnings.push(format!(
+                        "[cli.{name}] patterns: {e}; using the built-in ones"
+                    ));
+                    Pack::compile(&base, None).map_err(CoreError::InvalidArgument)?
+                }
+            };
+            kinds.insert(
+                name.clone(),
+                CliKind {
+                    adapter: Arc::from(crate::adapter::adapter(&spec.adapter)),
+                    pack: Arc::new(pack),
+                },
+            );
+        }
+        let automation = crate::automation::Automation::new(
+            &config.rules,
+            &config.guard,
+            config.decider.as_ref(),
+        )
+        .map_err(CoreError::InvalidArgument)?;
+        let lifted_secrets = crate::secrets::lifted(config);
+        Ok((
+            Live {
+                config: config.clone(),
+                clis: clis.into_iter().map(|(k, v)| (k, Arc::new(v))).collect(),
+                kinds,
+                roots,
+                lifted_secrets,
+                automation: Arc::new(automation),
+            },
+            warnings,
+        ))
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReloadReport {
+    /// Sections that changed and now apply.
+    pub reloaded: Vec<String>,
+    /// Sections that changed and apply only after a restart of the daemon.
+    pub needs_restart: Vec<String>,
+}
+
+/// The sections of two configs that differ, as `[daemon] allowed_roots`-style names.
+fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) {
+    let diff =
+        |a: &dyn std::fmt::Debug, b: &dyn std::fmt::Debug| format!("{a:?}") != format!("{b:?}");
+    let mut reloaded = Vec::new();
+    let mut restart = Vec::new();
+    if diff(&old.access, &new.access) {
+        reloaded.push("access".to_string());
+    }
+    if diff(&old.rules, &new.rules) {
+        reloaded.push("rules".into());
+    }
+    if diff(&old.guard, &new.guard) {
+        reloaded.push("guard".into());
+    }
+    if diff(&old.decider, &new.decider) {
+        reloaded.push("decider".into());
+    }
+    if diff(&old.delegation, &new.delegation) {
+        reloaded.push("delegation".into());
+    }
+    if diff(&old.daemon.allowed_roots, &new.daemon.allowed_roots) {
+        reloaded.push("daemon.allowed_roots".into());
+    }
+    if diff(&old.cli_overrides, &new.cli_overrides) {
+        reloaded.push("cli".into());
+    }
+    let mut od = old.daemon.clone();
+    od.allowed_roots = new.daemon.allowed_roots.clone();
+    if diff(&od, &new.daemon) {
+        restart.push("daemon".into());
+    }
+    if diff(&old.tmux, &new.tmux) {
+        restart.push("tmux".into());
+    }
+    (reloaded, restart)
+}
+
+impl Daemon {
+    /// The current reloadable parts.
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the config file the daemon started with (or the default one). An invalid file
+    /// changes nothing, and the error says why.
+    pub fn reload_from_file(&self) -> Result<ReloadReport, CoreError> {
+        let path = self
+            .inner
+            .settings
+            .config_file
+            .clone()
+            .or_else(clibot_proto::default_config_path);
+        let config = match &path {
+            Some(p) => Config::load(p, false)
+                .map_err(|e| CoreError::InvalidArgument(format!("{e}; nothing was changed")))?
+                .unwrap_or_default(),
+            None => Config::default(),
+        };
+        self.reload(config)
+    }
+
+    /// Applies `config`'s reloadable sections at once (an allowlist removal stops delivery to
+    /// that user's chats now); says which changed sections need a restart.
+    pub fn reload(&self, config: Config) -> Result<ReloadReport, CoreError> {
+        let (live, warnings) = Live::build(&config)?;
+        let old = self.live();
+        let (reloaded, needs_restart) = changed(&old.config, &config);
+        self.inner.access.set_config(config.access.clone());
+        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
+        for w in warnings {
+            self.warn(w);
+        }
+        self.enforce_binders();
+        tracing::info!(?reloaded, ?needs_restart, "config reloaded");
+        Ok(ReloadReport {
+            reloaded,
+            needs_restart,
+        })
+    }
+}
