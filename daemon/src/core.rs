@@ -1278,18 +1278,33 @@ impl Daemon {
         };
         match created {
             Ok(s) => {
-                // Kept for a daemon that loses its registry (see `recover_links`).
-                if let Err(e) = mux
-                    .set_private_env(&s.id, "CLIBOT_HOOK_TOKEN", &rec.hook_token)
-                    .await
-                {
-                    tracing::debug!("hook token not kept in tmux's environment: {e}");
-                }
+                self.keep_token_in_tmux(&s.id, &rec.hook_token);
                 Ok(s)
             }
             Err(MuxError::DuplicateSession(_)) => Err(CoreError::TmuxNameTaken(rec.name.clone())),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Keeps a session's hook token in its tmux environment, for a daemon that loses its
+    /// registry (see `recover_links`). Only over the control connection, which may still be
+    /// attaching right after the first spawn: tried for a few seconds.
+    fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
+        let (mux, id, token) = (
+            self.inner.mux.clone(),
+            tmux_id.to_string(),
+            token.to_string(),
+        );
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                match mux.set_private_env(&id, "CLIBOT_HOOK_TOKEN", &token).await {
+                    Ok(()) => return,
+                    Err(MuxError::NoSuchTarget(_)) => return,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+            warn!("the hook token could not be kept in tmux's environment of {id}");
+        });
     }
 
     /// Refuses to start a session whose program cannot run: looked up on the PATH the new

@@ -249,6 +249,23 @@ fn shown_text(kind: &EventKind) -> Option<String> {
     })
 }
 
+/// From a chat, text is typed as it reads: a control character in it (an ESC sequence, a
+/// Ctrl-C) would act on the CLI as a key press, which only `!!keys` may do. Line breaks and tabs
+/// are text.
+#[allow(clippy::result_large_err)]
+fn no_control_chars(actor: &Actor, text: &str, what: &str) -> Result<(), Status> {
+    let bad = text
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'));
+    match bad {
+        Some(c) if !actor.is_local() => Err(Status::invalid_argument(format!(
+            "{what} contains the control character U+{:04X}, which would act as a key press: remove it, or press keys with !!keys",
+            c as u32
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Who a call is for. A process inside a managed session acts as that session's owner (the
 /// machine's user for a session made on the machine), whatever chat metadata it sends; any
 /// other caller is the chat user named in its metadata (the gateway), else the local user.
@@ -614,6 +631,7 @@ impl Clibot for Service {
         let actor = actor(&req);
         let r = req.into_inner();
         self.owned(&actor, &r.session, "send", false)?;
+        no_control_chars(&actor, &r.text, "text")?;
         let session = r.session.clone();
         let text = r.text.clone();
         let (seq, queued) = self
@@ -758,6 +776,7 @@ impl Clibot for Service {
             r.session = self.daemon.session_of_prompt(&r.prompt_id)?;
         }
         self.owned(&actor, &r.session, "answer", false)?;
+        no_control_chars(&actor, &r.answer, "an answer")?;
         // From a chat, an answer must name the prompt it answers: the one whose buttons were
         // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
         // different prompt than the one the user read.

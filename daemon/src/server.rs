@@ -163,14 +163,11 @@ pub async fn serve(
     }
     let daemon = service.daemon();
     Server::builder()
-        .layer(tower::layer::layer_fn(move |inner| Timed {
-            inner,
-            metrics: metrics.clone(),
-        }))
         .layer(tower::layer::layer_fn(move |inner| Gate {
             inner,
             daemon: daemon.clone(),
             scope: None,
+            metrics: Some(metrics.clone()),
         }))
         .add_service(ClibotServer::with_interceptor(service, same_uid))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
@@ -203,6 +200,7 @@ async fn serve_hook_sockets(
                     inner,
                     daemon: daemon.clone(),
                     scope: Some(id.clone()),
+                    metrics: None,
                 }))
                 .add_service(ClibotServer::with_interceptor(service, same_uid))
                 .serve_with_incoming_shutdown(incoming, h.stop.cancelled_owned())
@@ -237,13 +235,15 @@ const OUTSIDE_ONLY: &[&str] = &[
 
 /// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may
 /// never ask: anything but its own hook calls on a session's hook socket, and the gateway's
-/// and the machine user's methods from inside a chat user's session.
+/// and the machine user's methods from inside a chat user's session. Times each call into the
+/// metrics, by the method in its path.
 #[derive(Clone)]
 struct Gate<S> {
     inner: S,
     daemon: crate::core::Daemon,
     /// The session id whose hook socket this is.
     scope: Option<String>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl<S, B> tower::Service<http::Request<B>> for Gate<S>
@@ -271,13 +271,8 @@ where
                 self.daemon.caller_of(pid)
             }
         };
-        let method = req
-            .uri()
-            .path()
-            .rsplit('/')
-            .next()
-            .unwrap_or("")
-            .to_string();
+        let path = req.uri().path().to_string();
+        let method = path.rsplit('/').next().unwrap_or("").to_string();
         let refusal = match &caller {
             Caller::HookSocket { .. } if method != "Hook" => {
                 Some("this socket serves only its session's hook calls")
@@ -297,38 +292,14 @@ where
             return Box::pin(async move { Ok(resp) });
         }
         req.extensions_mut().insert(caller);
-        Box::pin(self.inner.call(req))
-    }
-}
-
-/// Times each call into the metrics, by the method in its path.
-#[derive(Clone)]
-struct Timed<S> {
-    inner: S,
-    metrics: Arc<Metrics>,
-}
-
-impl<S, B> tower::Service<http::Request<B>> for Timed<S>
-where
-    S: tower::Service<http::Request<B>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let path = req.uri().path().to_string();
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();
         Box::pin(async move {
             let r = call.await;
-            metrics.rpc(&path, started.elapsed());
+            if let Some(m) = metrics {
+                m.rpc(&path, started.elapsed());
+            }
             r
         })
     }
