@@ -136,6 +136,27 @@ pub struct Sent {
 }
 
 /// The texts of the messages sent to `chat` (`sendMessage`), in order.
+/// Waits for the pairing code the bot gave `chat`, and returns it (8 characters).
+pub fn pairing_code(tg: &FakeTelegram, chat: i64) -> String {
+    let sent = tg.wait_sent("a pairing code", |s| {
+        texts(s, chat).iter().any(|t| t.contains("pairing code"))
+    });
+    let msg = texts(&sent, chat)
+        .into_iter()
+        .find(|t| t.contains("pairing code"))
+        .unwrap_or_default();
+    let code: String = msg
+        .split("pairing code is ")
+        .nth(1)
+        .unwrap_or_default()
+        .chars()
+        .take(9)
+        .filter(|c| c.is_ascii_alphanumeric())
+        .collect();
+    assert_eq!(code.len(), 8, "a pairing code in {msg:?}");
+    code
+}
+
 pub fn texts(sent: &[Sent], chat: i64) -> Vec<String> {
     sent.iter()
         .filter(|s| s.chat_id == chat && s.method == "sendmessage")

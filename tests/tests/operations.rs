@@ -86,8 +86,9 @@ async fn spawns_beyond_max_sessions_are_refused_naming_the_idle_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_chat_user_runs_at_most_max_sessions_per_user() {
-    let mut h =
-        Harness::with_config("\n[access.telegram]\nallow = [\"777\"]\nmax_sessions_per_user = 1\n");
+    let mut h = Harness::with_config(
+        "\n[access.telegram]\nallow = [\"777\"]\nclis = [\"*\"]\nmax_sessions_per_user = 1\n",
+    );
     h.start_daemon();
     let work = h.work.display().to_string();
     let mut c = h.client().await;

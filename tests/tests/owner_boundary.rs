@@ -60,30 +60,38 @@ fn mkdir(h: &Harness, name: &str) -> PathBuf {
     d
 }
 
+/// The admin's session `adm` (started on the machine) and Ann's session `ann_name` (started
+/// from her chat), both bash, each in its own directory; returns the two directories.
+fn two_sessions(h: &Harness, ann_name: &str) -> (PathBuf, PathBuf) {
+    let adm_dir = mkdir(h, "adm");
+    let d = adm_dir.to_str().expect("utf-8");
+    h.ctl_ok(&["spawn", "adm", "--cli", "bash", "--dir", d]);
+    let ann_dir = mkdir(h, ann_name);
+    let d = ann_dir.to_str().expect("utf-8");
+    let (ok, out) = as_user(h, ANN, &["spawn", ann_name, "bash", d]);
+    assert!(ok, "Ann may start a session: {out}\n{}", h.daemon_log());
+    h.wait_list("Ann's session idle", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == ann_name && s["state"] == "idle")
+        })
+    });
+    (adm_dir, ann_dir)
+}
+
+/// The value the script printed as `KEY=value`.
+fn rc(out: &str, key: &str) -> String {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}=")))
+        .unwrap_or_else(|| panic!("{key} in {out}"))
+        .to_string()
+}
+
 #[test]
 fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_sessions() {
     let h = harness("");
-    let adm_dir = mkdir(&h, "adm");
+    let (adm_dir, ann_dir) = two_sessions(&h, "ann");
     std::fs::write(adm_dir.join("secret.txt"), "the admin's file").expect("write");
-    h.ctl_ok(&[
-        "spawn",
-        "adm",
-        "--cli",
-        "bash",
-        "--dir",
-        adm_dir.to_str().expect("utf-8"),
-    ]);
-    let ann_dir = mkdir(&h, "ann");
-    let (ok, out) = as_user(
-        &h,
-        ANN,
-        &["spawn", "ann", "bash", ann_dir.to_str().expect("utf-8")],
-    );
-    assert!(ok, "Ann may start a session: {out}\n{}", h.daemon_log());
-    h.wait_list("ann idle", |l| {
-        l.as_array()
-            .is_some_and(|a| a.iter().any(|s| s["name"] == "ann" && s["state"] == "idle"))
-    });
     let ctl = bin("clibotctl");
     let ctl = ctl.display();
     let forge = forge();
@@ -106,12 +114,7 @@ fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_session
          }} > out 2>&1"
     );
     let out = run_in(&h, "ann", &ann_dir, &script);
-    let rc = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("{k} in {out}"))
-            .to_string()
-    };
+    let rc = |k: &str| rc(&out, k);
     assert_ne!(
         rc("rc_env"),
         "0",
@@ -156,26 +159,7 @@ fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_session
 #[test]
 fn from_inside_an_unjailed_session_a_caller_has_only_its_owners_rights() {
     let h = harness("sandbox = \"off\"");
-    let adm_dir = mkdir(&h, "adm");
-    h.ctl_ok(&[
-        "spawn",
-        "adm",
-        "--cli",
-        "bash",
-        "--dir",
-        adm_dir.to_str().expect("utf-8"),
-    ]);
-    let bob_dir = mkdir(&h, "bob");
-    let (ok, out) = as_user(
-        &h,
-        ANN,
-        &["spawn", "bob", "bash", bob_dir.to_str().expect("utf-8")],
-    );
-    assert!(ok, "{out}");
-    h.wait_list("bob idle", |l| {
-        l.as_array()
-            .is_some_and(|a| a.iter().any(|s| s["name"] == "bob" && s["state"] == "idle"))
-    });
+    let (_, bob_dir) = two_sessions(&h, "bob");
     let ctl = bin("clibotctl");
     let ctl = ctl.display();
     let forge = forge();
@@ -195,12 +179,7 @@ fn from_inside_an_unjailed_session_a_caller_has_only_its_owners_rights() {
          }} > out 2>&1"
     );
     let out = run_in(&h, "bob", &bob_dir, &script);
-    let rc = |k: &str| {
-        out.lines()
-            .find_map(|l| l.strip_prefix(&format!("{k}=")))
-            .unwrap_or_else(|| panic!("{k} in {out}"))
-            .to_string()
-    };
+    let rc = |k: &str| rc(&out, k);
     assert_ne!(
         rc("rc_screen"),
         "0",

@@ -49,24 +49,7 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
 
     // An unknown user gets a pairing code, and nothing of theirs runs.
     tg.push_message(STRANGER, STRANGER, "Eve", "echo should-not-run");
-    let sent = tg.wait_sent("a pairing code", |s| {
-        texts(s, STRANGER)
-            .iter()
-            .any(|t| t.contains("pairing code"))
-    });
-    let msg = texts(&sent, STRANGER)
-        .into_iter()
-        .find(|t| t.contains("pairing code"))
-        .expect("code message");
-    let code: String = msg
-        .split("pairing code is ")
-        .nth(1)
-        .expect("code")
-        .chars()
-        .take(9)
-        .filter(|c| c.is_ascii_alphanumeric())
-        .collect();
-    assert_eq!(code.len(), 8, "{msg}");
+    let code = fake_telegram::pairing_code(&tg, STRANGER);
 
     // The admin starts a session and talks to it.
     new_session(&tg, "t", &work);
@@ -555,7 +538,7 @@ fn a_user_cannot_see_or_use_another_users_session_until_it_is_shared() {
     const ANN: i64 = 200;
     const BOB: i64 = 300;
     let (h, tg, mut g) = setup_with(&format!(
-        "policy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]"
+        "policy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]"
     ));
     let work = h.work.display().to_string();
     tg.push_message(ANN, ANN, "Ann", &format!("!!new mine bash {work}"));
