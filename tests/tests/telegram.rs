@@ -776,6 +776,13 @@ fn a_member_cannot_take_over_a_group_bound_to_the_admins_session() {
         !texts(&sent, GROUP).iter().any(|t| t.contains("mine")),
         "the group was not moved to the member's session"
     );
+    // Nor by asking for it: only an admin or the bound session's owner rebinds a group.
+    tg.push_message(GROUP, MEMBER, "Mel", "!!use mine");
+    tg.wait_sent("the rebinding refused", |s| {
+        texts(s, GROUP)
+            .iter()
+            .any(|t| t.contains("only an admin or the session's owner may bind this group"))
+    });
     let chats = h.ctl_ok(&["chats"]);
     assert!(
         chats
