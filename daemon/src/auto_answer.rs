@@ -133,6 +133,19 @@ impl Daemon {
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {
                 match crate::adapter::parse_choice(&choice, &prompt) {
+                    // Only "this once": a wider yes ("always", "don't ask again", "for this
+                    // session") changes what later prompts ask, which no machine decides.
+                    Ok(Choice::Option(i))
+                        if prompt
+                            .options
+                            .get(i)
+                            .is_some_and(|o| crate::automation::widens(o)) =>
+                    {
+                        format!(
+                            "the decider chose {:?}, which would stop later prompts from asking; only a person chooses that",
+                            prompt.options.get(i).cloned().unwrap_or_default()
+                        )
+                    }
                     Ok(Choice::Option(i)) => {
                         a.decider_answered
                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -359,19 +359,28 @@ fn label(o: &str) -> String {
         .to_lowercase()
 }
 
+/// Whether an option's label answers more than this one prompt ("Yes, and don't ask again",
+/// "Allow always", "Yes, for this session").
+pub fn widens(option: &str) -> bool {
+    let l = label(option);
+    WIDER.iter().any(|w| l.contains(w))
+}
+
+const WIDER: &[&str] = &[
+    "always",
+    "don't ask",
+    "do not ask",
+    "session",
+    "all ",
+    "every",
+    "remember",
+];
+
 /// The option that means "yes, this once": the first whose label says yes/allow and not
 /// "always"/"for this session"; for a prompt whose labels say neither, the first option.
 pub fn allow_option(options: &[String]) -> Option<usize> {
     const YES: &[&str] = &[
         "yes", "y", "allow", "approve", "proceed", "ok", "accept", "continue",
-    ];
-    const WIDER: &[&str] = &[
-        "always",
-        "don't ask",
-        "do not ask",
-        "session",
-        "all ",
-        "every",
     ];
     let labels: Vec<String> = options.iter().map(|o| label(o)).collect();
     let says_yes = |l: &str| {
@@ -519,46 +528,53 @@ pub async fn run_decider(
 ) -> Result<Verdict, DeciderError> {
     let body = serde_json::to_vec(input).map_err(|e| DeciderError::Start(e.to_string()))?;
     let mut cmd = tokio::process::Command::new(&d.command[0]);
+    // Its own process group: whatever it starts ends with it, on time-out and after it answered.
     cmd.args(&d.command[1..])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        .process_group(0)
         .kill_on_drop(true);
     let mut child = cmd
         .spawn()
         .map_err(|e| DeciderError::Start(format!("{}: {e}", d.command[0])))?;
-    let mut stdin = child.stdin.take();
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let work = async {
-        let feed = async {
-            if let Some(mut s) = stdin.take() {
-                // A decider that does not read its input still gets to answer.
-                let _ = s.write_all(&body).await;
-                let _ = s.shutdown().await;
-            }
-        };
-        let read_out = async {
-            let mut buf = Vec::new();
-            if let Some(s) = stdout.take() {
-                let _ = s.take(64 * 1024).read_to_end(&mut buf).await;
-            }
-            buf
-        };
-        let read_err = async {
-            let mut buf = Vec::new();
-            if let Some(s) = stderr.take() {
-                let _ = s.take(64 * 1024).read_to_end(&mut buf).await;
-            }
-            buf
-        };
-        let ((), out, err) = tokio::join!(feed, read_out, read_err);
-        let status = child.wait().await;
-        (out, err, status)
+    let group = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(id as i32));
+    let end_group = move || {
+        if let Some(g) = group {
+            let _ = rustix::process::kill_process_group(g, rustix::process::Signal::KILL);
+        }
     };
-    let (out, err, status) = tokio::time::timeout(Duration::from_millis(d.timeout_ms), work)
-        .await
-        .map_err(|_| DeciderError::Timeout(d.timeout_ms))?;
+    if let Some(mut s) = child.stdin.take() {
+        // A decider that does not read its input still gets to answer.
+        tokio::spawn(async move {
+            let _ = s.write_all(&body).await;
+            let _ = s.shutdown().await;
+        });
+    }
+    let out = read_capped(child.stdout.take());
+    let err = read_capped(child.stderr.take());
+    let status = match tokio::time::timeout(Duration::from_millis(d.timeout_ms), child.wait()).await
+    {
+        Ok(s) => s,
+        Err(_) => {
+            end_group();
+            return Err(DeciderError::Timeout(d.timeout_ms));
+        }
+    };
+    // It has exited: what it printed is in the pipes. A child of its own that keeps them open
+    // must not hold the answer back: until they end, or a moment at most, then the group goes.
+    let grace = Duration::from_millis(300);
+    let _ = tokio::join!(
+        tokio::time::timeout(grace, out.1),
+        tokio::time::timeout(grace, err.1)
+    );
+    end_group();
+    let take = |b: &std::sync::Arc<std::sync::Mutex<Vec<u8>>>| {
+        std::mem::take(&mut *b.lock().unwrap_or_else(|e| e.into_inner()))
+    };
+    let (out, err) = (take(&out.0), take(&err.0));
     let status = status.map_err(|e| DeciderError::Start(e.to_string()))?;
     if !status.success() {
         let e = String::from_utf8_lossy(&err);
@@ -575,6 +591,36 @@ pub async fn run_decider(
         });
     }
     parse_verdict(&String::from_utf8_lossy(&out))
+}
+
+/// Reads a pipe in a task of its own, into a buffer (at most 64 KiB kept) that can be taken
+/// before the pipe ends: a decider's own child may hold it open long after the decider exited.
+fn read_capped<R>(
+    pipe: Option<R>,
+) -> (
+    std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    tokio::task::JoinHandle<()>,
+)
+where
+    R: tokio::io::AsyncRead + Unpin + Send + 'static,
+{
+    let buf = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let b = buf.clone();
+    let task = tokio::spawn(async move {
+        let Some(mut p) = pipe else { return };
+        let mut chunk = [0u8; 4096];
+        loop {
+            match p.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => {
+                    let mut b = b.lock().unwrap_or_else(|e| e.into_inner());
+                    let room = (64 * 1024usize).saturating_sub(b.len());
+                    b.extend_from_slice(&chunk[..n.min(room)]);
+                }
+            }
+        }
+    });
+    (buf, task)
 }
 
 /// The last `n` lines of a screen, without trailing blank lines.
@@ -927,5 +973,49 @@ mod tests {
         )
         .await;
         assert!(matches!(v, Err(DeciderError::Start(_))));
+        // A child that keeps the decider's stdout open neither swallows its answer nor
+        // outlives it; a decider stuck past its time is ended with everything it started.
+        let marker = std::env::temp_dir().join(format!("decider-child-{}", std::process::id()));
+        let _ = std::fs::remove_file(&marker);
+        let t = std::time::Instant::now();
+        let v = run_decider(
+            &sh(
+                &format!(
+                    r#"(sleep 2; touch {}) & echo '{{"choice":"1"}}'"#,
+                    marker.display()
+                ),
+                10_000,
+            ),
+            &input,
+        )
+        .await;
+        assert_eq!(
+            v,
+            Ok(Verdict::Choice {
+                choice: "1".into(),
+                note: String::new()
+            })
+        );
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        let v = run_decider(
+            &sh(
+                &format!("(sleep 2; touch {}) & sleep 5", marker.display()),
+                300,
+            ),
+            &input,
+        )
+        .await;
+        assert_eq!(v, Err(DeciderError::Timeout(300)));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(!marker.exists(), "the decider's child outlived it");
+    }
+
+    #[test]
+    fn wider_options_are_known() {
+        assert!(widens("2. Yes, and don't ask again for this command"));
+        assert!(widens("Allow always"));
+        assert!(widens("Yes, and remember this folder"));
+        assert!(!widens("1. Yes"));
+        assert!(!widens("No, and tell Claude what to do differently"));
     }
 }

@@ -8,7 +8,6 @@
 //! is, for inspection. A chain never visits a CLI twice and is bounded by `max_attempts`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
 use tracing::{info, warn};
@@ -336,24 +335,8 @@ fn one_line(s: &str, max: usize) -> String {
 /// `git status --short` in `dir` when it is a repository (at most a few dozen lines); `None`
 /// otherwise or when git is slow or missing.
 async fn git_status(dir: &std::path::Path) -> Option<String> {
-    let out = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio::process::Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["status", "--short"])
-            .env("GIT_OPTIONAL_LOCKS", "0")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .ok()?
-    .ok()?;
-    if !out.status.success() {
-        return None;
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    // The repository is the chat user's: git must run none of its code (fsmonitor, filters).
+    let text = crate::safe_git::status_short(dir).await?;
     let lines: Vec<&str> = text.lines().collect();
     let mut s = lines
         .iter()
