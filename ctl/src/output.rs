@@ -46,7 +46,7 @@ pub fn ago(ms: i64) -> String {
 }
 
 pub fn prompt_json(p: &v1::Prompt) -> Value {
-    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "source": p.source, "warning": p.warning, "auto": p.auto})
+    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "subject_kind": p.subject_kind, "source": p.source, "warning": p.warning, "auto": p.auto})
 }
 
 pub fn session_json(s: &v1::Session) -> Value {

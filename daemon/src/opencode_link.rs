@@ -465,8 +465,18 @@ impl Daemon {
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
             }
+            let subject_kind = crate::subject::from_payload(&p.payload)
+                .or_else(|| {
+                    p.payload
+                        .get("permission")
+                        .and_then(serde_json::Value::as_str)
+                        .and_then(crate::subject::from_tool)
+                })
+                .unwrap_or_else(|| crate::subject::infer(&p.text, &p.subject))
+                .to_string();
             let prompt = Prompt {
                 id: p.request.clone(),
+                subject_kind,
                 kind: p.kind,
                 text: p.text,
                 options: p.options,

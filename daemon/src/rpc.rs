@@ -380,6 +380,7 @@ fn prompt_to_proto(p: crate::session::Prompt) -> v1::Prompt {
         source: p.source,
         warning: p.warning,
         auto: p.auto,
+        subject_kind: p.subject_kind,
     }
 }
 

@@ -124,6 +124,9 @@ pub struct Prompt {
     pub options: Vec<String>,
     #[serde(default)]
     pub subject: String,
+    /// What the subject is: "command", "path", "url", or "" when unknown.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject_kind: String,
     /// "hook" or "screen".
     pub source: String,
     /// How an option is chosen with keys.

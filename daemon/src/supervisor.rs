@@ -1112,8 +1112,12 @@ impl Daemon {
         payload: Value,
         wait: bool,
     ) -> Result<String, CoreError> {
+        let subject_kind = crate::subject::from_payload(&payload)
+            .unwrap_or_else(|| crate::subject::infer(&text, &subject))
+            .to_string();
         let prompt = Prompt {
             id: crate::core::new_id(),
+            subject_kind,
             kind,
             text,
             options,
@@ -1398,6 +1402,7 @@ impl Daemon {
 fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
     Prompt {
         id: crate::core::new_id(),
+        subject_kind: crate::subject::infer(&sp.text, &sp.subject).to_string(),
         kind: sp.kind.clone(),
         text: sp.text.clone(),
         options: sp.options.clone(),

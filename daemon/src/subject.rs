@@ -1,0 +1,107 @@
+//! What a prompt's subject is: a shell `command`, a `path` (a file to write or edit), a `url`,
+//! or `""` when unknown. Rules and the guard treat them differently: only command patterns
+//! approve a command, and an unknown subject is treated as a command (the safe reading).
+
+use serde_json::Value;
+
+/// The kind of subject a hook payload's tool works on, when the payload says which tool.
+pub fn from_payload(payload: &Value) -> Option<&'static str> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    // Claude Code and Codex: tool_name; Gemini CLI: details.type; OpenCode: type.
+    let tool = [
+        s(payload, "tool_name"),
+        payload
+            .get("details")
+            .map(|d| s(d, "type"))
+            .unwrap_or_default(),
+        s(payload, "type"),
+    ]
+    .into_iter()
+    .find(|t| !t.is_empty())?;
+    from_tool(&tool)
+}
+
+/// The kind of subject of a tool, by its name as the CLIs call them.
+pub fn from_tool(tool: &str) -> Option<&'static str> {
+    let t = tool.to_ascii_lowercase();
+    Some(match t.as_str() {
+        "bash" | "shell" | "exec" | "exec_command" | "local_shell" | "run_shell_command"
+        | "command" => "command",
+        "write" | "edit" | "multiedit" | "notebookedit" | "apply_patch" | "edit_file"
+        | "write_file" | "replace" | "patch" | "create" => "path",
+        "webfetch" | "web_fetch" | "fetch" | "websearch" | "web_search" => "url",
+        _ => return None,
+    })
+}
+
+/// The kind of subject a dialog's words imply ("Bash command", "Do you want to run this
+/// command?", "Edit file", "Fetch"), for prompts read off the screen.
+pub fn infer(text: &str, subject: &str) -> &'static str {
+    if subject.trim().is_empty() {
+        return "";
+    }
+    let s = subject.trim_start();
+    if s.starts_with("http://") || s.starts_with("https://") {
+        return "url";
+    }
+    let l = text.to_lowercase();
+    let has = |w: &[&str]| w.iter().any(|x| l.contains(x));
+    if has(&[
+        "command",
+        "execution",
+        "execute",
+        "bash",
+        "shell",
+        "run ",
+        "wants to use bash",
+    ]) {
+        "command"
+    } else if has(&["file", "edit", "change", "patch", "write", "create"]) {
+        "path"
+    } else if has(&["fetch", "url", "web"]) {
+        "url"
+    } else {
+        ""
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hooks_say_which_tool() {
+        assert_eq!(from_payload(&json!({"tool_name": "Bash"})), Some("command"));
+        assert_eq!(from_payload(&json!({"tool_name": "Write"})), Some("path"));
+        assert_eq!(from_payload(&json!({"tool_name": "WebFetch"})), Some("url"));
+        assert_eq!(
+            from_payload(&json!({"details": {"type": "exec"}})),
+            Some("command")
+        );
+        assert_eq!(
+            from_payload(&json!({"details": {"type": "edit"}})),
+            Some("path")
+        );
+        assert_eq!(from_payload(&json!({"tool_name": "Mystery"})), None);
+        assert_eq!(from_payload(&json!({})), None);
+    }
+
+    #[test]
+    fn screens_are_read_by_their_words() {
+        assert_eq!(
+            infer("Do you want to proceed? Bash command", "rm -rf x"),
+            "command"
+        );
+        assert_eq!(
+            infer("Would you like to run the following command?", "ls"),
+            "command"
+        );
+        assert_eq!(
+            infer("Do you want to make this edit to a.rs?", "a.rs"),
+            "path"
+        );
+        assert_eq!(infer("Fetch", "https://example.com"), "url");
+        assert_eq!(infer("Allow?", ""), "");
+    }
+}
