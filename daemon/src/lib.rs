@@ -37,6 +37,7 @@ pub mod rpc;
 pub mod secrets;
 pub mod server;
 pub mod session;
+pub mod shell;
 pub mod store;
 pub mod subject;
 pub mod supervisor;
