@@ -231,6 +231,9 @@ pub(crate) fn refusal(words: &[Word]) -> Option<String> {
             first.text
         ));
     }
+    if first.glob {
+        return Some(format!("the command name {:?} is a wildcard", first.text));
+    }
     let name = base(&first.text);
     if let Some((_, why)) = REFUSED.iter().find(|(n, _)| *n == name) {
         return Some((*why).to_string());
@@ -251,6 +254,9 @@ pub(crate) fn refusal(words: &[Word]) -> Option<String> {
             .any(|a| a.text == "-c" || a.text.starts_with("--config-env"))
     {
         return Some("git -c can make git run commands".into());
+    }
+    if name == "sed" {
+        return sed_refusal(args);
     }
     if name == "find" {
         return find_exec(words).and_then(|i| refusal(&words[i..]));
@@ -312,7 +318,7 @@ fn shell_refusal(name: &str, args: &[Word]) -> Option<String> {
             continue;
         }
         // A script file: what it does is the file's business, as for any program.
-        return None;
+        return reads_input(t).then(|| format!("{name} reads code from its input"));
     }
     Some(format!("{name} reads code from its input"))
 }
@@ -339,9 +345,88 @@ fn interpreter_refusal(name: &str, code_opts: &str, args: &[Word]) -> Option<Str
             }
             continue;
         }
-        return None;
+        return reads_input(t).then(|| format!("{name} reads code from its input"));
     }
     Some(format!("{name} reads code from its input"))
+}
+
+/// A script "file" that is the command's own input.
+fn reads_input(path: &str) -> bool {
+    matches!(path, "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0")
+}
+
+/// GNU sed runs commands (`e`, the `e` flag of `s`) and writes files (`w`, `W`, the `w` flag)
+/// from its script; a script from a file (`-f`) cannot be read here.
+fn sed_refusal(args: &[Word]) -> Option<String> {
+    let mut scripts = Vec::new();
+    let mut i = 0;
+    let mut explicit = false;
+    while let Some(a) = args.get(i) {
+        let t = a.text.as_str();
+        if t == "-f" || t.starts_with("--file") {
+            return Some("a sed script from a file".into());
+        }
+        if t == "-e" || t == "--expression" {
+            explicit = true;
+            scripts.extend(args.get(i + 1).map(|w| w.text.as_str()));
+            i += 2;
+            continue;
+        }
+        if let Some(e) = t.strip_prefix("--expression=") {
+            explicit = true;
+            scripts.push(e);
+        } else if !t.starts_with('-') && !explicit && scripts.is_empty() {
+            scripts.push(t);
+        }
+        i += 1;
+    }
+    scripts
+        .iter()
+        .any(|s| sed_script_acts(s))
+        .then(|| "a sed script that runs commands or writes files".to_string())
+}
+
+fn sed_script_acts(script: &str) -> bool {
+    for part in script.split([';', '\n', '{', '}']) {
+        let mut cmd = part.trim_start_matches(|c: char| {
+            c.is_ascii_digit() || matches!(c, ',' | '$' | '!' | '~' | '+' | ' ' | '\t')
+        });
+        // A /regex/ address.
+        while let Some(rest) = cmd.strip_prefix('/') {
+            cmd = rest.split_once('/').map_or("", |(_, r)| r);
+            cmd = cmd.trim_start_matches(|c: char| {
+                matches!(c, ',' | '!' | ' ' | '$') || c.is_ascii_digit()
+            });
+        }
+        let mut chars = cmd.chars();
+        match chars.next() {
+            Some('e' | 'w' | 'W') => return true,
+            Some('s') => {
+                let Some(d) = chars.next() else { continue };
+                let body: String = chars.collect();
+                // The flags follow the second unescaped delimiter of the body.
+                let mut seen = 0;
+                let mut escaped = false;
+                let mut flags = String::new();
+                for c in body.chars() {
+                    if seen == 2 {
+                        flags.push(c);
+                    } else if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == d {
+                        seen += 1;
+                    }
+                }
+                if flags.contains(['e', 'w', 'W']) {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// awk programs may run commands (`system`, `|`) or write files (`>`).

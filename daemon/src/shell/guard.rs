@@ -162,6 +162,25 @@ fn danger(words: &[Word], cwds: &[Option<PathBuf>], ctx: &GuardContext) -> Optio
         }
         _ => {}
     }
+    if matches!(name, "rm" | "rmdir" | "mv" | "shred" | "unlink") {
+        for w in positionals(args, &[]) {
+            for c in cwds {
+                if let Some(p) = paths::resolve(w, c.as_deref(), ctx.home)
+                    && ctx.session_dir.starts_with(&p)
+                {
+                    return Some(format!("{name} of the session's directory or above it"));
+                }
+            }
+        }
+    }
+    if name == "ln" && options(args).0.contains('s') {
+        // A link inside to a place outside turns later writes "inside" into writes outside.
+        if let Some(target) = positionals(args, &["-t", "-S", "--suffix"]).first()
+            && let Some(why) = paths::check_word(target, cwds, ctx)
+        {
+            return Some(format!("a symbolic link to {why}"));
+        }
+    }
     for w in written(name, args) {
         if let Some(why) = paths::check_word(&w, cwds, ctx) {
             return Some(format!("{name} writes {why}"));
@@ -353,6 +372,10 @@ fn written(name: &str, args: &[Word]) -> Vec<Word> {
             owned(pos.into_iter().skip(usize::from(!has_script)).collect())
         }
         "dd" => args.iter().filter_map(|a| strip(a, "of=")).collect(),
+        "curl" => value_of(args, &["-o", "--output"]),
+        "wget" => value_of(args, &["-O", "--output-document"]),
+        "tar" => value_of(args, &["-C", "--directory"]),
+        "unzip" => value_of(args, &["-d"]),
         _ => Vec::new(),
     }
 }
@@ -391,4 +414,23 @@ fn strip(w: &Word, prefix: &str) -> Option<Word> {
         glob: w.glob,
         plain: false,
     })
+}
+
+/// The values of options that name a file written (`-o FILE`, `--output=FILE`); `-` is output.
+fn value_of(args: &[Word], opts: &[&str]) -> Vec<Word> {
+    let mut out = Vec::new();
+    for (i, a) in args.iter().enumerate() {
+        if opts.contains(&a.text.as_str()) {
+            out.extend(args.get(i + 1).cloned());
+        }
+        for o in opts {
+            if o.starts_with("--") {
+                out.extend(strip(a, &format!("{o}=")));
+            } else if a.text.len() > o.len() {
+                out.extend(strip(a, o));
+            }
+        }
+    }
+    out.retain(|w| w.text != "-");
+    out
 }
