@@ -541,3 +541,31 @@ fn guard_command_and_parse() {
     assert!(parse("r''m x").is_err());
     assert!(parse("bash -c ls").is_err());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+    /// No input makes the guard panic, and nothing it approves under `*` is guarded.
+    #[test]
+    fn any_text_is_judged_without_panicking(s in "[a-z ~$(){}<>|&;'\"`\\\n*?/.=-]{0,40}") {
+        let v = verdict(&s, &["*"], &[]);
+        let _ = with_ctx(&[], |ctx| guard_command(&s, ctx));
+        let _ = parse(&s);
+        if v == Verdict::Approve {
+            proptest::prop_assert!(with_ctx(&[], |ctx| guard_command(&s, ctx)).is_none());
+        }
+    }
+}
+
+#[test]
+fn deep_nesting_is_refused_not_overflowed() {
+    let deep = format!("{}ls{}", "$(".repeat(5000), ")".repeat(5000));
+    assert!(matches!(
+        verdict(&deep, &["*"], &[]),
+        Verdict::NotUnderstood(_)
+    ));
+    let deep = format!("echo {}", "(".repeat(300));
+    assert!(matches!(
+        verdict(&deep, &["*"], &[]),
+        Verdict::NotUnderstood(_)
+    ));
+}

@@ -15,6 +15,10 @@ use brush_parser::{Parser, ParserOptions};
 
 /// How deep command substitutions are followed to look for dangers inside them.
 const MAX_DEPTH: usize = 6;
+/// Longer command lines are not judged (a person reads them).
+const MAX_LEN: usize = 64 * 1024;
+/// More brackets than any real command line has.
+const MAX_NESTING: usize = 200;
 
 /// What a word starts with, for resolving it as a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,7 +109,23 @@ pub(crate) struct Scanned {
 /// walked too (their commands are marked not understood) so that a danger inside an `if` or a
 /// subshell is still found.
 pub(crate) fn scan(command: &str) -> Result<Vec<Scanned>, String> {
-    scan_depth(command, 0)
+    if command.len() > MAX_LEN {
+        return Err("the command is too long to judge".into());
+    }
+    // The parser recurses on nesting; deep nesting is refused before it can exhaust the stack.
+    let mut open = 0usize;
+    for c in command.chars() {
+        match c {
+            '(' | '{' | '[' | '`' => open += 1,
+            _ => {}
+        }
+        if open > MAX_NESTING {
+            return Err("the command nests too deeply to judge".into());
+        }
+    }
+    // A parser bug must not take the daemon down: a command it cannot handle is not understood.
+    std::panic::catch_unwind(|| scan_depth(command, 0))
+        .unwrap_or_else(|_| Err("the shell parser failed on this command".into()))
 }
 
 fn options() -> ParserOptions {
