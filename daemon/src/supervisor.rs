@@ -80,8 +80,16 @@ pub(crate) struct Runtime {
     pub(crate) waiters: HashMap<String, (oneshot::Sender<String>, Value)>,
     /// Recently resolved prompts and by whom, so that a late answer gets a clear error.
     pub(crate) resolved: VecDeque<(String, String)>,
-    /// A prompt answered by keys may stay on screen for a moment; it is not a new prompt.
-    pub(crate) answered_screen: Option<(String, Instant)>,
+    /// When a prompt was last answered through clibot (by keys or through its hook): the
+    /// dialog may stay drawn for a moment while the CLI closes it, and that is not a new
+    /// prompt. Cleared as soon as a screen without a dialog is seen; after that, whatever
+    /// dialog appears is new.
+    /// With it: the answered dialog's signature (kind, text, options, subject) when it was
+    /// answered by keys — only that very dialog lingers; `None` when it was answered through
+    /// its hook or API, whose words differ from the screen's — any dialog lingers then (the
+    /// CLI's next prompt comes through the hook again). The flag: a screen check is already
+    /// scheduled for when the lingering ends.
+    pub(crate) answered_screen: Option<(Option<String>, Instant, bool)>,
     pub(crate) watcher: Option<CancellationToken>,
     /// Wakes the watcher for an immediate screen read.
     pub(crate) poke: Arc<Notify>,
@@ -142,8 +150,14 @@ impl Default for Runtime {
     }
 }
 
-fn signature(kind: &str, text: &str, options: &[String]) -> String {
-    format!("{kind}\u{1f}{text}\u{1f}{}", options.join("\u{1f}"))
+/// How long after an answer a dialog still on screen is taken for the answered one closing.
+const ANSWERED_LINGER: Duration = Duration::from_secs(2);
+
+fn signature(kind: &str, text: &str, options: &[String], subject: &str) -> String {
+    format!(
+        "{kind}\u{1f}{text}\u{1f}{}\u{1f}{subject}",
+        options.join("\u{1f}")
+    )
 }
 
 /// Lines of the pane since the turn began, without the echoed input and the prompt that
@@ -476,11 +490,30 @@ impl Daemon {
                     }
                 }
                 (Some(sp), None) => {
-                    let sig = signature(&sp.kind, &sp.text, &sp.options);
-                    let lingering = e.rt.answered_screen.as_ref().is_some_and(|(s, at)| {
-                        *s == sig && now.duration_since(*at) < Duration::from_secs(2)
+                    // Right after an answer, with no dialog-free screen seen since, a dialog is
+                    // the answered one being closed (whatever its words look like in its last
+                    // frames): not a new prompt. One still there after that is published.
+                    let lingering = e.rt.answered_screen.as_ref().is_some_and(|(sig, at, _)| {
+                        now.duration_since(*at) < ANSWERED_LINGER
+                            && sig.as_ref().is_none_or(|s| {
+                                *s == signature(&sp.kind, &sp.text, &sp.options, &sp.subject)
+                            })
                     });
+                    // Looked at again when the lingering ends (no output may come to wake the
+                    // watcher: the CLI waits for its answer).
+                    if let Some((_, at, scheduled @ false)) = e.rt.answered_screen.as_mut()
+                        && lingering
+                    {
+                        *scheduled = true;
+                        let (poke, wait) =
+                            (e.rt.poke.clone(), ANSWERED_LINGER - now.duration_since(*at));
+                        tokio::spawn(async move {
+                            tokio::time::sleep(wait + Duration::from_millis(20)).await;
+                            poke.notify_one();
+                        });
+                    }
                     if !lingering {
+                        e.rt.answered_screen = None;
                         let p = new_prompt(sp, "screen");
                         e.rec.prompt = Some(p.clone());
                         e.rt.confirm_by = None;
@@ -507,7 +540,10 @@ impl Daemon {
                         state_to = Some((State::Working, "answered at the terminal"));
                     }
                 }
-                (None, None) => {}
+                (None, None) => {
+                    // The answered dialog is gone: the next dialog is a new one.
+                    e.rt.answered_screen = None;
+                }
             }
             if screen_prompt.is_none() && e.rec.prompt.is_none() {
                 match e.rec.state {
@@ -1244,9 +1280,12 @@ impl Daemon {
             };
             if hook_reply.is_none() {
                 answer_strokes(&p, &choice).map_err(CoreError::InvalidArgument)?;
-                e.rt.answered_screen =
-                    Some((signature(&p.kind, &p.text, &p.options), Instant::now()));
             }
+            // By keys or through the hook, the dialog may linger while the CLI closes it.
+            let sig = hook_reply
+                .is_none()
+                .then(|| signature(&p.kind, &p.text, &p.options, &p.subject));
+            e.rt.answered_screen = Some((sig, Instant::now(), false));
             e.rec.prompt = None;
             e.rt.prompt_pending_since = None;
             remember_resolved(&mut e.rt.resolved, &p.id, resolver);
@@ -1301,7 +1340,14 @@ impl Daemon {
                 note: note.to_string(),
             },
         );
-        self.set_state(name, State::Working, "answered");
+        // A new dialog may already be up and published (the CLI asked again at once): the
+        // session waits on that one, it does not go back to working.
+        let newer = lock(&self.inner.sessions)
+            .get(name)
+            .is_some_and(|e| e.rec.prompt.is_some());
+        if !newer {
+            self.set_state(name, State::Working, "answered");
+        }
         self.persist();
         info!(via, "prompt answered");
         Ok((prompt.id, via.to_string()))
@@ -1376,8 +1422,13 @@ impl Daemon {
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
             match self.inner.mux.capture(target, None, false).await {
+                // The very dialog answered: its words, options and subject. Anything else
+                // (another command behind the same question) is a new prompt, never retyped at.
                 Ok(screen) => match pack.analyze(&screen).prompt {
-                    Some(p) if p.text == prompt.text && p.options == prompt.options => {}
+                    Some(p)
+                        if p.text == prompt.text
+                            && p.options == prompt.options
+                            && p.subject == prompt.subject => {}
                     _ => return false,
                 },
                 Err(_) => return false,

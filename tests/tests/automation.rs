@@ -505,3 +505,89 @@ print(json.dumps({{"choice": "1", "note": "second look"}}))
         s.contains("decided cargo check: y")
     });
 }
+
+/// A bash whose `Proceed? [y/n]` dialogs are about the `Command:` line above them: the same
+/// question and options for every command, as Claude Code's dialogs are.
+const SAME_QUESTION: &str = r#"
+[cli.same]
+argv = ["bash", "--norc", "--noprofile"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+submit_delay_ms = 50
+quiet_ms = 300
+
+[cli.same.patterns]
+check_lines = 2
+prompts = [
+  { kind = "permission", pattern = '(?m)^Proceed\? \[y/n\]\s*$', options = ["y", "n"], answer = "line", subject = '(?m)^Command: (.+)$' },
+]
+"#;
+
+/// One answer, one prompt: an approved dialog followed at once by another that asks the same
+/// question about a dangerous command gets no answer it was not given — it is published,
+/// guarded and waits for a person.
+#[test]
+fn an_answer_never_lands_on_the_next_prompt_that_looks_the_same() {
+    let mut h = Harness::with_config(&format!(
+        r#"
+[access.telegram]
+policy = "allowlist"
+admins = ["{ADMIN}"]
+{SAME_QUESTION}
+[[rules]]
+cli = "same"
+subject = '^git status$'
+action = "allow"
+"#
+    ));
+    h.start_daemon();
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new q same {work}"));
+    said(&tg, "started", "started q");
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        r#"ask() { echo "Command: $1"; read -r -p "Proceed? [y/n] " a; echo "decided $1: $a"; }"#,
+    );
+    said(&tg, "the function defined", "[q] done");
+    tg.push_message(ADMIN, ADMIN, "Owner", "ask 'git status'; ask 'rm -rf ~/x'");
+    h.wait_event("q", "the first approved", Duration::from_secs(20), |e| {
+        e["type"] == "prompt_resolved" && e["by"] == "rule 1"
+    });
+    // The second dialog is a new prompt for a person, with the guard's word.
+    let w = h.wait_event("q", "the second prompt", Duration::from_secs(20), |e| {
+        e["type"] == "waiting" && e["subject"] == "rm -rf ~/x"
+    });
+    assert!(
+        !w["warning"].as_str().unwrap_or("").is_empty(),
+        "guarded: {w}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let screen = h.ctl_ok(&["screen", "q"]);
+    assert!(
+        !screen.contains("decided rm -rf ~/x: y"),
+        "the first answer landed on the second prompt:\n{screen}"
+    );
+    assert!(screen.contains("decided git status: y"), "{screen}");
+    // It waits for a person: one prompt, published once, never taken for a finished turn.
+    let events = h.events();
+    let published: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "waiting" && e["subject"] == "rm -rf ~/x")
+        .collect();
+    assert_eq!(published.len(), 1, "{published:?}");
+    assert!(
+        !events.iter().any(|e| e["type"] == "turn_completed"
+            && e["text"].as_str().is_some_and(|t| t.contains("rm -rf"))),
+        "the waiting dialog was taken for a finished turn"
+    );
+    // Exactly one automatic answer, for the first.
+    let autos: Vec<Value> = resolved(&h)
+        .into_iter()
+        .filter(|e| e["by"] == "rule 1")
+        .collect();
+    assert_eq!(autos.len(), 1, "{autos:?}");
+    let _ = g.kill();
+    let _ = g.wait();
+}
