@@ -67,7 +67,7 @@ pub fn rules_json(r: &v1::ListRulesResponse) -> Value {
     json!({
         "rules": r.rules.iter().map(|x| json!({
             "index": x.index, "cli": x.cli, "session": x.session, "kind": x.kind,
-            "subject": x.subject, "action": x.action, "fired": x.fired,
+            "subject": x.subject, "command": x.command, "action": x.action, "fired": x.fired,
         })).collect::<Vec<_>>(),
         "guard": r.guard,
         "decider": { "command": r.decider, "timeout_ms": r.decider_timeout_ms,

@@ -36,7 +36,7 @@ impl Daemon {
             _ => {
                 p.auto.clear();
                 if p.warning.is_empty() {
-                    let pl = a.plan(&p, &e.rec.cli, session);
+                    let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
                     match &pl {
                         Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),
                         Plan::Decider => p.auto = "decider".into(),

@@ -209,7 +209,8 @@ impl Daemon {
         );
         warnings.extend(w);
 
-        let (live, w) = crate::reload::Live::build(&settings.config)?;
+        let secrets = crate::secrets::for_settings(&settings);
+        let (live, w) = crate::reload::Live::build(&settings.config, &secrets)?;
         warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {
             Ok(()) => {}
@@ -236,7 +237,6 @@ impl Daemon {
         for w in &warnings {
             warn!("{w}");
         }
-        let secrets = crate::secrets::for_settings(&settings);
         let daemon = Daemon {
             inner: Arc::new(Inner {
                 access,

@@ -28,7 +28,10 @@ pub(crate) struct Live {
 
 impl Live {
     /// Builds the live set from `config`; warnings for what was replaced by defaults.
-    pub(crate) fn build(config: &Config) -> Result<(Live, Vec<String>), CoreError> {
+    pub(crate) fn build(
+        config: &Config,
+        secrets: &[PathBuf],
+    ) -> Result<(Live, Vec<String>), CoreError> {
         let mut warnings = Vec::new();
         let roots = config
             .daemon
@@ -73,7 +76,9 @@ impl Live {
             &config.guard,
             config.decider.as_ref(),
         )
-        .map_err(CoreError::InvalidArgument)?;
+        .map_err(CoreError::InvalidArgument)?
+        .with_secrets(secrets.to_vec());
+        warnings.extend(automation.warnings.iter().cloned());
         let lifted_secrets = crate::secrets::lifted(config);
         Ok((
             Live {
@@ -167,7 +172,7 @@ impl Daemon {
     /// Applies `config`'s reloadable sections at once (an allowlist removal stops delivery to
     /// that user's chats now); says which changed sections need a restart.
     pub fn reload(&self, config: Config) -> Result<ReloadReport, CoreError> {
-        let (live, warnings) = Live::build(&config)?;
+        let (live, warnings) = Live::build(&config, &self.inner.secrets)?;
         let old = self.live();
         let (reloaded, needs_restart) = changed(&old.config, &config);
         self.inner.access.set_config(config.access.clone());

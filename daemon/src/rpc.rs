@@ -1250,6 +1250,7 @@ impl Clibot for Service {
                     session: r.session.unwrap_or_default(),
                     kind: r.kind.unwrap_or_default(),
                     subject: r.subject.unwrap_or_default(),
+                    command: r.command.unwrap_or_default(),
                     action: r.action.as_str().into(),
                     fired,
                 })

@@ -30,6 +30,9 @@ impl v1::ListRulesResponse {
             if !x.subject.is_empty() {
                 when.push(format!("subject=/{}/", x.subject));
             }
+            if !x.command.is_empty() {
+                when.push(format!("command={}", x.command.join(" | ")));
+            }
             t.push_str(&format!(
                 "rule {}: {} when {} (fired {}×)\n",
                 x.index,

@@ -50,7 +50,7 @@ admins = ["{ADMIN}"]
 {ASKER}
 [[rules]]
 cli = "asker"
-subject = '^git (status|diff|log)\b'
+command = ["git status", "git diff *", "git log *"]
 action = "allow"
 
 [[rules]]
@@ -60,6 +60,7 @@ action = "deny"
 
 [[rules]]
 cli = "asker"
+command = ["*"]
 action = "allow"
 "#
     ));
@@ -100,7 +101,7 @@ action = "allow"
         .expect("prompt")
         .clone();
     assert!(
-        prompt.text.contains("careful") && prompt.text.contains("recursive delete"),
+        prompt.text.contains("careful") && prompt.text.contains("recursive forced delete"),
         "{}",
         prompt.text
     );
@@ -145,7 +146,7 @@ action = "allow"
         .into_iter()
         .find(|e| e["type"] == "waiting" && e["subject"] == "rm -rf build")
         .expect("the guarded prompt's event");
-    assert_eq!(guarded["warning"], "recursive delete (rm -r)");
+    assert_eq!(guarded["warning"], "a recursive forced delete (rm -rf)");
     assert_eq!(guarded["auto"], "");
 
     // The rules with their counts, on the machine and in the chat; the answers are audited.
@@ -153,10 +154,10 @@ action = "allow"
     assert!(rules.contains("rule 1: allow when cli=asker"), "{rules}");
     assert!(rules.contains("(fired 1×)"), "{rules}");
     assert!(
-        rules.contains("rule 3: allow when cli=asker kind=permission|confirm (fired 0×)"),
+        rules.contains("rule 3: allow when cli=asker kind=permission|confirm command=* (fired 0×)"),
         "the guarded prompt never reached rule 3: {rules}"
     );
-    assert!(rules.contains("recursive delete"), "{rules}");
+    assert!(rules.contains("a path outside the session"), "{rules}");
     let json: Value = serde_json::from_str(&h.ctl_ok(&["rules", "--json"])).expect("json");
     assert_eq!(json["rules"][1]["fired"], 1);
     tg.push_message(ADMIN, ADMIN, "Owner", "!!rules");
@@ -279,7 +280,7 @@ fn a_decider_answers_and_when_it_times_out_or_prints_garbage_a_person_is_asked()
     let w = h.wait_event("dc", "the guarded prompt", Duration::from_secs(20), |e| {
         e["type"] == "waiting" && e["subject"] == "sudo make install"
     });
-    assert_eq!(w["warning"], "sudo");
+    assert_eq!(w["warning"], "sudo (runs with more rights)");
     assert_eq!(w["auto"], "");
     std::thread::sleep(Duration::from_millis(500));
     let calls = std::fs::read_to_string(&log).expect("log");
@@ -535,7 +536,7 @@ admins = ["{ADMIN}"]
 {SAME_QUESTION}
 [[rules]]
 cli = "same"
-subject = '^git status$'
+command = ["git status"]
 action = "allow"
 "#
     ));
