@@ -77,6 +77,24 @@ pub const MAX_CONTENT: usize = 2000;
 const FIRST_ID: u64 = 1_200_000_000_000_000_000;
 
 /// A Discord error body: `{"message":...,"code":...}`.
+/// A bot token the fake accepts (its first part is the bot's id, base64).
+pub const TEST_TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
+
+/// The fake Discord with the real gateway connected to it for `h`'s daemon.
+pub fn with_gateway(h: &crate::Harness) -> (FakeDiscord, std::process::Child) {
+    let dc = FakeDiscord::start(TEST_TOKEN);
+    let g = h.gateway(
+        &["--discord", "--discord-api-url", &dc.url()],
+        &[("DISCORD_TOKEN", TEST_TOKEN)],
+    );
+    assert!(
+        dc.wait_ready(std::time::Duration::from_secs(30)),
+        "the gateway connects to Discord; its log:\n{}",
+        h.gateway_log()
+    );
+    (dc, g)
+}
+
 pub fn error_body(code: u64, message: &str) -> Value {
     json!({ "message": message, "code": code })
 }

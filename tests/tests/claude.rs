@@ -129,6 +129,22 @@ fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
     );
     let err = s.h.ctl_err(&["answer", "cc", "1", "--prompt", &id]);
     assert!(err.contains("already resolved"), "{err}");
+    no_phantom_prompt(&s.h);
+}
+
+/// A prompt answered through its hook is resolved by that answer: the dialog Claude Code is
+/// still closing on screen is not a second prompt, and nobody "answered at the terminal".
+fn no_phantom_prompt(h: &Harness) {
+    std::thread::sleep(Duration::from_millis(500));
+    let events = h.events();
+    let waiting = events.iter().filter(|e| e["type"] == "waiting").count();
+    let resolved: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "prompt_resolved")
+        .collect();
+    assert_eq!(waiting, 1, "one prompt, published once: {events:#?}");
+    assert_eq!(resolved.len(), 1, "{resolved:#?}");
+    assert_ne!(resolved[0]["by"], "terminal", "{resolved:#?}");
 }
 
 #[test]
@@ -146,7 +162,7 @@ fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerou
             ]
         },
         "",
-        "\n[[rules]]\ncli = \"claude\"\nsubject = '^(touch|rm) '\naction = \"allow\"\n",
+        "\n[[rules]]\ncli = \"claude\"\ncommand = [\"touch *\", \"rm *\"]\naction = \"allow\"\n",
     );
     std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
     wait_idle(&s.h);
@@ -169,6 +185,8 @@ fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerou
     );
     let w = wait_event(&s.h, "the ruled prompt", |e| e["type"] == "waiting");
     assert_eq!(w["auto"], "rule 1");
+    assert_eq!(w["subject_kind"], "command");
+    no_phantom_prompt(&s.h);
 
     // rm -rf matches the rule, but the guard keeps it for a person.
     let since = last_seq(&s.h);
@@ -176,7 +194,7 @@ fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerou
     let w = wait_event(&s.h, "the guarded prompt", |e| {
         e["type"] == "waiting" && e["seq"].as_u64() > Some(since)
     });
-    assert_eq!(w["warning"], "recursive delete (rm -r)");
+    assert_eq!(w["warning"], "a recursive forced delete (rm -rf)");
     assert_eq!(w["auto"], "");
     std::thread::sleep(Duration::from_millis(1500));
     assert!(

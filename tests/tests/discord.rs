@@ -7,9 +7,9 @@ use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::Harness;
-use clibot_tests::fake_discord::{FakeDiscord, SentMessage, rate_limit_body};
+use clibot_tests::fake_discord::{self, FakeDiscord, SentMessage, rate_limit_body};
 
-const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
+use clibot_tests::fake_discord::TEST_TOKEN as TOKEN;
 const ADMIN: u64 = 1_300_000_000_000_000_100;
 const STRANGER: u64 = 1_300_000_000_000_000_555;
 const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
@@ -32,13 +32,7 @@ fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
 fn setup() -> (Harness, FakeDiscord, Child) {
     let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
     h.start_daemon();
-    let dc = FakeDiscord::start(TOKEN);
-    let g = gateway(&h, &dc);
-    assert!(
-        dc.wait_ready(Duration::from_secs(30)),
-        "the gateway connects to Discord; its log:\n{}",
-        h.gateway_log()
-    );
+    let (dc, g) = fake_discord::with_gateway(&h);
     (h, dc, g)
 }
 
@@ -164,13 +158,7 @@ fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
         "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nclis = [\"bash\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
     ));
     h.start_daemon();
-    let dc = FakeDiscord::start(TOKEN);
-    let mut g = gateway(&h, &dc);
-    assert!(
-        dc.wait_ready(Duration::from_secs(30)),
-        "the gateway connects to Discord; its log:\n{}",
-        h.gateway_log()
-    );
+    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
     dc.wait_sent("started", |s| {

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use clibot_proto::v1;
 use clibot_tests::Harness;
-use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
+use clibot_tests::fake_discord::{self, FakeDiscord, SentMessage};
 
-const TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
+use clibot_tests::fake_discord::TEST_TOKEN as TOKEN;
 const ADMIN: u64 = 1_300_000_000_000_000_100;
 const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
 
@@ -76,13 +76,7 @@ fn typed(h: &Harness, name: &str) -> Vec<String> {
 fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
     let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
     h.start_daemon();
-    let dc = FakeDiscord::start(TOKEN);
-    let mut g = gateway(&h, &dc);
-    assert!(
-        dc.wait_ready(Duration::from_secs(30)),
-        "the gateway connects to Discord; its log:\n{}",
-        h.gateway_log()
-    );
+    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
     dc.wait_sent("started", |s| {
@@ -164,13 +158,7 @@ fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies(
         "\n[access.discord]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
     ));
     h.start_daemon();
-    let dc = FakeDiscord::start(TOKEN);
-    let mut g = gateway(&h, &dc);
-    assert!(
-        dc.wait_ready(Duration::from_secs(30)),
-        "the gateway connects to Discord; its log:\n{}",
-        h.gateway_log()
-    );
+    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
     dc.wait_sent("started", |s| {

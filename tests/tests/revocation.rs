@@ -6,7 +6,7 @@ use std::process::Child;
 use std::time::Duration;
 
 use clibot_tests::Harness;
-use clibot_tests::fake_discord::{FakeDiscord, SentMessage};
+use clibot_tests::fake_discord::{self, SentMessage};
 use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
 
 const ADMIN: i64 = 100;
@@ -150,7 +150,6 @@ fn a_revoked_pairing_stops_the_output() {
     let _ = g.wait();
 }
 
-const DC_TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 const DC_ADMIN: u64 = 1_300_000_000_000_000_100;
 const DC_ANN: u64 = 1_300_000_000_000_000_200;
 const DC_ADMIN_DM: u64 = 1_400_000_000_000_000_100;
@@ -169,16 +168,7 @@ fn on_discord_a_revoked_share_stops_the_output_and_keys_are_refused() {
         "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{DC_ANN}\"]\nadmins = [\"{DC_ADMIN}\"]\n"
     ));
     h.start_daemon();
-    let dc = FakeDiscord::start(DC_TOKEN);
-    let mut g = h.gateway(
-        &["--discord", "--discord-api-url", &dc.url()],
-        &[("DISCORD_TOKEN", DC_TOKEN)],
-    );
-    assert!(
-        dc.wait_ready(Duration::from_secs(30)),
-        "{}",
-        h.gateway_log()
-    );
+    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     let wait = |chan: u64, what: &str| {
         dc.wait_sent(what, |s| contents(s, chan).iter().any(|t| t.contains(what)));
