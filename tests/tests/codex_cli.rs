@@ -29,8 +29,13 @@ struct Setup {
 /// with the rules `rules(work_dir)`; the session `cx` is spawned in the work directory and has
 /// become ready.
 fn setup(rules: impl Fn(&Path) -> Vec<Rule>) -> Setup {
+    setup_with(rules, "")
+}
+
+/// [`setup`] with `extra` in the config file.
+fn setup_with(rules: impl Fn(&Path) -> Vec<Rule>, extra: &str) -> Setup {
     require_codex();
-    let mut h = Harness::with_config("");
+    let mut h = Harness::with_config(extra);
     let work = h.work.clone();
     let mock = MockLlm::start(rules(&work));
     let codex = CodexHome::new(&h.dir.path().join("codex"), &work, &mock.url());
@@ -259,4 +264,49 @@ fn a_message_sent_the_instant_a_reply_lands_is_answered() {
             .filter(|e| e["type"] == "turn_completed")
             .count();
     assert_eq!(completed, 2);
+}
+
+/// A command rule approves Codex's `touch`, parsed; `rm -rf` that the rule's `*` would match
+/// is held by the guard for a person.
+#[test]
+fn a_command_rule_approves_codexs_command_and_the_guard_holds_a_dangerous_one() {
+    let s = setup_with(
+        |w| {
+            vec![
+                touch_rule(w, "make marker", "ruled.txt"),
+                Rule::tool(
+                    "clean up",
+                    "exec_command",
+                    json!({
+                        "cmd": format!("rm -rf {}", w.join("build").display()),
+                        "sandbox_permissions": "require_escalated",
+                        "justification": "Remove the build",
+                    }),
+                    "Cleaned.",
+                ),
+            ]
+        },
+        "\n[[rules]]\ncli = \"codex\"\ncommand = [\"touch *\", \"rm *\"]\naction = \"allow\"\n",
+    );
+    std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
+    s.h.ctl_ok(&["send", SESSION, "please make marker"]);
+    let r = wait_event(&s.h, "the rule's answer", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(r["by"], "rule 1");
+    wait_event(&s.h, "the reply", |e| e["type"] == "turn_completed");
+    assert!(s.work.join("ruled.txt").exists(), "the rule approved it");
+    let since = clibot_tests::live::last_seq(&s.h);
+    s.h.ctl_ok(&["send", SESSION, "please clean up"]);
+    let w = wait_event_after(&s.h, since, "the guarded prompt", |e| {
+        e["type"] == "waiting"
+    });
+    assert_eq!(w["subject_kind"], "command");
+    assert_eq!(w["warning"], "a recursive forced delete (rm -rf)");
+    assert_eq!(w["auto"], "");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        s.work.join("build").exists(),
+        "nothing ran without a person"
+    );
 }
