@@ -35,7 +35,9 @@ impl Daemon {
             Some((id, who)) if *id == p.id => p.auto = who.clone(),
             _ => {
                 p.auto.clear();
-                if p.warning.is_empty() {
+                // A subject not read whole is never answered by a machine: the guard and the
+                // rules would judge part of it.
+                if p.warning.is_empty() && !p.subject_partial {
                     let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
                     match &pl {
                         Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),

