@@ -7,6 +7,7 @@ mod connect;
 mod doctor;
 mod hook;
 mod output;
+mod reload;
 mod sandbox_check;
 mod transcript;
 
@@ -687,27 +688,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Hook { .. } | Command::Doctor { .. } => {}
-        Command::Reload { json } => {
-            let r = c.reload(v1::ReloadRequest {}).await?.into_inner();
-            if json {
-                return print_json(&serde_json::json!({
-                    "reloaded": r.reloaded,
-                    "needs_restart": r.needs_restart,
-                }));
-            }
-            if r.reloaded.is_empty() && r.needs_restart.is_empty() {
-                println!("reloaded: nothing changed");
-            }
-            if !r.reloaded.is_empty() {
-                println!("reloaded: {}", r.reloaded.join(", "));
-            }
-            if !r.needs_restart.is_empty() {
-                println!(
-                    "changed, applies after a restart (`systemctl --user restart clibotd`): {}",
-                    r.needs_restart.join(", ")
-                );
-            }
-        }
+        Command::Reload { json } => reload::run(&mut c, json).await?,
         Command::Rules { json } => {
             let r = c.list_rules(v1::ListRulesRequest {}).await?.into_inner();
             if json {

@@ -39,6 +39,9 @@ pub struct PromptRuleConfig {
     pub answer: AnswerStyle,
     #[serde(default)]
     pub subject: Option<String>,
+    /// What the subject is ("command", "path", "url"); unset: read from the dialog's words.
+    #[serde(default)]
+    pub subject_kind: Option<String>,
 }
 
 /// One error rule as written in TOML.
@@ -77,6 +80,7 @@ struct PromptRule {
     options: Vec<String>,
     answer: AnswerStyle,
     subject: Option<Regex>,
+    subject_kind: Option<String>,
 }
 
 /// A compiled pack.
@@ -101,6 +105,8 @@ pub struct ScreenPrompt {
     /// The subject may go on past the line it was read from (a command drawn over several
     /// lines): then what was read is not all of it, and nothing answers it automatically.
     pub subject_partial: bool,
+    /// What the subject is, when the pattern says.
+    pub subject_kind: Option<String>,
     pub answer: AnswerStyle,
 }
 
@@ -151,7 +157,15 @@ impl Pack {
             .iter()
             .chain(&base.prompts)
             .map(|r| {
+                if let Some(k) = &r.subject_kind
+                    && !matches!(k.as_str(), "command" | "path" | "url")
+                {
+                    return Err(format!(
+                        "subject_kind {k:?}: write \"command\", \"path\" or \"url\""
+                    ));
+                }
                 Ok(PromptRule {
+                    subject_kind: r.subject_kind.clone(),
                     kind: r.kind.clone(),
                     pattern: compile(&r.pattern, "prompt pattern")?,
                     options: r.options.clone(),
@@ -268,6 +282,7 @@ impl Pack {
                 options,
                 subject,
                 subject_partial,
+                subject_kind: rule.subject_kind.clone(),
                 answer: rule.answer,
             });
             break;

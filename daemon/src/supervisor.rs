@@ -1453,7 +1453,10 @@ impl Daemon {
 fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
     Prompt {
         id: crate::core::new_id(),
-        subject_kind: crate::subject::infer(&sp.text, &sp.subject).to_string(),
+        subject_kind: sp
+            .subject_kind
+            .clone()
+            .unwrap_or_else(|| crate::subject::infer(&sp.text, &sp.subject).to_string()),
         subject_partial: sp.subject_partial,
         kind: sp.kind.clone(),
         text: sp.text.clone(),

