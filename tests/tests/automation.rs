@@ -349,6 +349,21 @@ fn a_session_that_hits_its_usage_limit_hands_its_work_to_the_next_cli_and_the_ch
         .status()
         .expect("git init");
     std::fs::write(h.work.join("notes.txt"), "x").expect("file");
+    // The repository is the chat user's: a program its config names must not run as the daemon
+    // when the handoff reads `git status`.
+    let ran = h.dir.path().join("fsmonitor-ran");
+    let hook = h.dir.path().join("fsmonitor.sh");
+    std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", ran.display())).expect("script");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    std::process::Command::new("git")
+        .args(["config", "core.fsmonitor"])
+        .arg(&hook)
+        .current_dir(&h.work)
+        .status()
+        .expect("git config");
     h.start_daemon();
     let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
@@ -378,6 +393,10 @@ fn a_session_that_hits_its_usage_limit_hands_its_work_to_the_next_cli_and_the_ch
     assert!(
         screen.contains("?? notes.txt"),
         "git status is in the handoff: {screen}"
+    );
+    assert!(
+        !ran.exists(),
+        "the repository's fsmonitor ran during the delegation"
     );
     let d: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     let get = |name: &str| {
