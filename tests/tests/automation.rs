@@ -681,3 +681,65 @@ action = "allow"
     assert_eq!(autos, 1, "only the whole one was answered by the rule");
     assert!(!h.ctl_ok(&["screen", "m"]).contains("decided two: y"));
 }
+
+/// A repository that defines a clean filter gets no `git status` in the handoff: git would
+/// run the filter's program on the files it reads. The delegation still happens.
+#[test]
+fn a_repository_with_a_clean_filter_runs_nothing_during_a_delegation() {
+    let h = Harness::with_config("");
+    let clis = two_clis(&h);
+    let mut text = std::fs::read_to_string(&h.config).expect("config");
+    text.push_str(&clis);
+    text.push_str("\n[delegation]\non = [\"usage_limit\"]\nto = [\"second\"]\n");
+    std::fs::write(&h.config, text).expect("config");
+    let ran = h.dir.path().join("filter-ran");
+    let filter = h.dir.path().join("filter.sh");
+    std::fs::write(
+        &filter,
+        format!("#!/bin/sh\ntouch {}\ncat\n", ran.display()),
+    )
+    .expect("script");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&filter, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let git = |args: &[&str]| {
+        let ok = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&h.work)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .status()
+            .expect("git")
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(h.work.join("notes.txt"), "x").expect("file");
+    git(&["add", "notes.txt"]);
+    git(&[
+        "-c",
+        "user.name=t",
+        "-c",
+        "user.email=t@t",
+        "commit",
+        "-qm",
+        "x",
+    ]);
+    // Then the filter, and a change that a plain `git status` would run it on.
+    std::fs::write(h.work.join(".gitattributes"), "* filter=evil\n").expect("attrs");
+    git(&["config", "filter.evil.clean", &filter.display().to_string()]);
+    std::fs::write(h.work.join("notes.txt"), "changed").expect("change");
+    let mut h = h;
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "d", "--cli", "first", "--dir", &work, "--delegate"]);
+    h.wait_screen("d", "first is ready", |s| s.contains("first>"));
+    h.ctl_ok(&["send", "d", "build the parser"]);
+    let screen = h.wait_screen("d-second", "the request typed there", |s| {
+        s.contains("second got: build the parser")
+    });
+    assert!(screen.contains("(Handoff:"), "{screen}");
+    assert!(!screen.contains("notes.txt"), "no git status: {screen}");
+    assert!(!ran.exists(), "the repository's clean filter ran");
+}
