@@ -40,6 +40,9 @@ impl HookSockets {
     }
 }
 
+/// Environment variables as (name, value) pairs.
+type Env = Vec<(String, String)>;
+
 /// Environment variables that go to tmux's session environment (visible in `tmux
 /// show-environment`, and on the tmux client's command line at spawn): what a restarted daemon
 /// needs to find its sessions again, and nothing secret.
@@ -271,7 +274,7 @@ impl Daemon {
         id: &str,
         argv: Vec<String>,
         env: Vec<(String, String)>,
-    ) -> Result<(Vec<String>, Vec<(String, String)>), CoreError> {
+    ) -> Result<(Vec<String>, Env), CoreError> {
         let tmux_env: Vec<(String, String)> = env
             .iter()
             .filter(|(k, _)| TMUX_ENV.contains(&k.as_str()))

@@ -306,7 +306,7 @@ fn goes_on(tail: &str, end: usize, question: usize) -> bool {
         return false;
     }
     let next = clean_line(tail[next_start..].lines().next().unwrap_or(""));
-    !(next.is_empty() || !numbered_options(&[next]).is_empty())
+    !next.is_empty() && numbered_options(&[next]).is_empty()
 }
 
 /// Strips box-drawing borders and the focus markers TUIs draw around a line.

@@ -107,6 +107,9 @@ pub fn host_path(own_home: &Path, home: &Path, seen: &Path) -> PathBuf {
     }
 }
 
+/// Pairs of (source on the host, where the jail sees it).
+pub type Binds = Vec<(PathBuf, PathBuf)>;
+
 /// Prepares the session's own home `own` for a CLI of `adapter` whose home is `home`: seeds
 /// it (once: a restart keeps it, so a resumed conversation finds its history) with the CLI's
 /// state paths' top-level files from `home`. Returns the entries of `home` to show read-only
@@ -117,7 +120,7 @@ pub fn prepare_home(
     home: &Path,
     own: &Path,
     hidden: &[PathBuf],
-) -> std::io::Result<(Vec<PathBuf>, Vec<(PathBuf, PathBuf)>)> {
+) -> std::io::Result<(Vec<PathBuf>, Binds)> {
     const MAX_SEED_BYTES: u64 = 1 << 20;
     crate::core::create_private_dir(own)?;
     let state = cli_state_paths(adapter);
@@ -166,9 +169,7 @@ pub fn prepare_home(
         for entry in dir.flatten() {
             let path = entry.path();
             let name = entry.file_name();
-            if top.iter().any(|t| name == std::ffi::OsStr::new(t))
-                || hidden.iter().any(|h| *h == path)
-            {
+            if top.iter().any(|t| name == std::ffi::OsStr::new(t)) || hidden.contains(&path) {
                 continue;
             }
             entries.push(path);

@@ -578,6 +578,39 @@ impl FakeDiscord {
     }
 
     /// Waits until [`FakeDiscord::sent`] satisfies `pred` and returns it; panics after 20 s.
+    /// Waits until a message containing `needle` was posted in `channel`.
+    pub fn wait_posted(&self, channel: u64, what: &str, needle: &str) {
+        self.wait_sent(what, |s| {
+            s.iter().any(|m| {
+                m.channel_id == channel && m.kind == "create" && m.content.contains(needle)
+            })
+        });
+    }
+
+    /// The admin starts bash session `name` in `work` from their direct messages and binds
+    /// server channel `channel` of `guild` to it.
+    pub fn session_bound_to_channel(
+        &self,
+        (admin, admin_dm): (u64, u64),
+        (guild, channel): (u64, u64),
+        name: &str,
+        work: &str,
+    ) {
+        self.send_as_user(
+            admin_dm,
+            admin,
+            "owner",
+            &format!("!!new {name} bash {work}"),
+        );
+        self.wait_posted(admin_dm, "started", &format!("started {name}"));
+        self.send_as_user_in_guild(guild, channel, admin, "owner", &format!("!!use {name}"));
+        self.wait_posted(
+            channel,
+            "the channel bound",
+            &format!("now talks to {name}"),
+        );
+    }
+
     pub fn wait_sent(&self, what: &str, pred: impl Fn(&[SentMessage]) -> bool) -> Vec<SentMessage> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {

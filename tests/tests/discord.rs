@@ -160,18 +160,7 @@ fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
     h.start_daemon();
     let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
-    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
-    dc.wait_sent("started", |s| {
-        contents(s, ADMIN_DM)
-            .iter()
-            .any(|t| t.contains("started f"))
-    });
-    dc.send_as_user_in_guild(GUILD, CHANNEL, ADMIN, "owner", "!!use f");
-    dc.wait_sent("the channel bound", |s| {
-        contents(s, CHANNEL)
-            .iter()
-            .any(|t| t.contains("now talks to f"))
-    });
+    dc.session_bound_to_channel((ADMIN, ADMIN_DM), (GUILD, CHANNEL), "f", &work);
     dc.send_as_user(MEMBER_DM, MEMBER, "mel", &format!("!!new mine bash {work}"));
     dc.wait_sent("the member's own session", |s| {
         contents(s, MEMBER_DM)

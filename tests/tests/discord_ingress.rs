@@ -160,18 +160,7 @@ fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies(
     h.start_daemon();
     let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
-    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new f bash {work}"));
-    dc.wait_sent("started", |s| {
-        contents(s, ADMIN_DM)
-            .iter()
-            .any(|t| t.contains("started f"))
-    });
-    dc.send_as_user_in_guild(GUILD, CHANNEL, ADMIN, "owner", "!!use f");
-    dc.wait_sent("the server channel bound", |s| {
-        contents(s, CHANNEL)
-            .iter()
-            .any(|t| t.contains("now talks to f"))
-    });
+    dc.session_bound_to_channel((ADMIN, ADMIN_DM), (GUILD, CHANNEL), "f", &work);
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo both-$((1+1))");
     dc.wait_sent("the reply in both channels", |s| {
         contents(s, ADMIN_DM).iter().any(|t| t.contains("both-2"))
