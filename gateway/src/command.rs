@@ -257,7 +257,9 @@ impl CommandName {
             CommandName::Whoami => "show your user id",
             CommandName::Status => "show the current session's state",
             CommandName::Screen => "show the screen, or its last N lines",
-            CommandName::Keys => "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)",
+            CommandName::Keys => {
+                "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)"
+            }
             CommandName::Stop => "stop the current session, or NAME",
             CommandName::Restart => {
                 "start the CLI again, resuming its conversation (fresh: a new one)"
