@@ -84,6 +84,8 @@ fn an_allowlist_removal_applies_on_reload_and_an_invalid_file_changes_nothing() 
     let work = h.work.display().to_string();
     tg.push_message(ANN, ANN, "Ann", &format!("!!new mine bash {work}"));
     says(&tg, ANN, "started mine");
+    // A jailed bash takes a moment to start; what is typed before it reads may be dropped.
+    h.wait_screen("mine", "bash ready", |s| s.contains('$'));
     tg.push_message(ANN, ANN, "Ann", "echo own-$((2+3))");
     says(&tg, ANN, "own-5");
     // Owners press keys in their own sessions.
@@ -140,6 +142,7 @@ fn a_revoked_pairing_stops_the_output() {
     h.ctl_ok(&["pairing", "approve", &code]);
     tg.push_message(ANN, ANN, "Ann", &format!("!!new p bash {work}"));
     says(&tg, ANN, "started p");
+    h.wait_screen("p", "bash ready", |s| s.contains('$'));
     tg.push_message(ANN, ANN, "Ann", "echo paired-$((1+6))");
     says(&tg, ANN, "paired-7");
     h.ctl_ok(&["pairing", "revoke", "telegram", &ANN.to_string()]);
