@@ -637,7 +637,13 @@ impl Daemon {
             }
             k => k,
         };
-        let kind = crate::secrets::scrub_event(kind, &self.own_secrets());
+        // Only kinds that carry text are looked at: gathering every session's token for each
+        // state change would cost O(sessions) on the busiest path.
+        let kind = if crate::secrets::carries_text(&kind) {
+            crate::secrets::scrub_event(kind, &self.own_secrets())
+        } else {
+            kind
+        };
         self.inner.metrics.on_event(session, &kind);
         let follow = match &kind {
             EventKind::Error { kind, message } => Some((kind.clone(), message.clone())),

@@ -120,6 +120,21 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
     out
 }
 
+/// Whether an event carries text a secret could stand in (what [`scrub_event`] looks at).
+pub fn carries_text(kind: &crate::events::EventKind) -> bool {
+    use crate::events::EventKind as K;
+    matches!(
+        kind,
+        K::TurnCompleted { .. }
+            | K::InputSent { .. }
+            | K::InputQueued { .. }
+            | K::Exited { .. }
+            | K::Error { .. }
+            | K::Notice { .. }
+            | K::Waiting { .. }
+    )
+}
+
 /// An event with the daemon's own secrets scrubbed from every text it carries.
 pub fn scrub_event(kind: crate::events::EventKind, secrets: &[String]) -> crate::events::EventKind {
     use crate::events::EventKind as K;
