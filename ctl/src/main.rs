@@ -6,6 +6,7 @@ mod audit_log;
 mod connect;
 mod doctor;
 mod hook;
+mod last;
 mod output;
 mod reload;
 mod sandbox_check;
@@ -622,18 +623,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             c.answer_prompt(req).await?;
         }
-        Command::Last { name } => {
-            let r = c
-                .get_last_reply(v1::GetLastReplyRequest {
-                    session: name.clone(),
-                })
-                .await?
-                .into_inner();
-            if r.seq == 0 {
-                bail!("{name} has not completed a turn yet");
-            }
-            println!("{}", r.text);
-        }
+        Command::Last { name } => last::print_last(&mut c, &name).await?,
         Command::Share { name, user, revoke } => {
             let r = c
                 .share_session(v1::ShareSessionRequest {

@@ -137,7 +137,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::Released(_) => ("released", json!({})),
         Kind::InputSent(i) => (
             "input_sent",
-            json!({"text": i.text, "submitted": i.submitted}),
+            json!({"text": i.text, "submitted": i.submitted, "blob_id": i.blob_id, "full_bytes": i.full_bytes}),
         ),
         Kind::KeysSent(k) => ("keys_sent", json!({"keys": k.keys})),
         Kind::StateChanged(s) => (
@@ -152,7 +152,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::Error(e) => ("error", json!({"message": e.message, "kind": e.kind})),
         Kind::TurnCompleted(t) => (
             "turn_completed",
-            json!({"text": t.text, "source": t.source}),
+            json!({"text": t.text, "source": t.source, "blob_id": t.blob_id, "full_bytes": t.full_bytes}),
         ),
         Kind::Waiting(w) => (
             "waiting",

@@ -17,7 +17,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::config::{CliSpec, Config, expand_home};
 use crate::error::CoreError;
-use crate::events::{EventKind, EventLog};
+use crate::events::{Event, EventKind, EventLog};
 use crate::keys::Key;
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::session::{SessionRecord, State};
@@ -628,6 +628,11 @@ impl Daemon {
     /// is recorded, an automatic answer or a delegation it calls for starts in its own task.
     /// Never called with the session table locked.
     pub(crate) fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
+        self.event_full(session, id, kind).seq
+    }
+
+    /// [`Daemon::event`], returning the event as written (long texts cut to their head).
+    pub(crate) fn event_full(&self, session: &str, id: &str, kind: EventKind) -> Event {
         let mut plan = None;
         let kind = match kind {
             EventKind::Waiting { prompt } => {
@@ -656,14 +661,14 @@ impl Daemon {
             )),
             _ => None,
         };
-        let seq = self.inner.events.append(session, id, kind).seq;
+        let ev = self.inner.events.append(session, id, kind);
         if let Some((prompt, plan)) = plan {
             self.answer_automatically(session, prompt, plan);
         }
         if let Some((kind, detail)) = follow {
             self.consider_delegation(session, &kind, &detail);
         }
-        seq
+        ev
     }
 
     /// The daemon's own secrets (every session's hook token, which is also OpenCode's server
@@ -1447,6 +1452,19 @@ impl Daemon {
                 let r = self.send_input(name, text, submit).await?;
                 reservation.done(r.0);
                 Ok(r)
+            }
+        }
+    }
+
+    /// Claims a chat command or button press by its key: true the first time only, so that a
+    /// redelivered update does not restart, stop or press anything twice. Kept with the keys of
+    /// typed messages, under their own prefix.
+    pub async fn claim_once(&self, key: &str) -> bool {
+        match self.inner.seen_inputs.claim(&format!("once:{key}")).await {
+            crate::dedupe::Claim::Seen(_) => false,
+            crate::dedupe::Claim::Mine(reservation) => {
+                reservation.done(0);
+                true
             }
         }
     }

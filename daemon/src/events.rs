@@ -18,6 +18,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::blobs::{Blobs, EVENT_TEXT_MAX};
 use crate::session::{Prompt, State};
 use crate::store::{now_ms, set_aside, write_atomic};
 
@@ -56,6 +57,11 @@ pub enum EventKind {
     InputSent {
         text: String,
         submitted: bool,
+        /// Set when `text` is the head of a longer input ([`crate::blobs`]).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        blob_id: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        full_bytes: u64,
     },
     KeysSent {
         keys: Vec<String>,
@@ -84,6 +90,11 @@ pub enum EventKind {
     TurnCompleted {
         text: String,
         source: String,
+        /// Set when `text` is the head of a longer reply ([`crate::blobs`]).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        blob_id: String,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        full_bytes: u64,
     },
     Waiting {
         prompt: Prompt,
@@ -134,6 +145,10 @@ pub enum EventKind {
     Unknown,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Result of a read: the events, and the range lost to retention before them, if any.
 #[derive(Debug, Default)]
 pub struct Read {
@@ -153,6 +168,7 @@ struct Inner {
 /// The log. Cheap to share behind an `Arc`.
 pub struct EventLog {
     path: PathBuf,
+    blobs: Blobs,
     retention: usize,
     inner: Mutex<Inner>,
     notify: watch::Sender<u64>,
@@ -249,6 +265,7 @@ impl EventLog {
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
         let log = EventLog {
             path: path.to_path_buf(),
+            blobs: Blobs::beside(path),
             retention,
             inner: Mutex::new(Inner {
                 file: None,
@@ -306,8 +323,10 @@ impl EventLog {
         self.open_append(inner)
     }
 
-    /// Appends an event and wakes every reader. Returns it with its sequence number.
+    /// Appends an event and wakes every reader. Returns it with its sequence number. A text
+    /// longer than [`crate::blobs::EVENT_TEXT_MAX`] is cut, its whole kept as a blob.
     pub fn append(&self, session: &str, session_id: &str, kind: EventKind) -> Event {
+        let kind = self.cap(kind);
         let mut inner = self.lock();
         inner.last_seq += 1;
         let ev = Event {
@@ -341,6 +360,70 @@ impl EventLog {
         drop(inner);
         self.notify.send_replace(seq);
         ev
+    }
+
+    /// The blobs that hold long texts of this log's events.
+    pub fn blobs(&self) -> &Blobs {
+        &self.blobs
+    }
+
+    /// When the oldest event kept in memory happened (blobs older than that have no event
+    /// left to name them).
+    pub fn oldest_time_ms(&self) -> Option<i64> {
+        self.lock().mem.front().map(|e| e.time_ms)
+    }
+
+    /// Cuts the long texts of an event, outside the log's lock (a blob write can be slow).
+    fn cap(&self, kind: EventKind) -> EventKind {
+        match kind {
+            EventKind::TurnCompleted { text, source, .. } if text.len() > EVENT_TEXT_MAX => {
+                let c = self.blobs.cap(text);
+                EventKind::TurnCompleted {
+                    text: c.head,
+                    source,
+                    blob_id: c.blob_id,
+                    full_bytes: c.full_bytes,
+                }
+            }
+            EventKind::InputSent {
+                text, submitted, ..
+            } if text.len() > EVENT_TEXT_MAX => {
+                let c = self.blobs.cap(text);
+                EventKind::InputSent {
+                    text: c.head,
+                    submitted,
+                    blob_id: c.blob_id,
+                    full_bytes: c.full_bytes,
+                }
+            }
+            // Texts without a blob of their own are cut: no event outgrows a client's limit.
+            EventKind::InputQueued { text, position } if text.len() > EVENT_TEXT_MAX => {
+                EventKind::InputQueued {
+                    text: cut(text),
+                    position,
+                }
+            }
+            EventKind::Notice { text, kind } if text.len() > EVENT_TEXT_MAX => EventKind::Notice {
+                text: cut(text),
+                kind,
+            },
+            EventKind::Error { message, kind } if message.len() > EVENT_TEXT_MAX => {
+                EventKind::Error {
+                    message: cut(message),
+                    kind,
+                }
+            }
+            EventKind::Exited {
+                status,
+                reason,
+                output,
+            } if output.len() > EVENT_TEXT_MAX => EventKind::Exited {
+                status,
+                reason,
+                output: cut(output),
+            },
+            k => k,
+        }
     }
 
     /// Makes sure every event up to `seq` is on disk (fsync), so that a cursor may pass it.
@@ -399,6 +482,16 @@ impl EventLog {
             .find(|e| e.session == session)
             .map(|e| e.time_ms)
     }
+}
+
+/// A text cut to [`EVENT_TEXT_MAX`] bytes, saying how much was left out.
+fn cut(text: String) -> String {
+    let mut out = crate::blobs::head(&text, EVENT_TEXT_MAX).to_string();
+    out.push_str(&format!(
+        "\n[clibot: {} more bytes left out]",
+        text.len() - out.len()
+    ));
+    out
 }
 
 /// The warning for a log that cannot be read: appending to it, and compacting above all, could

@@ -11,6 +11,7 @@ pub mod audit;
 pub mod auto_answer;
 pub mod automation;
 pub mod bind_rights;
+pub mod blobs;
 pub mod caller;
 pub mod chats;
 pub mod config;

@@ -432,9 +432,17 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             Kind::Adopted(v1::SessionAdopted { cli, tmux_session })
         }
         EventKind::Released => Kind::Released(v1::SessionReleased {}),
-        EventKind::InputSent { text, submitted } => {
-            Kind::InputSent(v1::InputSent { text, submitted })
-        }
+        EventKind::InputSent {
+            text,
+            submitted,
+            blob_id,
+            full_bytes,
+        } => Kind::InputSent(v1::InputSent {
+            text,
+            submitted,
+            blob_id,
+            full_bytes,
+        }),
         EventKind::KeysSent { keys } => Kind::KeysSent(v1::KeysSent { keys }),
         EventKind::StateChanged { from, to, reason } => Kind::StateChanged(v1::StateChanged {
             from: state_to_proto(from) as i32,
@@ -452,9 +460,17 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         }),
         EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
         EventKind::Error { message, kind } => Kind::Error(v1::Error { message, kind }),
-        EventKind::TurnCompleted { text, source } => {
-            Kind::TurnCompleted(v1::TurnCompleted { text, source })
-        }
+        EventKind::TurnCompleted {
+            text,
+            source,
+            blob_id,
+            full_bytes,
+        } => Kind::TurnCompleted(v1::TurnCompleted {
+            text,
+            source,
+            blob_id,
+            full_bytes,
+        }),
         EventKind::Waiting { prompt } => Kind::Waiting(v1::Waiting {
             prompt: Some(prompt_to_proto(prompt)),
         }),
@@ -510,6 +526,17 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<v1::Event, Status>> + Send + 'static>>;
+type BlobStream = Pin<Box<dyn Stream<Item = Result<v1::BlobChunk, Status>> + Send + 'static>>;
+
+/// A blob that cannot be read, as the status a client can act on.
+fn blob_status(e: crate::blobs::BlobError) -> Status {
+    use crate::blobs::BlobError as E;
+    match e {
+        E::NotFound(_) => Status::not_found(e.to_string()),
+        E::PastEnd { .. } => Status::out_of_range(e.to_string()),
+        E::Io { .. } => Status::internal(e.to_string()),
+    }
+}
 
 #[tonic::async_trait]
 impl Clibot for Service {
@@ -1180,9 +1207,76 @@ impl Clibot for Service {
         if !actor.is_local() {
             self.daemon.audit(&actor, &session, "last", Ok(()));
         }
-        let (text, seq) = self.daemon.last_reply(&session)?;
-        let text = crate::secrets::scrub(&text, &self.daemon.own_secrets());
-        Ok(Response::new(v1::GetLastReplyResponse { text, seq }))
+        let last = self.daemon.last_reply(&session)?;
+        let text = crate::secrets::scrub(&last.text, &self.daemon.own_secrets());
+        Ok(Response::new(v1::GetLastReplyResponse {
+            text,
+            seq: last.seq,
+            blob_id: last.blob_id,
+            full_bytes: last.full_bytes,
+        }))
+    }
+
+    type ReadBlobStream = BlobStream;
+
+    async fn read_blob(
+        &self,
+        req: Request<v1::ReadBlobRequest>,
+    ) -> Result<Response<BlobStream>, Status> {
+        let r = req.into_inner();
+        let blobs = self.daemon.events().blobs().clone();
+        // The first chunk is read here, so that a wrong id is an error of the call itself.
+        let (first, total) = blobs.read_chunk(&r.blob_id, r.offset).map_err(blob_status)?;
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::BlobChunk, Status>>(2);
+        tokio::spawn(async move {
+            let mut offset = r.offset;
+            let mut data = first;
+            loop {
+                let n = data.len() as u64;
+                let chunk = v1::BlobChunk {
+                    data,
+                    offset,
+                    total,
+                };
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return;
+                }
+                offset += n;
+                if n == 0 || offset >= total {
+                    return;
+                }
+                let blobs = blobs.clone();
+                let id = r.blob_id.clone();
+                let next = tokio::task::spawn_blocking(move || blobs.read_chunk(&id, offset))
+                    .await
+                    .map_err(|e| Status::internal(format!("reading blob: {e}")))
+                    .and_then(|r| r.map_err(blob_status));
+                match next {
+                    Ok((d, _)) => data = d,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+
+    async fn claim_once(
+        &self,
+        req: Request<v1::ClaimOnceRequest>,
+    ) -> Result<Response<v1::ClaimOnceResponse>, Status> {
+        let key = req.into_inner().key;
+        if key.is_empty() || key.len() > 512 || key.chars().any(char::is_control) {
+            return Err(Status::invalid_argument(
+                "ClaimOnce needs a key of 1 to 512 printable characters",
+            ));
+        }
+        let fresh = self.daemon.claim_once(&key).await;
+        Ok(Response::new(v1::ClaimOnceResponse { fresh }))
     }
 
     async fn hook(

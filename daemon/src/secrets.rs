@@ -140,13 +140,27 @@ pub fn scrub_event(kind: crate::events::EventKind, secrets: &[String]) -> crate:
     use crate::events::EventKind as K;
     let s = |t: String| scrub(&t, secrets);
     match kind {
-        K::TurnCompleted { text, source } => K::TurnCompleted {
+        K::TurnCompleted {
+            text,
+            source,
+            blob_id,
+            full_bytes,
+        } => K::TurnCompleted {
             text: s(text),
             source,
+            blob_id,
+            full_bytes,
         },
-        K::InputSent { text, submitted } => K::InputSent {
+        K::InputSent {
+            text,
+            submitted,
+            blob_id,
+            full_bytes,
+        } => K::InputSent {
             text: s(text),
             submitted,
+            blob_id,
+            full_bytes,
         },
         K::InputQueued { text, position } => K::InputQueued {
             text: s(text),

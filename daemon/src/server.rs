@@ -10,8 +10,6 @@ use std::path::Path;
 
 use clibot_proto::v1::clibot_server::ClibotServer;
 use tokio::net::UnixListener;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
 use tonic::transport::server::UdsConnectInfo;
@@ -139,37 +137,96 @@ fn same_uid(req: Request<()>) -> Result<Request<()>, Status> {
     }
 }
 
+/// The largest unary message either way. Set on both sides explicitly (tonic's default
+/// decoding limit is the same, its encoding limit is none): a message over it is an error of
+/// that call, never a connection that a client replays for ever. Texts longer than an event
+/// carries travel through `ReadBlob` in chunks well under it.
+pub const MAX_MESSAGE: usize = clibot_proto::MAX_MESSAGE;
+
+/// Calls one connection may have running at once; more wait. One client cannot take every
+/// worker (or descriptor) of the daemon with a flood of calls on one connection.
+const CALLS_PER_CONNECTION: usize = 64;
+
+/// The service with its message limits and the same-uid check on every call.
+fn limited(
+    service: Service,
+) -> tonic::service::interceptor::InterceptedService<
+    ClibotServer<Service>,
+    fn(Request<()>) -> Result<Request<()>, Status>,
+> {
+    let server = ClibotServer::new(service)
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    tonic::service::interceptor::InterceptedService::new(server, same_uid as fn(_) -> _)
+}
+
+/// Accepted connections from this uid. An accept that fails (out of descriptors: EMFILE) is
+/// retried after a pause instead of at once: tonic's loop would otherwise spin a core while
+/// the table is full, and the pause lets descriptors come back.
+fn accept_same_uid(
+    listener: UnixListener,
+    shutdown: CancellationToken,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<tokio::net::UnixStream>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let me = rustix::process::getuid().as_raw();
+    tokio::spawn(async move {
+        let mut warned = false;
+        loop {
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = shutdown.cancelled() => return,
+            };
+            match accepted {
+                Ok((s, _)) => {
+                    warned = false;
+                    match s.peer_cred() {
+                        Ok(c) if c.uid() == me => {
+                            if tx.send(Ok(s)).await.is_err() {
+                                return;
+                            }
+                        }
+                        Ok(c) => {
+                            tracing::warn!(uid = c.uid(), pid = ?c.pid(), "refused a connection from another user");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::error!(
+                            "cannot accept a connection on the socket: {e}; retrying (raise LimitNOFILE if descriptors ran out)"
+                        );
+                        warned = true;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
 /// Serves `service` on `listener` until `shutdown` is cancelled.
 pub async fn serve(
     listener: UnixListener,
     service: Service,
     shutdown: CancellationToken,
 ) -> Result<(), tonic::transport::Error> {
-    let me = rustix::process::getuid().as_raw();
-    let incoming = UnixListenerStream::new(listener).filter(move |conn| match conn {
-        Ok(s) => match s.peer_cred() {
-            Ok(c) if c.uid() == me => true,
-            Ok(c) => {
-                tracing::warn!(uid = c.uid(), pid = ?c.pid(), "refused a connection from another user");
-                false
-            }
-            Err(_) => false,
-        },
-        Err(_) => true,
-    });
+    let incoming = accept_same_uid(listener, shutdown.clone());
     let metrics = service.metrics();
     if let Some(hooks) = service.daemon().take_hook_listeners() {
         tokio::spawn(serve_hook_sockets(hooks, service.clone()));
     }
     let daemon = service.daemon();
     Server::builder()
+        .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
         .layer(tower::layer::layer_fn(move |inner| Gate {
             inner,
             daemon: daemon.clone(),
             scope: None,
             metrics: Some(metrics.clone()),
         }))
-        .add_service(ClibotServer::with_interceptor(service, same_uid))
+        .add_service(limited(service))
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await
 }
@@ -188,21 +245,18 @@ async fn serve_hook_sockets(
                 continue;
             }
         };
-        let me = rustix::process::getuid().as_raw();
-        let incoming = UnixListenerStream::new(listener).filter(move |conn| match conn {
-            Ok(s) => s.peer_cred().is_ok_and(|c| c.uid() == me),
-            Err(_) => true,
-        });
+        let incoming = accept_same_uid(listener, h.stop.clone());
         let (service, daemon, id) = (service.clone(), service.daemon(), h.id.clone());
         tokio::spawn(async move {
             let served = Server::builder()
+                .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
                 .layer(tower::layer::layer_fn(move |inner| Gate {
                     inner,
                     daemon: daemon.clone(),
                     scope: Some(id.clone()),
                     metrics: None,
                 }))
-                .add_service(ClibotServer::with_interceptor(service, same_uid))
+                .add_service(limited(service))
                 .serve_with_incoming_shutdown(incoming, h.stop.cancelled_owned())
                 .await;
             if let Err(e) = served {
@@ -231,6 +285,8 @@ const OUTSIDE_ONLY: &[&str] = &[
     "WatchEvents",
     "AdoptSession",
     "Reload",
+    "ReadBlob",
+    "ClaimOnce",
 ];
 
 /// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may

@@ -73,6 +73,12 @@ pub struct SessionRecord {
     pub last_reply: Option<String>,
     #[serde(default)]
     pub last_reply_seq: u64,
+    /// When the last reply was longer than an event carries, the blob that holds it whole
+    /// ([`crate::blobs`]) and its length; `last_reply` is then its head.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub last_reply_blob: String,
+    #[serde(default, skip_serializing_if = "crate::session::is_zero")]
+    pub last_reply_bytes: u64,
     /// The CLI's last error message.
     #[serde(default)]
     pub error: Option<String>,
@@ -148,4 +154,8 @@ impl Prompt {
     pub fn same_question(&self, kind: &str, text: &str, options: &[String]) -> bool {
         self.kind == kind && self.text == text && self.options == options
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -841,17 +841,33 @@ impl Daemon {
             self.inner.metrics.turn_completed(name, &e.rec.cli);
             e.rec.id.clone()
         };
-        let seq = self.event(
+        let ev = self.event_full(
             name,
             &id,
             EventKind::TurnCompleted {
-                text: text.clone(),
+                text,
                 source: source.to_string(),
+                blob_id: String::new(),
+                full_bytes: 0,
             },
         );
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rec.last_reply = Some(text);
-            e.rec.last_reply_seq = seq;
+        if let EventKind::TurnCompleted {
+            text,
+            blob_id,
+            full_bytes,
+            ..
+        } = ev.kind
+        {
+            let long = !blob_id.is_empty();
+            if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                e.rec.last_reply = Some(text);
+                e.rec.last_reply_seq = ev.seq;
+                e.rec.last_reply_blob = blob_id;
+                e.rec.last_reply_bytes = full_bytes;
+            }
+            if long {
+                self.expire_blobs();
+            }
         }
         info!(source, "turn completed");
         let reason = if source == "idle" {
@@ -950,7 +966,7 @@ impl Daemon {
             e.rec.last_activity_ms = crate::store::now_ms();
             e.rec.error = None;
             if !text.trim().is_empty() {
-                e.rec.last_input = text.to_string();
+                e.rec.last_input = crate::blobs::head(text, crate::blobs::EVENT_TEXT_MAX).to_string();
             }
         }
         let seq = self.event(
@@ -959,6 +975,8 @@ impl Daemon {
             EventKind::InputSent {
                 text: text.to_string(),
                 submitted: submit,
+                blob_id: String::new(),
+                full_bytes: 0,
             },
         );
         if submit {
@@ -1437,17 +1455,41 @@ impl Daemon {
         true
     }
 
-    /// The last completed turn's reply.
-    pub fn last_reply(&self, name: &str) -> Result<(String, u64), CoreError> {
+    /// The last completed turn's reply (its head when long, with the blob holding it whole).
+    pub fn last_reply(&self, name: &str) -> Result<LastReply, CoreError> {
         let sessions = lock(&self.inner.sessions);
         let e = sessions
             .get(name)
             .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-        Ok((
-            e.rec.last_reply.clone().unwrap_or_default(),
-            e.rec.last_reply_seq,
-        ))
+        Ok(LastReply {
+            text: e.rec.last_reply.clone().unwrap_or_default(),
+            seq: e.rec.last_reply_seq,
+            blob_id: e.rec.last_reply_blob.clone(),
+            full_bytes: e.rec.last_reply_bytes,
+        })
     }
+
+    /// Removes blobs no retained event names, keeping every session's last reply.
+    pub(crate) fn expire_blobs(&self) {
+        let pinned: std::collections::HashSet<String> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.rec.last_reply_blob.is_empty())
+            .map(|e| e.rec.last_reply_blob.clone())
+            .collect();
+        let events = &self.inner.events;
+        if let Some(oldest) = events.oldest_time_ms() {
+            events.blobs().expire(oldest, &pinned);
+        }
+    }
+}
+
+/// A session's last reply, as `clibotctl last` shows it.
+#[derive(Debug, Clone, Default)]
+pub struct LastReply {
+    pub text: String,
+    pub seq: u64,
+    pub blob_id: String,
+    pub full_bytes: u64,
 }
 
 fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {

@@ -79,5 +79,7 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
         }))
         .await
         .map_err(|source| ConnectError::Transport { path, source })?;
-    Ok(Client::new(channel))
+    Ok(Client::new(channel)
+        .max_decoding_message_size(crate::MAX_MESSAGE)
+        .max_encoding_message_size(crate::MAX_MESSAGE))
 }

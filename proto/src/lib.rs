@@ -16,6 +16,10 @@ pub mod v1 {
     tonic::include_proto!("clibot.v1");
 }
 
+/// The largest unary gRPC message either way (4 MiB), set explicitly on the daemon and on every
+/// client. Longer texts travel in chunks through `ReadBlob`.
+pub const MAX_MESSAGE: usize = 4 * 1024 * 1024;
+
 /// The client type every tool uses.
 pub type Client = v1::clibot_client::ClibotClient<tonic::transport::Channel>;
 
