@@ -5,10 +5,16 @@
 //! stops the others. It holds no state that matters — bindings, access and delivery cursors
 //! live in the daemon — so it can be killed at any moment and started again.
 
+mod blob;
+mod bounded;
+mod claim;
 mod config;
+mod egress;
 mod health;
 mod platforms;
+mod poison;
 mod relay;
+mod render;
 mod router;
 mod shown;
 mod verified;
@@ -322,6 +328,7 @@ async fn run_platform(
     let name = spec.name();
     // Kept across reconnections: who the daemon accepted where, in this process.
     let verified = Arc::new(verified::Verified::default());
+    let claims = Arc::new(claim::Claims::default());
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
     loop {
@@ -337,10 +344,13 @@ async fn run_platform(
                 health.heard();
                 let relay =
                     tokio::spawn(relay::run(platform.clone(), socket.clone(), health.clone()));
+                // Replies to chat messages go through a queue per chat: handling the next
+                // message never waits for a slow (rate-limited) chat.
                 let router = router::Router {
-                    platform: platform.clone(),
+                    platform: Arc::new(egress::Egress::new(platform.clone(), parser.prefix())),
                     parser: parser.clone(),
                     verified: verified.clone(),
+                    claims: claims.clone(),
                 };
                 route(&router, inbound, &socket, &health).await;
                 relay.abort();

@@ -19,96 +19,18 @@ use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
+use crate::blob;
+use crate::egress::undelivered_notice;
 use crate::health::{PlatformHealth, now_ms};
+use crate::platforms::ratelimit::rate_limited;
 use crate::platforms::{Platform, gone};
-use crate::router::prompt_text;
+use crate::poison::{self, Poison, Verdict};
+use crate::render::{for_chats, render};
 
 /// Output longer than this many messages goes as a file with a short summary.
 const MAX_MESSAGES: usize = 3;
 /// Longest wait between two attempts at a chat that fails for a passing reason.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// What a chat sees of an event; `None` for events that are not for chats.
-pub fn render(ev: &v1::Event) -> Option<String> {
-    let s = &ev.session;
-    Some(match ev.kind.as_ref()? {
-        Kind::TurnCompleted(t) if t.text.trim().is_empty() => format!("[{s}] done"),
-        Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
-        // Being answered by a rule or the decider: the chat sees the answer, not the prompt
-        // (if that falls through, the prompt is published again for people).
-        Kind::Waiting(w) if w.prompt.as_ref().is_some_and(|p| !p.auto.is_empty()) => return None,
-        Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
-        Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
-        Kind::Notice(n) => format!("[{s}] {}", n.text),
-        Kind::PromptResolved(r) => match r.by.as_str() {
-            "terminal" => format!("[{s}] answered at the terminal"),
-            "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
-            _ => {
-                let who = match r.actor.as_str() {
-                    "" => "clibot".to_string(),
-                    "local" => "the machine's user".to_string(),
-                    a => a.to_string(),
-                };
-                if r.answer.is_empty() {
-                    format!("[{s}] answered by {who}")
-                } else {
-                    format!("[{s}] answered by {who}: {}", r.answer)
-                }
-            }
-        },
-        Kind::Exited(e) => {
-            let head = match e.status {
-                Some(code) if e.reason.is_empty() || e.reason == "the CLI exited" => {
-                    format!("[{s}] the CLI exited (status {code})")
-                }
-                // Stopped by clibot (idle too long): say why, and that it can come back.
-                Some(_) if e.reason.starts_with("idle for") => format!(
-                    "[{s}] stopped after being {}; restart it to resume the conversation",
-                    e.reason
-                ),
-                Some(code) => format!("[{s}] the CLI exited (status {code}): {}", e.reason),
-                None => format!("[{s}] the session ended: {}", e.reason),
-            };
-            if e.output.trim().is_empty() {
-                head
-            } else {
-                format!("{head}; its last output:\n{}", e.output)
-            }
-        }
-        Kind::Error(e) => format!("[{s}] error: {}", e.message),
-        Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
-        // Which chat is not said: it may be another user's private chat, and this one may be
-        // a group (`clibotctl chats` on the machine shows it).
-        Kind::ChatSuspended(c) => format!(
-            "[{s}] stopped delivering to another {} chat of this session: {}. It resumes when someone writes there again (`clibotctl chats` on the machine shows which).",
-            c.platform,
-            c.reason.replace(c.chat.as_str(), "…").trim_end_matches('.')
-        ),
-        Kind::EventsDropped(d) => format!(
-            "clibot: events {}–{} were removed from the log before this chat got them; some replies may be missing here (`!!last` shows a session's latest reply)",
-            d.first_seq, d.last_seq
-        ),
-        _ => return None,
-    })
-}
-
-/// Whether a chat does anything with this event (the rest are skipped without a lookup).
-fn for_chats(ev: &v1::Event) -> bool {
-    matches!(
-        ev.kind,
-        Some(
-            Kind::StateChanged(_)
-                | Kind::TurnCompleted(_)
-                | Kind::Waiting(_)
-                | Kind::PromptResolved(_)
-                | Kind::Exited(_)
-                | Kind::Error(_)
-                | Kind::Stalled(_)
-                | Kind::ChatSuspended(_)
-                | Kind::Notice(_)
-        )
-    )
-}
 
 /// One event for one chat; `parts` of it were already delivered.
 struct Item {
@@ -129,6 +51,46 @@ struct Worker {
     tx: mpsc::UnboundedSender<Item>,
 }
 
+/// A connection that lasted this long was a good one: the next reconnect starts from the
+/// shortest backoff again. (One that fails right after connecting does not reset it, so a
+/// daemon that accepts and then drops the stream is not hammered.)
+const HEALTHY: Duration = Duration::from_secs(30);
+/// Longest wait between two connections to the daemon.
+const MAX_RECONNECT: Duration = Duration::from_secs(10);
+
+/// Whether a failed call means the daemon connection is gone (rather than a refusal of this
+/// one call, which is logged and skipped: replaying it would fail the same way).
+fn lost(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::DeadlineExceeded
+    )
+}
+
+/// A call made for one event: a refusal is logged and the event's routing skipped (`None`);
+/// a lost connection is the caller's to handle.
+fn tolerate<T>(
+    r: Result<T, tonic::Status>,
+    seq: u64,
+    what: &str,
+) -> Result<Option<T>, tonic::Status> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(s) if lost(&s) => Err(s),
+        Err(s) => {
+            eprintln!(
+                "clibot-gateway: event {seq}: {what} failed ({}: {}); skipping it",
+                s.code(),
+                s.message()
+            );
+            Ok(None)
+        }
+    }
+}
+
 /// Delivers events forever, reconnecting to the daemon when it goes away.
 pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformHealth) {
     let consumer = platform.consumer();
@@ -136,7 +98,9 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
     // Workers outlive a lost daemon connection: what they hold is delivered once, and what
     // the new stream repeats they skip (each knows how far it got).
     let mut workers: HashMap<String, Worker> = HashMap::new();
+    let mut poison = Poison::default();
     loop {
+        let began = Instant::now();
         let result: anyhow::Result<()> = async {
             let mut c = clibot_proto::connect(&socket).await?;
             let bound = bindings(&mut c, platform.name(), "").await?;
@@ -148,69 +112,114 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
                 .into_inner()
                 .cursor;
             // Resume at the chat that is furthest behind.
-            let since = bound
+            let mut since = bound
                 .iter()
                 .filter(|b| !b.broken)
                 .map(|b| b.cursor)
                 .chain([own])
                 .min()
                 .unwrap_or(own);
-            let mut stream = c
-                .watch_events(v1::WatchEventsRequest {
-                    since: Some(since),
-                    sessions: vec![],
-                    follow: true,
-                })
-                .await?
-                .into_inner();
-            backoff = Duration::from_millis(200);
             let mut since_sync = 0u32;
             let mut last_sync = std::time::Instant::now();
-            while let Some(ev) = stream.next().await {
-                let ev = Arc::new(ev?);
-                if let Some(Kind::EventsDropped(d)) = &ev.kind {
-                    // Every chat that was behind the gap is told; nothing to acknowledge (seq 0).
-                    let first = d.first_seq;
-                    let all = bindings(&mut c, platform.name(), "").await?;
-                    for b in all.into_iter().filter(|b| open_for(b, first)) {
-                        worker(&mut workers, &platform, &socket, &health, &b).send(Item {
-                            ev: ev.clone(),
-                            parts: 0,
-                            sync: false,
-                        });
-                    }
-                    continue;
-                }
-                if !ev.session.is_empty() && for_chats(&ev) {
-                    let chats = bindings(&mut c, platform.name(), &ev.session).await?;
-                    for b in chats.into_iter().filter(|b| open_for(b, ev.seq)) {
-                        let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
-                        worker(&mut workers, &platform, &socket, &health, &b).send(Item {
-                            ev: ev.clone(),
-                            parts,
-                            sync: false,
-                        });
-                    }
-                }
-                // The platform's own cursor: where a gateway with no bound chat resumes.
-                if ev.seq > 0 {
-                    c.ack_events(v1::AckEventsRequest {
-                        consumer: consumer.clone(),
-                        seq: ev.seq,
-                        ..Default::default()
+            loop {
+                let mut stream = c
+                    .watch_events(v1::WatchEventsRequest {
+                        since: Some(since),
+                        sessions: vec![],
+                        follow: true,
                     })
-                    .await?;
-                    since_sync += 1;
-                    if since_sync >= SYNC_EVERY_EVENTS || last_sync.elapsed() >= SYNC_EVERY {
-                        sync_all(&mut c, &mut workers, &platform, &socket, &health, ev.seq).await?;
-                        since_sync = 0;
-                        last_sync = std::time::Instant::now();
+                    .await?
+                    .into_inner();
+                let mut last = since;
+                let broke = loop {
+                    let ev = match stream.next().await {
+                        None => return Ok(()),
+                        Some(Err(s)) => break s,
+                        Some(Ok(ev)) => Arc::new(ev),
+                    };
+                    last = last.max(ev.seq);
+                    if let Some(Kind::EventsDropped(d)) = &ev.kind {
+                        // Every chat that was behind the gap is told; nothing to acknowledge
+                        // (seq 0).
+                        let first = d.first_seq;
+                        let all = tolerate(
+                            bindings(&mut c, platform.name(), "").await,
+                            first,
+                            "listing chats",
+                        )?;
+                        for b in all.into_iter().flatten().filter(|b| open_for(b, first)) {
+                            worker(&mut workers, &platform, &socket, &health, &b).send(Item {
+                                ev: ev.clone(),
+                                parts: 0,
+                                sync: false,
+                            });
+                        }
+                        continue;
+                    }
+                    if !ev.session.is_empty() && for_chats(&ev) {
+                        let chats = tolerate(
+                            bindings(&mut c, platform.name(), &ev.session).await,
+                            ev.seq,
+                            "listing the session's chats",
+                        )?;
+                        for b in chats.into_iter().flatten().filter(|b| open_for(b, ev.seq)) {
+                            let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
+                            worker(&mut workers, &platform, &socket, &health, &b).send(Item {
+                                ev: ev.clone(),
+                                parts,
+                                sync: false,
+                            });
+                        }
+                    }
+                    // The platform's own cursor: where a gateway with no bound chat resumes.
+                    if ev.seq > 0 {
+                        let ack = v1::AckEventsRequest {
+                            consumer: consumer.clone(),
+                            seq: ev.seq,
+                            ..Default::default()
+                        };
+                        tolerate(
+                            c.ack_events(ack).await,
+                            ev.seq,
+                            "recording the platform's cursor",
+                        )?;
+                        since_sync += 1;
+                        if since_sync >= SYNC_EVERY_EVENTS || last_sync.elapsed() >= SYNC_EVERY {
+                            let synced =
+                                sync_all(&mut c, &mut workers, &platform, &socket, &health, ev.seq)
+                                    .await;
+                            tolerate(synced, ev.seq, "moving quiet chats' cursors")?;
+                            since_sync = 0;
+                            last_sync = std::time::Instant::now();
+                        }
+                    }
+                };
+                // Gap-free numbering: the event that broke the stream is the next one.
+                let at = last + 1;
+                match poison.judge(&mut c, &consumer, at, &broke).await {
+                    Verdict::Lost => return Err(broke.into()),
+                    Verdict::Again => since = last,
+                    Verdict::Skip { tell } => {
+                        skip(
+                            &mut c,
+                            &mut workers,
+                            &platform,
+                            &socket,
+                            &health,
+                            at,
+                            &broke,
+                            tell,
+                        )
+                        .await?;
+                        since = at;
                     }
                 }
             }
-            Ok(())
         }
         .await;
+        if began.elapsed() >= HEALTHY {
+            backoff = Duration::from_millis(200);
+        }
         if let Err(e) = result {
             eprintln!(
                 "clibot-gateway: event relay interrupted ({e}); retrying in {:?}",
@@ -218,8 +227,65 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
             );
         }
         tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
+        backoff = (backoff * 2).min(MAX_RECONNECT);
     }
+}
+
+/// Skips event `at`, which cannot be read: its session's chats are told instead (when `tell`
+/// and the session can be found; else the log says it), and the platform's cursor moves past.
+#[allow(clippy::too_many_arguments)]
+async fn skip(
+    c: &mut clibot_proto::Client,
+    workers: &mut HashMap<String, Worker>,
+    platform: &Arc<dyn Platform>,
+    socket: &std::path::Path,
+    health: &PlatformHealth,
+    at: u64,
+    broke: &tonic::Status,
+    tell: bool,
+) -> Result<(), tonic::Status> {
+    let all = bindings(c, platform.name(), "").await?;
+    let mut sessions: Vec<String> = all
+        .iter()
+        .filter(|b| open_for(b, at))
+        .map(|b| b.session.clone())
+        .collect();
+    sessions.sort();
+    sessions.dedup();
+    let owner = if tell {
+        poison::owner(c, at, &sessions).await
+    } else {
+        None
+    };
+    eprintln!(
+        "clibot-gateway: skipping event {at}, which cannot be read ({}: {}){}",
+        broke.code(),
+        broke.message(),
+        match &owner {
+            Some(s) => format!("; telling the chats of {s}"),
+            None => "; `clibotctl events` on the machine shows it".into(),
+        }
+    );
+    if let Some(session) = owner {
+        let ev = Arc::new(poison::notice(at, &session, broke));
+        for b in all
+            .iter()
+            .filter(|b| b.session == session && open_for(b, at))
+        {
+            worker(workers, platform, socket, health, b).send(Item {
+                ev: ev.clone(),
+                parts: 0,
+                sync: false,
+            });
+        }
+    }
+    let ack = v1::AckEventsRequest {
+        consumer: platform.consumer(),
+        seq: at,
+        ..Default::default()
+    };
+    c.ack_events(ack).await?;
+    Ok(())
 }
 
 /// Whether event `seq` is still to be delivered to chat `b`: not suspended, not yet
@@ -309,6 +375,7 @@ fn worker<'a>(
                 .into_iter()
                 .collect(),
             progress: None,
+            undelivered: 0,
         };
         tokio::spawn(chat.run(rx));
         workers.insert(b.chat.clone(), Worker { tx });
@@ -353,6 +420,8 @@ struct ChatDelivery {
     /// (a newer prompt can be shown before the older one's resolution is logged).
     shown: Vec<(String, String)>,
     progress: Option<Progress>,
+    /// Events given up to the platform's rate limit, not yet told.
+    undelivered: u32,
 }
 
 impl ChatDelivery {
@@ -390,6 +459,24 @@ impl ChatDelivery {
                         self.suspend(&reason).await;
                         return;
                     }
+                    Err(Stop::Retry(e)) if rate_limited(&e).is_some() => {
+                        // Given up after its budget: the chat hears of it once the platform's
+                        // cooldown is over, and delivery goes on with the next event.
+                        self.health.failed();
+                        eprintln!(
+                            "clibot-gateway: gave up event {seq} for {} chat {}: {e}",
+                            self.platform.name(),
+                            self.chat
+                        );
+                        let until = rate_limited(&e).map(|r| r.until);
+                        self.ack(seq, 0, "", "").await;
+                        self.undelivered += 1;
+                        if let Some(until) = until {
+                            tokio::time::sleep_until(until).await;
+                        }
+                        self.tell_undelivered().await;
+                        break;
+                    }
                     Err(Stop::Retry(e)) => {
                         self.health.failed();
                         eprintln!(
@@ -405,6 +492,24 @@ impl ChatDelivery {
             if seq != 0 {
                 self.done = seq;
             }
+        }
+    }
+
+    /// Tells the chat how many events it missed to rate limits (best effort: a notice that
+    /// is refused as well is only logged, and counted again next time).
+    async fn tell_undelivered(&mut self) {
+        if self.undelivered == 0 {
+            return;
+        }
+        let text = undelivered_notice(self.platform.name(), self.undelivered, "!!");
+        match self.platform.send(&self.chat, &text).await {
+            Ok(()) => self.undelivered = 0,
+            Err(e) => eprintln!(
+                "clibot-gateway: cannot tell {} chat {} about {} undelivered messages: {e:#}",
+                self.platform.name(),
+                self.chat,
+                self.undelivered
+            ),
         }
     }
 
@@ -520,7 +625,16 @@ impl ChatDelivery {
             }
             self.shown.remove(i);
         }
-        let Some(text) = render(ev) else {
+        // A reply longer than its event: fetched whole (as far as a file here takes it).
+        let whole = match &ev.kind {
+            Some(Kind::TurnCompleted(t)) if !t.blob_id.is_empty() => {
+                let max_file = self.platform.max_file();
+                let c = self.client().await.ok();
+                blob::whole_reply(c, ev, max_file).await
+            }
+            _ => None,
+        };
+        let Some(text) = render(whole.as_ref().unwrap_or(ev)) else {
             return Ok(());
         };
         let text = self.platform.redact(&text);
@@ -642,60 +756,5 @@ impl ChatDelivery {
             status,
             started,
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn exited(status: Option<i32>, reason: &str) -> v1::Event {
-        v1::Event {
-            seq: 1,
-            session: "api".into(),
-            kind: Some(Kind::Exited(v1::SessionExited {
-                status,
-                reason: reason.into(),
-                output: String::new(),
-            })),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn a_suspended_chat_is_never_named() {
-        let ev = v1::Event {
-            seq: 1,
-            session: "api".into(),
-            kind: Some(Kind::ChatSuspended(v1::ChatSuspended {
-                platform: "telegram".into(),
-                chat: "123456789".into(),
-                reason: "Telegram: Forbidden: bot was blocked by the user 123456789.".into(),
-            })),
-            ..Default::default()
-        };
-        let t = render(&ev).unwrap_or_default();
-        assert!(!t.contains("123456789"), "{t}");
-        assert!(
-            t.starts_with("[api] stopped delivering to another telegram chat of this session: Telegram: Forbidden: bot was blocked by the user …."),
-            "{t}"
-        );
-    }
-
-    #[test]
-    fn an_exit_says_why_and_a_reaped_session_says_it_can_come_back() {
-        assert_eq!(
-            render(&exited(Some(1), "the CLI exited")).as_deref(),
-            Some("[api] the CLI exited (status 1)")
-        );
-        let reaped = render(&exited(Some(0), "idle for 12h")).unwrap_or_default();
-        assert!(
-            reaped.contains("idle for 12h") && reaped.contains("restart"),
-            "{reaped}"
-        );
-        assert_eq!(
-            render(&exited(None, "its tmux session is gone")).as_deref(),
-            Some("[api] the session ended: its tmux session is gone")
-        );
     }
 }

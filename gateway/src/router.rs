@@ -9,6 +9,7 @@ use clibot_gateway::command::{Command, CommandParser, PromptAnswer, Route};
 use clibot_proto::v1;
 use tonic::Request;
 
+use crate::claim::{self, Claims};
 use crate::platforms::{Inbound, Platform};
 use crate::verified::Verified;
 
@@ -17,6 +18,9 @@ pub struct Router {
     pub parser: CommandParser,
     /// (chat, user) pairs the daemon accepted: the only ones answered while it is away.
     pub verified: Arc<Verified>,
+    /// Messages with side effects this process claimed (handled once, however often the
+    /// platform hands them over).
+    pub claims: Arc<Claims>,
 }
 
 /// A message in a chat bound to a session its sender may not use.
@@ -86,7 +90,13 @@ impl Router {
         c: &mut clibot_proto::Client,
         msg: &Inbound,
     ) -> Result<(), tonic::Status> {
-        let text = match self.route(c, msg).await {
+        let routed = self.route(c, msg).await;
+        if !matches!(&routed, Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown))
+        {
+            // Handled (a lost daemon has it handled again, and its claim still counts).
+            self.claims.done(self.platform.name(), msg);
+        }
+        let text = match routed {
             Ok(Some(t)) => t,
             Ok(None) => return Ok(()),
             Err(status)
@@ -152,8 +162,14 @@ impl Router {
         };
         match self.parser.route(&msg.text, waiting) {
             Route::Invalid(e) => Ok(Some(e.to_string())),
-            Route::Command(cmd) => self.command(c, msg, cmd, binding, foreign).await,
+            Route::Command(cmd) => {
+                if claim::has_effects(&cmd) && !self.claim(c, msg).await? {
+                    return Ok(None);
+                }
+                self.command(c, msg, cmd, binding, foreign).await
+            }
             Route::Answer(_) | Route::Cli(_) if foreign => Ok(Some(self.foreign(c, msg).await?)),
+            Route::Answer(_) if !self.claim(c, msg).await? => Ok(None),
             Route::Answer(a) => {
                 let answer = match a {
                     PromptAnswer::Choice(n) => n.to_string(),
@@ -182,6 +198,35 @@ impl Router {
                 Ok(r.queued.then(|| format!("[{session}] busy: your message is queued and goes in when the current turn ends")))
             }
         }
+    }
+
+    /// Whether to act on a message with side effects: not when it was acted on before (the
+    /// platform handed it over again).
+    async fn claim(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<bool, tonic::Status> {
+        self.claims.acquire(c, self.platform.name(), msg).await
+    }
+
+    /// Sends a long text as a file named `name` (with a summary); `Some(text)` when it is short
+    /// enough for messages.
+    async fn maybe_file(&self, msg: &Inbound, name: &str, text: String) -> Option<String> {
+        let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
+        let text = self.platform.redact(&text).into_owned();
+        if !should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
+            return Some(text);
+        }
+        let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
+        if let Err(e) = self
+            .platform
+            .send_file(&msg.chat, name, &text, &summary)
+            .await
+        {
+            eprintln!("clibot-gateway: cannot send {name} to {}: {e:#}", msg.chat);
+        }
+        None
     }
 
     /// Answers a prompt, always naming it: a button's own prompt; for a typed answer the
@@ -409,16 +454,7 @@ impl Router {
                 let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), escapes: false };
                 let text = c.capture(self.req(msg, req)).await?.into_inner().text;
                 // A long screen goes as one file, not as a stream of messages.
-                let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
-                let text = self.platform.redact(&text).into_owned();
-                if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
-                    let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
-                    if let Err(e) = self.platform.send_file(&msg.chat, "screen.txt", &text, &summary).await {
-                        eprintln!("clibot-gateway: cannot send the screen to {}: {e:#}", msg.chat);
-                    }
-                    return Ok(None);
-                }
-                text
+                return Ok(self.maybe_file(msg, "screen.txt", text).await);
             }
             Command::Keys { keys } => {
                 let session = need(&bound)?;
@@ -450,7 +486,14 @@ impl Router {
             Command::Last => {
                 let session = need(&bound)?;
                 let r = c.get_last_reply(self.req(msg, v1::GetLastReplyRequest { session: session.clone() })).await?.into_inner();
-                if r.seq == 0 { format!("{session} has not completed a turn yet") } else { r.text }
+                if r.seq == 0 {
+                    format!("{session} has not completed a turn yet")
+                } else {
+                    // A long reply comes whole from its blob (as far as a file takes it), and
+                    // goes as a file, not as a stream of messages.
+                    let text = crate::blob::last_reply(c, &session, r, self.platform.max_file()).await;
+                    return Ok(self.maybe_file(msg, "last-reply.txt", text).await);
+                }
             }
             Command::Answer { choice } => {
                 if let Some(refusal) = answer_refusal(&choice) {
@@ -488,16 +531,7 @@ impl Router {
                 // Each entry is redacted whole before it is flattened and cut to a line.
                 let text = history_text(&entries, |t| self.platform.redact(t).into_owned());
                 // Long history goes as one file, like a long screen.
-                let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
-                let text = self.platform.redact(&text).into_owned();
-                if should_send_as_file(&text, &opts, MAX_SCREEN_MESSAGES) {
-                    let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));
-                    if let Err(e) = self.platform.send_file(&msg.chat, "history.txt", &text, &summary).await {
-                        eprintln!("clibot-gateway: cannot send the history to {}: {e:#}", msg.chat);
-                    }
-                    return Ok(None);
-                }
-                text
+                return Ok(self.maybe_file(msg, "history.txt", text).await);
             }
             Command::Rules => c.list_rules(self.req(msg, v1::ListRulesRequest {})).await?.into_inner().describe(),
             Command::Delegate { cli } => {
@@ -755,6 +789,7 @@ mod tests {
             platform,
             parser: CommandParser::default(),
             verified: Default::default(),
+            claims: Default::default(),
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();

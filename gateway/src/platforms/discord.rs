@@ -12,7 +12,7 @@
 //! messages. Everything goes through one [`Ingress`] task, which hands messages over in id
 //! order per channel and each id once (a live message and the same one from history).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -27,6 +27,7 @@ use serenity::all::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::bounded::Bounded;
 use crate::platforms::{Inbound, Platform};
 
 pub struct Discord {
@@ -84,7 +85,8 @@ impl EventHandler for Handler {
                 user: c.user.id.get().to_string(),
                 user_name: c.user.name.clone(),
                 text: format!("{}answer {choice}", self.prefix),
-                id: String::new(),
+                // The interaction's id: a press handed over again is claimed only once.
+                id: c.id.get().to_string(),
                 prompt: Some(prompt),
                 group: c.guild_id.is_some(),
                 ack: None,
@@ -108,10 +110,10 @@ const RECENT: usize = 1024;
 /// The last confirmed (handled) message id per channel, shared by the ingress task (which
 /// skips what is confirmed) and the task that confirms messages to the daemon.
 #[derive(Clone, Default)]
-struct Cursors(Arc<Mutex<HashMap<u64, u64>>>);
+struct Cursors(Arc<Mutex<Bounded<u64, u64>>>);
 
 impl Cursors {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, u64>> {
+    fn lock(&self) -> MutexGuard<'_, Bounded<u64, u64>> {
         self.0
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -124,13 +126,15 @@ impl Cursors {
     /// Moves a channel's cursor forward (never back).
     fn advance(&self, channel: u64, id: u64) {
         let mut m = self.lock();
-        let c = m.entry(channel).or_insert(0);
+        let c = m.get_or_insert_with(channel, || 0);
         *c = (*c).max(id);
     }
 }
 
-/// A handed-over message waiting to be confirmed: (channel, message id, fired once handled).
-type PendingAck = (u64, u64, oneshot::Receiver<()>);
+/// A handed-over message waiting to be confirmed: (channel, message id, its sender, fired
+/// once handled). The sender goes with the confirmation: the daemon records a channel only
+/// for a sender who may use clibot (a stranger's DM costs nothing durable).
+type PendingAck = (u64, u64, String, oneshot::Receiver<()>);
 
 /// Hands Discord messages to the router: live ones, and after a (re)connect the history each
 /// channel missed — in id order per channel, each id once.
@@ -140,11 +144,12 @@ struct Ingress {
     tx: mpsc::Sender<Inbound>,
     acks: mpsc::UnboundedSender<PendingAck>,
     cursors: Cursors,
-    /// Ids handed over and not yet confirmed, per channel (bounded).
-    recent: HashMap<u64, BTreeSet<u64>>,
+    /// Ids handed over and not yet confirmed, per channel (bounded, and so is the number of
+    /// channels: strangers can open any number of DMs).
+    recent: Bounded<u64, BTreeSet<u64>>,
     /// Whether a channel is a server channel (`true`) or a DM, as far as known: history
     /// messages do not say (only the gateway's carry `guild_id`).
-    guild: HashMap<u64, bool>,
+    guild: Bounded<u64, bool>,
 }
 
 impl Ingress {
@@ -328,7 +333,7 @@ impl Ingress {
         let (channel, id) = (m.channel_id.get(), m.id.get());
         self.guild.insert(channel, group);
         let confirmed = self.cursors.get(channel);
-        let recent = self.recent.entry(channel).or_default();
+        let recent = self.recent.get_or_insert_with(channel, BTreeSet::new);
         recent.retain(|&i| i > confirmed);
         if id <= confirmed || !recent.insert(id) {
             return;
@@ -347,7 +352,9 @@ impl Ingress {
             group,
             ack: Some(done),
         };
-        let _ = self.acks.send((channel, id, handled));
+        let _ = self
+            .acks
+            .send((channel, id, m.author.id.get().to_string(), handled));
         let _ = self.tx.send(inbound).await;
     }
 }
@@ -357,7 +364,7 @@ impl Ingress {
 /// again from the channel's history.
 async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedReceiver<PendingAck>) {
     let mut client: Option<clibot_proto::Client> = None;
-    while let Some((channel, id, handled)) = acks.recv().await {
+    while let Some((channel, id, user, handled)) = acks.recv().await {
         if handled.await.is_err() {
             // Dropped unhandled (the gateway is stopping): not confirmed.
             continue;
@@ -373,6 +380,7 @@ async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedRec
                     platform: "discord".into(),
                     chat: channel.to_string(),
                     id: id.to_string(),
+                    user: user.clone(),
                 };
                 match c.ack_ingress(req).await {
                     Ok(_) => break,
@@ -438,8 +446,8 @@ impl Discord {
             tx,
             acks,
             cursors,
-            recent: HashMap::new(),
-            guild: HashMap::new(),
+            recent: Bounded::default(),
+            guild: Bounded::default(),
         };
         tokio::spawn(ingress.run(events_rx));
         let ended = events;
@@ -467,20 +475,22 @@ impl Discord {
         Ok(ChannelId::new(id))
     }
 
-    /// Sends one message, waiting out rate limits; returns its id.
+    /// Sends one message, waiting out rate limits within the message's budget; returns its id.
     async fn send_message(
         &self,
         channel: ChannelId,
         make: impl Fn() -> CreateMessage,
     ) -> anyhow::Result<String> {
         let mut wait = Duration::from_millis(500);
+        let mut budget = crate::platforms::ratelimit::Budget::new("Discord");
         loop {
             match channel.send_message(&self.http, make()).await {
                 Ok(m) => return Ok(m.id.get().to_string()),
                 Err(serenity::Error::Http(e))
                     if e.status_code().is_some_and(|s| s.as_u16() == 429) =>
                 {
-                    tokio::time::sleep(wait).await;
+                    // serenity keeps no `retry_after` of an error: back off on our own.
+                    budget.wait(wait).await?;
                     wait = (wait * 2).min(Duration::from_secs(10));
                 }
                 Err(e) => return Err(classify(e)),
@@ -721,8 +731,8 @@ mod tests {
             tx,
             acks,
             cursors,
-            recent: HashMap::new(),
-            guild: HashMap::new(),
+            recent: Bounded::default(),
+            guild: Bounded::default(),
         };
         tokio::spawn(ingress.run(events_rx));
         Rig {
@@ -814,6 +824,7 @@ mod tests {
                 platform: "discord".into(),
                 chat: chat.to_string(),
                 id: id.to_string(),
+                user: USER.to_string(),
             })
             .await
             .expect("AckIngress");

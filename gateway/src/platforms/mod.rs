@@ -5,6 +5,7 @@
 pub mod console;
 pub mod discord;
 pub mod feishu;
+pub mod ratelimit;
 pub mod redacting;
 pub mod telegram;
 
@@ -46,6 +47,11 @@ pub trait Platform: Send + Sync + 'static {
     }
     /// The longest message the platform takes (text is chunked to fit).
     fn max_message(&self) -> usize;
+    /// The largest file, in bytes, the bot may upload (a reply longer than that is cut,
+    /// saying so). Discord's limit for bots without boosts, unless the platform says more.
+    fn max_file(&self) -> usize {
+        8 << 20
+    }
     /// Redacts a whole text before it is cut, flattened or chunked for this platform (the
     /// [`redacting::Redacting`] wrapper also knows the gateway's own secrets).
     fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {

@@ -61,6 +61,9 @@ impl Platform for Redacting {
     fn max_message(&self) -> usize {
         self.inner.max_message()
     }
+    fn max_file(&self) -> usize {
+        self.inner.max_file()
+    }
     fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         self.redactor.redact(text)
     }

@@ -2,7 +2,9 @@
 //! works behind NAT. The update offset advances only after a message was handed to the daemon,
 //! so a gateway killed in between gets the same update again instead of losing it. Replies go as
 //! HTML (with a plain-text retry when Telegram rejects the markup), chunked at Telegram's limit;
-//! a 429 is waited out, never dropped; prompts carry one-tap buttons.
+//! a 429 is waited out within each message's [`Budget`](crate::platforms::ratelimit::Budget)
+//! (then the message fails with `RateLimited`, and its sender tells the chat later); prompts
+//! carry one-tap buttons.
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ use teloxide::types::{
 };
 use tokio::sync::{mpsc, oneshot};
 
+use crate::platforms::ratelimit::Budget;
 use crate::platforms::{Inbound, Platform};
 
 pub struct Telegram {
@@ -78,6 +81,7 @@ impl Telegram {
         buttons: Option<InlineKeyboardMarkup>,
     ) -> anyhow::Result<String> {
         let mut use_html = true;
+        let mut budget = Budget::new("Telegram");
         loop {
             let text = if use_html { html } else { plain };
             let mut req = self.bot.send_message(chat, text);
@@ -90,8 +94,9 @@ impl Telegram {
             match req.await {
                 Ok(m) => return Ok(m.id.0.to_string()),
                 Err(RequestError::RetryAfter(d)) => {
-                    // Flood control: wait as told, then send the same message again.
-                    tokio::time::sleep(d.duration()).await;
+                    // Flood control: wait as told, then send the same message again (within
+                    // the message's budget).
+                    budget.wait(d.duration()).await?;
                 }
                 Err(RequestError::Api(e))
                     if use_html && e.to_string().to_lowercase().contains("parse entities") =>
@@ -171,7 +176,8 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                             user: q.from.id.0.to_string(),
                             user_name: q.from.first_name.clone(),
                             text: format!("{prefix}answer {choice}"),
-                            id: String::new(),
+                            // The query's id: a press handed over again is claimed once.
+                            id: q.id.to_string(),
                             prompt: Some(prompt),
                             group: !m.chat().is_private(),
                             ack: None,
@@ -207,6 +213,11 @@ impl Platform for Telegram {
 
     fn max_message(&self) -> usize {
         LIMIT
+    }
+
+    /// What the Bot API takes in `sendDocument` with room to spare (its limit is 50 MB).
+    fn max_file(&self) -> usize {
+        20 << 20
     }
 
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
@@ -250,6 +261,7 @@ impl Platform for Telegram {
             chat.parse()
                 .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
         );
+        let mut budget = Budget::new("Telegram");
         loop {
             let file = InputFile::memory(text.as_bytes().to_vec()).file_name(name.to_string());
             match self
@@ -259,7 +271,7 @@ impl Platform for Telegram {
                 .await
             {
                 Ok(_) => return Ok(()),
-                Err(RequestError::RetryAfter(d)) => tokio::time::sleep(d.duration()).await,
+                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
                 Err(e) => return Err(classify(e)),
             }
         }

@@ -233,6 +233,9 @@ impl Api {
         let mut renewed = false;
         let mut network_failures = 0;
         let mut backoff = Duration::from_secs(1);
+        // A message to a chat waits out rate limits within its budget; other calls (the
+        // token, reading a chat) as long as it takes.
+        let mut budget = crate::platforms::ratelimit::Budget::new("Feishu");
         loop {
             let mut req = self
                 .http
@@ -274,7 +277,11 @@ impl Api {
                 eprintln!(
                     "clibot-gateway: Feishu rate limit on {what} (HTTP {status}, code {code}); sending again in {d:?}"
                 );
-                tokio::time::sleep(d).await;
+                if matches!(scope, Scope::Send) {
+                    budget.wait(d).await?;
+                } else {
+                    tokio::time::sleep(d).await;
+                }
                 backoff = (backoff * 2).min(Duration::from_secs(30));
                 continue;
             }

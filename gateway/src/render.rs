@@ -1,0 +1,142 @@
+//! What a chat sees of each event of the daemon's log (the relay sends it; this only words it).
+
+use clibot_proto::v1::{self, event::Kind};
+
+use crate::router::prompt_text;
+
+/// What a chat sees of an event; `None` for events that are not for chats.
+pub fn render(ev: &v1::Event) -> Option<String> {
+    let s = &ev.session;
+    Some(match ev.kind.as_ref()? {
+        Kind::TurnCompleted(t) if t.text.trim().is_empty() => format!("[{s}] done"),
+        Kind::TurnCompleted(t) => format!("[{s}] {}", t.text),
+        // Being answered by a rule or the decider: the chat sees the answer, not the prompt
+        // (if that falls through, the prompt is published again for people).
+        Kind::Waiting(w) if w.prompt.as_ref().is_some_and(|p| !p.auto.is_empty()) => return None,
+        Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
+        Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
+        Kind::Notice(n) => format!("[{s}] {}", n.text),
+        Kind::PromptResolved(r) => match r.by.as_str() {
+            "terminal" => format!("[{s}] answered at the terminal"),
+            "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
+            _ => {
+                let who = match r.actor.as_str() {
+                    "" => "clibot".to_string(),
+                    "local" => "the machine's user".to_string(),
+                    a => a.to_string(),
+                };
+                if r.answer.is_empty() {
+                    format!("[{s}] answered by {who}")
+                } else {
+                    format!("[{s}] answered by {who}: {}", r.answer)
+                }
+            }
+        },
+        Kind::Exited(e) => {
+            let head = match e.status {
+                Some(code) if e.reason.is_empty() || e.reason == "the CLI exited" => {
+                    format!("[{s}] the CLI exited (status {code})")
+                }
+                // Stopped by clibot (idle too long): say why, and that it can come back.
+                Some(_) if e.reason.starts_with("idle for") => format!(
+                    "[{s}] stopped after being {}; restart it to resume the conversation",
+                    e.reason
+                ),
+                Some(code) => format!("[{s}] the CLI exited (status {code}): {}", e.reason),
+                None => format!("[{s}] the session ended: {}", e.reason),
+            };
+            if e.output.trim().is_empty() {
+                head
+            } else {
+                format!("{head}; its last output:\n{}", e.output)
+            }
+        }
+        Kind::Error(e) => format!("[{s}] error: {}", e.message),
+        Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
+        // Which chat is not said: it may be another user's private chat, and this one may be
+        // a group (`clibotctl chats` on the machine shows it).
+        Kind::ChatSuspended(c) => format!(
+            "[{s}] stopped delivering to another {} chat of this session: {}. It resumes when someone writes there again (`clibotctl chats` on the machine shows which).",
+            c.platform,
+            c.reason.replace(c.chat.as_str(), "…").trim_end_matches('.')
+        ),
+        Kind::EventsDropped(d) => format!(
+            "clibot: events {}–{} were removed from the log before this chat got them; some replies may be missing here (`!!last` shows a session's latest reply)",
+            d.first_seq, d.last_seq
+        ),
+        _ => return None,
+    })
+}
+
+/// Whether a chat does anything with this event (the rest are skipped without a lookup).
+pub fn for_chats(ev: &v1::Event) -> bool {
+    matches!(
+        ev.kind,
+        Some(
+            Kind::StateChanged(_)
+                | Kind::TurnCompleted(_)
+                | Kind::Waiting(_)
+                | Kind::PromptResolved(_)
+                | Kind::Exited(_)
+                | Kind::Error(_)
+                | Kind::Stalled(_)
+                | Kind::ChatSuspended(_)
+                | Kind::Notice(_)
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(status: Option<i32>, reason: &str) -> v1::Event {
+        v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::Exited(v1::SessionExited {
+                status,
+                reason: reason.into(),
+                output: String::new(),
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_suspended_chat_is_never_named() {
+        let ev = v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::ChatSuspended(v1::ChatSuspended {
+                platform: "telegram".into(),
+                chat: "123456789".into(),
+                reason: "Telegram: Forbidden: bot was blocked by the user 123456789.".into(),
+            })),
+            ..Default::default()
+        };
+        let t = render(&ev).unwrap_or_default();
+        assert!(!t.contains("123456789"), "{t}");
+        assert!(
+            t.starts_with("[api] stopped delivering to another telegram chat of this session: Telegram: Forbidden: bot was blocked by the user …."),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn an_exit_says_why_and_a_reaped_session_says_it_can_come_back() {
+        assert_eq!(
+            render(&exited(Some(1), "the CLI exited")).as_deref(),
+            Some("[api] the CLI exited (status 1)")
+        );
+        let reaped = render(&exited(Some(0), "idle for 12h")).unwrap_or_default();
+        assert!(
+            reaped.contains("idle for 12h") && reaped.contains("restart"),
+            "{reaped}"
+        );
+        assert_eq!(
+            render(&exited(None, "its tmux session is gone")).as_deref(),
+            Some("[api] the session ended: its tmux session is gone")
+        );
+    }
+}
