@@ -214,6 +214,8 @@ mod tests {
         let k = crate::events::EventKind::TurnCompleted {
             text: format!("CLIBOT_HOOK_TOKEN={tok}\nshort stays"),
             source: "screen".into(),
+            blob_id: String::new(),
+            full_bytes: 0,
         };
         match scrub_event(k, &secrets) {
             crate::events::EventKind::TurnCompleted { text, .. } => {

@@ -366,7 +366,7 @@ async fn input_paste_keys_and_capture() {
             == 2
     })
     .await;
-    assert_eq!(d.last_reply("s").expect("reply").0, "done");
+    assert_eq!(d.last_reply("s").expect("reply").text, "done");
     d.send_keys("s", &["esc".into(), "y".into()])
         .await
         .expect("keys");
@@ -972,7 +972,7 @@ async fn sessions_recovered_from_tmux_keep_their_hooks() {
     d.hook(&id, &token, "AfterAgent", r#"{"prompt_response":"ok"}"#)
         .await
         .expect("hook");
-    assert_eq!(d.last_reply("g").expect("reply").0, "ok");
+    assert_eq!(d.last_reply("g").expect("reply").text, "ok");
     // A session whose tmux environment has no token is followed by its screen, and said so.
     let other = env.mux.st().sessions[0].id.clone();
     env.mux
