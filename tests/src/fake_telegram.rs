@@ -251,6 +251,11 @@ struct State {
     chats: BTreeMap<i64, Chat>,
     users: HashMap<i64, Value>,
     callback_ids: HashSet<String>,
+    /// Chats under flood control: the next calls for them (the count) answer 429 with
+    /// `retry_after` (the seconds).
+    throttled: HashMap<i64, (u64, u32)>,
+    /// Every update ever queued, for [`FakeTelegram::redeliver`].
+    history: Vec<Value>,
     commands: Value,
     next_file: u64,
 }
@@ -338,6 +343,8 @@ impl FakeTelegram {
                 chats: BTreeMap::new(),
                 users: HashMap::new(),
                 callback_ids: HashSet::new(),
+                throttled: HashMap::new(),
+                history: Vec::new(),
                 commands: json!([]),
                 next_file: 1,
             }),
@@ -559,6 +566,42 @@ impl FakeTelegram {
         ));
     }
 
+    /// Flood control in one chat: the next `calls` calls for `chat_id` (any method) answer
+    /// 429 with `retry_after: secs`, as Telegram does for a chat the bot writes to too often.
+    pub fn throttle(&self, chat_id: i64, secs: u64, calls: u32) {
+        self.shared.lock().throttled.insert(chat_id, (secs, calls));
+    }
+
+    /// Calls for `chat_id` still to be answered 429 (see [`FakeTelegram::throttle`]).
+    pub fn throttled_left(&self, chat_id: i64) -> u32 {
+        self.shared
+            .lock()
+            .throttled
+            .get(&chat_id)
+            .map_or(0, |t| t.1)
+    }
+
+    /// Hands update `update_id` over again, as Telegram does when the bot stopped before
+    /// confirming it (a gateway killed after acting on an update, before its next
+    /// `getUpdates`): the same update id and message, queued anew.
+    pub fn redeliver(&self, update_id: i64) {
+        {
+            let mut st = self.shared.lock();
+            let Some(u) = st
+                .history
+                .iter()
+                .find(|u| u["update_id"].as_i64() == Some(update_id))
+                .cloned()
+            else {
+                panic!("no update {update_id} was ever queued");
+            };
+            st.queue
+                .retain(|q| q["update_id"].as_i64() != Some(update_id));
+            st.queue.push_front(u);
+        }
+        self.shared.wake();
+    }
+
     /// The bot is back in `chat_id`.
     pub fn unkick(&self, chat_id: i64) {
         self.shared.lock().kicked.remove(&chat_id);
@@ -652,6 +695,7 @@ impl State {
         let mut update = Map::new();
         update.insert("update_id".into(), json!(id));
         update.insert(kind.into(), payload);
+        self.history.push(Value::Object(update.clone()));
         self.queue.push_back(Value::Object(update));
         id
     }
@@ -897,6 +941,13 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
                 "Forbidden: bot was blocked by the user".to_string()
             };
             return Ok(json_response(403, &error_body(403, &description)));
+        }
+        if let Some((secs, left)) = chat.and_then(|c| st.throttled.get_mut(&c))
+            && *left > 0
+        {
+            *left -= 1;
+            let secs = *secs;
+            return Ok(json_response(429, &retry_after_body(secs)));
         }
     }
 
