@@ -110,3 +110,33 @@ pub fn notice(at: u64, session: &str, status: &tonic::Status) -> v1::Event {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clibot_tests::Harness;
+
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_event_that_breaks_the_stream_twice_is_skipped_and_a_gone_daemon_is_lost() {
+        let mut h = Harness::new();
+        h.start_daemon();
+        let mut c = h.client().await;
+        let broke = tonic::Status::out_of_range("decoded message length too large");
+        let mut p = Poison::default();
+        assert_eq!(p.judge(&mut c, "t", 7, &broke).await, Verdict::Again);
+        assert_eq!(
+            p.judge(&mut c, "t", 7, &broke).await,
+            Verdict::Skip { tell: true }
+        );
+        // Met again after a reconnect: skipped at once, the chats already told.
+        assert_eq!(
+            p.judge(&mut c, "t", 7, &broke).await,
+            Verdict::Skip { tell: false }
+        );
+        // A different place is read again first.
+        assert_eq!(p.judge(&mut c, "t", 9, &broke).await, Verdict::Again);
+        h.kill_daemon();
+        assert_eq!(p.judge(&mut c, "t", 9, &broke).await, Verdict::Lost);
+    }
+}
