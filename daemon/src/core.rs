@@ -288,13 +288,30 @@ impl Daemon {
         }
         let names: Vec<String> = {
             let mut sessions = lock(&daemon.inner.sessions);
-            for e in sessions
-                .values_mut()
-                .filter(|e| e.rec.state == State::Working)
-            {
-                // The turn ran on while no daemon watched: time and the screen finish it.
+            for e in sessions.values_mut() {
+                if !e.rec.idle_program.is_empty() {
+                    e.rt.idle_foreground = Some(e.rec.idle_program.clone());
+                }
+                if e.rec.state != State::Working {
+                    continue;
+                }
+                // The turn ran on while no daemon watched: time and the screen finish it, its
+                // output read from where it began.
                 e.rt.turn_started = Some(Instant::now());
                 e.rt.recovered = true;
+                e.rt.anchor = e.rec.turn_anchor;
+                e.rt.input_lines = (e.rec.turn_input_lines as usize).max(1);
+                if e.rt.idle_foreground.is_none() {
+                    // Learned by no daemon yet: the CLI's own program is the best guess, and
+                    // far better than whatever command the pane runs now.
+                    e.rt.idle_foreground = daemon
+                        .live()
+                        .clis
+                        .get(&e.rec.cli)
+                        .and_then(|c| c.argv.first())
+                        .and_then(|p| Path::new(p).file_name())
+                        .map(|n| n.to_string_lossy().into_owned());
+                }
             }
             sessions.keys().cloned().collect()
         };

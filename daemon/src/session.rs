@@ -91,6 +91,17 @@ pub struct SessionRecord {
     /// Inputs waiting behind the running turn, oldest first. Persisted: a restart loses none.
     #[serde(default)]
     pub queue: Vec<String>,
+    /// What the pane runs while the CLI waits for input (`bash` for a shell), learned while it
+    /// was idle. Kept, so that a daemon restarted while a command runs (`sleep 6`) knows the
+    /// turn is not over, instead of learning the command as the idle program.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub idle_program: String,
+    /// Where the running turn's output begins in the pane (absolute line) and how many lines
+    /// its input took: a turn that outlives a daemon restart is still reported whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_anchor: Option<i64>,
+    #[serde(default, skip_serializing_if = "crate::session::is_zero_u32")]
+    pub turn_input_lines: u32,
     /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
     #[serde(default)]
     pub api_port: u16,
@@ -157,5 +168,9 @@ impl Prompt {
 }
 
 fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }

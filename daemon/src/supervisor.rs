@@ -371,8 +371,12 @@ impl Daemon {
 
     async fn read_screen(&self, name: &str, target: &str) {
         let Some((cli, learn_idle)) = lock(&self.inner.sessions).get(name).map(|e| {
-            let calm =
-                e.rec.state == State::Idle && e.rt.turn_started.is_none() && e.rec.queue.is_empty();
+            // Never learned from a turn that outlived a daemon restart: its foreground is the
+            // command still running, not the CLI.
+            let calm = e.rec.state == State::Idle
+                && e.rt.turn_started.is_none()
+                && e.rec.queue.is_empty()
+                && !e.rt.recovered;
             (e.rec.cli.clone(), calm && e.rt.idle_foreground.is_none())
         }) else {
             return;
@@ -387,7 +391,8 @@ impl Daemon {
             && e.rt.turn_started.is_none()
         {
             // What the pane runs while waiting for input: a quiet pane running anything else
-            // is still working.
+            // is still working. Kept in the record for the next daemon.
+            e.rec.idle_program = fg.clone();
             e.rt.idle_foreground = Some(fg);
         }
         match self.inner.mux.capture(target, None, false).await {
@@ -832,6 +837,9 @@ impl Daemon {
             e.rt.turn_started = None;
             e.rt.idle_since = None;
             e.rt.net_closed = false;
+            e.rt.recovered = false;
+            e.rec.turn_anchor = None;
+            e.rec.turn_input_lines = 0;
             e.rt.last_completed = Some(Instant::now());
             e.rt.confirm_by = None;
             e.rec.stalled = false;
@@ -958,8 +966,11 @@ impl Daemon {
         let now = Instant::now();
         if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             e.rt.turn_started = Some(now);
+            e.rt.recovered = false;
             e.rt.anchor = anchor;
             e.rt.input_lines = text.lines().count().max(1);
+            e.rec.turn_anchor = anchor;
+            e.rec.turn_input_lines = e.rt.input_lines.min(u32::MAX as usize) as u32;
             e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
             e.rt.confirm_tries = 0;
             e.rt.last_output = now;
@@ -981,6 +992,9 @@ impl Daemon {
         );
         if submit {
             self.set_state(name, State::Working, "input sent");
+            // On disk before the turn runs: a daemon killed mid-turn (even by kill -9) finds
+            // it working, with where its output begins, and reports it when it ends.
+            self.persist();
         }
         Ok(seq)
     }

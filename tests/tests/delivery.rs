@@ -62,3 +62,57 @@ fn a_reply_over_4_mib_is_kept_whole_and_streams_in_chunks() {
     h.ctl_ok(&["send", "r", "echo after-$((40+2))"]);
     h.wait_screen("r", "the next turn", |s| lines(s).contains(&"after-42"));
 }
+
+/// A daemon stopped (TERM, or kill -9) a second into `sleep 4; echo X1` and started again:
+/// the running turn is reported once, with its output, when it ends, and the session takes
+/// the next message.
+fn restart_mid_turn(kill: bool) {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    // A first turn, so that what the pane runs at rest is known.
+    h.ctl_ok(&["send", "r", "echo warm"]);
+    wait_event(&h, "r", "the first turn", |e| {
+        e["type"] == "turn_completed" && e["text"].as_str().is_some_and(|t| t.contains("warm"))
+    });
+    h.ctl_ok(&["send", "r", "sleep 4; echo X$((0+1))"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    if kill {
+        h.kill_daemon();
+    } else {
+        h.terminate_daemon();
+    }
+    h.start_daemon();
+    let done = wait_event(&h, "r", "the turn that outlived the daemon", |e| {
+        e["type"] == "turn_completed" && e["text"].as_str().is_some_and(|t| t.contains("X1"))
+    });
+    let seq = done["seq"].as_u64().unwrap_or(0);
+    let turns: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(
+        turns.len(),
+        2,
+        "the warm-up and the recovered turn, each once, nothing empty: {turns:#?}"
+    );
+    h.ctl_ok(&["send", "r", "echo after-$((40+2))"]);
+    wait_event(&h, "r", "the next turn", |e| {
+        e["type"] == "turn_completed"
+            && e["seq"].as_u64().unwrap_or(0) > seq
+            && e["text"].as_str().is_some_and(|t| t.contains("after-42"))
+    });
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    assert_eq!(list[0]["state"], "idle", "{list:#}");
+}
+
+#[test]
+fn a_turn_running_across_a_daemon_term_is_reported_once_when_it_ends() {
+    restart_mid_turn(false);
+}
+
+#[test]
+fn a_turn_running_across_a_daemon_kill_9_is_reported_once_when_it_ends() {
+    restart_mid_turn(true);
+}
