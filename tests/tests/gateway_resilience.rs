@@ -45,9 +45,14 @@ fn prompt_line(screen: &str) -> String {
         .to_string()
 }
 
-fn stop(mut g: Child) {
-    let _ = g.kill();
-    let _ = g.wait();
+/// Kills the gateway however the test ends (a failed assertion must not leave it running).
+struct Gateway(Child);
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Telegram answers every call for one chat with 429 for a while: that chat's reply waits
@@ -56,6 +61,7 @@ fn stop(mut g: Child) {
 #[test]
 fn a_chat_in_flood_control_holds_up_no_other_chat() {
     let (h, tg, g) = setup("");
+    let g = Gateway(g);
     // Both chats work.
     for chat in [ADMIN, OTHER] {
         tg.push_message(chat, chat, "Owner", "!!whoami");
@@ -127,8 +133,8 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
         1,
         "{said:?}"
     );
+    drop(g);
     drop(h);
-    stop(g);
 }
 
 /// A gateway killed after acting on updates, before confirming them, gets them again from
@@ -136,6 +142,7 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
 #[test]
 fn redelivered_commands_and_button_presses_act_once() {
     let (h, tg, g) = setup("");
+    let g = Gateway(g);
     let work = h.work.display().to_string();
     let new = new_session(&tg, ADMIN, "r", &work);
     h.wait_screen("r", "the prompt", |s| s.contains('$'));
@@ -167,11 +174,11 @@ fn redelivered_commands_and_button_presses_act_once() {
     let before = texts(&tg.sent(), ADMIN).len();
 
     // Killed; Telegram hands the same updates over again to the next gateway.
-    stop(g);
+    drop(g);
     for u in [press, keys, new] {
         tg.redeliver(u);
     }
-    let g = gateway(&h, &tg);
+    let g = Gateway(gateway(&h, &tg));
     // A marker after them: once it is typed, the redelivered ones were handled.
     tg.push_message(ADMIN, ADMIN, "Owner", "!!keys z");
     let screen = h.wait_screen("r", "z typed", |s| prompt_line(s).ends_with('z'));
@@ -192,7 +199,7 @@ fn redelivered_commands_and_button_presses_act_once() {
         "the log says why: {}",
         h.gateway_log()
     );
-    stop(g);
+    drop(g);
 }
 
 /// A reply over the event's 256 KiB arrives whole, as one file (no stream of messages).
@@ -207,6 +214,7 @@ fn a_reply_longer_than_its_event_arrives_whole_as_one_file() {
     .expect("config");
     h.start_daemon();
     let (tg, g) = fake_telegram::with_gateway(&h);
+    let g = Gateway(g);
     let work = h.work.display().to_string();
     new_session(&tg, ADMIN, "big", &work);
     let before = texts(&tg.sent(), ADMIN).len();
@@ -257,7 +265,7 @@ fn a_reply_longer_than_its_event_arrives_whole_as_one_file() {
         "a few messages at most besides the file: {:?}",
         &said[before..]
     );
-    stop(g);
+    drop(g);
 }
 
 /// Strangers writing to the bot in DMs are answered (a pairing code) but leave no ingress
@@ -271,6 +279,7 @@ fn strangers_discord_dms_leave_no_ingress_cursor() {
     ));
     h.start_daemon();
     let (dc, g) = fake_discord::with_gateway(&h);
+    let g = Gateway(g);
     let created = |s: &[SentMessage], ch: u64| {
         s.iter()
             .filter(|m| m.channel_id == ch && m.kind == "create")
@@ -309,7 +318,7 @@ fn strangers_discord_dms_leave_no_ingress_cursor() {
         theirs.is_empty(),
         "strangers cost durable state: {theirs:?}"
     );
-    stop(g);
+    drop(g);
 }
 
 fn ingress(h: &Harness) -> Vec<(String, String)> {
