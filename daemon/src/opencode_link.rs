@@ -277,6 +277,14 @@ impl Daemon {
                 if std::mem::take(&mut seen.failed) {
                     return;
                 }
+                // The turn may have been completed already by the catch-up after a reconnect,
+                // which saw it end just before this event arrived: never report it twice.
+                let running = lock(&self.inner.sessions)
+                    .get(name)
+                    .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting));
+                if !running {
+                    return;
+                }
                 let text = self.api_reply(http, &session).await;
                 self.complete_turn(name, text, "api");
             }
@@ -364,8 +372,12 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let (state, started) = match lock(&self.inner.sessions).get(name) {
-            Some(e) => (e.rec.state, e.rt.turn_started),
+        let (state, started, recovered_ms) = match lock(&self.inner.sessions).get(name) {
+            Some(e) => (
+                e.rec.state,
+                e.rt.turn_started,
+                e.rt.recovered.then_some(e.rec.turn_started_ms),
+            ),
             None => return,
         };
         if root_busy || state != State::Working {
@@ -373,9 +385,15 @@ impl Daemon {
         }
         // Only a turn that ended after this one began: input typed a moment ago may not have
         // made OpenCode busy yet, and the previous turn's reply is not this one's.
-        let since_ms = started.map_or(0, |t| {
-            crate::store::now_ms() - i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX)
-        });
+        // A turn that outlived a daemon restart began when its input was sent, not when this
+        // daemon started.
+        let since_ms = match recovered_ms {
+            Some(ms) if ms > 0 => ms,
+            _ => started.map_or(0, |t| {
+                crate::store::now_ms()
+                    - i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX)
+            }),
+        };
         // The turn ended while nobody listened: its reply is the latest top-level session's.
         let Ok(Value::Array(sessions)) = http.get_json("/session").await else {
             return;

@@ -102,6 +102,9 @@ pub struct SessionRecord {
     pub turn_anchor: Option<i64>,
     #[serde(default, skip_serializing_if = "crate::session::is_zero_u32")]
     pub turn_input_lines: u32,
+    /// When the running turn's input was sent (ms since the epoch), 0 when none runs.
+    #[serde(default, skip_serializing_if = "crate::session::is_zero_i64")]
+    pub turn_started_ms: i64,
     /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
     #[serde(default)]
     pub api_port: u16,
@@ -172,5 +175,9 @@ fn is_zero(n: &u64) -> bool {
 }
 
 fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_i64(n: &i64) -> bool {
     *n == 0
 }

@@ -578,7 +578,11 @@ impl Daemon {
                         e.rt.net_closed = false;
                         state_to = Some((State::Working, "busy"))
                     }
-                    State::Working if by_hook && e.rt.recovered && a.idle && !a.busy => {
+                    // A CLI with an API says itself when the recovered turn ended
+                    // ([`crate::opencode_link`]); its screen may look idle while it thinks.
+                    State::Working
+                        if by_hook && e.rt.recovered && a.idle && !a.busy && !api =>
+                    {
                         e.rt.recovered = false;
                         recovered_turn = true;
                     }
@@ -840,6 +844,7 @@ impl Daemon {
             e.rt.recovered = false;
             e.rec.turn_anchor = None;
             e.rec.turn_input_lines = 0;
+            e.rec.turn_started_ms = 0;
             e.rt.last_completed = Some(Instant::now());
             e.rt.confirm_by = None;
             e.rec.stalled = false;
@@ -971,6 +976,7 @@ impl Daemon {
             e.rt.input_lines = text.lines().count().max(1);
             e.rec.turn_anchor = anchor;
             e.rec.turn_input_lines = e.rt.input_lines.min(u32::MAX as usize) as u32;
+            e.rec.turn_started_ms = crate::store::now_ms();
             e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
             e.rt.confirm_tries = 0;
             e.rt.last_output = now;

@@ -219,3 +219,52 @@ pub fn numbered_rules(n: usize) -> Vec<crate::mock_llm::Rule> {
     ));
     rules
 }
+
+/// A daemon stopped mid-turn — by TERM, or by kill -9 when `kill` — and started again while
+/// the model (slowed by `mock`'s latency) is still answering: the turn is reported exactly
+/// once, with `reply`, when it ends, and the session then answers `next` with `next_reply`.
+/// `unset` is what the daemon's environment must not inherit (a surrounding CLI's variables).
+#[allow(clippy::too_many_arguments)]
+pub fn restart_mid_turn(
+    h: &mut Harness,
+    mock: &crate::mock_llm::MockLlm,
+    session: &str,
+    (ask, reply): (&str, &str),
+    (next, next_reply): (&str, &str),
+    kill: bool,
+    unset: &[&str],
+    within: Duration,
+) {
+    let since = last_seq(h);
+    mock.set_latency(Duration::from_secs(5));
+    h.ctl_ok(&["send", session, ask]);
+    std::thread::sleep(Duration::from_millis(1500));
+    if kill {
+        h.kill_daemon();
+    } else {
+        h.terminate_daemon();
+    }
+    h.start_daemon_without(unset);
+    mock.set_latency(Duration::ZERO);
+    let after = |e: &Value| e["seq"].as_u64().is_some_and(|s| s > since) && e["session"] == session;
+    let done = h.wait_event(session, "the turn that outlived the daemon", within, |e| {
+        after(e) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], reply, "{done:#}");
+    // Give a duplicate the time to show up.
+    std::thread::sleep(Duration::from_secs(2));
+    let turns: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| after(e) && e["type"] == "turn_completed")
+        .collect();
+    assert_eq!(turns.len(), 1, "reported once: {turns:#?}");
+    let seq = done["seq"].as_u64().unwrap_or(0);
+    h.ctl_ok(&["send", session, next]);
+    let done = h.wait_event(session, "the next turn", within, |e| {
+        e["seq"].as_u64().is_some_and(|s| s > seq)
+            && e["session"] == session
+            && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], next_reply, "{done:#}");
+}

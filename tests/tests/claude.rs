@@ -368,3 +368,38 @@ fn a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
     assert_eq!(done["text"], "reply number 2");
     assert_eq!(done["source"], "hook", "the Stop hook was accepted");
 }
+
+/// The daemon stopped (TERM / kill -9) while Claude Code's model is still answering: its Stop
+/// hook may find no daemon, yet the turn is reported once when it ends, and the next runs.
+fn real_cli_restart_mid_turn(kill: bool) {
+    let mut s = setup(
+        |_| {
+            vec![
+                Rule::text("first question", "First answer."),
+                Rule::text("second question", "Second answer."),
+            ]
+        },
+        "",
+    );
+    wait_idle(&s.h);
+    clibot_tests::live::restart_mid_turn(
+        &mut s.h,
+        &s.mock,
+        "cc",
+        ("the first question", "First answer."),
+        ("the second question", "Second answer."),
+        kill,
+        UNSET_ENV,
+        Duration::from_secs(60),
+    );
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
+    real_cli_restart_mid_turn(false);
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
+    real_cli_restart_mid_turn(true);
+}

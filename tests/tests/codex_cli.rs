@@ -310,3 +310,34 @@ fn a_command_rule_approves_codexs_command_and_the_guard_holds_a_dangerous_one() 
         "nothing ran without a person"
     );
 }
+
+/// The daemon stopped (TERM / kill -9) while Codex's model is still answering: the turn is
+/// reported once when it ends, and the next runs.
+fn real_cli_restart_mid_turn(kill: bool) {
+    let mut s = setup(|_| {
+        vec![
+            Rule::text("first question", "First answer."),
+            Rule::text("second question", "Second answer."),
+        ]
+    });
+    clibot_tests::live::restart_mid_turn(
+        &mut s.h,
+        &s.mock,
+        SESSION,
+        ("the first question", "First answer."),
+        ("the second question", "Second answer."),
+        kill,
+        UNSET_ENV,
+        Duration::from_secs(60),
+    );
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
+    real_cli_restart_mid_turn(false);
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
+    real_cli_restart_mid_turn(true);
+}

@@ -231,3 +231,37 @@ fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
     let _load = clibot_tests::live::CpuLoad::start();
     clibot_tests::live::rapid_turns(&s.h, "gm", 5, true, Duration::from_secs(180));
 }
+
+/// The daemon stopped (TERM / kill -9) while Gemini CLI's model is still answering: the turn
+/// is reported once when it ends, and the next runs.
+fn real_cli_restart_mid_turn(kill: bool) {
+    let mut s = setup(|_| {
+        vec![
+            Rule::text("first question", "First answer."),
+            Rule::text("second question", "Second answer."),
+        ]
+    });
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    clibot_tests::live::restart_mid_turn(
+        &mut s.h,
+        &s.mock,
+        "gm",
+        ("the first question", "First answer."),
+        ("the second question", "Second answer."),
+        kill,
+        UNSET_ENV,
+        Duration::from_secs(90),
+    );
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
+    real_cli_restart_mid_turn(false);
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
+    real_cli_restart_mid_turn(true);
+}

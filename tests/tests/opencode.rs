@@ -286,3 +286,34 @@ fn a_question_is_answered_with_a_choice() {
         .unwrap_or_default();
     assert!(last.contains("SQLite"), "{last}");
 }
+
+/// The daemon stopped (TERM / kill -9) while OpenCode's model is still answering: the turn is
+/// reported once when it ends, and the next runs.
+fn real_cli_restart_mid_turn(kill: bool) {
+    let mut s = setup(|_| {
+        vec![
+            Rule::text("first question", "First answer."),
+            Rule::text("second question", "Second answer."),
+        ]
+    });
+    clibot_tests::live::restart_mid_turn(
+        &mut s.h,
+        &s.mock,
+        "oc",
+        ("the first question", "First answer."),
+        ("the second question", "Second answer."),
+        kill,
+        UNSET_ENV,
+        WITHIN,
+    );
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
+    real_cli_restart_mid_turn(false);
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
+    real_cli_restart_mid_turn(true);
+}
