@@ -101,10 +101,22 @@ pub struct ChatAck<'a> {
     pub message: &'a str,
 }
 
+/// The most chats per platform whose last handled message is kept.
+pub const MAX_INGRESS_CHATS: usize = 4096;
+
+/// When each chat's ingress cursor was last moved (a counter, in memory only): which chat
+/// makes room when the table is full.
+type Touched = (u64, std::collections::HashMap<(String, String), u64>);
+
+fn lock_order(m: &Mutex<Touched>) -> std::sync::MutexGuard<'_, Touched> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Bindings and cursors.
 pub struct Chats {
     path: PathBuf,
     state: Mutex<ChatsFile>,
+    touched: Mutex<Touched>,
     /// False when the file exists but could not be read: saving would overwrite what is there.
     writable: bool,
 }
@@ -160,6 +172,7 @@ impl Chats {
             Chats {
                 path,
                 state: Mutex::new(state),
+                touched: Mutex::new(Default::default()),
                 writable,
             },
             warnings,
@@ -365,14 +378,47 @@ impl Chats {
 
     /// Records the last message handled in a chat of a platform without redelivery. Ids that
     /// are numbers (Discord snowflakes) only move forward.
-    pub fn ack_ingress(&self, platform: &str, chat: &str, id: &str) {
+    ///
+    /// A chat not yet known is recorded only when `may_create` (its sender may use clibot, or
+    /// the chat is bound): a stranger's message costs nothing on disk. At most
+    /// [`MAX_INGRESS_CHATS`] chats per platform are kept; the one acknowledged least recently
+    /// makes room.
+    pub fn ack_ingress(&self, platform: &str, chat: &str, id: &str, may_create: bool) {
         let mut st = self.lock();
-        let cur = st
+        let known = st
             .ingress
-            .entry(platform.to_string())
-            .or_default()
-            .entry(chat.to_string())
-            .or_default();
+            .get(platform)
+            .is_some_and(|m| m.contains_key(chat))
+            || st
+                .bindings
+                .iter()
+                .any(|b| b.platform == platform && b.chat == chat);
+        if !known && !may_create {
+            return;
+        }
+        {
+            let mut t = lock_order(&self.touched);
+            t.0 += 1;
+            let n = t.0;
+            t.1.insert((platform.to_string(), chat.to_string()), n);
+        }
+        let table = st.ingress.entry(platform.to_string()).or_default();
+        if !table.contains_key(chat) && table.len() >= MAX_INGRESS_CHATS {
+            let t = lock_order(&self.touched);
+            let oldest = table
+                .keys()
+                .filter(|c| c.as_str() != chat)
+                .min_by_key(|c| t.1.get(&(platform.to_string(), (*c).clone())).copied().unwrap_or(0))
+                .cloned();
+            drop(t);
+            if let Some(c) = oldest {
+                table.remove(&c);
+                lock_order(&self.touched)
+                    .1
+                    .remove(&(platform.to_string(), c));
+            }
+        }
+        let cur = table.entry(chat.to_string()).or_default();
         let newer = match (cur.parse::<u64>(), id.parse::<u64>()) {
             (Ok(a), Ok(b)) => b > a,
             _ => cur.as_str() != id,
@@ -484,6 +530,25 @@ fn valid(b: &Binding) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn strangers_make_no_ingress_state_and_the_table_is_bounded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (c, _) = Chats::open(dir.path());
+        c.ack_ingress("discord", "stranger", "5", false);
+        assert!(c.ingress("discord").is_empty(), "a stranger's chat is not kept");
+        c.ack_ingress("discord", "known", "5", true);
+        // Once known, any later message moves its cursor.
+        c.ack_ingress("discord", "known", "6", false);
+        assert_eq!(c.ingress("discord"), vec![("known".into(), "6".into())]);
+        for i in 0..MAX_INGRESS_CHATS + 10 {
+            c.ack_ingress("discord", &format!("c{i}"), "1", true);
+        }
+        let kept = c.ingress("discord");
+        assert_eq!(kept.len(), MAX_INGRESS_CHATS);
+        assert!(!kept.iter().any(|(k, _)| k == "known"), "the oldest made room");
+        assert!(kept.iter().any(|(k, _)| k == &format!("c{}", MAX_INGRESS_CHATS + 9)));
+    }
+
     fn ack(seq: u64, parts: u32) -> ChatAck<'static> {
         ChatAck {
             seq,
@@ -507,8 +572,8 @@ mod tests {
         c.bind("telegram", "chat1", "api", false, 10, "telegram:u");
         c.bind("telegram", "chat1", "web", false, 12, "telegram:u");
         c.bind("discord", "chan", "api", true, 12, "telegram:u");
-        c.ack_ingress("discord", "chan", "900");
-        c.ack_ingress("discord", "chan", "899");
+        c.ack_ingress("discord", "chan", "900", true);
+        c.ack_ingress("discord", "chan", "899", true);
         drop(c);
         let (c, _) = Chats::open(dir.path());
         assert_eq!(c.cursor("telegram"), 10);

@@ -1153,7 +1153,12 @@ impl Clibot for Service {
                 "platform, chat and id are required",
             ));
         }
-        self.daemon.chats().ack_ingress(&r.platform, &r.chat, &r.id);
+        // Strangers cost no durable state: only a sender who may use clibot makes a chat known.
+        let may_create =
+            !r.user.is_empty() && self.daemon.access().known(&r.platform, &r.user).is_some();
+        self.daemon
+            .chats()
+            .ack_ingress(&r.platform, &r.chat, &r.id, may_create);
         Ok(Response::new(v1::AckIngressResponse {}))
     }
 
