@@ -105,7 +105,7 @@ impl Daemon {
                 e.rec.cli.clone(),
                 e.rec.dir.to_string_lossy().into_owned(),
                 e.rec.last_reply.clone().unwrap_or_default(),
-                e.rec.tmux_id.clone(),
+                e.rec.target().to_string(),
             )
         }) else {
             return;

@@ -526,6 +526,7 @@ impl Daemon {
                 match live.iter().find(|s| s.meta.id == rec.id) {
                     Some(s) => {
                         rec.tmux_id = s.id.clone();
+                        rec.pane = s.pane.clone();
                         rec.tmux_session = s.name.clone();
                         rec.pid = s.pid;
                         if !rec.state.is_exited() {
@@ -573,6 +574,7 @@ impl Daemon {
                     last_activity_ms: now_ms(),
                     tmux_session: s.name.clone(),
                     tmux_id: s.id.clone(),
+                    pane: s.pane.clone(),
                     pid: s.pid,
                     exit_status: s.dead_status,
                     adopted: false,
@@ -944,6 +946,7 @@ impl Daemon {
             last_activity_ms: created,
             tmux_session: req.name.clone(),
             tmux_id: String::new(),
+            pane: String::new(),
             pid: 0,
             exit_status: None,
             adopted: false,
@@ -995,6 +998,7 @@ impl Daemon {
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
             e.rec.tmux_id = s.id;
+            e.rec.pane = s.pane;
             e.rec.pid = s.pid;
             e.stopping = false;
             e.rec.clone()
@@ -1015,10 +1019,12 @@ impl Daemon {
             .is_some_and(|(a, _)| a.completes_by_hook());
         if !by_hook {
             self.set_state(&rec.name, State::Idle, "started");
+            // A restart keeps the queue: it goes now, as it would after a completed turn.
+            self.deliver_queued(&rec.name);
         }
         self.start_watcher(&rec.name);
         if s.dead {
-            let output = self.last_words(&rec.name, &rec.tmux_id).await;
+            let output = self.last_words(&rec.name, rec.target()).await;
             self.mark_exited_with(
                 &rec.name,
                 s.dead_status,
@@ -1116,6 +1122,7 @@ impl Daemon {
             exit_reason: String::new(),
             pid: 0,
             tmux_id: String::new(),
+            pane: String::new(),
             adopted: false,
             prompt: None,
             stalled: false,
@@ -1539,7 +1546,7 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
-        self.inner.mux.send_keys(&rec.tmux_id, &parsed).await?;
+        self.inner.mux.send_keys(rec.target(), &parsed).await?;
         self.touch(name);
         let names = parsed.iter().map(|k| k.to_string()).collect();
         Ok(self.event(name, &rec.id, EventKind::KeysSent { keys: names }))
@@ -1561,7 +1568,7 @@ impl Daemon {
     ) -> Result<String, CoreError> {
         let rec = self.get(name)?;
         let start = (lines > 0).then(|| -i64::from(lines));
-        let raw = self.inner.mux.capture(&rec.tmux_id, start, escapes).await?;
+        let raw = self.inner.mux.capture(rec.target(), start, escapes).await?;
         Ok(trim_capture(&raw, lines as usize, escapes))
     }
 
@@ -1633,13 +1640,13 @@ impl Daemon {
                     .filter_map(|k| Key::parse(k).ok())
                     .collect::<Vec<_>>();
                 // Ignore failures: the session may already be gone, which the wait below sees.
-                let _ = mux.send_keys(&rec.tmux_id, &keys).await;
+                let _ = mux.send_keys(rec.target(), &keys).await;
                 if let Some(text) = &cli.stop_text {
                     tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux.send_text(&rec.tmux_id, text).await;
+                    let _ = mux.send_text(rec.target(), text).await;
                     tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
                     let _ = mux
-                        .send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
+                        .send_keys(rec.target(), &[Key::Named("Enter".into())])
                         .await;
                 }
             }
@@ -1790,6 +1797,7 @@ impl Daemon {
                 last_activity_ms: now,
                 tmux_session: s.name.clone(),
                 tmux_id: s.id.clone(),
+                pane: s.pane.clone(),
                 pid: s.pid,
                 exit_status: s.dead_status,
                 adopted: true,
@@ -1907,7 +1915,7 @@ impl Daemon {
                         Some(st) => Some(st),
                         None => self.settled_exit_status(&id, &tmux_id).await,
                     };
-                    let output = self.last_words(&name, &tmux_id).await;
+                    let output = self.last_words(&name, &s.pane).await;
                     self.mark_exited_with(&name, status, "the CLI exited", output)
                 }
                 Some(_) => {}
@@ -1936,7 +1944,10 @@ impl Daemon {
         name: &str,
         owner: Option<&(String, String, usize)>,
     ) -> Result<(), CoreError> {
-        let running = |e: &&Entry| e.rec.name != name && !e.rec.state.is_exited();
+        // An exited session being restarted counts: it is about to run, and two restarts at
+        // once must not both find room for one.
+        let running =
+            |e: &&Entry| e.rec.name != name && (!e.rec.state.is_exited() || e.stopping);
         let hint = |of: &dyn Fn(&Entry) -> bool, raise: &str| {
             let mut idle: Vec<(Duration, &str)> = sessions
                 .values()

@@ -224,7 +224,7 @@ impl Daemon {
                     let Some(target) = lock(&d.inner.sessions)
                         .get(&name)
                         .filter(|e| !e.rec.state.is_exited())
-                        .map(|e| e.rec.tmux_id.clone())
+                        .map(|e| e.rec.target().to_string())
                     else {
                         return;
                     };

@@ -51,6 +51,11 @@ pub struct SessionRecord {
     /// The tmux session's name and id (`$3`); the daemon targets the id.
     pub tmux_session: String,
     pub tmux_id: String,
+    /// The CLI's pane (`%7`): what input, keys and screen reads target, so that a window or
+    /// pane opened later in the session never receives them. Empty in records written before
+    /// it was kept: the session (its active pane) is targeted then, until re-adoption fills it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub pane: String,
     #[serde(default)]
     pub pid: u32,
     #[serde(default)]
@@ -167,6 +172,17 @@ impl Prompt {
     /// Two sightings of the same dialog.
     pub fn same_question(&self, kind: &str, text: &str, options: &[String]) -> bool {
         self.kind == kind && self.text == text && self.options == options
+    }
+}
+
+impl SessionRecord {
+    /// The tmux target of the CLI's pane: its pane id, or the session for an old record.
+    pub fn target(&self) -> &str {
+        if self.pane.is_empty() {
+            &self.tmux_id
+        } else {
+            &self.pane
+        }
     }
 }
 

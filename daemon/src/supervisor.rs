@@ -245,9 +245,11 @@ impl Daemon {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(200);
         'outer: loop {
-            let Some((target, poke)) = lock(&self.inner.sessions)
+            // The session is watched (all its panes' output wakes the watcher); the CLI's own
+            // pane is read.
+            let Some((target, pane, poke)) = lock(&self.inner.sessions)
                 .get(name)
-                .map(|e| (e.rec.tmux_id.clone(), e.rt.poke.clone()))
+                .map(|e| (e.rec.tmux_id.clone(), e.rec.target().to_string(), e.rt.poke.clone()))
             else {
                 break;
             };
@@ -304,12 +306,12 @@ impl Daemon {
                     _ = async { match sleep_until { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                         check_at = None;
                         first_unread = None;
-                        self.read_screen(name, &target).await;
+                        self.read_screen(name, &pane).await;
                     }
                     _ = poke.notified() => check_at = Some(Instant::now()),
                     _ = async { match tick_until { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
                         tick_at = None;
-                        self.on_tick(name, &target).await;
+                        self.on_tick(name, &pane).await;
                     }
                     _ = cancel.cancelled() => break 'outer,
                     _ = shutdown.cancelled() => break 'outer,
@@ -935,7 +937,7 @@ impl Daemon {
         let _turn = input.lock().await;
         let mux = &self.inner.mux;
         // Where this turn's output will begin, for CLIs whose reply is read off the screen.
-        let anchor = match mux.cursor(&rec.tmux_id).await {
+        let anchor = match mux.cursor(rec.target()).await {
             Ok((hist, y)) => Some(hist + y),
             Err(_) => None,
         };
@@ -956,16 +958,16 @@ impl Daemon {
             // Delivered.
         } else if text.contains('\n') || text.len() > TYPE_MAX {
             let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
-            mux.paste(&rec.tmux_id, &format!("clibot-{}-{n}", rec.id), text)
+            mux.paste(rec.target(), &format!("clibot-{}-{n}", rec.id), text)
                 .await?;
         } else if !text.is_empty() {
-            mux.send_text(&rec.tmux_id, text).await?;
+            mux.send_text(rec.target(), text).await?;
         }
         if submit && !by_api {
             if !text.is_empty() {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
             }
-            mux.send_keys(&rec.tmux_id, &[Key::Named("Enter".into())])
+            mux.send_keys(rec.target(), &[Key::Named("Enter".into())])
                 .await?;
         }
         let now = Instant::now();
@@ -1332,7 +1334,7 @@ impl Daemon {
                 choice,
                 hook_reply,
                 e.input.clone(),
-                e.rec.tmux_id.clone(),
+                e.rec.target().to_string(),
                 e.rec.id.clone(),
             )
         };

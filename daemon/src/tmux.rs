@@ -12,7 +12,7 @@ use std::process::Stdio;
 
 use async_trait::async_trait;
 use tmux_interface::{
-    CapturePane, KillSession, ListSessions, LoadBuffer, PasteBuffer, SendKeys, SetOption,
+    CapturePane, KillSession, LoadBuffer, PasteBuffer, SendKeys, SetOption,
     TmuxCommand,
 };
 use tokio::io::AsyncWriteExt;
@@ -49,12 +49,15 @@ pub struct MuxSession {
     /// `$3`
     pub id: String,
     pub name: String,
-    /// Pid of the active pane's process.
+    /// The CLI's pane (`%7`): the session's first pane. Input, screen reads and exits are
+    /// about it, never about whatever pane is active.
+    pub pane: String,
+    /// Pid of the CLI pane's process.
     pub pid: u32,
-    /// The active pane's process has exited (kept visible by `remain-on-exit`).
+    /// The CLI pane's process has exited (kept visible by `remain-on-exit`).
     pub dead: bool,
     pub dead_status: Option<i32>,
-    /// The active pane's current directory.
+    /// The CLI pane's current directory.
     pub path: String,
     /// `@clibot_*` user options (empty when unset).
     pub meta: SessionMeta,
@@ -200,7 +203,9 @@ pub struct Tmux {
 /// row that does not split cleanly is skipped rather than misread.
 const SEP: char = '\t';
 
-const LIST_FORMAT: &str = "#{session_id}\t#{session_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{@clibot_id}\t#{@clibot_name}\t#{@clibot_cli}\t#{@clibot_dir}\t#{@clibot_created}\t#{pane_current_path}";
+/// One row per pane (`list-panes -a`): a session's CLI is its first pane, which a window the
+/// user opens later (prefix-c at the desk) does not replace, as the *active* pane would.
+const LIST_FORMAT: &str = "#{session_id}\t#{session_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{@clibot_id}\t#{@clibot_name}\t#{@clibot_cli}\t#{@clibot_dir}\t#{@clibot_created}\t#{pane_current_path}";
 
 impl Tmux {
     pub fn new(binary: &Path, socket: TmuxSocket, config_file: Option<&Path>) -> Tmux {
@@ -338,29 +343,45 @@ fn parse_sessions(out: &str) -> Vec<MuxSession> {
             _ => rows.push(line.to_string()),
         }
     }
-    rows.iter()
-        .filter_map(|line| {
-            let f: Vec<&str> = line.splitn(11, SEP).collect();
-            if f.len() != 11 {
-                return None;
-            }
-            Some(MuxSession {
-                id: f[0].to_string(),
-                name: f[1].to_string(),
-                pid: f[2].parse().unwrap_or(0),
-                dead: f[3] == "1",
-                dead_status: f[4].parse().ok(),
-                path: f[10].to_string(),
-                meta: SessionMeta {
-                    id: f[5].to_string(),
-                    name: f[6].to_string(),
-                    cli: f[7].to_string(),
-                    dir: f[8].to_string(),
-                    created_ms: f[9].to_string(),
-                },
-            })
+    let panes = rows.iter().filter_map(|line| {
+        let f: Vec<&str> = line.splitn(12, SEP).collect();
+        if f.len() != 12 || !f[2].starts_with('%') {
+            return None;
+        }
+        Some(MuxSession {
+            id: f[0].to_string(),
+            name: f[1].to_string(),
+            pane: f[2].to_string(),
+            pid: f[3].parse().unwrap_or(0),
+            dead: f[4] == "1",
+            dead_status: f[5].parse().ok(),
+            path: f[11].to_string(),
+            meta: SessionMeta {
+                id: f[6].to_string(),
+                name: f[7].to_string(),
+                cli: f[8].to_string(),
+                dir: f[9].to_string(),
+                created_ms: f[10].to_string(),
+            },
         })
-        .collect()
+    });
+    // One entry per session: its first pane (the lowest pane number), in the order listed.
+    let mut out: Vec<MuxSession> = Vec::new();
+    for p in panes {
+        match out.iter_mut().find(|s| s.id == p.id) {
+            Some(s) if pane_number(&p.pane) < pane_number(&s.pane) => *s = p,
+            Some(_) => {}
+            None => out.push(p),
+        }
+    }
+    out
+}
+
+/// `%12` → 12 (unknown forms sort last).
+fn pane_number(pane: &str) -> u64 {
+    pane.strip_prefix('%')
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 /// `show-environment` output: `NAME=value` lines; `-NAME` (removed) lines are skipped.
@@ -454,7 +475,7 @@ impl Mux for Tmux {
         new.name("new-session");
         new.push_flag("-d");
         new.push_flag("-P");
-        new.push_option("-F", "#{session_id}\t#{pane_pid}\t#{pane_dead}");
+        new.push_option("-F", "#{session_id}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}");
         new.push_option("-s", spec.name);
         new.push_option(
             "-c",
@@ -482,9 +503,10 @@ impl Mux for Tmux {
         let out = self.run(cmds, None).await?;
         let f: Vec<&str> = out.trim_end().split(SEP).collect();
         match f.as_slice() {
-            [id, pid, dead] if id.starts_with('$') => Ok(MuxSession {
+            [id, pane, pid, dead] if id.starts_with('$') => Ok(MuxSession {
                 id: id.to_string(),
                 name: spec.name.to_string(),
+                pane: pane.to_string(),
                 pid: pid.parse().unwrap_or(0),
                 dead: *dead == "1",
                 dead_status: None,
@@ -501,7 +523,13 @@ impl Mux for Tmux {
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
         let mut sessions = parse_sessions(
             &self
-                .query(vec![ListSessions::new().format(LIST_FORMAT).build()])
+                .query(vec![{
+                    let mut c = TmuxCommand::new();
+                    c.name("list-panes");
+                    c.push_flag("-a");
+                    c.push_option("-F", LIST_FORMAT);
+                    c
+                }])
                 .await?,
         );
         sessions.retain(|s| s.name != MONITOR);
@@ -715,7 +743,7 @@ mod tests {
 
     #[test]
     fn a_tab_or_line_break_in_a_path_keeps_the_row() {
-        let out = "$1\tapi\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp/a\tb\n$2\tweb\t43\t0\t\tid2\tweb\tshell\t/tmp\t6\t/tmp/line\nbreak\n";
+        let out = "$1\tapi\t%1\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp/a\tb\n$2\tweb\t%2\t43\t0\t\tid2\tweb\tshell\t/tmp\t6\t/tmp/line\nbreak\n";
         let s = parse_sessions(out);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].path, "/tmp/a\tb");
@@ -725,9 +753,11 @@ mod tests {
 
     #[test]
     fn list_rows() {
-        let out = "$1\tapi\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp\n$2\tbad row\n$3\tx\t0\t1\t3\t\t\t\t\t\t/\n";
+        let out = "$1\tapi\t%4\t42\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp\n$2\tbad row\n$3\tx\t%9\t0\t1\t3\t\t\t\t\t\t/\n$1\tapi\t%2\t41\t0\t\tid1\tapi\tshell\t/tmp\t5\t/tmp\n";
         let s = parse_sessions(out);
         assert_eq!(s.len(), 2);
+        // A second window's pane (%4) does not stand for the session: its first pane does.
+        assert_eq!((s[0].pane.as_str(), s[0].pid), ("%2", 41));
         assert_eq!(s[0].meta.cli, "shell");
         assert!(!s[0].dead);
         assert!(s[1].dead);

@@ -116,3 +116,122 @@ fn a_turn_running_across_a_daemon_term_is_reported_once_when_it_ends() {
 fn a_turn_running_across_a_daemon_kill_9_is_reported_once_when_it_ends() {
     restart_mid_turn(true);
 }
+
+/// A harness whose config has these keys in its `[daemon]` section.
+fn harness_with(daemon_keys: &str) -> Harness {
+    let h = Harness::new();
+    let config = std::fs::read_to_string(&h.config).expect("read config");
+    std::fs::write(
+        &h.config,
+        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
+    )
+    .expect("write config");
+    h
+}
+
+/// `send r 'sleep 30'`, two more messages queued, `restart`: the queue is typed into the new
+/// shell, in order, and later messages are not queued for ever.
+#[test]
+fn a_restart_with_queued_input_types_the_queue() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    h.ctl_ok(&["send", "r", "sleep 30"]);
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    for m in ["echo q-$((1+0))", "echo q-$((1+1))"] {
+        let out = h.ctl(&["send", "r", m]);
+        assert!(String::from_utf8_lossy(&out.stderr).starts_with("queued"));
+    }
+    h.ctl_ok(&["restart", "r"]);
+    h.wait_screen("r", "both queued messages ran", |s| {
+        let l = lines(s);
+        l.contains(&"q-1") && l.contains(&"q-2")
+    });
+    let out = h.ctl(&["send", "r", "echo fresh-$((2+1))"]);
+    assert!(out.status.success());
+    h.wait_screen("r", "a later message", |s| lines(s).contains(&"fresh-3"));
+}
+
+/// A window opened in a clibot session (prefix-c at the desk) neither takes the input nor
+/// hides the CLI's exit.
+#[test]
+fn a_second_window_takes_nothing_over() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let tmux_session = list[0]["tmux_session"].as_str().unwrap_or("r").to_string();
+    let out = h.tmux(&[
+        "new-window",
+        "-t",
+        &format!("={tmux_session}:"),
+        "-P",
+        "-F",
+        "#{pane_id}",
+        "env PS1='other$ ' bash --norc --noprofile",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let other = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    h.ctl_ok(&["send", "r", "echo to-$((3*3))-cli"]);
+    wait_event(&h, "r", "the turn in the CLI's pane", |e| {
+        e["type"] == "turn_completed" && e["text"].as_str().is_some_and(|t| t.contains("to-9-cli"))
+    });
+    let shown = h.tmux(&["capture-pane", "-p", "-t", &other]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(!shown.contains("to-9"), "the new window got nothing: {shown}");
+    assert!(h.ctl_ok(&["screen", "r"]).contains("to-9-cli"));
+    // The CLI exits while the other window stays: the exit is seen.
+    h.ctl_ok(&["send", "r", "exit 7"]);
+    let exited = wait_event(&h, "r", "the CLI's exit", |e| e["type"] == "exited");
+    assert_eq!(exited["status"], 7, "{exited:#}");
+}
+
+/// Six restarts at once of exited sessions against `max_sessions = 3`: at most three run, the
+/// others are refused naming the limit.
+#[test]
+fn concurrent_restarts_respect_max_sessions() {
+    let mut h = harness_with("max_sessions = 3");
+    h.start_daemon();
+    let names = ["s1", "s2", "s3", "s4", "s5", "s6"];
+    for pair in names.chunks(3) {
+        for n in pair {
+            spawn_bash(&h, n);
+        }
+        for n in pair {
+            h.ctl_ok(&["send", n, "exit"]);
+        }
+        h.wait_list("all exited", |l| {
+            pair.iter().all(|n| {
+                l.as_array().is_some_and(|a| {
+                    a.iter().any(|s| s["name"] == *n && s["state"] == "exited")
+                })
+            })
+        });
+    }
+    let children: Vec<_> = names
+        .iter()
+        .map(|n| {
+            h.ctl_command(&["restart", n])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run restart")
+        })
+        .collect();
+    let mut refused = 0;
+    for c in children {
+        let out = c.wait_with_output().expect("wait");
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("max_sessions"), "{err}");
+            refused += 1;
+        }
+    }
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let running = list
+        .as_array()
+        .map(|a| a.iter().filter(|s| s["state"] != "exited").count())
+        .unwrap_or(0);
+    assert!(running <= 3, "{list:#}");
+    assert_eq!(refused, 6 - running, "{list:#}");
+}
