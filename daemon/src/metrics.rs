@@ -26,6 +26,8 @@ use crate::core::lock;
 use crate::events::EventKind;
 use crate::session::State;
 
+pub mod http;
+
 /// The `Content-Type` of what `/metrics` serves.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
@@ -339,69 +341,20 @@ pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), String> 
 }
 
 /// Serves `GET /metrics` on `listener` until `shutdown` is cancelled; anything else is 404
-/// (405 for another method on /metrics).
+/// (405 for another method on /metrics). At most [`http::MAX_CONNECTIONS`] connections, each
+/// closed after [`http::IDLE_TIMEOUT`] without traffic: see [`http`].
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     daemon: crate::core::Daemon,
     shutdown: tokio_util::sync::CancellationToken,
 ) {
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper::{Method, Response, StatusCode};
-
-    loop {
-        let stream = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    tracing::warn!("metrics endpoint: cannot accept a connection: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        let daemon = daemon.clone();
-        let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                    let daemon = daemon.clone();
-                    async move {
-                        let (status, content_type, body) = match (req.method(), req.uri().path()) {
-                            (&Method::GET, "/metrics") => {
-                                (StatusCode::OK, CONTENT_TYPE, daemon.metrics_text())
-                            }
-                            (_, "/metrics") => (
-                                StatusCode::METHOD_NOT_ALLOWED,
-                                "text/plain; charset=utf-8",
-                                "GET only\n".to_string(),
-                            ),
-                            _ => (
-                                StatusCode::NOT_FOUND,
-                                "text/plain; charset=utf-8",
-                                "the metrics are on /metrics\n".to_string(),
-                            ),
-                        };
-                        Response::builder()
-                            .status(status)
-                            .header(hyper::header::CONTENT_TYPE, content_type)
-                            .body(Full::new(Bytes::from(body)))
-                    }
-                });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!("metrics endpoint: connection ended: {e}");
-                    }
-                }
-                _ = shutdown.cancelled() => {}
-            }
-        });
-    }
+    http::serve(
+        listener,
+        move || daemon.metrics_text(),
+        http::Limits::default(),
+        shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]
