@@ -67,6 +67,10 @@ pub struct DaemonConfig {
     pub allowed_roots: Vec<PathBuf>,
     /// Largest text accepted by one `send`, in bytes.
     pub max_input_bytes: usize,
+    /// Most messages that may wait behind a running turn, per session.
+    pub max_queued_inputs: usize,
+    /// Most bytes of messages that may wait behind a running turn, per session.
+    pub max_queued_bytes: usize,
     /// How many events the log keeps; older ones are dropped.
     pub event_retention: usize,
     /// How long a graceful stop may take before the session is killed.
@@ -114,6 +118,8 @@ impl Default for DaemonConfig {
             state_dir: None,
             allowed_roots: vec![PathBuf::from("~")],
             max_input_bytes: 64 * 1024,
+            max_queued_inputs: 100,
+            max_queued_bytes: 1024 * 1024,
             event_retention: 10_000,
             stop_timeout_ms: 5_000,
             poll_interval_ms: 2_000,

@@ -151,6 +151,8 @@ pub(crate) struct Inner {
     pub(crate) chats: crate::chats::Chats,
     /// Recently accepted chat messages, so that one handed over twice is typed once.
     pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
+    /// Each session's queued input, on disk ([`crate::queue_file`]).
+    pub(crate) queues: crate::queue_file::QueueFiles,
     pub(crate) audit: crate::audit::Audit,
     pub(crate) metrics: Arc<crate::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
@@ -243,6 +245,7 @@ impl Daemon {
                 audit,
                 chats,
                 seen_inputs,
+                queues: crate::queue_file::QueueFiles::new(&state_dir),
                 shutdown: CancellationToken::new(),
                 live: std::sync::RwLock::new(Arc::new(live)),
                 secrets,
@@ -495,7 +498,25 @@ impl Daemon {
     /// Matches the registry against tmux: live sessions are managed again (same ids, names and
     /// state), vanished ones are marked exited, and sessions tmux knows as clibot's that the
     /// registry lost (a corrupt file) are recovered from their tmux options.
-    async fn reconcile_at_start(&self, registry: RegistryFile) -> u32 {
+    async fn reconcile_at_start(&self, mut registry: RegistryFile) -> u32 {
+        // Queued input lives in files of its own; a registry written before that still holds
+        // it, and hands it over once.
+        for rec in registry.sessions.iter_mut() {
+            let (queue, warnings) = self.inner.queues.load(&rec.id);
+            for w in warnings {
+                self.warn(w);
+            }
+            if queue.is_empty() && !rec.queue.is_empty() {
+                if let Err(e) = self.inner.queues.rewrite(&rec.id, &rec.queue) {
+                    self.warn(format!(
+                        "session {}: cannot move its queued input to its own file: {e}",
+                        rec.name
+                    ));
+                }
+            } else {
+                rec.queue = queue;
+            }
+        }
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
@@ -1417,6 +1438,9 @@ impl Daemon {
     /// Per-session files (generated CLI settings) go with the session.
     fn remove_session_files(&self, id: &str) {
         self.drop_hook_socket(id);
+        if let Err(e) = self.inner.queues.remove(id) {
+            warn!("cannot remove the queued input of session {id}: {e}");
+        }
         let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("jails").join(id));
         let dir = self.inner.settings.state_dir.join("sessions").join(id);
         if dir.exists()

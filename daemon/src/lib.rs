@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod names;
 pub mod opencode_link;
 pub mod procs;
+pub mod queue_file;
 pub mod program;
 pub mod reload;
 pub mod rotating;

@@ -332,9 +332,9 @@ impl From<CoreError> for Status {
             | CoreError::ProgramNotExecutable { .. }
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
-            CoreError::TooManySessions { .. } | CoreError::TooManyForUser { .. } => {
-                Code::ResourceExhausted
-            }
+            CoreError::TooManySessions { .. }
+            | CoreError::TooManyForUser { .. }
+            | CoreError::QueueFull { .. } => Code::ResourceExhausted,
             CoreError::Mux(MuxError::NoServer(_))
             | CoreError::Mux(MuxError::Spawn { .. })
             | CoreError::NoPort(_)

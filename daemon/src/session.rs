@@ -93,8 +93,10 @@ pub struct SessionRecord {
     /// The CLI's own session id when clibot chose it (Claude Code `--session-id`).
     #[serde(default)]
     pub cli_session_id: String,
-    /// Inputs waiting behind the running turn, oldest first. Persisted: a restart loses none.
-    #[serde(default)]
+    /// Inputs waiting behind the running turn, oldest first. Kept on disk in a file of their
+    /// own ([`crate::queue_file`]), not in the registry: one message queued costs one line.
+    /// Read from a registry written before that, once.
+    #[serde(default, skip_serializing)]
     pub queue: Vec<String>,
     /// What the pane runs while the CLI waits for input (`bash` for a shell), learned while it
     /// was idle. Kept, so that a daemon restarted while a command runs (`sleep 6`) knows the

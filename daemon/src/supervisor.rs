@@ -903,6 +903,10 @@ impl Daemon {
         text: String,
         submit: bool,
     ) -> Result<(u64, bool), CoreError> {
+        let (max_inputs, max_bytes) = {
+            let d = &self.inner.settings.config.daemon;
+            (d.max_queued_inputs, d.max_queued_bytes)
+        };
         let (queued, id) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = crate::core::usable(&mut sessions, name)?;
@@ -914,15 +918,39 @@ impl Daemon {
                 State::Working | State::Waiting | State::Starting
             );
             if submit && (busy || !e.rec.queue.is_empty() || e.rt.delivering) {
+                let bytes: usize = e.rec.queue.iter().map(String::len).sum();
+                if e.rec.queue.len() >= max_inputs {
+                    return Err(CoreError::QueueFull {
+                        name: name.to_string(),
+                        detail: format!(
+                            "{} messages already wait, the limit ([daemon] max_queued_inputs)",
+                            e.rec.queue.len()
+                        ),
+                    });
+                }
+                if bytes + text.len() > max_bytes {
+                    return Err(CoreError::QueueFull {
+                        name: name.to_string(),
+                        detail: format!(
+                            "{bytes} bytes already wait and this message has {}, over the limit of {max_bytes} ([daemon] max_queued_bytes)",
+                            text.len()
+                        ),
+                    });
+                }
                 e.rec.queue.push(text.clone());
-                (Some(e.rec.queue.len() as u32), e.rec.id.clone())
+                // One line appended to the session's queue file, in the queue's order: the cost
+                // of the message, not of every session's record.
+                let file = self.inner.queues.push(&e.rec.id, &text);
+                (Some((e.rec.queue.len() as u32, file)), e.rec.id.clone())
             } else {
                 (None, e.rec.id.clone())
             }
         };
-        if let Some(position) = queued {
+        if let Some((position, file)) = queued {
+            if let Err(e) = file.and_then(|f| f.sync_data()) {
+                warn!("cannot keep the queued message on disk (it is kept in memory): {e}");
+            }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });
-            self.persist();
             info!(position, "input queued behind the running turn");
             return Ok((seq, true));
         }
@@ -1021,7 +1049,11 @@ impl Daemon {
                 return;
             }
             e.rt.delivering = true;
-            e.rec.queue.remove(0)
+            let next = e.rec.queue.remove(0);
+            if let Err(err) = self.inner.queues.pop(&e.rec.id, &e.rec.queue) {
+                warn!("cannot record on disk that a queued message was typed: {err}");
+            }
+            next
         };
         let d = self.clone();
         let name = name.to_string();

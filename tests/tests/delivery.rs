@@ -235,3 +235,78 @@ fn concurrent_restarts_respect_max_sessions() {
     assert!(running <= 3, "{list:#}");
     assert_eq!(refused, 6 - running, "{list:#}");
 }
+
+/// The queue behind a running turn is bounded (`max_queued_inputs`, `max_queued_bytes`, refused
+/// with RESOURCE_EXHAUSTED naming the limit), is not written into the registry, and survives a
+/// kill -9 of the daemon: what was queued is typed after it, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_input_queue_is_bounded_cheap_and_survives_a_kill_9() {
+    let mut h = harness_with("max_queued_inputs = 5\nmax_queued_bytes = 4000");
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    h.ctl_ok(&["send", "r", "sleep 5"]);
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    let mut c = h.client().await;
+    let send = |text: String| clibot_proto::v1::SendInputRequest {
+        session: "r".into(),
+        text,
+        submit: true,
+        dedupe_key: String::new(),
+    };
+    for i in 1..=3 {
+        let r = c
+            .send_input(send(format!("echo queued-{i}-{}", "x".repeat(900))))
+            .await
+            .expect("queued");
+        assert!(r.into_inner().queued);
+    }
+    // 2 700 bytes wait; 1 500 more would pass 4 000.
+    let err = c
+        .send_input(send("y".repeat(1500)))
+        .await
+        .expect_err("over the bytes");
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_queued_bytes"), "{err:?}");
+    for i in 4..=5 {
+        c.send_input(send(format!("echo queued-{i}")))
+            .await
+            .expect("queued");
+    }
+    let err = c
+        .send_input(send("echo one-too-many".into()))
+        .await
+        .expect_err("over the count");
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("max_queued_inputs"), "{err:?}");
+    let registry = std::fs::read_to_string(h.state_dir.join("sessions.json")).expect("registry");
+    assert!(
+        !registry.contains("queued-1"),
+        "queued text is not rewritten into the registry"
+    );
+    drop(c);
+    h.kill_daemon();
+    h.start_daemon();
+    h.wait_screen("r", "every queued message typed after the restart", |s| {
+        lines(s).contains(&"queued-5")
+    });
+    let typed: Vec<String> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "input_sent")
+        .filter_map(|e| e["text"].as_str().map(str::to_string))
+        .filter(|t| t.starts_with("echo queued-"))
+        .map(|t| t.chars().take(13).collect())
+        .collect();
+    assert_eq!(
+        typed,
+        [
+            "echo queued-1",
+            "echo queued-2",
+            "echo queued-3",
+            "echo queued-4",
+            "echo queued-5"
+        ]
+        .map(String::from),
+        "each once, in order"
+    );
+}

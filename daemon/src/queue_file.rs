@@ -1,0 +1,239 @@
+//! Queued input on disk, one append-only file per session.
+//!
+//! Input that arrives while a turn runs waits in a queue that must survive a daemon restart.
+//! It used to live in the session registry, so each queued message rewrote (and synced) every
+//! session's record: 600 messages of 60 KB rewrote 36 MB per message. Now each session's queue
+//! is `STATE/queues/<session id>.jsonl`, one line per change — `{"push": TEXT}` or `{"pop":
+//! N}` (the N oldest left the queue) — so one enqueue costs one line the size of the message.
+//! The file is removed when the queue empties, and rewritten whole (it is bounded by
+//! `[daemon] max_queued_bytes`) when its lines outgrow the queue several times over.
+//!
+//! Loading replays the lines; a torn last line (a crash mid-append) is dropped, and a line
+//! that cannot be read is skipped with a warning.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// One change to a queue.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Op {
+    Push(String),
+    Pop(usize),
+}
+
+/// The directory of queue files.
+#[derive(Debug, Clone)]
+pub struct QueueFiles {
+    dir: PathBuf,
+}
+
+/// A session id is used as a file name only when it cannot leave the directory.
+fn safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+impl QueueFiles {
+    pub fn new(state_dir: &Path) -> QueueFiles {
+        QueueFiles {
+            dir: state_dir.join("queues"),
+        }
+    }
+
+    fn path(&self, id: &str) -> Option<PathBuf> {
+        safe_id(id).then(|| self.dir.join(format!("{id}.jsonl")))
+    }
+
+    /// Appends one line, unsynced: callers append while holding the session table, so that the
+    /// file's order is the queue's, and sync (the slow part) after letting go of it.
+    fn append(&self, id: &str, op: &Op) -> std::io::Result<fs::File> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let Some(path) = self.path(id) else {
+            return Err(std::io::Error::other(format!("unusable session id {id:?}")));
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        let mut line = serde_json::to_vec(op).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)?;
+        if let Err(e) = f.write_all(&line) {
+            // Never leave half a line for the next append to run into.
+            let _ = self.rewrite_after_failure(id, &path);
+            return Err(e);
+        }
+        Ok(f)
+    }
+
+    /// After a failed append the file is cut back to its last complete line.
+    fn rewrite_after_failure(&self, _id: &str, path: &Path) -> std::io::Result<()> {
+        let bytes = fs::read(path)?;
+        let keep = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let f = fs::OpenOptions::new().write(true).open(path)?;
+        f.set_len(keep as u64)
+    }
+
+    /// Records that `text` joined the back of session `id`'s queue. The file is returned to
+    /// be synced (`sync_data`) before the message is confirmed as queued.
+    pub fn push(&self, id: &str, text: &str) -> std::io::Result<fs::File> {
+        self.append(id, &Op::Push(text.to_string()))
+    }
+
+    /// Records that the oldest entry left the queue, which now holds `left`. An empty queue's
+    /// file is removed; one whose file outgrew it is written again whole.
+    pub fn pop(&self, id: &str, left: &[String]) -> std::io::Result<()> {
+        if left.is_empty() {
+            return self.remove(id);
+        }
+        // Not synced: lost to a power cut, it means the message is typed again after the
+        // restart (at least once), never that one is lost.
+        self.append(id, &Op::Pop(1))?;
+        let Some(path) = self.path(id) else {
+            return Ok(());
+        };
+        let lines = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let held: u64 = left.iter().map(|t| t.len() as u64 + 16).sum();
+        if lines > held.saturating_mul(4).max(64 * 1024) {
+            self.rewrite(id, left)?;
+        }
+        Ok(())
+    }
+
+    /// Writes session `id`'s queue whole (a migration from the registry, or a compaction).
+    pub fn rewrite(&self, id: &str, queue: &[String]) -> std::io::Result<()> {
+        if queue.is_empty() {
+            return self.remove(id);
+        }
+        let Some(path) = self.path(id) else {
+            return Ok(());
+        };
+        let mut buf = Vec::new();
+        for t in queue {
+            serde_json::to_writer(&mut buf, &Op::Push(t.clone())).map_err(std::io::Error::other)?;
+            buf.push(b'\n');
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        crate::store::write_atomic(&path, &buf)
+    }
+
+    /// Forgets session `id`'s queue.
+    pub fn remove(&self, id: &str) -> std::io::Result<()> {
+        let Some(path) = self.path(id) else {
+            return Ok(());
+        };
+        match fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Session `id`'s queue as the file says, with warnings about what could not be read.
+    pub fn load(&self, id: &str) -> (Vec<String>, Vec<String>) {
+        let mut warnings = Vec::new();
+        let Some(path) = self.path(id) else {
+            return (Vec::new(), warnings);
+        };
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), warnings),
+            Err(e) => {
+                warnings.push(format!(
+                    "cannot read queued input {} ({e}): those messages are not typed; make it readable by clibotd's user",
+                    path.display()
+                ));
+                return (Vec::new(), warnings);
+            }
+        };
+        let mut queue: std::collections::VecDeque<String> = Default::default();
+        let mut torn = false;
+        for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+            let complete = line.ends_with(b"\n");
+            match serde_json::from_slice::<Op>(line) {
+                Ok(Op::Push(t)) => queue.push_back(t),
+                Ok(Op::Pop(n)) => {
+                    for _ in 0..n.min(queue.len()) {
+                        queue.pop_front();
+                    }
+                }
+                Err(_) if !complete => torn = true,
+                Err(e) => warnings.push(format!(
+                    "{} line {}: {e}; skipped",
+                    path.display(),
+                    i + 1
+                )),
+            }
+        }
+        let queue: Vec<String> = queue.into();
+        if torn || !warnings.is_empty() {
+            // Written again clean, so the next append starts on a line of its own.
+            if let Err(e) = self.rewrite(id, &queue) {
+                warnings.push(format!("cannot rewrite {}: {e}", path.display()));
+            }
+        }
+        (queue, warnings)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushes_and_pops_replay_and_an_empty_queue_leaves_no_file() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let q = QueueFiles::new(d.path());
+        q.push("s1", "one").expect("push");
+        q.push("s1", "two\nlines").expect("push");
+        q.push("s1", "three").expect("push");
+        q.pop("s1", &["two\nlines".into(), "three".into()])
+            .expect("pop");
+        let (got, w) = q.load("s1");
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(got, ["two\nlines", "three"]);
+        q.pop("s1", &["three".into()]).expect("pop");
+        q.pop("s1", &[]).expect("pop");
+        assert!(!d.path().join("queues/s1.jsonl").exists());
+        assert!(q.load("s1").0.is_empty());
+    }
+
+    #[test]
+    fn a_torn_line_is_dropped_and_the_file_repaired() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let q = QueueFiles::new(d.path());
+        q.push("s", "kept").expect("push");
+        let path = d.path().join("queues/s.jsonl");
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        f.write_all(b"{\"push\":\"cut").expect("write");
+        let (got, _) = q.load("s");
+        assert_eq!(got, ["kept"]);
+        q.push("s", "next").expect("push");
+        assert_eq!(q.load("s").0, ["kept", "next"]);
+    }
+
+    #[test]
+    fn ids_that_are_paths_are_not_used() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let q = QueueFiles::new(d.path());
+        assert!(q.push("../x", "t").is_err());
+        assert!(q.load("../x").0.is_empty());
+    }
+}
