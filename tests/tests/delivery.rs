@@ -310,3 +310,38 @@ async fn the_input_queue_is_bounded_cheap_and_survives_a_kill_9() {
         "each once, in order"
     );
 }
+
+/// The control clients attached to clibot's own tmux session (`clibot+watch`).
+fn monitor_clients(h: &Harness) -> Vec<String> {
+    let out = h.tmux(&["list-clients", "-F", "#{client_pid} #{client_session}"]);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.ends_with(" clibot+watch"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A daemon killed with -9 leaves its tmux control client attached; the next daemon ends it,
+/// so exactly one (its own) follows the sessions, however often the daemon is killed.
+#[test]
+fn a_killed_daemons_control_client_is_ended_by_the_next() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    for _ in 0..3 {
+        assert_eq!(monitor_clients(&h).len(), 1, "{:?}", monitor_clients(&h));
+        h.kill_daemon();
+        h.start_daemon();
+        h.ctl_ok(&["send", "r", "echo alive-$((6*7))"]);
+        wait_event(&h, "r", "a turn after the restart", |e| {
+            e["type"] == "turn_completed"
+                && e["text"].as_str().is_some_and(|t| t.contains("alive-42"))
+                && e["seq"].as_u64().is_some()
+        });
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while monitor_clients(&h).len() != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(monitor_clients(&h).len(), 1, "{:?}", monitor_clients(&h));
+}

@@ -518,6 +518,18 @@ impl Tmux {
             Ok(_) | Err(MuxError::DuplicateSession(_)) => {}
             Err(e) => return Err(e),
         }
+        // A control client left by an earlier daemon that was killed (kill -9 leaves it
+        // attached, adopted by init) would keep the session's windows and run nothing anyone
+        // reads: every client of the monitor session is ended before this daemon's attaches.
+        // Ours is not among them (it is attached only below). No client: tmux says so; fine.
+        let mut stale = TmuxCommand::new();
+        stale.name("detach-client");
+        stale.push_option("-s", exact(MONITOR));
+        let mut client = self.client();
+        client.arg("-N");
+        if self.run_on(client, vec![stale], None).await.is_ok() {
+            tracing::info!("ended a control client a previous clibotd left attached");
+        }
 
         let mut cmd = self.client();
         // Not read-only: it runs clibot's queries (links and kills among them); nothing but
