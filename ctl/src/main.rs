@@ -490,15 +490,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             text,
             no_submit,
         } => {
+            // Past one gRPC message nothing is sent: the daemon's own limit ([daemon]
+            // max_input_bytes) is far below it and says so for anything smaller.
+            let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
             let text = if text == "-" {
                 let mut buf = String::new();
                 std::io::stdin()
+                    .take(most as u64 + 1)
                     .read_to_string(&mut buf)
                     .context("cannot read the text from stdin")?;
                 buf
             } else {
                 text
             };
+            if text.len() > most {
+                bail!(
+                    "the text is over {most} bytes, more than one message to clibotd carries; the daemon takes at most [daemon] max_input_bytes (64 KiB unless configured): send a file's path instead"
+                );
+            }
             let req = v1::SendInputRequest {
                 session: name.clone(),
                 text,

@@ -936,6 +936,7 @@ impl Daemon {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
+        crate::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
         let dir = self.resolve_dir(&req.dir, &cli)?;
         for (k, v) in &req.env {
@@ -1561,6 +1562,7 @@ impl Daemon {
                 "no keys given: name at least one, e.g. Enter or Escape".into(),
             ));
         }
+        crate::limits::check_keys(keys)?;
         let parsed = keys
             .iter()
             .map(|k| Key::parse(k))

@@ -25,6 +25,7 @@ pub mod events;
 pub mod jail;
 pub mod keys;
 pub mod launch;
+pub mod limits;
 pub mod local_http;
 pub mod metrics;
 pub mod names;

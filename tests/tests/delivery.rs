@@ -345,3 +345,82 @@ fn a_killed_daemons_control_client_is_ended_by_the_next() {
     }
     assert_eq!(monitor_clients(&h).len(), 1, "{:?}", monitor_clients(&h));
 }
+
+/// Requests far past any real use — 200,000 keys, 3 MiB of arguments, 20,000 environment
+/// variables, a 5 MiB message — are refused as invalid, naming the limit, and the session
+/// still works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_requests_are_refused_naming_the_limit() {
+    use clibot_proto::v1;
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    let mut c = h.client().await;
+    let err = c
+        .send_keys(v1::SendKeysRequest {
+            session: "r".into(),
+            keys: vec!["a".into(); 200_000],
+        })
+        .await
+        .expect_err("too many keys");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("at most 1000"), "{err:?}");
+    let work = h.work.display().to_string();
+    let spawn = |args: Vec<String>, env: std::collections::HashMap<String, String>| {
+        v1::SpawnSessionRequest {
+            name: "big".into(),
+            cli: "bash".into(),
+            dir: work.clone(),
+            args,
+            env,
+            delegate: false,
+        }
+    };
+    let err = c
+        .spawn_session(spawn(vec!["x".repeat(1024); 3 * 1024], Default::default()))
+        .await
+        .expect_err("3 MiB of arguments");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("at most"), "{err:?}");
+    let env = (0..20_000)
+        .map(|i| (format!("V{i}"), "1".to_string()))
+        .collect();
+    let err = c
+        .spawn_session(spawn(Vec::new(), env))
+        .await
+        .expect_err("20,000 variables");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("environment variables"), "{err:?}");
+    // Over the 4 MiB message limit (a client that does not cap what it sends): refused by the
+    // daemon, and the daemon lives on.
+    let mut raw = h.client().await.max_encoding_message_size(usize::MAX);
+    let err = raw
+        .send_input(v1::SendInputRequest {
+            session: "r".into(),
+            text: "z".repeat(5 * 1024 * 1024),
+            submit: true,
+            dedupe_key: String::new(),
+        })
+        .await
+        .expect_err("5 MiB");
+    assert!(
+        matches!(
+            err.code(),
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted | tonic::Code::InvalidArgument
+        ),
+        "{err:?}"
+    );
+    assert!(!err.message().contains("install tmux"), "{err:?}");
+    let mut c = h.client().await;
+    c.send_input(v1::SendInputRequest {
+        session: "r".into(),
+        text: "echo still-$((5+5))".into(),
+        submit: true,
+        dedupe_key: String::new(),
+    })
+    .await
+    .expect("the session still takes input");
+    h.wait_screen("r", "the next command", |s| lines(s).contains(&"still-10"));
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(1), "nothing was spawned: {list:#}");
+}
