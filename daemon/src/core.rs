@@ -1555,7 +1555,9 @@ impl Daemon {
             .await
     }
 
-    /// Presses named keys, in order, behind any input already queued.
+    /// Presses named keys, in order, at once: never behind queued input, so that Escape or
+    /// C-c interrupts the running turn. Only input being typed right now goes first (keys
+    /// wait for the paste or the keystrokes in progress, never inside them).
     pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
         if keys.is_empty() {
             return Err(CoreError::InvalidArgument(

@@ -424,3 +424,22 @@ async fn oversized_requests_are_refused_naming_the_limit() {
     let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     assert_eq!(list.as_array().map(Vec::len), Some(1), "nothing was spawned: {list:#}");
 }
+
+/// Keys are pressed at once, not behind queued input: C-c interrupts the running turn while a
+/// message waits, and the waiting message then runs.
+#[test]
+fn keys_are_pressed_at_once_even_with_input_queued() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    h.ctl_ok(&["send", "r", "sleep 60; echo never-$((1+1))"]);
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    h.ctl_ok(&["send", "r", "echo waited-$((2+2))"]);
+    let started = std::time::Instant::now();
+    h.ctl_ok(&["keys", "r", "C-c"]);
+    h.wait_screen("r", "the queued message after the interrupt", |s| {
+        lines(s).contains(&"waited-4")
+    });
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert!(!h.ctl_ok(&["screen", "r"]).contains("never-2"));
+}
