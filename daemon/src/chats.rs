@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{set_aside, write_atomic};
+use crate::store::{MAX_SEQ, dropped_entries, sane_seq, set_aside, write_atomic};
 
 /// A chat bound to a session, and how far it has been delivered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,6 +114,9 @@ fn lock_order(m: &Mutex<Touched>) -> std::sync::MutexGuard<'_, Touched> {
 
 /// Bindings and cursors.
 pub struct Chats {
+    /// Bindings whose cursor was out of range and for which the file had no other position to
+    /// give them: [`Chats::place_unplaced`] puts them at the log's end.
+    unplaced: Mutex<Vec<(String, String)>>,
     path: PathBuf,
     state: Mutex<ChatsFile>,
     touched: Mutex<Touched>,
@@ -123,27 +126,21 @@ pub struct Chats {
 
 impl Chats {
     /// Loads `chats.json`. A file that is not JSON is set aside; an entry that does not make
-    /// sense is dropped with a warning (the whole file is kept aside first); a file that cannot
-    /// be read at all (permissions, I/O) is left alone and never overwritten while it stays so.
+    /// sense is dropped with a warning (the whole file is kept aside first, as
+    /// `chats.json.bad-<ms>`); a file that cannot be read at all (permissions, I/O) is left
+    /// alone and never overwritten while it stays so. Numbers above [`MAX_SEQ`] are damage:
+    /// see [`parse`] for what becomes of them.
     pub fn open(state_dir: &Path) -> (Chats, Vec<String>) {
         let path = state_dir.join("chats.json");
         let mut warnings = Vec::new();
         let mut writable = true;
+        let mut unplaced = Vec::new();
         let state = match std::fs::read(&path) {
             Ok(b) => match parse(&b) {
-                Ok((state, dropped)) => {
+                Ok((state, dropped, zero)) => {
+                    unplaced = zero;
                     if !dropped.is_empty() {
-                        let kept = std::fs::copy(&path, path.with_extension("json.bad"))
-                            .map(|_| path.with_extension("json.bad").display().to_string())
-                            .unwrap_or_default();
-                        warnings.push(format!(
-                            "chat bindings file {}: {} entr{} could not be used and {} dropped ({}); the file as it was is kept at {kept}",
-                            path.display(),
-                            dropped.len(),
-                            if dropped.len() == 1 { "y" } else { "ies" },
-                            if dropped.len() == 1 { "was" } else { "were" },
-                            dropped.join("; ")
-                        ));
+                        warnings.push(dropped_entries(&path, "chat bindings file", &dropped));
                     }
                     state
                 }
@@ -170,6 +167,7 @@ impl Chats {
         };
         (
             Chats {
+                unplaced: Mutex::new(unplaced),
                 path,
                 state: Mutex::new(state),
                 touched: Mutex::new(Default::default()),
@@ -181,6 +179,27 @@ impl Chats {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ChatsFile> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the bindings whose out-of-range cursor found no other position in the file (see
+    /// [`parse`]) to `last_seq`, the event log's end: they receive what happens from now on,
+    /// instead of the whole retained log again. Called once the log is open.
+    pub fn place_unplaced(&self, last_seq: u64) {
+        let unplaced = std::mem::take(&mut *self.unplaced.lock().unwrap_or_else(|p| p.into_inner()));
+        if unplaced.is_empty() {
+            return;
+        }
+        let mut st = self.lock();
+        for (platform, chat) in unplaced {
+            if let Some(b) = st
+                .bindings
+                .iter_mut()
+                .find(|b| b.platform == platform && b.chat == chat && b.cursor == 0)
+            {
+                b.cursor = last_seq;
+            }
+        }
+        self.save(&st);
     }
 
     fn save(&self, st: &ChatsFile) {
@@ -277,7 +296,7 @@ impl Chats {
         let chats = st
             .bindings
             .iter()
-            .map(|b| b.cursor + u64::from(b.parts > 0))
+            .map(|b| b.cursor.saturating_add(u64::from(b.parts > 0)))
             .max()
             .unwrap_or(0);
         consumers.max(chats)
@@ -439,26 +458,39 @@ impl Chats {
     }
 }
 
-/// Parses `chats.json` entry by entry: what cannot be used is dropped and described.
-fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
+/// Parses `chats.json` entry by entry: what cannot be used is dropped and described. A number
+/// above [`MAX_SEQ`] is damage: a consumer cursor is dropped (the platform resumes at its chats'
+/// positions), a binding's `until_seq` drops the binding (it was ending anyway), and a binding's
+/// cursor is replaced by the highest in-range cursor of its platform, so the chat keeps its
+/// binding and receives again.
+#[allow(clippy::type_complexity)]
+fn parse(
+    bytes: &[u8],
+) -> Result<(ChatsFile, Vec<String>, Vec<(String, String)>), serde_json::Error> {
     let raw: serde_json::Value = serde_json::from_slice(bytes)?;
     let mut dropped = Vec::new();
+    // Bindings whose cursor was above the bound: (platform, chat, the cursor read).
+    let mut absurd: Vec<(String, String, u64)> = Vec::new();
     let mut st = ChatsFile::default();
     let obj = match raw {
         serde_json::Value::Object(o) => o,
         other => {
             dropped.push(format!("the file holds {other} instead of an object"));
-            return Ok((st, dropped));
+            return Ok((st, dropped, Vec::new()));
         }
     };
+    let mut unplaced = Vec::new();
     if let Some(v) = obj.get("cursors") {
         match v.as_object() {
             Some(m) => {
                 for (k, v) in m {
                     match v.as_u64() {
-                        Some(n) if !k.is_empty() => {
+                        Some(n) if !k.is_empty() && sane_seq(n) => {
                             st.cursors.insert(k.clone(), n);
                         }
+                        Some(n) if n > MAX_SEQ => dropped.push(format!(
+                            "cursor {k:?} = {n} (above 2^53: damaged or edited; it starts again from its chats' positions)"
+                        )),
                         _ => dropped.push(format!("cursor {k:?} = {v}")),
                     }
                 }
@@ -471,7 +503,17 @@ fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
             Some(list) => {
                 for v in list {
                     match serde_json::from_value::<Binding>(v.clone()) {
+                        Ok(b) if valid(&b) && !sane_seq(b.until_seq) => dropped.push(format!(
+                            "binding {}:{}: until_seq = {} is above 2^53 (damaged or edited); the binding, which was ending, is removed: bind the chat again if it should receive",
+                            b.platform, b.chat, b.until_seq
+                        )),
                         Ok(mut b) if valid(&b) => {
+                            if !sane_seq(b.cursor) {
+                                absurd.push((b.platform.clone(), b.chat.clone(), b.cursor));
+                                // Placed below, once every in-range cursor is known.
+                                b.cursor = 0;
+                                b.parts = 0;
+                            }
                             // Bound before binders were recorded: a private chat's binder is
                             // its user (the chat id, on the platforms where they are one);
                             // a group waits for an allowed user's next message.
@@ -505,8 +547,49 @@ fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
             Err(e) => dropped.push(format!("ingress ({e})")),
         }
     }
+    // A cursor above the bound resumes where the platform's other chats are (its dispatcher's
+    // cursor and its chats' cursors; any platform's when it has none): close to the log's end,
+    // so the chat receives again, neither silenced by a cursor no event reaches nor flooded
+    // with the retained log.
+    for (platform, chat, was) in absurd {
+        let highest = |same: bool| {
+            let consumers = st
+                .cursors
+                .iter()
+                .filter(|(k, _)| !same || k.split(':').next() == Some(platform.as_str()))
+                .map(|(_, v)| *v);
+            let chats = st
+                .bindings
+                .iter()
+                .filter(|b| !same || b.platform == platform)
+                .map(|b| b.cursor);
+            consumers.chain(chats).max().filter(|n| *n > 0)
+        };
+        let resume = highest(true).or_else(|| highest(false)).unwrap_or(0);
+        if let Some(b) = st
+            .bindings
+            .iter_mut()
+            .find(|b| b.platform == platform && b.chat == chat)
+        {
+            b.cursor = resume;
+        }
+        if resume == 0 {
+            dropped.push(format!(
+                "binding {platform}:{chat}: cursor = {was} is above 2^53 (damaged or edited; no event would ever reach it); it resumes at the event log's end"
+            ));
+            unplaced.push((platform, chat));
+        } else {
+            dropped.push(format!(
+                "binding {platform}:{chat}: cursor = {was} is above 2^53 (damaged or edited; no event would ever reach it); it resumes at event {resume}, where the other chats are"
+            ));
+        }
+    }
     // Bindings written before delivery was tracked per chat start where their platform was.
-    for b in st.bindings.iter_mut().filter(|b| b.cursor == 0) {
+    for b in st
+        .bindings
+        .iter_mut()
+        .filter(|b| b.cursor == 0 && !unplaced.iter().any(|(p, c)| *p == b.platform && *c == b.chat))
+    {
         b.cursor = st
             .cursors
             .iter()
@@ -518,7 +601,7 @@ fn parse(bytes: &[u8]) -> Result<(ChatsFile, Vec<String>), serde_json::Error> {
             b.group = true;
         }
     }
-    Ok((st, dropped))
+    Ok((st, dropped, unplaced))
 }
 
 fn valid(b: &Binding) -> bool {
@@ -656,10 +739,49 @@ mod tests {
         let (c, w) = Chats::open(dir.path());
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("5 entries"), "{w:?}");
-        assert!(dir.path().join("chats.json.bad").exists());
+        assert_eq!(crate::store::copies(dir.path(), "chats.json.bad-").len(), 1);
         let b = c.bindings("", "", "");
         assert_eq!(b.len(), 1);
         assert_eq!((b[0].cursor, b[0].group), (40, true));
+    }
+
+    #[test]
+    fn numbers_above_the_bound_are_dropped_or_replaced_and_told() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = r#"{"cursors": {"telegram:bot": 30, "discord:bot": 18446744073709551615},
+            "bindings": [
+                {"platform": "telegram", "chat": "1", "session": "api", "cursor": 18446744073709551615, "parts": 2, "binder": "telegram:1"},
+                {"platform": "telegram", "chat": "2", "session": "api", "cursor": 25, "binder": "telegram:2"},
+                {"platform": "telegram", "chat": "3", "session": "api", "cursor": 5, "until_seq": 18446744073709551615, "binder": "telegram:3"},
+                {"platform": "discord", "chat": "9", "session": "api", "cursor": 9007199254740993, "binder": "discord:9"}
+            ]}"#;
+        std::fs::write(dir.path().join("chats.json"), file).expect("write");
+        let (c, w) = Chats::open(dir.path());
+        assert_eq!(w.len(), 1, "{w:?}");
+        for needle in ["4 entries", "discord:bot", "telegram:1: cursor = 18446744073709551615", "until_seq", "2^53"] {
+            assert!(w[0].contains(needle), "{needle}: {w:?}");
+        }
+        let one = &c.bindings("telegram", "1", "")[0];
+        assert_eq!((one.cursor, one.parts), (30, 0), "resumes where its platform is");
+        assert!(c.bindings("telegram", "3", "").is_empty(), "an absurd end removes the binding");
+        assert_eq!(c.cursor("discord:bot"), 0);
+        // No other discord position: where any platform is.
+        assert_eq!(c.bindings("discord", "9", "")[0].cursor, 30);
+        assert_eq!(c.max_seq(), 30);
+        assert!(c.max_seq() <= MAX_SEQ);
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = r#"{"bindings": [{"platform": "discord", "chat": "9", "session": "api", "cursor": 18446744073709551615}]}"#;
+        std::fs::write(dir.path().join("chats.json"), file).expect("write");
+        let (c, w) = Chats::open(dir.path());
+        assert!(w[0].contains("the event log's end"), "{w:?}");
+        assert_eq!(c.max_seq(), 0, "the log numbers from its own end");
+        c.place_unplaced(77);
+        assert_eq!(c.bindings("discord", "9", "")[0].cursor, 77);
+        drop(c);
+        let (c, w) = Chats::open(dir.path());
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.bindings("discord", "9", "")[0].cursor, 77, "saved");
     }
 
     #[test]

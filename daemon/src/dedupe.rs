@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::core::lock;
-use crate::store::{dropped_entries, set_aside, write_atomic};
+use crate::store::{dropped_entries, sane_seq, set_aside, write_atomic};
 
 /// How many recent keys are remembered.
 const KEEP: usize = 2048;
@@ -58,7 +58,7 @@ pub struct Reservation {
 
 impl Dedupe {
     /// Loads the keys kept in `dir`, never fatally: a file that is not JSON is set aside, a key
-    /// that cannot be used is dropped (the file as it was kept as `inputs.json.bad`), with a
+    /// that cannot be used is dropped (the file as it was kept as `inputs.json.bad-<ms>`), with a
     /// warning; a file that cannot be read is left alone and not saved over.
     pub fn open(dir: &Path) -> (Arc<Dedupe>, Vec<String>) {
         let path = dir.join("inputs.json");
@@ -170,8 +170,13 @@ fn parse(bytes: &[u8]) -> Result<(Keys, Vec<String>), serde_json::Error> {
             for v in list {
                 match serde_json::from_value::<(String, u64)>(v.clone()) {
                     // Any id a gateway gave is kept (it is only compared); never an empty one.
-                    Ok((k, seq)) if !k.is_empty() => keys.push_back((k, seq)),
-                    Ok(_) => dropped.push(format!("key {v} (empty)")),
+                    Ok((k, _)) if k.is_empty() => dropped.push(format!("key {v} (empty)")),
+                    // A sequence number above the bound is damage: a redelivery of that message
+                    // would be answered with an event that never exists.
+                    Ok((_, seq)) if !sane_seq(seq) => dropped.push(format!(
+                        "key {v} (sequence number above 2^53: damaged or edited)"
+                    )),
+                    Ok((k, seq)) => keys.push_back((k, seq)),
                     Err(e) => dropped.push(format!("key {v} ({e})")),
                 }
             }
@@ -241,13 +246,15 @@ mod tests {
         let path = dir.path().join("inputs.json");
         std::fs::write(
             &path,
-            r#"{"version":1,"keys":[["t:1",4],["",5],["t:2",-1],"junk",["t:3",6]]}"#,
+            r#"{"version":1,"keys":[["t:1",4],["",5],["t:2",-1],"junk",["t:3",6],["t:4",18446744073709551615]]}"#,
         )
         .expect("write");
         let (d, w) = Dedupe::open(dir.path());
         assert_eq!(w.len(), 1, "{w:?}");
-        assert!(w[0].contains("3 entries"), "{w:?}");
-        assert!(dir.path().join("inputs.json.bad").exists());
+        assert!(w[0].contains("4 entries"), "{w:?}");
+        assert!(w[0].contains("above 2^53"), "{w:?}");
+        assert!(matches!(d.claim("t:4").await, Claim::Mine(_)));
+        assert_eq!(crate::store::copies(dir.path(), "inputs.json.bad-").len(), 1);
         assert!(matches!(d.claim("t:1").await, Claim::Seen(4)));
         assert!(matches!(d.claim("t:3").await, Claim::Seen(6)));
 

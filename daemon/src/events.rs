@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::blobs::{Blobs, EVENT_TEXT_MAX};
 use crate::session::{Prompt, State};
-use crate::store::{now_ms, set_aside, write_atomic};
+use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside, write_atomic};
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,6 +163,9 @@ struct Inner {
     last_seq: u64,
     /// Every event up to this seq is on disk (synced).
     synced_seq: u64,
+    /// The last append left part of its line in the file and it could not be cut off: the
+    /// next append starts with a newline, so that its event is on a line of its own.
+    torn: bool,
 }
 
 /// The log. Cheap to share behind an `Arc`.
@@ -184,12 +187,14 @@ impl EventLog {
         let mut mem: VecDeque<Event> = VecDeque::new();
         let mut rewrite = false;
         let mut readable = true;
+        // Lines that could not be used: the file as it was is copied aside before the rewrite.
+        let mut bad_lines = 0usize;
         match File::open(path) {
             Ok(f) => {
                 let mut reader = BufReader::new(f);
                 let mut line = Vec::new();
                 let mut lineno = 0usize;
-                let mut corrupt_at: Option<usize> = None;
+                let mut unread_from: Option<usize> = None;
                 loop {
                     line.clear();
                     match reader.read_until(b'\n', &mut line) {
@@ -203,13 +208,41 @@ impl EventLog {
                         }
                         Err(e) => {
                             warnings.push(format!("reading {}: {e}", path.display()));
-                            corrupt_at = Some(lineno + 1);
+                            unread_from = Some(lineno + 1);
                             break;
                         }
                     }
                     lineno += 1;
                     let complete = line.ends_with(b"\n");
-                    match serde_json::from_slice::<Event>(&line) {
+                    let parsed = match serde_json::from_slice::<Event>(&line) {
+                        Ok(ev) => Ok(ev),
+                        // A line torn by a failed write (a full disk) with the next event
+                        // appended right after it, by a daemon that did not repair it: the
+                        // event at the end is whole.
+                        Err(e) => match glued(&line) {
+                            Some(ev) => {
+                                warnings.push(format!(
+                                    "{} line {lineno}: a torn event (an interrupted write) runs into event {}; the torn part was dropped, the event kept",
+                                    path.display(),
+                                    ev.seq
+                                ));
+                                bad_lines += 1;
+                                rewrite = true;
+                                Ok(ev)
+                            }
+                            None => Err(e),
+                        },
+                    };
+                    match parsed {
+                        Ok(ev) if !sane_seq(ev.seq) => {
+                            warnings.push(format!(
+                                "{} line {lineno}: sequence {} is above 2^53 (damaged or edited); line skipped",
+                                path.display(),
+                                ev.seq
+                            ));
+                            bad_lines += 1;
+                            rewrite = true;
+                        }
                         Ok(ev) if mem.back().is_none_or(|b| ev.seq > b.seq) => {
                             // A last line cut just before its newline: the next append would
                             // run into it, so the file is written again whole.
@@ -236,24 +269,42 @@ impl EventLog {
                             rewrite = true;
                         }
                         Err(e) => {
-                            corrupt_at.get_or_insert(lineno);
+                            // One bad line (a write torn by a full disk, say) costs that line
+                            // only: the events after it are read on.
                             warnings.push(format!(
                                 "{} line {lineno}: {e}; line skipped",
                                 path.display()
                             ));
+                            bad_lines += 1;
+                            rewrite = true;
                         }
                     }
                 }
-                if let Some(at) = corrupt_at {
+                if let Some(at) = unread_from {
+                    // The rest could not be read at all: the original is kept whole, aside.
                     match set_aside(path) {
                         Ok(kept) => warnings.push(format!(
-                            "event log {} is corrupt from line {at}; the original is kept at {}, readable events were kept",
+                            "event log {} could not be read from line {at}; the original is kept at {}, readable events were kept",
                             path.display(),
                             kept.display()
                         )),
-                        Err(e) => warnings.push(format!("could not set aside corrupt {}: {e}", path.display())),
+                        Err(e) => warnings.push(format!("could not set aside unreadable {}: {e}", path.display())),
                     }
                     rewrite = true;
+                } else if bad_lines > 0 {
+                    warnings.push(match keep_bad_copy(path) {
+                        Ok(kept) => format!(
+                            "event log {}: {bad_lines} line{} could not be used (whole or in part) and {} dropped, every other event was kept; the file as it was is kept at {}",
+                            path.display(),
+                            if bad_lines == 1 { "" } else { "s" },
+                            if bad_lines == 1 { "was" } else { "were" },
+                            kept.display()
+                        ),
+                        Err(e) => format!(
+                            "event log {}: {bad_lines} line(s) dropped; a copy of the file as it was could not be kept ({e})",
+                            path.display()
+                        ),
+                    });
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -262,6 +313,15 @@ impl EventLog {
                 warnings.push(unreadable(path, &e));
             }
         }
+        let min_last_seq = if sane_seq(min_last_seq) {
+            min_last_seq
+        } else {
+            // The callers range-check what they load; this guards numbering all the same.
+            warnings.push(format!(
+                "the highest event number known outside the event log ({min_last_seq}) is above 2^53 and ignored: numbering continues from the log"
+            ));
+            0
+        };
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
         let log = EventLog {
             path: path.to_path_buf(),
@@ -274,6 +334,7 @@ impl EventLog {
                 last_seq,
                 // What was read back is on disk; numbers above the file's end were never written.
                 synced_seq: last_seq,
+                torn: false,
             }),
             notify: watch::channel(last_seq).0,
         };
@@ -320,6 +381,7 @@ impl EventLog {
         write_atomic(&self.path, &buf)?;
         inner.lines_in_file = inner.mem.len();
         inner.synced_seq = inner.last_seq;
+        inner.torn = false;
         self.open_append(inner)
     }
 
@@ -328,7 +390,8 @@ impl EventLog {
     pub fn append(&self, session: &str, session_id: &str, kind: EventKind) -> Event {
         let kind = self.cap(kind);
         let mut inner = self.lock();
-        inner.last_seq += 1;
+        // Never wraps: what was loaded is at most 2^53 (`MAX_SEQ`), far from the end of u64.
+        inner.last_seq = inner.last_seq.saturating_add(1);
         let ev = Event {
             seq: inner.last_seq,
             time_ms: now_ms(),
@@ -338,11 +401,7 @@ impl EventLog {
         };
         let mut line = serde_json::to_vec(&ev).unwrap_or_default();
         line.push(b'\n');
-        if let Some(f) = inner.file.as_mut()
-            && let Err(e) = f.write_all(&line)
-        {
-            tracing::error!(path = %self.path.display(), "cannot append to the event log: {e}");
-        }
+        self.write_line(&mut inner, &line);
         inner.lines_in_file += 1;
         inner.mem.push_back(ev.clone());
         if inner.mem.len() > self.retention {
@@ -360,6 +419,46 @@ impl EventLog {
         drop(inner);
         self.notify.send_replace(seq);
         ev
+    }
+
+    /// Appends one line to the file. A failed or partial write (a full disk) must not leave a
+    /// line without its end, or the next event would be glued onto it and both lost: the file
+    /// is cut back to where the line began, or, if even that fails, the next line starts with a
+    /// newline of its own. The event stays in memory either way (readers get it).
+    fn write_line(&self, inner: &mut Inner, line: &[u8]) {
+        let torn = inner.torn;
+        let Some(f) = inner.file.as_mut() else {
+            return;
+        };
+        let before = f.metadata().map(|m| m.len());
+        let result = if torn {
+            f.write_all(b"\n").and_then(|()| f.write_all(line))
+        } else {
+            f.write_all(line)
+        };
+        let Err(e) = result else {
+            inner.torn = false;
+            return;
+        };
+        let repaired = match before {
+            Ok(len) => f.set_len(len).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        match repaired {
+            Ok(()) => tracing::error!(
+                path = %self.path.display(),
+                seq = %inner.last_seq,
+                "cannot append to the event log ({e}); the event is kept in memory only and the file was cut back to its last whole line: free space on the disk holding clibotd's state directory"
+            ),
+            Err(cut) => {
+                inner.torn = true;
+                tracing::error!(
+                    path = %self.path.display(),
+                    seq = %inner.last_seq,
+                    "cannot append to the event log ({e}), and cannot cut off the partial line ({cut}); the next event starts on a new line: free space on the disk holding clibotd's state directory"
+                );
+            }
+        }
     }
 
     /// The blobs that hold long texts of this log's events.
@@ -455,7 +554,7 @@ impl EventLog {
         let Some(first) = inner.mem.front().map(|e| e.seq) else {
             return read;
         };
-        if since + 1 < first {
+        if since.saturating_add(1) < first {
             read.dropped = Some((since + 1, first - 1));
         }
         let start = inner.mem.partition_point(|e| e.seq <= since);
@@ -482,6 +581,21 @@ impl EventLog {
             .find(|e| e.session == session)
             .map(|e| e.time_ms)
     }
+}
+
+/// The whole event at the end of a line that does not parse, when a torn line was glued to it
+/// (`{"seq":5,"ti{"seq":6,...}`). Only an object that starts with `{"seq":` and runs to the
+/// line's end counts, so a text field that happens to hold JSON is not mistaken for an event.
+fn glued(line: &[u8]) -> Option<Event> {
+    const START: &[u8] = b"{\"seq\":";
+    let at = line
+        .windows(START.len())
+        .enumerate()
+        .skip(1)
+        .filter(|(_, w)| *w == START)
+        .map(|(i, _)| i)
+        .last()?;
+    serde_json::from_slice::<Event>(&line[at..]).ok()
 }
 
 /// A text cut to [`EVENT_TEXT_MAX`] bytes, saying how much was left out.
@@ -555,7 +669,7 @@ mod tests {
     }
 
     #[test]
-    fn torn_last_line_is_dropped_and_corrupt_file_set_aside() {
+    fn torn_last_line_is_dropped_and_a_bad_line_costs_only_itself() {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("events.jsonl");
         let (log, _) = EventLog::open(&p, 100, 0);
@@ -570,23 +684,95 @@ mod tests {
         assert_eq!(log.append("s", "", kind(3)).seq, 3);
         drop(log);
 
-        // Garbage in the middle: the file is kept aside, readable events survive.
+        // Garbage in the middle costs that line only: every other event is read on, the file
+        // as it was is copied aside, nothing is renamed away.
         let text = std::fs::read_to_string(&p).expect("read");
         let mut lines: Vec<&str> = text.lines().collect();
         lines.insert(1, "not json at all");
         std::fs::write(&p, lines.join("\n") + "\n").expect("write");
         let (log, w) = EventLog::open(&p, 100, 0);
-        assert!(w.iter().any(|w| w.contains("kept at")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("line 2") && w.contains("skipped")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("every other event was kept")), "{w:?}");
         assert_eq!(log.read_after(0, 10).events.len(), 3);
-        let aside = std::fs::read_dir(dir.path())
-            .expect("ls")
-            .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().contains("corrupt"));
-        assert!(aside, "the corrupt original is kept");
+        assert_eq!(crate::store::copies(dir.path(), "events.jsonl.bad-").len(), 1);
+        assert!(crate::store::copies(dir.path(), "events.jsonl.corrupt-").is_empty());
+        assert_eq!(log.append("s", "", kind(5)).seq, 4);
+        drop(log);
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.is_empty(), "repaired for good: {w:?}");
+        assert_eq!(log.read_after(0, 10).events.len(), 4);
         // Numbering continues from the registry's number when that is higher.
         drop(log);
         let (log, _) = EventLog::open(&p, 100, 40);
         assert_eq!(log.append("s", "", kind(4)).seq, 41);
+    }
+
+    #[test]
+    fn a_torn_line_glued_to_the_next_event_keeps_that_event() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::write(
+            &p,
+            "{\"seq\":1,\"time_ms\":1,\"type\":\"released\"}\n{\"seq\":2,\"ti{\"seq\":3,\"time_ms\":1,\"type\":\"released\"}\n{\"seq\":4,\"time_ms\":1,\"type\":\"released\"}\n",
+        )
+        .expect("write");
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.iter().any(|w| w.contains("torn event") && w.contains("event 3")), "{w:?}");
+        let seqs: Vec<u64> = log.read_after(0, 10).events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 3, 4]);
+        assert_eq!(log.append("s", "", kind(5)).seq, 5);
+    }
+
+    #[test]
+    fn numbers_above_the_bound_never_reach_the_numbering() {
+        use crate::store::MAX_SEQ;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        std::fs::write(
+            &p,
+            format!(
+                "{{\"seq\":1,\"time_ms\":1,\"type\":\"released\"}}\n{{\"seq\":{},\"time_ms\":1,\"type\":\"released\"}}\n{{\"seq\":18446744073709551615,\"time_ms\":1,\"type\":\"released\"}}\n{{\"seq\":-3,\"time_ms\":1,\"type\":\"released\"}}\n",
+                MAX_SEQ + 1
+            ),
+        )
+        .expect("write");
+        let (log, w) = EventLog::open(&p, 100, u64::MAX);
+        assert!(w.iter().any(|w| w.contains("above 2^53") && w.contains("line 2")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("18446744073709551615") && w.contains("ignored")), "{w:?}");
+        assert_eq!(log.append("s", "", kind(2)).seq, 2);
+        assert_eq!(log.read_after(u64::MAX, 10).events.len(), 0, "no overflow");
+        drop(log);
+        let (log, _) = EventLog::open(&p, 100, MAX_SEQ);
+        assert_eq!(log.append("s", "", kind(3)).seq, MAX_SEQ + 1, "the bound itself is kept");
+    }
+
+    #[test]
+    fn a_failed_append_never_glues_the_next_event_onto_its_part() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let (log, _) = EventLog::open(&p, 100, 0);
+        log.append("s", "", kind(1));
+        // A full disk that cannot even be cut back: writes and truncation both fail.
+        log.lock().file = Some(
+            OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .expect("/dev/full"),
+        );
+        log.append("s", "", kind(2));
+        assert!(log.lock().torn, "the next append must start a line of its own");
+        // Part of event 2 did reach the file before the disk filled.
+        let mut f = OpenOptions::new().append(true).open(&p).expect("open");
+        f.write_all(b"{\"seq\":2,\"time_ms\":17").expect("write");
+        log.lock().file = Some(f);
+        log.append("s", "", kind(3));
+        assert!(!log.lock().torn);
+        drop(log);
+        let (log, w) = EventLog::open(&p, 100, 0);
+        assert!(w.iter().any(|w| w.contains("line 2")), "{w:?}");
+        let seqs: Vec<u64> = log.read_after(0, 10).events.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, [1, 3], "event 3 survived on its own line");
+        assert_eq!(log.append("s", "", kind(4)).seq, 4);
     }
 
     #[test]

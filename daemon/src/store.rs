@@ -47,15 +47,95 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     result
 }
 
-/// Moves an unreadable file out of the way (`NAME.corrupt-<ms>`) so that it can be inspected,
-/// and returns where it went.
-pub fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
-    let name = path
-        .file_name()
+/// The largest sequence number (or other count) a state file may hold: 2^53.
+///
+/// Why this bound: it is the largest integer that JSON tools working in doubles (jq,
+/// JavaScript) keep exactly, so a state file a person inspects or edits with them says what the
+/// daemon meant; and it is unreachable in practice (a million events a second for 285 years).
+/// A number above it can only come from damage or a hand edit (`u64::MAX` once wrapped the event
+/// numbering to 1 and silenced a chat for good), so every loader drops it like any other bad
+/// entry, with a warning, and numbering continues from the highest number that is in range.
+pub const MAX_SEQ: u64 = 1 << 53;
+
+/// Whether a number read from a state file is in range (see [`MAX_SEQ`]).
+pub fn sane_seq(n: u64) -> bool {
+    n <= MAX_SEQ
+}
+
+/// How many copies of each kind (`NAME.bad-<ms>`, `NAME.corrupt-<ms>`) are kept per file: the
+/// newest, so that a second repair does not overwrite the first, and repeated repairs do not
+/// fill the disk.
+pub const KEPT_COPIES: usize = 5;
+
+/// `NAME.KIND-<unix ms>` beside `path`, later than every such copy already there: two repairs
+/// in the same millisecond must neither overwrite each other nor sort in the wrong order.
+fn stamped(path: &Path, kind: &str) -> PathBuf {
+    let name = file_name(path);
+    let newest = stamped_copies(path, kind).last().map(|(ms, _)| ms + 1);
+    let mut ms = (now_ms().max(0) as u64).max(newest.unwrap_or(0));
+    loop {
+        let p = path.with_file_name(format!("{name}.{kind}-{ms}"));
+        if p.symlink_metadata().is_err() {
+            return p;
+        }
+        ms += 1;
+    }
+}
+
+/// The `NAME.KIND-<ms>` files beside `path`, oldest first.
+fn stamped_copies(path: &Path, kind: &str) -> Vec<(u64, PathBuf)> {
+    let prefix = format!("{}.{kind}-", file_name(path));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut copies: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let ms = name.strip_prefix(&prefix)?.parse::<u64>().ok()?;
+            Some((ms, e.path()))
+        })
+        .collect();
+    copies.sort();
+    copies
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let target = path.with_file_name(format!("{name}.corrupt-{}", now_ms()));
+        .unwrap_or_default()
+}
+
+/// Removes all but the newest [`KEPT_COPIES`] `NAME.KIND-<ms>` files beside `path`.
+fn prune_copies(path: &Path, kind: &str) {
+    let copies = stamped_copies(path, kind);
+    let extra = copies.len().saturating_sub(KEPT_COPIES);
+    for (_, p) in copies.into_iter().take(extra) {
+        if let Err(e) = fs::remove_file(&p) {
+            tracing::warn!("cannot remove the old copy {}: {e}", p.display());
+        }
+    }
+}
+
+/// Copies the file at `path` as it is to `NAME.bad-<unix ms>` before a loader saves a cleaned
+/// version over it, keeping the newest [`KEPT_COPIES`] such copies; returns the copy's path.
+pub fn keep_bad_copy(path: &Path) -> std::io::Result<PathBuf> {
+    let target = stamped(path, "bad");
+    fs::copy(path, &target)?;
+    prune_copies(path, "bad");
+    Ok(target)
+}
+
+/// Moves an unreadable file out of the way (`NAME.corrupt-<ms>`) so that it can be inspected,
+/// and returns where it went; the newest [`KEPT_COPIES`] such files are kept.
+pub fn set_aside(path: &Path) -> std::io::Result<PathBuf> {
+    let target = stamped(path, "corrupt");
     fs::rename(path, &target)?;
+    prune_copies(path, "corrupt");
     Ok(target)
 }
 
@@ -66,19 +146,15 @@ pub fn sane_field(s: &str, may_be_empty: bool) -> bool {
 }
 
 /// What a loader says when some entries of the state file at `path` could not be used and were
-/// dropped: the file as it was is first copied beside it (`NAME.bad`), so that saving the
-/// cleaned state later loses nothing for good. `what` names the file for a person ("access
-/// file"); each entry's description is shortened, and a long list is cut.
+/// dropped: the file as it was is first copied beside it (`NAME.bad-<unix ms>`, the newest
+/// [`KEPT_COPIES`] kept), so that saving the cleaned state later loses nothing for good. `what`
+/// names the file for a person ("access file"); each entry's description is shortened, and a
+/// long list is cut.
 pub fn dropped_entries(path: &Path, what: &str, dropped: &[String]) -> String {
     const SHOWN: usize = 10;
     const LONGEST: usize = 160;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let bad = path.with_file_name(format!("{name}.bad"));
-    let kept = match fs::copy(path, &bad) {
-        Ok(_) => format!("the file as it was is kept at {}", bad.display()),
+    let kept = match keep_bad_copy(path) {
+        Ok(bad) => format!("the file as it was is kept at {}", bad.display()),
         Err(e) => format!("a copy of the file as it was could not be kept ({e})"),
     };
     let mut list: Vec<String> = dropped
@@ -115,7 +191,8 @@ pub struct RegistryFile {
 /// Loads the registry, never fatally. A missing file is an empty registry; a file that is not
 /// JSON is set aside and reported (the sessions are then recovered from tmux itself); a session
 /// entry that cannot be used is dropped with a warning, the file as it was kept beside it
-/// (`sessions.json.bad`). The flag is false when the file exists but cannot be read
+/// (`sessions.json.bad-<ms>`); a number out of range ([`MAX_SEQ`]) is dropped or reset, told
+/// the same way. The flag is false when the file exists but cannot be read
 /// (permissions, I/O): it must then not be saved over, and the warning says how to fix it.
 pub fn load_registry(path: &Path) -> (RegistryFile, Vec<String>, bool) {
     let mut warnings = Vec::new();
@@ -182,8 +259,11 @@ fn parse_registry(bytes: &[u8]) -> Result<(RegistryFile, Vec<String>), serde_jso
     match obj.get("last_seq") {
         None => {}
         Some(v) => match v.as_u64() {
-            Some(n) => reg.last_seq = n,
-            None => dropped.push(format!("last_seq = {v}")),
+            Some(n) if sane_seq(n) => reg.last_seq = n,
+            Some(n) => dropped.push(format!(
+                "last_seq = {n} (above 2^53: damaged or edited; event numbering continues from the event log and the delivery cursors)"
+            )),
+            None => dropped.push(format!("last_seq = {v} (not a number from 0 to 2^53)")),
         },
     }
     match obj.get("sessions") {
@@ -223,6 +303,7 @@ fn parse_registry(bytes: &[u8]) -> Result<(RegistryFile, Vec<String>), serde_jso
                     ));
                     continue;
                 }
+                dropped.extend(reset_out_of_range(&mut rec));
                 let before = rec.env.len();
                 rec.env.retain(|k, v| {
                     crate::names::is_valid_env_key(k) && k.len() <= 256 && !v.contains('\0')
@@ -253,6 +334,46 @@ fn parse_registry(bytes: &[u8]) -> Result<(RegistryFile, Vec<String>), serde_jso
         Some(_) => dropped.push("sessions (not a list)".into()),
     }
     Ok((reg, dropped))
+}
+
+/// Resets the numbers of a session record that are out of range (above [`MAX_SEQ`], or a
+/// negative time), describing each: the session itself is kept, as the numbers only inform
+/// (`last` and the reply's length) or time (the turn's start, idle time).
+fn reset_out_of_range(rec: &mut SessionRecord) -> Vec<String> {
+    let mut told = Vec::new();
+    let name = rec.name.clone();
+    let mut check_u64 = |field: &str, n: &mut u64| {
+        if !sane_seq(*n) {
+            told.push(format!(
+                "session {name:?}: {field} = {n} is above 2^53; reset to 0"
+            ));
+            *n = 0;
+        }
+    };
+    check_u64("last_reply_seq", &mut rec.last_reply_seq);
+    check_u64("last_reply_bytes", &mut rec.last_reply_bytes);
+    let in_range = |n: i64| (0..=MAX_SEQ as i64).contains(&n);
+    for (field, n) in [
+        ("created_at_ms", &mut rec.created_at_ms),
+        ("last_activity_ms", &mut rec.last_activity_ms),
+        ("turn_started_ms", &mut rec.turn_started_ms),
+    ] {
+        if !in_range(*n) {
+            told.push(format!(
+                "session {name:?}: {field} = {n} is not a time from 0 to 2^53 ms; reset to 0"
+            ));
+            *n = 0;
+        }
+    }
+    if let Some(a) = rec.turn_anchor
+        && a.unsigned_abs() > MAX_SEQ
+    {
+        told.push(format!(
+            "session {name:?}: turn_anchor = {a} is beyond 2^53 lines; forgotten (the running turn's reply may be cut)"
+        ));
+        rec.turn_anchor = None;
+    }
+    told
 }
 
 /// Takes group and other permissions away from the files in the state directory (files made
@@ -289,8 +410,83 @@ pub fn save_registry(path: &Path, reg: &RegistryFile) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
+pub(crate) fn copies(dir: &Path, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .expect("ls")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repairs_keep_their_own_copies_up_to_five() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("chats.json");
+        for i in 0..8 {
+            fs::write(&p, format!("version {i}")).expect("write");
+            let w = dropped_entries(&p, "chat bindings file", &[format!("entry {i}")]);
+            assert!(w.contains("chats.json.bad-"), "{w}");
+        }
+        let kept = copies(dir.path(), "chats.json.bad-");
+        assert_eq!(kept.len(), KEPT_COPIES, "{kept:?}");
+        let texts: Vec<String> = kept
+            .iter()
+            .map(|n| fs::read_to_string(dir.path().join(n)).expect("read"))
+            .collect();
+        let mut sorted = texts.clone();
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            (3..8).map(|i| format!("version {i}")).collect::<Vec<_>>(),
+            "the newest five, none overwritten"
+        );
+        for _ in 0..7 {
+            fs::write(&p, "x").expect("write");
+            set_aside(&p).expect("aside");
+        }
+        assert_eq!(copies(dir.path(), "chats.json.corrupt-").len(), KEPT_COPIES);
+        assert_eq!(copies(dir.path(), "chats.json.bad-").len(), KEPT_COPIES);
+    }
+
+    #[test]
+    fn out_of_range_numbers_in_the_registry_are_dropped_and_told() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("sessions.json");
+        let mut rec = record("a", "1");
+        rec["last_reply_seq"] = serde_json::json!(u64::MAX);
+        rec["created_at_ms"] = serde_json::json!(i64::MIN);
+        rec["turn_anchor"] = serde_json::json!(i64::MAX);
+        let file = serde_json::json!({"version": 1, "last_seq": u64::MAX, "sessions": [rec]});
+        fs::write(&p, file.to_string()).expect("write");
+        let (reg, w, _) = load_registry(&p);
+        assert_eq!(reg.last_seq, 0);
+        assert_eq!(reg.sessions.len(), 1, "the session is kept");
+        let s = &reg.sessions[0];
+        assert_eq!(
+            (s.last_reply_seq, s.created_at_ms, s.turn_anchor),
+            (0, 0, None)
+        );
+        assert_eq!(w.len(), 1, "{w:?}");
+        for needle in ["last_seq = 18446744073709551615", "2^53", "last_reply_seq", "created_at_ms", "turn_anchor"] {
+            assert!(w[0].contains(needle), "{needle}: {w:?}");
+        }
+        // Exactly the bound is kept; a negative or fractional last_seq is not.
+        fs::write(&p, format!("{{\"last_seq\": {MAX_SEQ}}}")).expect("write");
+        assert_eq!(load_registry(&p).0.last_seq, MAX_SEQ);
+        for bad in ["-1", "1.5", "1e300", "\"7\""] {
+            fs::write(&p, format!("{{\"last_seq\": {bad}}}")).expect("write");
+            let (reg, w, _) = load_registry(&p);
+            assert_eq!(reg.last_seq, 0, "{bad}");
+            assert!(w[0].contains("last_seq"), "{bad}: {w:?}");
+        }
+    }
 
     #[test]
     fn corrupt_registry_is_set_aside() {
@@ -350,7 +546,7 @@ mod tests {
         assert!(writable);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("6 entries"), "{w:?}");
-        assert!(dir.path().join("sessions.json.bad").exists());
+        assert_eq!(copies(dir.path(), "sessions.json.bad-").len(), 1);
         assert_eq!(reg.last_seq, 40);
         let names: Vec<&str> = reg.sessions.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["a", "c"]);
