@@ -316,11 +316,13 @@ impl EventLog {
         let min_last_seq = if sane_seq(min_last_seq) {
             min_last_seq
         } else {
-            // The callers range-check what they load; this guards numbering all the same.
+            // The callers range-check what they load; this guards the numbering all the same.
+            // Clamped, not ignored: numbering from below it could repeat numbers a chat was
+            // already given, and that chat would wait for them for good.
             warnings.push(format!(
-                "the highest event number known outside the event log ({min_last_seq}) is above 2^53 and ignored: numbering continues from the log"
+                "the highest event number known outside the event log ({min_last_seq}) is above 2^53; numbering continues from 2^53"
             ));
-            0
+            crate::store::MAX_SEQ
         };
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
         let log = EventLog {
@@ -738,12 +740,13 @@ mod tests {
         .expect("write");
         let (log, w) = EventLog::open(&p, 100, u64::MAX);
         assert!(w.iter().any(|w| w.contains("above 2^53") && w.contains("line 2")), "{w:?}");
-        assert!(w.iter().any(|w| w.contains("18446744073709551615") && w.contains("ignored")), "{w:?}");
-        assert_eq!(log.append("s", "", kind(2)).seq, 2);
+        assert!(w.iter().any(|w| w.contains("18446744073709551615") && w.contains("above 2^53")), "{w:?}");
+        assert_eq!(log.append("s", "", kind(2)).seq, MAX_SEQ + 1, "clamped, no wrap");
         assert_eq!(log.read_after(u64::MAX, 10).events.len(), 0, "no overflow");
         drop(log);
-        let (log, _) = EventLog::open(&p, 100, MAX_SEQ);
-        assert_eq!(log.append("s", "", kind(3)).seq, MAX_SEQ + 1, "the bound itself is kept");
+        std::fs::remove_file(&p).expect("rm");
+        let (log, _) = EventLog::open(&p, 100, 40);
+        assert_eq!(log.append("s", "", kind(3)).seq, 41);
     }
 
     #[test]

@@ -55,6 +55,10 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
 /// A number above it can only come from damage or a hand edit (`u64::MAX` once wrapped the event
 /// numbering to 1 and silenced a chat for good), so every loader drops it like any other bad
 /// entry, with a warning, and numbering continues from the highest number that is in range.
+///
+/// The one state this cannot make whole: numbers edited to within a few events of the bound.
+/// The log then numbers past it (it never wraps or repeats a number), and the next start drops
+/// those events with warnings like any other damage.
 pub const MAX_SEQ: u64 = 1 << 53;
 
 /// Whether a number read from a state file is in range (see [`MAX_SEQ`]).
