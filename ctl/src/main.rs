@@ -2,15 +2,10 @@
 //!
 //! Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
 
-mod audit_log;
+mod commands;
 mod connect;
 mod doctor;
-mod hook;
-mod last;
 mod output;
-mod reload;
-mod sandbox_check;
-mod transcript;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -21,6 +16,8 @@ use anyhow::{Context, anyhow, bail};
 use clap::{Parser, Subcommand};
 use clibot_proto::v1;
 use tokio_stream::StreamExt;
+
+use crate::commands::{audit_log, chat as transcript, hook, io as last, ops as reload};
 
 /// clibotctl — drive AI coding CLIs running under clibotd.
 #[derive(Debug, Parser)]

@@ -10,6 +10,8 @@ use std::time::Duration;
 use clibot_proto::v1;
 use serde_json::json;
 
+mod sandbox;
+
 /// How long any one probe (a program's `--version`, tmux, systemctl, an RPC) may take.
 const PROBE: Duration = Duration::from_secs(3);
 
@@ -85,7 +87,7 @@ async fn collect(socket: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let config_path = config_path();
     let config = read_config(config_path.as_deref(), &mut out);
-    crate::sandbox_check::sandbox_checks(config.as_ref(), &mut out).await;
+    sandbox::sandbox_checks(config.as_ref(), &mut out).await;
 
     // The daemon first: most other checks read its status.
     let mut client = None;

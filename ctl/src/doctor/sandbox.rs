@@ -1,7 +1,7 @@
 //! `doctor`'s look at the jail non-admins' sessions run in: is it off anywhere, and does
 //! bubblewrap work on this machine (it needs unprivileged user namespaces)?
 
-use crate::doctor::{Check, Level, check};
+use super::{Check, Level, check};
 
 /// Platforms whose `[access.PLATFORM] sandbox` is "off".
 fn unjailed(table: Option<&toml::Table>) -> Vec<String> {

@@ -3,7 +3,7 @@
 use anyhow::{anyhow, bail};
 use clibot_proto::v1;
 
-use crate::audit_log::parse_since;
+use super::audit_log::parse_since;
 use crate::output::now_ms;
 
 /// "telegram:100" → ("telegram", "100"); the chat id may itself hold colons.
