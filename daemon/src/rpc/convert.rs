@@ -1,0 +1,326 @@
+//! Between the core's types and `clibot.v1`'s: states, prompts, sessions, events, and core
+//! errors as precise status codes.
+
+use super::*;
+
+/// What a chat is shown of an event, for its transcript; `None` for kinds chats do not see.
+pub(super) fn shown_text(kind: &EventKind) -> Option<String> {
+    Some(match kind {
+        EventKind::TurnCompleted { text, .. } => text.clone(),
+        // Answered by a rule or the decider: the chat saw only the answer.
+        EventKind::Waiting { prompt } if !prompt.auto.is_empty() => return None,
+        EventKind::Waiting { prompt } => {
+            let mut t = prompt.text.clone();
+            for (i, o) in prompt.options.iter().enumerate() {
+                t.push_str(&format!("\n{}. {o}", i + 1));
+            }
+            t
+        }
+        EventKind::PromptResolved { note, .. } if !note.is_empty() => note.clone(),
+        EventKind::PromptResolved { answer, by, .. } => {
+            if answer.is_empty() {
+                format!("prompt resolved ({by})")
+            } else {
+                format!("answered: {answer}")
+            }
+        }
+        EventKind::Exited { status, reason, .. } => match status {
+            Some(s) => format!("exited with status {s}: {reason}"),
+            None => format!("exited: {reason}"),
+        },
+        EventKind::Error { message, .. } => format!("error: {message}"),
+        EventKind::Notice { text, .. } => text.clone(),
+        _ => return None,
+    })
+}
+
+/// From a chat, text is typed as it reads: a control character in it (an ESC sequence, a
+/// Ctrl-C) would act on the CLI as a key press, which only `!!keys` may do. Line breaks and tabs
+/// are text.
+#[allow(clippy::result_large_err)]
+pub(super) fn no_control_chars(actor: &Actor, text: &str, what: &str) -> Result<(), Status> {
+    let bad = text
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'));
+    match bad {
+        Some(c) if !actor.is_local() => Err(Status::invalid_argument(format!(
+            "{what} contains the control character U+{:04X}, which would act as a key press: remove it, or press keys with !!keys",
+            c as u32
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Who a call is for. A process inside a managed session acts as that session's owner (the
+/// machine's user for a session made on the machine), whatever chat metadata it sends; any
+/// other caller is the chat user named in its metadata (the gateway), else the local user.
+pub(super) fn actor<T>(req: &Request<T>) -> Actor {
+    if let Some(Caller::Session { name, owner }) = req.extensions().get::<Caller>() {
+        let mut a = match owner.split_once(':') {
+            Some((platform, user)) => Actor {
+                platform: platform.to_string(),
+                user: user.to_string(),
+                chat: String::new(),
+                via: String::new(),
+            },
+            None => Actor::local(),
+        };
+        a.via = format!("session:{name}");
+        return a;
+    }
+    let get = |k: &str| {
+        req.metadata()
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    match (get("clibot-platform"), get("clibot-user")) {
+        (Some(platform), Some(user)) if !platform.is_empty() && platform != "local" => Actor {
+            platform,
+            user,
+            chat: get("clibot-chat").unwrap_or_default(),
+            via: String::new(),
+        },
+        _ => Actor::local(),
+    }
+}
+
+impl From<CoreError> for Status {
+    fn from(e: CoreError) -> Status {
+        let code = match &e {
+            CoreError::InvalidName(_)
+            | CoreError::DirNotFound(_)
+            | CoreError::NotADirectory(_)
+            | CoreError::DirNotAbsolute(_)
+            | CoreError::TextTooLong { .. }
+            | CoreError::InvalidArgument(_)
+            | CoreError::UnknownKey(_) => Code::InvalidArgument,
+            CoreError::UnknownCli { .. }
+            | CoreError::NoSuchSession(_)
+            | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
+            CoreError::DirNotAllowed { .. }
+            | CoreError::SecretDir { .. }
+            | CoreError::CliNotAllowed { .. }
+            | CoreError::NotYours(_)
+            | CoreError::NotOwner(_) => Code::PermissionDenied,
+            CoreError::AlreadyExists(_)
+            | CoreError::TmuxNameTaken(_)
+            | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
+            CoreError::Exited(_)
+            | CoreError::Stopping(_)
+            | CoreError::NotWaiting(_)
+            | CoreError::Delegation(_)
+            | CoreError::NotThatPrompt { .. }
+            | CoreError::UnknownPrompt(_)
+            | CoreError::ProgramNotFound { .. }
+            | CoreError::NoSandbox
+            | CoreError::ProgramNotExecutable { .. }
+            | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
+            CoreError::HookDenied => Code::PermissionDenied,
+            CoreError::TooManySessions { .. }
+            | CoreError::TooManyForUser { .. }
+            | CoreError::QueueFull { .. } => Code::ResourceExhausted,
+            CoreError::Mux(MuxError::NoServer(_))
+            | CoreError::Mux(MuxError::Spawn { .. })
+            | CoreError::NoPort(_)
+            | CoreError::NoRandom(_) => Code::Unavailable,
+            CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
+            CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
+            CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
+        };
+        Status::new(code, e.to_string())
+    }
+}
+
+pub(super) fn state_to_proto(s: State) -> v1::SessionState {
+    match s {
+        State::Starting => v1::SessionState::Starting,
+        State::Idle => v1::SessionState::Idle,
+        State::Working => v1::SessionState::Working,
+        State::Waiting => v1::SessionState::Waiting,
+        State::Exited => v1::SessionState::Exited,
+        State::Error => v1::SessionState::Error,
+    }
+}
+
+pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
+    Some(match s {
+        v1::SessionState::Unspecified => return None,
+        v1::SessionState::Starting => State::Starting,
+        v1::SessionState::Idle => State::Idle,
+        v1::SessionState::Working => State::Working,
+        v1::SessionState::Waiting => State::Waiting,
+        v1::SessionState::Exited => State::Exited,
+        v1::SessionState::Error => State::Error,
+    })
+}
+
+pub(super) fn prompt_to_proto(p: crate::session::Prompt) -> v1::Prompt {
+    v1::Prompt {
+        id: p.id,
+        kind: p.kind,
+        text: p.text,
+        options: p.options,
+        subject: p.subject,
+        source: p.source,
+        warning: p.warning,
+        auto: p.auto,
+        subject_kind: p.subject_kind,
+    }
+}
+
+pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
+    v1::Session {
+        attach_command: d.attach_command(&r),
+        id: r.id,
+        name: r.name,
+        cli: r.cli,
+        dir: r.dir.display().to_string(),
+        state: state_to_proto(r.state) as i32,
+        created_at_ms: r.created_at_ms,
+        last_activity_ms: r.last_activity_ms,
+        tmux_session: r.tmux_session,
+        tmux_session_id: r.tmux_id,
+        pid: r.pid,
+        exit_status: r.exit_status,
+        adopted: r.adopted,
+        args: r.args,
+        prompt: r.prompt.map(prompt_to_proto),
+        stalled: r.stalled,
+        queued_inputs: r.queue.len() as u32,
+        error: r.error.unwrap_or_default(),
+        owner: r.owner,
+        shared_with: r.shared_with,
+        exit_reason: r.exit_reason,
+        delegate: r.delegate,
+        delegated_from: r.delegated_from,
+        delegated_to: r.delegated_to,
+    }
+}
+
+/// Converts a logged event; `None` for kinds this build does not know.
+pub fn event_to_proto(e: Event) -> Option<v1::Event> {
+    let kind = match e.kind {
+        EventKind::DaemonStarted {
+            pid,
+            version,
+            readopted,
+        } => Kind::DaemonStarted(v1::DaemonStarted {
+            pid,
+            version,
+            readopted,
+        }),
+        EventKind::Spawned { cli, dir, args } => {
+            Kind::Spawned(v1::SessionSpawned { cli, dir, args })
+        }
+        EventKind::Adopted { cli, tmux_session } => {
+            Kind::Adopted(v1::SessionAdopted { cli, tmux_session })
+        }
+        EventKind::Released => Kind::Released(v1::SessionReleased {}),
+        EventKind::InputSent {
+            text,
+            submitted,
+            blob_id,
+            full_bytes,
+        } => Kind::InputSent(v1::InputSent {
+            text,
+            submitted,
+            blob_id,
+            full_bytes,
+        }),
+        EventKind::KeysSent { keys } => Kind::KeysSent(v1::KeysSent { keys }),
+        EventKind::StateChanged { from, to, reason } => Kind::StateChanged(v1::StateChanged {
+            from: state_to_proto(from) as i32,
+            to: state_to_proto(to) as i32,
+            reason,
+        }),
+        EventKind::Exited {
+            status,
+            reason,
+            output,
+        } => Kind::Exited(v1::SessionExited {
+            status,
+            reason,
+            output,
+        }),
+        EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
+        EventKind::Error { message, kind } => Kind::Error(v1::Error { message, kind }),
+        EventKind::TurnCompleted {
+            text,
+            source,
+            blob_id,
+            full_bytes,
+        } => Kind::TurnCompleted(v1::TurnCompleted {
+            text,
+            source,
+            blob_id,
+            full_bytes,
+        }),
+        EventKind::Waiting { prompt } => Kind::Waiting(v1::Waiting {
+            prompt: Some(prompt_to_proto(prompt)),
+        }),
+        EventKind::PromptResolved {
+            prompt_id,
+            by,
+            answer,
+            actor,
+            note,
+        } => Kind::PromptResolved(v1::PromptResolved {
+            prompt_id,
+            by,
+            answer,
+            actor,
+            note,
+        }),
+        EventKind::Notice { text, kind } => Kind::Notice(v1::Notice { text, kind }),
+        EventKind::Delegated {
+            to_session,
+            to_cli,
+            reason,
+            detail,
+            attempt,
+        } => Kind::Delegated(v1::Delegated {
+            to_session,
+            to_cli,
+            reason,
+            detail,
+            attempt,
+        }),
+        EventKind::InputQueued { text, position } => {
+            Kind::InputQueued(v1::InputQueued { text, position })
+        }
+        EventKind::Stalled { silent_ms } => Kind::Stalled(v1::Stalled { silent_ms }),
+        EventKind::ChatSuspended {
+            platform,
+            chat,
+            reason,
+        } => Kind::ChatSuspended(v1::ChatSuspended {
+            platform,
+            chat,
+            reason,
+        }),
+        EventKind::Unknown => return None,
+    };
+    Some(v1::Event {
+        seq: e.seq,
+        time_ms: e.time_ms,
+        session: e.session,
+        session_id: e.session_id,
+        kind: Some(kind),
+    })
+}
+
+pub(super) type EventStream =
+    Pin<Box<dyn Stream<Item = Result<v1::Event, Status>> + Send + 'static>>;
+pub(super) type BlobStream =
+    Pin<Box<dyn Stream<Item = Result<v1::BlobChunk, Status>> + Send + 'static>>;
+
+/// A blob that cannot be read, as the status a client can act on.
+pub(super) fn blob_status(e: crate::blobs::BlobError) -> Status {
+    use crate::blobs::BlobError as E;
+    match e {
+        E::NotFound(_) => Status::not_found(e.to_string()),
+        E::PastEnd { .. } => Status::out_of_range(e.to_string()),
+        E::Io { .. } => Status::internal(e.to_string()),
+    }
+}

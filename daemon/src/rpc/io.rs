@@ -1,0 +1,197 @@
+//! Input and output of a session: text, keys, screens, answers to prompts, the last reply and its blob, hook calls. Translation only: the core decides.
+
+use super::*;
+
+pub(super) async fn send_input(
+    svc: &Service,
+    req: Request<v1::SendInputRequest>,
+) -> Result<Response<v1::SendInputResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "send", false)?;
+    no_control_chars(&actor, &r.text, "text")?;
+    let session = r.session.clone();
+    let text = r.text.clone();
+    let (seq, queued) = svc
+        .detached(&actor, &session, "send", move |d| async move {
+            d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
+                .await
+        })
+        .await?;
+    svc.record_in(&actor, &session, &text);
+    Ok(Response::new(v1::SendInputResponse { seq, queued }))
+}
+
+pub(super) async fn send_keys(
+    svc: &Service,
+    req: Request<v1::SendKeysRequest>,
+) -> Result<Response<v1::SendKeysResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    // Control keys can interrupt or quit a CLI: from a chat, admins, and owners in their own
+    // sessions; never someone it is only shared with.
+    svc.owned(&actor, &r.session, "keys", false)?;
+    if !actor.is_local()
+        && !svc.daemon.is_admin(&actor)
+        && svc.daemon.get(&r.session)?.owner != actor.key()
+    {
+        let why = "control keys are for admins and the session's owner";
+        svc.daemon.audit(&actor, &r.session, "keys", Err(why));
+        return Err(Status::permission_denied(why));
+    }
+    let session = r.session.clone();
+    let seq = svc
+        .detached(&actor, &session, "keys", move |d| async move {
+            d.send_keys(&r.session, &r.keys).await
+        })
+        .await?;
+    Ok(Response::new(v1::SendKeysResponse { seq }))
+}
+
+pub(super) async fn capture(
+    svc: &Service,
+    req: Request<v1::CaptureRequest>,
+) -> Result<Response<v1::CaptureResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "screen", false)?;
+    if r.lines > MAX_CAPTURE_LINES {
+        return Err(Status::invalid_argument(format!(
+            "lines is {}; at most {MAX_CAPTURE_LINES} lines can be captured at once",
+            r.lines
+        )));
+    }
+    let text = svc.daemon.capture(&r.session, r.lines, r.escapes).await;
+    if !actor.is_local() {
+        // What leaves the machine for a chat is on record.
+        let res = text.as_ref().map(|_| ()).map_err(|e| e.to_string());
+        svc.daemon.audit(
+            &actor,
+            &r.session,
+            "screen",
+            res.as_ref().map(|_| ()).map_err(String::as_str),
+        );
+    }
+    let text = crate::secrets::scrub(&text?, &svc.daemon.own_secrets());
+    Ok(Response::new(v1::CaptureResponse { text }))
+}
+
+pub(super) async fn answer_prompt(
+    svc: &Service,
+    req: Request<v1::AnswerPromptRequest>,
+) -> Result<Response<v1::AnswerPromptResponse>, Status> {
+    let actor = actor(&req);
+    let mut r = req.into_inner();
+    if r.session.is_empty() && !r.prompt_id.is_empty() {
+        // A button names its prompt only: whose session it is decides who may press it.
+        r.session = svc.daemon.session_of_prompt(&r.prompt_id)?;
+    }
+    svc.owned(&actor, &r.session, "answer", false)?;
+    no_control_chars(&actor, &r.answer, "an answer")?;
+    // From a chat, an answer must name the prompt it answers: the one whose buttons were
+    // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
+    // different prompt than the one the user read.
+    if actor.platform != "local" && r.prompt_id.is_empty() {
+        return Err(Status::invalid_argument(
+            "this answer does not say which prompt it answers: use the prompt's buttons",
+        ));
+    }
+    let session = r.session.clone();
+    let answer = r.answer.clone();
+    let by = actor.key();
+    let (prompt_id, via) = svc
+        .detached(&actor, &session, "answer", move |d| async move {
+            d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by)
+                .await
+        })
+        .await?;
+    svc.record_in(&actor, &session, &answer);
+    Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
+}
+
+pub(super) async fn get_last_reply(
+    svc: &Service,
+    req: Request<v1::GetLastReplyRequest>,
+) -> Result<Response<v1::GetLastReplyResponse>, Status> {
+    let actor = actor(&req);
+    let session = req.into_inner().session;
+    svc.owned(&actor, &session, "last", false)?;
+    if !actor.is_local() {
+        svc.daemon.audit(&actor, &session, "last", Ok(()));
+    }
+    let last = svc.daemon.last_reply(&session)?;
+    let text = crate::secrets::scrub(&last.text, &svc.daemon.own_secrets());
+    Ok(Response::new(v1::GetLastReplyResponse {
+        text,
+        seq: last.seq,
+        blob_id: last.blob_id,
+        full_bytes: last.full_bytes,
+    }))
+}
+
+pub(super) async fn read_blob(
+    svc: &Service,
+    req: Request<v1::ReadBlobRequest>,
+) -> Result<Response<BlobStream>, Status> {
+    let r = req.into_inner();
+    let blobs = svc.daemon.events().blobs().clone();
+    // The first chunk is read here, so that a wrong id is an error of the call itself.
+    let (first, total) = blobs
+        .read_chunk(&r.blob_id, r.offset)
+        .map_err(blob_status)?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<v1::BlobChunk, Status>>(2);
+    tokio::spawn(async move {
+        let mut offset = r.offset;
+        let mut data = first;
+        loop {
+            let n = data.len() as u64;
+            let chunk = v1::BlobChunk {
+                data,
+                offset,
+                total,
+            };
+            if tx.send(Ok(chunk)).await.is_err() {
+                return;
+            }
+            offset += n;
+            if n == 0 || offset >= total {
+                return;
+            }
+            let blobs = blobs.clone();
+            let id = r.blob_id.clone();
+            let next = tokio::task::spawn_blocking(move || blobs.read_chunk(&id, offset))
+                .await
+                .map_err(|e| Status::internal(format!("reading blob: {e}")))
+                .and_then(|r| r.map_err(blob_status));
+            match next {
+                Ok((d, _)) => data = d,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            }
+        }
+    });
+    Ok(Response::new(Box::pin(
+        tokio_stream::wrappers::ReceiverStream::new(rx),
+    )))
+}
+
+pub(super) async fn hook(
+    svc: &Service,
+    req: Request<v1::HookRequest>,
+) -> Result<Response<v1::HookResponse>, Status> {
+    if let Some(Caller::HookSocket { id }) = req.extensions().get::<Caller>()
+        && *id != req.get_ref().session_id
+    {
+        return Err(Status::permission_denied(
+            "this socket serves only its own session's hook calls",
+        ));
+    }
+    let r = req.into_inner();
+    let output = svc
+        .daemon
+        .hook(&r.session_id, &r.token, &r.event, &r.payload)
+        .await?;
+    Ok(Response::new(v1::HookResponse { output }))
+}

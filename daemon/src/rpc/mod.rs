@@ -1,0 +1,481 @@
+//! The gRPC service: translates `clibot.v1` messages to core calls and core results back, and
+//! maps every core error to a precise status code. No logic lives here.
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clibot_proto::v1::{self, clibot_server::Clibot, event::Kind};
+use tokio_stream::Stream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Code, Request, Response, Status};
+
+use crate::access::Decision;
+use crate::caller::Caller;
+use crate::core::{Actor, Daemon, ListFilter, SpawnRequest};
+use crate::error::CoreError;
+use crate::events::{Event, EventKind};
+use crate::session::{SessionRecord, State};
+use crate::tmux::MuxError;
+use crate::transcript::{Entry as TranscriptEntry, Transcripts};
+
+mod chat;
+mod convert;
+mod io;
+mod ops;
+mod sessions;
+mod watch;
+
+pub use convert::event_to_proto;
+use convert::*;
+
+/// Largest `lines` a capture may ask for.
+const MAX_CAPTURE_LINES: u32 = 100_000;
+/// Events sent per batch while replaying.
+const BATCH: usize = 256;
+
+/// The `clibot.v1.Clibot` service.
+#[derive(Clone)]
+pub struct Service {
+    daemon: Daemon,
+    shutdown: CancellationToken,
+    /// What the gateways last reported, per platform, and when: shown by Status, kept in
+    /// memory only (a gateway reports again within seconds of a daemon restart).
+    gateways: Arc<Mutex<BTreeMap<String, (v1::GatewayStatus, Instant)>>>,
+    /// What each chat sent and was shown.
+    transcripts: Arc<Transcripts>,
+}
+
+/// A gateway that has not reported for this long is shown as not running.
+const GATEWAY_SILENT: Duration = Duration::from_secs(30);
+
+impl Service {
+    pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
+        let settings = daemon.settings();
+        let transcripts = Arc::new(Transcripts::new(
+            &settings.state_dir,
+            settings.config.daemon.transcript_max_bytes,
+        ));
+        Service {
+            daemon,
+            shutdown,
+            gateways: Arc::default(),
+            transcripts,
+        }
+    }
+
+    /// The core, for the layer that tells who calls.
+    pub(crate) fn daemon(&self) -> Daemon {
+        self.daemon.clone()
+    }
+
+    /// The daemon's metrics registry, for the layer that times the calls.
+    pub(crate) fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+        self.daemon.metrics().clone()
+    }
+
+    /// The gateways' last reports, with the chats bound per platform; a gateway silent for
+    /// long is shown as such rather than as it last said.
+    fn gateway_status(&self) -> Vec<v1::GatewayStatus> {
+        let reports = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
+        reports
+            .values()
+            .map(|(g, at)| {
+                let mut g = g.clone();
+                g.chats_bound = self.daemon.chats().bindings(&g.platform, "", "").len() as u32;
+                if at.elapsed() > GATEWAY_SILENT {
+                    g.detail = format!(
+                        "no report for {} s: the gateway is not running (last state: {})",
+                        at.elapsed().as_secs(),
+                        g.state
+                    );
+                    g.state = "stopped".into();
+                }
+                g
+            })
+            .collect()
+    }
+
+    /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
+    /// always is. Refusals are audited.
+    #[allow(clippy::result_large_err)]
+    fn authorize(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &str,
+        admin_only: bool,
+    ) -> Result<(), Status> {
+        if actor.platform == "local" {
+            return Ok(());
+        }
+        let refusal = match self.daemon.access().check(&actor.platform, &actor.user, "") {
+            Decision::Allowed { admin } if admin || !admin_only => return Ok(()),
+            Decision::Allowed { .. } => format!("only admins may {action}"),
+            Decision::Denied { reason, .. } => reason,
+        };
+        self.daemon.audit(actor, session, action, Err(&refusal));
+        Err(Status::permission_denied(refusal))
+    }
+
+    /// [`Self::authorize`], and the session must be the actor's (their own, shared with them,
+    /// or any for admins and the local user). Refusals are audited.
+    #[allow(clippy::result_large_err)]
+    fn owned(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &str,
+        admin_only: bool,
+    ) -> Result<(), Status> {
+        self.authorize(actor, session, action, admin_only)?;
+        let manage = matches!(action, "stop" | "restart" | "release");
+        if let Err(e) = self.daemon.check_owner(actor, session, manage) {
+            if matches!(e, CoreError::NotYours(_) | CoreError::NotOwner(_)) {
+                self.daemon
+                    .audit(actor, session, action, Err(&e.to_string()));
+            }
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    /// Runs a changing action to its end, whoever hangs up, then audits it. tonic drops a
+    /// handler's future when its client disconnects (a `clibotctl` killed by Ctrl-C, a gateway
+    /// restarting mid-call); an action cut off halfway — a session left "being stopped", text
+    /// typed without its Enter, a chat message typed but its key not recorded — is worse than
+    /// one that finishes with nobody waiting for the answer.
+    async fn detached<T, F, Fut>(
+        &self,
+        actor: &Actor,
+        session: &str,
+        action: &'static str,
+        f: F,
+    ) -> Result<T, Status>
+    where
+        F: FnOnce(Daemon) -> Fut,
+        Fut: std::future::Future<Output = Result<T, CoreError>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let d = self.daemon.clone();
+        let (actor, session) = (actor.clone(), session.to_string());
+        let work = f(d.clone());
+        let task = tokio::spawn(async move {
+            let r = work.await;
+            match &r {
+                Ok(_) => d.audit(&actor, &session, action, Ok(())),
+                Err(e) => d.audit(&actor, &session, action, Err(&e.to_string())),
+            }
+            r
+        });
+        match task.await {
+            Ok(r) => r.map_err(Status::from),
+            Err(e) => Err(Status::internal(format!(
+                "the daemon failed while doing {action}: {e}; see its log"
+            ))),
+        }
+    }
+}
+
+impl Service {
+    /// Records what a chat user sent to `session` in their chat's transcript.
+    fn record_in(&self, actor: &Actor, session: &str, text: &str) {
+        if actor.is_local() || actor.chat.is_empty() {
+            return;
+        }
+        self.transcripts.record(
+            &actor.platform,
+            &actor.chat,
+            &TranscriptEntry {
+                time_ms: crate::store::now_ms(),
+                dir: "in".into(),
+                user: actor.user.clone(),
+                session: session.to_string(),
+                text: text.to_string(),
+            },
+        );
+    }
+
+    /// Records in a chat's transcript what event `seq` showed it, when it is of a kind chats
+    /// are shown and of the session the chat is bound to.
+    fn record_out(&self, platform: &str, chat: &str, session: &str, seq: u64) {
+        let Some(ev) = self
+            .daemon
+            .events()
+            .read_after(seq.saturating_sub(1), 1)
+            .events
+            .into_iter()
+            .next()
+            .filter(|e| e.seq == seq && e.session == session)
+        else {
+            return;
+        };
+        let Some(text) = shown_text(&ev.kind) else {
+            return;
+        };
+        self.transcripts.record(
+            platform,
+            chat,
+            &TranscriptEntry {
+                time_ms: ev.time_ms,
+                dir: "out".into(),
+                user: String::new(),
+                session: ev.session,
+                text,
+            },
+        );
+    }
+}
+
+#[tonic::async_trait]
+impl Clibot for Service {
+    async fn status(
+        &self,
+        _req: Request<v1::StatusRequest>,
+    ) -> Result<Response<v1::StatusResponse>, Status> {
+        ops::status(self, _req).await
+    }
+
+    async fn report_gateway(
+        &self,
+        req: Request<v1::ReportGatewayRequest>,
+    ) -> Result<Response<v1::ReportGatewayResponse>, Status> {
+        chat::report_gateway(self, req).await
+    }
+
+    async fn list_sessions(
+        &self,
+        req: Request<v1::ListSessionsRequest>,
+    ) -> Result<Response<v1::ListSessionsResponse>, Status> {
+        sessions::list_sessions(self, req).await
+    }
+
+    async fn get_session(
+        &self,
+        req: Request<v1::GetSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::get_session(self, req).await
+    }
+
+    async fn spawn_session(
+        &self,
+        req: Request<v1::SpawnSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::spawn_session(self, req).await
+    }
+
+    async fn send_input(
+        &self,
+        req: Request<v1::SendInputRequest>,
+    ) -> Result<Response<v1::SendInputResponse>, Status> {
+        io::send_input(self, req).await
+    }
+
+    async fn send_keys(
+        &self,
+        req: Request<v1::SendKeysRequest>,
+    ) -> Result<Response<v1::SendKeysResponse>, Status> {
+        io::send_keys(self, req).await
+    }
+
+    async fn capture(
+        &self,
+        req: Request<v1::CaptureRequest>,
+    ) -> Result<Response<v1::CaptureResponse>, Status> {
+        io::capture(self, req).await
+    }
+
+    async fn stop_session(
+        &self,
+        req: Request<v1::StopSessionRequest>,
+    ) -> Result<Response<v1::StopSessionResponse>, Status> {
+        sessions::stop_session(self, req).await
+    }
+
+    async fn adopt_session(
+        &self,
+        req: Request<v1::AdoptSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::adopt_session(self, req).await
+    }
+
+    async fn release_session(
+        &self,
+        req: Request<v1::ReleaseSessionRequest>,
+    ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
+        sessions::release_session(self, req).await
+    }
+
+    async fn restart_session(
+        &self,
+        req: Request<v1::RestartSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::restart_session(self, req).await
+    }
+
+    async fn answer_prompt(
+        &self,
+        req: Request<v1::AnswerPromptRequest>,
+    ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
+        io::answer_prompt(self, req).await
+    }
+
+    async fn check_access(
+        &self,
+        req: Request<v1::CheckAccessRequest>,
+    ) -> Result<Response<v1::CheckAccessResponse>, Status> {
+        chat::check_access(self, req).await
+    }
+
+    async fn list_pairings(
+        &self,
+        _req: Request<v1::ListPairingsRequest>,
+    ) -> Result<Response<v1::ListPairingsResponse>, Status> {
+        chat::list_pairings(self, _req).await
+    }
+
+    async fn approve_pairing(
+        &self,
+        req: Request<v1::ApprovePairingRequest>,
+    ) -> Result<Response<v1::ApprovePairingResponse>, Status> {
+        chat::approve_pairing(self, req).await
+    }
+
+    async fn ack_events(
+        &self,
+        req: Request<v1::AckEventsRequest>,
+    ) -> Result<Response<v1::AckEventsResponse>, Status> {
+        chat::ack_events(self, req).await
+    }
+
+    async fn get_cursor(
+        &self,
+        req: Request<v1::GetCursorRequest>,
+    ) -> Result<Response<v1::GetCursorResponse>, Status> {
+        chat::get_cursor(self, req).await
+    }
+
+    async fn set_binding(
+        &self,
+        req: Request<v1::SetBindingRequest>,
+    ) -> Result<Response<v1::SetBindingResponse>, Status> {
+        chat::set_binding(self, req).await
+    }
+
+    async fn list_bindings(
+        &self,
+        req: Request<v1::ListBindingsRequest>,
+    ) -> Result<Response<v1::ListBindingsResponse>, Status> {
+        chat::list_bindings(self, req).await
+    }
+
+    async fn mark_chat_broken(
+        &self,
+        req: Request<v1::MarkChatBrokenRequest>,
+    ) -> Result<Response<v1::MarkChatBrokenResponse>, Status> {
+        chat::mark_chat_broken(self, req).await
+    }
+
+    async fn share_session(
+        &self,
+        req: Request<v1::ShareSessionRequest>,
+    ) -> Result<Response<v1::ShareSessionResponse>, Status> {
+        chat::share_session(self, req).await
+    }
+
+    async fn ack_ingress(
+        &self,
+        req: Request<v1::AckIngressRequest>,
+    ) -> Result<Response<v1::AckIngressResponse>, Status> {
+        chat::ack_ingress(self, req).await
+    }
+
+    async fn list_ingress(
+        &self,
+        req: Request<v1::ListIngressRequest>,
+    ) -> Result<Response<v1::ListIngressResponse>, Status> {
+        chat::list_ingress(self, req).await
+    }
+
+    async fn revoke_access(
+        &self,
+        req: Request<v1::RevokeAccessRequest>,
+    ) -> Result<Response<v1::RevokeAccessResponse>, Status> {
+        chat::revoke_access(self, req).await
+    }
+
+    async fn get_last_reply(
+        &self,
+        req: Request<v1::GetLastReplyRequest>,
+    ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
+        io::get_last_reply(self, req).await
+    }
+
+    type ReadBlobStream = BlobStream;
+
+    async fn read_blob(
+        &self,
+        req: Request<v1::ReadBlobRequest>,
+    ) -> Result<Response<BlobStream>, Status> {
+        io::read_blob(self, req).await
+    }
+
+    async fn claim_once(
+        &self,
+        req: Request<v1::ClaimOnceRequest>,
+    ) -> Result<Response<v1::ClaimOnceResponse>, Status> {
+        chat::claim_once(self, req).await
+    }
+
+    async fn hook(
+        &self,
+        req: Request<v1::HookRequest>,
+    ) -> Result<Response<v1::HookResponse>, Status> {
+        io::hook(self, req).await
+    }
+
+    async fn reload(
+        &self,
+        req: Request<v1::ReloadRequest>,
+    ) -> Result<Response<v1::ReloadResponse>, Status> {
+        ops::reload(self, req).await
+    }
+
+    async fn list_rules(
+        &self,
+        _req: Request<v1::ListRulesRequest>,
+    ) -> Result<Response<v1::ListRulesResponse>, Status> {
+        ops::list_rules(self, _req).await
+    }
+
+    async fn delegate(
+        &self,
+        req: Request<v1::DelegateRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::delegate(self, req).await
+    }
+
+    async fn get_metrics(
+        &self,
+        req: Request<v1::GetMetricsRequest>,
+    ) -> Result<Response<v1::GetMetricsResponse>, Status> {
+        ops::get_metrics(self, req).await
+    }
+
+    async fn get_transcript(
+        &self,
+        req: Request<v1::GetTranscriptRequest>,
+    ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
+        chat::get_transcript(self, req).await
+    }
+
+    type WatchEventsStream = EventStream;
+
+    async fn watch_events(
+        &self,
+        req: Request<v1::WatchEventsRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        watch::watch_events(self, req).await
+    }
+}

@@ -1,0 +1,110 @@
+//! The daemon itself: status, reload, rules, metrics. Translation only: the core decides.
+
+use super::*;
+
+pub(super) async fn status(
+    svc: &Service,
+    _: Request<v1::StatusRequest>,
+) -> Result<Response<v1::StatusResponse>, Status> {
+    let s = svc.daemon.status().await;
+    Ok(Response::new(v1::StatusResponse {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        uptime_ms: s.uptime.as_millis() as u64,
+        socket: s.socket.display().to_string(),
+        state_dir: s.state_dir.display().to_string(),
+        tmux_args: s.tmux_args,
+        tmux_reachable: s.tmux_version.is_some(),
+        tmux_version: s.tmux_version.unwrap_or_default(),
+        sessions: s.sessions as u32,
+        last_seq: s.last_seq,
+        clis: s.clis,
+        config_file: s
+            .config_file
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
+        warnings: s.warnings,
+        gateways: svc.gateway_status(),
+    }))
+}
+
+pub(super) async fn reload(
+    svc: &Service,
+    req: Request<v1::ReloadRequest>,
+) -> Result<Response<v1::ReloadResponse>, Status> {
+    let actor = actor(&req);
+    if !actor.is_local() {
+        let why = "only the machine's user may reload the config";
+        svc.daemon.audit(&actor, "", "reload", Err(why));
+        return Err(Status::permission_denied(why));
+    }
+    let d = svc.daemon.clone();
+    let r = tokio::task::spawn_blocking(move || d.reload_from_file())
+        .await
+        .map_err(|e| Status::internal(format!("the reload failed: {e}; see the daemon's log")))?;
+    match &r {
+        Ok(_) => svc.daemon.audit(&actor, "", "reload", Ok(())),
+        Err(e) => svc.daemon.audit(&actor, "", "reload", Err(&e.to_string())),
+    }
+    let r = r?;
+    Ok(Response::new(v1::ReloadResponse {
+        reloaded: r.reloaded,
+        needs_restart: r.needs_restart,
+    }))
+}
+
+pub(super) async fn list_rules(
+    svc: &Service,
+    _req: Request<v1::ListRulesRequest>,
+) -> Result<Response<v1::ListRulesResponse>, Status> {
+    // The rules are the machine owner's configuration: any allowed user may read them, as
+    // they decide what gets approved in that user's sessions.
+    let a = svc.daemon.automation();
+    let cfg = &svc.daemon.settings().config;
+    Ok(Response::new(v1::ListRulesResponse {
+        rules: a
+            .rules()
+            .into_iter()
+            .enumerate()
+            .map(|(i, (r, fired))| v1::Rule {
+                index: i as u32 + 1,
+                cli: r.cli.unwrap_or_default(),
+                session: r.session.unwrap_or_default(),
+                kind: r.kind.unwrap_or_default(),
+                subject: r.subject.unwrap_or_default(),
+                command: r.command.unwrap_or_default(),
+                action: r.action.as_str().into(),
+                fired,
+            })
+            .collect(),
+        guard: a.guard_list(),
+        decider: a
+            .decider
+            .as_ref()
+            .map(|d| d.command.clone())
+            .unwrap_or_default(),
+        decider_timeout_ms: a.decider.as_ref().map_or(0, |d| d.timeout_ms),
+        decider_answered: a
+            .decider_answered
+            .load(std::sync::atomic::Ordering::Relaxed),
+        decider_asked: a.decider_asked.load(std::sync::atomic::Ordering::Relaxed),
+        delegation_on: cfg.delegation.on.clone(),
+        delegation_to: cfg.delegation.to.clone(),
+        delegation_max_attempts: cfg.delegation.max_attempts,
+        delegation_default: cfg.delegation.default,
+    }))
+}
+
+pub(super) async fn get_metrics(
+    svc: &Service,
+    req: Request<v1::GetMetricsRequest>,
+) -> Result<Response<v1::GetMetricsResponse>, Status> {
+    if !actor(&req).is_local() {
+        return Err(Status::permission_denied(
+            "the metrics are for the local user only",
+        ));
+    }
+    Ok(Response::new(v1::GetMetricsResponse {
+        text: svc.daemon.metrics_text(),
+    }))
+}

@@ -1,0 +1,153 @@
+//! Sessions: list, get, spawn, stop, adopt, release, restart, delegate. Translation only: the core decides.
+
+use super::*;
+
+pub(super) async fn list_sessions(
+    svc: &Service,
+    req: Request<v1::ListSessionsRequest>,
+) -> Result<Response<v1::ListSessionsResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    let state = v1::SessionState::try_from(r.state)
+        .map_err(|_| Status::invalid_argument(format!("unknown session state {}", r.state)))?;
+    let filter = ListFilter {
+        cli: r.cli,
+        dir: (!r.dir.is_empty()).then(|| std::path::PathBuf::from(&r.dir)),
+        state: state_from_proto(state),
+    };
+    let sessions = svc
+        .daemon
+        .list(&filter)
+        .into_iter()
+        .filter(|s| svc.daemon.may_use(&actor, s))
+        .map(|s| session_to_proto(&svc.daemon, s))
+        .collect();
+    Ok(Response::new(v1::ListSessionsResponse { sessions }))
+}
+
+pub(super) async fn get_session(
+    svc: &Service,
+    req: Request<v1::GetSessionRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let name = req.into_inner().name;
+    svc.owned(&actor, &name, "status", false)?;
+    let rec = svc.daemon.get(&name)?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+}
+
+pub(super) async fn spawn_session(
+    svc: &Service,
+    req: Request<v1::SpawnSessionRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    let name = r.name.clone();
+    // Any allowed chat user may start a session; it is theirs (see `owned`).
+    svc.authorize(&actor, &name, "spawn", false)?;
+    let req = SpawnRequest {
+        name: r.name,
+        cli: r.cli,
+        dir: r.dir,
+        args: r.args,
+        env: r.env.into_iter().collect(),
+        owner: if actor.is_local() {
+            String::new()
+        } else {
+            actor.key()
+        },
+        delegate: r.delegate,
+        delegated_from: Vec::new(),
+    };
+    let rec = svc
+        .detached(&actor, &name, "spawn", move |d| async move {
+            d.spawn(req).await
+        })
+        .await?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+}
+
+pub(super) async fn stop_session(
+    svc: &Service,
+    req: Request<v1::StopSessionRequest>,
+) -> Result<Response<v1::StopSessionResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "stop", false)?;
+    let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
+    let session = r.session.clone();
+    let out = svc
+        .detached(&actor, &session, "stop", move |d| async move {
+            d.stop(&r.session, r.force, timeout).await
+        })
+        .await?;
+    Ok(Response::new(v1::StopSessionResponse {
+        forced: out.forced,
+        exit_status: out.exit_status,
+    }))
+}
+
+pub(super) async fn adopt_session(
+    svc: &Service,
+    req: Request<v1::AdoptSessionRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.authorize(&actor, &r.tmux_session, "adopt", true)?;
+    let tmux_session = r.tmux_session.clone();
+    let rec = svc
+        .detached(&actor, &tmux_session, "adopt", move |d| async move {
+            d.adopt(&r.tmux_session, &r.cli, &r.name).await
+        })
+        .await?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+}
+
+pub(super) async fn release_session(
+    svc: &Service,
+    req: Request<v1::ReleaseSessionRequest>,
+) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
+    let actor = actor(&req);
+    let session = req.into_inner().session;
+    svc.owned(&actor, &session, "release", true)?;
+    let name = session.clone();
+    svc.detached(&actor, &session, "release", move |d| async move {
+        d.release(&name).await
+    })
+    .await?;
+    Ok(Response::new(v1::ReleaseSessionResponse {}))
+}
+
+pub(super) async fn restart_session(
+    svc: &Service,
+    req: Request<v1::RestartSessionRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "restart", false)?;
+    let session = r.session.clone();
+    let rec = svc
+        .detached(&actor, &session, "restart", move |d| async move {
+            d.restart(&r.session, !r.fresh).await
+        })
+        .await?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+}
+
+pub(super) async fn delegate(
+    svc: &Service,
+    req: Request<v1::DelegateRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "delegate", false)?;
+    let session = r.session.clone();
+    let who = actor.key();
+    let rec = svc
+        .detached(&actor, &session, "delegate", move |d| async move {
+            let to = Some(r.cli.as_str()).filter(|c| !c.is_empty());
+            d.delegate(&r.session, to, "manual", &who).await
+        })
+        .await?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+}
