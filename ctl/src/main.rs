@@ -1,23 +1,20 @@
 //! `clibotctl`: the command line for people and scripts. A thin client of clibotd.
 //!
-//! Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
+//! This file parses the arguments and hands each command to its area in `commands/` (or to
+//! `doctor/`). Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
 
 mod commands;
 mod connect;
 mod doctor;
 mod output;
 
-use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::bail;
 use clap::{Parser, Subcommand};
-use clibot_proto::v1;
-use tokio_stream::StreamExt;
 
-use crate::commands::{audit_log, chat as transcript, hook, io as last, ops as reload};
+use crate::commands::{chat, hook, io, ops, sessions};
 
 /// clibotctl — drive AI coding CLIs running under clibotd.
 #[derive(Debug, Parser)]
@@ -307,20 +304,6 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     }
 }
 
-fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
-    if p.is_absolute() {
-        return Ok(p.to_path_buf());
-    }
-    let cwd = std::env::current_dir()
-        .context("cannot read the current directory; pass an absolute --dir")?;
-    Ok(cwd.join(p))
-}
-
-fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
-    Ok(())
-}
-
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let configured = cli.socket.clone().or_else(connect::configured_socket);
     let explicit = configured.is_some();
@@ -339,111 +322,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             lines,
             state_dir: Some(dir),
             json,
-        } => return audit(dir, session, user, since, *lines, *json),
+        } => return ops::audit(dir, session, user, since, *lines, *json),
         _ => {}
     }
     let mut c = connect::client(&socket, !cli.no_autostart, explicit).await?;
+    let c = &mut c;
     match cli.command {
-        Command::Status { json } => {
-            let s = c.status(v1::StatusRequest {}).await?.into_inner();
-            if json {
-                return print_json(&serde_json::json!({
-                    "version": s.version, "pid": s.pid, "uptime_ms": s.uptime_ms, "socket": s.socket,
-                    "state_dir": s.state_dir, "tmux_args": s.tmux_args, "tmux_version": s.tmux_version,
-                    "tmux_reachable": s.tmux_reachable, "sessions": s.sessions, "last_seq": s.last_seq,
-                    "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
-                    "gateways": s.gateways.iter().map(|g| serde_json::json!({
-                        "platform": g.platform, "state": g.state, "detail": g.detail,
-                        "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
-                        "deliveries": g.deliveries, "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
-                        "pid": g.pid,
-                    })).collect::<Vec<_>>(),
-                }));
-            }
-            println!(
-                "clibotd {} (pid {}), up {}s",
-                s.version,
-                s.pid,
-                s.uptime_ms / 1000
-            );
-            println!("socket:     {}", s.socket);
-            println!("state dir:  {}", s.state_dir);
-            println!(
-                "config:     {}",
-                if s.config_file.is_empty() {
-                    "(defaults)"
-                } else {
-                    &s.config_file
-                }
-            );
-            let tmux = if s.tmux_reachable {
-                s.tmux_version.clone()
-            } else {
-                "NOT FOUND".to_string()
-            };
-            println!("tmux:       {} ({})", tmux, s.tmux_args.join(" "));
-            println!("sessions:   {}", s.sessions);
-            println!("last event: {}", s.last_seq);
-            println!("CLIs:       {}", s.clis.join(", "));
-            if s.gateways.is_empty() {
-                println!("gateway:    none has reported (start clibot-gateway)");
-            }
-            let now = output::now_ms();
-            for g in &s.gateways {
-                println!("gateway:    {}", g.describe(now));
-            }
-            for w in &s.warnings {
-                println!("warning:    {w}");
-            }
-        }
+        Command::Status { json } => ops::status(c, json).await,
         Command::List {
             json,
             cli,
             state,
             dir,
-        } => {
-            let state = match state {
-                Some(s) => output::parse_state(&s).ok_or_else(|| {
-                    anyhow!(
-                        "unknown state {s:?}: use starting, idle, working, waiting, exited or error"
-                    )
-                })?,
-                None => v1::SessionState::Unspecified,
-            };
-            let dir = dir
-                .map(|d| absolute(&d))
-                .transpose()?
-                .map(|d| d.display().to_string())
-                .unwrap_or_default();
-            let req = v1::ListSessionsRequest {
-                cli: cli.unwrap_or_default(),
-                dir,
-                state: state as i32,
-            };
-            let sessions = c.list_sessions(req).await?.into_inner().sessions;
-            if json {
-                return print_json(&serde_json::Value::Array(
-                    sessions.iter().map(output::session_json).collect(),
-                ));
-            }
-            if sessions.is_empty() {
-                println!("no sessions; start one with `clibotctl spawn NAME --cli shell`");
-            } else {
-                print!("{}", output::session_table(&sessions));
-            }
-        }
-        Command::Show { name, json } => {
-            let s = c
-                .get_session(v1::GetSessionRequest { name })
-                .await?
-                .into_inner();
-            if json {
-                return print_json(&output::session_json(&s));
-            }
-            for (k, v) in output::session_json(&s).as_object().into_iter().flatten() {
-                println!("{k:<17} {v}");
-            }
-        }
+        } => sessions::list(c, json, cli, state, dir).await,
+        Command::Show { name, json } => sessions::show(c, name, json).await,
         Command::Spawn {
             name,
             cli,
@@ -453,271 +345,65 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             delegate,
             json,
         } => {
-            let dir = match dir {
-                Some(d) => absolute(&d)?,
-                None => std::env::current_dir()
-                    .context("cannot read the current directory; pass --dir")?,
-            };
-            let mut envs = std::collections::HashMap::new();
-            for kv in env {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
-                envs.insert(k.to_string(), v.to_string());
-            }
-            let req = v1::SpawnSessionRequest {
+            let spawn = sessions::Spawn {
                 name,
                 cli,
-                dir: dir.display().to_string(),
+                dir,
+                env,
                 args,
-                env: envs,
                 delegate,
+                json,
             };
-            let s = c.spawn_session(req).await?.into_inner();
-            if json {
-                return print_json(&output::session_json(&s));
-            }
-            println!(
-                "spawned {} ({}) in {}; attach with `clibotctl attach {}`",
-                s.name, s.cli, s.dir, s.name
-            );
+            sessions::spawn(c, spawn).await
         }
         Command::Send {
             name,
             text,
             no_submit,
-        } => {
-            // Past one gRPC message nothing is sent: the daemon's own limit ([daemon]
-            // max_input_bytes) is far below it and says so for anything smaller.
-            let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
-            let text = if text == "-" {
-                let mut buf = String::new();
-                std::io::stdin()
-                    .take(most as u64 + 1)
-                    .read_to_string(&mut buf)
-                    .context("cannot read the text from stdin")?;
-                buf
-            } else {
-                text
-            };
-            if text.len() > most {
-                bail!(
-                    "the text is over {most} bytes, more than one message to clibotd carries; the daemon takes at most [daemon] max_input_bytes (64 KiB unless configured): send a file's path instead"
-                );
-            }
-            let req = v1::SendInputRequest {
-                session: name.clone(),
-                text,
-                submit: !no_submit,
-                ..Default::default()
-            };
-            if c.send_input(req).await?.get_ref().queued {
-                eprintln!(
-                    "queued: {name} is busy; the text is delivered when the current turn ends"
-                );
-            }
-        }
-        Command::Keys { name, keys } => {
-            c.send_keys(v1::SendKeysRequest {
-                session: name,
-                keys,
-            })
-            .await?;
-        }
+        } => io::send(c, name, text, no_submit).await,
+        Command::Keys { name, keys } => io::keys(c, name, keys).await,
         Command::Screen {
             name,
             lines,
             escapes,
-        } => {
-            let r = c
-                .capture(v1::CaptureRequest {
-                    session: name,
-                    lines: lines.unwrap_or(0),
-                    escapes,
-                })
-                .await?;
-            print!("{}", r.into_inner().text);
-        }
+        } => io::screen(c, name, lines, escapes).await,
         Command::Stop {
             name,
             force,
             timeout,
-        } => {
-            let timeout_ms = timeout.map(|t| ((t * 1000.0) as u32).max(1)).unwrap_or(0);
-            let r = c
-                .stop_session(v1::StopSessionRequest {
-                    session: name.clone(),
-                    force,
-                    timeout_ms,
-                })
-                .await?
-                .into_inner();
-            let how = if force {
-                "killed"
-            } else if r.forced {
-                "did not quit in time; killed"
-            } else {
-                "quit"
-            };
-            match r.exit_status {
-                Some(code) => println!("stopped {name}: {how} (exit status {code})"),
-                None => println!("stopped {name}: {how}"),
-            }
-        }
+        } => sessions::stop(c, name, force, timeout).await,
         Command::Adopt {
             tmux_session,
             cli,
             name,
-        } => {
-            let req = v1::AdoptSessionRequest {
-                tmux_session,
-                cli,
-                name: name.unwrap_or_default(),
-            };
-            let s = c.adopt_session(req).await?.into_inner();
-            println!(
-                "adopted tmux session {} as {} ({})",
-                s.tmux_session, s.name, s.cli
-            );
-        }
-        Command::Restart { name, fresh } => {
-            let s = c
-                .restart_session(v1::RestartSessionRequest {
-                    session: name.clone(),
-                    fresh,
-                })
-                .await?
-                .into_inner();
-            let how = if fresh {
-                "with a new conversation"
-            } else {
-                "resuming its conversation"
-            };
-            println!("restarted {} ({}) {how}", s.name, s.cli);
-        }
-        Command::Release { name } => {
-            c.release_session(v1::ReleaseSessionRequest {
-                session: name.clone(),
-            })
-            .await?;
-            println!("released {name}; it keeps running in tmux");
-        }
+        } => sessions::adopt(c, tmux_session, cli, name).await,
+        Command::Restart { name, fresh } => sessions::restart(c, name, fresh).await,
+        Command::Release { name } => sessions::release(c, name).await,
         Command::Events {
             follow,
             since,
             sessions,
             json,
-        } => {
-            // Following without --since starts at the newest event; the position is then known
-            // and survives reconnects.
-            let since = match since {
-                Some(s) => s,
-                None if follow => c.status(v1::StatusRequest {}).await?.into_inner().last_seq,
-                None => 0,
-            };
-            watch_events(c, &socket, since, sessions, follow, json).await?;
-        }
+        } => ops::events(c, &socket, follow, since, sessions, json).await,
         Command::Answer {
             name,
             answer,
             prompt,
-        } => {
-            let req = v1::AnswerPromptRequest {
-                session: name,
-                prompt_id: prompt.unwrap_or_default(),
-                answer,
-            };
-            c.answer_prompt(req).await?;
-        }
-        Command::Last { name } => last::print_last(&mut c, &name).await?,
-        Command::Share { name, user, revoke } => {
-            let r = c
-                .share_session(v1::ShareSessionRequest {
-                    session: name.clone(),
-                    user: user.clone(),
-                    revoke,
-                })
-                .await?
-                .into_inner();
-            if r.shared_with.is_empty() {
-                println!("{name} is shared with nobody");
-            } else {
-                println!("{name} is shared with {}", r.shared_with.join(", "));
-            }
-        }
-        Command::Chats { json } => {
-            let bindings = c
-                .list_bindings(v1::ListBindingsRequest::default())
-                .await?
-                .into_inner()
-                .bindings;
-            if json {
-                let rows: Vec<_> = bindings
-                    .iter()
-                    .map(|b| {
-                        serde_json::json!({
-                            "platform": b.platform, "chat": b.chat, "session": b.session,
-                            "group": b.group, "delivered_through": b.cursor,
-                            "suspended": b.broken, "reason": b.broken_reason,
-                        })
-                    })
-                    .collect();
-                return print_json(&serde_json::Value::Array(rows));
-            }
-            if bindings.is_empty() {
-                println!("no chat is bound to a session");
-            }
-            for b in &bindings {
-                let kind = if b.group { "group" } else { "direct" };
-                let state = if b.broken {
-                    format!(
-                        "SUSPENDED: {} (resumes when someone writes there)",
-                        b.broken_reason
-                    )
-                } else {
-                    format!("delivered through event {}", b.cursor)
-                };
-                println!(
-                    "{}:{} ({kind}) → {}  {state}",
-                    b.platform, b.chat, b.session
-                );
-            }
-        }
-        Command::Hook { .. } | Command::Doctor { .. } => {}
-        Command::Reload { json } => reload::run(&mut c, json).await?,
-        Command::Rules { json } => {
-            let r = c.list_rules(v1::ListRulesRequest {}).await?.into_inner();
-            if json {
-                return print_json(&output::rules_json(&r));
-            }
-            print!("{}", r.describe());
-        }
-        Command::Delegate { name, cli, json } => {
-            let s = c
-                .delegate(v1::DelegateRequest {
-                    session: name.clone(),
-                    cli: cli.unwrap_or_default(),
-                })
-                .await?
-                .into_inner();
-            if json {
-                return print_json(&output::session_json(&s));
-            }
-            println!(
-                "{name}'s work continues in {} ({}); its chats moved there; attach with `clibotctl attach {}`",
-                s.name, s.cli, s.name
-            );
-        }
-        Command::Metrics => {
-            let r = c.get_metrics(v1::GetMetricsRequest {}).await?.into_inner();
-            print!("{}", r.text);
-        }
+        } => io::answer(c, name, answer, prompt).await,
+        Command::Last { name } => io::print_last(c, &name).await,
+        Command::Share { name, user, revoke } => chat::share(c, name, user, revoke).await,
+        Command::Chats { json } => chat::chats(c, json).await,
+        Command::Hook { .. } | Command::Doctor { .. } => Ok(()),
+        Command::Reload { json } => ops::reload(c, json).await,
+        Command::Rules { json } => ops::rules(c, json).await,
+        Command::Delegate { name, cli, json } => sessions::delegate(c, name, cli, json).await,
+        Command::Metrics => ops::metrics(c).await,
         Command::Transcript {
             chat,
             since,
             lines,
             json,
-        } => transcript::run(&mut c, &chat, since.as_deref(), lines, json).await?,
+        } => chat::transcript(c, &chat, since.as_deref(), lines, json).await,
         Command::Audit {
             session,
             user,
@@ -725,160 +411,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             lines,
             json,
             ..
-        } => {
-            let dir = c.status(v1::StatusRequest {}).await?.into_inner().state_dir;
-            audit(Path::new(&dir), &session, &user, &since, lines, json)?;
-        }
+        } => ops::audit_of_daemon(c, &session, &user, &since, lines, json).await,
         Command::Pairing { action } => match action {
-            PairingAction::List { json } => {
-                let r = c
-                    .list_pairings(v1::ListPairingsRequest {})
-                    .await?
-                    .into_inner();
-                let row = |p: &v1::Pairing| serde_json::json!({"platform": p.platform, "user": p.user, "name": p.name, "code": p.code, "created_at_ms": p.created_at_ms});
-                if json {
-                    let pending: Vec<_> = r.pending.iter().map(row).collect();
-                    let approved: Vec<_> = r.approved.iter().map(row).collect();
-                    return print_json(
-                        &serde_json::json!({"pending": pending, "approved": approved}),
-                    );
-                }
-                if r.pending.is_empty() && r.approved.is_empty() {
-                    println!(
-                        "no pairings: a chat user who writes to the bot gets a code to give you"
-                    );
-                }
-                for p in &r.pending {
-                    println!(
-                        "pending   {}  {} user {} {}  ({} ago)",
-                        p.code,
-                        p.platform,
-                        p.user,
-                        p.name,
-                        output::ago(p.created_at_ms)
-                    );
-                }
-                for p in &r.approved {
-                    println!("approved  {} user {} {}", p.platform, p.user, p.name);
-                }
-            }
-            PairingAction::Approve { code } => {
-                let r = c
-                    .approve_pairing(v1::ApprovePairingRequest { code })
-                    .await?
-                    .into_inner();
-                println!("approved {} user {}", r.platform, r.user);
-            }
-            PairingAction::Revoke { platform, user } => {
-                c.revoke_access(v1::RevokeAccessRequest {
-                    platform: platform.clone(),
-                    user: user.clone(),
-                })
-                .await?;
-                println!("revoked {platform} user {user}");
-            }
+            PairingAction::List { json } => chat::pairings(c, json).await,
+            PairingAction::Approve { code } => chat::approve(c, code).await,
+            PairingAction::Revoke { platform, user } => chat::revoke(c, platform, user).await,
         },
-        Command::Attach { name } => {
-            let s = c
-                .get_session(v1::GetSessionRequest { name })
-                .await?
-                .into_inner();
-            let (prog, args) = s
-                .attach_command
-                .split_first()
-                .ok_or_else(|| anyhow!("the daemon sent no attach command"))?;
-            use std::os::unix::process::CommandExt;
-            // Replaces this process; only returns on failure. TMUX is cleared so that attaching
-            // from inside another tmux works (as a nested client).
-            let err = std::process::Command::new(prog)
-                .args(args)
-                .env_remove("TMUX")
-                .exec();
-            bail!("cannot run {prog}: {err}");
-        }
-    }
-    Ok(())
-}
-
-/// `clibotctl audit`: the matching records of the audit log in `state_dir`.
-fn audit(
-    state_dir: &Path,
-    session: &Option<String>,
-    user: &Option<String>,
-    since: &Option<String>,
-    last: Option<usize>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let since_ms = since
-        .as_deref()
-        .map(|s| audit_log::parse_since(s, output::now_ms()))
-        .transpose()
-        .map_err(|e| anyhow!("--since {e}"))?;
-    let filter = audit_log::Filter {
-        session: session.clone(),
-        user: user.clone(),
-        since_ms,
-        last,
-    };
-    let (records, bad) = audit_log::read(state_dir, &filter)?;
-    for r in &records {
-        if json {
-            println!("{r}");
-        } else {
-            println!("{}", audit_log::line(r));
-        }
-    }
-    if bad > 0 {
-        eprintln!("clibotctl: skipped {bad} unreadable lines of the audit log");
-    }
-    Ok(())
-}
-
-/// Prints events; with `follow`, keeps going across daemon restarts by resuming after the last
-/// sequence number seen.
-async fn watch_events(
-    mut c: clibot_proto::Client,
-    socket: &Path,
-    mut since: u64,
-    sessions: Vec<String>,
-    follow: bool,
-    json: bool,
-) -> anyhow::Result<()> {
-    loop {
-        let req = v1::WatchEventsRequest {
-            since: Some(since),
-            sessions: sessions.clone(),
-            follow,
-        };
-        let result: anyhow::Result<()> = async {
-            let mut stream = c.watch_events(req).await?.into_inner();
-            while let Some(item) = stream.next().await {
-                let ev = item?;
-                if ev.seq > 0 {
-                    since = ev.seq;
-                }
-                if json {
-                    println!("{}", output::event_json(&ev));
-                } else {
-                    println!("{}", output::event_line(&ev));
-                }
-            }
-            Ok(())
-        }
-        .await;
-        if !follow {
-            return result;
-        }
-        if let Err(e) = &result {
-            eprintln!("clibotctl: event stream interrupted ({e}); reconnecting");
-        }
-        // The daemon went away: wait for it to come back and resume after the last event.
-        loop {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            if let Ok(nc) = clibot_proto::connect(socket).await {
-                c = nc;
-                break;
-            }
-        }
+        Command::Attach { name } => sessions::attach(c, name).await,
     }
 }

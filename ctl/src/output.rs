@@ -27,6 +27,12 @@ pub fn parse_state(s: &str) -> Option<v1::SessionState> {
     })
 }
 
+/// Prints `v` as indented JSON.
+pub fn print_json(v: &Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

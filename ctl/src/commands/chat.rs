@@ -1,10 +1,122 @@
-//! `clibotctl transcript PLATFORM:CHAT`: what a chat sent and was shown, oldest first.
+//! The chat side: which chats are bound where (`chats`), who may use a session (`share`,
+//! `pairing`), and what a chat sent and was shown (`transcript PLATFORM:CHAT`, oldest first).
 
 use anyhow::{anyhow, bail};
-use clibot_proto::v1;
+use clibot_proto::{Client, v1};
 
 use super::audit_log::parse_since;
-use crate::output::now_ms;
+use crate::output::{self, now_ms, print_json};
+
+/// `chats`: the bindings, where delivery stands, and which are suspended.
+pub async fn chats(c: &mut Client, json: bool) -> anyhow::Result<()> {
+    let bindings = c
+        .list_bindings(v1::ListBindingsRequest::default())
+        .await?
+        .into_inner()
+        .bindings;
+    if json {
+        let rows: Vec<_> = bindings
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "platform": b.platform, "chat": b.chat, "session": b.session,
+                    "group": b.group, "delivered_through": b.cursor,
+                    "suspended": b.broken, "reason": b.broken_reason,
+                })
+            })
+            .collect();
+        return print_json(&serde_json::Value::Array(rows));
+    }
+    if bindings.is_empty() {
+        println!("no chat is bound to a session");
+    }
+    for b in &bindings {
+        let kind = if b.group { "group" } else { "direct" };
+        let state = if b.broken {
+            format!(
+                "SUSPENDED: {} (resumes when someone writes there)",
+                b.broken_reason
+            )
+        } else {
+            format!("delivered through event {}", b.cursor)
+        };
+        println!(
+            "{}:{} ({kind}) → {}  {state}",
+            b.platform, b.chat, b.session
+        );
+    }
+    Ok(())
+}
+
+/// `share`: lets `user` (PLATFORM:USER) use `name`, or with `revoke` takes it back.
+pub async fn share(c: &mut Client, name: String, user: String, revoke: bool) -> anyhow::Result<()> {
+    let r = c
+        .share_session(v1::ShareSessionRequest {
+            session: name.clone(),
+            user: user.clone(),
+            revoke,
+        })
+        .await?
+        .into_inner();
+    if r.shared_with.is_empty() {
+        println!("{name} is shared with nobody");
+    } else {
+        println!("{name} is shared with {}", r.shared_with.join(", "));
+    }
+    Ok(())
+}
+
+/// `pairing list`: pending codes and approved users.
+pub async fn pairings(c: &mut Client, json: bool) -> anyhow::Result<()> {
+    let r = c
+        .list_pairings(v1::ListPairingsRequest {})
+        .await?
+        .into_inner();
+    let row = |p: &v1::Pairing| serde_json::json!({"platform": p.platform, "user": p.user, "name": p.name, "code": p.code, "created_at_ms": p.created_at_ms});
+    if json {
+        let pending: Vec<_> = r.pending.iter().map(row).collect();
+        let approved: Vec<_> = r.approved.iter().map(row).collect();
+        return print_json(&serde_json::json!({"pending": pending, "approved": approved}));
+    }
+    if r.pending.is_empty() && r.approved.is_empty() {
+        println!("no pairings: a chat user who writes to the bot gets a code to give you");
+    }
+    for p in &r.pending {
+        println!(
+            "pending   {}  {} user {} {}  ({} ago)",
+            p.code,
+            p.platform,
+            p.user,
+            p.name,
+            output::ago(p.created_at_ms)
+        );
+    }
+    for p in &r.approved {
+        println!("approved  {} user {} {}", p.platform, p.user, p.name);
+    }
+    Ok(())
+}
+
+/// `pairing approve CODE`.
+pub async fn approve(c: &mut Client, code: String) -> anyhow::Result<()> {
+    let r = c
+        .approve_pairing(v1::ApprovePairingRequest { code })
+        .await?
+        .into_inner();
+    println!("approved {} user {}", r.platform, r.user);
+    Ok(())
+}
+
+/// `pairing revoke PLATFORM USER`.
+pub async fn revoke(c: &mut Client, platform: String, user: String) -> anyhow::Result<()> {
+    c.revoke_access(v1::RevokeAccessRequest {
+        platform: platform.clone(),
+        user: user.clone(),
+    })
+    .await?;
+    println!("revoked {platform} user {user}");
+    Ok(())
+}
 
 /// "telegram:100" → ("telegram", "100"); the chat id may itself hold colons.
 pub fn parse_target(s: &str) -> anyhow::Result<(String, String)> {
@@ -14,9 +126,9 @@ pub fn parse_target(s: &str) -> anyhow::Result<(String, String)> {
     }
 }
 
-/// Fetches and prints a chat's transcript.
-pub async fn run(
-    c: &mut clibot_proto::Client,
+/// `transcript`: fetches and prints a chat's transcript.
+pub async fn transcript(
+    c: &mut Client,
     target: &str,
     since: Option<&str>,
     lines: Option<u32>,
@@ -54,7 +166,7 @@ pub async fn run(
             };
             println!(
                 "{} ago  [{}] {who}: {}",
-                crate::output::ago(e.time_ms),
+                output::ago(e.time_ms),
                 e.session,
                 e.text.replace('\n', "\n    ")
             );

@@ -1,11 +1,83 @@
-//! `clibotctl last`: a session's last reply, whole. A reply longer than an event carries (256
+//! What goes into a session and comes out of it: `send`, `keys`, `answer`, `screen` and `last`.
+//!
+//! `last` prints a session's last reply, whole. A reply longer than an event carries (256
 //! KiB) is read through the daemon's `ReadBlob` stream in chunks, so that no single message
 //! outgrows gRPC's 4 MiB limit however long the reply was.
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clibot_proto::{Client, v1};
+
+/// Types `text` (`-`: stdin) into `name`, pressing Enter unless `no_submit`.
+pub async fn send(c: &mut Client, name: String, text: String, no_submit: bool) -> Result<()> {
+    // Past one gRPC message nothing is sent: the daemon's own limit ([daemon]
+    // max_input_bytes) is far below it and says so for anything smaller.
+    let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
+    let text = if text == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .take(most as u64 + 1)
+            .read_to_string(&mut buf)
+            .context("cannot read the text from stdin")?;
+        buf
+    } else {
+        text
+    };
+    if text.len() > most {
+        bail!(
+            "the text is over {most} bytes, more than one message to clibotd carries; the daemon takes at most [daemon] max_input_bytes (64 KiB unless configured): send a file's path instead"
+        );
+    }
+    let req = v1::SendInputRequest {
+        session: name.clone(),
+        text,
+        submit: !no_submit,
+        ..Default::default()
+    };
+    if c.send_input(req).await?.get_ref().queued {
+        eprintln!("queued: {name} is busy; the text is delivered when the current turn ends");
+    }
+    Ok(())
+}
+
+pub async fn keys(c: &mut Client, name: String, keys: Vec<String>) -> Result<()> {
+    c.send_keys(v1::SendKeysRequest {
+        session: name,
+        keys,
+    })
+    .await?;
+    Ok(())
+}
+
+/// `prompt`: the id of the prompt meant; the daemon refuses to answer a different one.
+pub async fn answer(
+    c: &mut Client,
+    name: String,
+    answer: String,
+    prompt: Option<String>,
+) -> Result<()> {
+    let req = v1::AnswerPromptRequest {
+        session: name,
+        prompt_id: prompt.unwrap_or_default(),
+        answer,
+    };
+    c.answer_prompt(req).await?;
+    Ok(())
+}
+
+/// Prints the pane: the visible screen, or the last `lines` with scrollback.
+pub async fn screen(c: &mut Client, name: String, lines: Option<u32>, escapes: bool) -> Result<()> {
+    let r = c
+        .capture(v1::CaptureRequest {
+            session: name,
+            lines: lines.unwrap_or(0),
+            escapes,
+        })
+        .await?;
+    print!("{}", r.into_inner().text);
+    Ok(())
+}
 
 /// Prints the last reply of `name` to stdout.
 pub async fn print_last(c: &mut Client, name: &str) -> Result<()> {

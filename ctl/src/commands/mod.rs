@@ -10,3 +10,4 @@ pub mod chat;
 pub mod hook;
 pub mod io;
 pub mod ops;
+pub mod sessions;

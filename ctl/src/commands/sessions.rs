@@ -1,0 +1,240 @@
+//! The sessions' lifecycle: `list`, `show`, `spawn`, `stop`, `restart`, `adopt`, `release`,
+//! `attach` and `delegate`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use clibot_proto::{Client, v1};
+
+use crate::output::{self, print_json};
+
+/// `list`'s filters: only sessions of `cli`, in `state`, in `dir` or below it.
+pub async fn list(
+    c: &mut Client,
+    json: bool,
+    cli: Option<String>,
+    state: Option<String>,
+    dir: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let state = match state {
+        Some(s) => output::parse_state(&s).ok_or_else(|| {
+            anyhow!("unknown state {s:?}: use starting, idle, working, waiting, exited or error")
+        })?,
+        None => v1::SessionState::Unspecified,
+    };
+    let dir = dir
+        .map(|d| absolute(&d))
+        .transpose()?
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    let req = v1::ListSessionsRequest {
+        cli: cli.unwrap_or_default(),
+        dir,
+        state: state as i32,
+    };
+    let sessions = c.list_sessions(req).await?.into_inner().sessions;
+    if json {
+        return print_json(&serde_json::Value::Array(
+            sessions.iter().map(output::session_json).collect(),
+        ));
+    }
+    if sessions.is_empty() {
+        println!("no sessions; start one with `clibotctl spawn NAME --cli shell`");
+    } else {
+        print!("{}", output::session_table(&sessions));
+    }
+    Ok(())
+}
+
+pub async fn show(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
+    let s = c
+        .get_session(v1::GetSessionRequest { name })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
+    for (k, v) in output::session_json(&s).as_object().into_iter().flatten() {
+        println!("{k:<17} {v}");
+    }
+    Ok(())
+}
+
+/// `spawn`'s arguments, as given on the command line.
+pub struct Spawn {
+    pub name: String,
+    pub cli: String,
+    pub dir: Option<PathBuf>,
+    /// KEY=VALUE pairs.
+    pub env: Vec<String>,
+    pub args: Vec<String>,
+    pub delegate: bool,
+    pub json: bool,
+}
+
+pub async fn spawn(c: &mut Client, a: Spawn) -> anyhow::Result<()> {
+    let Spawn {
+        name,
+        cli,
+        dir,
+        env,
+        args,
+        delegate,
+        json,
+    } = a;
+    let dir = match dir {
+        Some(d) => absolute(&d)?,
+        None => std::env::current_dir().context("cannot read the current directory; pass --dir")?,
+    };
+    let mut envs = std::collections::HashMap::new();
+    for kv in env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
+        envs.insert(k.to_string(), v.to_string());
+    }
+    let req = v1::SpawnSessionRequest {
+        name,
+        cli,
+        dir: dir.display().to_string(),
+        args,
+        env: envs,
+        delegate,
+    };
+    let s = c.spawn_session(req).await?.into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
+    println!(
+        "spawned {} ({}) in {}; attach with `clibotctl attach {}`",
+        s.name, s.cli, s.dir, s.name
+    );
+    Ok(())
+}
+
+/// `timeout` in seconds (already checked to be 0.001 to 3600); `None` leaves it to the daemon.
+pub async fn stop(
+    c: &mut Client,
+    name: String,
+    force: bool,
+    timeout: Option<f64>,
+) -> anyhow::Result<()> {
+    let timeout_ms = timeout.map(|t| ((t * 1000.0) as u32).max(1)).unwrap_or(0);
+    let r = c
+        .stop_session(v1::StopSessionRequest {
+            session: name.clone(),
+            force,
+            timeout_ms,
+        })
+        .await?
+        .into_inner();
+    let how = if force {
+        "killed"
+    } else if r.forced {
+        "did not quit in time; killed"
+    } else {
+        "quit"
+    };
+    match r.exit_status {
+        Some(code) => println!("stopped {name}: {how} (exit status {code})"),
+        None => println!("stopped {name}: {how}"),
+    }
+    Ok(())
+}
+
+pub async fn restart(c: &mut Client, name: String, fresh: bool) -> anyhow::Result<()> {
+    let s = c
+        .restart_session(v1::RestartSessionRequest {
+            session: name.clone(),
+            fresh,
+        })
+        .await?
+        .into_inner();
+    let how = if fresh {
+        "with a new conversation"
+    } else {
+        "resuming its conversation"
+    };
+    println!("restarted {} ({}) {how}", s.name, s.cli);
+    Ok(())
+}
+
+pub async fn adopt(
+    c: &mut Client,
+    tmux_session: String,
+    cli: String,
+    name: Option<String>,
+) -> anyhow::Result<()> {
+    let req = v1::AdoptSessionRequest {
+        tmux_session,
+        cli,
+        name: name.unwrap_or_default(),
+    };
+    let s = c.adopt_session(req).await?.into_inner();
+    println!(
+        "adopted tmux session {} as {} ({})",
+        s.tmux_session, s.name, s.cli
+    );
+    Ok(())
+}
+
+pub async fn release(c: &mut Client, name: String) -> anyhow::Result<()> {
+    c.release_session(v1::ReleaseSessionRequest {
+        session: name.clone(),
+    })
+    .await?;
+    println!("released {name}; it keeps running in tmux");
+    Ok(())
+}
+
+/// Replaces this process with the daemon's attach command; only returns on failure.
+pub async fn attach(c: &mut Client, name: String) -> anyhow::Result<()> {
+    let s = c
+        .get_session(v1::GetSessionRequest { name })
+        .await?
+        .into_inner();
+    let (prog, args) = s
+        .attach_command
+        .split_first()
+        .ok_or_else(|| anyhow!("the daemon sent no attach command"))?;
+    use std::os::unix::process::CommandExt;
+    // Replaces this process; only returns on failure. TMUX is cleared so that attaching
+    // from inside another tmux works (as a nested client).
+    let err = std::process::Command::new(prog)
+        .args(args)
+        .env_remove("TMUX")
+        .exec();
+    bail!("cannot run {prog}: {err}");
+}
+
+pub async fn delegate(
+    c: &mut Client,
+    name: String,
+    cli: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
+    let s = c
+        .delegate(v1::DelegateRequest {
+            session: name.clone(),
+            cli: cli.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
+    println!(
+        "{name}'s work continues in {} ({}); its chats moved there; attach with `clibotctl attach {}`",
+        s.name, s.cli, s.name
+    );
+    Ok(())
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    let cwd = std::env::current_dir()
+        .context("cannot read the current directory; pass an absolute --dir")?;
+    Ok(cwd.join(p))
+}
