@@ -165,16 +165,20 @@ impl Chats {
                 ChatsFile::default()
             }
         };
-        (
-            Chats {
-                unplaced: Mutex::new(unplaced),
-                path,
-                state: Mutex::new(state),
-                touched: Mutex::new(Default::default()),
-                writable,
-            },
-            warnings,
-        )
+        let repaired = warnings.iter().any(|w| w.contains("could not be used"));
+        let chats = Chats {
+            unplaced: Mutex::new(unplaced),
+            path,
+            state: Mutex::new(state),
+            touched: Mutex::new(Default::default()),
+            writable,
+        };
+        if repaired {
+            // Saved cleaned at once (the original is kept aside): the same damage is not
+            // reported again at every start until some chat happens to move.
+            chats.save(&chats.lock());
+        }
+        (chats, warnings)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ChatsFile> {
@@ -185,7 +189,8 @@ impl Chats {
     /// [`parse`]) to `last_seq`, the event log's end: they receive what happens from now on,
     /// instead of the whole retained log again. Called once the log is open.
     pub fn place_unplaced(&self, last_seq: u64) {
-        let unplaced = std::mem::take(&mut *self.unplaced.lock().unwrap_or_else(|p| p.into_inner()));
+        let unplaced =
+            std::mem::take(&mut *self.unplaced.lock().unwrap_or_else(|p| p.into_inner()));
         if unplaced.is_empty() {
             return;
         }
@@ -427,7 +432,11 @@ impl Chats {
             let oldest = table
                 .keys()
                 .filter(|c| c.as_str() != chat)
-                .min_by_key(|c| t.1.get(&(platform.to_string(), (*c).clone())).copied().unwrap_or(0))
+                .min_by_key(|c| {
+                    t.1.get(&(platform.to_string(), (*c).clone()))
+                        .copied()
+                        .unwrap_or(0)
+                })
                 .cloned();
             drop(t);
             if let Some(c) = oldest {
@@ -585,11 +594,12 @@ fn parse(
         }
     }
     // Bindings written before delivery was tracked per chat start where their platform was.
-    for b in st
-        .bindings
-        .iter_mut()
-        .filter(|b| b.cursor == 0 && !unplaced.iter().any(|(p, c)| *p == b.platform && *c == b.chat))
-    {
+    for b in st.bindings.iter_mut().filter(|b| {
+        b.cursor == 0
+            && !unplaced
+                .iter()
+                .any(|(p, c)| *p == b.platform && *c == b.chat)
+    }) {
         b.cursor = st
             .cursors
             .iter()
@@ -618,7 +628,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (c, _) = Chats::open(dir.path());
         c.ack_ingress("discord", "stranger", "5", false);
-        assert!(c.ingress("discord").is_empty(), "a stranger's chat is not kept");
+        assert!(
+            c.ingress("discord").is_empty(),
+            "a stranger's chat is not kept"
+        );
         c.ack_ingress("discord", "known", "5", true);
         // Once known, any later message moves its cursor.
         c.ack_ingress("discord", "known", "6", false);
@@ -628,8 +641,14 @@ mod tests {
         }
         let kept = c.ingress("discord");
         assert_eq!(kept.len(), MAX_INGRESS_CHATS);
-        assert!(!kept.iter().any(|(k, _)| k == "known"), "the oldest made room");
-        assert!(kept.iter().any(|(k, _)| k == &format!("c{}", MAX_INGRESS_CHATS + 9)));
+        assert!(
+            !kept.iter().any(|(k, _)| k == "known"),
+            "the oldest made room"
+        );
+        assert!(
+            kept.iter()
+                .any(|(k, _)| k == &format!("c{}", MAX_INGRESS_CHATS + 9))
+        );
     }
 
     fn ack(seq: u64, parts: u32) -> ChatAck<'static> {
@@ -758,12 +777,25 @@ mod tests {
         std::fs::write(dir.path().join("chats.json"), file).expect("write");
         let (c, w) = Chats::open(dir.path());
         assert_eq!(w.len(), 1, "{w:?}");
-        for needle in ["4 entries", "discord:bot", "telegram:1: cursor = 18446744073709551615", "until_seq", "2^53"] {
+        for needle in [
+            "4 entries",
+            "discord:bot",
+            "telegram:1: cursor = 18446744073709551615",
+            "until_seq",
+            "2^53",
+        ] {
             assert!(w[0].contains(needle), "{needle}: {w:?}");
         }
         let one = &c.bindings("telegram", "1", "")[0];
-        assert_eq!((one.cursor, one.parts), (30, 0), "resumes where its platform is");
-        assert!(c.bindings("telegram", "3", "").is_empty(), "an absurd end removes the binding");
+        assert_eq!(
+            (one.cursor, one.parts),
+            (30, 0),
+            "resumes where its platform is"
+        );
+        assert!(
+            c.bindings("telegram", "3", "").is_empty(),
+            "an absurd end removes the binding"
+        );
         assert_eq!(c.cursor("discord:bot"), 0);
         // No other discord position: where any platform is.
         assert_eq!(c.bindings("discord", "9", "")[0].cursor, 30);

@@ -92,14 +92,29 @@ impl Dedupe {
                 ));
             }
         }
-        (
-            Arc::new(Dedupe {
-                path,
-                inner: Mutex::new(inner),
-                writable,
-            }),
-            warnings,
-        )
+        let repaired = !warnings.is_empty() && writable && path.exists();
+        let keys: Vec<(String, u64)> = inner.done.iter().cloned().collect();
+        let d = Arc::new(Dedupe {
+            path,
+            inner: Mutex::new(inner),
+            writable,
+        });
+        if repaired {
+            // Saved cleaned at once (the original is kept aside): the same damage is not
+            // reported again at every start until a new message arrives.
+            d.save(File { version: 1, keys });
+        }
+        (d, warnings)
+    }
+
+    fn save(&self, file: File) {
+        if !self.writable {
+            return;
+        }
+        let bytes = serde_json::to_vec(&file).unwrap_or_default();
+        if let Err(e) = write_atomic(&self.path, &bytes) {
+            warn!(path = %self.path.display(), "cannot save the keys of recent chat messages: {e}");
+        }
     }
 
     /// Takes `key`, or tells that it was taken, waiting while another call is typing it.
@@ -143,13 +158,7 @@ impl Dedupe {
                 keys: inner.done.iter().cloned().collect(),
             }
         };
-        if !self.writable {
-            return;
-        }
-        let bytes = serde_json::to_vec(&file).unwrap_or_default();
-        if let Err(e) = write_atomic(&self.path, &bytes) {
-            warn!(path = %self.path.display(), "cannot save the keys of recent chat messages: {e}");
-        }
+        self.save(file);
     }
 }
 
@@ -254,7 +263,10 @@ mod tests {
         assert!(w[0].contains("4 entries"), "{w:?}");
         assert!(w[0].contains("above 2^53"), "{w:?}");
         assert!(matches!(d.claim("t:4").await, Claim::Mine(_)));
-        assert_eq!(crate::store::copies(dir.path(), "inputs.json.bad-").len(), 1);
+        assert_eq!(
+            crate::store::copies(dir.path(), "inputs.json.bad-").len(),
+            1
+        );
         assert!(matches!(d.claim("t:1").await, Claim::Seen(4)));
         assert!(matches!(d.claim("t:3").await, Claim::Seen(6)));
 

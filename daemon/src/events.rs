@@ -693,10 +693,20 @@ mod tests {
         lines.insert(1, "not json at all");
         std::fs::write(&p, lines.join("\n") + "\n").expect("write");
         let (log, w) = EventLog::open(&p, 100, 0);
-        assert!(w.iter().any(|w| w.contains("line 2") && w.contains("skipped")), "{w:?}");
-        assert!(w.iter().any(|w| w.contains("every other event was kept")), "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("line 2") && w.contains("skipped")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter().any(|w| w.contains("every other event was kept")),
+            "{w:?}"
+        );
         assert_eq!(log.read_after(0, 10).events.len(), 3);
-        assert_eq!(crate::store::copies(dir.path(), "events.jsonl.bad-").len(), 1);
+        assert_eq!(
+            crate::store::copies(dir.path(), "events.jsonl.bad-").len(),
+            1
+        );
         assert!(crate::store::copies(dir.path(), "events.jsonl.corrupt-").is_empty());
         assert_eq!(log.append("s", "", kind(5)).seq, 4);
         drop(log);
@@ -719,7 +729,11 @@ mod tests {
         )
         .expect("write");
         let (log, w) = EventLog::open(&p, 100, 0);
-        assert!(w.iter().any(|w| w.contains("torn event") && w.contains("event 3")), "{w:?}");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("torn event") && w.contains("event 3")),
+            "{w:?}"
+        );
         let seqs: Vec<u64> = log.read_after(0, 10).events.iter().map(|e| e.seq).collect();
         assert_eq!(seqs, [1, 3, 4]);
         assert_eq!(log.append("s", "", kind(5)).seq, 5);
@@ -739,9 +753,21 @@ mod tests {
         )
         .expect("write");
         let (log, w) = EventLog::open(&p, 100, u64::MAX);
-        assert!(w.iter().any(|w| w.contains("above 2^53") && w.contains("line 2")), "{w:?}");
-        assert!(w.iter().any(|w| w.contains("18446744073709551615") && w.contains("above 2^53")), "{w:?}");
-        assert_eq!(log.append("s", "", kind(2)).seq, MAX_SEQ + 1, "clamped, no wrap");
+        assert!(
+            w.iter()
+                .any(|w| w.contains("above 2^53") && w.contains("line 2")),
+            "{w:?}"
+        );
+        assert!(
+            w.iter()
+                .any(|w| w.contains("18446744073709551615") && w.contains("above 2^53")),
+            "{w:?}"
+        );
+        assert_eq!(
+            log.append("s", "", kind(2)).seq,
+            MAX_SEQ + 1,
+            "clamped, no wrap"
+        );
         assert_eq!(log.read_after(u64::MAX, 10).events.len(), 0, "no overflow");
         drop(log);
         std::fs::remove_file(&p).expect("rm");
@@ -763,7 +789,10 @@ mod tests {
                 .expect("/dev/full"),
         );
         log.append("s", "", kind(2));
-        assert!(log.lock().torn, "the next append must start a line of its own");
+        assert!(
+            log.lock().torn,
+            "the next append must start a line of its own"
+        );
         // Part of event 2 did reach the file before the disk filled.
         let mut f = OpenOptions::new().append(true).open(&p).expect("open");
         f.write_all(b"{\"seq\":2,\"time_ms\":17").expect("write");

@@ -478,7 +478,13 @@ mod tests {
             (0, 0, None)
         );
         assert_eq!(w.len(), 1, "{w:?}");
-        for needle in ["last_seq = 18446744073709551615", "2^53", "last_reply_seq", "created_at_ms", "turn_anchor"] {
+        for needle in [
+            "last_seq = 18446744073709551615",
+            "2^53",
+            "last_reply_seq",
+            "created_at_ms",
+            "turn_anchor",
+        ] {
             assert!(w[0].contains(needle), "{needle}: {w:?}");
         }
         // Exactly the bound is kept; a negative or fractional last_seq is not.

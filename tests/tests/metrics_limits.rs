@@ -82,7 +82,10 @@ fn idle_metrics_connections_cannot_exhaust_the_daemon() {
         .expect("run prlimit");
     assert!(limited.success(), "prlimit failed");
     let before = open_fds(pid);
-    assert!(before < 150, "the daemon already holds {before} descriptors");
+    assert!(
+        before < 150,
+        "the daemon already holds {before} descriptors"
+    );
 
     let began = Instant::now();
     let mut idle: Vec<TcpStream> = (0..300)

@@ -371,7 +371,11 @@ mod tests {
         assert!(closed(&mut silent, Duration::from_secs(3)).await);
         assert!(began.elapsed() >= Duration::from_millis(250));
         let mut ended = false;
-        for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n".iter().cycle().take(40) {
+        for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n"
+            .iter()
+            .cycle()
+            .take(40)
+        {
             if slow.write_all(&[*b]).await.is_err() {
                 ended = true;
                 break;
