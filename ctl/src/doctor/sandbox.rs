@@ -1,7 +1,7 @@
 //! `doctor`'s look at the jail non-admins' sessions run in: is it off anywhere, and does
 //! bubblewrap work on this machine (it needs unprivileged user namespaces)?
 
-use super::{Check, Level, check};
+use super::report::{Check, Level, check};
 
 /// Platforms whose `[access.PLATFORM] sandbox` is "off".
 fn unjailed(table: Option<&toml::Table>) -> Vec<String> {
@@ -19,7 +19,7 @@ fn unjailed(table: Option<&toml::Table>) -> Vec<String> {
 }
 
 /// The checks: one per platform with the jail off (a warning), and whether bubblewrap runs.
-pub async fn sandbox_checks(table: Option<&toml::Table>, out: &mut Vec<Check>) {
+pub(super) async fn sandbox_checks(table: Option<&toml::Table>, out: &mut Vec<Check>) {
     for p in unjailed(table) {
         out.push(check(
             "sandbox",

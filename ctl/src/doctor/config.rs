@@ -1,0 +1,103 @@
+//! The config file as doctor reads it itself (the daemon may not run): can it be read, is it
+//! TOML, are its sections known, and did the running daemon accept it.
+
+use std::path::{Path, PathBuf};
+
+use clibot_proto::v1;
+
+use super::report::{Check, Level, check};
+
+/// `CLIBOT_CONFIG`, else `~/.config/clibot/config.toml` (as the daemon and gateway read it).
+pub(super) fn config_path() -> Option<PathBuf> {
+    std::env::var_os("CLIBOT_CONFIG")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            directories::ProjectDirs::from("", "", "clibot")
+                .map(|d| d.config_dir().join("config.toml"))
+        })
+}
+
+/// The file as a table, with a check saying whether it could be read and parsed.
+pub(super) fn read_config(path: Option<&Path>, out: &mut Vec<Check>) -> Option<toml::Table> {
+    let path = path?;
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            out.push(check(
+                "config",
+                Level::Ok,
+                format!("no config file at {}: built-in defaults", path.display()),
+                "",
+            ));
+            return None;
+        }
+        Err(e) => {
+            out.push(check(
+                "config",
+                Level::Fail,
+                format!("cannot read {}: {e}", path.display()),
+                format!("make it readable: chmod 600 {}", path.display()),
+            ));
+            return None;
+        }
+    };
+    match text.parse::<toml::Table>() {
+        Ok(t) => {
+            let unknown: Vec<&String> = t
+                .keys()
+                .filter(|k| {
+                    !matches!(
+                        k.as_str(),
+                        "daemon"
+                            | "tmux"
+                            | "cli"
+                            | "access"
+                            | "gateway"
+                            | "rules"
+                            | "guard"
+                            | "decider"
+                            | "delegation"
+                    )
+                })
+                .collect();
+            if !unknown.is_empty() {
+                out.push(check(
+                    "config sections",
+                    Level::Warn,
+                    format!(
+                        "{}: unknown top-level keys {:?} are ignored by every part of clibot",
+                        path.display(),
+                        unknown
+                    ),
+                    "check their spelling: the sections are [daemon], [tmux], [cli.NAME], [access.PLATFORM], [gateway.PLATFORM]",
+                ));
+            }
+            Some(t)
+        }
+        Err(e) => {
+            out.push(check(
+                "config",
+                Level::Fail,
+                format!("{} is not valid TOML: {}", path.display(), e.message()),
+                "fix the syntax; the daemon and the gateway refuse to start on it",
+            ));
+            None
+        }
+    }
+}
+
+/// The running daemon's config file, which it accepted to start.
+pub(super) fn accepted_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
+    if !s.config_file.is_empty() {
+        out.push(check(
+            "config",
+            Level::Ok,
+            format!(
+                "{}: the running daemon accepted [daemon], [tmux], [cli], [access]",
+                s.config_file
+            ),
+            "",
+        ));
+    }
+}
