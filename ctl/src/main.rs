@@ -6,7 +6,6 @@
 mod commands;
 mod connect;
 mod doctor;
-mod output;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

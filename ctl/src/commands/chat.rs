@@ -5,7 +5,7 @@ use anyhow::{anyhow, bail};
 use clibot_proto::{Client, v1};
 
 use super::audit_log::parse_since;
-use crate::output::{self, now_ms, print_json};
+use super::output::{self, now_ms, print_json};
 
 /// `chats`: the bindings, where delivery stands, and which are suspended.
 pub async fn chats(c: &mut Client, json: bool) -> anyhow::Result<()> {

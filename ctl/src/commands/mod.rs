@@ -1,13 +1,17 @@
 //! What each `clibotctl` command does, one file per area of the command line: it turns parsed
 //! arguments into requests to clibotd (or reads a state file) and prints the answer.
-//! `main.rs` parses and dispatches; nothing here parses arguments or names `main`.
+//!
 //! `sessions` (list, show, spawn, stop, restart, adopt, release, attach, delegate), `io` (send,
 //! keys, screen, answer, last), `chat` (chats, share, pairing, transcript), `ops` (status,
-//! events, metrics, rules, reload, audit, reading `audit_log`), `hook` (the CLIs' hook entry).
+//! events, metrics, rules, reload, audit), `hook` (the CLIs' hook entry, which must never fail
+//! them). `output` is how sessions, events and rules look on a terminal and as JSON;
+//! `audit_log` reads the audit log's files. Nothing here parses arguments, connects on its own
+//! (`main` hands each command a client) or reaches back into `main` or `doctor`.
 
-pub mod audit_log;
+mod audit_log;
 pub mod chat;
 pub mod hook;
 pub mod io;
 pub mod ops;
+mod output;
 pub mod sessions;

@@ -9,7 +9,7 @@ use clibot_proto::{Client, v1};
 use tokio_stream::StreamExt;
 
 use super::audit_log;
-use crate::output::{self, print_json};
+use super::output::{self, print_json};
 
 /// `status`: version, paths, tmux, sessions, gateways and the daemon's warnings.
 pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {

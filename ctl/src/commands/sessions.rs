@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow, bail};
 use clibot_proto::{Client, v1};
 
-use crate::output::{self, print_json};
+use super::output::{self, print_json};
 
 /// `list`'s filters: only sessions of `cli`, in `state`, in `dir` or below it.
 pub async fn list(
