@@ -974,18 +974,18 @@ mod tests {
     }
 
     #[test]
-    fn the_readmes_overnight_example_is_a_valid_config() {
-        let readme = include_str!("../../README.md");
-        let start = readme
+    fn the_automation_docs_overnight_example_is_a_valid_config() {
+        let doc = include_str!("../../docs/AUTOMATION.md");
+        let start = doc
             .find("**Example: leave it running overnight.**")
-            .expect("the example is in the README");
-        let block = &readme[start..];
+            .expect("the example is in docs/AUTOMATION.md");
+        let block = &doc[start..];
         let body = block
             .split("```toml\n")
             .nth(1)
             .and_then(|b| b.split("```").next())
             .expect("a toml block");
-        let c = crate::config::Config::parse(body, Path::new("README.md")).expect("valid");
+        let c = crate::config::Config::parse(body, Path::new("docs/AUTOMATION.md")).expect("valid");
         assert_eq!(c.rules.len(), 3);
         assert!(a_warns_nothing(&c), "the example allows by `command` only");
         assert_eq!(
