@@ -344,16 +344,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             delegate,
             json,
         } => {
-            let spawn = sessions::Spawn {
-                name,
-                cli,
-                dir,
-                env,
-                args,
-                delegate,
-                json,
-            };
-            sessions::spawn(c, spawn).await
+            let req = sessions::spawn_request(name, cli, dir, env, args, delegate)?;
+            sessions::spawn(c, req, json).await
         }
         Command::Send {
             name,
@@ -410,7 +402,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             lines,
             json,
             ..
-        } => ops::audit_of_daemon(c, &session, &user, &since, lines, json).await,
+        } => ops::audit(
+            &ops::state_dir(c).await?,
+            &session,
+            &user,
+            &since,
+            lines,
+            json,
+        ),
         Command::Pairing { action } => match action {
             PairingAction::List { json } => chat::pairings(c, json).await,
             PairingAction::Approve { code } => chat::approve(c, code).await,

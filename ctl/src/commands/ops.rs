@@ -1,7 +1,7 @@
 //! Running the daemon: `status`, `events`, `metrics`, `rules`, `reload` (the daemon re-reads
 //! its config file and says what changed) and `audit` (read from the state directory's files).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::anyhow;
@@ -151,17 +151,13 @@ pub async fn rules(c: &mut Client, json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `audit` without `--state-dir`: the running daemon's state directory.
-pub async fn audit_of_daemon(
-    c: &mut Client,
-    session: &Option<String>,
-    user: &Option<String>,
-    since: &Option<String>,
-    last: Option<usize>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let dir = c.status(v1::StatusRequest {}).await?.into_inner().state_dir;
-    audit(Path::new(&dir), session, user, since, last, json)
+/// The running daemon's state directory, where `audit` reads without `--state-dir`.
+pub async fn state_dir(c: &mut Client) -> anyhow::Result<PathBuf> {
+    Ok(c.status(v1::StatusRequest {})
+        .await?
+        .into_inner()
+        .state_dir
+        .into())
 }
 
 /// `clibotctl audit`: the matching records of the audit log in `state_dir`.

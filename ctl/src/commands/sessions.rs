@@ -60,28 +60,16 @@ pub async fn show(c: &mut Client, name: String, json: bool) -> anyhow::Result<()
     Ok(())
 }
 
-/// `spawn`'s arguments, as given on the command line.
-pub struct Spawn {
-    pub name: String,
-    pub cli: String,
-    pub dir: Option<PathBuf>,
-    /// KEY=VALUE pairs.
-    pub env: Vec<String>,
-    pub args: Vec<String>,
-    pub delegate: bool,
-    pub json: bool,
-}
-
-pub async fn spawn(c: &mut Client, a: Spawn) -> anyhow::Result<()> {
-    let Spawn {
-        name,
-        cli,
-        dir,
-        env,
-        args,
-        delegate,
-        json,
-    } = a;
+/// `spawn`'s request: `dir` made absolute (default: the current directory), each `env` entry
+/// split at its `=`.
+pub fn spawn_request(
+    name: String,
+    cli: String,
+    dir: Option<PathBuf>,
+    env: Vec<String>,
+    args: Vec<String>,
+    delegate: bool,
+) -> anyhow::Result<v1::SpawnSessionRequest> {
     let dir = match dir {
         Some(d) => absolute(&d)?,
         None => std::env::current_dir().context("cannot read the current directory; pass --dir")?,
@@ -93,14 +81,18 @@ pub async fn spawn(c: &mut Client, a: Spawn) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow!("--env {kv:?}: write KEY=VALUE"))?;
         envs.insert(k.to_string(), v.to_string());
     }
-    let req = v1::SpawnSessionRequest {
+    Ok(v1::SpawnSessionRequest {
         name,
         cli,
         dir: dir.display().to_string(),
         args,
         env: envs,
         delegate,
-    };
+    })
+}
+
+/// Starts the session and says how to attach to it.
+pub async fn spawn(c: &mut Client, req: v1::SpawnSessionRequest, json: bool) -> anyhow::Result<()> {
     let s = c.spawn_session(req).await?.into_inner();
     if json {
         return print_json(&output::session_json(&s));
