@@ -13,7 +13,7 @@ use crate::automation::{
 use crate::core::{Daemon, lock};
 use crate::error::CoreError;
 use crate::events::EventKind;
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 /// Lines of the screen the decider sees.
 const DECIDER_SCREEN_LINES: usize = 40;

@@ -14,7 +14,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 /// `[[rules]]`: tried in order; the first that matches decides.
 #[derive(Debug, Clone, Default, Deserialize)]

@@ -270,7 +270,15 @@ mod tests {
     #[test]
     fn ids_that_are_paths_are_refused() {
         let (_d, b) = store();
-        for id in ["../events.jsonl", "1-../../x", "", "1-", "-ab", "12-zz", "1-a/b"] {
+        for id in [
+            "../events.jsonl",
+            "1-../../x",
+            "",
+            "1-",
+            "-ab",
+            "12-zz",
+            "1-a/b",
+        ] {
             assert!(
                 matches!(b.read_chunk(id, 0), Err(BlobError::NotFound(_))),
                 "{id}"

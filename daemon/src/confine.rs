@@ -11,7 +11,7 @@ use crate::access::Sandbox;
 use crate::config::CliSpec;
 use crate::core::{Daemon, lock};
 use crate::error::CoreError;
-use crate::session::SessionRecord;
+use crate::model::SessionRecord;
 
 /// A per-session hook socket, for the server layer to serve (hook calls of session `id` only)
 /// until `stop` is cancelled.

@@ -16,7 +16,7 @@ use crate::config::CliSpec;
 use crate::core::{Daemon, SpawnRequest, lock};
 use crate::error::CoreError;
 use crate::events::EventKind;
-use crate::session::SessionRecord;
+use crate::model::SessionRecord;
 
 /// `[delegation]`.
 #[derive(Debug, Clone, Deserialize)]

@@ -132,7 +132,9 @@ pub enum CoreError {
         running: String,
         hint: String,
     },
-    #[error("session {name:?} cannot queue more input: {detail}; wait for the running turn, or interrupt it (`clibotctl keys {name} Escape` / C-c)")]
+    #[error(
+        "session {name:?} cannot queue more input: {detail}; wait for the running turn, or interrupt it (`clibotctl keys {name} Escape` / C-c)"
+    )]
     QueueFull { name: String, detail: String },
     #[error("no free port on 127.0.0.1 for the CLI's own server: {0}")]
     NoPort(#[source] std::io::Error),

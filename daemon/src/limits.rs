@@ -15,7 +15,9 @@ pub const MAX_ENV: usize = 256;
 pub const MAX_ENV_BYTES: usize = 64 * 1024;
 
 fn too_many(what: &str, n: usize, max: usize) -> CoreError {
-    CoreError::InvalidArgument(format!("{n} {what} given; at most {max} are taken in one call"))
+    CoreError::InvalidArgument(format!(
+        "{n} {what} given; at most {max} are taken in one call"
+    ))
 }
 
 fn too_long(what: &str, n: usize, max: usize) -> CoreError {
@@ -66,11 +68,15 @@ mod tests {
         assert!(e.contains("1001 keys") && e.contains("at most 1000"), "{e}");
         let args = vec!["x".repeat(1024); 100];
         let env = std::collections::BTreeMap::<String, String>::new();
-        let e = check_spawn(&args, env.iter()).expect_err("too long").to_string();
+        let e = check_spawn(&args, env.iter())
+            .expect_err("too long")
+            .to_string();
         assert!(e.contains("at most 65536"), "{e}");
         let env: std::collections::BTreeMap<String, String> =
             (0..300).map(|i| (format!("V{i}"), "1".into())).collect();
-        let e = check_spawn(&[], env.iter()).expect_err("too many").to_string();
+        let e = check_spawn(&[], env.iter())
+            .expect_err("too many")
+            .to_string();
         assert!(e.contains("300 environment variables"), "{e}");
         assert!(check_spawn(&["--flag".into()], std::iter::empty()).is_ok());
     }

@@ -82,7 +82,7 @@ pub struct SessionRecord {
     /// ([`crate::blobs`]) and its length; `last_reply` is then its head.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_reply_blob: String,
-    #[serde(default, skip_serializing_if = "crate::session::is_zero")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero")]
     pub last_reply_bytes: u64,
     /// The CLI's last error message.
     #[serde(default)]
@@ -107,10 +107,10 @@ pub struct SessionRecord {
     /// its input took: a turn that outlives a daemon restart is still reported whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_anchor: Option<i64>,
-    #[serde(default, skip_serializing_if = "crate::session::is_zero_u32")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero_u32")]
     pub turn_input_lines: u32,
     /// When the running turn's input was sent (ms since the epoch), 0 when none runs.
-    #[serde(default, skip_serializing_if = "crate::session::is_zero_i64")]
+    #[serde(default, skip_serializing_if = "crate::model::is_zero_i64")]
     pub turn_started_ms: i64,
     /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
     #[serde(default)]

@@ -23,8 +23,8 @@ use crate::adapter::opencode::{
 use crate::core::{Daemon, lock};
 use crate::events::EventKind;
 use crate::local_http::{HttpError, LocalHttp};
-use crate::session::{Prompt, State};
-use crate::supervisor::remember_resolved;
+use crate::model::{Prompt, State};
+use crate::session::remember_resolved;
 
 /// How long opening the event stream may take: OpenCode accepts connections while it is still
 /// starting, and answers them once it is ready.
@@ -390,8 +390,7 @@ impl Daemon {
         let since_ms = match recovered_ms {
             Some(ms) if ms > 0 => ms,
             _ => started.map_or(0, |t| {
-                crate::store::now_ms()
-                    - i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX)
+                crate::store::now_ms() - i64::try_from(t.elapsed().as_millis()).unwrap_or(i64::MAX)
             }),
         };
         // The turn ended while nobody listened: its reply is the latest top-level session's.

@@ -172,11 +172,7 @@ impl QueueFiles {
                     }
                 }
                 Err(_) if !complete => torn = true,
-                Err(e) => warnings.push(format!(
-                    "{} line {}: {e}; skipped",
-                    path.display(),
-                    i + 1
-                )),
+                Err(e) => warnings.push(format!("{} line {}: {e}; skipped", path.display(), i + 1)),
             }
         }
         let queue: Vec<String> = queue.into();

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::{CliSpec, Config, expand_home};
+use crate::core::CliKind;
 use crate::core::Daemon;
 use crate::detect::{Pack, builtin_packs};
 use crate::error::CoreError;
-use crate::supervisor::CliKind;
 
 /// The parts of the config that a reload replaces.
 pub(crate) struct Live {

@@ -12,8 +12,7 @@ use std::process::Stdio;
 
 use async_trait::async_trait;
 use tmux_interface::{
-    CapturePane, KillSession, LoadBuffer, PasteBuffer, SendKeys, SetOption,
-    TmuxCommand,
+    CapturePane, KillSession, LoadBuffer, PasteBuffer, SendKeys, SetOption, TmuxCommand,
 };
 use tokio::io::AsyncWriteExt;
 

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Adapter, Choice, HookSignal, Launch, LaunchContext, classify_error};
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 /// Claude Code: hooks injected per session with `--settings` (never the user's own settings
 /// files), `--session-id` chosen up front; `Stop` carries the final reply, `PermissionRequest`
@@ -143,7 +143,7 @@ impl Adapter for Claude {
 
     fn recover_reply(
         &self,
-        rec: &crate::session::SessionRecord,
+        rec: &crate::model::SessionRecord,
         cli: Option<&crate::config::CliSpec>,
     ) -> Option<String> {
         if rec.cli_session_id.is_empty() {

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 
 use super::{Adapter, Choice, HookSignal, Launch, LaunchContext};
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 pub struct Codex;
 

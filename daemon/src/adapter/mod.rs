@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::detect::AnswerStyle;
 use crate::keys::Key;
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 /// What a launch needs to know.
 pub struct LaunchContext<'a> {
@@ -112,7 +112,7 @@ pub trait Adapter: Send + Sync {
     /// from the CLI's own records.
     fn recover_reply(
         &self,
-        _rec: &crate::session::SessionRecord,
+        _rec: &crate::model::SessionRecord,
         _cli: Option<&crate::config::CliSpec>,
     ) -> Option<String> {
         None

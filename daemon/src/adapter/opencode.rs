@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::{Adapter, Choice, Launch, LaunchContext};
 use crate::detect::AnswerStyle;
-use crate::session::Prompt;
+use crate::model::Prompt;
 
 pub struct OpenCode;
 

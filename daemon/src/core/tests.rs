@@ -5,7 +5,8 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::*;
-use crate::tmux::{MuxError, WatchEvent};
+use crate::keys::Key;
+use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta, WatchEvent};
 
 #[derive(Default)]
 struct FakeState {

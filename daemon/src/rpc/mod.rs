@@ -16,7 +16,7 @@ use crate::caller::Caller;
 use crate::core::{Actor, Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
 use crate::events::{Event, EventKind};
-use crate::session::{SessionRecord, State};
+use crate::model::{SessionRecord, State};
 use crate::tmux::MuxError;
 use crate::transcript::{Entry as TranscriptEntry, Transcripts};
 

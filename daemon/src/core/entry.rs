@@ -1,0 +1,128 @@
+//! What the daemon keeps per session: the persisted record, and the runtime state of the turn
+//! state machine beside it, which no file holds.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::{Notify, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::adapter::Adapter;
+use crate::detect::Pack;
+use crate::model::SessionRecord;
+
+/// One session in the table.
+pub(crate) struct Entry {
+    pub(crate) rec: SessionRecord,
+    pub(crate) input: Arc<tokio::sync::Mutex<()>>,
+    pub(crate) stopping: bool,
+    pub(crate) rt: Runtime,
+}
+
+/// The integration of one configured CLI.
+pub(crate) struct CliKind {
+    pub(crate) adapter: Arc<dyn Adapter>,
+    pub(crate) pack: Arc<Pack>,
+}
+
+/// What the daemon keeps per session besides the persisted record.
+pub(crate) struct Runtime {
+    pub(crate) last_output: Instant,
+    /// When the current turn's input was submitted.
+    pub(crate) turn_started: Option<Instant>,
+    /// Absolute pane line where the current turn's output begins (for screen replies).
+    pub(crate) anchor: Option<i64>,
+    /// How many lines the submitted input itself takes on screen.
+    pub(crate) input_lines: usize,
+    /// Enter was pressed; a visible change or a submit hook confirms it before this instant.
+    pub(crate) confirm_by: Option<Instant>,
+    /// How many times Enter was pressed again for the current input.
+    pub(crate) confirm_tries: u8,
+    /// A hook announced the current prompt and the screen has not shown it yet.
+    pub(crate) prompt_pending_since: Option<Instant>,
+    /// Permission hooks waiting for a decision, by prompt id, with their payloads.
+    pub(crate) waiters: HashMap<String, (oneshot::Sender<String>, Value)>,
+    /// Recently resolved prompts and by whom, so that a late answer gets a clear error.
+    pub(crate) resolved: VecDeque<(String, String)>,
+    /// When a prompt was last answered through clibot (by keys or through its hook): the
+    /// dialog may stay drawn for a moment while the CLI closes it, and that is not a new
+    /// prompt. Cleared as soon as a screen without a dialog is seen; after that, whatever
+    /// dialog appears is new.
+    /// With it: the answered dialog's signature (kind, text, options, subject) when it was
+    /// answered by keys — only that very dialog lingers; `None` when it was answered through
+    /// its hook or API, whose words differ from the screen's — any dialog lingers then (the
+    /// CLI's next prompt comes through the hook again). The flag: a screen check is already
+    /// scheduled for when the lingering ends.
+    pub(crate) answered_screen: Option<(Option<String>, Instant, bool)>,
+    pub(crate) watcher: Option<CancellationToken>,
+    /// Wakes the watcher for an immediate screen read.
+    pub(crate) poke: Arc<Notify>,
+    pub(crate) last_error_line: Option<String>,
+    pub(crate) delivering: bool,
+    /// The turn was already running when this daemon started: its hooks may have fired while
+    /// no daemon listened, so the screen decides when it is over.
+    pub(crate) recovered: bool,
+    /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
+    /// pane whose foreground process is another one (`sleep`, `make`) is still working.
+    pub(crate) idle_foreground: Option<String>,
+    /// The CLI's own API, while connected ([`crate::opencode_link`]): it, not the screen,
+    /// tells about turns and prompts, and takes the input.
+    pub(crate) api: Option<crate::local_http::LocalHttp>,
+    /// The link to the CLI's API gave up (the port refused the session's password): the
+    /// session is read off the screen like any program's.
+    pub(crate) api_gave_up: bool,
+    /// Since when the screen of a working hook-driven CLI has looked idle (the safety net).
+    pub(crate) idle_since: Option<Instant>,
+    /// When the last turn completed.
+    pub(crate) last_completed: Option<Instant>,
+    /// The last turn was ended by the safety net: its completion hook may still come late.
+    pub(crate) net_closed: bool,
+    /// The last screen read, for the last words of a CLI whose dead pane lost them.
+    pub(crate) last_screen: String,
+    /// The prompt last looked at for an automatic answer, and who is answering it now
+    /// ("rule 2", "decider"; empty once done or left to a person).
+    pub(crate) auto_for: Option<(String, String)>,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            last_output: Instant::now(),
+            turn_started: None,
+            anchor: None,
+            input_lines: 0,
+            confirm_by: None,
+            confirm_tries: 0,
+            prompt_pending_since: None,
+            waiters: HashMap::new(),
+            resolved: VecDeque::new(),
+            answered_screen: None,
+            watcher: None,
+            poke: Arc::new(Notify::new()),
+            last_error_line: None,
+            delivering: false,
+            recovered: false,
+            idle_foreground: None,
+            api: None,
+            api_gave_up: false,
+            idle_since: None,
+            last_completed: None,
+            net_closed: false,
+            last_screen: String::new(),
+            auto_for: None,
+        }
+    }
+}
+
+impl Entry {
+    pub(crate) fn new(rec: SessionRecord) -> Entry {
+        Entry {
+            rec,
+            input: Arc::new(tokio::sync::Mutex::new(())),
+            stopping: false,
+            rt: Runtime::default(),
+        }
+    }
+}

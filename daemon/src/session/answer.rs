@@ -1,0 +1,262 @@
+//! Answering a prompt: through the CLI's waiting hook, its API, or by keys on its dialog; late and repeated answers get clear errors.
+
+use std::time::{Duration, Instant};
+
+use tracing::info;
+
+use crate::adapter::{Choice, Stroke, answer_strokes, parse_choice};
+use crate::core::*;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::model::{Prompt, State};
+
+use super::turn::*;
+
+impl Daemon {
+    /// Answers the prompt a session waits on. The first answer wins; a second one, or one for
+    /// a prompt that is gone, is refused and never reaches the CLI.
+    pub async fn answer_prompt(
+        &self,
+        name: &str,
+        prompt_id: &str,
+        answer: &str,
+        by: &str,
+    ) -> Result<(String, String), CoreError> {
+        self.answer_prompt_as(name, prompt_id, answer, by, "clibot", "")
+            .await
+    }
+
+    /// [`Daemon::answer_prompt`], recorded as resolved by `resolver` ("clibot" for a
+    /// person's answer through clibot, "rule 2" or "decider" for an automatic one) with the
+    /// line the chats show for it.
+    pub(crate) async fn answer_prompt_as(
+        &self,
+        name: &str,
+        prompt_id: &str,
+        answer: &str,
+        by: &str,
+        resolver: &str,
+        note: &str,
+    ) -> Result<(String, String), CoreError> {
+        // A chat button names its prompt, not the session: find the session that showed it.
+        let owner;
+        let name = if name.is_empty() {
+            owner = self.session_of_prompt(prompt_id)?;
+            owner.as_str()
+        } else {
+            name
+        };
+        self.await_api_link(name).await;
+        let (prompt, choice, hook_reply, input, target, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            let resolved_by = |id: &str| {
+                e.rt.resolved
+                    .iter()
+                    .find(|(p, _)| p == id)
+                    .map(|(_, by)| by.clone())
+            };
+            let Some(p) = e.rec.prompt.clone() else {
+                return Err(match resolved_by(prompt_id) {
+                    Some(by) if !prompt_id.is_empty() => {
+                        CoreError::AlreadyResolved(prompt_id.to_string(), by)
+                    }
+                    _ => CoreError::NotWaiting(name.to_string()),
+                });
+            };
+            if !prompt_id.is_empty() && prompt_id != p.id {
+                return Err(match resolved_by(prompt_id) {
+                    Some(by) => CoreError::AlreadyResolved(prompt_id.to_string(), by),
+                    None => CoreError::NotThatPrompt {
+                        session: name.to_string(),
+                        prompt: prompt_id.to_string(),
+                        current: p.id.clone(),
+                    },
+                });
+            }
+            let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
+            let waiter = e.rt.waiters.remove(&p.id);
+            let hook_reply = match waiter {
+                Some((tx, payload)) => {
+                    let adapter = self.kind_of(&e.rec.cli).map(|(a, _)| a);
+                    match adapter.and_then(|a| a.decision(&p, &choice, &payload)) {
+                        Some(out) => Some((tx, out)),
+                        None => {
+                            // This answer cannot go through the hook: release it, use keys.
+                            let _ = tx.send(String::new());
+                            None
+                        }
+                    }
+                }
+                None => None,
+            };
+            if hook_reply.is_none() {
+                answer_strokes(&p, &choice).map_err(CoreError::InvalidArgument)?;
+            }
+            // By keys or through the hook, the dialog may linger while the CLI closes it.
+            let sig = hook_reply
+                .is_none()
+                .then(|| signature(&p.kind, &p.text, &p.options, &p.subject));
+            e.rt.answered_screen = Some((sig, Instant::now(), false));
+            e.rec.prompt = None;
+            e.rt.prompt_pending_since = None;
+            remember_resolved(&mut e.rt.resolved, &p.id, resolver);
+            (
+                p,
+                choice,
+                hook_reply,
+                e.input.clone(),
+                e.rec.target().to_string(),
+                e.rec.id.clone(),
+            )
+        };
+        let label = match &choice {
+            Choice::Option(i) => prompt.options.get(*i).cloned().unwrap_or_default(),
+            Choice::Text(t) => t.clone(),
+        };
+        let via = match hook_reply {
+            Some((tx, out)) => {
+                let _ = tx.send(out);
+                if prompt.source == "api" {
+                    "api"
+                } else {
+                    "hook"
+                }
+            }
+            None => {
+                let strokes =
+                    answer_strokes(&prompt, &choice).map_err(CoreError::InvalidArgument)?;
+                let _g = input.lock().await;
+                self.send_strokes(&target, &strokes).await?;
+                // A TUI may drop a key that arrives while its dialog is still settling; if the
+                // same dialog is still up a moment later, the answer is typed once more.
+                if self.dialog_still_shown(name, &target, &prompt).await {
+                    info!("the dialog ignored the answer; typing it once more");
+                    self.send_strokes(&target, &strokes).await?;
+                }
+                "keys"
+            }
+        };
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.last_output = Instant::now();
+            e.rt.turn_started.get_or_insert(Instant::now());
+        }
+        self.event(
+            name,
+            &id,
+            EventKind::PromptResolved {
+                prompt_id: prompt.id.clone(),
+                by: resolver.into(),
+                answer: label,
+                actor: by.to_string(),
+                note: note.to_string(),
+            },
+        );
+        // A new dialog may already be up and published (the CLI asked again at once): the
+        // session waits on that one, it does not go back to working.
+        let newer = lock(&self.inner.sessions)
+            .get(name)
+            .is_some_and(|e| e.rec.prompt.is_some());
+        if !newer {
+            self.set_state(name, State::Working, "answered");
+        }
+        self.persist();
+        info!(via, "prompt answered");
+        Ok((prompt.id, via.to_string()))
+    }
+
+    /// The session whose current or recently resolved prompt is `prompt_id`.
+    pub fn session_of_prompt(&self, prompt_id: &str) -> Result<String, CoreError> {
+        if prompt_id.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "name the session or the prompt to answer".into(),
+            ));
+        }
+        let sessions = lock(&self.inner.sessions);
+        sessions
+            .values()
+            .find(|e| e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id))
+            .or_else(|| {
+                sessions
+                    .values()
+                    .find(|e| e.rt.resolved.iter().any(|(id, _)| id == prompt_id))
+            })
+            .map(|e| e.rec.name.clone())
+            .ok_or_else(|| CoreError::UnknownPrompt(prompt_id.to_string()))
+    }
+
+    /// A prompt that came from the CLI's API is answered through it. Just after a daemon
+    /// restart the link may still be reconnecting: give it a moment rather than fall back to
+    /// keys, which depend on where the dialog's focus is.
+    pub(crate) async fn await_api_link(&self, name: &str) {
+        let deadline = Instant::now() + API_ANSWER_WAIT;
+        loop {
+            let linked = lock(&self.inner.sessions)
+                .get(name)
+                .is_none_or(|e| match &e.rec.prompt {
+                    Some(p) if p.source == "api" => e.rt.waiters.contains_key(&p.id),
+                    _ => true,
+                });
+            if linked || Instant::now() >= deadline || self.api_port(name).is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(crate) async fn send_strokes(
+        &self,
+        target: &str,
+        strokes: &[Stroke],
+    ) -> Result<(), CoreError> {
+        for s in strokes {
+            match s {
+                Stroke::Key(k) => {
+                    self.inner
+                        .mux
+                        .send_keys(target, std::slice::from_ref(k))
+                        .await?
+                }
+                Stroke::Text(t) => self.inner.mux.send_text(target, t).await?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the screen still shows `prompt` (the same question and options) after a second.
+    pub(crate) async fn dialog_still_shown(
+        &self,
+        name: &str,
+        target: &str,
+        prompt: &Prompt,
+    ) -> bool {
+        let Some(cli) = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| e.rec.cli.clone())
+        else {
+            return false;
+        };
+        let Some((_, pack)) = self.kind_of(&cli) else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_millis(1000);
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            match self.inner.mux.capture(target, None, false).await {
+                // The very dialog answered: its words, options and subject. Anything else
+                // (another command behind the same question) is a new prompt, never retyped at.
+                Ok(screen) => match pack.analyze(&screen).prompt {
+                    Some(p)
+                        if p.text == prompt.text
+                            && p.options == prompt.options
+                            && p.subject == prompt.subject => {}
+                    _ => return false,
+                },
+                Err(_) => return false,
+            }
+        }
+        true
+    }
+}

@@ -1,0 +1,198 @@
+//! Hook calls from the CLIs: authenticated by session id and token, turned into turn starts, prompts, completions and errors.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::adapter::HookSignal;
+use crate::core::*;
+use crate::detect::AnswerStyle;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::model::{Prompt, State};
+
+use super::turn::*;
+
+impl Daemon {
+    /// A hook call from a CLI: authenticated by the session id and token given at spawn.
+    pub async fn hook(
+        &self,
+        session_id: &str,
+        token: &str,
+        event: &str,
+        payload: &str,
+    ) -> Result<String, CoreError> {
+        let mut payload: Value = serde_json::from_str(payload)
+            .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
+        let (name, cli, rec) = {
+            let sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .values()
+                .find(|e| {
+                    e.rec.id == session_id && crate::secrets::token_eq(&e.rec.hook_token, token)
+                })
+                .ok_or(CoreError::HookDenied)?;
+            (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone())
+        };
+        // A jailed CLI reports paths as it sees them; its transcripts lie in its own copy of
+        // its state on the host.
+        if !rec.jail_home.is_empty()
+            && let Some(Value::String(p)) = payload.get_mut("transcript_path")
+        {
+            *p = self.host_path(&rec, p);
+        }
+        let event = if event.is_empty() {
+            payload
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        } else {
+            event.to_string()
+        };
+        let Some((adapter, _)) = self.kind_of(&cli) else {
+            return Ok(String::new());
+        };
+        let span = info_span!("session", session = %name);
+        async {
+            debug!(event, "hook");
+            let signal = adapter.hook(&event, &payload);
+            self.apply_signal(&name, signal, payload).await
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// What a hook call (or the CLI's API) says happened, applied to the session.
+    pub(crate) async fn apply_signal(
+        &self,
+        name: &str,
+        signal: HookSignal,
+        payload: Value,
+    ) -> Result<String, CoreError> {
+        let name = name.to_string();
+        {
+            match signal {
+                HookSignal::Ignore => Ok(String::new()),
+                HookSignal::TurnStarted => {
+                    if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
+                        e.rt.confirm_by = None;
+                        e.rt.net_closed = false;
+                        e.rt.turn_started.get_or_insert(Instant::now());
+                    }
+                    self.set_state(&name, State::Working, "prompt submitted");
+                    Ok(String::new())
+                }
+                HookSignal::TurnCompleted { text } => {
+                    // The safety net already ended this turn with this very reply: the hook is
+                    // late, not a new turn.
+                    let late = lock(&self.inner.sessions).get_mut(&name).is_some_and(|e| {
+                        let late = e.rt.net_closed
+                            && e.rec.state == State::Idle
+                            && e.rec.last_reply.as_ref() == Some(&text);
+                        e.rt.net_closed = false;
+                        late
+                    });
+                    if late {
+                        debug!("a completion hook for a turn already ended; ignored");
+                    } else {
+                        self.complete_turn(&name, text, "hook");
+                    }
+                    Ok(String::new())
+                }
+                HookSignal::Error { kind, message } => {
+                    let id = {
+                        let mut sessions = lock(&self.inner.sessions);
+                        let Some(e) = sessions.get_mut(&name) else {
+                            return Ok(String::new());
+                        };
+                        e.rec.error = Some(message.clone());
+                        e.rt.turn_started = None;
+                        e.rec.id.clone()
+                    };
+                    self.event(&name, &id, EventKind::Error { message, kind });
+                    self.set_state(&name, State::Error, "the turn failed");
+                    self.persist();
+                    self.deliver_queued(&name);
+                    Ok(String::new())
+                }
+                HookSignal::Prompt {
+                    kind,
+                    text,
+                    options,
+                    subject,
+                    wait,
+                } => {
+                    self.hook_prompt(&name, kind, text, options, subject, payload, wait)
+                        .await
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// A CLI asks through a hook: the session waits; the hook holds until a person answers
+    /// through clibot or the configured time passes (then the CLI's own dialog stays up).
+    pub(crate) async fn hook_prompt(
+        &self,
+        name: &str,
+        kind: String,
+        text: String,
+        options: Vec<String>,
+        subject: String,
+        payload: Value,
+        wait: bool,
+    ) -> Result<String, CoreError> {
+        let subject_kind = crate::subject::from_payload(&payload)
+            .unwrap_or_else(|| crate::subject::infer(&text, &subject))
+            .to_string();
+        let prompt = Prompt {
+            id: crate::core::new_id(),
+            subject_kind,
+            kind,
+            text,
+            options,
+            subject,
+            source: "hook".into(),
+            answer: AnswerStyle::Digit,
+            ..Default::default()
+        };
+        let (tx, rx) = oneshot::channel();
+        let poke = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return Ok(String::new());
+            };
+            if let Some(old) = e.rec.prompt.take() {
+                remember_resolved(&mut e.rt.resolved, &old.id, "cli");
+            }
+            e.rec.prompt = Some(prompt.clone());
+            e.rt.prompt_pending_since = Some(Instant::now());
+            e.rt.confirm_by = None;
+            if wait {
+                e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
+            }
+            e.rt.poke.clone()
+        };
+        self.set_state(name, State::Waiting, "permission requested");
+        poke.notify_one();
+        if !wait {
+            // This CLI takes answers only by keys: the hook returns at once.
+            return Ok(String::new());
+        }
+        let wait = Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms);
+        tokio::select! {
+            r = rx => Ok(r.unwrap_or_default()),
+            _ = tokio::time::sleep(wait) => {
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.rt.waiters.remove(&prompt.id);
+                }
+                info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");
+                Ok(String::new())
+            }
+            _ = self.inner.shutdown.cancelled() => Ok(String::new()),
+        }
+    }
+}

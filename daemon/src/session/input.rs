@@ -1,0 +1,349 @@
+//! Input to a session: typed now when the CLI is ready, else queued (bounded, on disk) and typed when the running turn ends; keys at once.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::keys::Key;
+use crate::model::State;
+use crate::store::now_ms;
+
+use super::turn::*;
+
+impl Daemon {
+    /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
+    /// Returns the event's sequence number and whether it was queued.
+    pub(crate) async fn submit_input(
+        &self,
+        name: &str,
+        text: String,
+        submit: bool,
+    ) -> Result<(u64, bool), CoreError> {
+        let (max_inputs, max_bytes) = {
+            let d = &self.inner.settings.config.daemon;
+            (d.max_queued_inputs, d.max_queued_bytes)
+        };
+        let (queued, id) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = crate::core::usable(&mut sessions, name)?;
+            if e.rec.state.is_exited() {
+                return Err(CoreError::Exited(name.to_string()));
+            }
+            let busy = matches!(
+                e.rec.state,
+                State::Working | State::Waiting | State::Starting
+            );
+            if submit && (busy || !e.rec.queue.is_empty() || e.rt.delivering) {
+                let bytes: usize = e.rec.queue.iter().map(String::len).sum();
+                if e.rec.queue.len() >= max_inputs {
+                    return Err(CoreError::QueueFull {
+                        name: name.to_string(),
+                        detail: format!(
+                            "{} messages already wait, the limit ([daemon] max_queued_inputs)",
+                            e.rec.queue.len()
+                        ),
+                    });
+                }
+                if bytes + text.len() > max_bytes {
+                    return Err(CoreError::QueueFull {
+                        name: name.to_string(),
+                        detail: format!(
+                            "{bytes} bytes already wait and this message has {}, over the limit of {max_bytes} ([daemon] max_queued_bytes)",
+                            text.len()
+                        ),
+                    });
+                }
+                e.rec.queue.push(text.clone());
+                // One line appended to the session's queue file, in the queue's order: the cost
+                // of the message, not of every session's record.
+                let file = self.inner.queues.push(&e.rec.id, &text);
+                (Some((e.rec.queue.len() as u32, file)), e.rec.id.clone())
+            } else {
+                (None, e.rec.id.clone())
+            }
+        };
+        if let Some((position, file)) = queued {
+            if let Err(e) = file.and_then(|f| f.sync_data()) {
+                warn!("cannot keep the queued message on disk (it is kept in memory): {e}");
+            }
+            let seq = self.event(name, &id, EventKind::InputQueued { text, position });
+            info!(position, "input queued behind the running turn");
+            return Ok((seq, true));
+        }
+        let seq = self.deliver(name, &text, submit).await?;
+        Ok((seq, false))
+    }
+
+    /// Types the text (and Enter) now, serialised with all other input to this session.
+    pub(crate) async fn deliver(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+    ) -> Result<u64, CoreError> {
+        let (rec, input) = self.lookup(name)?;
+        let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
+        let _turn = input.lock().await;
+        let mux = &self.inner.mux;
+        // Where this turn's output will begin, for CLIs whose reply is read off the screen.
+        let anchor = match mux.cursor(rec.target()).await {
+            Ok((hist, y)) => Some(hist + y),
+            Err(_) => None,
+        };
+        // A CLI with an API takes a submitted message through it: no keystroke can be lost
+        // while its TUI is still settling, and its confirmation is the API's own answer.
+        let api = lock(&self.inner.sessions)
+            .get(name)
+            .and_then(|e| e.rt.api.clone())
+            .filter(|_| submit && !text.is_empty());
+        let mut by_api = false;
+        if let Some(http) = api {
+            match self.api_submit(name, &http, text).await {
+                Ok(()) => by_api = true,
+                Err(e) => warn!("OpenCode's API did not take the message ({e}); typing it"),
+            }
+        }
+        if by_api {
+            // Delivered.
+        } else if text.contains('\n') || text.len() > TYPE_MAX {
+            let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+            mux.paste(rec.target(), &format!("clibot-{}-{n}", rec.id), text)
+                .await?;
+        } else if !text.is_empty() {
+            mux.send_text(rec.target(), text).await?;
+        }
+        if submit && !by_api {
+            if !text.is_empty() {
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            mux.send_keys(rec.target(), &[Key::Named("Enter".into())])
+                .await?;
+        }
+        let now = Instant::now();
+        if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.turn_started = Some(now);
+            e.rt.recovered = false;
+            e.rt.anchor = anchor;
+            e.rt.input_lines = text.lines().count().max(1);
+            e.rec.turn_anchor = anchor;
+            e.rec.turn_input_lines = e.rt.input_lines.min(u32::MAX as usize) as u32;
+            e.rec.turn_started_ms = crate::store::now_ms();
+            e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
+            e.rt.confirm_tries = 0;
+            e.rt.last_output = now;
+            e.rec.last_activity_ms = crate::store::now_ms();
+            e.rec.error = None;
+            if !text.trim().is_empty() {
+                e.rec.last_input =
+                    crate::blobs::head(text, crate::blobs::EVENT_TEXT_MAX).to_string();
+            }
+        }
+        let seq = self.event(
+            name,
+            &rec.id,
+            EventKind::InputSent {
+                text: text.to_string(),
+                submitted: submit,
+                blob_id: String::new(),
+                full_bytes: 0,
+            },
+        );
+        if submit {
+            self.set_state(name, State::Working, "input sent");
+            // On disk before the turn runs: a daemon killed mid-turn (even by kill -9) finds
+            // it working, with where its output begins, and reports it when it ends.
+            self.persist();
+        }
+        Ok(seq)
+    }
+
+    /// Delivers the oldest queued input if the session is ready for it.
+    pub(crate) fn deliver_queued(&self, name: &str) {
+        let next = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if e.rt.delivering
+                || e.rec.queue.is_empty()
+                || !matches!(e.rec.state, State::Idle | State::Error)
+            {
+                return;
+            }
+            e.rt.delivering = true;
+            let next = e.rec.queue.remove(0);
+            if let Err(err) = self.inner.queues.pop(&e.rec.id, &e.rec.queue) {
+                warn!("cannot record on disk that a queued message was typed: {err}");
+            }
+            next
+        };
+        let d = self.clone();
+        let name = name.to_string();
+        tokio::spawn(async move {
+            let failed = match d.deliver(&name, &next, true).await {
+                Ok(_) => false,
+                Err(e) => {
+                    warn!(session = %name, "queued input could not be delivered: {e}");
+                    let id = lock(&d.inner.sessions)
+                        .get(&name)
+                        .map(|e| e.rec.id.clone())
+                        .unwrap_or_default();
+                    d.event(
+                        &name,
+                        &id,
+                        EventKind::Error {
+                            message: format!(
+                                "a queued message could not be typed and was dropped: {e} (it began: {:?})",
+                                next.chars().take(60).collect::<String>()
+                            ),
+                            kind: "input".into(),
+                        },
+                    );
+                    true
+                }
+            };
+            if let Some(e) = lock(&d.inner.sessions).get_mut(&name) {
+                e.rt.delivering = false;
+            }
+            d.persist();
+            if failed {
+                // The session did not start a turn: the next queued input may go.
+                d.deliver_queued(&name);
+            }
+        });
+    }
+
+    /// Types `text` into the session and, when `submit`, presses Enter after the CLI's settle
+    /// time. Multi-line text goes as one bracketed paste. While a turn runs the text is queued
+    /// and delivered when the CLI is ready. Returns the event's sequence number and whether the
+    /// text was queued.
+    /// [`Daemon::send_input`] for a chat message: a key seen before (a gateway that restarted
+    /// before confirming the message to its platform hands it over again) is accepted without
+    /// typing the text a second time.
+    pub async fn send_input_once(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+        key: &str,
+    ) -> Result<(u64, bool), CoreError> {
+        if key.is_empty() {
+            return self.send_input(name, text, submit).await;
+        }
+        match self.inner.seen_inputs.claim(key).await {
+            crate::dedupe::Claim::Seen(seq) => {
+                info!(
+                    session = name,
+                    key, "chat message seen before; not typed again"
+                );
+                Ok((seq, false))
+            }
+            crate::dedupe::Claim::Mine(reservation) => {
+                // On an error the reservation is dropped: the message was not taken, and a
+                // redelivery may try again.
+                let r = self.send_input(name, text, submit).await?;
+                reservation.done(r.0);
+                Ok(r)
+            }
+        }
+    }
+
+    /// Claims a chat command or button press by its key: true the first time only, so that a
+    /// redelivered update does not restart, stop or press anything twice. Kept with the keys of
+    /// typed messages, under their own prefix.
+    pub async fn claim_once(&self, key: &str) -> bool {
+        match self.inner.seen_inputs.claim(&format!("once:{key}")).await {
+            crate::dedupe::Claim::Seen(_) => false,
+            crate::dedupe::Claim::Mine(reservation) => {
+                reservation.done(0);
+                true
+            }
+        }
+    }
+
+    pub async fn send_input(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+    ) -> Result<(u64, bool), CoreError> {
+        let max = self.inner.settings.config.daemon.max_input_bytes;
+        if text.len() > max {
+            return Err(CoreError::TextTooLong {
+                len: text.len(),
+                max,
+            });
+        }
+        if let Some(c) = text
+            .chars()
+            .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
+        {
+            return Err(CoreError::InvalidArgument(format!(
+                "text contains the control character U+{:04X}, which a terminal would take as a key: text is typed as it is written, so send keys separately (`clibotctl keys SESSION C-d`, or !!keys from a chat)",
+                c as u32
+            )));
+        }
+        // One newline convention; trailing newlines would be typed as extra blank lines —
+        // submitting is what Enter is for.
+        let text = text.replace("\r\n", "\n").replace('\r', "\n");
+        let text = text.trim_end_matches('\n');
+        if text.is_empty() && !submit {
+            return Err(CoreError::InvalidArgument(
+                "nothing to send: the text is empty and submit is off".into(),
+            ));
+        }
+        let span = info_span!("session", session = %name);
+        self.submit_input(name, text.to_string(), submit)
+            .instrument(span)
+            .await
+    }
+
+    /// Presses named keys, in order, at once: never behind queued input, so that Escape or
+    /// C-c interrupts the running turn. Only input being typed right now goes first (keys
+    /// wait for the paste or the keystrokes in progress, never inside them).
+    pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
+        if keys.is_empty() {
+            return Err(CoreError::InvalidArgument(
+                "no keys given: name at least one, e.g. Enter or Escape".into(),
+            ));
+        }
+        crate::limits::check_keys(keys)?;
+        let parsed = keys
+            .iter()
+            .map(|k| Key::parse(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (rec, input) = self.lookup(name)?;
+        if rec.state.is_exited() {
+            return Err(CoreError::Exited(name.to_string()));
+        }
+        let _turn = input.lock().await;
+        self.inner.mux.send_keys(rec.target(), &parsed).await?;
+        self.touch(name);
+        let names = parsed.iter().map(|k| k.to_string()).collect();
+        Ok(self.event(name, &rec.id, EventKind::KeysSent { keys: names }))
+    }
+
+    pub(crate) fn touch(&self, name: &str) {
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rec.last_activity_ms = now_ms();
+        }
+    }
+
+    /// The pane's text: the last `lines` lines (scrollback included), or the visible screen
+    /// when `lines` is 0. Trailing blank lines are dropped.
+    pub async fn capture(
+        &self,
+        name: &str,
+        lines: u32,
+        escapes: bool,
+    ) -> Result<String, CoreError> {
+        let rec = self.get(name)?;
+        let start = (lines > 0).then(|| -i64::from(lines));
+        let raw = self.inner.mux.capture(rec.target(), start, escapes).await?;
+        Ok(trim_capture(&raw, lines as usize, escapes))
+    }
+}

@@ -1,0 +1,213 @@
+//! The session limits and the slow safety net: caps at spawn, idle sessions stopped, vanished sessions noticed.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::tmux::MuxError;
+
+impl Daemon {
+    /// Compares every managed session with tmux and records those whose process exited or
+    /// whose tmux session vanished. This is the slow safety net; it costs one tmux call.
+    pub async fn check_sessions(&self) {
+        // Which sessions to check is decided before tmux is asked: a session spawned while the
+        // list is in flight is not in it, and must not be taken for gone.
+        let candidates: Vec<(String, String, String)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.stopping && !e.rec.state.is_exited())
+            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
+            .collect();
+        let live = match self.inner.mux.list_sessions().await {
+            Ok(l) => l,
+            Err(MuxError::NoServer(_)) => Vec::new(),
+            Err(e) => {
+                warn!("cannot list tmux sessions: {e}");
+                return;
+            }
+        };
+        for (name, id, tmux_id) in candidates {
+            match live.iter().find(|s| s.meta.id == id || s.id == tmux_id) {
+                Some(s) if s.dead => {
+                    let status = match s.dead_status {
+                        Some(st) => Some(st),
+                        None => self.settled_exit_status(&id, &tmux_id).await,
+                    };
+                    let output = self.last_words(&name, &s.pane).await;
+                    self.mark_exited_with(&name, status, "the CLI exited", output)
+                }
+                Some(_) => {}
+                None => self.mark_exited(&name, None, "its tmux session is gone"),
+            }
+        }
+    }
+
+    /// The chat user a spawn for `owner` is capped for, with their platform's cap: `None` for
+    /// the local user and for admins, who are not capped per user.
+    pub(crate) fn capped_owner(&self, owner: &str) -> Option<(String, String, usize)> {
+        let (platform, user) = owner.split_once(':')?;
+        if self.inner.access.known(platform, user) == Some(true) {
+            return None;
+        }
+        let cap = self.inner.access.platform(platform).max_sessions_per_user;
+        Some((platform.to_string(), user.to_string(), cap))
+    }
+
+    /// Refuses to start session `name` when `[daemon] max_sessions` run already, or when its
+    /// chat user (`owner`: platform, user, cap) runs their cap. Exited sessions do not count.
+    /// The refusal names the idle sessions that could be stopped to make room.
+    pub(crate) fn check_limits(
+        &self,
+        sessions: &BTreeMap<String, Entry>,
+        name: &str,
+        owner: Option<&(String, String, usize)>,
+    ) -> Result<(), CoreError> {
+        // An exited session being restarted counts: it is about to run, and two restarts at
+        // once must not both find room for one.
+        let running = |e: &&Entry| e.rec.name != name && (!e.rec.state.is_exited() || e.stopping);
+        let hint = |of: &dyn Fn(&Entry) -> bool, raise: &str| {
+            let mut idle: Vec<(Duration, &str)> = sessions
+                .values()
+                .filter(|e| running(e) && of(e))
+                .filter_map(|e| idle_for(e).map(|d| (d, e.rec.name.as_str())))
+                .collect();
+            idle.sort_by_key(|(d, _)| std::cmp::Reverse(*d));
+            if idle.is_empty() {
+                format!("none of them is idle now: stop one you no longer need, or {raise}")
+            } else {
+                // The longest idle first, a few of them: a message, not a listing.
+                const SHOWN: usize = 5;
+                let mut list = idle
+                    .iter()
+                    .take(SHOWN)
+                    .map(|(d, n)| format!("{n} (idle {})", crate::config::format_age(*d)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                if idle.len() > SHOWN {
+                    list.push_str(&format!(
+                        " and {} more (`clibotctl list --state idle`)",
+                        idle.len() - SHOWN
+                    ));
+                }
+                format!("idle ones you could stop: {list}")
+            }
+        };
+        let total = sessions.values().filter(running).count();
+        let max = self.inner.settings.config.daemon.max_sessions;
+        if total >= max {
+            return Err(CoreError::TooManySessions {
+                name: name.to_string(),
+                running: total,
+                hint: hint(&|_| true, "raise [daemon] max_sessions"),
+            });
+        }
+        if let Some((platform, user, cap)) = owner {
+            let key = format!("{platform}:{user}");
+            let theirs = |e: &Entry| e.rec.owner == key;
+            let count = sessions
+                .values()
+                .filter(running)
+                .filter(|e| theirs(e))
+                .count();
+            if count >= *cap {
+                return Err(CoreError::TooManyForUser {
+                    name: name.to_string(),
+                    user: key.clone(),
+                    platform: platform.clone(),
+                    running: match count {
+                        1 => "1 session".to_string(),
+                        n => format!("{n} sessions"),
+                    },
+                    hint: hint(&theirs, "ask an admin"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops, gracefully, every session idle for longer than its CLI's `idle_stop_after` (else
+    /// `[daemon] idle_stop_after`), and keeps it as exited with the reason, so that `restart`
+    /// resumes its conversation. Adopted sessions are left alone: clibot did not start them.
+    pub async fn reap_idle(&self) {
+        let default = self.inner.settings.config.daemon.idle_stop_after;
+        let live = self.live();
+        let after_for = |cli: &str| {
+            live.clis
+                .get(cli)
+                .and_then(|c| c.idle_stop_after)
+                .unwrap_or(default)
+        };
+        let due: Vec<(String, Duration)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| !e.rec.adopted)
+            .filter_map(|e| {
+                let after = after_for(&e.rec.cli);
+                let idle = idle_for(e)?;
+                (!after.is_zero() && idle >= after).then(|| (e.rec.name.clone(), after))
+            })
+            .collect();
+        for (name, after) in due {
+            let span = info_span!("session", session = %name);
+            self.reap(&name, after).instrument(span).await;
+        }
+    }
+
+    pub(crate) async fn reap(&self, name: &str, after: Duration) {
+        // Checked again as it is reserved: input may have come meanwhile.
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return;
+            };
+            if idle_for(e).is_none_or(|d| d < after) {
+                return;
+            }
+            e.stopping = true;
+            e.rec.clone()
+        };
+        self.stop_watcher(name);
+        let reason = format!("idle for {}", crate::config::format_duration(after));
+        info!("stopping the session: {reason}");
+        match self.stop_inner(&rec, false, None).await {
+            Ok(outcome) => {
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.stopping = false;
+                }
+                self.mark_exited(name, outcome.exit_status, &reason);
+            }
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                self.start_watcher(name);
+                warn!("could not stop the idle session: {e}");
+            }
+        }
+    }
+
+    /// Runs [`Daemon::check_sessions`] and [`Daemon::reap_idle`] every `poll_interval_ms`
+    /// until `shutdown` — or, with many sessions, every 20 ms per running session: the check
+    /// is one `list-sessions`, which costs the tmux server time in proportion to its sessions,
+    /// and it is only the safety net (each session's watcher reports its end at once).
+    pub async fn run_monitor(self, shutdown: CancellationToken) {
+        let base =
+            Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
+        loop {
+            let running = lock(&self.inner.sessions)
+                .values()
+                .filter(|e| !e.rec.state.is_exited())
+                .count() as u32;
+            let period = base.max(SAFETY_NET_PER_SESSION * running);
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(period) => {
+                    self.check_sessions().await;
+                    self.reap_idle().await;
+                }
+            }
+        }
+    }
+}

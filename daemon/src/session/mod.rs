@@ -1,0 +1,27 @@
+//! A session's life, as operations of the daemon: spawn, adopt, stop, restart and the limits
+//! around them; input, queued and typed; the turn state machine driven by screens, hooks and
+//! time; prompts and their answers; the last reply.
+//!
+//! Each file adds the methods of one concern to [`crate::core::Daemon`], the holder of the
+//! parts. Nothing below this folder (the store, tmux, the CLIs' adapters, the chat tables,
+//! automation's rules) names it: they are the parts it drives.
+
+mod adopt;
+mod answer;
+mod hooks;
+mod input;
+mod limits;
+mod owner;
+mod reply;
+mod restart;
+mod screen;
+mod spawn;
+mod stop;
+mod tick;
+pub(crate) mod turn;
+mod watch;
+
+pub use reply::LastReply;
+pub(crate) use turn::remember_resolved;
+// The record types moved to [`crate::model`]; these names stay until every user says so.
+pub use crate::model::{Prompt, SessionRecord, State};

@@ -1,0 +1,164 @@
+//! Starting a session's CLI again in place, resuming its conversation or not, keeping its id, history and queue.
+
+use tracing::{Instrument, info_span};
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::model::{SessionRecord, State};
+use crate::store::now_ms;
+
+impl Daemon {
+    /// Starts session `name`'s CLI again, in a new tmux session with the same name, directory,
+    /// arguments and environment, ending the running one first (gracefully, as `stop` does).
+    /// With `resume` the CLI continues its conversation, as its adapter knows how (Claude Code
+    /// `--resume`, Codex `resume --last`, Gemini CLI `--resume latest`, OpenCode `--session`);
+    /// otherwise it starts a new one. The session keeps its id, its event history and its queue
+    /// of inputs.
+    pub async fn restart(&self, name: &str, resume: bool) -> Result<SessionRecord, CoreError> {
+        let span = info_span!("session", session = %name);
+        self.restart_inner(name, resume).instrument(span).await
+    }
+
+    /// Marks session `name` as being stopped (or restarted), so that nothing else acts on it
+    /// meanwhile, and returns its record.
+    pub(crate) fn reserve(&self, name: &str) -> Result<SessionRecord, CoreError> {
+        let mut sessions = lock(&self.inner.sessions);
+        let e = usable(&mut sessions, name)?;
+        e.stopping = true;
+        Ok(e.rec.clone())
+    }
+
+    pub(crate) async fn restart_inner(
+        &self,
+        name: &str,
+        resume: bool,
+    ) -> Result<SessionRecord, CoreError> {
+        // An exited session that starts again counts against the limits like a new one.
+        let capped_owner = self.get(name).ok().map(|r| self.capped_owner(&r.owner));
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = usable(&mut sessions, name)?;
+            let exited = e.rec.state.is_exited();
+            if exited && let Some(owner) = &capped_owner {
+                self.check_limits(&sessions, name, owner.as_ref())?;
+            }
+            let e = usable(&mut sessions, name)?;
+            e.stopping = true;
+            e.rec.clone()
+        };
+        let release = |d: &Daemon| {
+            if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
+                e.stopping = false;
+            }
+            d.start_watcher(name);
+        };
+        let cli = match self.cli(&rec.cli) {
+            Ok(c) => c.clone(),
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
+        if resume && rec.cli_session_id.is_empty() {
+            release(self);
+            return Err(CoreError::InvalidArgument(format!(
+                "session {name:?} was not started by clibot, so its conversation cannot be resumed: restart it without resuming"
+            )));
+        }
+        let token = match crate::secrets::new_token() {
+            Ok(t) => t,
+            Err(e) => {
+                release(self);
+                return Err(CoreError::NoRandom(e));
+            }
+        };
+        self.stop_watcher(name);
+        let outcome = match self.stop_inner(&rec, false, None).await {
+            Ok(o) => o,
+            Err(e) => {
+                release(self);
+                return Err(e);
+            }
+        };
+        if !rec.state.is_exited() {
+            self.event(
+                name,
+                &rec.id,
+                EventKind::Exited {
+                    status: outcome.exit_status,
+                    reason: "restarted".into(),
+                    output: String::new(),
+                },
+            );
+        }
+        let serves_api = self.kind_of(&rec.cli).is_some_and(|(a, _)| a.serves_api());
+        let mut fresh = SessionRecord {
+            state: State::Starting,
+            exit_status: None,
+            exit_reason: String::new(),
+            pid: 0,
+            tmux_id: String::new(),
+            pane: String::new(),
+            adopted: false,
+            prompt: None,
+            stalled: false,
+            error: None,
+            last_activity_ms: now_ms(),
+            hook_token: token,
+            api_port: 0,
+            ..rec.clone()
+        };
+        if !resume {
+            fresh.cli_session_id = new_uuid();
+        }
+        if serves_api {
+            match free_local_port() {
+                Ok(p) => fresh.api_port = p,
+                Err(e) => {
+                    if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                        entry.stopping = false;
+                    }
+                    self.mark_exited(name, outcome.exit_status, "restart failed: no free port");
+                    self.persist();
+                    return Err(CoreError::NoPort(e));
+                }
+            }
+        }
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let mut e = Entry::new(fresh.clone());
+            e.stopping = true;
+            sessions.insert(name.to_string(), e);
+        }
+        self.set_state(
+            name,
+            State::Starting,
+            if resume {
+                "restarted, resuming the conversation"
+            } else {
+                "restarted with a new conversation"
+            },
+        );
+        let req = SpawnRequest {
+            name: name.to_string(),
+            cli: rec.cli.clone(),
+            dir: rec.dir.display().to_string(),
+            args: rec.args.clone(),
+            env: rec.env.clone(),
+            owner: rec.owner.clone(),
+            ..Default::default()
+        };
+        match self.create_tmux_session(&fresh, &cli, &req, resume).await {
+            Ok(s) => self.launched(name, s).await,
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                self.mark_exited(name, None, &format!("restart failed: {e}"));
+                self.persist();
+                Err(e)
+            }
+        }
+    }
+}

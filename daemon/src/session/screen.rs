@@ -1,0 +1,235 @@
+//! What a screen read means for a session: prompts appearing and going, readiness, a turn started at the desk, a turn that outlived a daemon restart.
+
+use std::time::{Duration, Instant};
+
+use crate::core::*;
+use crate::detect::Analysis;
+use crate::events::EventKind;
+use crate::model::State;
+
+use super::turn::*;
+
+impl Daemon {
+    /// Applies what the screen shows to the session's state.
+    pub(crate) fn on_screen(&self, name: &str, a: Analysis) {
+        let mut deliver = false;
+        let mut recovered_turn = false;
+        let mut events: Vec<EventKind> = Vec::new();
+        let mut state_to: Option<(State, &'static str)> = None;
+        let id;
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = running(&mut sessions, name) else {
+                return;
+            };
+            id = e.rec.id.clone();
+            let (by_hook, start_hook) =
+                self.kind_of(&e.rec.cli).map_or((false, false), |(ad, _)| {
+                    (ad.completes_by_hook(), ad.signals_turn_start())
+                });
+            // A session whose hooks cannot reach the daemon (recovered without its token) is
+            // read off the screen; otherwise the start hook, not a frame, starts a turn.
+            let start_hook = start_hook && !e.rec.hook_token.is_empty();
+            // A CLI with an API is ready when the API is: input goes through it, so the TUI
+            // need not have settled. Without one, the screen says.
+            let api = self.awaits_api(e);
+            let ready = if api {
+                e.rt.api.is_some()
+            } else {
+                (a.idle && a.ready) || !by_hook
+            };
+            let now = Instant::now();
+            // The CLI shows it works on the input: submitted.
+            if a.busy
+                && e.rt.confirm_by.is_some()
+                && e.rt.turn_started.is_some()
+                && self.confirms_by_screen(e)
+            {
+                e.rt.confirm_by = None;
+            }
+            // With the CLI's API connected, prompts come and go through it; the screen's view
+            // of a dialog (drawn late, or lingering after an answer) would only add noise.
+            let screen_prompt = if e.rt.api.is_some() {
+                None
+            } else {
+                a.prompt.as_ref()
+            };
+            match (screen_prompt, e.rec.prompt.clone()) {
+                (Some(sp), Some(mut cur)) => {
+                    let pending = e.rt.prompt_pending_since.is_some() && cur.source == "hook";
+                    // Published from the hook alone, without options, because the dialog was
+                    // slow to appear: the same prompt again, now with the dialog's choices.
+                    let late_options =
+                        cur.source == "hook" && cur.options.is_empty() && !sp.options.is_empty();
+                    // A dialog whose question is drawn but not yet its options is waited for
+                    // (the tick publishes the hook's words if the options never come).
+                    let half_drawn = cur.options.is_empty() && sp.options.is_empty();
+                    if (pending && !half_drawn) || late_options {
+                        // The dialog the hook announced is on screen: take its exact words.
+                        if !sp.text.is_empty() && cur.kind != "question" {
+                            cur.text = sp.text.clone();
+                        }
+                        if !sp.options.is_empty() {
+                            cur.options = sp.options.clone();
+                        }
+                        if cur.subject.is_empty() {
+                            cur.subject = sp.subject.clone();
+                        }
+                        cur.answer = sp.answer;
+                        e.rt.prompt_pending_since = None;
+                        e.rec.prompt = Some(cur.clone());
+                        events.push(EventKind::Waiting { prompt: cur });
+                    } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
+                        && cur.source == "screen"
+                    {
+                        // A different dialog replaced the previous one.
+                        events.push(EventKind::PromptResolved {
+                            prompt_id: cur.id.clone(),
+                            by: "terminal".into(),
+                            answer: String::new(),
+                            actor: String::new(),
+                            note: String::new(),
+                        });
+                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
+                        let p = new_prompt(sp, "screen");
+                        e.rec.prompt = Some(p.clone());
+                        events.push(EventKind::Waiting { prompt: p });
+                    }
+                }
+                (Some(sp), None) => {
+                    // Right after an answer, with no dialog-free screen seen since, a dialog is
+                    // the answered one being closed (whatever its words look like in its last
+                    // frames): not a new prompt. One still there after that is published.
+                    let lingering = e.rt.answered_screen.as_ref().is_some_and(|(sig, at, _)| {
+                        now.duration_since(*at) < ANSWERED_LINGER
+                            && sig.as_ref().is_none_or(|s| {
+                                *s == signature(&sp.kind, &sp.text, &sp.options, &sp.subject)
+                            })
+                    });
+                    // Looked at again when the lingering ends (no output may come to wake the
+                    // watcher: the CLI waits for its answer).
+                    if let Some((_, at, scheduled @ false)) = e.rt.answered_screen.as_mut()
+                        && lingering
+                    {
+                        *scheduled = true;
+                        let (poke, wait) =
+                            (e.rt.poke.clone(), ANSWERED_LINGER - now.duration_since(*at));
+                        tokio::spawn(async move {
+                            tokio::time::sleep(wait + Duration::from_millis(20)).await;
+                            poke.notify_one();
+                        });
+                    }
+                    if !lingering {
+                        e.rt.answered_screen = None;
+                        let p = new_prompt(sp, "screen");
+                        e.rec.prompt = Some(p.clone());
+                        e.rt.confirm_by = None;
+                        state_to = Some((State::Waiting, "the CLI asks"));
+                        events.push(EventKind::Waiting { prompt: p });
+                    }
+                }
+                (None, Some(cur)) => {
+                    if e.rt.prompt_pending_since.is_none() && e.rt.api.is_none() {
+                        // Gone from the screen, and nobody answered through clibot: the person at
+                        // the terminal did (or the CLI withdrew it).
+                        e.rec.prompt = None;
+                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
+                        if let Some((tx, _)) = e.rt.waiters.remove(&cur.id) {
+                            let _ = tx.send(String::new());
+                        }
+                        events.push(EventKind::PromptResolved {
+                            prompt_id: cur.id.clone(),
+                            by: "terminal".into(),
+                            answer: String::new(),
+                            actor: String::new(),
+                            note: String::new(),
+                        });
+                        state_to = Some((State::Working, "answered at the terminal"));
+                    }
+                }
+                (None, None) => {
+                    // The answered dialog is gone: the next dialog is a new one.
+                    e.rt.answered_screen = None;
+                }
+            }
+            if screen_prompt.is_none() && e.rec.prompt.is_none() {
+                match e.rec.state {
+                    State::Starting if ready => {
+                        state_to = Some((State::Idle, "ready"));
+                        deliver = true;
+                    }
+                    State::Working | State::Waiting if a.interrupted && by_hook => {
+                        // Claude Code fires no Stop hook for an interrupted turn.
+                        state_to = Some((State::Idle, "interrupted"));
+                        e.rt.turn_started = None;
+                        deliver = true;
+                    }
+                    // With the CLI's API connected, it says when a turn runs, and with a start
+                    // hook the hook does: a busy footer that lingers after the turn ended says
+                    // nothing. Without either, a busy screen is a turn started at the desk,
+                    // unless it is the frame right after a completion.
+                    State::Idle | State::Error
+                        if a.busy
+                            && e.rt.api.is_none()
+                            && !start_hook
+                            && e.rt
+                                .last_completed
+                                .is_none_or(|t| now.duration_since(t) >= AFTER_TURN_SETTLE) =>
+                    {
+                        e.rt.turn_started.get_or_insert(now);
+                        e.rt.net_closed = false;
+                        state_to = Some((State::Working, "busy"))
+                    }
+                    // A CLI with an API says itself when the recovered turn ended
+                    // ([`crate::opencode_link`]); its screen may look idle while it thinks.
+                    State::Working if by_hook && e.rt.recovered && a.idle && !a.busy && !api => {
+                        e.rt.recovered = false;
+                        recovered_turn = true;
+                    }
+                    _ => {}
+                }
+            }
+            // The safety net's clock: how long a working hook-driven CLI has looked idle.
+            if e.rec.state == State::Working
+                && by_hook
+                && !api
+                && state_to.is_none()
+                && a.settled
+                && a.prompt.is_none()
+                && e.rec.prompt.is_none()
+            {
+                e.rt.idle_since.get_or_insert(now);
+            } else {
+                e.rt.idle_since = None;
+            }
+            if let Some((kind, line)) = &a.error
+                && e.rt.last_error_line.as_deref() != Some(line.as_str())
+            {
+                e.rt.last_error_line = Some(line.clone());
+                e.rec.error = Some(line.clone());
+                events.push(EventKind::Error {
+                    message: line.clone(),
+                    kind: kind.clone(),
+                });
+            }
+        }
+        if let Some((to, reason)) = state_to {
+            self.set_state(name, to, reason);
+        }
+        for ev in events {
+            self.event(name, &id, ev);
+        }
+        if recovered_turn {
+            let rec = lock(&self.inner.sessions).get(name).map(|e| e.rec.clone());
+            let text = rec
+                .and_then(|r| {
+                    self.kind_of(&r.cli)
+                        .and_then(|(ad, _)| ad.recover_reply(&r, self.cli(&r.cli).ok().as_deref()))
+                })
+                .unwrap_or_default();
+            self.complete_turn(name, text, "transcript");
+        } else if deliver {
+            self.deliver_queued(name);
+        }
+    }
+}

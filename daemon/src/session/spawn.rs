@@ -1,0 +1,444 @@
+//! Starting a session: the CLI checked against the config and the machine, its directory confined, its tmux session created with the hook wiring, then followed.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::config::{CliSpec, expand_home};
+use crate::core::*;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::model::{SessionRecord, State};
+use crate::names::{is_valid_env_key, is_valid_name};
+use crate::store::now_ms;
+use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta};
+
+impl Daemon {
+    /// Starts a configured CLI in a new tmux session.
+    pub async fn spawn(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+        let span = info_span!("session", session = %req.name);
+        self.spawn_inner(req).instrument(span).await
+    }
+
+    pub(crate) async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+        if !is_valid_name(&req.name) {
+            return Err(CoreError::InvalidName(req.name));
+        }
+        crate::limits::check_spawn(&req.args, req.env.iter())?;
+        let cli = self.cli(&req.cli)?.clone();
+        let dir = self.resolve_dir(&req.dir, &cli)?;
+        for (k, v) in &req.env {
+            if !is_valid_env_key(k) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "invalid environment variable name {k:?}: use letters, digits and _ (not starting with a digit)"
+                )));
+            }
+            if v.contains('\0') {
+                return Err(CoreError::InvalidArgument(format!(
+                    "environment variable {k} contains a NUL byte"
+                )));
+            }
+        }
+        if req.args.iter().any(|a| a.contains('\0')) {
+            return Err(CoreError::InvalidArgument(
+                "an argument contains a NUL byte".into(),
+            ));
+        }
+        let id = new_id();
+        let created = now_ms();
+        let rec = SessionRecord {
+            id: id.clone(),
+            name: req.name.clone(),
+            cli: cli.name.clone(),
+            dir: dir.clone(),
+            state: State::Starting,
+            created_at_ms: created,
+            last_activity_ms: created,
+            tmux_session: req.name.clone(),
+            tmux_id: String::new(),
+            pane: String::new(),
+            pid: 0,
+            exit_status: None,
+            adopted: false,
+            args: req.args.clone(),
+            env: req.env.clone(),
+            owner: req.owner.clone(),
+            delegate: req.delegate || self.live().config.delegation.default,
+            delegated_from: req.delegated_from.clone(),
+            hook_token: crate::secrets::new_token().map_err(CoreError::NoRandom)?,
+            cli_session_id: new_uuid(),
+            api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
+                free_local_port().map_err(CoreError::NoPort)?
+            } else {
+                0
+            },
+            ..Default::default()
+        };
+        let capped_owner = self.capped_owner(&req.owner);
+        // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
+        {
+            let mut sessions = lock(&self.inner.sessions);
+            if sessions.contains_key(&req.name) {
+                return Err(CoreError::AlreadyExists(req.name));
+            }
+            self.check_limits(&sessions, &req.name, capped_owner.as_ref())?;
+            let mut e = Entry::new(rec.clone());
+            e.stopping = true; // not usable until it exists
+            sessions.insert(req.name.clone(), e);
+        }
+        let result = self.create_tmux_session(&rec, &cli, &req, false).await;
+        let mut sessions = lock(&self.inner.sessions);
+        match result {
+            Ok(s) => {
+                drop(sessions);
+                self.launched(&req.name, s).await
+            }
+            Err(e) => {
+                sessions.remove(&req.name);
+                Err(e)
+            }
+        }
+    }
+
+    /// The CLI of session `name` runs in tmux session `s`: record it, report it, watch it.
+    pub(crate) async fn launched(
+        &self,
+        name: &str,
+        s: MuxSession,
+    ) -> Result<SessionRecord, CoreError> {
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            e.rec.tmux_id = s.id;
+            e.rec.pane = s.pane;
+            e.rec.pid = s.pid;
+            e.stopping = false;
+            e.rec.clone()
+        };
+        self.event(
+            &rec.name,
+            &rec.id,
+            EventKind::Spawned {
+                cli: rec.cli.clone(),
+                dir: rec.dir.display().to_string(),
+                args: rec.args.clone(),
+            },
+        );
+        info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
+        // A CLI with hooks is ready when its screen says so; any other program at once.
+        let by_hook = self
+            .kind_of(&rec.cli)
+            .is_some_and(|(a, _)| a.completes_by_hook());
+        if !by_hook {
+            self.set_state(&rec.name, State::Idle, "started");
+            // A restart keeps the queue: it goes now, as it would after a completed turn.
+            self.deliver_queued(&rec.name);
+        }
+        self.start_watcher(&rec.name);
+        if s.dead {
+            let output = self.last_words(&rec.name, rec.target()).await;
+            self.mark_exited_with(
+                &rec.name,
+                s.dead_status,
+                "the CLI exited right after it started",
+                output,
+            );
+        }
+        self.persist();
+        self.get(&rec.name)
+    }
+
+    pub(crate) fn cli(&self, name: &str) -> Result<Arc<CliSpec>, CoreError> {
+        let live = self.live();
+        live.clis
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CoreError::UnknownCli {
+                name: name.to_string(),
+                known: live.clis.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
+    }
+
+    /// Resolves and confines a working directory.
+    pub(crate) fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
+        let raw = if requested.is_empty() {
+            match &cli.dir {
+                Some(d) => expand_home(d),
+                None => expand_home(Path::new("~")),
+            }
+        } else {
+            expand_home(Path::new(requested))
+        };
+        if !raw.is_absolute() {
+            return Err(CoreError::DirNotAbsolute(requested.to_string()));
+        }
+        let dir = raw
+            .canonicalize()
+            .map_err(|_| CoreError::DirNotFound(raw.clone()))?;
+        if !dir.is_dir() {
+            return Err(CoreError::NotADirectory(dir));
+        }
+        let live = self.live();
+        if let Some(secret) =
+            crate::secrets::secret_containing(&dir, &self.inner.secrets, &live.lifted_secrets)
+        {
+            return Err(CoreError::SecretDir { dir, secret });
+        }
+        if !live.roots.iter().any(|r| dir.starts_with(r)) {
+            let roots = if live.roots.is_empty() {
+                "none configured exists".to_string()
+            } else {
+                live.roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            return Err(CoreError::DirNotAllowed { dir, roots });
+        }
+        Ok(dir)
+    }
+
+    pub(crate) async fn create_tmux_session(
+        &self,
+        rec: &SessionRecord,
+        cli: &CliSpec,
+        req: &SpawnRequest,
+        resume: bool,
+    ) -> Result<MuxSession, CoreError> {
+        self.check_cli_allowed(&rec.owner, &cli.name)?;
+        let mut argv = cli.argv.clone();
+        let mut launch_env = Vec::new();
+        // The home the CLI will see: its own HOME setting, else the daemon's.
+        let home = req
+            .env
+            .get("HOME")
+            .or_else(|| cli.env.get("HOME"))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| expand_home(Path::new("~")));
+        if let Some((adapter, _)) = self.kind_of(&cli.name) {
+            let (hook_command, hook_argv) = self.hook_command(&cli.name);
+            let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
+            let launch = adapter.launch(&crate::adapter::LaunchContext {
+                hook_command: &hook_command,
+                cli_session_id: &rec.cli_session_id,
+                permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
+                hook_argv: &hook_argv,
+                files_dir: &files_dir,
+                home: &home,
+                api_port: rec.api_port,
+                api_secret: &rec.hook_token,
+                resume,
+            });
+            let state_err = |path: &Path| {
+                let path = path.to_path_buf();
+                move |source| CoreError::State { path, source }
+            };
+            for (path, content) in &launch.files {
+                if let Some(parent) = path.parent() {
+                    create_private_dir(parent).map_err(state_err(parent))?;
+                }
+                write_private(path, content).map_err(state_err(path))?;
+            }
+            for (link, target) in &launch.links {
+                if let Some(parent) = link.parent() {
+                    create_private_dir(parent).map_err(state_err(parent))?;
+                }
+                let _ = std::fs::remove_file(link);
+                std::os::unix::fs::symlink(target, link).map_err(state_err(link))?;
+            }
+            argv.extend(launch.args);
+            launch_env = launch.env;
+        }
+        argv.extend(req.args.iter().cloned());
+        let mut env: Vec<(String, String)> = cli
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        env.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env.extend(launch_env);
+        // A daemon started by systemd may have no locale; TUIs then draw boxes as `?`.
+        let has_locale = ["LC_ALL", "LC_CTYPE", "LANG"]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+        if !has_locale && !env.iter().any(|(k, _)| k == "LANG" || k == "LC_ALL") {
+            env.push(("LANG".into(), "C.UTF-8".into()));
+        }
+        self.check_program(&cli.name, argv.first().map(String::as_str), &env, &rec.dir)
+            .await?;
+        env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
+        env.push(("CLIBOT_HOOK_TOKEN".into(), rec.hook_token.clone()));
+        env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
+        // Kept in the session's tmux environment, so that a daemon that lost its registry can
+        // recover what it needs to follow the CLI (its transcript, its API).
+        env.push(("CLIBOT_CLI_SESSION_ID".into(), rec.cli_session_id.clone()));
+        if rec.api_port != 0 {
+            env.push(("CLIBOT_API_PORT".into(), rec.api_port.to_string()));
+        }
+        // A non-admin's program runs jailed; its hooks reach the daemon through a socket of
+        // its own, which serves that session's hook calls only.
+        let path_for_jail = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, p)| p.clone())
+            .or_else(|| lock(&self.inner.global_path).clone())
+            .unwrap_or_default();
+        let socket = match self.jail_for(&rec.owner, &path_for_jail)? {
+            Some(bwrap) => {
+                let (jailed, hook_socket) = self.jailed_argv(&bwrap, rec, cli, &home, &argv)?;
+                argv = jailed;
+                self.set_jail_home(&rec.name, &home.display().to_string());
+                hook_socket
+            }
+            None => {
+                self.set_jail_home(&rec.name, "");
+                self.inner.settings.socket.clone()
+            }
+        };
+        env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
+        let (argv, env) = self.through_launcher(&rec.id, argv, env)?;
+        let meta = SessionMeta {
+            id: rec.id.clone(),
+            name: rec.name.clone(),
+            cli: rec.cli.clone(),
+            dir: rec.dir.display().to_string(),
+            created_ms: rec.created_at_ms.to_string(),
+        };
+        let t = &self.inner.settings.config.tmux;
+        let spec = NewSession {
+            name: &rec.name,
+            dir: &rec.dir,
+            argv: &argv,
+            env: &env,
+            width: t.width,
+            height: t.height,
+            meta: &meta,
+        };
+        let mux = &self.inner.mux;
+        let created = match mux.new_session(&spec).await {
+            // The tmux server went away (killed, or its unit restarted): start it and retry once.
+            Err(MuxError::NoServer(_)) => {
+                mux.ensure_server(t.history_limit).await?;
+                mux.new_session(&spec).await
+            }
+            other => other,
+        };
+        match created {
+            Ok(s) => {
+                self.keep_token_in_tmux(&s.id, &rec.hook_token);
+                Ok(s)
+            }
+            Err(MuxError::DuplicateSession(_)) => Err(CoreError::TmuxNameTaken(rec.name.clone())),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps a session's hook token in its tmux environment, for a daemon that loses its
+    /// registry (see `recover_links`). Only over the control connection, which may still be
+    /// attaching right after the first spawn: tried for a few seconds.
+    pub(crate) fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
+        let (mux, id, token) = (
+            self.inner.mux.clone(),
+            tmux_id.to_string(),
+            token.to_string(),
+        );
+        tokio::spawn(async move {
+            for _ in 0..50 {
+                match mux.set_private_env(&id, "CLIBOT_HOOK_TOKEN", &token).await {
+                    Ok(()) => return,
+                    Err(MuxError::NoSuchTarget(_)) => return,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+                }
+            }
+            warn!("the hook token could not be kept in tmux's environment of {id}");
+        });
+    }
+
+    /// Refuses to start a session whose program cannot run: looked up on the PATH the new
+    /// session will have (its own environment's, else tmux's global one, which new sessions
+    /// inherit), so that a missing CLI is an error that says what to do, not a session that
+    /// dies at once.
+    pub(crate) async fn check_program(
+        &self,
+        cli: &str,
+        program: Option<&str>,
+        env: &[(String, String)],
+        dir: &Path,
+    ) -> Result<(), CoreError> {
+        let program = program.unwrap_or("");
+        // tmux's global PATH is asked once and kept: every tmux call costs the server time in
+        // proportion to its sessions. A program not found on the kept PATH is looked up again
+        // on a fresh one before the spawn is refused.
+        let own = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, p)| p.clone());
+        let kept = lock(&self.inner.global_path).clone();
+        let path = match (own, kept) {
+            (Some(p), _) => p,
+            (None, Some(p)) if crate::program::find(program, &p, dir).is_ok() => p,
+            (None, _) => self.fresh_global_path().await,
+        };
+        match crate::program::find(program, &path, dir) {
+            Ok(_) => Ok(()),
+            Err(crate::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
+                cli: cli.to_string(),
+                program: program.to_string(),
+                path,
+            }),
+            Err(crate::program::Missing::NotExecutable(p)) => {
+                Err(CoreError::ProgramNotExecutable {
+                    cli: cli.to_string(),
+                    program: p,
+                })
+            }
+        }
+    }
+
+    /// The shell command the CLI's hooks run: the configured one, or the `clibotctl` installed
+    /// next to this `clibotd`, quoted for the shell the CLI runs hooks with.
+    pub(crate) fn hook_command(&self, cli: &str) -> (String, Vec<String>) {
+        let base: Vec<String> = match &self.inner.settings.config.daemon.hook_command {
+            // A configured command is shell text; as an argv it runs through sh, with any
+            // arguments the CLI appends passed on.
+            Some(c) => vec!["sh".into(), "-c".into(), format!("{c} \"$@\""), "sh".into()],
+            None => {
+                let ctl = std::env::current_exe()
+                    .ok()
+                    .and_then(|p| p.parent().map(|d| d.join("clibotctl")))
+                    .filter(|p| p.is_file())
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|| "clibotctl".into());
+                vec![ctl, "hook".into()]
+            }
+        };
+        let shell = match &self.inner.settings.config.daemon.hook_command {
+            Some(c) => c.clone(),
+            None => base
+                .iter()
+                .map(|a| shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+        };
+        let mut argv = base;
+        argv.extend(["--cli".to_string(), cli.to_string()]);
+        (format!("{shell} --cli {}", shell_quote(cli)), argv)
+    }
+
+    /// The PATH of tmux's global environment (what new sessions inherit), read now and kept.
+    pub(crate) async fn fresh_global_path(&self) -> String {
+        let path = match self.inner.mux.environment(None).await {
+            Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
+            _ => std::env::var("PATH").unwrap_or_default(),
+        };
+        *lock(&self.inner.global_path) = Some(path.clone());
+        path
+    }
+}

@@ -1,0 +1,271 @@
+//! Ending a session: gracefully (the CLI's stop keys, then a kill after the timeout), releasing one clibot should no longer follow, and recording an exit with its last words.
+
+use std::time::{Duration, Instant};
+
+use tracing::{Instrument, info, info_span, warn};
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::events::EventKind;
+use crate::keys::Key;
+use crate::model::{SessionRecord, State};
+use crate::tmux::{MuxError, MuxSession};
+
+impl Daemon {
+    /// Stops a session: the CLI's own quit keys first, then a kill after `timeout` (or at once
+    /// when `force`). The session is then forgotten; its events stay in the log.
+    pub async fn stop(
+        &self,
+        name: &str,
+        force: bool,
+        timeout: Option<Duration>,
+    ) -> Result<StopOutcome, CoreError> {
+        let rec = self.reserve(name)?;
+        self.stop_watcher(name);
+        let span = info_span!("session", session = %name);
+        let outcome = self.stop_inner(&rec, force, timeout).instrument(span).await;
+        match outcome {
+            Ok(outcome) => {
+                if !rec.state.is_exited() {
+                    self.event(
+                        name,
+                        &rec.id,
+                        EventKind::Exited {
+                            status: outcome.exit_status,
+                            reason: "stopped".into(),
+                            output: String::new(),
+                        },
+                    );
+                }
+                self.event(
+                    name,
+                    &rec.id,
+                    EventKind::Stopped {
+                        forced: outcome.forced,
+                    },
+                );
+                lock(&self.inner.sessions).remove(name);
+                self.remove_session_files(&rec.id);
+                self.persist();
+                info!(session = name, forced = outcome.forced, "stopped");
+                Ok(outcome)
+            }
+            Err(e) => {
+                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
+                    entry.stopping = false;
+                }
+                self.start_watcher(name);
+                Err(e)
+            }
+        }
+    }
+
+    pub(crate) async fn stop_inner(
+        &self,
+        rec: &SessionRecord,
+        force: bool,
+        timeout: Option<Duration>,
+    ) -> Result<StopOutcome, CoreError> {
+        let mux = &self.inner.mux;
+        let timeout = timeout.unwrap_or(Duration::from_millis(
+            self.inner.settings.config.daemon.stop_timeout_ms,
+        ));
+        let mut status = rec.exit_status;
+        let mut ended = rec.state.is_exited();
+        if !force && !ended {
+            if let Ok(cli) = self.cli(&rec.cli) {
+                let keys = cli
+                    .stop_keys
+                    .iter()
+                    .filter_map(|k| Key::parse(k).ok())
+                    .collect::<Vec<_>>();
+                // Ignore failures: the session may already be gone, which the wait below sees.
+                let _ = mux.send_keys(rec.target(), &keys).await;
+                if let Some(text) = &cli.stop_text {
+                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+                    let _ = mux.send_text(rec.target(), text).await;
+                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+                    let _ = mux
+                        .send_keys(rec.target(), &[Key::Named("Enter".into())])
+                        .await;
+                }
+            }
+            let deadline = Instant::now() + timeout;
+            while Instant::now() < deadline {
+                match self.find_tmux(rec).await {
+                    Ok(Some(s)) if s.dead => {
+                        status = match s.dead_status {
+                            Some(st) => Some(st),
+                            None => self.settled_exit_status(&rec.id, &rec.tmux_id).await,
+                        };
+                        ended = true;
+                        break;
+                    }
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        ended = true;
+                        break;
+                    }
+                    Err(_) => {}
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        // Everything the CLI started, collected before the pane goes away.
+        let tree = match self.find_tmux(rec).await {
+            Ok(Some(s)) if s.pid > 0 && !s.dead => crate::procs::tree(s.pid),
+            _ => Vec::new(),
+        };
+        match mux.kill_session(&rec.tmux_id).await {
+            Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        if !tree.is_empty() {
+            // Closing the pane sent SIGHUP; whatever ignored it is killed a moment later,
+            // without making the caller wait.
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let killed = crate::procs::kill_all(&tree);
+                if killed > 0 {
+                    warn!(
+                        killed,
+                        "processes survived the session's end and were killed"
+                    );
+                }
+            });
+        }
+        Ok(StopOutcome {
+            forced: !ended,
+            exit_status: status,
+        })
+    }
+
+    /// tmux marks a pane dead when its terminal closes and records the exit status a moment
+    /// later, when it reaps the process; wait briefly for the status.
+    pub(crate) async fn settled_exit_status(&self, id: &str, tmux_id: &str) -> Option<i32> {
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            if let Ok(l) = self.inner.mux.list_sessions().await {
+                match l.into_iter().find(|s| s.meta.id == id || s.id == tmux_id) {
+                    Some(s) if s.dead_status.is_some() => return s.dead_status,
+                    Some(_) => {}
+                    None => return None,
+                }
+            }
+        }
+        None
+    }
+
+    pub(crate) async fn find_tmux(
+        &self,
+        rec: &SessionRecord,
+    ) -> Result<Option<MuxSession>, MuxError> {
+        match self.inner.mux.list_sessions().await {
+            Ok(l) => Ok(l
+                .into_iter()
+                .find(|s| s.meta.id == rec.id || (!rec.tmux_id.is_empty() && s.id == rec.tmux_id))),
+            Err(MuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops managing a session; it keeps running in tmux.
+    pub async fn release(&self, name: &str) -> Result<(), CoreError> {
+        let (rec, _) = self.lookup(name)?;
+        match self.inner.mux.set_meta(&rec.tmux_id, None).await {
+            Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.stop_watcher(name);
+        if let Err(e) = self.inner.mux.unwatch(&rec.tmux_id).await {
+            warn!(session = %name, "cannot stop following the released session in tmux: {e}");
+        }
+        lock(&self.inner.sessions).remove(name);
+        self.remove_session_files(&rec.id);
+        self.event(name, &rec.id, EventKind::Released);
+        self.persist();
+        info!(session = %name, "released");
+        Ok(())
+    }
+
+    /// Per-session files (generated CLI settings) go with the session.
+    pub(crate) fn remove_session_files(&self, id: &str) {
+        self.drop_hook_socket(id);
+        if let Err(e) = self.inner.queues.remove(id) {
+            warn!("cannot remove the queued input of session {id}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("jails").join(id));
+        let dir = self.inner.settings.state_dir.join("sessions").join(id);
+        if dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            warn!(dir = %dir.display(), "cannot remove session files: {e}");
+        }
+    }
+
+    pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
+        self.mark_exited_with(name, status, reason, String::new());
+    }
+
+    /// Records that session `name`'s CLI ended, with what its pane last showed.
+    pub(crate) fn mark_exited_with(
+        &self,
+        name: &str,
+        status: Option<i32>,
+        reason: &str,
+        output: String,
+    ) {
+        let id = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get_mut(name) {
+                Some(e) if !e.rec.state.is_exited() => {
+                    e.rec.exit_status = status;
+                    e.rec.exit_reason = reason.to_string();
+                    e.rec.id.clone()
+                }
+                _ => return,
+            }
+        };
+        info!(session = name, ?status, "{reason}");
+        self.stop_watcher(name);
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            // A hook still waiting for an answer will get none: the CLI is gone.
+            for (_, (tx, _)) in e.rt.waiters.drain() {
+                let _ = tx.send(String::new());
+            }
+            e.rec.prompt = None;
+        }
+        self.set_state(name, State::Exited, reason);
+        self.event(
+            name,
+            &id,
+            EventKind::Exited {
+                status,
+                reason: reason.to_string(),
+                output,
+            },
+        );
+        self.persist();
+    }
+
+    /// The last lines an exited CLI left in its pane (tmux keeps a dead pane visible): what it
+    /// printed as it died is usually why. tmux may mark a pane dead before it has drawn the last
+    /// bytes its process wrote (3.3a can lose them altogether), so an empty pane is read again
+    /// for up to a second, and then the last screen the watcher read while the CLI ran is used.
+    pub(crate) async fn last_words(&self, name: &str, tmux_id: &str) -> String {
+        for _ in 0..10 {
+            let Ok(screen) = self.inner.mux.capture(tmux_id, None, false).await else {
+                break;
+            };
+            let words = tail_lines(&screen);
+            if !words.is_empty() {
+                return words;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| tail_lines(&e.rt.last_screen))
+            .unwrap_or_default()
+    }
+}

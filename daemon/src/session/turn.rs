@@ -1,0 +1,115 @@
+//! The turn's clock and shared pieces: how long the state machine waits for what, the
+//! prompt a screen shows as a record, a reply read off the screen.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use crate::core::Entry;
+use crate::model::Prompt;
+
+/// Quiet time after output before the screen is read.
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(20);
+/// A screen read happens at the latest this long after the first unread output, even while
+/// output continues (a spinner never goes quiet).
+pub(crate) const MAX_DEBOUNCE: Duration = Duration::from_millis(120);
+/// The slow tick.
+pub(crate) const TICK: Duration = Duration::from_millis(250);
+/// After Enter, a change is expected within this time; otherwise Enter is pressed once more.
+pub(crate) const CONFIRM_AFTER: Duration = Duration::from_millis(2_000);
+/// A hook announced a prompt; if the screen has not shown it by then, the hook's own
+/// description is published.
+pub(crate) const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
+/// The same, for a hook that names no options (Gemini CLI's): such a prompt cannot be answered
+/// from a phone, so the dialog is given longer to appear — a loaded machine can take a second or
+/// more to draw it after the hook returns.
+pub(crate) const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
+/// How long an answer waits for the CLI's API link to come back before it goes by keys.
+pub(crate) const API_ANSWER_WAIT: Duration = Duration::from_secs(15);
+/// A busy frame this soon after a turn completed is a leftover of that turn, not a new one
+/// (for CLIs whose turns start from the screen: no start hook).
+pub(crate) const AFTER_TURN_SETTLE: Duration = Duration::from_millis(2_000);
+/// Longer single lines than this are pasted (a tmux command line holds about 16 KiB).
+pub(crate) const TYPE_MAX: usize = 2_048;
+/// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
+/// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
+/// typed before it reads the terminal is lost.
+pub(crate) const STARTUP_QUIET: Duration = Duration::from_secs(20);
+
+/// How long after an answer a dialog still on screen is taken for the answered one closing.
+pub(crate) const ANSWERED_LINGER: Duration = Duration::from_secs(2);
+
+pub(crate) fn signature(kind: &str, text: &str, options: &[String], subject: &str) -> String {
+    format!(
+        "{kind}\u{1f}{text}\u{1f}{}\u{1f}{subject}",
+        options.join("\u{1f}")
+    )
+}
+
+/// Lines of the pane since the turn began, without the echoed input and the prompt that
+/// follows the output (generic CLIs: "what the pane printed since the input").
+pub(crate) fn reply_from_screen(captured: &str, input_lines: usize) -> String {
+    let mut lines: Vec<&str> = captured.lines().map(str::trim_end).collect();
+    let prompt_prefix = lines.first().map(|l| l.to_string()).unwrap_or_default();
+    let skip = input_lines.max(1).min(lines.len());
+    lines.drain(..skip);
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    // The shell (or REPL) prompt that came back at the end is not part of the reply.
+    if let Some(last) = lines.last() {
+        let p = last.trim();
+        if !p.is_empty() && prompt_prefix.starts_with(p) && p.len() <= 40 {
+            lines.pop();
+        }
+    }
+    lines.join("\n")
+}
+
+pub(crate) fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
+    Prompt {
+        id: crate::core::new_id(),
+        subject_kind: sp
+            .subject_kind
+            .clone()
+            .unwrap_or_else(|| crate::subject::infer(&sp.text, &sp.subject).to_string()),
+        subject_partial: sp.subject_partial,
+        kind: sp.kind.clone(),
+        text: sp.text.clone(),
+        options: sp.options.clone(),
+        subject: sp.subject.clone(),
+        source: source.into(),
+        answer: sp.answer,
+        ..Default::default()
+    }
+}
+
+/// The session's entry while its CLI runs and nobody is stopping it.
+pub(crate) fn running<'a>(
+    sessions: &'a mut std::collections::BTreeMap<String, Entry>,
+    name: &str,
+) -> Option<&'a mut Entry> {
+    sessions
+        .get_mut(name)
+        .filter(|e| !e.stopping && !e.rec.state.is_exited())
+}
+
+pub(crate) fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {
+    resolved.push_back((id.to_string(), by.to_string()));
+    while resolved.len() > 32 {
+        resolved.pop_front();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn screen_reply_drops_echo_and_prompt() {
+        let c = "$ ls -1\na.txt\nb.txt\n$ \n\n";
+        assert_eq!(reply_from_screen(c, 1), "a.txt\nb.txt");
+        let c = "$ echo one\n> echo two\none\ntwo\n$\n";
+        assert_eq!(reply_from_screen(c, 2), "one\ntwo");
+        assert_eq!(reply_from_screen(">>> 1+1\n2\n>>>\n", 1), "2");
+    }
+}
