@@ -10,9 +10,10 @@ use crate::adapter::Choice;
 use crate::automation::{
     Action, DeciderInput, DeciderPrompt, Plan, Verdict, last_lines, run_decider,
 };
-use crate::core::{Daemon, lock};
+use crate::core::Daemon;
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::Prompt;
 
 /// Lines of the screen the decider sees.

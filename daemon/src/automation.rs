@@ -238,7 +238,7 @@ impl Automation {
             allow_paths: guard
                 .allow_paths
                 .iter()
-                .map(|p| crate::config::expand_home(p))
+                .map(|p| crate::paths::expand_home(p))
                 .collect(),
             guard: g,
             home,

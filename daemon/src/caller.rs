@@ -7,7 +7,8 @@
 //! This guards unjailed sessions (admins', the local user's, or `sandbox = "off"`); the jail is
 //! the boundary for non-admins.
 
-use crate::core::{Daemon, lock};
+use crate::core::Daemon;
+use crate::locking::lock;
 
 /// Longest ancestry followed; deeper trees are not real process trees.
 const MAX_DEPTH: usize = 128;

@@ -9,8 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::Sandbox;
 use crate::config::CliSpec;
-use crate::core::{Daemon, lock};
+use crate::core::Daemon;
 use crate::error::CoreError;
+use crate::locking::lock;
 use crate::model::SessionRecord;
 
 /// A per-session hook socket, for the server layer to serve (hook calls of session `id` only)
@@ -125,7 +126,7 @@ impl Daemon {
             let path = path.to_path_buf();
             move |source| CoreError::State { path, source }
         };
-        crate::core::create_private_dir(&dir).map_err(err(&dir))?;
+        crate::paths::create_private_dir(&dir).map_err(err(&dir))?;
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).map_err(err(&path))?;
         {
@@ -218,7 +219,7 @@ impl Daemon {
         let (entries, mut rw) =
             crate::jail::prepare_home(&cli.adapter, home, &own, &hide).map_err(state_err(&own))?;
         let files = state.join("sessions").join(&rec.id);
-        crate::core::create_private_dir(&files).map_err(state_err(&files))?;
+        crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
         rw.push((files.clone(), files));
         let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
         rw.push((hook_dir.clone(), hook_dir));

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
@@ -18,7 +18,9 @@ use tracing::warn;
 use crate::config::Config;
 use crate::error::CoreError;
 use crate::events::{Event, EventKind, EventLog};
+use crate::locking::lock;
 use crate::model::{SessionRecord, State};
+use crate::paths::create_private_dir;
 use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
 use crate::tmux::{Mux, MuxError};
 
@@ -153,28 +155,6 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct Daemon {
     pub(crate) inner: Arc<Inner>,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A fresh random-looking id: time plus process and counter entropy, hex. Unique per daemon
-/// state dir, which is all it needs to be.
-pub(crate) fn new_id() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let mut x =
-        (t as u64) ^ ((std::process::id() as u64) << 32) ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    // splitmix64 finaliser: spreads the bits so ids do not share long prefixes.
-    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    x ^= x >> 31;
-    format!("{x:016x}")
 }
 
 impl Daemon {
@@ -388,7 +368,7 @@ impl Daemon {
                 "stalled".to_string(),
                 format!(
                     "no output for {}",
-                    crate::config::format_duration(Duration::from_millis(*silent_ms))
+                    crate::duration::format_duration(Duration::from_millis(*silent_ms))
                 ),
             )),
             _ => None,
@@ -616,50 +596,6 @@ pub(crate) fn shell_quote(s: &str) -> String {
         return s.to_string();
     }
     format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-/// Writes a file only this user can read (settings that name the hook command).
-pub(crate) fn write_private(path: &Path, content: impl AsRef<[u8]>) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(content.as_ref())
-}
-
-/// A random version-4 UUID (for CLIs that take a session id chosen up front).
-pub(crate) fn new_uuid() -> String {
-    let a = u64::from_str_radix(&new_id(), 16).unwrap_or(0);
-    let b = u64::from_str_radix(&new_id(), 16).unwrap_or(0);
-    let a = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
-    let b = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xffff,
-        b >> 48,
-        b & 0xffff_ffff_ffff
-    )
-}
-
-/// Creates `dir` (and parents) with mode 0700 for the parts it creates.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    // An existing directory (made by an older version, or by hand) is tightened too.
-    let mode = std::fs::metadata(dir)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode & 0o700))?;
-    }
-    Ok(())
 }
 
 /// How long session `e` has been idle: no input, no output, nothing queued or being typed, no

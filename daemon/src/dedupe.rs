@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tracing::warn;
 
-use crate::core::lock;
+use crate::locking::lock;
 use crate::store::{dropped_entries, sane_seq, set_aside, write_atomic};
 
 /// How many recent keys are remembered.

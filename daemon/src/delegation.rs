@@ -13,9 +13,10 @@ use serde::Deserialize;
 use tracing::{info, warn};
 
 use crate::config::CliSpec;
-use crate::core::{Daemon, SpawnRequest, lock};
+use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::SessionRecord;
 
 /// `[delegation]`.

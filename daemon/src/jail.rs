@@ -122,18 +122,18 @@ pub fn prepare_home(
     hidden: &[PathBuf],
 ) -> std::io::Result<(Vec<PathBuf>, Binds)> {
     const MAX_SEED_BYTES: u64 = 1 << 20;
-    crate::core::create_private_dir(own)?;
+    crate::paths::create_private_dir(own)?;
     let state = cli_state_paths(adapter);
     let mut nested = Vec::new();
     for (rel, is_dir) in state {
         let real = home.join(rel);
         let copy = own.join(rel);
         if let Some(parent) = copy.parent() {
-            crate::core::create_private_dir(parent)?;
+            crate::paths::create_private_dir(parent)?;
         }
         if *is_dir {
             if !copy.exists() {
-                crate::core::create_private_dir(&copy)?;
+                crate::paths::create_private_dir(&copy)?;
                 if let Ok(dir) = std::fs::read_dir(&real) {
                     for entry in dir.flatten() {
                         let Ok(meta) = entry.metadata() else { continue };
@@ -148,13 +148,13 @@ pub fn prepare_home(
                 .is_ok_and(|m| m.is_file() && m.len() <= MAX_SEED_BYTES)
                 && std::fs::copy(&real, &copy).is_ok();
             if !seeded {
-                crate::core::write_private(&copy, "{}")?;
+                crate::paths::write_private(&copy, "{}")?;
             }
         }
         if rel.contains('/') {
             // Below an entry shown read-only: bound over it, on a mount point in `home`.
             if !real.exists() {
-                crate::core::create_private_dir(&real)?;
+                crate::paths::create_private_dir(&real)?;
             }
             nested.push((copy, real));
         }

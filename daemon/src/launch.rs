@@ -28,10 +28,10 @@ pub fn dir(state_dir: &Path) -> PathBuf {
 /// Writes `spec` for session `id` as a private file; returns its path.
 pub fn write(state_dir: &Path, id: &str, spec: &LaunchSpec) -> std::io::Result<PathBuf> {
     let dir = dir(state_dir);
-    crate::core::create_private_dir(&dir)?;
+    crate::paths::create_private_dir(&dir)?;
     let path = dir.join(format!("{id}.json"));
     let body = serde_json::to_vec(spec).map_err(std::io::Error::other)?;
-    crate::core::write_private(&path, &body)?;
+    crate::paths::write_private(&path, &body)?;
     Ok(path)
 }
 

@@ -12,8 +12,10 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Parser;
-use clibotd::config::{Config, expand_home};
-use clibotd::core::{Daemon, Settings, create_private_dir};
+use clibotd::config::Config;
+use clibotd::core::{Daemon, Settings};
+use clibotd::paths::create_private_dir;
+use clibotd::paths::expand_home;
 use clibotd::rotating::{Limits, RotatingFile};
 use clibotd::rpc::Service;
 use clibotd::tmux::{Tmux, TmuxSocket};

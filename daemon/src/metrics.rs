@@ -22,8 +22,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::core::lock;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::session::State;
 
 pub mod http;

@@ -20,9 +20,10 @@ use crate::adapter::opencode::{
     API_USER, ApiEvent, ApiPrompt, finished_turn_reply, interpret, last_reply, permission_prompt,
     question_prompt,
 };
-use crate::core::{Daemon, lock};
+use crate::core::Daemon;
 use crate::events::EventKind;
 use crate::local_http::{HttpError, LocalHttp};
+use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::session::remember_resolved;
 

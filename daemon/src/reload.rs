@@ -9,11 +9,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{CliSpec, Config, expand_home};
+use crate::config::{CliSpec, Config};
 use crate::core::CliKind;
 use crate::core::Daemon;
 use crate::detect::{Pack, builtin_packs};
 use crate::error::CoreError;
+use crate::paths::expand_home;
 
 /// The parts of the config that a reload replaces.
 pub(crate) struct Live {

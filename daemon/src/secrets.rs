@@ -60,7 +60,7 @@ pub fn secret_containing(dir: &Path, secrets: &[PathBuf], lifted: &[PathBuf]) ->
 
 /// The secret paths of a daemon with `settings`.
 pub fn for_settings(settings: &crate::core::Settings) -> Vec<PathBuf> {
-    let home = crate::config::expand_home(Path::new("~"));
+    let home = crate::paths::expand_home(Path::new("~"));
     let config = config_paths(settings.config_file.as_deref());
     secret_paths(&home, &config, &settings.state_dir)
 }
@@ -72,7 +72,7 @@ pub fn lifted(config: &crate::config::Config) -> Vec<PathBuf> {
         .daemon
         .allowed_roots
         .iter()
-        .map(|r| crate::config::expand_home(r))
+        .map(|r| crate::paths::expand_home(r))
         .flat_map(|r| {
             let c = r.canonicalize().ok();
             std::iter::once(r).chain(c)

@@ -89,7 +89,7 @@ pub fn bind(path: &Path) -> Result<StdUnixListener, SocketError> {
 /// as it is, the socket's own mode and the peer check still apply.
 fn prepare_dir(dir: &Path) -> std::io::Result<()> {
     if !dir.exists() {
-        return crate::core::create_private_dir(dir);
+        return crate::paths::create_private_dir(dir);
     }
     let meta = std::fs::metadata(dir)?;
     let ours = meta.uid() == rustix::process::getuid().as_raw();

@@ -224,7 +224,7 @@ proptest! {
         c.ack("telegram", seq);
         c.bind("telegram", &chat, "api", false, seq, "telegram:u");
         c.ack_chat("telegram", &chat, &ChatAck { seq, parts: 1, ..Default::default() });
-        c.ack_ingress("discord", &chat, "12");
+        c.ack_ingress("discord", &chat, "12", true);
         c.bindings("", "", "");
         drop(c);
         let (c, w) = Chats::open(dir.path());

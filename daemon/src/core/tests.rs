@@ -6,6 +6,7 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::keys::Key;
+use crate::locking::lock;
 use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta, WatchEvent};
 
 #[derive(Default)]

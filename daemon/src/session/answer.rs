@@ -8,6 +8,7 @@ use crate::adapter::{Choice, Stroke, answer_strokes, parse_choice};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::{Prompt, State};
 
 use super::turn::*;

@@ -11,6 +11,7 @@ use crate::core::*;
 use crate::detect::AnswerStyle;
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::{Prompt, State};
 
 use super::turn::*;
@@ -149,7 +150,7 @@ impl Daemon {
             .unwrap_or_else(|| crate::subject::infer(&text, &subject))
             .to_string();
         let prompt = Prompt {
-            id: crate::core::new_id(),
+            id: crate::ids::new_id(),
             subject_kind,
             kind,
             text,

@@ -9,6 +9,7 @@ use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;
 use crate::keys::Key;
+use crate::locking::lock;
 use crate::model::State;
 use crate::store::now_ms;
 

@@ -8,6 +8,7 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::core::*;
 use crate::error::CoreError;
+use crate::locking::lock;
 use crate::tmux::MuxError;
 
 impl Daemon {
@@ -83,7 +84,7 @@ impl Daemon {
                 let mut list = idle
                     .iter()
                     .take(SHOWN)
-                    .map(|(d, n)| format!("{n} (idle {})", crate::config::format_age(*d)))
+                    .map(|(d, n)| format!("{n} (idle {})", crate::duration::format_age(*d)))
                     .collect::<Vec<_>>()
                     .join(", ");
                 if idle.len() > SHOWN {
@@ -169,7 +170,7 @@ impl Daemon {
             e.rec.clone()
         };
         self.stop_watcher(name);
-        let reason = format!("idle for {}", crate::config::format_duration(after));
+        let reason = format!("idle for {}", crate::duration::format_duration(after));
         info!("stopping the session: {reason}");
         match self.stop_inner(&rec, false, None).await {
             Ok(outcome) => {

@@ -3,6 +3,7 @@
 use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::SessionRecord;
 
 impl Daemon {

@@ -2,6 +2,7 @@
 
 use crate::core::*;
 use crate::error::CoreError;
+use crate::locking::lock;
 
 /// A session's last reply, as `clibotctl last` shows it.
 #[derive(Debug, Clone, Default)]

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use crate::core::*;
 use crate::detect::Analysis;
 use crate::events::EventKind;
+use crate::locking::lock;
 use crate::model::State;
 
 use super::turn::*;

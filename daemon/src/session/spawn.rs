@@ -6,12 +6,18 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::config::{CliSpec, expand_home};
+use crate::config::CliSpec;
 use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;
+use crate::ids::new_id;
+use crate::ids::new_uuid;
+use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::{is_valid_env_key, is_valid_name};
+use crate::paths::create_private_dir;
+use crate::paths::expand_home;
+use crate::paths::write_private;
 use crate::store::now_ms;
 use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta};
 

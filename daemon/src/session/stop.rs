@@ -8,6 +8,7 @@ use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;
 use crate::keys::Key;
+use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::tmux::{MuxError, MuxSession};
 

@@ -7,6 +7,7 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::events::EventKind;
 use crate::keys::Key;
+use crate::locking::lock;
 use crate::model::{Prompt, State};
 
 use super::turn::*;

@@ -67,7 +67,7 @@ pub(crate) fn reply_from_screen(captured: &str, input_lines: usize) -> String {
 
 pub(crate) fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
     Prompt {
-        id: crate::core::new_id(),
+        id: crate::ids::new_id(),
         subject_kind: sp
             .subject_kind
             .clone()

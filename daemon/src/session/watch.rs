@@ -9,6 +9,7 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::adapter::Adapter;
 use crate::core::*;
 use crate::detect::Pack;
+use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::{MuxError, WatchEvent};
 

@@ -1,0 +1,59 @@
+//! Durations as people write them in the config (`"90s"`, `"12h"`) and read them in messages.
+
+use std::time::Duration;
+
+/// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
+/// alone is zero (off).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let help = "write a whole number and a unit: \"90s\", \"30m\", \"12h\", \"2d\" (\"0\": off)";
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() {
+        return Err(format!("{text:?} is not a duration: {help}"));
+    }
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is too large a duration: {help}"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "" => return Err(format!("{text:?} has no unit: {help}")),
+        _ => return Err(format!("{text:?} has an unknown unit {unit:?}: {help}")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too large a duration: {help}"))
+}
+
+/// A duration in the units [`parse_duration`] reads, exact: "12h", "1m30s", "2d".
+pub fn format_duration(d: Duration) -> String {
+    let mut s = d.as_secs();
+    if s == 0 {
+        return "0s".into();
+    }
+    let mut out = String::new();
+    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)] {
+        if s >= len {
+            out.push_str(&format!("{}{unit}", s / len));
+            s %= len;
+        }
+    }
+    out
+}
+
+/// A rough age for people: the largest whole unit ("3h", "40m", "12s").
+pub fn format_age(d: Duration) -> String {
+    let s = d.as_secs();
+    for (unit, len) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s >= len {
+            return format!("{}{unit}", s / len);
+        }
+    }
+    format!("{s}s")
+}
