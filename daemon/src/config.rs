@@ -5,7 +5,7 @@
 //! owns is an error that names the key. `${NAME}` inside any string is replaced by the
 //! environment variable, so secrets stay out of the file.
 
-use crate::duration::parse_duration;
+use crate::adapter::{CliOverride, CliSpec, builtin_clis};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -103,7 +103,7 @@ pub struct DaemonConfig {
     pub max_sessions: usize,
     /// A session idle this long (no input, no output, no prompt, nothing queued) is stopped
     /// gracefully and kept as exited, so that `restart` resumes it. Zero: never.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "crate::duration::de_duration")]
     pub idle_stop_after: Duration,
     /// Where to serve the metrics over HTTP (`GET /metrics`); unset: not served (they stay
     /// available through `clibotctl metrics`). Loopback only unless `metrics_allow_remote`.
@@ -171,98 +171,6 @@ impl Default for TmuxConfig {
             history_limit: 10_000,
         }
     }
-}
-
-/// `[cli.NAME]` as written by the user: every field optional, merged over the built-in entry.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CliOverride {
-    pub argv: Option<Vec<String>>,
-    pub env: Option<BTreeMap<String, String>>,
-    pub dir: Option<PathBuf>,
-    pub submit_delay_ms: Option<u64>,
-    pub stop_keys: Option<Vec<String>>,
-    pub stop_text: Option<String>,
-    /// Which integration: "claude" (hooks) or "generic" (quiescence and patterns).
-    pub adapter: Option<String>,
-    /// Which built-in pattern pack: "generic", "claude", "codex", "gemini", "opencode".
-    pub pattern_pack: Option<String>,
-    /// Patterns added to the pack (`check_lines`, `prompts`, `busy`, `idle`, `errors`).
-    pub patterns: Option<crate::detect::PackConfig>,
-    /// Generic adapter: a turn is complete after this long without output.
-    pub quiet_ms: Option<u64>,
-    /// Overrides `[daemon] idle_stop_after` for this CLI ("0": never).
-    #[serde(deserialize_with = "de_opt_duration")]
-    pub idle_stop_after: Option<Duration>,
-}
-
-/// A CLI the daemon may spawn.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CliSpec {
-    pub name: String,
-    /// Program and its fixed arguments; spawn arguments are appended.
-    pub argv: Vec<String>,
-    pub env: BTreeMap<String, String>,
-    /// Default working directory.
-    pub dir: Option<PathBuf>,
-    /// Pause between typing text and pressing Enter: several TUIs turn an Enter that follows
-    /// a paste too quickly into a newline (Codex within 120 ms, Gemini within 40 ms).
-    pub submit_delay_ms: u64,
-    /// Keys that ask the CLI to quit (graceful stop).
-    pub stop_keys: Vec<String>,
-    /// Text typed and submitted to quit, after `stop_keys`.
-    pub stop_text: Option<String>,
-    /// The integration ("claude", "generic").
-    pub adapter: String,
-    /// The built-in pattern pack it starts from.
-    pub pattern_pack: String,
-    /// User additions to the pack.
-    pub patterns: Option<crate::detect::PackConfig>,
-    /// Generic adapter: quiet time that completes a turn.
-    pub quiet_ms: u64,
-    /// Idle time after which its sessions are stopped; `None`: `[daemon] idle_stop_after`.
-    pub idle_stop_after: Option<Duration>,
-}
-
-/// The CLIs every installation knows.
-fn builtin_clis() -> BTreeMap<String, CliSpec> {
-    let shell = std::env::var("SHELL")
-        .ok()
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "/bin/sh".into());
-    let mk =
-        |name: &str, argv: Vec<String>, delay: u64, keys: &[&str], text: Option<&str>| CliSpec {
-            name: name.to_string(),
-            argv,
-            env: BTreeMap::new(),
-            dir: None,
-            submit_delay_ms: delay,
-            stop_keys: keys.iter().map(|k| k.to_string()).collect(),
-            stop_text: text.map(str::to_string),
-            adapter: if crate::adapter::ADAPTERS.contains(&name) {
-                name.to_string()
-            } else {
-                "generic".into()
-            },
-            pattern_pack: if name == "shell" {
-                "generic".into()
-            } else {
-                name.to_string()
-            },
-            patterns: None,
-            quiet_ms: 1_500,
-            idle_stop_after: None,
-        };
-    [
-        mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
-        mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
-        mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
-        mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),
-        mk("shell", vec![shell], 50, &["C-c"], Some("exit")),
-    ]
-    .into_iter()
-    .map(|c| (c.name.clone(), c))
-    .collect()
 }
 
 impl Config {
@@ -477,46 +385,10 @@ impl Config {
     }
 }
 
-struct DurationVisitor;
-
-impl serde::de::Visitor<'_> for DurationVisitor {
-    type Value = Duration;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a duration such as \"90s\", \"30m\", \"12h\", \"2d\" or \"0\" (off)")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
-        parse_duration(v).map_err(E::custom)
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
-        if v == 0 {
-            Ok(Duration::ZERO)
-        } else {
-            Err(E::custom(format!(
-                "{v} has no unit: write it as a string with one, e.g. \"{v}s\" or \"{v}m\""
-            )))
-        }
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
-        self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
-    }
-}
-
-fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    d.deserialize_any(DurationVisitor)
-}
-
-fn de_opt_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    d.deserialize_any(DurationVisitor).map(Some)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::duration::{format_age, format_duration};
+    use crate::duration::{format_age, format_duration, parse_duration};
 
     fn parse(s: &str) -> Result<Config, ConfigError> {
         Config::parse(s, Path::new("test.toml"))

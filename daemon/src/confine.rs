@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
 use crate::access::Sandbox;
-use crate::config::CliSpec;
+use crate::adapter::CliSpec;
 use crate::core::Daemon;
 use crate::error::CoreError;
 use crate::locking::lock;

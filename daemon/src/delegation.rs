@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use tracing::{info, warn};
 
-use crate::config::CliSpec;
+use crate::adapter::CliSpec;
 use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
 use crate::events::EventKind;

@@ -57,3 +57,42 @@ pub fn format_age(d: Duration) -> String {
     }
     format!("{s}s")
 }
+
+/// Reads a duration from the config: a string with a unit, or 0 (off).
+struct DurationVisitor;
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a duration such as \"90s\", \"30m\", \"12h\", \"2d\" or \"0\" (off)")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Duration, E> {
+        parse_duration(v).map_err(E::custom)
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Duration, E> {
+        if v == 0 {
+            Ok(Duration::ZERO)
+        } else {
+            Err(E::custom(format!(
+                "{v} has no unit: write it as a string with one, e.g. \"{v}s\" or \"{v}m\""
+            )))
+        }
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Duration, E> {
+        self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+pub fn de_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    d.deserialize_any(DurationVisitor)
+}
+
+pub fn de_opt_duration<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    d.deserialize_any(DurationVisitor).map(Some)
+}

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::config::{CliSpec, Config};
+use crate::adapter::CliSpec;
+use crate::config::Config;
 use crate::core::CliKind;
 use crate::core::Daemon;
 use crate::detect::{Pack, builtin_packs};

@@ -144,7 +144,7 @@ impl Adapter for Claude {
     fn recover_reply(
         &self,
         rec: &crate::model::SessionRecord,
-        cli: Option<&crate::config::CliSpec>,
+        cli: Option<&crate::adapter::CliSpec>,
     ) -> Option<String> {
         if rec.cli_session_id.is_empty() {
             return None;

@@ -113,12 +113,15 @@ pub trait Adapter: Send + Sync {
     fn recover_reply(
         &self,
         _rec: &crate::model::SessionRecord,
-        _cli: Option<&crate::config::CliSpec>,
+        _cli: Option<&crate::adapter::CliSpec>,
     ) -> Option<String> {
         None
     }
 }
 
+mod spec;
+pub(crate) use spec::builtin_clis;
+pub use spec::{CliOverride, CliSpec};
 mod claude;
 mod codex;
 mod gemini;

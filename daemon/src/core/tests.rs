@@ -931,7 +931,7 @@ async fn text_is_typed_literally_long_lines_are_pasted_and_control_characters_re
 async fn spawning_a_missing_program_is_refused_and_leaves_nothing() {
     let env = Env::new();
     let mut settings = env.settings();
-    let ghost: crate::config::CliOverride =
+    let ghost: crate::adapter::CliOverride =
         toml::from_str(r#"argv = ["no-such-cli-anywhere", "--flag"]"#).expect("cli config");
     settings.config.cli_overrides.insert("ghost".into(), ghost);
     let d = Daemon::start(settings, env.mux.clone())

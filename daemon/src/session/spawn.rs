@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::config::CliSpec;
+use crate::adapter::CliSpec;
 use crate::core::*;
 use crate::error::CoreError;
 use crate::events::EventKind;

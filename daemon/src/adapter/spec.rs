@@ -1,0 +1,100 @@
+//! A CLI as clibot runs it: the built-in entries, and `[cli.NAME]` as the user writes it,
+//! merged over them by the config.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// `[cli.NAME]` as written by the user: every field optional, merged over the built-in entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CliOverride {
+    pub argv: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub dir: Option<PathBuf>,
+    pub submit_delay_ms: Option<u64>,
+    pub stop_keys: Option<Vec<String>>,
+    pub stop_text: Option<String>,
+    /// Which integration: "claude" (hooks) or "generic" (quiescence and patterns).
+    pub adapter: Option<String>,
+    /// Which built-in pattern pack: "generic", "claude", "codex", "gemini", "opencode".
+    pub pattern_pack: Option<String>,
+    /// Patterns added to the pack (`check_lines`, `prompts`, `busy`, `idle`, `errors`).
+    pub patterns: Option<crate::detect::PackConfig>,
+    /// Generic adapter: a turn is complete after this long without output.
+    pub quiet_ms: Option<u64>,
+    /// Overrides `[daemon] idle_stop_after` for this CLI ("0": never).
+    #[serde(deserialize_with = "crate::duration::de_opt_duration")]
+    pub idle_stop_after: Option<Duration>,
+}
+
+/// A CLI the daemon may spawn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliSpec {
+    pub name: String,
+    /// Program and its fixed arguments; spawn arguments are appended.
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    /// Default working directory.
+    pub dir: Option<PathBuf>,
+    /// Pause between typing text and pressing Enter: several TUIs turn an Enter that follows
+    /// a paste too quickly into a newline (Codex within 120 ms, Gemini within 40 ms).
+    pub submit_delay_ms: u64,
+    /// Keys that ask the CLI to quit (graceful stop).
+    pub stop_keys: Vec<String>,
+    /// Text typed and submitted to quit, after `stop_keys`.
+    pub stop_text: Option<String>,
+    /// The integration ("claude", "generic").
+    pub adapter: String,
+    /// The built-in pattern pack it starts from.
+    pub pattern_pack: String,
+    /// User additions to the pack.
+    pub patterns: Option<crate::detect::PackConfig>,
+    /// Generic adapter: quiet time that completes a turn.
+    pub quiet_ms: u64,
+    /// Idle time after which its sessions are stopped; `None`: `[daemon] idle_stop_after`.
+    pub idle_stop_after: Option<Duration>,
+}
+
+/// The CLIs every installation knows.
+pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
+    let shell = std::env::var("SHELL")
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "/bin/sh".into());
+    let mk =
+        |name: &str, argv: Vec<String>, delay: u64, keys: &[&str], text: Option<&str>| CliSpec {
+            name: name.to_string(),
+            argv,
+            env: BTreeMap::new(),
+            dir: None,
+            submit_delay_ms: delay,
+            stop_keys: keys.iter().map(|k| k.to_string()).collect(),
+            stop_text: text.map(str::to_string),
+            adapter: if super::ADAPTERS.contains(&name) {
+                name.to_string()
+            } else {
+                "generic".into()
+            },
+            pattern_pack: if name == "shell" {
+                "generic".into()
+            } else {
+                name.to_string()
+            },
+            patterns: None,
+            quiet_ms: 1_500,
+            idle_stop_after: None,
+        };
+    [
+        mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
+        mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
+        mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
+        mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),
+        mk("shell", vec![shell], 50, &["C-c"], Some("exit")),
+    ]
+    .into_iter()
+    .map(|c| (c.name.clone(), c))
+    .collect()
+}
