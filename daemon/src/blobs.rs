@@ -118,7 +118,7 @@ impl Blobs {
         }
         let shown = head(&text, EVENT_TEXT_MAX).to_string();
         // Unguessable, so that an id seen in one chat does not lead to another session's text.
-        let rand = crate::secrets::new_token().unwrap_or_else(|_| {
+        let rand = crate::ids::new_token().unwrap_or_else(|_| {
             let n = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.subsec_nanos());

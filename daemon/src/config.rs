@@ -173,6 +173,16 @@ impl Default for TmuxConfig {
     }
 }
 
+/// What the daemon was started with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config: Config,
+    pub config_file: Option<PathBuf>,
+    pub state_dir: PathBuf,
+    /// The gRPC socket, passed to CLIs as `CLIBOT_SOCKET` so their hooks can reach the daemon.
+    pub socket: PathBuf,
+}
+
 impl Config {
     /// Reads `path`. A missing file is an error only when `required` (it was named explicitly).
     pub fn load(path: &Path, required: bool) -> Result<Option<Config>, ConfigError> {

@@ -3,16 +3,9 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
-
-use crate::access::Sandbox;
-use crate::adapter::CliSpec;
-use crate::core::Daemon;
-use crate::error::CoreError;
-use crate::locking::lock;
-use crate::model::SessionRecord;
 
 /// A per-session hook socket, for the server layer to serve (hook calls of session `id` only)
 /// until `stop` is cancelled.
@@ -42,12 +35,12 @@ impl HookSockets {
 }
 
 /// Environment variables as (name, value) pairs.
-type Env = Vec<(String, String)>;
+pub(crate) type Env = Vec<(String, String)>;
 
 /// Environment variables that go to tmux's session environment (visible in `tmux
 /// show-environment`, and on the tmux client's command line at spawn): what a restarted daemon
 /// needs to find its sessions again, and nothing secret.
-const TMUX_ENV: &[&str] = &[
+pub(crate) const TMUX_ENV: &[&str] = &[
     "CLIBOT_SESSION",
     "CLIBOT_SESSION_ID",
     "CLIBOT_CLI_SESSION_ID",
@@ -56,252 +49,8 @@ const TMUX_ENV: &[&str] = &[
     "LANG",
 ];
 
-impl Daemon {
-    /// Whether chat user `owner` ("PLATFORM:USER"; empty on the machine) is a non-admin, with
-    /// their platform's access settings.
-    fn non_admin(&self, owner: &str) -> Option<crate::access::PlatformAccess> {
-        let (platform, user) = owner.split_once(':')?;
-        (self.inner.access.known(platform, user) != Some(true))
-            .then(|| self.inner.access.platform(platform))
-    }
-
-    /// Refuses a CLI that `owner` may not start: non-admins only those their platform's
-    /// `clis` lists (by default every CLI with a real adapter, not `generic` programs).
-    pub(crate) fn check_cli_allowed(&self, owner: &str, cli: &str) -> Result<(), CoreError> {
-        let Some(conf) = self.non_admin(owner) else {
-            return Ok(());
-        };
-        let allowed: Vec<String> = match &conf.clis {
-            Some(list) if list.iter().any(|c| c == "*") => return Ok(()),
-            Some(list) => list.clone(),
-            None => self
-                .live()
-                .clis
-                .values()
-                .filter(|c| c.adapter != "generic")
-                .map(|c| c.name.clone())
-                .collect(),
-        };
-        if allowed.iter().any(|c| c == cli) {
-            Ok(())
-        } else {
-            Err(CoreError::CliNotAllowed {
-                cli: cli.to_string(),
-                allowed: if allowed.is_empty() {
-                    "none".into()
-                } else {
-                    allowed.join(", ")
-                },
-            })
-        }
-    }
-
-    /// The bubblewrap binary a session of `owner` runs in, or `None` to run unjailed
-    /// (admins, the local user, or `sandbox = "off"`). A non-admin's session on a machine
-    /// without bubblewrap is refused.
-    pub(crate) fn jail_for(&self, owner: &str, path: &str) -> Result<Option<PathBuf>, CoreError> {
-        let Some(conf) = self.non_admin(owner) else {
-            return Ok(None);
-        };
-        if conf.sandbox == Sandbox::Off {
-            return Ok(None);
-        }
-        let search = format!("{path}:/usr/bin:/bin:/usr/local/bin");
-        match crate::jail::find_bwrap(&search) {
-            Some(b) => Ok(Some(b)),
-            None => Err(CoreError::NoSandbox),
-        }
-    }
-
-    /// Binds (once per session id) the socket through which a jailed session's hooks reach
-    /// the daemon, and hands it to the server layer. Returns the socket's directory and path.
-    pub(crate) fn hook_socket(&self, id: &str) -> Result<(PathBuf, PathBuf), CoreError> {
-        let dir = self.inner.settings.state_dir.join("hooks").join(id);
-        let path = dir.join("s");
-        let mut hs = lock(&self.inner.hook_sockets);
-        if hs.served.contains_key(id) && path.exists() {
-            return Ok((dir, path));
-        }
-        let err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CoreError::State { path, source }
-        };
-        crate::paths::create_private_dir(&dir).map_err(err(&dir))?;
-        let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(err(&path))?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .map_err(err(&path))?;
-        }
-        listener.set_nonblocking(true).map_err(err(&path))?;
-        let stop = self.inner.shutdown.child_token();
-        if let Some(old) = hs.served.insert(id.to_string(), stop.clone()) {
-            old.cancel();
-        }
-        if let Some(tx) = &hs.tx {
-            let _ = tx.send(HookListener {
-                id: id.to_string(),
-                listener,
-                stop,
-            });
-        }
-        Ok((dir, path))
-    }
-
-    /// Stops serving session `id`'s hook socket and removes it.
-    pub(crate) fn drop_hook_socket(&self, id: &str) {
-        if let Some(stop) = lock(&self.inner.hook_sockets).served.remove(id) {
-            stop.cancel();
-        }
-        let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("hooks").join(id));
-    }
-
-    /// The hook sockets to serve, for the server layer (once).
-    pub fn take_hook_listeners(
-        &self,
-    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<HookListener>> {
-        lock(&self.inner.hook_sockets).rx.take()
-    }
-
-    /// What a jailed session may not see besides `/tmp`: the secret paths (clibot's config and
-    /// state among them), the daemon's and tmux's sockets, and the other sessions' directories.
-    fn hidden_from(&self, rec: &SessionRecord) -> Vec<PathBuf> {
-        let mut hide = self.inner.secrets.clone();
-        // The user's runtime directory: the session bus there would let a jailed process ask
-        // systemd to run anything outside the jail.
-        hide.push(PathBuf::from(format!(
-            "/run/user/{}",
-            rustix::process::getuid().as_raw()
-        )));
-        hide.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
-        let sock = &self.inner.settings.socket;
-        hide.extend(
-            sock.parent()
-                .filter(|p| is_private_dir(p))
-                .map(Path::to_path_buf),
-        );
-        hide.push(sock.clone());
-        if let Some(s) = self.inner.mux.server_socket() {
-            hide.extend(
-                s.parent()
-                    .filter(|p| is_private_dir(p))
-                    .map(Path::to_path_buf),
-            );
-            hide.push(s);
-        }
-        let sessions = lock(&self.inner.sessions);
-        for e in sessions.values() {
-            if e.rec.id != rec.id && !rec.dir.starts_with(&e.rec.dir) {
-                hide.push(e.rec.dir.clone());
-            }
-        }
-        hide
-    }
-
-    /// Wraps `argv` in the jail for session `rec` whose CLI sees `home`; prepares the CLI's
-    /// per-session state and the hook socket. Returns the new argv and the hook socket path.
-    pub(crate) fn jailed_argv(
-        &self,
-        bwrap: &Path,
-        rec: &SessionRecord,
-        cli: &CliSpec,
-        home: &Path,
-        argv: &[String],
-    ) -> Result<(Vec<String>, PathBuf), CoreError> {
-        let state = &self.inner.settings.state_dir;
-        let state_err = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| CoreError::State { path, source }
-        };
-        let own = state.join("jails").join(&rec.id).join("home");
-        let hide = self.hidden_from(rec);
-        let (entries, mut rw) =
-            crate::jail::prepare_home(&cli.adapter, home, &own, &hide).map_err(state_err(&own))?;
-        let files = state.join("sessions").join(&rec.id);
-        crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
-        rw.push((files.clone(), files));
-        let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
-        rw.push((hook_dir.clone(), hook_dir));
-        let mut early_ro = Vec::new();
-        // `/tmp` is the jail's own: a program kept there is shown again, read-only.
-        if let Some(p) = argv
-            .first()
-            .map(PathBuf::from)
-            .filter(|p| p.starts_with("/tmp"))
-            && let Some(parent) = p.parent()
-        {
-            early_ro.push(parent.to_path_buf());
-        }
-        let spec = crate::jail::JailSpec {
-            session_dir: rec.dir.clone(),
-            early_ro,
-            home: Some((own, home.to_path_buf(), entries)),
-            hide,
-            rw,
-        };
-        Ok((crate::jail::argv(bwrap, &spec, argv), hook_path))
-    }
-
-    /// Records where a jailed session's CLI has its home (empty: not jailed).
-    pub(crate) fn set_jail_home(&self, name: &str, home: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rec.jail_home = home.to_string();
-        }
-    }
-
-    /// Maps a path a jailed session's hook reported to where it is on the host.
-    pub(crate) fn host_path(&self, rec: &SessionRecord, seen: &str) -> String {
-        if rec.jail_home.is_empty() {
-            return seen.to_string();
-        }
-        let own = self
-            .inner
-            .settings
-            .state_dir
-            .join("jails")
-            .join(&rec.id)
-            .join("home");
-        crate::jail::host_path(&own, Path::new(&rec.jail_home), Path::new(seen))
-            .display()
-            .to_string()
-    }
-
-    /// Hands `argv` with `env` to the launcher through a private file; returns what tmux runs
-    /// and the part of `env` tmux may keep. Without a launcher binary (it cannot be found),
-    /// the program is given to tmux directly, as it was before the launcher existed.
-    pub(crate) fn through_launcher(
-        &self,
-        id: &str,
-        argv: Vec<String>,
-        env: Vec<(String, String)>,
-    ) -> Result<(Vec<String>, Env), CoreError> {
-        let tmux_env: Vec<(String, String)> = env
-            .iter()
-            .filter(|(k, _)| TMUX_ENV.contains(&k.as_str()))
-            .cloned()
-            .collect();
-        let state = &self.inner.settings.state_dir;
-        let spec = crate::launch::LaunchSpec { argv, env };
-        let file = crate::launch::write(state, id, &spec).map_err(|source| CoreError::State {
-            path: crate::launch::dir(state),
-            source,
-        })?;
-        match crate::launch::launcher_argv(&file) {
-            Some(a) => Ok((a, tmux_env)),
-            None => {
-                let _ = std::fs::remove_file(&file);
-                tracing::warn!(
-                    "clibotd's own binary cannot be found to launch the session; starting it directly"
-                );
-                Ok((spec.argv, spec.env))
-            }
-        }
-    }
-}
-
 /// A directory that holds only clibot's or tmux's own sockets (safe to hide whole).
-fn is_private_dir(p: &Path) -> bool {
+pub(crate) fn is_private_dir(p: &Path) -> bool {
     p.file_name().is_some_and(|n| {
         let n = n.to_string_lossy();
         n.starts_with("clibot") || n.starts_with("tmux-")

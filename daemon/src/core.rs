@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
-use crate::config::Config;
+use crate::config::Settings;
 use crate::error::CoreError;
 use crate::events::{Event, EventKind, EventLog};
 use crate::locking::lock;
@@ -23,16 +23,6 @@ use crate::model::{SessionRecord, State};
 use crate::paths::create_private_dir;
 use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
 use crate::tmux::{Mux, MuxError};
-
-/// What the daemon was started with.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub config: Config,
-    pub config_file: Option<PathBuf>,
-    pub state_dir: PathBuf,
-    /// The gRPC socket, passed to CLIs as `CLIBOT_SOCKET` so their hooks can reach the daemon.
-    pub socket: PathBuf,
-}
 
 /// Who asks: the local user, or a chat user relayed by the gateway.
 #[derive(Debug, Clone, PartialEq)]
@@ -121,7 +111,7 @@ pub struct StatusInfo {
 pub(crate) struct Inner {
     pub(crate) settings: Settings,
     /// What `reload` replaces: CLIs, allowed roots, rules, guard, decider, delegation.
-    pub(crate) live: std::sync::RwLock<Arc<crate::reload::Live>>,
+    pub(crate) live: std::sync::RwLock<Arc<crate::core::live::Live>>,
     /// The secret paths no session may start in (see [`crate::secrets`]).
     pub(crate) secrets: Vec<PathBuf>,
     pub(crate) mux: Arc<dyn Mux>,
@@ -185,7 +175,7 @@ impl Daemon {
         chats.place_unplaced(events.last_seq());
 
         let secrets = crate::secrets::for_settings(&settings);
-        let (live, w) = crate::reload::Live::build(&settings.config, &secrets)?;
+        let (live, w) = crate::core::live::Live::build(&settings.config, &secrets)?;
         warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {
             Ok(()) => {}
@@ -638,6 +628,7 @@ pub(crate) fn free_local_port() -> std::io::Result<u16> {
 }
 
 mod entry;
+pub(crate) mod live;
 
 pub(crate) use entry::{CliKind, Entry};
 

@@ -10,13 +10,8 @@
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
-use tracing::{info, warn};
 
 use crate::adapter::CliSpec;
-use crate::core::{Daemon, SpawnRequest};
-use crate::error::CoreError;
-use crate::events::EventKind;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 
 /// `[delegation]`.
@@ -67,7 +62,7 @@ impl DelegationConfig {
 }
 
 /// "claude hit its usage limit".
-fn why(cli: &str, reason: &str, detail: &str) -> String {
+pub(crate) fn why(cli: &str, reason: &str, detail: &str) -> String {
     match reason {
         "usage_limit" => format!("{cli} hit its usage limit"),
         "rate_limit" => format!("{cli} hit a rate limit"),
@@ -80,190 +75,15 @@ fn why(cli: &str, reason: &str, detail: &str) -> String {
     }
 }
 
-const HANDOFF_REPLY_CHARS: usize = 1500;
-const HANDOFF_STATUS_LINES: usize = 30;
-
-impl Daemon {
-    /// An event that may hand a session's work on: an error of kind `kind` (or `stalled`).
-    /// Acts only for sessions that delegate and have not yet handed on; runs in its own task.
-    pub(crate) fn consider_delegation(&self, name: &str, kind: &str, detail: &str) {
-        let live = self.live();
-        let cfg = &live.config.delegation;
-        if !cfg.on.iter().any(|k| k == kind) {
-            return;
-        }
-        let wanted = lock(&self.inner.sessions)
-            .get(name)
-            .is_some_and(|e| e.rec.delegate && e.rec.delegated_to.is_empty() && !e.stopping);
-        if !wanted {
-            return;
-        }
-        let d = self.clone();
-        let (name, kind, detail) = (name.to_string(), kind.to_string(), detail.to_string());
-        tokio::spawn(async move {
-            if let Err(e) = d.delegate(&name, None, &kind, &detail).await {
-                warn!(session = %name, "no delegation: {e}");
-                d.notice(&name, "delegation", &format!("{}; the work stays here", e));
-            }
-        });
-    }
-
-    /// Hands session `name`'s work to CLI `to` (or the next one of `[delegation] to`): starts
-    /// it, types the last request with a handoff, moves the chats. `reason` is the error kind
-    /// or "manual" (then `detail` says who). Returns the new session.
-    pub async fn delegate(
-        &self,
-        name: &str,
-        to: Option<&str>,
-        reason: &str,
-        detail: &str,
-    ) -> Result<SessionRecord, CoreError> {
-        let cfg = self.live().config.delegation.clone();
-        let (old, target, new_name, chain) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-            if !e.rec.delegated_to.is_empty() {
-                return Err(CoreError::Delegation(format!(
-                    "session {name} already handed its work to {}",
-                    e.rec.delegated_to
-                )));
-            }
-            let mut chain = e.rec.delegated_from.clone();
-            chain.push(e.rec.cli.clone());
-            let hops = e.rec.delegated_from.len() as u32;
-            let target = match to {
-                Some(t) => {
-                    self.cli(t)?;
-                    if t == e.rec.cli {
-                        return Err(CoreError::Delegation(format!(
-                            "session {name} already runs {t}; name another CLI"
-                        )));
-                    }
-                    t.to_string()
-                }
-                None => {
-                    if hops >= cfg.max_attempts {
-                        return Err(CoreError::Delegation(format!(
-                            "this work was already handed on {hops} time(s), the most [delegation] max_attempts allows"
-                        )));
-                    }
-                    cfg.to
-                        .iter()
-                        .find(|c| !chain.contains(c) && self.cli(c).is_ok())
-                        .cloned()
-                        .ok_or_else(|| {
-                            CoreError::Delegation(format!(
-                                "no CLI left to hand the work to: {} already tried, [delegation] to = {:?}",
-                                chain.join(", "),
-                                cfg.to
-                            ))
-                        })?
-                }
-            };
-            let new_name = free_name(&sessions, name, &target);
-            let old = e.rec.clone();
-            // Reserved now, so that a second error cannot start a second delegation.
-            if let Some(e) = sessions.get_mut(name) {
-                e.rec.delegated_to = new_name.clone();
-            }
-            (old, target, new_name, chain)
-        };
-        let release = |d: &Daemon| {
-            if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
-                e.rec.delegated_to.clear();
-            }
-        };
-        let spawned = self
-            .spawn(SpawnRequest {
-                name: new_name.clone(),
-                cli: target.clone(),
-                dir: old.dir.to_string_lossy().into_owned(),
-                owner: old.owner.clone(),
-                delegate: old.delegate,
-                delegated_from: chain.clone(),
-                ..Default::default()
-            })
-            .await;
-        let new = match spawned {
-            Ok(r) => r,
-            Err(e) => {
-                release(self);
-                return Err(CoreError::Delegation(format!(
-                    "could not start {target} to continue: {e}"
-                )));
-            }
-        };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(&new_name) {
-            e.rec.shared_with = old.shared_with.clone();
-        }
-        let line = why(&old.cli, reason, detail);
-        info!(session = %name, to = %new_name, reason, "handing the work on");
-        let moved = self.inner.chats.move_session(name, &new_name);
-        self.event(
-            name,
-            &old.id,
-            EventKind::Delegated {
-                to_session: new_name.clone(),
-                to_cli: target.clone(),
-                reason: reason.to_string(),
-                detail: detail.to_string(),
-                attempt: chain.len() as u32,
-            },
-        );
-        self.notice(
-            &new_name,
-            "delegation",
-            &format!("{line}; continuing in {new_name} ({target})"),
-        );
-        let handoff = handoff_text(&old, reason, detail, &git_status(&old.dir).await);
-        if let Err(e) = self.send_input(&new_name, &handoff, true).await {
-            warn!(session = %new_name, "the handoff could not be typed: {e}");
-            self.notice(
-                &new_name,
-                "delegation",
-                &format!("the handoff could not be typed ({e}); send the request again"),
-            );
-        }
-        self.inner.audit.record(crate::audit::Audit::now(
-            "clibot",
-            "clibot",
-            "",
-            name,
-            "delegate",
-            "accepted",
-            &format!(
-                "to {new_name} ({target}): {reason}; {} chat(s) moved",
-                moved.len()
-            ),
-        ));
-        self.persist();
-        Ok(lock(&self.inner.sessions)
-            .get(&new_name)
-            .map(|e| e.rec.clone())
-            .unwrap_or(new))
-    }
-
-    /// A line for the session's chats.
-    pub(crate) fn notice(&self, name: &str, kind: &str, text: &str) {
-        let id = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.id.clone())
-            .unwrap_or_default();
-        self.event(
-            name,
-            &id,
-            EventKind::Notice {
-                text: text.to_string(),
-                kind: kind.to_string(),
-            },
-        );
-    }
-}
+pub(crate) const HANDOFF_REPLY_CHARS: usize = 1500;
+pub(crate) const HANDOFF_STATUS_LINES: usize = 30;
 
 /// `NAME-CLI`, or `NAME-CLI-2`, ... when taken; at most 64 characters.
-fn free_name(sessions: &BTreeMap<String, crate::core::Entry>, name: &str, cli: &str) -> String {
+pub(crate) fn free_name(
+    sessions: &BTreeMap<String, crate::core::Entry>,
+    name: &str,
+    cli: &str,
+) -> String {
     let cut = |s: String| s.chars().take(64).collect::<String>();
     let base = cut(format!("{name}-{cli}"));
     if !sessions.contains_key(&base) {
@@ -285,7 +105,7 @@ fn free_name(sessions: &BTreeMap<String, crate::core::Entry>, name: &str, cli: &
 }
 
 /// The text typed into the new CLI: context first, then the request itself.
-fn handoff_text(
+pub(crate) fn handoff_text(
     old: &SessionRecord,
     reason: &str,
     detail: &str,
@@ -324,7 +144,7 @@ fn handoff_text(
     t
 }
 
-fn one_line(s: &str, max: usize) -> String {
+pub(crate) fn one_line(s: &str, max: usize) -> String {
     s.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
@@ -335,7 +155,7 @@ fn one_line(s: &str, max: usize) -> String {
 
 /// `git status --short` in `dir` when it is a repository (at most a few dozen lines); `None`
 /// otherwise or when git is slow or missing.
-async fn git_status(dir: &std::path::Path) -> Option<String> {
+pub(crate) async fn git_status(dir: &std::path::Path) -> Option<String> {
     // The repository is the chat user's: git must run none of its code (fsmonitor, filters).
     let text = crate::safe_git::status_short(dir).await?;
     let lines: Vec<&str> = text.lines().collect();

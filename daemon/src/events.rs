@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::blobs::{Blobs, EVENT_TEXT_MAX};
-use crate::session::{Prompt, State};
+use crate::model::{Prompt, State};
 use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside, write_atomic};
 
 /// One event.

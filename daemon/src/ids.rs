@@ -35,3 +35,28 @@ pub(crate) fn new_uuid() -> String {
         b & 0xffff_ffff_ffff
     )
 }
+
+/// 128 bits from the operating system's CSPRNG, as 32 hex digits: hook tokens and the
+/// passwords of CLIs' local servers. Falls back to nothing weaker: a failure is an error.
+pub fn new_token() -> std::io::Result<String> {
+    let mut buf = [0u8; 16];
+    let mut filled = 0;
+    while filled < buf.len() {
+        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
+            Ok(n) => filled += n,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Compares a presented secret with the expected one in time that does not depend on where
+/// they differ. An empty expected secret never matches.
+pub fn token_eq(expected: &str, presented: &str) -> bool {
+    let (a, b) = (expected.as_bytes(), presented.as_bytes());
+    if a.is_empty() || a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -24,7 +24,7 @@ use prometheus_client::registry::Registry;
 
 use crate::events::EventKind;
 use crate::locking::lock;
-use crate::session::State;
+use crate::model::State;
 
 pub mod http;
 
@@ -360,7 +360,7 @@ pub async fn serve_http(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::session::Prompt;
+    use crate::model::Prompt;
 
     fn prompt(id: &str) -> Prompt {
         Prompt {

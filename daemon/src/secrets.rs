@@ -59,7 +59,7 @@ pub fn secret_containing(dir: &Path, secrets: &[PathBuf], lifted: &[PathBuf]) ->
 }
 
 /// The secret paths of a daemon with `settings`.
-pub fn for_settings(settings: &crate::core::Settings) -> Vec<PathBuf> {
+pub fn for_settings(settings: &crate::config::Settings) -> Vec<PathBuf> {
     let home = crate::paths::expand_home(Path::new("~"));
     let config = config_paths(settings.config_file.as_deref());
     secret_paths(&home, &config, &settings.state_dir)
@@ -78,31 +78,6 @@ pub fn lifted(config: &crate::config::Config) -> Vec<PathBuf> {
             std::iter::once(r).chain(c)
         })
         .collect()
-}
-
-/// 128 bits from the operating system's CSPRNG, as 32 hex digits: hook tokens and the
-/// passwords of CLIs' local servers. Falls back to nothing weaker: a failure is an error.
-pub fn new_token() -> std::io::Result<String> {
-    let mut buf = [0u8; 16];
-    let mut filled = 0;
-    while filled < buf.len() {
-        match rustix::rand::getrandom(&mut buf[filled..], rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) => filled += n,
-            Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Compares a presented secret with the expected one in time that does not depend on where
-/// they differ. An empty expected secret never matches.
-pub fn token_eq(expected: &str, presented: &str) -> bool {
-    let (a, b) = (expected.as_bytes(), presented.as_bytes());
-    if a.is_empty() || a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// What stands in for a secret of the daemon's own in text it sends out.
@@ -197,6 +172,7 @@ pub fn scrub_event(kind: crate::events::EventKind, secrets: &[String]) -> crate:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::{new_token, token_eq};
 
     #[test]
     fn tokens_are_128_bits_and_differ() {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::session::SessionRecord;
+use crate::model::SessionRecord;
 
 /// Unix time in milliseconds.
 pub fn now_ms() -> i64 {

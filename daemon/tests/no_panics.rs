@@ -12,7 +12,7 @@ use clibotd::chats::{ChatAck, Chats};
 use clibotd::dedupe::{Claim, Dedupe};
 use clibotd::detect::AnswerStyle;
 use clibotd::events::{EventKind, EventLog};
-use clibotd::session::Prompt;
+use clibotd::model::Prompt;
 use clibotd::store::{load_registry, save_registry};
 use proptest::prelude::*;
 use serde_json::Value;

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 
 use super::*;
+use crate::config::Config;
 use crate::keys::Key;
 use crate::locking::lock;
 use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta, WatchEvent};

@@ -31,9 +31,7 @@ impl Daemon {
             let sessions = lock(&self.inner.sessions);
             let e = sessions
                 .values()
-                .find(|e| {
-                    e.rec.id == session_id && crate::secrets::token_eq(&e.rec.hook_token, token)
-                })
+                .find(|e| e.rec.id == session_id && crate::ids::token_eq(&e.rec.hook_token, token))
                 .ok_or(CoreError::HookDenied)?;
             (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone())
         };

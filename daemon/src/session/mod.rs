@@ -8,10 +8,15 @@
 
 mod adopt;
 mod answer;
+mod auto_answer;
+mod confine;
+mod delegation;
 mod hooks;
 mod input;
 mod limits;
+mod opencode_link;
 mod owner;
+mod reload;
 mod reply;
 mod restart;
 mod screen;
@@ -23,5 +28,3 @@ mod watch;
 
 pub use reply::LastReply;
 pub(crate) use turn::remember_resolved;
-// The record types moved to [`crate::model`]; these names stay until every user says so.
-pub use crate::model::{Prompt, SessionRecord, State};

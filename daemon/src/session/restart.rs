@@ -68,7 +68,7 @@ impl Daemon {
                 "session {name:?} was not started by clibot, so its conversation cannot be resumed: restart it without resuming"
             )));
         }
-        let token = match crate::secrets::new_token() {
+        let token = match crate::ids::new_token() {
             Ok(t) => t,
             Err(e) => {
                 release(self);

@@ -64,6 +64,17 @@ const REFUSED: &[(&str, &str)] = &[
 const DOWNLOADS: &[&str] = &["curl", "wget", "fetch", "aria2c", "http", "https", "xh"];
 
 /// Commands that run another program with more rights.
+/// Commands whose file arguments are written (created, changed or removed).
+const WRITERS: &[&str] = &[
+    "tee", "cp", "mv", "install", "ln", "touch", "mkdir", "rm", "rmdir", "chmod", "chown", "chgrp",
+    "truncate", "sed", "dd", "shred", "unlink", "rsync",
+];
+
+/// Whether `name` writes the files it is given.
+pub(crate) fn is_writer(name: &str) -> bool {
+    WRITERS.contains(&name)
+}
+
 pub(crate) const PRIVILEGE: &[&str] = &["sudo", "doas", "su", "pkexec", "run0", "sudoedit"];
 
 /// Wrappers that run the command in their arguments: (name, options that take a value,
@@ -276,7 +287,7 @@ pub(crate) fn refusal(words: &[Word]) -> Option<String> {
             return Some(format!("{name} runs a shell or an interpreter"));
         }
         if let Some(i) = inner_start(words) {
-            if name == "xargs" && super::guard::is_writer(base(&words[i].text)) {
+            if name == "xargs" && is_writer(base(&words[i].text)) {
                 return Some("xargs gives a writing command paths known only at run time".into());
             }
             return refusal(&words[i..]);

@@ -6,24 +6,14 @@
 use std::path::{Path, PathBuf};
 
 use super::GuardContext;
-use super::commands::{PRIVILEGE, base, find_exec, inner_start, is_download, runs_code};
+use super::commands::{PRIVILEGE, base, find_exec, inner_start, is_download, is_writer, runs_code};
 use super::parse::{Base, RedirectKind, Scanned, Word};
 use super::paths;
-
-/// Commands whose file arguments are written (created, changed or removed).
-const WRITERS: &[&str] = &[
-    "tee", "cp", "mv", "install", "ln", "touch", "mkdir", "rm", "rmdir", "chmod", "chown", "chgrp",
-    "truncate", "sed", "dd", "shred", "unlink", "rsync",
-];
 
 /// Commands that erase a disk or a file beyond recovery.
 const DESTROYERS: &[&str] = &[
     "shred", "wipefs", "mke2fs", "mkswap", "fdisk", "sfdisk", "parted",
 ];
-
-pub(crate) fn is_writer(name: &str) -> bool {
-    WRITERS.contains(&name)
-}
 
 /// The first danger in a list of commands run in order from the session's directory.
 pub(crate) fn check_list(cmds: &[Scanned], ctx: &GuardContext) -> Option<String> {

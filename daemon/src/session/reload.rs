@@ -1,0 +1,55 @@
+//! Re-reading the config while sessions run: what applies at once, what needs a restart.
+
+use crate::config::Config;
+use crate::core::Daemon;
+use crate::core::live::*;
+use crate::error::CoreError;
+use std::sync::Arc;
+
+impl Daemon {
+    /// The current reloadable parts.
+    pub(crate) fn live(&self) -> Arc<Live> {
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Re-reads the config file the daemon started with (or the default one). An invalid file
+    /// changes nothing, and the error says why.
+    pub fn reload_from_file(&self) -> Result<ReloadReport, CoreError> {
+        let path = self
+            .inner
+            .settings
+            .config_file
+            .clone()
+            .or_else(clibot_proto::default_config_path);
+        let config = match &path {
+            Some(p) => Config::load(p, false)
+                .map_err(|e| CoreError::InvalidArgument(format!("{e}; nothing was changed")))?
+                .unwrap_or_default(),
+            None => Config::default(),
+        };
+        self.reload(config)
+    }
+
+    /// Applies `config`'s reloadable sections at once (an allowlist removal stops delivery to
+    /// that user's chats now); says which changed sections need a restart.
+    pub fn reload(&self, config: Config) -> Result<ReloadReport, CoreError> {
+        let (live, warnings) = Live::build(&config, &self.inner.secrets)?;
+        let old = self.live();
+        let (reloaded, needs_restart) = changed(&old.config, &config);
+        self.inner.access.set_config(config.access.clone());
+        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
+        for w in warnings {
+            self.warn(w);
+        }
+        self.enforce_binders();
+        tracing::info!(?reloaded, ?needs_restart, "config reloaded");
+        Ok(ReloadReport {
+            reloaded,
+            needs_restart,
+        })
+    }
+}
