@@ -630,7 +630,7 @@ pub(crate) fn free_local_port() -> std::io::Result<u16> {
 mod entry;
 pub(crate) mod live;
 
-pub(crate) use entry::{CliKind, Entry};
+pub(crate) use entry::Entry;
 
 #[cfg(test)]
 mod tests;

@@ -79,11 +79,7 @@ pub(crate) const HANDOFF_REPLY_CHARS: usize = 1500;
 pub(crate) const HANDOFF_STATUS_LINES: usize = 30;
 
 /// `NAME-CLI`, or `NAME-CLI-2`, ... when taken; at most 64 characters.
-pub(crate) fn free_name(
-    sessions: &BTreeMap<String, crate::core::Entry>,
-    name: &str,
-    cli: &str,
-) -> String {
+pub(crate) fn free_name<T>(sessions: &BTreeMap<String, T>, name: &str, cli: &str) -> String {
     let cut = |s: String| s.chars().take(64).collect::<String>();
     let base = cut(format!("{name}-{cli}"));
     if !sessions.contains_key(&base) {

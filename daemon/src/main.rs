@@ -255,9 +255,10 @@ fn run(
                 listen = %metrics_listener.local_addr().unwrap_or(addr),
                 "serving the metrics on /metrics"
             );
+            let scraped = daemon.clone();
             tokio::spawn(clibotd::metrics::serve_http(
                 metrics_listener,
-                daemon.clone(),
+                move || scraped.metrics_text(),
                 shutdown.clone(),
             ));
         }

@@ -343,18 +343,15 @@ pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), String> 
 /// Serves `GET /metrics` on `listener` until `shutdown` is cancelled; anything else is 404
 /// (405 for another method on /metrics). At most [`http::MAX_CONNECTIONS`] connections, each
 /// closed after [`http::IDLE_TIMEOUT`] without traffic: see [`http`].
-pub async fn serve_http(
+/// `text` renders the metrics at each scrape (the daemon's `metrics_text`).
+pub async fn serve_http<F>(
     listener: tokio::net::TcpListener,
-    daemon: crate::core::Daemon,
+    text: F,
     shutdown: tokio_util::sync::CancellationToken,
-) {
-    http::serve(
-        listener,
-        move || daemon.metrics_text(),
-        http::Limits::default(),
-        shutdown,
-    )
-    .await
+) where
+    F: Fn() -> String + Clone + Send + Sync + 'static,
+{
+    http::serve(listener, text, http::Limits::default(), shutdown).await
 }
 
 #[cfg(test)]

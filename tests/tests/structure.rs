@@ -40,32 +40,6 @@ fn proto_and_bench_follow_the_structure_rules() {
     assert_follows_rules(&["proto", "bench"]);
 }
 
-/// Prints every file's count of non-test code lines, largest first, and the files each names:
-/// `cargo test -p clibot-tests --test structure -- --ignored --nocapture`.
-#[test]
-#[ignore = "a report, not a check"]
-fn print_line_counts() {
-    for package in ["daemon", "gateway", "ctl", "proto", "bench"] {
-        let files = read_tree(&workspace_root().join(package).join("src"));
-        let scanned: BTreeMap<&str, Scanned> =
-            files.iter().map(|(p, t)| (p.as_str(), scan(t))).collect();
-        let test_only = test_only_files(&scanned);
-        let mut counts: Vec<(usize, &str)> = scanned
-            .iter()
-            .filter(|(p, _)| !test_only.contains(**p))
-            .map(|(p, s)| (s.code_lines, *p))
-            .collect();
-        counts.sort_by(|a, b| b.cmp(a));
-        for (n, path) in counts {
-            println!("{n:5}  {package}/src/{path}");
-        }
-        for (from, tos) in file_graph(&scanned, &test_only) {
-            let tos: Vec<&str> = tos.keys().map(String::as_str).collect();
-            println!("       {package}/src/{from} → {}", tos.join(", "));
-        }
-    }
-}
-
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

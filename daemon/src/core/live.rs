@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::CliKind;
+use super::entry::CliKind;
 use crate::adapter::CliSpec;
 use crate::config::Config;
 use crate::detect::{Pack, builtin_packs};
