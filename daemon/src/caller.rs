@@ -2,7 +2,7 @@
 //! session's pane acts with that session owner's rights, whatever chat identity it claims.
 //!
 //! Why this works against escapes: each session's program is started by the launcher as a
-//! child subreaper (see [`crate::launch`]), so a process that double-forks or `setsid`s away
+//! child subreaper (see [`crate::confine::launch`]), so a process that double-forks or `setsid`s away
 //! is re-parented to the pane's process, not to init, and its ancestry still reaches the pane.
 //! This guards unjailed sessions (admins', the local user's, or `sandbox = "off"`); the jail is
 //! the boundary for non-admins.

@@ -5,7 +5,7 @@
 //! owns is an error that names the key. `${NAME}` inside any string is replaced by the
 //! environment variable, so secrets stay out of the file.
 
-use crate::adapter::{CliOverride, CliSpec, builtin_clis};
+use crate::cli::{CliOverride, CliSpec, builtin_clis};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub struct Config {
     #[serde(rename = "cli")]
     pub cli_overrides: BTreeMap<String, CliOverride>,
     /// `[access.PLATFORM]`: who may act from each chat platform.
-    pub access: BTreeMap<String, crate::access::PlatformAccess>,
+    pub access: BTreeMap<String, crate::chat::access::PlatformAccess>,
     /// `[[rules]]`: automatic answers to prompts, tried in order.
     pub rules: Vec<crate::automation::RuleConfig>,
     /// `[guard]`: subjects always left to a person, beyond the built-in ones.
@@ -53,7 +53,7 @@ pub struct Config {
     /// `[decider]`: a program asked about prompts no rule matched.
     pub decider: Option<crate::automation::DeciderConfig>,
     /// `[delegation]`: handing a session's work to another CLI when its CLI fails.
-    pub delegation: crate::delegation::DelegationConfig,
+    pub delegation: crate::automation::delegation::DelegationConfig,
 }
 
 /// `[daemon]`
@@ -128,9 +128,9 @@ impl Default for DaemonConfig {
             permission_wait_ms: 600_000,
             idle_turn_end_ms: 5_000,
             hook_command: None,
-            transcript_max_bytes: crate::transcript::DEFAULT_MAX_BYTES,
-            audit_max_bytes: crate::audit::Limits::default().max_bytes,
-            audit_files: crate::audit::Limits::default().files,
+            transcript_max_bytes: crate::chat::transcript::DEFAULT_MAX_BYTES,
+            audit_max_bytes: crate::store::audit::Limits::default().max_bytes,
+            audit_files: crate::store::audit::Limits::default().files,
             log_max_bytes: 10 * 1024 * 1024,
             max_sessions: 32,
             idle_stop_after: Duration::from_secs(12 * 3600),
@@ -251,14 +251,14 @@ impl Config {
                     .map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
             }
             if let Some(a) = &cli.adapter
-                && !crate::adapter::ADAPTERS.contains(&a.as_str())
+                && !crate::cli::ADAPTERS.contains(&a.as_str())
             {
                 return Err(invalid(format!(
                     "[cli.{name}] adapter = {a:?}: use one of {}",
-                    crate::adapter::ADAPTERS.join(", ")
+                    crate::cli::ADAPTERS.join(", ")
                 )));
             }
-            let packs = crate::detect::builtin_packs();
+            let packs = crate::cli::detect::builtin_packs();
             if let Some(p) = &cli.pattern_pack
                 && !packs.contains_key(p)
             {
@@ -275,7 +275,7 @@ impl Config {
                 }
             });
             if let (Some(extra), Some(base)) = (&cli.patterns, packs.get(&base_name)) {
-                crate::detect::Pack::compile(base, Some(extra))
+                crate::cli::detect::Pack::compile(base, Some(extra))
                     .map_err(|e| invalid(format!("[cli.{name}.patterns] {e}")))?;
             }
             if !builtin_clis().contains_key(name) && cli.argv.is_none() {
@@ -314,7 +314,7 @@ impl Config {
             ));
         }
         if let Some(addr) = self.daemon.metrics_listen {
-            crate::metrics::check_listen(addr, self.daemon.metrics_allow_remote)
+            crate::ops::metrics::check_listen(addr, self.daemon.metrics_allow_remote)
                 .map_err(invalid)?;
         }
         if self.daemon.log_max_bytes < 4096 {

@@ -17,47 +17,13 @@ use tracing::warn;
 
 use crate::config::Settings;
 use crate::error::CoreError;
-use crate::events::{Event, EventKind, EventLog};
 use crate::locking::lock;
+use crate::model::Actor;
 use crate::model::{SessionRecord, State};
 use crate::paths::create_private_dir;
+use crate::store::events::{Event, EventKind, EventLog};
 use crate::store::{RegistryFile, load_registry, now_ms, save_registry};
 use crate::tmux::{Mux, MuxError};
-
-/// Who asks: the local user, or a chat user relayed by the gateway.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Actor {
-    pub platform: String,
-    pub user: String,
-    pub chat: String,
-    /// "session:NAME" when the call came from a process inside that session (the actor is
-    /// then its owner); empty otherwise. Kept in the audit log.
-    pub via: String,
-}
-
-impl Actor {
-    pub fn local() -> Actor {
-        Actor {
-            platform: "local".into(),
-            user: "local".into(),
-            chat: String::new(),
-            via: String::new(),
-        }
-    }
-
-    /// "PLATFORM:USER", or "local": how sessions name their owner and who answered.
-    pub fn key(&self) -> String {
-        if self.is_local() {
-            "local".into()
-        } else {
-            format!("{}:{}", self.platform, self.user)
-        }
-    }
-
-    pub fn is_local(&self) -> bool {
-        self.platform == "local"
-    }
-}
 
 /// The safety net's period grows by this much per running session (10 s at 500 sessions).
 pub(crate) const SAFETY_NET_PER_SESSION: Duration = Duration::from_millis(20);
@@ -112,7 +78,7 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     /// What `reload` replaces: CLIs, allowed roots, rules, guard, decider, delegation.
     pub(crate) live: std::sync::RwLock<Arc<crate::core::live::Live>>,
-    /// The secret paths no session may start in (see [`crate::secrets`]).
+    /// The secret paths no session may start in (see [`crate::confine::secrets`]).
     pub(crate) secrets: Vec<PathBuf>,
     pub(crate) mux: Arc<dyn Mux>,
     pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
@@ -129,14 +95,14 @@ pub(crate) struct Inner {
     pub(crate) paste_counter: AtomicU64,
     /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
     pub(crate) shutdown: CancellationToken,
-    pub(crate) access: crate::access::Access,
-    pub(crate) chats: crate::chats::Chats,
+    pub(crate) access: crate::chat::access::Access,
+    pub(crate) chats: crate::chat::chats::Chats,
     /// Recently accepted chat messages, so that one handed over twice is typed once.
-    pub(crate) seen_inputs: Arc<crate::dedupe::Dedupe>,
-    /// Each session's queued input, on disk ([`crate::queue_file`]).
-    pub(crate) queues: crate::queue_file::QueueFiles,
-    pub(crate) audit: crate::audit::Audit,
-    pub(crate) metrics: Arc<crate::metrics::Metrics>,
+    pub(crate) seen_inputs: Arc<crate::chat::dedupe::Dedupe>,
+    /// Each session's queued input, on disk ([`crate::store::queue_file`]).
+    pub(crate) queues: crate::store::queue_file::QueueFiles,
+    pub(crate) audit: crate::store::audit::Audit,
+    pub(crate) metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     pub(crate) global_path: Mutex<Option<String>>,
 }
@@ -162,7 +128,7 @@ impl Daemon {
         warnings.extend(w);
         // The delivery cursors before the log: numbering must continue above every event a
         // chat was told about, even if the log lost its tail (a power loss) or was set aside.
-        let (chats, w) = crate::chats::Chats::open(&state_dir);
+        let (chats, w) = crate::chat::chats::Chats::open(&state_dir);
         warnings.extend(w);
         let (events, w) = EventLog::open(
             &state_dir.join("events.jsonl"),
@@ -174,7 +140,7 @@ impl Daemon {
         // the log's end, not at its beginning.
         chats.place_unplaced(events.last_seq());
 
-        let secrets = crate::secrets::for_settings(&settings);
+        let secrets = crate::confine::secrets::for_settings(&settings);
         let (live, w) = crate::core::live::Live::build(&settings.config, &secrets)?;
         warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {
@@ -187,17 +153,18 @@ impl Daemon {
         {
             warnings.push(warning);
         }
-        let (access, w) = crate::access::Access::open(&state_dir, settings.config.access.clone());
+        let (access, w) =
+            crate::chat::access::Access::open(&state_dir, settings.config.access.clone());
         warnings.extend(w);
-        let (audit, w) = crate::audit::Audit::open(
+        let (audit, w) = crate::store::audit::Audit::open(
             &state_dir,
-            crate::audit::Limits {
+            crate::store::audit::Limits {
                 max_bytes: settings.config.daemon.audit_max_bytes,
                 files: settings.config.daemon.audit_files,
             },
         );
         warnings.extend(w);
-        let (seen_inputs, w) = crate::dedupe::Dedupe::open(&state_dir);
+        let (seen_inputs, w) = crate::chat::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
@@ -208,7 +175,7 @@ impl Daemon {
                 audit,
                 chats,
                 seen_inputs,
-                queues: crate::queue_file::QueueFiles::new(&state_dir),
+                queues: crate::store::queue_file::QueueFiles::new(&state_dir),
                 shutdown: CancellationToken::new(),
                 live: std::sync::RwLock::new(Arc::new(live)),
                 secrets,
@@ -223,7 +190,7 @@ impl Daemon {
                 warnings: Mutex::new(warnings),
                 hook_sockets: Mutex::new(crate::confine::HookSockets::new()),
                 paste_counter: AtomicU64::new(0),
-                metrics: Arc::new(crate::metrics::Metrics::new()),
+                metrics: Arc::new(crate::ops::metrics::Metrics::new()),
                 global_path: Mutex::new(None),
             }),
         };
@@ -297,7 +264,7 @@ impl Daemon {
             Ok(()) => ("accepted", ""),
             Err(e) => ("refused", e),
         };
-        let mut record = crate::audit::Audit::now(
+        let mut record = crate::store::audit::Audit::now(
             &actor.user,
             &actor.platform,
             &actor.chat,
@@ -311,12 +278,12 @@ impl Daemon {
     }
 
     /// Chat bindings and delivery cursors.
-    pub fn chats(&self) -> &crate::chats::Chats {
+    pub fn chats(&self) -> &crate::chat::chats::Chats {
         &self.inner.chats
     }
 
     /// Access state, for pairing management.
-    pub fn access(&self) -> &crate::access::Access {
+    pub fn access(&self) -> &crate::chat::access::Access {
         &self.inner.access
     }
 
@@ -346,8 +313,8 @@ impl Daemon {
         };
         // Only kinds that carry text are looked at: gathering every session's token for each
         // state change would cost O(sessions) on the busiest path.
-        let kind = if crate::secrets::carries_text(&kind) {
-            crate::secrets::scrub_event(kind, &self.own_secrets())
+        let kind = if crate::confine::secrets::carries_text(&kind) {
+            crate::confine::secrets::scrub_event(kind, &self.own_secrets())
         } else {
             kind
         };
@@ -389,7 +356,7 @@ impl Daemon {
     }
 
     /// The daemon's metrics registry.
-    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
+    pub fn metrics(&self) -> &Arc<crate::ops::metrics::Metrics> {
         &self.inner.metrics
     }
 

@@ -17,8 +17,8 @@ use clibotd::config::Settings;
 use clibotd::core::Daemon;
 use clibotd::paths::create_private_dir;
 use clibotd::paths::expand_home;
-use clibotd::rotating::{Limits, RotatingFile};
 use clibotd::rpc::Service;
+use clibotd::store::rotating::{Limits, RotatingFile};
 use clibotd::tmux::{Tmux, TmuxSocket};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
@@ -53,7 +53,7 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(file) = &args.launch {
-        let e = clibotd::launch::run(file);
+        let e = clibotd::confine::launch::run(file);
         eprintln!("clibotd: {e}");
         return ExitCode::from(127);
     }
@@ -256,7 +256,7 @@ fn run(
                 "serving the metrics on /metrics"
             );
             let scraped = daemon.clone();
-            tokio::spawn(clibotd::metrics::serve_http(
+            tokio::spawn(clibotd::ops::metrics::serve_http(
                 metrics_listener,
                 move || scraped.metrics_text(),
                 shutdown.clone(),

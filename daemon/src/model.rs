@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::detect::AnswerStyle;
-
 /// Where a session is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -79,7 +77,7 @@ pub struct SessionRecord {
     #[serde(default)]
     pub last_reply_seq: u64,
     /// When the last reply was longer than an event carries, the blob that holds it whole
-    /// ([`crate::blobs`]) and its length; `last_reply` is then its head.
+    /// ([`crate::store::blobs`]) and its length; `last_reply` is then its head.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_reply_blob: String,
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
@@ -94,7 +92,7 @@ pub struct SessionRecord {
     #[serde(default)]
     pub cli_session_id: String,
     /// Inputs waiting behind the running turn, oldest first. Kept on disk in a file of their
-    /// own ([`crate::queue_file`]), not in the registry: one message queued costs one line.
+    /// own ([`crate::store::queue_file`]), not in the registry: one message queued costs one line.
     /// Read from a registry written before that, once.
     #[serde(default, skip_serializing)]
     pub queue: Vec<String>,
@@ -198,4 +196,54 @@ fn is_zero_u32(n: &u32) -> bool {
 
 fn is_zero_i64(n: &i64) -> bool {
     *n == 0
+}
+
+/// How a prompt's option is chosen with keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStyle {
+    /// Press the option's number.
+    #[default]
+    Digit,
+    /// Type the option's text and press Enter.
+    Line,
+    /// Enter accepts (the only option).
+    Enter,
+    /// Right arrow N-1 times, then Enter (a horizontal button row).
+    Arrows,
+}
+
+/// Who asks: the local user, or a chat user relayed by the gateway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Actor {
+    pub platform: String,
+    pub user: String,
+    pub chat: String,
+    /// "session:NAME" when the call came from a process inside that session (the actor is
+    /// then its owner); empty otherwise. Kept in the audit log.
+    pub via: String,
+}
+
+impl Actor {
+    pub fn local() -> Actor {
+        Actor {
+            platform: "local".into(),
+            user: "local".into(),
+            chat: String::new(),
+            via: String::new(),
+        }
+    }
+
+    /// "PLATFORM:USER", or "local": how sessions name their owner and who answered.
+    pub fn key(&self) -> String {
+        if self.is_local() {
+            "local".into()
+        } else {
+            format!("{}:{}", self.platform, self.user)
+        }
+    }
+
+    pub fn is_local(&self) -> bool {
+        self.platform == "local"
+    }
 }

@@ -24,7 +24,7 @@ use std::time::Instant;
 use tonic::codegen::http;
 
 use crate::caller::Caller;
-use crate::metrics::Metrics;
+use crate::ops::metrics::Metrics;
 use crate::rpc::Service;
 
 /// Why the socket could not be set up.

@@ -6,13 +6,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use clibotd::access::{Access, PlatformAccess, Policy};
-use clibotd::adapter::{self, ADAPTERS, Choice, opencode};
-use clibotd::chats::{ChatAck, Chats};
-use clibotd::dedupe::{Claim, Dedupe};
-use clibotd::detect::AnswerStyle;
-use clibotd::events::{EventKind, EventLog};
+use clibotd::chat::access::{Access, PlatformAccess, Policy};
+use clibotd::chat::chats::{ChatAck, Chats};
+use clibotd::chat::dedupe::{Claim, Dedupe};
+use clibotd::cli::detect::AnswerStyle;
+use clibotd::cli::{self, ADAPTERS, Choice, opencode};
 use clibotd::model::Prompt;
+use clibotd::store::events::{EventKind, EventLog};
 use clibotd::store::{load_registry, save_registry};
 use proptest::prelude::*;
 use serde_json::Value;
@@ -329,15 +329,15 @@ proptest! {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("transcript.jsonl");
         std::fs::write(&path, &bytes).expect("write");
-        adapter::claude_transcript_reply(&path);
-        adapter::gemini_transcript_reply(&path);
+        cli::claude_transcript_reply(&path);
+        cli::gemini_transcript_reply(&path);
     }
 
     #[test]
     fn answers(answer in text(), options in prop::collection::vec(text(), 0..5), kind in text()) {
         let p = prompt(&kind, options);
-        if let Ok(choice) = adapter::parse_choice(&answer, &p) {
-            adapter::answer_strokes(&p, &choice).ok();
+        if let Ok(choice) = cli::parse_choice(&answer, &p) {
+            cli::answer_strokes(&p, &choice).ok();
         }
     }
 }
@@ -358,7 +358,7 @@ fn prompt(kind: &str, options: Vec<String>) -> Prompt {
 /// Every adapter interprets the payload, and where it answers through the hook, answers it.
 fn feed_adapters(event: &str, payload: &Value) {
     for name in ADAPTERS {
-        let a = adapter::adapter(name);
+        let a = cli::adapter(name);
         a.hook(event, payload);
         for kind in ["permission", "question"] {
             let p = prompt(

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use clibotd::chats::Chats;
-use clibotd::dedupe::Dedupe;
-use clibotd::events::{EventKind, EventLog};
+use clibotd::chat::chats::Chats;
+use clibotd::chat::dedupe::Dedupe;
+use clibotd::store::events::{EventKind, EventLog};
 use clibotd::store::{MAX_SEQ, load_registry};
 use proptest::prelude::*;
 

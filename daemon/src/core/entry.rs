@@ -9,8 +9,8 @@ use serde_json::Value;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::adapter::Adapter;
-use crate::detect::Pack;
+use crate::cli::Adapter;
+use crate::cli::detect::Pack;
 use crate::model::SessionRecord;
 
 /// One session in the table.
@@ -69,7 +69,7 @@ pub(crate) struct Runtime {
     pub(crate) idle_foreground: Option<String>,
     /// The CLI's own API, while connected ([`crate::opencode_link`]): it, not the screen,
     /// tells about turns and prompts, and takes the input.
-    pub(crate) api: Option<crate::local_http::LocalHttp>,
+    pub(crate) api: Option<crate::cli::local_http::LocalHttp>,
     /// The link to the CLI's API gave up (the port refused the session's password): the
     /// session is read off the screen like any program's.
     pub(crate) api_gave_up: bool,

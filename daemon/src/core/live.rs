@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::entry::CliKind;
-use crate::adapter::CliSpec;
+use crate::cli::CliSpec;
+use crate::cli::detect::{Pack, builtin_packs};
 use crate::config::Config;
-use crate::detect::{Pack, builtin_packs};
 use crate::error::CoreError;
 use crate::paths::expand_home;
 
@@ -67,7 +67,7 @@ impl Live {
             kinds.insert(
                 name.clone(),
                 CliKind {
-                    adapter: Arc::from(crate::adapter::adapter(&spec.adapter)),
+                    adapter: Arc::from(crate::cli::adapter(&spec.adapter)),
                     pack: Arc::new(pack),
                 },
             );
@@ -80,7 +80,7 @@ impl Live {
         .map_err(CoreError::InvalidArgument)?
         .with_secrets(secrets.to_vec());
         warnings.extend(automation.warnings.iter().cloned());
-        let lifted_secrets = crate::secrets::lifted(config);
+        let lifted_secrets = crate::confine::secrets::lifted(config);
         Ok((
             Live {
                 config: config.clone(),

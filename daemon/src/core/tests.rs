@@ -932,7 +932,7 @@ async fn text_is_typed_literally_long_lines_are_pasted_and_control_characters_re
 async fn spawning_a_missing_program_is_refused_and_leaves_nothing() {
     let env = Env::new();
     let mut settings = env.settings();
-    let ghost: crate::adapter::CliOverride =
+    let ghost: crate::cli::CliOverride =
         toml::from_str(r#"argv = ["no-such-cli-anywhere", "--flag"]"#).expect("cli config");
     settings.config.cli_overrides.insert("ghost".into(), ghost);
     let d = Daemon::start(settings, env.mux.clone())
@@ -1061,7 +1061,7 @@ async fn numbering_continues_above_every_cursor_when_the_log_lost_its_tail() {
         }
         let last = d.events().last_seq();
         d.chats().bind("telegram", "c1", "api", false, 0, "local");
-        let ack = crate::chats::ChatAck {
+        let ack = crate::chat::chats::ChatAck {
             seq: last,
             ..Default::default()
         };

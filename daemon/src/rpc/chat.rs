@@ -170,7 +170,7 @@ pub(super) async fn ack_events(
                 "a chat's ack needs both platform and chat",
             ));
         }
-        let ack = crate::chats::ChatAck {
+        let ack = crate::chat::chats::ChatAck {
             seq: r.seq,
             parts: r.parts,
             prompt: &r.prompt,
@@ -279,7 +279,7 @@ pub(super) async fn list_bindings(
                 (b.group && !access.group_enabled(&b.platform, &b.chat))
                     .then(|| "the group is not enabled in the config".to_string())
             }).or_else(|| {
-                svc.daemon.held(&b).map(|crate::bind_rights::Hold::NoBinder| {
+                svc.daemon.held(&b).map(|crate::chat::bind_rights::Hold::NoBinder| {
                     "bound before clibot recorded who binds chats: the next message of an allowed user here binds it again".to_string()
                 })
             });

@@ -316,8 +316,8 @@ pub(super) type BlobStream =
     Pin<Box<dyn Stream<Item = Result<v1::BlobChunk, Status>> + Send + 'static>>;
 
 /// A blob that cannot be read, as the status a client can act on.
-pub(super) fn blob_status(e: crate::blobs::BlobError) -> Status {
-    use crate::blobs::BlobError as E;
+pub(super) fn blob_status(e: crate::store::blobs::BlobError) -> Status {
+    use crate::store::blobs::BlobError as E;
     match e {
         E::NotFound(_) => Status::not_found(e.to_string()),
         E::PastEnd { .. } => Status::out_of_range(e.to_string()),

@@ -72,7 +72,7 @@ pub(super) async fn capture(
             res.as_ref().map(|_| ()).map_err(String::as_str),
         );
     }
-    let text = crate::secrets::scrub(&text?, &svc.daemon.own_secrets());
+    let text = crate::confine::secrets::scrub(&text?, &svc.daemon.own_secrets());
     Ok(Response::new(v1::CaptureResponse { text }))
 }
 
@@ -120,7 +120,7 @@ pub(super) async fn get_last_reply(
         svc.daemon.audit(&actor, &session, "last", Ok(()));
     }
     let last = svc.daemon.last_reply(&session)?;
-    let text = crate::secrets::scrub(&last.text, &svc.daemon.own_secrets());
+    let text = crate::confine::secrets::scrub(&last.text, &svc.daemon.own_secrets());
     Ok(Response::new(v1::GetLastReplyResponse {
         text,
         seq: last.seq,

@@ -11,14 +11,15 @@ use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Code, Request, Response, Status};
 
-use crate::access::Decision;
 use crate::caller::Caller;
-use crate::core::{Actor, Daemon, ListFilter, SpawnRequest};
+use crate::chat::access::Decision;
+use crate::chat::transcript::{Entry as TranscriptEntry, Transcripts};
+use crate::core::{Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
-use crate::events::{Event, EventKind};
+use crate::model::Actor;
 use crate::model::{SessionRecord, State};
+use crate::store::events::{Event, EventKind};
 use crate::tmux::MuxError;
-use crate::transcript::{Entry as TranscriptEntry, Transcripts};
 
 mod chat;
 mod convert;
@@ -71,7 +72,7 @@ impl Service {
     }
 
     /// The daemon's metrics registry, for the layer that times the calls.
-    pub(crate) fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+    pub(crate) fn metrics(&self) -> Arc<crate::ops::metrics::Metrics> {
         self.daemon.metrics().clone()
     }
 

@@ -7,11 +7,11 @@ use tracing::{info, warn};
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::ids::new_id;
 use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::is_valid_name;
+use crate::store::events::EventKind;
 use crate::store::{RegistryFile, now_ms};
 use crate::tmux::{MuxError, SessionMeta};
 

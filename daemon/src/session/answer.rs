@@ -4,12 +4,12 @@ use std::time::{Duration, Instant};
 
 use tracing::info;
 
-use crate::adapter::{Choice, Stroke, answer_strokes, parse_choice};
+use crate::cli::{Choice, Stroke, answer_strokes, parse_choice};
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::{Prompt, State};
+use crate::store::events::EventKind;
 
 use super::turn::*;
 

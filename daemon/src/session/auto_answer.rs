@@ -6,15 +6,15 @@
 
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::adapter::Choice;
 use crate::automation::{
     Action, DeciderInput, DeciderPrompt, Plan, Verdict, last_lines, run_decider,
 };
+use crate::cli::Choice;
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::Prompt;
+use crate::store::events::EventKind;
 
 /// Lines of the screen the decider sees.
 const DECIDER_SCREEN_LINES: usize = 40;
@@ -135,7 +135,7 @@ impl Daemon {
         let verdict = run_decider(&decider, &input).await;
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {
-                match crate::adapter::parse_choice(&choice, &prompt) {
+                match crate::cli::parse_choice(&choice, &prompt) {
                     // Only "this once": a wider yes ("always", "don't ask again", "for this
                     // session") changes what later prompts ask, which no machine decides.
                     Ok(Choice::Option(i))
@@ -208,7 +208,7 @@ impl Daemon {
         {
             Ok(_) => {
                 info!(by, "prompt answered automatically");
-                self.inner.audit.record(crate::audit::Audit::now(
+                self.inner.audit.record(crate::store::audit::Audit::now(
                     by, "clibot", "", name, "answer", "accepted", note,
                 ));
                 if let Some(e) = lock(&self.inner.sessions).get_mut(name)

@@ -1,7 +1,7 @@
 //! Confining a session as it starts: the jail a chat user's CLI runs in, the CLIs they may start, the hook socket that serves only their session.
 
-use crate::access::Sandbox;
-use crate::adapter::CliSpec;
+use crate::chat::access::Sandbox;
+use crate::cli::CliSpec;
 use crate::confine::*;
 use crate::core::Daemon;
 use crate::error::CoreError;
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 impl Daemon {
     /// Whether chat user `owner` ("PLATFORM:USER"; empty on the machine) is a non-admin, with
     /// their platform's access settings.
-    pub(crate) fn non_admin(&self, owner: &str) -> Option<crate::access::PlatformAccess> {
+    pub(crate) fn non_admin(&self, owner: &str) -> Option<crate::chat::access::PlatformAccess> {
         let (platform, user) = owner.split_once(':')?;
         (self.inner.access.known(platform, user) != Some(true))
             .then(|| self.inner.access.platform(platform))
@@ -61,7 +61,7 @@ impl Daemon {
             return Ok(None);
         }
         let search = format!("{path}:/usr/bin:/bin:/usr/local/bin");
-        match crate::jail::find_bwrap(&search) {
+        match crate::confine::jail::find_bwrap(&search) {
             Some(b) => Ok(Some(b)),
             None => Err(CoreError::NoSandbox),
         }
@@ -170,8 +170,8 @@ impl Daemon {
         };
         let own = state.join("jails").join(&rec.id).join("home");
         let hide = self.hidden_from(rec);
-        let (entries, mut rw) =
-            crate::jail::prepare_home(&cli.adapter, home, &own, &hide).map_err(state_err(&own))?;
+        let (entries, mut rw) = crate::confine::jail::prepare_home(&cli.adapter, home, &own, &hide)
+            .map_err(state_err(&own))?;
         let files = state.join("sessions").join(&rec.id);
         crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
         rw.push((files.clone(), files));
@@ -187,14 +187,14 @@ impl Daemon {
         {
             early_ro.push(parent.to_path_buf());
         }
-        let spec = crate::jail::JailSpec {
+        let spec = crate::confine::jail::JailSpec {
             session_dir: rec.dir.clone(),
             early_ro,
             home: Some((own, home.to_path_buf(), entries)),
             hide,
             rw,
         };
-        Ok((crate::jail::argv(bwrap, &spec, argv), hook_path))
+        Ok((crate::confine::jail::argv(bwrap, &spec, argv), hook_path))
     }
 
     /// Records where a jailed session's CLI has its home (empty: not jailed).
@@ -216,7 +216,7 @@ impl Daemon {
             .join("jails")
             .join(&rec.id)
             .join("home");
-        crate::jail::host_path(&own, Path::new(&rec.jail_home), Path::new(seen))
+        crate::confine::jail::host_path(&own, Path::new(&rec.jail_home), Path::new(seen))
             .display()
             .to_string()
     }
@@ -236,12 +236,13 @@ impl Daemon {
             .cloned()
             .collect();
         let state = &self.inner.settings.state_dir;
-        let spec = crate::launch::LaunchSpec { argv, env };
-        let file = crate::launch::write(state, id, &spec).map_err(|source| CoreError::State {
-            path: crate::launch::dir(state),
-            source,
-        })?;
-        match crate::launch::launcher_argv(&file) {
+        let spec = crate::confine::launch::LaunchSpec { argv, env };
+        let file =
+            crate::confine::launch::write(state, id, &spec).map_err(|source| CoreError::State {
+                path: crate::confine::launch::dir(state),
+                source,
+            })?;
+        match crate::confine::launch::launcher_argv(&file) {
             Some(a) => Ok((a, tmux_env)),
             None => {
                 let _ = std::fs::remove_file(&file);

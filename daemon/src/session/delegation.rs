@@ -1,11 +1,11 @@
 //! Handing a session's work to another CLI: the new session, the handoff typed into it, the chats moved over.
 
+use crate::automation::delegation::*;
 use crate::core::{Daemon, SpawnRequest};
-use crate::delegation::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::SessionRecord;
+use crate::store::events::EventKind;
 use tracing::{info, warn};
 
 impl Daemon {
@@ -151,7 +151,7 @@ impl Daemon {
                 &format!("the handoff could not be typed ({e}); send the request again"),
             );
         }
-        self.inner.audit.record(crate::audit::Audit::now(
+        self.inner.audit.record(crate::store::audit::Audit::now(
             "clibot",
             "clibot",
             "",

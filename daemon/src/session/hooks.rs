@@ -6,13 +6,13 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tracing::{Instrument, debug, info, info_span};
 
-use crate::adapter::HookSignal;
+use crate::cli::HookSignal;
+use crate::cli::detect::AnswerStyle;
 use crate::core::*;
-use crate::detect::AnswerStyle;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::{Prompt, State};
+use crate::store::events::EventKind;
 
 use super::turn::*;
 
@@ -144,8 +144,8 @@ impl Daemon {
         payload: Value,
         wait: bool,
     ) -> Result<String, CoreError> {
-        let subject_kind = crate::subject::from_payload(&payload)
-            .unwrap_or_else(|| crate::subject::infer(&text, &subject))
+        let subject_kind = crate::automation::subject::from_payload(&payload)
+            .unwrap_or_else(|| crate::automation::subject::infer(&text, &subject))
             .to_string();
         let prompt = Prompt {
             id: crate::ids::new_id(),

@@ -7,10 +7,10 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::keys::Key;
 use crate::locking::lock;
 use crate::model::State;
+use crate::store::events::EventKind;
 use crate::store::now_ms;
 
 use super::turn::*;
@@ -140,7 +140,8 @@ impl Daemon {
             e.rec.error = None;
             if !text.trim().is_empty() {
                 e.rec.last_input =
-                    crate::blobs::head(text, crate::blobs::EVENT_TEXT_MAX).to_string();
+                    crate::store::blobs::head(text, crate::store::blobs::EVENT_TEXT_MAX)
+                        .to_string();
             }
         }
         let seq = self.event(
@@ -236,14 +237,14 @@ impl Daemon {
             return self.send_input(name, text, submit).await;
         }
         match self.inner.seen_inputs.claim(key).await {
-            crate::dedupe::Claim::Seen(seq) => {
+            crate::chat::dedupe::Claim::Seen(seq) => {
                 info!(
                     session = name,
                     key, "chat message seen before; not typed again"
                 );
                 Ok((seq, false))
             }
-            crate::dedupe::Claim::Mine(reservation) => {
+            crate::chat::dedupe::Claim::Mine(reservation) => {
                 // On an error the reservation is dropped: the message was not taken, and a
                 // redelivery may try again.
                 let r = self.send_input(name, text, submit).await?;
@@ -258,8 +259,8 @@ impl Daemon {
     /// typed messages, under their own prefix.
     pub async fn claim_once(&self, key: &str) -> bool {
         match self.inner.seen_inputs.claim(&format!("once:{key}")).await {
-            crate::dedupe::Claim::Seen(_) => false,
-            crate::dedupe::Claim::Mine(reservation) => {
+            crate::chat::dedupe::Claim::Seen(_) => false,
+            crate::chat::dedupe::Claim::Mine(reservation) => {
                 reservation.done(0);
                 true
             }
@@ -312,7 +313,7 @@ impl Daemon {
                 "no keys given: name at least one, e.g. Enter or Escape".into(),
             ));
         }
-        crate::limits::check_keys(keys)?;
+        crate::ops::limits::check_keys(keys)?;
         let parsed = keys
             .iter()
             .map(|k| Key::parse(k))

@@ -9,6 +9,7 @@
 mod adopt;
 mod answer;
 mod auto_answer;
+mod bind_rights;
 mod confine;
 mod delegation;
 mod hooks;

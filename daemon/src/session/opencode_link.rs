@@ -1,5 +1,5 @@
 //! The live connection to the API an OpenCode session serves (see
-//! [`crate::adapter::opencode`]): one task per session follows the server's event stream, turns
+//! [`crate::cli::opencode`]): one task per session follows the server's event stream, turns
 //! its events into the session's state (turn started, turn completed with the final reply,
 //! waiting, resolved, error), and delivers answers to prompts. It reconnects by itself —
 //! OpenCode starts its server a few seconds after the pane opens, and a restarted daemon finds it
@@ -15,17 +15,17 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
-use crate::adapter::HookSignal;
-use crate::adapter::opencode::{
+use crate::cli::HookSignal;
+use crate::cli::local_http::{HttpError, LocalHttp};
+use crate::cli::opencode::{
     API_USER, ApiEvent, ApiPrompt, finished_turn_reply, interpret, last_reply, permission_prompt,
     question_prompt,
 };
 use crate::core::Daemon;
-use crate::events::EventKind;
-use crate::local_http::{HttpError, LocalHttp};
 use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::session::remember_resolved;
+use crate::store::events::EventKind;
 
 /// How long opening the event stream may take: OpenCode accepts connections while it is still
 /// starting, and answers them once it is ready.
@@ -483,14 +483,14 @@ impl Daemon {
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
             }
-            let subject_kind = crate::subject::from_payload(&p.payload)
+            let subject_kind = crate::automation::subject::from_payload(&p.payload)
                 .or_else(|| {
                     p.payload
                         .get("permission")
                         .and_then(serde_json::Value::as_str)
-                        .and_then(crate::subject::from_tool)
+                        .and_then(crate::automation::subject::from_tool)
                 })
-                .unwrap_or_else(|| crate::subject::infer(&p.text, &p.subject))
+                .unwrap_or_else(|| crate::automation::subject::infer(&p.text, &p.subject))
                 .to_string();
             let prompt = Prompt {
                 id: p.request.clone(),

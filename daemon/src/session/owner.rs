@@ -2,9 +2,10 @@
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::locking::lock;
+use crate::model::Actor;
 use crate::model::SessionRecord;
+use crate::store::events::EventKind;
 
 impl Daemon {
     /// Whether `actor` is an admin (the local user counts as one).
@@ -115,20 +116,20 @@ impl Daemon {
 
     /// A refused user is answered only now and then (an empty reason: say nothing), and their
     /// repeated refusals are folded into one audit line a minute.
-    pub fn check_access(&self, actor: &Actor, name: &str) -> crate::access::Decision {
+    pub fn check_access(&self, actor: &Actor, name: &str) -> crate::chat::access::Decision {
         let (d, issued) = self
             .inner
             .access
             .check_chat(&actor.platform, &actor.user, name);
         let detail = match &d {
-            crate::access::Decision::Allowed { .. } => Ok(()),
-            crate::access::Decision::Denied { code: Some(_), .. } if issued => {
+            crate::chat::access::Decision::Allowed { .. } => Ok(()),
+            crate::chat::access::Decision::Denied { code: Some(_), .. } if issued => {
                 Err("not paired; pairing code issued")
             }
-            crate::access::Decision::Denied { code: Some(_), .. } => {
+            crate::chat::access::Decision::Denied { code: Some(_), .. } => {
                 Err("not paired; pairing code pending")
             }
-            crate::access::Decision::Denied { .. } => Err("not allowed"),
+            crate::chat::access::Decision::Denied { .. } => Err("not allowed"),
         };
         self.audit(actor, "", "access", detail);
         d

@@ -4,10 +4,10 @@ use tracing::{Instrument, info_span};
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::ids::new_uuid;
 use crate::locking::lock;
 use crate::model::{SessionRecord, State};
+use crate::store::events::EventKind;
 use crate::store::now_ms;
 
 impl Daemon {

@@ -2,11 +2,11 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cli::detect::Analysis;
 use crate::core::*;
-use crate::detect::Analysis;
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::State;
+use crate::store::events::EventKind;
 
 use super::turn::*;
 

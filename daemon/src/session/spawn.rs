@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::adapter::CliSpec;
+use crate::cli::CliSpec;
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::ids::new_id;
 use crate::ids::new_uuid;
 use crate::locking::lock;
@@ -18,6 +17,7 @@ use crate::names::{is_valid_env_key, is_valid_name};
 use crate::paths::create_private_dir;
 use crate::paths::expand_home;
 use crate::paths::write_private;
+use crate::store::events::EventKind;
 use crate::store::now_ms;
 use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta};
 
@@ -32,7 +32,7 @@ impl Daemon {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
-        crate::limits::check_spawn(&req.args, req.env.iter())?;
+        crate::ops::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
         let dir = self.resolve_dir(&req.dir, &cli)?;
         for (k, v) in &req.env {
@@ -189,9 +189,11 @@ impl Daemon {
             return Err(CoreError::NotADirectory(dir));
         }
         let live = self.live();
-        if let Some(secret) =
-            crate::secrets::secret_containing(&dir, &self.inner.secrets, &live.lifted_secrets)
-        {
+        if let Some(secret) = crate::confine::secrets::secret_containing(
+            &dir,
+            &self.inner.secrets,
+            &live.lifted_secrets,
+        ) {
             return Err(CoreError::SecretDir { dir, secret });
         }
         if !live.roots.iter().any(|r| dir.starts_with(r)) {
@@ -229,7 +231,7 @@ impl Daemon {
         if let Some((adapter, _)) = self.kind_of(&cli.name) {
             let (hook_command, hook_argv) = self.hook_command(&cli.name);
             let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
-            let launch = adapter.launch(&crate::adapter::LaunchContext {
+            let launch = adapter.launch(&crate::cli::LaunchContext {
                 hook_command: &hook_command,
                 cli_session_id: &rec.cli_session_id,
                 permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
@@ -389,17 +391,17 @@ impl Daemon {
         let kept = lock(&self.inner.global_path).clone();
         let path = match (own, kept) {
             (Some(p), _) => p,
-            (None, Some(p)) if crate::program::find(program, &p, dir).is_ok() => p,
+            (None, Some(p)) if crate::cli::program::find(program, &p, dir).is_ok() => p,
             (None, _) => self.fresh_global_path().await,
         };
-        match crate::program::find(program, &path, dir) {
+        match crate::cli::program::find(program, &path, dir) {
             Ok(_) => Ok(()),
-            Err(crate::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
+            Err(crate::cli::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
                 cli: cli.to_string(),
                 program: program.to_string(),
                 path,
             }),
-            Err(crate::program::Missing::NotExecutable(p)) => {
+            Err(crate::cli::program::Missing::NotExecutable(p)) => {
                 Err(CoreError::ProgramNotExecutable {
                     cli: cli.to_string(),
                     program: p,

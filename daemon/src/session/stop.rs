@@ -6,10 +6,10 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::events::EventKind;
 use crate::keys::Key;
 use crate::locking::lock;
 use crate::model::{SessionRecord, State};
+use crate::store::events::EventKind;
 use crate::tmux::{MuxError, MuxSession};
 
 impl Daemon {

@@ -5,10 +5,10 @@ use std::time::{Duration, Instant};
 use tracing::{info, warn};
 
 use crate::core::*;
-use crate::events::EventKind;
 use crate::keys::Key;
 use crate::locking::lock;
 use crate::model::{Prompt, State};
+use crate::store::events::EventKind;
 
 use super::turn::*;
 

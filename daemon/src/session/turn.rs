@@ -65,13 +65,12 @@ pub(crate) fn reply_from_screen(captured: &str, input_lines: usize) -> String {
     lines.join("\n")
 }
 
-pub(crate) fn new_prompt(sp: &crate::detect::ScreenPrompt, source: &str) -> Prompt {
+pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt, source: &str) -> Prompt {
     Prompt {
         id: crate::ids::new_id(),
-        subject_kind: sp
-            .subject_kind
-            .clone()
-            .unwrap_or_else(|| crate::subject::infer(&sp.text, &sp.subject).to_string()),
+        subject_kind: sp.subject_kind.clone().unwrap_or_else(|| {
+            crate::automation::subject::infer(&sp.text, &sp.subject).to_string()
+        }),
         subject_partial: sp.subject_partial,
         kind: sp.kind.clone(),
         text: sp.text.clone(),

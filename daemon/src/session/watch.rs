@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::adapter::Adapter;
+use crate::cli::Adapter;
+use crate::cli::detect::Pack;
 use crate::core::*;
-use crate::detect::Pack;
 use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::{MuxError, WatchEvent};

@@ -106,7 +106,7 @@ impl Adapter for Codex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::AnswerStyle;
+    use crate::cli::detect::AnswerStyle;
 
     #[test]
     fn notify_and_hook_payloads() {
@@ -151,7 +151,7 @@ mod tests {
         assert_eq!(out["hookSpecificOutput"]["decision"]["behavior"], "deny");
     }
 
-    use crate::detect::tests::screen;
+    use crate::cli::detect::tests::screen;
 
     /// Screens of Codex 0.169 (offline, against a mock model): a declined command ends the turn
     /// with `■ Conversation interrupted` and no notify call, so the screen must say the turn is
@@ -159,8 +159,8 @@ mod tests {
     /// next message is typed or running.
     #[test]
     fn interrupted_counts_only_at_the_bottom() {
-        let packs = crate::detect::builtin_packs();
-        let pack = crate::detect::Pack::compile(packs.get("codex").expect("codex pack"), None)
+        let packs = crate::cli::detect::builtin_packs();
+        let pack = crate::cli::detect::Pack::compile(packs.get("codex").expect("codex pack"), None)
             .expect("compiles");
         let a = pack.analyze(&screen("codex_interrupted.txt"));
         assert!(a.interrupted && a.idle && !a.busy, "{a:?}");

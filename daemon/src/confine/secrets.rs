@@ -96,8 +96,8 @@ pub fn scrub(text: &str, secrets: &[String]) -> String {
 }
 
 /// Whether an event carries text a secret could stand in (what [`scrub_event`] looks at).
-pub fn carries_text(kind: &crate::events::EventKind) -> bool {
-    use crate::events::EventKind as K;
+pub fn carries_text(kind: &crate::store::events::EventKind) -> bool {
+    use crate::store::events::EventKind as K;
     matches!(
         kind,
         K::TurnCompleted { .. }
@@ -111,8 +111,11 @@ pub fn carries_text(kind: &crate::events::EventKind) -> bool {
 }
 
 /// An event with the daemon's own secrets scrubbed from every text it carries.
-pub fn scrub_event(kind: crate::events::EventKind, secrets: &[String]) -> crate::events::EventKind {
-    use crate::events::EventKind as K;
+pub fn scrub_event(
+    kind: crate::store::events::EventKind,
+    secrets: &[String],
+) -> crate::store::events::EventKind {
+    use crate::store::events::EventKind as K;
     let s = |t: String| scrub(&t, secrets);
     match kind {
         K::TurnCompleted {
@@ -187,14 +190,14 @@ mod tests {
     fn own_secrets_are_scrubbed_from_event_texts() {
         let tok = new_token().expect("token");
         let secrets = vec![tok.clone(), "short".to_string()];
-        let k = crate::events::EventKind::TurnCompleted {
+        let k = crate::store::events::EventKind::TurnCompleted {
             text: format!("CLIBOT_HOOK_TOKEN={tok}\nshort stays"),
             source: "screen".into(),
             blob_id: String::new(),
             full_bytes: 0,
         };
         match scrub_event(k, &secrets) {
-            crate::events::EventKind::TurnCompleted { text, .. } => {
+            crate::store::events::EventKind::TurnCompleted { text, .. } => {
                 assert_eq!(text, "CLIBOT_HOOK_TOKEN=[redacted]\nshort stays");
             }
             other => panic!("{other:?}"),

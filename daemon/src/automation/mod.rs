@@ -6,6 +6,11 @@
 //! automatic answer is bound to its prompt id exactly like a button: it can never land on a
 //! newer prompt.
 
+pub mod delegation;
+pub mod safe_git;
+pub mod shell;
+pub mod subject;
+
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -33,7 +38,7 @@ pub struct RuleConfig {
     pub subject: Option<String>,
     /// Shell commands, as word patterns (`"git status"`, `"cargo test *"`): the rule applies to
     /// a command prompt only when every simple command in it matches one of them (and the
-    /// command is fully understood). See [`crate::shell::CommandPattern`].
+    /// command is fully understood). See [`crate::automation::shell::CommandPattern`].
     pub command: Option<Vec<String>>,
     pub action: Action,
 }
@@ -122,7 +127,7 @@ const HARMLESS_PATHS: &[&str] = &[
 pub struct Automation {
     /// What the configuration does that its author may not expect (said at load).
     pub warnings: Vec<String>,
-    /// The secret paths (see [`crate::secrets`]): never written automatically.
+    /// The secret paths (see [`crate::confine::secrets`]): never written automatically.
     secrets: Vec<PathBuf>,
     rules: Vec<Rule>,
     guard: Vec<(String, Regex)>,
@@ -135,7 +140,7 @@ pub struct Automation {
 
 struct Rule {
     config: RuleConfig,
-    command: Option<Vec<crate::shell::CommandPattern>>,
+    command: Option<Vec<crate::automation::shell::CommandPattern>>,
     session: Option<Regex>,
     subject: Option<Regex>,
     fired: AtomicU64,
@@ -191,7 +196,7 @@ impl Automation {
             }
             let command = r.command.as_ref().map(|list| {
                 list.iter()
-                    .map(|c| crate::shell::CommandPattern::parse(c))
+                    .map(|c| crate::automation::shell::CommandPattern::parse(c))
                     .collect::<Vec<_>>()
             });
             if r.action == Action::Allow && r.command.is_none() {
@@ -255,8 +260,12 @@ impl Automation {
     }
 
     /// Where the guard judges a prompt of a session in `dir`.
-    fn context<'a>(&'a self, dir: &'a Path, home: &'a Path) -> crate::shell::GuardContext<'a> {
-        crate::shell::GuardContext {
+    fn context<'a>(
+        &'a self,
+        dir: &'a Path,
+        home: &'a Path,
+    ) -> crate::automation::shell::GuardContext<'a> {
+        crate::automation::shell::GuardContext {
             session_dir: dir,
             home,
             secret_paths: &self.secrets,
@@ -278,7 +287,8 @@ impl Automation {
         let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/"));
         let ctx = self.context(dir, &home);
         if is_command(p) {
-            if let crate::shell::Verdict::Guarded(why) = crate::shell::judge(&p.subject, &[], &ctx)
+            if let crate::automation::shell::Verdict::Guarded(why) =
+                crate::automation::shell::judge(&p.subject, &[], &ctx)
             {
                 return Some(why);
             }
@@ -289,7 +299,7 @@ impl Automation {
                 .map(|path| format!("a path outside the session's directory: {path}"));
         }
         if p.subject_kind == "path" {
-            return crate::shell::guard_path(&p.subject, &ctx);
+            return crate::automation::shell::guard_path(&p.subject, &ctx);
         }
         for (what, re) in self.guard.iter().take(BUILTIN_GUARD.len()) {
             if re.is_match(&hay) {
@@ -422,7 +432,7 @@ impl Rule {
         p: &Prompt,
         cli: &str,
         session: &str,
-        ctx: &crate::shell::GuardContext,
+        ctx: &crate::automation::shell::GuardContext,
     ) -> bool {
         let c = &self.config;
         if c.cli.as_deref().is_some_and(|x| x != cli) {
@@ -443,8 +453,8 @@ impl Rule {
         if let Some(patterns) = &self.command {
             // Every simple command understood and matched, nothing dangerous.
             return is_command(p)
-                && crate::shell::judge(&p.subject, patterns, ctx)
-                    == crate::shell::Verdict::Approve;
+                && crate::automation::shell::judge(&p.subject, patterns, ctx)
+                    == crate::automation::shell::Verdict::Approve;
         }
         if c.action == Action::Allow && is_command(p) {
             // Only `command` patterns approve a command: a regex cannot tell `git status` from
@@ -975,7 +985,7 @@ mod tests {
 
     #[test]
     fn the_automation_docs_overnight_example_is_a_valid_config() {
-        let doc = include_str!("../../docs/AUTOMATION.md");
+        let doc = include_str!("../../../docs/AUTOMATION.md");
         let start = doc
             .find("**Example: leave it running overnight.**")
             .expect("the example is in docs/AUTOMATION.md");

@@ -1,6 +1,12 @@
 //! Files in the state directory: atomic replacement, setting aside what cannot be read, and the
 //! session registry.
 
+pub mod audit;
+pub mod blobs;
+pub mod events;
+pub mod queue_file;
+pub mod rotating;
+
 use std::fs::{self, File};
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -13,8 +13,8 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
-use crate::rotating::RotatingFile;
 use crate::store::now_ms;
+use crate::store::rotating::RotatingFile;
 
 /// Repeated refusals within this long are folded into one line.
 pub const FOLD_MS: i64 = 60 * 1000;
@@ -22,7 +22,7 @@ pub const FOLD_MS: i64 = 60 * 1000;
 const FOLD_CAP: usize = 1024;
 
 /// How big the audit log may grow: 10 MiB × 5 files unless configured.
-pub use crate::rotating::Limits;
+pub use crate::store::rotating::Limits;
 
 impl Default for Limits {
     fn default() -> Self {

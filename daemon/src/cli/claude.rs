@@ -144,7 +144,7 @@ impl Adapter for Claude {
     fn recover_reply(
         &self,
         rec: &crate::model::SessionRecord,
-        cli: Option<&crate::adapter::CliSpec>,
+        cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
         if rec.cli_session_id.is_empty() {
             return None;
@@ -256,8 +256,8 @@ pub fn claude_transcript_reply(path: &std::path::Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::test_prompt;
-    use crate::detect::AnswerStyle;
+    use crate::cli::detect::AnswerStyle;
+    use crate::cli::test_prompt;
 
     #[test]
     fn claude_hooks() {

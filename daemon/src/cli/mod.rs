@@ -1,11 +1,15 @@
 //! What differs between CLIs, behind one small trait: how to launch one so that its hooks reach
 //! the daemon, what its hook payloads mean, and how a decision goes back through a hook.
-//! Screens are read by [`crate::detect`] with the CLI's pattern pack; answers by keys come from
+//! Screens are read by [`crate::cli::detect`] with the CLI's pattern pack; answers by keys come from
 //! the prompt itself ([`answer_strokes`]).
+
+pub mod detect;
+pub mod local_http;
+pub mod program;
 
 use serde_json::Value;
 
-use crate::detect::AnswerStyle;
+use crate::cli::detect::AnswerStyle;
 use crate::keys::Key;
 use crate::model::Prompt;
 
@@ -113,7 +117,7 @@ pub trait Adapter: Send + Sync {
     fn recover_reply(
         &self,
         _rec: &crate::model::SessionRecord,
-        _cli: Option<&crate::adapter::CliSpec>,
+        _cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
         None
     }

@@ -18,8 +18,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::blobs::{Blobs, EVENT_TEXT_MAX};
 use crate::model::{Prompt, State};
+use crate::store::blobs::{Blobs, EVENT_TEXT_MAX};
 use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside, write_atomic};
 
 /// One event.
@@ -57,7 +57,7 @@ pub enum EventKind {
     InputSent {
         text: String,
         submitted: bool,
-        /// Set when `text` is the head of a longer input ([`crate::blobs`]).
+        /// Set when `text` is the head of a longer input ([`crate::store::blobs`]).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         blob_id: String,
         #[serde(default, skip_serializing_if = "is_zero")]
@@ -90,7 +90,7 @@ pub enum EventKind {
     TurnCompleted {
         text: String,
         source: String,
-        /// Set when `text` is the head of a longer reply ([`crate::blobs`]).
+        /// Set when `text` is the head of a longer reply ([`crate::store::blobs`]).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         blob_id: String,
         #[serde(default, skip_serializing_if = "is_zero")]
@@ -388,7 +388,7 @@ impl EventLog {
     }
 
     /// Appends an event and wakes every reader. Returns it with its sequence number. A text
-    /// longer than [`crate::blobs::EVENT_TEXT_MAX`] is cut, its whole kept as a blob.
+    /// longer than [`crate::store::blobs::EVENT_TEXT_MAX`] is cut, its whole kept as a blob.
     pub fn append(&self, session: &str, session_id: &str, kind: EventKind) -> Event {
         let kind = self.cap(kind);
         let mut inner = self.lock();
@@ -602,7 +602,7 @@ fn glued(line: &[u8]) -> Option<Event> {
 
 /// A text cut to [`EVENT_TEXT_MAX`] bytes, saying how much was left out.
 fn cut(text: String) -> String {
-    let mut out = crate::blobs::head(&text, EVENT_TEXT_MAX).to_string();
+    let mut out = crate::store::blobs::head(&text, EVENT_TEXT_MAX).to_string();
     out.push_str(&format!(
         "\n[clibot: {} more bytes left out]",
         text.len() - out.len()

@@ -1,6 +1,10 @@
 //! Who runs where: whether a session's program is jailed, what non-admins may start, and how
 //! the program is handed to tmux (through the launcher, so that no secret is on a command line).
 
+pub mod jail;
+pub mod launch;
+pub mod secrets;
+
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
 use std::path::Path;

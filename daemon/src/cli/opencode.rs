@@ -11,7 +11,7 @@
 use serde_json::{Value, json};
 
 use super::{Adapter, Choice, Launch, LaunchContext};
-use crate::detect::AnswerStyle;
+use crate::cli::detect::AnswerStyle;
 use crate::model::Prompt;
 
 pub struct OpenCode;
@@ -336,7 +336,7 @@ pub fn finished_turn_reply(messages: &Value, since_ms: i64) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::test_prompt;
+    use crate::cli::test_prompt;
 
     /// Events as OpenCode 1.18.33 sent them (`../shared/research/hooks/opencode_events.log`).
     const PERMISSION: &str = r#"{"id":"evt_1","type":"permission.asked","properties":{"id":"per_201e6939b001w26Mjc3xyEkOPZ","sessionID":"ses_dfe1","permission":"bash","patterns":["touch /home/dev/proj/created_by_opencode.txt"],"metadata":{"command":"touch /home/dev/proj/created_by_opencode.txt"},"always":["touch *"],"tool":{"messageID":"msg_1","callID":"call_86b96f9f85"}}}"#;

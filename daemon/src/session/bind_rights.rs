@@ -1,21 +1,14 @@
-//! Who may keep a chat bound to a session: a binding records who made it, and a chat whose
-//! binder may no longer use the session (a share taken back, an allowlist entry or a pairing
-//! removed) is told once and then receives nothing more of it.
+//! Who may bind a chat to a session, enforced as rights change: a binder who lost access unbinds their chats.
 
-use crate::chats::Binding;
-use crate::core::{Actor, Daemon};
-use crate::events::EventKind;
-
-/// Why a binding delivers nothing now, if it does not.
-pub enum Hold {
-    /// Bound by someone unknown (a group bound before binders were recorded): suspended until
-    /// an allowed user writes there.
-    NoBinder,
-}
+use crate::chat::bind_rights::*;
+use crate::chat::chats::Binding;
+use crate::core::Daemon;
+use crate::model::Actor;
+use crate::store::events::EventKind;
 
 impl Daemon {
     /// The actor behind a binder key ("local" or "PLATFORM:USER").
-    fn binder_actor(binder: &str) -> Option<Actor> {
+    pub(crate) fn binder_actor(binder: &str) -> Option<Actor> {
         if binder == "local" {
             return Some(Actor::local());
         }
@@ -30,7 +23,7 @@ impl Daemon {
 
     /// Whether `binder` may still use `session` (true for a session that no longer exists:
     /// nothing is delivered from it anyway).
-    fn binder_may_use(&self, binder: &str, session: &str) -> bool {
+    pub(crate) fn binder_may_use(&self, binder: &str, session: &str) -> bool {
         let Some(actor) = Daemon::binder_actor(binder) else {
             return false;
         };

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::rotating::{Limits, RotatingFile};
+use crate::store::rotating::{Limits, RotatingFile};
 
 /// The default size at which a chat's transcript file is rotated (1 MiB).
 pub const DEFAULT_MAX_BYTES: u64 = 1024 * 1024;

@@ -9,23 +9,10 @@ use std::collections::BTreeMap;
 use regex::Regex;
 use serde::Deserialize;
 
+pub use crate::model::AnswerStyle;
+
 /// The built-in packs.
 const BUILTIN: &str = include_str!("patterns.toml");
-
-/// How a prompt's option is chosen with keys.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AnswerStyle {
-    /// Press the option's number.
-    #[default]
-    Digit,
-    /// Type the option's text and press Enter.
-    Line,
-    /// Enter accepts (the only option).
-    Enter,
-    /// Right arrow N-1 times, then Enter (a horizontal button row).
-    Arrows,
-}
 
 /// One prompt rule as written in TOML.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -22,7 +22,7 @@ pub struct CliOverride {
     /// Which built-in pattern pack: "generic", "claude", "codex", "gemini", "opencode".
     pub pattern_pack: Option<String>,
     /// Patterns added to the pack (`check_lines`, `prompts`, `busy`, `idle`, `errors`).
-    pub patterns: Option<crate::detect::PackConfig>,
+    pub patterns: Option<crate::cli::detect::PackConfig>,
     /// Generic adapter: a turn is complete after this long without output.
     pub quiet_ms: Option<u64>,
     /// Overrides `[daemon] idle_stop_after` for this CLI ("0": never).
@@ -51,7 +51,7 @@ pub struct CliSpec {
     /// The built-in pattern pack it starts from.
     pub pattern_pack: String,
     /// User additions to the pack.
-    pub patterns: Option<crate::detect::PackConfig>,
+    pub patterns: Option<crate::cli::detect::PackConfig>,
     /// Generic adapter: quiet time that completes a turn.
     pub quiet_ms: u64,
     /// Idle time after which its sessions are stopped; `None`: `[daemon] idle_stop_after`.

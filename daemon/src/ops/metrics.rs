@@ -22,9 +22,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::events::EventKind;
 use crate::locking::lock;
 use crate::model::State;
+use crate::store::events::EventKind;
 
 pub mod http;
 
