@@ -147,13 +147,13 @@ pub const MAX_MESSAGE: usize = clibot_proto::MAX_MESSAGE;
 /// worker (or descriptor) of the daemon with a flood of calls on one connection.
 const CALLS_PER_CONNECTION: usize = 64;
 
+/// The per-call check every service runs.
+type CallCheck = fn(Request<()>) -> Result<Request<()>, Status>;
+
 /// The service with its message limits and the same-uid check on every call.
 fn limited(
     service: Service,
-) -> tonic::service::interceptor::InterceptedService<
-    ClibotServer<Service>,
-    fn(Request<()>) -> Result<Request<()>, Status>,
-> {
+) -> tonic::service::interceptor::InterceptedService<ClibotServer<Service>, CallCheck> {
     let server = ClibotServer::new(service)
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);

@@ -214,11 +214,11 @@ impl Blobs {
             if pinned.contains(&name) {
                 continue;
             }
-            if ms < keep_after_ms || total > STORE_MAX {
-                if fs::remove_file(self.dir.join(&name)).is_ok() {
-                    removed += 1;
-                    total = total.saturating_sub(len);
-                }
+            if (ms < keep_after_ms || total > STORE_MAX)
+                && fs::remove_file(self.dir.join(&name)).is_ok()
+            {
+                removed += 1;
+                total = total.saturating_sub(len);
             }
         }
         removed

@@ -594,9 +594,8 @@ fn glued(line: &[u8]) -> Option<Event> {
         .windows(START.len())
         .enumerate()
         .skip(1)
-        .filter(|(_, w)| *w == START)
-        .map(|(i, _)| i)
-        .last()?;
+        .rfind(|(_, w)| *w == START)
+        .map(|(i, _)| i)?;
     serde_json::from_slice::<Event>(&line[at..]).ok()
 }
 

@@ -424,11 +424,10 @@ fn dangerous_commands_are_never_approved() {
     let mut failed = Vec::new();
     for (cmd, want) in REFUSED {
         let v = verdict(cmd, &["*"], &[]);
-        let ok = match (want, &v) {
-            (Want::Guarded, Verdict::Guarded(_)) => true,
-            (Want::NotUnderstood, Verdict::NotUnderstood(_)) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            (want, &v),
+            (Want::Guarded, Verdict::Guarded(_)) | (Want::NotUnderstood, Verdict::NotUnderstood(_))
+        );
         if !ok {
             failed.push(format!("{cmd:?}: want {want:?}, got {v:?}"));
         }
