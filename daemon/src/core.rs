@@ -229,10 +229,10 @@ impl Daemon {
                 }
                 // The turn ran on while no daemon watched: time and the screen finish it, its
                 // output read from where it began.
-                e.rt.turn_started = Some(Instant::now());
-                e.rt.recovered = true;
-                e.rt.anchor = e.rec.turn_anchor;
-                e.rt.input_lines = (e.rec.turn_input_lines as usize).max(1);
+                e.rt.turn.started = Some(Instant::now());
+                e.rt.turn.recovered = true;
+                e.rt.turn.anchor = e.rec.turn_anchor;
+                e.rt.turn.input_lines = (e.rec.turn_input_lines as usize).max(1);
                 if e.rt.idle_foreground.is_none() {
                     // Learned by no daemon yet: the CLI's own program is the best guess, and
                     // far better than whatever command the pane runs now.
@@ -563,14 +563,14 @@ pub(crate) fn idle_for(e: &Entry) -> Option<Duration> {
         && e.rec.queue.is_empty()
         && e.rec.prompt.is_none()
         && !e.rt.delivering
-        && e.rt.turn_started.is_none()
+        && e.rt.turn.started.is_none()
         && e.rt.waiters.is_empty();
     if !quiet {
         return None;
     }
     let since_activity =
         Duration::from_millis(u64::try_from(now_ms() - e.rec.last_activity_ms).unwrap_or(0));
-    Some(since_activity.min(e.rt.last_output.elapsed()))
+    Some(since_activity.min(e.rt.turn.last_output.elapsed()))
 }
 
 /// Session `name`, unless it is unknown or being stopped (or restarted).

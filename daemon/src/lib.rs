@@ -27,3 +27,4 @@ pub mod server;
 pub mod session;
 pub mod store;
 pub mod tmux;
+pub mod turn;

@@ -29,19 +29,8 @@ pub(crate) struct CliKind {
 
 /// What the daemon keeps per session besides the persisted record.
 pub(crate) struct Runtime {
-    pub(crate) last_output: Instant,
-    /// When the current turn's input was submitted.
-    pub(crate) turn_started: Option<Instant>,
-    /// Absolute pane line where the current turn's output begins (for screen replies).
-    pub(crate) anchor: Option<i64>,
-    /// How many lines the submitted input itself takes on screen.
-    pub(crate) input_lines: usize,
-    /// Enter was pressed; a visible change or a submit hook confirms it before this instant.
-    pub(crate) confirm_by: Option<Instant>,
-    /// How many times Enter was pressed again for the current input.
-    pub(crate) confirm_tries: u8,
-    /// A hook announced the current prompt and the screen has not shown it yet.
-    pub(crate) prompt_pending_since: Option<Instant>,
+    /// The turn state machine's part ([`crate::turn`]).
+    pub(crate) turn: crate::turn::Turn,
     /// Permission hooks waiting for a decision, by prompt id, with their payloads.
     pub(crate) waiters: HashMap<String, (oneshot::Sender<String>, Value)>,
     /// Recently resolved prompts and by whom, so that a late answer gets a clear error.
@@ -61,9 +50,6 @@ pub(crate) struct Runtime {
     pub(crate) poke: Arc<Notify>,
     pub(crate) last_error_line: Option<String>,
     pub(crate) delivering: bool,
-    /// The turn was already running when this daemon started: its hooks may have fired while
-    /// no daemon listened, so the screen decides when it is over.
-    pub(crate) recovered: bool,
     /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
     /// pane whose foreground process is another one (`sleep`, `make`) is still working.
     pub(crate) idle_foreground: Option<String>,
@@ -73,12 +59,6 @@ pub(crate) struct Runtime {
     /// The link to the CLI's API gave up (the port refused the session's password): the
     /// session is read off the screen like any program's.
     pub(crate) api_gave_up: bool,
-    /// Since when the screen of a working hook-driven CLI has looked idle (the safety net).
-    pub(crate) idle_since: Option<Instant>,
-    /// When the last turn completed.
-    pub(crate) last_completed: Option<Instant>,
-    /// The last turn was ended by the safety net: its completion hook may still come late.
-    pub(crate) net_closed: bool,
     /// The last screen read, for the last words of a CLI whose dead pane lost them.
     pub(crate) last_screen: String,
     /// The prompt last looked at for an automatic answer, and who is answering it now
@@ -89,13 +69,7 @@ pub(crate) struct Runtime {
 impl Default for Runtime {
     fn default() -> Self {
         Runtime {
-            last_output: Instant::now(),
-            turn_started: None,
-            anchor: None,
-            input_lines: 0,
-            confirm_by: None,
-            confirm_tries: 0,
-            prompt_pending_since: None,
+            turn: crate::turn::Turn::new(Instant::now()),
             waiters: HashMap::new(),
             resolved: VecDeque::new(),
             answered_screen: None,
@@ -103,13 +77,9 @@ impl Default for Runtime {
             poke: Arc::new(Notify::new()),
             last_error_line: None,
             delivering: false,
-            recovered: false,
             idle_foreground: None,
             api: None,
             api_gave_up: false,
-            idle_since: None,
-            last_completed: None,
-            net_closed: false,
             last_screen: String::new(),
             auto_for: None,
         }

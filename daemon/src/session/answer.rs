@@ -11,7 +11,7 @@ use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     /// Answers the prompt a session waits on. The first answer wins; a second one, or one for
@@ -102,7 +102,7 @@ impl Daemon {
                 .then(|| signature(&p.kind, &p.text, &p.options, &p.subject));
             e.rt.answered_screen = Some((sig, Instant::now(), false));
             e.rec.prompt = None;
-            e.rt.prompt_pending_since = None;
+            e.rt.turn.prompt_pending_since = None;
             remember_resolved(&mut e.rt.resolved, &p.id, resolver);
             (
                 p,
@@ -141,8 +141,8 @@ impl Daemon {
             }
         };
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.last_output = Instant::now();
-            e.rt.turn_started.get_or_insert(Instant::now());
+            e.rt.turn.last_output = Instant::now();
+            e.rt.turn.started.get_or_insert(Instant::now());
         }
         self.event(
             name,

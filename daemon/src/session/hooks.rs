@@ -14,7 +14,7 @@ use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     /// A hook call from a CLI: authenticated by the session id and token given at spawn.
@@ -77,9 +77,9 @@ impl Daemon {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
                     if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
-                        e.rt.confirm_by = None;
-                        e.rt.net_closed = false;
-                        e.rt.turn_started.get_or_insert(Instant::now());
+                        e.rt.turn.confirm_by = None;
+                        e.rt.turn.net_closed = false;
+                        e.rt.turn.started.get_or_insert(Instant::now());
                     }
                     self.set_state(&name, State::Working, "prompt submitted");
                     Ok(String::new())
@@ -88,10 +88,10 @@ impl Daemon {
                     // The safety net already ended this turn with this very reply: the hook is
                     // late, not a new turn.
                     let late = lock(&self.inner.sessions).get_mut(&name).is_some_and(|e| {
-                        let late = e.rt.net_closed
+                        let late = e.rt.turn.net_closed
                             && e.rec.state == State::Idle
                             && e.rec.last_reply.as_ref() == Some(&text);
-                        e.rt.net_closed = false;
+                        e.rt.turn.net_closed = false;
                         late
                     });
                     if late {
@@ -108,7 +108,7 @@ impl Daemon {
                             return Ok(String::new());
                         };
                         e.rec.error = Some(message.clone());
-                        e.rt.turn_started = None;
+                        e.rt.turn.started = None;
                         e.rec.id.clone()
                     };
                     self.event(&name, &id, EventKind::Error { message, kind });
@@ -168,8 +168,8 @@ impl Daemon {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
             }
             e.rec.prompt = Some(prompt.clone());
-            e.rt.prompt_pending_since = Some(Instant::now());
-            e.rt.confirm_by = None;
+            e.rt.turn.prompt_pending_since = Some(Instant::now());
+            e.rt.turn.confirm_by = None;
             if wait {
                 e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
             }

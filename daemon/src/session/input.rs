@@ -13,7 +13,7 @@ use crate::model::State;
 use crate::store::events::EventKind;
 use crate::store::now_ms;
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
@@ -126,16 +126,11 @@ impl Daemon {
         }
         let now = Instant::now();
         if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn_started = Some(now);
-            e.rt.recovered = false;
-            e.rt.anchor = anchor;
-            e.rt.input_lines = text.lines().count().max(1);
+            e.rt.turn
+                .submitted(now, anchor, text.lines().count(), by_api);
             e.rec.turn_anchor = anchor;
-            e.rec.turn_input_lines = e.rt.input_lines.min(u32::MAX as usize) as u32;
+            e.rec.turn_input_lines = e.rt.turn.input_lines.min(u32::MAX as usize) as u32;
             e.rec.turn_started_ms = crate::store::now_ms();
-            e.rt.confirm_by = (!by_api).then_some(now + CONFIRM_AFTER);
-            e.rt.confirm_tries = 0;
-            e.rt.last_output = now;
             e.rec.last_activity_ms = crate::store::now_ms();
             e.rec.error = None;
             if !text.trim().is_empty() {

@@ -21,11 +21,11 @@ mod reload;
 mod reply;
 mod restart;
 mod screen;
+pub(crate) mod shared;
 mod spawn;
 mod stop;
 mod tick;
-pub(crate) mod turn;
 mod watch;
 
 pub use reply::LastReply;
-pub(crate) use turn::remember_resolved;
+pub(crate) use shared::remember_resolved;

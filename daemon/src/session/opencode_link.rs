@@ -376,8 +376,8 @@ impl Daemon {
         let (state, started, recovered_ms) = match lock(&self.inner.sessions).get(name) {
             Some(e) => (
                 e.rec.state,
-                e.rt.turn_started,
-                e.rt.recovered.then_some(e.rec.turn_started_ms),
+                e.rt.turn.started,
+                e.rt.turn.recovered.then_some(e.rec.turn_started_ms),
             ),
             None => return,
         };
@@ -504,8 +504,8 @@ impl Daemon {
                 ..Default::default()
             };
             e.rec.prompt = Some(prompt.clone());
-            e.rt.prompt_pending_since = None;
-            e.rt.confirm_by = None;
+            e.rt.turn.prompt_pending_since = None;
+            e.rt.turn.confirm_by = None;
             (prompt, e.rec.id.clone())
         };
         self.event(name, &id, EventKind::Waiting { prompt });

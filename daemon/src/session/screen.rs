@@ -8,7 +8,7 @@ use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     /// Applies what the screen shows to the session's state.
@@ -24,30 +24,7 @@ impl Daemon {
                 return;
             };
             id = e.rec.id.clone();
-            let (by_hook, start_hook) =
-                self.kind_of(&e.rec.cli).map_or((false, false), |(ad, _)| {
-                    (ad.completes_by_hook(), ad.signals_turn_start())
-                });
-            // A session whose hooks cannot reach the daemon (recovered without its token) is
-            // read off the screen; otherwise the start hook, not a frame, starts a turn.
-            let start_hook = start_hook && !e.rec.hook_token.is_empty();
-            // A CLI with an API is ready when the API is: input goes through it, so the TUI
-            // need not have settled. Without one, the screen says.
-            let api = self.awaits_api(e);
-            let ready = if api {
-                e.rt.api.is_some()
-            } else {
-                (a.idle && a.ready) || !by_hook
-            };
             let now = Instant::now();
-            // The CLI shows it works on the input: submitted.
-            if a.busy
-                && e.rt.confirm_by.is_some()
-                && e.rt.turn_started.is_some()
-                && self.confirms_by_screen(e)
-            {
-                e.rt.confirm_by = None;
-            }
             // With the CLI's API connected, prompts come and go through it; the screen's view
             // of a dialog (drawn late, or lingering after an answer) would only add noise.
             let screen_prompt = if e.rt.api.is_some() {
@@ -57,7 +34,7 @@ impl Daemon {
             };
             match (screen_prompt, e.rec.prompt.clone()) {
                 (Some(sp), Some(mut cur)) => {
-                    let pending = e.rt.prompt_pending_since.is_some() && cur.source == "hook";
+                    let pending = e.rt.turn.prompt_pending_since.is_some() && cur.source == "hook";
                     // Published from the hook alone, without options, because the dialog was
                     // slow to appear: the same prompt again, now with the dialog's choices.
                     let late_options =
@@ -77,7 +54,7 @@ impl Daemon {
                             cur.subject = sp.subject.clone();
                         }
                         cur.answer = sp.answer;
-                        e.rt.prompt_pending_since = None;
+                        e.rt.turn.prompt_pending_since = None;
                         e.rec.prompt = Some(cur.clone());
                         events.push(EventKind::Waiting { prompt: cur });
                     } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
@@ -124,13 +101,13 @@ impl Daemon {
                         e.rt.answered_screen = None;
                         let p = new_prompt(sp, "screen");
                         e.rec.prompt = Some(p.clone());
-                        e.rt.confirm_by = None;
+                        e.rt.turn.confirm_by = None;
                         state_to = Some((State::Waiting, "the CLI asks"));
                         events.push(EventKind::Waiting { prompt: p });
                     }
                 }
                 (None, Some(cur)) => {
-                    if e.rt.prompt_pending_since.is_none() && e.rt.api.is_none() {
+                    if e.rt.turn.prompt_pending_since.is_none() && e.rt.api.is_none() {
                         // Gone from the screen, and nobody answered through clibot: the person at
                         // the terminal did (or the CLI withdrew it).
                         e.rec.prompt = None;
@@ -153,55 +130,30 @@ impl Daemon {
                     e.rt.answered_screen = None;
                 }
             }
-            if screen_prompt.is_none() && e.rec.prompt.is_none() {
-                match e.rec.state {
-                    State::Starting if ready => {
-                        state_to = Some((State::Idle, "ready"));
-                        deliver = true;
-                    }
-                    State::Working | State::Waiting if a.interrupted && by_hook => {
-                        // Claude Code fires no Stop hook for an interrupted turn.
-                        state_to = Some((State::Idle, "interrupted"));
-                        e.rt.turn_started = None;
-                        deliver = true;
-                    }
-                    // With the CLI's API connected, it says when a turn runs, and with a start
-                    // hook the hook does: a busy footer that lingers after the turn ended says
-                    // nothing. Without either, a busy screen is a turn started at the desk,
-                    // unless it is the frame right after a completion.
-                    State::Idle | State::Error
-                        if a.busy
-                            && e.rt.api.is_none()
-                            && !start_hook
-                            && e.rt
-                                .last_completed
-                                .is_none_or(|t| now.duration_since(t) >= AFTER_TURN_SETTLE) =>
-                    {
-                        e.rt.turn_started.get_or_insert(now);
-                        e.rt.net_closed = false;
-                        state_to = Some((State::Working, "busy"))
-                    }
-                    // A CLI with an API says itself when the recovered turn ended
-                    // ([`crate::opencode_link`]); its screen may look idle while it thinks.
-                    State::Working if by_hook && e.rt.recovered && a.idle && !a.busy && !api => {
-                        e.rt.recovered = false;
-                        recovered_turn = true;
-                    }
-                    _ => {}
+            // The turn itself: the state machine decides ([`crate::turn`]).
+            if let Some(caps) = self.turn_caps(e) {
+                let facts = crate::turn::Facts {
+                    state: e.rec.state,
+                    stalled: e.rec.stalled,
+                    prompt: e.rec.prompt.as_ref().map(|p| !p.options.is_empty()),
+                };
+                let seen = crate::turn::ScreenFacts {
+                    busy: a.busy,
+                    idle: a.idle,
+                    ready: a.ready,
+                    settled: a.settled,
+                    interrupted: a.interrupted,
+                    dialog: screen_prompt.is_some() || e.rec.prompt.is_some(),
+                    // With no API connected the screen's dialog is the one it shows.
+                    prompt_on_screen: a.prompt.is_some(),
+                    state_decided: state_to.is_some(),
+                };
+                let out = e.rt.turn.screen(&facts, &seen, &caps, now);
+                if out.state_to.is_some() {
+                    state_to = out.state_to;
                 }
-            }
-            // The safety net's clock: how long a working hook-driven CLI has looked idle.
-            if e.rec.state == State::Working
-                && by_hook
-                && !api
-                && state_to.is_none()
-                && a.settled
-                && a.prompt.is_none()
-                && e.rec.prompt.is_none()
-            {
-                e.rt.idle_since.get_or_insert(now);
-            } else {
-                e.rt.idle_since = None;
+                deliver |= out.deliver;
+                recovered_turn |= out.recovered_turn;
             }
             if let Some((kind, line)) = &a.error
                 && e.rt.last_error_line.as_deref() != Some(line.as_str())

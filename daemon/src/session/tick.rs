@@ -7,102 +7,43 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::keys::Key;
 use crate::locking::lock;
-use crate::model::{Prompt, State};
+use crate::model::State;
 use crate::store::events::EventKind;
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     pub(crate) async fn on_tick(&self, name: &str, target: &str) {
         let now = Instant::now();
-        let stall_after = Duration::from_millis(self.inner.settings.config.daemon.stall_after_ms);
-        let mut complete_from_screen: Option<(Option<i64>, usize)> = None;
-        let mut retry_enter = false;
-        let mut publish: Option<Prompt> = None;
-        let mut stalled: Option<u64> = None;
-        let mut ready = false;
-        let mut net = false;
         let idle_end = Duration::from_millis(self.inner.settings.config.daemon.idle_turn_end_ms);
-        let id;
-        {
+        let (id, out, publish) = {
             let mut sessions = lock(&self.inner.sessions);
             let Some(e) = running(&mut sessions, name) else {
                 return;
             };
-            id = e.rec.id.clone();
-            let live = self.live();
-            let Some(kind) = live.kinds.get(&e.rec.cli) else {
+            let Some(caps) = self.turn_caps(e) else {
                 return;
             };
-            if e.rec.state == State::Working
-                && kind.adapter.completes_by_hook()
-                && !self.awaits_api(e)
-                && e.rt
-                    .idle_since
-                    .is_some_and(|t| now.duration_since(t) >= idle_end)
-                && e.rt
-                    .turn_started
-                    .is_none_or(|t| now.duration_since(t) >= idle_end)
-            {
-                net = true;
-            }
-            let quiet =
-                Duration::from_millis(self.cli(&e.rec.cli).map(|c| c.quiet_ms).unwrap_or(1500));
-            let silent = now.duration_since(e.rt.last_output);
-            let screen_wait = match &e.rec.prompt {
-                Some(p) if p.options.is_empty() => HOOK_PROMPT_NO_OPTIONS_WAIT,
-                _ => HOOK_PROMPT_SCREEN_WAIT,
+            let facts = crate::turn::Facts {
+                state: e.rec.state,
+                stalled: e.rec.stalled,
+                prompt: e.rec.prompt.as_ref().map(|p| !p.options.is_empty()),
             };
-            if let Some(since) = e.rt.prompt_pending_since
-                && now.duration_since(since) > screen_wait
-            {
-                e.rt.prompt_pending_since = None;
-                publish = e.rec.prompt.clone();
-            }
-            if let Some(by) = e.rt.confirm_by
-                && now > by
-            {
-                e.rt.confirm_by = None;
-                // Confirmed by its start hook or its busy screen, a CLI may be asked a few times;
-                // by output, once.
-                let tries = if self.start_hook_live(e) || self.confirms_by_screen(e) {
-                    3
-                } else {
-                    1
-                };
-                if e.rt.confirm_tries < tries {
-                    e.rt.confirm_tries += 1;
-                    retry_enter = true;
-                    if e.rt.confirm_tries < tries {
-                        e.rt.confirm_by = Some(now + CONFIRM_AFTER);
-                    }
-                }
-            }
-            match e.rec.state {
-                // A CLI whose API link gave up falls back to quiescence, like any program.
-                State::Working
-                    if (!kind.adapter.completes_by_hook()
-                        || (kind.adapter.serves_api() && !self.awaits_api(e)))
-                        && e.rt
-                            .turn_started
-                            .is_some_and(|t| now.duration_since(t) >= quiet)
-                        && silent >= quiet =>
-                {
-                    complete_from_screen = Some((e.rt.anchor.take(), e.rt.input_lines));
-                    e.rt.turn_started = None;
-                }
-                State::Starting
-                    if silent >= STARTUP_QUIET && (!self.awaits_api(e) || e.rt.api.is_some()) =>
-                {
-                    ready = true
-                }
-                _ => {}
-            }
-            if e.rec.state == State::Working && silent >= stall_after && !e.rec.stalled {
+            let out = e.rt.turn.tick(&facts, &caps, now);
+            if out.stalled.is_some() {
                 e.rec.stalled = true;
-                stalled = Some(silent.as_millis() as u64);
             }
-        }
+            let publish = out.publish_prompt.then(|| e.rec.prompt.clone()).flatten();
+            (e.rec.id.clone(), out, publish)
+        };
+        let crate::turn::TickOutcome {
+            stalled,
+            retry_enter,
+            ready,
+            net,
+            complete_from_screen,
+            ..
+        } = out;
         if let Some(p) = publish {
             self.event(name, &id, EventKind::Waiting { prompt: p });
         }
@@ -136,17 +77,33 @@ impl Daemon {
             let fg = self.inner.mux.foreground(target).await.ok();
             let still_running = {
                 let mut sessions = lock(&self.inner.sessions);
-                match sessions.get_mut(name) {
-                    Some(e) => match (&e.rt.idle_foreground, &fg) {
-                        (Some(idle), Some(now)) if idle != now => {
-                            // Not over: put the turn back and look again later.
-                            e.rt.turn_started = Some(Instant::now());
-                            e.rt.anchor = anchor;
-                            true
-                        }
-                        _ => false,
-                    },
-                    None => return,
+                let Some(e) = sessions.get_mut(name) else {
+                    return;
+                };
+                // The CLI's own program in the foreground is the CLI at rest, whatever was
+                // learned (a read taken while its launcher was still starting it names the
+                // launcher): the record is corrected.
+                let program = self
+                    .cli(&e.rec.cli)
+                    .ok()
+                    .and_then(|c| c.argv.first().cloned())
+                    .and_then(|p| {
+                        std::path::Path::new(&p)
+                            .file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                    });
+                match (&e.rt.idle_foreground, &fg) {
+                    (Some(idle), Some(now)) if idle != now && program.as_ref() == Some(now) => {
+                        e.rec.idle_program = now.clone();
+                        e.rt.idle_foreground = Some(now.clone());
+                        false
+                    }
+                    (Some(idle), Some(now)) if idle != now => {
+                        // Not over: put the turn back and look again later.
+                        e.rt.turn.still_running(Instant::now(), anchor);
+                        true
+                    }
+                    _ => false,
                 }
             };
             if still_running {
@@ -191,7 +148,7 @@ impl Daemon {
                 || e.rec.state != State::Working
                 || e.rec.prompt.is_some()
             {
-                e.rt.idle_since = None;
+                e.rt.turn.idle_since = None;
                 return;
             }
             e.rec.clone()
@@ -207,7 +164,7 @@ impl Daemon {
         );
         self.complete_turn(name, reply, "idle");
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.net_closed = true;
+            e.rt.turn.net_closed = true;
         }
     }
 
@@ -218,15 +175,10 @@ impl Daemon {
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };
-            e.rt.turn_started = None;
-            e.rt.idle_since = None;
-            e.rt.net_closed = false;
-            e.rt.recovered = false;
+            e.rt.turn.completed(Instant::now());
             e.rec.turn_anchor = None;
             e.rec.turn_input_lines = 0;
             e.rec.turn_started_ms = 0;
-            e.rt.last_completed = Some(Instant::now());
-            e.rt.confirm_by = None;
             e.rec.stalled = false;
             if let Some(p) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &p.id, "cli");

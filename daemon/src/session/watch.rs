@@ -13,7 +13,7 @@ use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::{MuxError, WatchEvent};
 
-use super::turn::*;
+use super::shared::*;
 
 impl Daemon {
     pub(crate) fn kind_of(&self, cli: &str) -> Option<(Arc<dyn Adapter>, Arc<Pack>)> {
@@ -182,8 +182,8 @@ impl Daemon {
     pub(crate) fn wants_tick(&self, name: &str) -> bool {
         lock(&self.inner.sessions).get(name).is_some_and(|e| {
             matches!(e.rec.state, State::Working | State::Starting)
-                || e.rt.prompt_pending_since.is_some()
-                || e.rt.confirm_by.is_some()
+                || e.rt.turn.prompt_pending_since.is_some()
+                || e.rt.turn.confirm_by.is_some()
         })
     }
 
@@ -191,17 +191,17 @@ impl Daemon {
         let mut sessions = lock(&self.inner.sessions);
         if let Some(e) = sessions.get_mut(name) {
             let now = Instant::now();
-            e.rt.last_output = now;
+            e.rt.turn.last_output = now;
             // Output after Enter confirms the input arrived — unless the CLI's start hook or its
             // busy screen tells that: then output may be just the echo of text that sits unsent
             // in the composer (Gemini CLI ignores an Enter that comes while it finishes the
             // previous turn).
-            if e.rt.confirm_by.is_some()
-                && e.rt.turn_started.is_some_and(|t| now > t)
+            if e.rt.turn.confirm_by.is_some()
+                && e.rt.turn.started.is_some_and(|t| now > t)
                 && !self.start_hook_live(e)
                 && !self.confirms_by_screen(e)
             {
-                e.rt.confirm_by = None;
+                e.rt.turn.confirm_by = None;
             }
             if e.rec.stalled {
                 e.rec.stalled = false;
@@ -214,9 +214,9 @@ impl Daemon {
             // Never learned from a turn that outlived a daemon restart: its foreground is the
             // command still running, not the CLI.
             let calm = e.rec.state == State::Idle
-                && e.rt.turn_started.is_none()
+                && e.rt.turn.started.is_none()
                 && e.rec.queue.is_empty()
-                && !e.rt.recovered;
+                && !e.rt.turn.recovered;
             (e.rec.cli.clone(), calm && e.rt.idle_foreground.is_none())
         }) else {
             return;
@@ -228,7 +228,7 @@ impl Daemon {
             && !adapter.completes_by_hook()
             && let Ok(fg) = self.inner.mux.foreground(target).await
             && let Some(e) = lock(&self.inner.sessions).get_mut(name)
-            && e.rt.turn_started.is_none()
+            && e.rt.turn.started.is_none()
         {
             // What the pane runs while waiting for input: a quiet pane running anything else
             // is still working. Kept in the record for the next daemon.
@@ -246,5 +246,23 @@ impl Daemon {
             Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => debug!("screen read failed: {e}"),
         }
+    }
+
+    /// What the session's CLI and the config make of its turns, for the state machine.
+    pub(crate) fn turn_caps(&self, e: &crate::core::Entry) -> Option<crate::turn::Caps> {
+        let live = self.live();
+        let kind = live.kinds.get(&e.rec.cli)?;
+        let d = &self.inner.settings.config.daemon;
+        Some(crate::turn::Caps {
+            by_hook: kind.adapter.completes_by_hook(),
+            start_hook: self.start_hook_live(e),
+            confirms_by_screen: self.confirms_by_screen(e),
+            awaits_api: self.awaits_api(e),
+            api_connected: e.rt.api.is_some(),
+            serves_api: kind.adapter.serves_api(),
+            quiet: Duration::from_millis(self.cli(&e.rec.cli).map(|c| c.quiet_ms).unwrap_or(1500)),
+            idle_end: Duration::from_millis(d.idle_turn_end_ms),
+            stall_after: Duration::from_millis(d.stall_after_ms),
+        })
     }
 }

@@ -1,5 +1,5 @@
-//! The turn's clock and shared pieces: how long the state machine waits for what, the
-//! prompt a screen shows as a record, a reply read off the screen.
+//! What the session's files share: prompts as records and their signatures, the table entry of a
+//! running session, a reply read off the screen.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -14,26 +14,10 @@ pub(crate) const DEBOUNCE: Duration = Duration::from_millis(20);
 pub(crate) const MAX_DEBOUNCE: Duration = Duration::from_millis(120);
 /// The slow tick.
 pub(crate) const TICK: Duration = Duration::from_millis(250);
-/// After Enter, a change is expected within this time; otherwise Enter is pressed once more.
-pub(crate) const CONFIRM_AFTER: Duration = Duration::from_millis(2_000);
-/// A hook announced a prompt; if the screen has not shown it by then, the hook's own
-/// description is published.
-pub(crate) const HOOK_PROMPT_SCREEN_WAIT: Duration = Duration::from_millis(700);
-/// The same, for a hook that names no options (Gemini CLI's): such a prompt cannot be answered
-/// from a phone, so the dialog is given longer to appear — a loaded machine can take a second or
-/// more to draw it after the hook returns.
-pub(crate) const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
 /// How long an answer waits for the CLI's API link to come back before it goes by keys.
 pub(crate) const API_ANSWER_WAIT: Duration = Duration::from_secs(15);
-/// A busy frame this soon after a turn completed is a leftover of that turn, not a new one
-/// (for CLIs whose turns start from the screen: no start hook).
-pub(crate) const AFTER_TURN_SETTLE: Duration = Duration::from_millis(2_000);
 /// Longer single lines than this are pasted (a tmux command line holds about 16 KiB).
 pub(crate) const TYPE_MAX: usize = 2_048;
-/// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
-/// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
-/// typed before it reads the terminal is lost.
-pub(crate) const STARTUP_QUIET: Duration = Duration::from_secs(20);
 
 /// How long after an answer a dialog still on screen is taken for the answered one closing.
 pub(crate) const ANSWERED_LINGER: Duration = Duration::from_secs(2);
