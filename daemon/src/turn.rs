@@ -474,7 +474,7 @@ mod tests {
             ..caps(true)
         };
         // (state, screen, caps, recovered, ms since last completion, expected state, recovered turn)
-        let table: [(
+        type Row = (
             State,
             ScreenFacts,
             Caps,
@@ -482,7 +482,8 @@ mod tests {
             Option<u32>,
             Option<State>,
             bool,
-        ); 8] = [
+        );
+        let table: [Row; 8] = [
             (
                 State::Starting,
                 idle,
