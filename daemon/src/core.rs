@@ -1,5 +1,8 @@
-//! The daemon's core: the session registry, what each operation does, and the reconciliation
-//! with tmux at start and afterwards. It knows nothing of gRPC; `rpc.rs` translates.
+//! The daemon's core: the holder of the parts — the sessions' table, the live config, the
+//! event log, the chat tables, tmux — and what every operation shares (recording an event,
+//! persisting the registry, changing a state). The operations themselves live with their
+//! concern in `session/`; the core knows nothing of gRPC (`rpc/` translates) and nothing below
+//! it names it.
 //!
 //! Locking: `sessions` is a short-lived std mutex (never held across an await). Each session
 //! has its own async input lock, a fair FIFO queue, so input to one session is delivered in

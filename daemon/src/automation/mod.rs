@@ -1,3 +1,8 @@
+//! Answers to prompts that need no person, and work that moves on by itself: the shell parser
+//! and guard behind command rules, delegation to another CLI, git read without running the
+//! repository's code, what a prompt is about. Pure decisions; the daemon's operations in
+//! `session/` carry them out. May not touch: tmux, the store, the sessions' table.
+//!
 //! Answers to prompts that need no person: the user's approval rules (`[[rules]]`), the guard
 //! that no rule can lift (`[guard]`), and an external decider (`[decider]`).
 //!

@@ -1,3 +1,8 @@
+//! The CLIs clibot knows: their specs (built-in and `[cli.NAME]`), one adapter per CLI,
+//! screen detection with pattern packs, the program check, and the local HTTP client OpenCode's
+//! API is reached with. May not touch: sessions, tmux, the store — an adapter interprets, the
+//! daemon acts.
+//!
 //! What differs between CLIs, behind one small trait: how to launch one so that its hooks reach
 //! the daemon, what its hook payloads mean, and how a decision goes back through a hook.
 //! Screens are read by [`crate::cli::detect`] with the CLI's pattern pack; answers by keys come from

@@ -1,3 +1,7 @@
+//! The owner boundary: the bubblewrap jail, the launcher that hands a program to tmux without
+//! secrets on a command line, and the secret paths no session may start in or see. May not
+//! touch: sessions or chats (the daemon's operations in `session/confine.rs` apply it).
+//!
 //! Who runs where: whether a session's program is jailed, what non-admins may start, and how
 //! the program is handed to tmux (through the launcher, so that no secret is on a command line).
 

@@ -1,5 +1,9 @@
-//! Files in the state directory: atomic replacement, setting aside what cannot be read, and the
-//! session registry.
+//! Everything the daemon keeps on disk, and how: the event log and the long texts beside it,
+//! the session registry, the queued input, the audit log and size-rotated files; atomic
+//! replacement, and setting aside (never deleting) what cannot be read.
+//!
+//! Owns the file formats. May not touch: sessions, tmux, chats — it stores what it is given
+//! and knows nothing of what drives the daemon.
 
 pub mod audit;
 pub mod blobs;
