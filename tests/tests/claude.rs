@@ -56,7 +56,7 @@ fn wait_idle(h: &Harness) {
 }
 
 #[test]
-fn a_plain_reply_arrives_as_turn_completed_with_the_exact_text() {
+fn real_cli_a_plain_reply_arrives_as_turn_completed_with_the_exact_text() {
     let reply = "Hello from the mock model.\nThis is line two.\n\n- bullet one\n- bullet two";
     let s = setup(|_| vec![Rule::text("say hello", reply)], "");
     wait_idle(&s.h);
@@ -103,7 +103,7 @@ fn touch_rule(work: &std::path::Path, trigger: &str, file: &str) -> Rule {
 }
 
 #[test]
-fn a_tool_call_waits_with_its_options_and_yes_runs_it() {
+fn real_cli_a_tool_call_waits_with_its_options_and_yes_runs_it() {
     let s = setup(|w| vec![touch_rule(w, "make marker", "marker.txt")], "");
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make marker"]);
@@ -148,7 +148,7 @@ fn no_phantom_prompt(h: &Harness) {
 }
 
 #[test]
-fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerous_one() {
+fn real_cli_an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerous_one() {
     let s = setup_with(
         |w| {
             vec![
@@ -214,7 +214,7 @@ fn an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerou
 }
 
 #[test]
-fn answering_no_is_handled() {
+fn real_cli_answering_no_is_handled() {
     let s = setup(|w| vec![touch_rule(w, "make marker", "refused.txt")], "");
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make marker"]);
@@ -229,7 +229,7 @@ fn answering_no_is_handled() {
 }
 
 #[test]
-fn answering_at_the_terminal_resolves_the_prompt() {
+fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(|w| vec![touch_rule(w, "make marker", "desk.txt")], "");
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make marker"]);
@@ -251,7 +251,7 @@ fn answering_at_the_terminal_resolves_the_prompt() {
 }
 
 #[test]
-fn when_the_hook_stops_waiting_the_answer_goes_by_keys() {
+fn real_cli_when_the_hook_stops_waiting_the_answer_goes_by_keys() {
     // The permission hook gives up after 1 s and leaves the dialog to keys.
     let s = setup(
         |w| vec![touch_rule(w, "make marker", "keys.txt")],
@@ -280,7 +280,7 @@ fn latest_request_with(mock: &MockLlm, text: &str) -> String {
 }
 
 #[test]
-fn a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
+fn real_cli_a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
     let s = setup(
         |_| {
             vec![
@@ -330,7 +330,7 @@ fn a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
 /// message typed at the desk in between: five replies and the desk's, each once, and the
 /// session idle at the end. Claude Code used to wedge here after its first reply.
 #[test]
-fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
+fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies() {
     let s = setup(|_| clibot_tests::live::numbered_rules(5), "");
     wait_idle(&s.h);
     clibot_tests::live::rapid_turns(&s.h, "cc", 5, true, Duration::from_secs(60));
@@ -338,7 +338,7 @@ fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
 
 /// The same on a loaded machine: a busy loop on every core, so the TUI draws late.
 #[test]
-fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
+fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
     let s = setup(|_| clibot_tests::live::numbered_rules(5), "");
     wait_idle(&s.h);
     let _load = clibot_tests::live::CpuLoad::start();
@@ -349,7 +349,7 @@ fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
 /// recovered from tmux with its hook token, so Claude Code's hooks are accepted and its turns
 /// still complete by the Stop hook with the exact reply.
 #[test]
-fn a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
+fn real_cli_a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
     let mut s = setup(|_| clibot_tests::live::numbered_rules(2), "");
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please answer 1"]);

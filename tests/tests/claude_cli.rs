@@ -262,7 +262,7 @@ fn is_permission_dialog(s: &str) -> bool {
 }
 
 #[test]
-fn plain_text_reply_shows_on_screen() {
+fn real_cli_plain_text_reply_shows_on_screen() {
     let c = Claude::start(rules, false);
     // A slow model, so that the busy screen can be seen.
     c.mock.set_latency(Duration::from_millis(1500));
@@ -292,7 +292,7 @@ fn plain_text_reply_shows_on_screen() {
 }
 
 #[test]
-fn bash_tool_call_asks_and_digit_one_runs_it() {
+fn real_cli_bash_tool_call_asks_and_digit_one_runs_it() {
     let c = Claude::start(rules, false);
     let marker = c.work.join("marker.txt");
     c.tmux.submit("Please RUNBASH now");
@@ -316,7 +316,7 @@ fn bash_tool_call_asks_and_digit_one_runs_it() {
 }
 
 #[test]
-fn hooks_report_prompt_permission_and_final_text() {
+fn real_cli_hooks_report_prompt_permission_and_final_text() {
     let c = Claude::start(rules, true);
     c.tmux.submit("Please say HELLO");
     c.wait("the reply", replied);

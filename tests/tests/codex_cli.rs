@@ -103,7 +103,7 @@ fn ask_for_approval(s: &Setup, text: &str, file: &str) -> Value {
 }
 
 #[test]
-fn a_reply_arrives_as_turn_completed_with_the_exact_text() {
+fn real_cli_a_reply_arrives_as_turn_completed_with_the_exact_text() {
     let s = setup(|_| vec![Rule::text("say hello", REPLY)]);
     s.h.ctl_ok(&["send", SESSION, "please say hello"]);
     let done = wait_event(&s.h, "turn_completed", |e| e["type"] == "turn_completed");
@@ -141,7 +141,7 @@ fn a_reply_arrives_as_turn_completed_with_the_exact_text() {
 }
 
 #[test]
-fn approving_through_clibot_runs_the_command() {
+fn real_cli_approving_through_clibot_runs_the_command() {
     let s = setup(|w| vec![touch_rule(w, "make marker", "marker.txt")]);
     let w = ask_for_approval(&s, "please make marker", "marker.txt");
     let id = w["prompt_id"].as_str().expect("prompt id").to_string();
@@ -164,7 +164,7 @@ fn approving_through_clibot_runs_the_command() {
 }
 
 #[test]
-fn declining_through_clibot_ends_the_turn_and_the_next_message_runs() {
+fn real_cli_declining_through_clibot_ends_the_turn_and_the_next_message_runs() {
     let s = setup(|w| {
         vec![
             touch_rule(w, "make marker", "refused.txt"),
@@ -202,7 +202,7 @@ fn declining_through_clibot_ends_the_turn_and_the_next_message_runs() {
 }
 
 #[test]
-fn answering_at_the_terminal_resolves_the_prompt() {
+fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(|w| vec![touch_rule(w, "make marker", "desk.txt")]);
     let w = ask_for_approval(&s, "please make marker", "desk.txt");
     let id = w["prompt_id"].as_str().expect("prompt id").to_string();
@@ -229,7 +229,7 @@ fn answering_at_the_terminal_resolves_the_prompt() {
 /// A phone sends the next message the instant the reply lands: Codex is still redrawing after
 /// its turn, and the second message must still be typed, submitted and answered (once).
 #[test]
-fn a_message_sent_the_instant_a_reply_lands_is_answered() {
+fn real_cli_a_message_sent_the_instant_a_reply_lands_is_answered() {
     const BYE: &str = "Bye from the mock model.";
     let s = setup(|_| vec![Rule::text("say hello", REPLY), Rule::text("say bye", BYE)]);
     s.h.ctl_ok(&["send", SESSION, "please say hello"]);
@@ -269,7 +269,7 @@ fn a_message_sent_the_instant_a_reply_lands_is_answered() {
 /// A command rule approves Codex's `touch`, parsed; `rm -rf` that the rule's `*` would match
 /// is held by the guard for a person.
 #[test]
-fn a_command_rule_approves_codexs_command_and_the_guard_holds_a_dangerous_one() {
+fn real_cli_a_command_rule_approves_codexs_command_and_the_guard_holds_a_dangerous_one() {
     let s = setup_with(
         |w| {
             vec![

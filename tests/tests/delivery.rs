@@ -25,8 +25,11 @@ fn wait_event(h: &Harness, name: &str, what: &str, pred: impl Fn(&Value) -> bool
 fn a_reply_over_4_mib_is_kept_whole_and_streams_in_chunks() {
     let mut h = Harness::new();
     let config = std::fs::read_to_string(&h.config).expect("config");
-    std::fs::write(&h.config, config.replace("height = 40", "height = 40\nhistory_limit = 200000"))
-        .expect("config");
+    std::fs::write(
+        &h.config,
+        config.replace("height = 40", "height = 40\nhistory_limit = 200000"),
+    )
+    .expect("config");
     h.start_daemon();
     spawn_bash(&h, "r");
     // 60 000 lines of 32 `€` (96 bytes + newline) ≈ 5.8 MB.
@@ -39,11 +42,18 @@ fn a_reply_over_4_mib_is_kept_whole_and_streams_in_chunks() {
         e["type"] == "turn_completed" && e["session"] == "r"
     });
     let text = done["text"].as_str().unwrap_or_default();
-    assert!(text.len() <= 256 * 1024, "event text is capped: {}", text.len());
+    assert!(
+        text.len() <= 256 * 1024,
+        "event text is capped: {}",
+        text.len()
+    );
     let blob = done["blob_id"].as_str().unwrap_or_default().to_string();
     assert!(!blob.is_empty(), "a long reply names its blob: {done}");
     let full = done["full_bytes"].as_u64().unwrap_or(0);
-    assert!(full > 4 * 1024 * 1024, "the whole reply is over 4 MiB: {full}");
+    assert!(
+        full > 4 * 1024 * 1024,
+        "the whole reply is over 4 MiB: {full}"
+    );
     let last = h.ctl(&["last", "r"]);
     assert!(
         last.status.success(),
@@ -178,7 +188,10 @@ fn a_second_window_takes_nothing_over() {
     });
     let shown = h.tmux(&["capture-pane", "-p", "-t", &other]);
     let shown = String::from_utf8_lossy(&shown.stdout);
-    assert!(!shown.contains("to-9"), "the new window got nothing: {shown}");
+    assert!(
+        !shown.contains("to-9"),
+        "the new window got nothing: {shown}"
+    );
     assert!(h.ctl_ok(&["screen", "r"]).contains("to-9-cli"));
     // The CLI exits while the other window stays: the exit is seen.
     h.ctl_ok(&["send", "r", "exit 7"]);
@@ -202,9 +215,8 @@ fn concurrent_restarts_respect_max_sessions() {
         }
         h.wait_list("all exited", |l| {
             pair.iter().all(|n| {
-                l.as_array().is_some_and(|a| {
-                    a.iter().any(|s| s["name"] == *n && s["state"] == "exited")
-                })
+                l.as_array()
+                    .is_some_and(|a| a.iter().any(|s| s["name"] == *n && s["state"] == "exited"))
             })
         });
     }
@@ -422,7 +434,11 @@ async fn oversized_requests_are_refused_naming_the_limit() {
     .expect("the session still takes input");
     h.wait_screen("r", "the next command", |s| lines(s).contains(&"still-10"));
     let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
-    assert_eq!(list.as_array().map(Vec::len), Some(1), "nothing was spawned: {list:#}");
+    assert_eq!(
+        list.as_array().map(Vec::len),
+        Some(1),
+        "nothing was spawned: {list:#}"
+    );
 }
 
 /// Keys are pressed at once, not behind queued input: C-c interrupts the running turn while a

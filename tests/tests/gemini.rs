@@ -36,7 +36,7 @@ fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
 }
 
 #[test]
-fn a_reply_streamed_in_pieces_arrives_exactly() {
+fn real_cli_a_reply_streamed_in_pieces_arrives_exactly() {
     let reply = "Hello from the mock model.\nThis is line two, streamed in several pieces.";
     let s = setup(|_| vec![Rule::text("say hello", reply)]);
     // Small pieces: the real API streams like this.
@@ -51,7 +51,7 @@ fn a_reply_streamed_in_pieces_arrives_exactly() {
 }
 
 #[test]
-fn a_shell_confirmation_waits_and_a_key_answers_it() {
+fn real_cli_a_shell_confirmation_waits_and_a_key_answers_it() {
     let s = setup(|w| {
         let cmd = format!("touch {}", w.join("marker.txt").display());
         vec![Rule::tool(
@@ -118,7 +118,7 @@ fn wait_dialog(h: &Harness) -> Value {
 }
 
 #[test]
-fn answering_no_is_handled() {
+fn real_cli_answering_no_is_handled() {
     let s = setup(|w| {
         // Gemini sends the refused request's text again with the next one (in one user
         // turn), so the next message's rule comes first.
@@ -181,7 +181,7 @@ fn answering_no_is_handled() {
 }
 
 #[test]
-fn answering_at_the_terminal_resolves_the_prompt() {
+fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(|w| vec![touch_rule(w, "desk.txt")]);
     wait_event(&s.h, "ready", |e| {
         e["type"] == "state_changed" && e["to"] == "idle"
@@ -213,7 +213,7 @@ fn answering_at_the_terminal_resolves_the_prompt() {
 /// message typed at the desk in between: five replies and the desk's, each once, and the
 /// session idle at the end. Gemini CLI used to wedge here after its first reply.
 #[test]
-fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
+fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies() {
     let s = setup(|_| clibot_tests::live::numbered_rules(5));
     wait_event(&s.h, "ready", |e| {
         e["type"] == "state_changed" && e["to"] == "idle"
@@ -223,7 +223,7 @@ fn messages_sent_the_instant_each_reply_lands_all_get_replies() {
 
 /// The same on a loaded machine: a busy loop on every core, so the TUI draws late.
 #[test]
-fn messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
+fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies_under_load() {
     let s = setup(|_| clibot_tests::live::numbered_rules(5));
     wait_event(&s.h, "ready", |e| {
         e["type"] == "state_changed" && e["to"] == "idle"

@@ -399,7 +399,7 @@ fn declared_tools(request: &Value) -> Vec<String> {
 }
 
 #[test]
-fn plain_text_reply_shows_and_after_agent_has_it() {
+fn real_cli_plain_text_reply_shows_and_after_agent_has_it() {
     let mut g = Gemini::start(Setup::default());
     // A slow model, so that the busy screen can be seen; the reply in one streamed piece (see
     // below for several).
@@ -500,7 +500,7 @@ fn plain_text_reply_shows_and_after_agent_has_it() {
 }
 
 #[test]
-fn shell_tool_asks_and_digit_one_runs_it() {
+fn real_cli_shell_tool_asks_and_digit_one_runs_it() {
     let mut g = Gemini::start(Setup::default());
     let marker = marker(&g.work);
     g.tmux.submit("Please RUNSHELL now");
@@ -567,7 +567,7 @@ fn shell_tool_asks_and_digit_one_runs_it() {
 /// keys pressed meanwhile go to the composer, not to the dialog. clibot's hook must return at
 /// once.
 #[test]
-fn slow_notification_hook_holds_back_the_confirmation() {
+fn real_cli_slow_notification_hook_holds_back_the_confirmation() {
     fn slow_hooks(dir: &Path) -> Value {
         json!({
             // `exec`, so the timeout's SIGTERM ends the sleep itself; a child left holding the
@@ -629,7 +629,7 @@ fn is_secure_system_path(path: &Path) -> bool {
 /// are added to the user's. But Gemini only reads it from a root-owned path that no one else
 /// can write, so an unprivileged program cannot use it to inject hooks per process.
 #[test]
-fn system_settings_path_needs_a_root_owned_location() {
+fn real_cli_system_settings_path_needs_a_root_owned_location() {
     fn system_file(root: &Path) -> PathBuf {
         root.join("system").join("settings.json")
     }

@@ -79,7 +79,7 @@ fn http_status(port: u16, request: &str) -> String {
 }
 
 #[test]
-fn a_plain_reply_arrives_exactly_the_server_wants_the_password_and_a_restart_resumes() {
+fn real_cli_a_plain_reply_arrives_exactly_the_server_wants_the_password_and_a_restart_resumes() {
     let reply = "Hello from the mock model.\nThis is line two.";
     let s = setup(|_| {
         vec![
@@ -160,7 +160,7 @@ fn a_plain_reply_arrives_exactly_the_server_wants_the_password_and_a_restart_res
 }
 
 #[test]
-fn a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart() {
+fn real_cli_a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart() {
     let mut s = setup(|w| vec![touch_rule(w)]);
     s.h.ctl_ok(&["send", "oc", "please make marker"]);
     let w = s.wait("waiting", |e| e["type"] == "waiting");
@@ -202,7 +202,7 @@ fn a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart() {
 }
 
 #[test]
-fn no_is_handled_and_the_turn_ends() {
+fn real_cli_no_is_handled_and_the_turn_ends() {
     let s = setup(|w| vec![touch_rule(w)]);
     s.h.ctl_ok(&["send", "oc", "please make marker"]);
     let w = s.wait("waiting", |e| e["type"] == "waiting");
@@ -226,7 +226,7 @@ fn no_is_handled_and_the_turn_ends() {
 }
 
 #[test]
-fn answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() {
+fn real_cli_answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() {
     let s = setup(|w| vec![touch_rule(w)]);
     s.h.ctl_ok(&["send", "oc", "please make marker"]);
     let w = s.wait("waiting", |e| e["type"] == "waiting");
@@ -253,7 +253,7 @@ fn answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() 
 }
 
 #[test]
-fn a_question_is_answered_with_a_choice() {
+fn real_cli_a_question_is_answered_with_a_choice() {
     let s = setup(|_| {
         vec![Rule::tool(
             "which db",
