@@ -296,10 +296,11 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     let t: f64 = s
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if (0.001..=3600.0).contains(&t) {
+    // 0 means the default ([daemon] stop_timeout_ms), as the help says.
+    if t == 0.0 || (0.001..=3600.0).contains(&t) {
         Ok(t)
     } else {
-        Err("must be between 0.001 and 3600 seconds".into())
+        Err("must be 0 (the default) or between 0.001 and 3600 seconds".into())
     }
 }
 
@@ -416,5 +417,19 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             PairingAction::Revoke { platform, user } => chat::revoke(c, platform, user).await,
         },
         Command::Attach { name } => sessions::attach(c, name).await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_timeout_of_0_means_the_default() {
+        assert_eq!(parse_timeout("0"), Ok(0.0));
+        assert_eq!(parse_timeout("2.5"), Ok(2.5));
+        assert!(parse_timeout("3601").is_err());
+        assert!(parse_timeout("-1").is_err());
+        assert!(parse_timeout("soon").is_err());
     }
 }

@@ -8,6 +8,22 @@ use clibot_proto::{Client, v1};
 
 use super::output::{self, print_json};
 
+/// The filters that found nothing, for the message that says so ("in state waiting, of cli
+/// codex"); empty when none was given.
+fn no_match_filters(cli: Option<&str>, state: v1::SessionState, dir: &str) -> String {
+    let mut parts = Vec::new();
+    if state != v1::SessionState::Unspecified {
+        parts.push(format!("in state {}", output::state_name(state as i32)));
+    }
+    if let Some(cli) = cli {
+        parts.push(format!("of cli {cli}"));
+    }
+    if !dir.is_empty() {
+        parts.push(format!("in {dir}"));
+    }
+    parts.join(", ")
+}
+
 /// `list`'s filters: only sessions of `cli`, in `state`, in `dir` or below it.
 pub async fn list(
     c: &mut Client,
@@ -27,6 +43,7 @@ pub async fn list(
         .transpose()?
         .map(|d| d.display().to_string())
         .unwrap_or_default();
+    let filters = no_match_filters(cli.as_deref(), state, &dir);
     let req = v1::ListSessionsRequest {
         cli: cli.unwrap_or_default(),
         dir,
@@ -38,7 +55,9 @@ pub async fn list(
             sessions.iter().map(output::session_json).collect(),
         ));
     }
-    if sessions.is_empty() {
+    if sessions.is_empty() && !filters.is_empty() {
+        println!("no sessions {filters}; `clibotctl list` shows them all");
+    } else if sessions.is_empty() {
         println!("no sessions; start one with `clibotctl spawn NAME --cli shell`");
     } else {
         print!("{}", output::session_table(&sessions));
@@ -111,7 +130,11 @@ pub async fn stop(
     force: bool,
     timeout: Option<f64>,
 ) -> anyhow::Result<()> {
-    let timeout_ms = timeout.map(|t| ((t * 1000.0) as u32).max(1)).unwrap_or(0);
+    // 0 asks for the daemon's default ([daemon] stop_timeout_ms).
+    let timeout_ms = timeout
+        .filter(|t| *t > 0.0)
+        .map(|t| ((t * 1000.0) as u32).max(1))
+        .unwrap_or(0);
     let r = c
         .stop_session(v1::StopSessionRequest {
             session: name.clone(),
@@ -229,4 +252,21 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
     let cwd = std::env::current_dir()
         .context("cannot read the current directory; pass an absolute --dir")?;
     Ok(cwd.join(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_filtered_list_names_its_filters() {
+        assert_eq!(
+            no_match_filters(Some("codex"), v1::SessionState::Waiting, "/src"),
+            "in state waiting, of cli codex, in /src"
+        );
+        assert_eq!(
+            no_match_filters(None, v1::SessionState::Unspecified, ""),
+            ""
+        );
+    }
 }
