@@ -19,7 +19,8 @@ use crate::commands::{chat, hook, io, ops, sessions};
 #[derive(Debug, Parser)]
 #[command(version, about, propagate_version = true)]
 struct Cli {
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock, or
+    /// $TMPDIR/clibot-$UID/clibotd.sock where XDG_RUNTIME_DIR is unset]
     #[arg(long, global = true, env = "CLIBOT_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
     /// Do not start clibotd when none is running.
@@ -33,12 +34,14 @@ struct Cli {
 enum Command {
     /// Daemon status: version, paths, tmux, sessions.
     Status {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// List sessions.
     #[command(alias = "ls")]
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Only sessions of this CLI.
@@ -53,12 +56,15 @@ enum Command {
     },
     /// Show one session.
     Show {
+        /// The session's name.
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Start a CLI in a new session.
     Spawn {
+        /// The session's name.
         name: String,
         /// A configured CLI: claude, codex, gemini, opencode, shell, or one from [cli.NAME].
         #[arg(long)]
@@ -76,12 +82,15 @@ enum Command {
         /// (its usage limit, a rate limit, ...).
         #[arg(long)]
         delegate: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Type text into a session and submit it (`-` reads the text from stdin).
     Send {
+        /// The session's name.
         name: String,
+        /// The text, typed literally (`-`: read it from stdin).
         text: String,
         /// Type the text without pressing Enter.
         #[arg(long)]
@@ -89,12 +98,15 @@ enum Command {
     },
     /// Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, 1, ...
     Keys {
+        /// The session's name.
         name: String,
+        /// Key names, pressed in order.
         #[arg(required = true)]
         keys: Vec<String>,
     },
     /// Print what the session's pane shows.
     Screen {
+        /// The session's name.
         name: String,
         /// The last N lines, scrollback included [default: the visible screen].
         #[arg(long, short = 'n')]
@@ -105,6 +117,7 @@ enum Command {
     },
     /// Stop a session: the CLI's graceful quit, then a kill after the timeout.
     Stop {
+        /// The session's name.
         name: String,
         /// Kill at once.
         #[arg(long)]
@@ -116,6 +129,7 @@ enum Command {
     /// Start a session's CLI again (after it exited, or ending it first), resuming its
     /// conversation: same name, directory, arguments and environment.
     Restart {
+        /// The session's name.
         name: String,
         /// Start a new conversation instead of resuming the previous one.
         #[arg(long)]
@@ -125,6 +139,7 @@ enum Command {
     Adopt {
         /// The tmux session's name (or $id).
         tmux_session: String,
+        /// Which configured CLI runs in it (claude, codex, gemini, opencode, shell, ...).
         #[arg(long)]
         cli: String,
         /// The session's clibot name [default: the tmux name].
@@ -132,7 +147,10 @@ enum Command {
         name: Option<String>,
     },
     /// Stop managing a session; it keeps running in tmux.
-    Release { name: String },
+    Release {
+        /// The session's name.
+        name: String,
+    },
     /// Print events from the durable log.
     Events {
         /// Keep printing new events.
@@ -145,31 +163,44 @@ enum Command {
         /// Only this session (repeatable).
         #[arg(long = "session")]
         sessions: Vec<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Attach this terminal to the session (tmux attach); detach with the tmux prefix, then d.
-    Attach { name: String },
+    Attach {
+        /// The session's name.
+        name: String,
+    },
     /// Answer the prompt a session waits on: an option number, yes/no/always, or free text.
     Answer {
+        /// The session's name.
         name: String,
+        /// An option number, yes/no/always, or the text to type.
         answer: String,
         /// The prompt's id (from the waiting event); refuses to answer a different prompt.
         #[arg(long)]
         prompt: Option<String>,
     },
     /// Print the final reply of the session's last completed turn.
-    Last { name: String },
+    Last {
+        /// The session's name.
+        name: String,
+    },
     /// Let a chat user use a session made by someone else (PLATFORM:USER, e.g.
     /// telegram:123456789, as `!!whoami` shows it); --revoke takes it back.
     Share {
+        /// The session's name.
         name: String,
+        /// The chat user, PLATFORM:USER (e.g. telegram:123456789).
         user: String,
+        /// Take the share back.
         #[arg(long)]
         revoke: bool,
     },
     /// What a chat sent and was shown (PLATFORM:CHAT, e.g. telegram:123456789), oldest first.
     Transcript {
+        /// The chat, PLATFORM:CHAT (e.g. telegram:123456789).
         chat: String,
         /// Only entries since: a duration back from now (30s, 15m, 2h, 1d).
         #[arg(long, value_name = "DURATION")]
@@ -187,25 +218,30 @@ enum Command {
     /// CLIs apply at once; says which changed sections need a daemon restart. An invalid file
     /// changes nothing.
     Reload {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// The approval rules with how often each fired, the guard, the decider and delegation.
     Rules {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Hand a session's work to another CLI now: starts NAME-CLI in the same directory, types
     /// the last request with a handoff, moves the session's chats to it.
     Delegate {
+        /// The session's name.
         name: String,
         /// The CLI to continue in [default: the next of `[delegation] to`].
         cli: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Chats bound to sessions: where delivery stands, and which chats are suspended.
     Chats {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -217,6 +253,7 @@ enum Command {
     /// Check the installation (tmux, daemon, socket and state permissions, CLIs, hooks,
     /// systemd units, gateways, config) and say how to fix each problem; exit 1 on a failure.
     Doctor {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -237,6 +274,7 @@ enum Command {
         /// The state directory [default: the running daemon's].
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -256,13 +294,22 @@ enum Command {
 enum PairingAction {
     /// Pending codes and approved users.
     List {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Let the chat user who was given CODE act.
-    Approve { code: String },
+    Approve {
+        /// The pairing code the chat user was given.
+        code: String,
+    },
     /// Take access away from a user (platform: telegram, discord, feishu, console).
-    Revoke { platform: String, user: String },
+    Revoke {
+        /// telegram, discord, feishu or console.
+        platform: String,
+        /// The user's id on that platform.
+        user: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -423,6 +470,32 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every argument of every command says what it is in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" || a.is_hide_set() {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                if sub.is_hide_set() {
+                    continue;
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "clibotctl", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
 
     #[test]
     fn a_stop_timeout_of_0_means_the_default() {

@@ -46,6 +46,7 @@ struct Args {
     /// Serve Discord (token from --discord-token, DISCORD_TOKEN, or `[gateway.discord] token`).
     #[arg(long)]
     discord: bool,
+    /// The Discord bot token.
     #[arg(
         long,
         env = "DISCORD_TOKEN",
@@ -60,6 +61,7 @@ struct Args {
     /// `[gateway.telegram] token`).
     #[arg(long)]
     telegram: bool,
+    /// The Telegram bot token (from @BotFather).
     #[arg(
         long,
         env = "TELEGRAM_TOKEN",
@@ -77,7 +79,8 @@ struct Args {
     /// Config file [default: $XDG_CONFIG_HOME/clibot/config.toml]
     #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE", global = true)]
     config: Option<PathBuf>,
-    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock, or
+    /// $TMPDIR/clibot-$UID/clibotd.sock where XDG_RUNTIME_DIR is unset]
     #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH", global = true)]
     socket: Option<PathBuf>,
     /// What marks a gateway command (everything else goes to the CLI).
@@ -90,6 +93,7 @@ enum Cmd {
     /// How each platform of the running gateway is doing, as the daemon last heard it.
     /// Exits non-zero when a platform is not connected or no gateway reports.
     Status {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -492,5 +496,33 @@ async fn status(socket: &Path, json: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod cli_help_tests {
+    use super::*;
+
+    /// Every argument of every command says what it is in `--help`.
+    #[test]
+    fn every_argument_has_help() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" || a.is_hide_set() {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Args::command(), "clibot-gateway", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
     }
 }
