@@ -332,7 +332,7 @@ fn main() -> ExitCode {
         Err(e) => {
             match e.downcast_ref::<tonic::Status>() {
                 Some(s) => eprintln!("clibotctl: {}", s.message()),
-                None => eprintln!("clibotctl: {e:#}"),
+                None => eprintln!("clibotctl: {}", clibot_proto::describe(e.as_ref())),
             }
             ExitCode::FAILURE
         }

@@ -61,11 +61,15 @@ fn main() -> ExitCode {
     let activated = listenfd::ListenFd::from_env().take_unix_listener(0);
     let sink = LogSink::default();
     init_tracing(sink.clone());
-    match run(args, activated, sink) {
+    match run(args, activated, sink.clone()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            error!("{e:#}");
-            eprintln!("clibotd: error: {e:#}");
+            // Said once on stderr; the log file, when there is one, keeps it too.
+            let said = clibot_proto::describe(e.as_ref());
+            if sink.is_file() {
+                error!("{said}");
+            }
+            eprintln!("clibotd: error: {said}");
             ExitCode::FAILURE
         }
     }
@@ -77,6 +81,11 @@ fn main() -> ExitCode {
 struct LogSink(Arc<Mutex<Option<RotatingFile>>>);
 
 impl LogSink {
+    /// The log goes to a file (not to standard error).
+    fn is_file(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
     fn to_file(&self, f: RotatingFile) {
         *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(f);
     }

@@ -370,12 +370,18 @@ async fn run_platform(
             Err(e) if first && e.downcast_ref::<platforms::AlreadyPolling>().is_some() => {
                 // At start, a second gateway for the same bot is a mistake to point out, not
                 // a standby that takes turns with the first.
-                eprintln!("clibot-gateway: {name}: {e:#}");
+                eprintln!(
+                    "clibot-gateway: {name}: {}",
+                    clibot_proto::describe(e.as_ref())
+                );
                 std::process::exit(1);
             }
             Err(e) => {
-                eprintln!("clibot-gateway: {name}: {e:#}; retrying in {backoff:?}");
-                health.state("retrying", &format!("{e:#}"));
+                eprintln!(
+                    "clibot-gateway: {name}: {}; retrying in {backoff:?}",
+                    clibot_proto::describe(e.as_ref())
+                );
+                health.state("retrying", &clibot_proto::describe(e.as_ref()));
             }
         }
         first = false;

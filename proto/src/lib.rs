@@ -3,11 +3,13 @@
 
 mod config_file;
 mod connect;
+mod errors;
 mod paths;
 mod text;
 
 pub use config_file::{MissingEnv, default_config_path, substitute_env};
 pub use connect::{ConnectError, connect};
+pub use errors::describe;
 pub use paths::{default_socket_path, private_runtime_dir};
 
 /// Generated code for package `clibot.v1`.
