@@ -69,6 +69,76 @@ pub fn session_json(s: &v1::Session) -> Value {
     })
 }
 
+/// `show` for people: one `key  value` line per field that says something, times as ages,
+/// the exit status with the state; `--json` has every raw value.
+pub fn session_details(s: &v1::Session) -> String {
+    let mut rows: Vec<(&str, String)> = Vec::new();
+    let mut state = state_name(s.state).to_string();
+    if let Some(code) = s.exit_status {
+        state.push_str(&format!(" (exit status {code})"));
+    }
+    if s.stalled {
+        state.push_str(", stalled");
+    }
+    rows.push(("name", s.name.clone()));
+    rows.push(("cli", s.cli.clone()));
+    rows.push(("state", state));
+    if !s.exit_reason.is_empty() {
+        rows.push(("exit reason", s.exit_reason.clone()));
+    }
+    rows.push(("dir", s.dir.clone()));
+    if !s.args.is_empty() {
+        rows.push(("args", s.args.join(" ")));
+    }
+    if s.created_at_ms > 0 {
+        rows.push(("created", format!("{} ago", ago(s.created_at_ms))));
+    }
+    if s.last_activity_ms > 0 {
+        rows.push(("last activity", format!("{} ago", ago(s.last_activity_ms))));
+    }
+    if let Some(p) = &s.prompt {
+        let mut line = format!("{}: {}", p.kind, p.text);
+        if !p.options.is_empty() {
+            line.push_str(&format!(" [{}]", p.options.join(" / ")));
+        }
+        rows.push(("waiting on", line));
+    }
+    if s.queued_inputs > 0 {
+        rows.push(("queued", format!("{} message(s)", s.queued_inputs)));
+    }
+    if !s.error.is_empty() {
+        rows.push(("last error", s.error.clone()));
+    }
+    if !s.owner.is_empty() {
+        rows.push(("owner", s.owner.clone()));
+    }
+    if !s.shared_with.is_empty() {
+        rows.push(("shared with", s.shared_with.join(", ")));
+    }
+    if s.delegate {
+        rows.push(("delegates", "on errors listed in [delegation] on".into()));
+    }
+    if !s.delegated_from.is_empty() {
+        rows.push(("delegated from", s.delegated_from.join(" → ")));
+    }
+    if !s.delegated_to.is_empty() {
+        rows.push(("delegated to", s.delegated_to.clone()));
+    }
+    let mut tmux = format!("{} ({})", s.tmux_session, s.tmux_session_id);
+    if s.pid > 0 {
+        tmux.push_str(&format!(", pid {}", s.pid));
+    }
+    if s.adopted {
+        tmux.push_str(", adopted");
+    }
+    rows.push(("tmux", tmux));
+    if !s.attach_command.is_empty() {
+        rows.push(("attach", s.attach_command.join(" ")));
+    }
+    rows.push(("id", s.id.clone()));
+    rows.iter().map(|(k, v)| format!("{k:<15} {v}\n")).collect()
+}
+
 pub fn rules_json(r: &v1::ListRulesResponse) -> Value {
     json!({
         "rules": r.rules.iter().map(|x| json!({
@@ -276,4 +346,29 @@ pub fn event_line(e: &v1::Event) -> String {
 fn clock(ms: i64) -> String {
     let s = (ms / 1000).rem_euclid(86400);
     format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+#[cfg(test)]
+mod details_tests {
+    use super::*;
+
+    #[test]
+    fn show_says_ages_and_statuses_not_raw_values() {
+        let s = v1::Session {
+            name: "api".into(),
+            cli: "shell".into(),
+            state: v1::SessionState::Exited as i32,
+            exit_status: Some(3),
+            created_at_ms: now_ms() - 120_000,
+            last_activity_ms: now_ms() - 5_000,
+            tmux_session: "api".into(),
+            tmux_session_id: "$3".into(),
+            ..Default::default()
+        };
+        let text = session_details(&s);
+        assert!(text.contains("exited (exit status 3)"), "{text}");
+        assert!(text.contains("created         2m ago"), "{text}");
+        assert!(!text.contains("null") && !text.contains("_ms"), "{text}");
+        assert!(!text.contains("owner"), "empty fields are left out: {text}");
+    }
 }

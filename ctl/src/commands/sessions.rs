@@ -73,9 +73,7 @@ pub async fn show(c: &mut Client, name: String, json: bool) -> anyhow::Result<()
     if json {
         return print_json(&output::session_json(&s));
     }
-    for (k, v) in output::session_json(&s).as_object().into_iter().flatten() {
-        println!("{k:<17} {v}");
-    }
+    print!("{}", output::session_details(&s));
     Ok(())
 }
 
