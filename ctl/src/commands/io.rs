@@ -75,8 +75,19 @@ pub async fn screen(c: &mut Client, name: String, lines: Option<u32>, escapes: b
             escapes,
         })
         .await?;
-    print!("{}", r.into_inner().text);
+    print!("{}", without_trailing_blank_lines(&r.into_inner().text));
     Ok(())
+}
+
+/// The screen without the blank rows below its last text (a pane whose CLI exited shows one
+/// line and 49 empty ones), ending in one newline.
+fn without_trailing_blank_lines(text: &str) -> String {
+    let kept = text.trim_end_matches(|c: char| c == '\n' || c == ' ' || c == '\r');
+    if kept.is_empty() {
+        String::new()
+    } else {
+        format!("{kept}\n")
+    }
 }
 
 /// Prints the last reply of `name` to stdout.
@@ -149,5 +160,20 @@ pub async fn read_blob(c: &mut Client, id: &str) -> Result<Vec<u8>> {
                 None => bail!("the daemon ended the blob after {} bytes", data.len()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blank_rows_below_the_screen_are_not_printed() {
+        assert_eq!(
+            without_trailing_blank_lines("$ exit\n\n\n   \n\n"),
+            "$ exit\n"
+        );
+        assert_eq!(without_trailing_blank_lines("a\n\nb\n"), "a\n\nb\n");
+        assert_eq!(without_trailing_blank_lines("\n\n"), "");
     }
 }
