@@ -117,7 +117,8 @@ impl std::io::Write for LogSink {
 }
 
 fn init_tracing(sink: LogSink) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CLIBOT_LOG")
+    let wanted = std::env::var("CLIBOT_LOG").unwrap_or_default();
+    let filter = tracing_subscriber::EnvFilter::try_new(log_directives(&wanted))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     use std::io::IsTerminal;
     tracing_subscriber::fmt()
@@ -126,6 +127,24 @@ fn init_tracing(sink: LogSink) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+}
+
+/// `CLIBOT_LOG` as tracing directives. A bare level (`debug`, `trace`) is about clibot: the
+/// HTTP/2 and gRPC libraries stay at `info`, or every frame floods the log; name them to hear
+/// them (`CLIBOT_LOG=debug,h2=trace`).
+fn log_directives(wanted: &str) -> String {
+    const QUIET: &[&str] = &["h2", "hyper", "hyper_util", "tower", "tonic"];
+    let wanted = wanted.trim();
+    if wanted.is_empty() {
+        return "info".into();
+    }
+    let mut out = wanted.to_string();
+    for lib in QUIET {
+        if !wanted.contains(lib) {
+            out.push_str(&format!(",{lib}=info"));
+        }
+    }
+    out
 }
 
 fn default_state_dir() -> anyhow::Result<PathBuf> {
@@ -350,5 +369,19 @@ async fn watchdog(shutdown: CancellationToken) {
             _ = tick.tick() => { let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]); }
             _ = shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_level_keeps_the_transport_libraries_quiet() {
+        assert_eq!(log_directives(""), "info");
+        let d = log_directives("debug");
+        assert!(d.starts_with("debug,") && d.contains("h2=info") && d.contains("hyper=info"));
+        let d = log_directives("debug,h2=trace");
+        assert!(d.contains("h2=trace") && !d.contains("h2=info"), "{d}");
     }
 }
