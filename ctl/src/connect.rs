@@ -90,13 +90,26 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
         .stdout(Stdio::null())
         .stderr(log)
         .process_group(0);
-    let mut child = cmd.spawn().with_context(|| {
-        format!(
-            "no clibotd is running at {} and starting {} failed",
-            socket.display(),
-            bin.display()
-        )
-    })?;
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let here = std::env::current_exe()
+                .ok()
+                .and_then(|p| p.parent().map(|d| d.display().to_string()))
+                .unwrap_or_else(|| "this program's directory".into());
+            anyhow::bail!(
+                "no clibotd is running at {} and none was found to start: not in {here} (next to clibotctl) nor on PATH; install it beside clibotctl (cargo install --path daemon), or start it yourself and point --socket at it",
+                socket.display()
+            );
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "no clibotd is running at {} and starting {} failed",
+                socket.display(),
+                bin.display()
+            )));
+        }
+    };
     let pid = child.id().unwrap_or(0);
     let deadline = Instant::now() + START_TIMEOUT;
     loop {
