@@ -476,11 +476,11 @@ impl Router {
                     None => need(&bound)?,
                 };
                 let req = v1::RestartSessionRequest { session: session.clone(), fresh };
-                c.restart_session(self.req(msg, req)).await?;
-                if fresh {
-                    format!("restarted {session} with a new conversation")
-                } else {
-                    format!("restarted {session}, resuming its conversation")
+                let s = c.restart_session(self.req(msg, req)).await?.into_inner();
+                match (fresh, s.resumable) {
+                    (_, false) => format!("restarted {session}"),
+                    (true, true) => format!("restarted {session} with a new conversation"),
+                    (false, true) => format!("restarted {session}, resuming its conversation"),
                 }
             }
             Command::Last => {

@@ -32,7 +32,8 @@ fn autostart_without_a_daemon_binary_says_where_it_looked() {
     assert_eq!(err.matches("No such file").count(), 0, "{err}");
 }
 
-/// `stop --timeout 0` is the default timeout, as documented, and `show` prints ages.
+/// `stop --timeout 0` is the default timeout, as documented; `show` prints ages; a shell's
+/// restart says nothing of conversations.
 #[test]
 fn stop_timeout_0_is_the_default_and_show_speaks_plainly() {
     let mut h = Harness::new();
@@ -42,6 +43,9 @@ fn stop_timeout_0_is_the_default_and_show_speaks_plainly() {
     let shown = h.ctl_ok(&["show", "s"]);
     assert!(shown.contains(" ago"), "{shown}");
     assert!(!shown.contains("_ms") && !shown.contains("null"), "{shown}");
+    // A shell keeps no conversation: its restart does not claim to resume one.
+    let out = h.ctl_ok(&["restart", "s"]);
+    assert_eq!(out.trim(), "restarted s (bash)", "{out}");
     let out = h.ctl_ok(&["stop", "s", "--timeout", "0"]);
     assert!(out.starts_with("stopped s"), "{out}");
 }

@@ -163,12 +163,12 @@ pub async fn restart(c: &mut Client, name: String, fresh: bool) -> anyhow::Resul
         })
         .await?
         .into_inner();
-    let how = if fresh {
-        "with a new conversation"
-    } else {
-        "resuming its conversation"
+    let how = match (fresh, s.resumable) {
+        (_, false) => "",
+        (true, true) => " with a new conversation",
+        (false, true) => ", resuming its conversation",
     };
-    println!("restarted {} ({}) {how}", s.name, s.cli);
+    println!("restarted {} ({}){how}", s.name, s.cli);
     Ok(())
 }
 

@@ -170,6 +170,7 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
 }
 
 pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
+    let resumable = d.resumes_conversations(&r.cli);
     v1::Session {
         attach_command: d.attach_command(&r),
         id: r.id,
@@ -195,6 +196,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         delegate: r.delegate,
         delegated_from: r.delegated_from,
         delegated_to: r.delegated_to,
+        resumable,
     }
 }
 

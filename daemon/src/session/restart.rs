@@ -11,6 +11,12 @@ use crate::store::events::EventKind;
 use crate::store::now_ms;
 
 impl Daemon {
+    /// Whether `cli`'s adapter resumes conversations on a restart (a shell has none).
+    pub fn resumes_conversations(&self, cli: &str) -> bool {
+        self.kind_of(cli)
+            .is_some_and(|(adapter, _)| adapter.name() != "generic")
+    }
+
     /// Starts session `name`'s CLI again, in a new tmux session with the same name, directory,
     /// arguments and environment, ending the running one first (gracefully, as `stop` does).
     /// With `resume` the CLI continues its conversation, as its adapter knows how (Claude Code
@@ -136,10 +142,10 @@ impl Daemon {
         self.set_state(
             name,
             State::Starting,
-            if resume {
-                "restarted, resuming the conversation"
-            } else {
-                "restarted with a new conversation"
+            match (resume, self.resumes_conversations(&rec.cli)) {
+                (_, false) => "restarted",
+                (true, true) => "restarted, resuming the conversation",
+                (false, true) => "restarted with a new conversation",
             },
         );
         let req = SpawnRequest {
