@@ -49,3 +49,54 @@ fn stop_timeout_0_is_the_default_and_show_speaks_plainly() {
     let out = h.ctl_ok(&["stop", "s", "--timeout", "0"]);
     assert!(out.starts_with("stopped s"), "{out}");
 }
+
+/// A gateway that cannot reach Telegram's API says so, naming the URL and the cause (a closed
+/// port: refused; a `.invalid` host: DNS; https to a plain-HTTP server: TLS), instead of blaming
+/// the token.
+#[test]
+fn an_unreachable_telegram_is_not_a_rejected_token() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    // A plain-HTTP server for the TLS case: it answers anything, but not in TLS.
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let plain_port = plain.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for s in plain.incoming().flatten() {
+            use std::io::Write;
+            let mut s = s;
+            let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    for (url, cause) in [
+        (format!("http://127.0.0.1:{closed}"), "refused"),
+        ("http://no-such-host.invalid".to_string(), "DNS"),
+        (format!("https://127.0.0.1:{plain_port}"), "TLS"),
+    ] {
+        let _ = std::fs::remove_file(h.dir.path().join("gateway.log"));
+        let mut g = h.gateway(
+            &["--telegram", "--telegram-api-url", &url],
+            &[("TELEGRAM_TOKEN", "123:abc")],
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut log = String::new();
+        while std::time::Instant::now() < deadline {
+            log = h.gateway_log();
+            if log.contains("cannot reach Telegram") {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let _ = g.kill();
+        let _ = g.wait();
+        assert!(
+            log.contains(&format!("cannot reach Telegram at {url}")),
+            "{url}: {log}"
+        );
+        assert!(log.contains(cause), "{url}: want {cause}: {log}");
+        assert!(!log.contains("did not accept the bot token"), "{log}");
+    }
+}

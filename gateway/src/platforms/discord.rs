@@ -419,10 +419,17 @@ impl Discord {
                 .ratelimiter_disabled(true);
         }
         let http = hb.build();
-        let me = http
-            .get_current_user()
-            .await
-            .map_err(|e| anyhow::anyhow!("Discord did not accept the bot token: {e}"))?;
+        let me = http.get_current_user().await.map_err(|e| match &e {
+            serenity::Error::Http(serenity::http::HttpError::Request(_)) => {
+                anyhow::anyhow!(crate::platforms::reach::unreachable(
+                    "Discord",
+                    api_url,
+                    "https://discord.com",
+                    &clibot_proto::describe(&e),
+                ))
+            }
+            _ => anyhow::anyhow!("Discord did not accept the bot token: {e}"),
+        })?;
         let lock = crate::platforms::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
         let (events, events_rx) = mpsc::unbounded_channel();

@@ -6,6 +6,7 @@ pub mod console;
 pub mod discord;
 pub mod feishu;
 pub mod ratelimit;
+pub mod reach;
 pub mod redacting;
 pub mod telegram;
 

@@ -55,10 +55,17 @@ impl Telegram {
                     .map_err(|e| anyhow::anyhow!("api_url {url:?}: {e}"))?,
             );
         }
-        let me = bot
-            .get_me()
-            .await
-            .map_err(|e| anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"))?;
+        let me = bot.get_me().await.map_err(|e| match &e {
+            teloxide::RequestError::Network(_) | teloxide::RequestError::Io(_) => {
+                anyhow::anyhow!(crate::platforms::reach::unreachable(
+                    "Telegram",
+                    api_url,
+                    "https://api.telegram.org",
+                    &clibot_proto::describe(&e),
+                ))
+            }
+            _ => anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"),
+        })?;
         let lock = crate::platforms::single_poller(lock_dir, &format!("telegram-{}", me.id.0))?;
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
