@@ -276,3 +276,30 @@ fn audit_reads_rotated_files_oldest_first() {
         "{text}"
     );
 }
+
+/// doctor reads the config file on disk, not only what the running daemon started with: a
+/// root that is not a directory (a typo) and a `[cli.X]` whose program is missing, both added
+/// after the daemon started, are failures.
+#[test]
+fn doctor_checks_the_config_on_disk_not_the_running_daemons() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let work = h.work.display().to_string();
+    let text = text.replacen(
+        &format!("allowed_roots = [\"{work}\"]"),
+        "allowed_roots = [\"/no/such/root-typo\"]",
+        1,
+    ) + "\n[cli.ghost]\nargv = [\"no-such-program-for-doctor\"]\n";
+    std::fs::write(&h.config, text).expect("config");
+    let (code, v) = doctor(&h);
+    assert_eq!(code, Some(1), "{v:#}");
+    assert_eq!(status_of(&v, "allowed roots"), "fail", "{v:#}");
+    assert!(
+        find(&v, "allowed roots")["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("/no/such/root-typo")),
+        "{v:#}"
+    );
+    assert_eq!(status_of(&v, "cli ghost"), "fail", "{v:#}");
+}

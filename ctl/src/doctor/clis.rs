@@ -76,14 +76,16 @@ pub(super) async fn clis_check(
             (name, prog)
         })
         .collect();
+    // The file on disk counts as well as the running daemon: a [cli.X] added since it started
+    // is checked before a reload or restart trips on it.
     let mut names: Vec<String> = match status {
         Some(s) => s.clis.clone(),
         None => ["claude", "codex", "gemini", "opencode", "shell"]
             .iter()
             .map(|s| s.to_string())
-            .chain(configured.keys().cloned())
             .collect(),
     };
+    names.extend(configured.keys().cloned());
     names.sort();
     names.dedup();
     let (path, path_from) = session_path(status).await;

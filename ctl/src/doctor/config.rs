@@ -101,3 +101,44 @@ pub(super) fn accepted_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
         ));
     }
 }
+
+/// `[daemon] allowed_roots` as written in the file on disk: a root that does not exist (a typo)
+/// lets no session start there, whatever the running daemon was started with.
+pub(super) fn roots_check(config: &toml::Table, out: &mut Vec<Check>) {
+    let Some(roots) = config
+        .get("daemon")
+        .and_then(|d| d.get("allowed_roots"))
+        .and_then(|r| r.as_array())
+    else {
+        return;
+    };
+    let home = directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf());
+    let mut missing = Vec::new();
+    let mut present = 0;
+    for r in roots.iter().filter_map(|r| r.as_str()) {
+        let path = match (r.strip_prefix('~'), &home) {
+            (Some(rest), Some(h)) => h.join(rest.trim_start_matches('/')),
+            _ => PathBuf::from(r),
+        };
+        if path.is_dir() {
+            present += 1;
+        } else {
+            missing.push(r.to_string());
+        }
+    }
+    if missing.is_empty() {
+        out.push(check(
+            "allowed roots",
+            Level::Ok,
+            format!("{present} root(s), all present"),
+            "",
+        ));
+    } else {
+        out.push(check(
+            "allowed roots",
+            if present == 0 { Level::Fail } else { Level::Warn },
+            format!("[daemon] allowed_roots names what is not a directory: {}", missing.join(", ")),
+            "fix the path in the config file (a typo?) or create the directory, then `clibotctl reload`",
+        ));
+    }
+}

@@ -55,6 +55,9 @@ async fn collect(socket: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let config_path = config::config_path();
     let config = config::read_config(config_path.as_deref(), &mut out);
+    if let Some(c) = &config {
+        config::roots_check(c, &mut out);
+    }
     sandbox::sandbox_checks(config.as_ref(), &mut out).await;
 
     // The daemon first: most other checks read its status.
