@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 
-use crate::commands::{chat, hook, io, ops, sessions};
+use crate::commands::{chat, docs, hook, io, ops, sessions};
 
 /// clibotctl — drive AI coding CLIs running under clibotd.
 #[derive(Debug, Parser)]
@@ -250,6 +250,18 @@ enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// Print the completion script for a shell (e.g. `clibotctl completions bash >
+    /// ~/.local/share/bash-completion/completions/clibotctl`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page clibotctl(1); with --dir, write one page per command there.
+    Man {
+        /// Write clibotctl.1 and clibotctl-COMMAND.1 pages into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Check the installation (tmux, daemon, socket and state permissions, CLIs, hooks,
     /// systemd units, gateways, config) and say how to fix each problem; exit 1 on a failure.
     Doctor {
@@ -356,6 +368,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let explicit = configured.is_some();
     let socket = configured.unwrap_or_else(clibot_proto::default_socket_path);
     match &cli.command {
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            docs::completions(&mut Cli::command(), *shell);
+            return Ok(());
+        }
+        Command::Man { dir } => {
+            use clap::CommandFactory;
+            return docs::man(Cli::command(), dir.as_deref());
+        }
         Command::Doctor { json } => {
             if !doctor::run(&socket, *json).await? {
                 bail!("doctor found failures (FAIL above); fix them and run it again");
@@ -432,7 +453,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Last { name } => io::print_last(c, &name).await,
         Command::Share { name, user, revoke } => chat::share(c, name, user, revoke).await,
         Command::Chats { json } => chat::chats(c, json).await,
-        Command::Hook { .. } | Command::Doctor { .. } => Ok(()),
+        Command::Hook { .. }
+        | Command::Doctor { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. } => Ok(()),
         Command::Reload { json } => ops::reload(c, json).await,
         Command::Rules { json } => ops::rules(c, json).await,
         Command::Delegate { name, cli, json } => sessions::delegate(c, name, cli, json).await,
@@ -495,6 +519,22 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "clibotctl", &mut missing);
         assert!(missing.is_empty(), "arguments without help: {missing:#?}");
+    }
+
+    #[test]
+    fn man_pages_cover_every_command() {
+        use clap::CommandFactory;
+        let dir = tempfile::tempdir().expect("tempdir");
+        docs::man(Cli::command(), Some(dir.path())).expect("man --dir");
+        for sub in Cli::command()
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set())
+        {
+            let page = dir.path().join(format!("clibotctl-{}.1", sub.get_name()));
+            let text = std::fs::read_to_string(&page).expect("page written");
+            assert!(text.contains(".TH"), "{}", page.display());
+        }
+        assert!(dir.path().join("clibotctl.1").exists());
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 mod audit_log;
 pub mod chat;
+pub mod docs;
 pub mod hook;
 pub mod io;
 pub mod ops;
