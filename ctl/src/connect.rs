@@ -98,7 +98,7 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
                 .and_then(|p| p.parent().map(|d| d.display().to_string()))
                 .unwrap_or_else(|| "this program's directory".into());
             anyhow::bail!(
-                "no clibotd is running at {} and none was found to start: not in {here} (next to clibotctl) nor on PATH; install it beside clibotctl (cargo install --path daemon), or start it yourself and point --socket at it",
+                "no clibotd is running at {} and none was found to start: not in {here} (next to clibotctl) nor on PATH; install it beside clibotctl (./install.sh in the clibot checkout does), or start it yourself and point --socket at it",
                 socket.display()
             );
         }

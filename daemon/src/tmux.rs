@@ -520,17 +520,24 @@ impl Mux for Tmux {
     }
 
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
-        let mut sessions = parse_sessions(
-            &self
-                .query(vec![{
-                    let mut c = TmuxCommand::new();
-                    c.name("list-panes");
-                    c.push_flag("-a");
-                    c.push_option("-F", LIST_FORMAT);
-                    c
-                }])
-                .await?,
-        );
+        let listed = self
+            .query(vec![{
+                let mut c = TmuxCommand::new();
+                c.name("list-panes");
+                c.push_flag("-a");
+                c.push_option("-F", LIST_FORMAT);
+                c
+            }])
+            .await;
+        // A server with no session at all answers `list-panes -a` with "no current target"
+        // (tmux 3.3a), where `list-sessions` said nothing: no sessions.
+        let listed = match listed {
+            Err(MuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                String::new()
+            }
+            other => other?,
+        };
+        let mut sessions = parse_sessions(&listed);
         sessions.retain(|s| s.name != MONITOR);
         for s in sessions
             .iter_mut()

@@ -26,7 +26,7 @@ fn autostart_without_a_daemon_binary_says_where_it_looked() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("none was found to start"), "{err}");
     assert!(
-        err.contains("nor on PATH") && err.contains("cargo install --path daemon"),
+        err.contains("nor on PATH") && err.contains("./install.sh"),
         "{err}"
     );
     assert_eq!(err.matches("No such file").count(), 0, "{err}");
@@ -99,4 +99,60 @@ fn an_unreachable_telegram_is_not_a_rejected_token() {
         assert!(log.contains(cause), "{url}: want {cause}: {log}");
         assert!(!log.contains("did not accept the bot token"), "{log}");
     }
+}
+
+/// `./install.sh --prefix DIR --no-start` (tmux present) installs the three binaries, their
+/// completions and manual pages, and runs again over its own install.
+#[test]
+fn install_sh_installs_binaries_completions_and_man_pages_and_runs_twice() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf();
+    let prefix = tempfile::tempdir().expect("tempdir");
+    for run in 1..=2 {
+        let out = Command::new(root.join("install.sh"))
+            .args(["--prefix", &prefix.path().display().to_string()])
+            .args(["--no-start", "--profile", "dev"])
+            .current_dir(&root)
+            .output()
+            .expect("run install.sh");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "run {run}: {said}");
+        assert!(said.contains("not started (--no-start)"), "{said}");
+    }
+    let p = prefix.path();
+    for b in ["clibotd", "clibotctl", "clibot-gateway"] {
+        let out = Command::new(p.join("bin").join(b))
+            .arg("--version")
+            .output()
+            .expect("installed binary runs");
+        assert!(out.status.success(), "{b} --version");
+    }
+    for f in [
+        "share/bash-completion/completions/clibotctl",
+        "share/zsh/site-functions/_clibotctl",
+        "share/fish/vendor_completions.d/clibotctl.fish",
+        "share/man/man1/clibotctl.1",
+        "share/man/man1/clibotctl-spawn.1",
+    ] {
+        let len = std::fs::metadata(p.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 0, "{f} installed");
+    }
+}
+
+/// A daemon started on a fresh machine (a tmux server with no session yet) starts clean: no
+/// warning about listing sessions.
+#[test]
+fn a_first_start_has_no_warnings() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let status: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["status", "--json"])).expect("status --json");
+    let warnings = status["warnings"].as_array().cloned().unwrap_or_default();
+    assert!(warnings.is_empty(), "{warnings:#?}");
 }
