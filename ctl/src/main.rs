@@ -95,6 +95,9 @@ enum Command {
         /// Type the text without pressing Enter.
         #[arg(long)]
         no_submit: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, 1, ...
     Keys {
@@ -103,6 +106,9 @@ enum Command {
         /// Key names, pressed in order.
         #[arg(required = true)]
         keys: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print what the session's pane shows.
     Screen {
@@ -114,6 +120,9 @@ enum Command {
         /// Keep colours and attributes (escape sequences).
         #[arg(long, short = 'e')]
         escapes: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop a session: the CLI's graceful quit, then a kill after the timeout.
     Stop {
@@ -125,6 +134,9 @@ enum Command {
         /// Seconds the graceful quit may take, 0.001 to 3600 [default: the daemon's, 5].
         #[arg(long, value_parser = parse_timeout)]
         timeout: Option<f64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Start a session's CLI again (after it exited, or ending it first), resuming its
     /// conversation: same name, directory, arguments and environment.
@@ -134,6 +146,9 @@ enum Command {
         /// Start a new conversation instead of resuming the previous one.
         #[arg(long)]
         fresh: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Manage a tmux session that already runs on clibot's tmux server.
     Adopt {
@@ -145,11 +160,17 @@ enum Command {
         /// The session's clibot name [default: the tmux name].
         #[arg(long)]
         name: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Stop managing a session; it keeps running in tmux.
     Release {
         /// The session's name.
         name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print events from the durable log.
     Events {
@@ -181,11 +202,17 @@ enum Command {
         /// The prompt's id (from the waiting event); refuses to answer a different prompt.
         #[arg(long)]
         prompt: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the final reply of the session's last completed turn.
     Last {
         /// The session's name.
         name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Let a chat user use a session made by someone else (PLATFORM:USER, e.g.
     /// telegram:123456789, as `!!whoami` shows it); --revoke takes it back.
@@ -197,6 +224,9 @@ enum Command {
         /// Take the share back.
         #[arg(long)]
         revoke: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// What a chat sent and was shown (PLATFORM:CHAT, e.g. telegram:123456789), oldest first.
     Transcript {
@@ -314,6 +344,9 @@ enum PairingAction {
     Approve {
         /// The pairing code the chat user was given.
         code: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Take access away from a user (platform: telegram, discord, feishu, console).
     Revoke {
@@ -321,6 +354,9 @@ enum PairingAction {
         platform: String,
         /// The user's id on that platform.
         user: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -420,25 +456,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             text,
             no_submit,
-        } => io::send(c, name, text, no_submit).await,
-        Command::Keys { name, keys } => io::keys(c, name, keys).await,
+            json,
+        } => io::send(c, name, text, no_submit, json).await,
+        Command::Keys { name, keys, json } => io::keys(c, name, keys, json).await,
         Command::Screen {
             name,
             lines,
             escapes,
-        } => io::screen(c, name, lines, escapes).await,
+            json,
+        } => io::screen(c, name, lines, escapes, json).await,
         Command::Stop {
             name,
             force,
             timeout,
-        } => sessions::stop(c, name, force, timeout).await,
+            json,
+        } => sessions::stop(c, name, force, timeout, json).await,
         Command::Adopt {
             tmux_session,
             cli,
             name,
-        } => sessions::adopt(c, tmux_session, cli, name).await,
-        Command::Restart { name, fresh } => sessions::restart(c, name, fresh).await,
-        Command::Release { name } => sessions::release(c, name).await,
+            json,
+        } => sessions::adopt(c, tmux_session, cli, name, json).await,
+        Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
+        Command::Release { name, json } => sessions::release(c, name, json).await,
         Command::Events {
             follow,
             since,
@@ -449,9 +489,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             answer,
             prompt,
-        } => io::answer(c, name, answer, prompt).await,
-        Command::Last { name } => io::print_last(c, &name).await,
-        Command::Share { name, user, revoke } => chat::share(c, name, user, revoke).await,
+            json,
+        } => io::answer(c, name, answer, prompt, json).await,
+        Command::Last { name, json } => io::print_last(c, &name, json).await,
+        Command::Share {
+            name,
+            user,
+            revoke,
+            json,
+        } => chat::share(c, name, user, revoke, json).await,
         Command::Chats { json } => chat::chats(c, json).await,
         Command::Hook { .. }
         | Command::Doctor { .. }
@@ -484,8 +530,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         ),
         Command::Pairing { action } => match action {
             PairingAction::List { json } => chat::pairings(c, json).await,
-            PairingAction::Approve { code } => chat::approve(c, code).await,
-            PairingAction::Revoke { platform, user } => chat::revoke(c, platform, user).await,
+            PairingAction::Approve { code, json } => chat::approve(c, code, json).await,
+            PairingAction::Revoke {
+                platform,
+                user,
+                json,
+            } => chat::revoke(c, platform, user, json).await,
         },
         Command::Attach { name } => sessions::attach(c, name).await,
     }

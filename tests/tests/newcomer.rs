@@ -156,3 +156,47 @@ fn a_first_start_has_no_warnings() {
     let warnings = status["warnings"].as_array().cloned().unwrap_or_default();
     assert!(warnings.is_empty(), "{warnings:#?}");
 }
+
+/// Every command that prints speaks JSON with --json, one object a call, snake_case keys.
+#[test]
+fn commands_that_print_speak_json() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    let j = |args: &[&str]| -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let out = h.ctl_ok(&all);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {out}"))
+    };
+    let s = j(&["spawn", "s", "--cli", "bash", "--dir", &work]);
+    assert_eq!(s["name"], "s", "{s}");
+    h.wait_screen("s", "the prompt", |t| t.contains('$'));
+    let sent = j(&["send", "s", "echo json-$((6*7))"]);
+    assert!(
+        sent["seq"].as_u64().is_some() && sent["queued"].is_boolean(),
+        "{sent}"
+    );
+    h.wait_event("s", "the turn", std::time::Duration::from_secs(30), |e| {
+        e["type"] == "turn_completed" && e["text"].as_str().is_some_and(|t| t.contains("json-42"))
+    });
+    let last = j(&["last", "s"]);
+    assert!(
+        last["text"].as_str().is_some_and(|t| t.contains("json-42")),
+        "{last}"
+    );
+    let screen = j(&["screen", "s"]);
+    assert!(
+        screen["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("json-42")),
+        "{screen}"
+    );
+    let keys = j(&["keys", "s", "Enter"]);
+    assert!(keys["seq"].as_u64().is_some(), "{keys}");
+    let restarted = j(&["restart", "s"]);
+    assert_eq!(restarted["name"], "s", "{restarted}");
+    let stopped = j(&["stop", "s", "--force"]);
+    assert_eq!(stopped["session"], "s", "{stopped}");
+    assert!(stopped["forced"].is_boolean(), "{stopped}");
+}

@@ -3,6 +3,7 @@
 
 use anyhow::{anyhow, bail};
 use clibot_proto::{Client, v1};
+use serde_json::json;
 
 use super::audit_log::parse_since;
 use super::output::{self, now_ms, print_json};
@@ -49,7 +50,13 @@ pub async fn chats(c: &mut Client, json: bool) -> anyhow::Result<()> {
 }
 
 /// `share`: lets `user` (PLATFORM:USER) use `name`, or with `revoke` takes it back.
-pub async fn share(c: &mut Client, name: String, user: String, revoke: bool) -> anyhow::Result<()> {
+pub async fn share(
+    c: &mut Client,
+    name: String,
+    user: String,
+    revoke: bool,
+    json: bool,
+) -> anyhow::Result<()> {
     let r = c
         .share_session(v1::ShareSessionRequest {
             session: name.clone(),
@@ -58,6 +65,9 @@ pub async fn share(c: &mut Client, name: String, user: String, revoke: bool) -> 
         })
         .await?
         .into_inner();
+    if json {
+        return print_json(&json!({"session": name, "shared_with": r.shared_with}));
+    }
     if r.shared_with.is_empty() {
         println!("{name} is shared with nobody");
     } else {
@@ -98,22 +108,33 @@ pub async fn pairings(c: &mut Client, json: bool) -> anyhow::Result<()> {
 }
 
 /// `pairing approve CODE`.
-pub async fn approve(c: &mut Client, code: String) -> anyhow::Result<()> {
+pub async fn approve(c: &mut Client, code: String, json: bool) -> anyhow::Result<()> {
     let r = c
         .approve_pairing(v1::ApprovePairingRequest { code })
         .await?
         .into_inner();
+    if json {
+        return print_json(&json!({"platform": r.platform, "user": r.user, "approved": true}));
+    }
     println!("approved {} user {}", r.platform, r.user);
     Ok(())
 }
 
 /// `pairing revoke PLATFORM USER`.
-pub async fn revoke(c: &mut Client, platform: String, user: String) -> anyhow::Result<()> {
+pub async fn revoke(
+    c: &mut Client,
+    platform: String,
+    user: String,
+    json: bool,
+) -> anyhow::Result<()> {
     c.revoke_access(v1::RevokeAccessRequest {
         platform: platform.clone(),
         user: user.clone(),
     })
     .await?;
+    if json {
+        return print_json(&json!({"platform": platform, "user": user, "revoked": true}));
+    }
     println!("revoked {platform} user {user}");
     Ok(())
 }

@@ -8,9 +8,18 @@ use std::io::{Read, Write};
 
 use anyhow::{Context, Result, bail};
 use clibot_proto::{Client, v1};
+use serde_json::json;
+
+use super::output::print_json;
 
 /// Types `text` (`-`: stdin) into `name`, pressing Enter unless `no_submit`.
-pub async fn send(c: &mut Client, name: String, text: String, no_submit: bool) -> Result<()> {
+pub async fn send(
+    c: &mut Client,
+    name: String,
+    text: String,
+    no_submit: bool,
+    json: bool,
+) -> Result<()> {
     // Past one gRPC message nothing is sent: the daemon's own limit ([daemon]
     // max_input_bytes) is far below it and says so for anything smaller.
     let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
@@ -35,18 +44,27 @@ pub async fn send(c: &mut Client, name: String, text: String, no_submit: bool) -
         submit: !no_submit,
         ..Default::default()
     };
-    if c.send_input(req).await?.get_ref().queued {
+    let r = c.send_input(req).await?.into_inner();
+    if json {
+        return print_json(&json!({"session": name, "seq": r.seq, "queued": r.queued}));
+    }
+    if r.queued {
         eprintln!("queued: {name} is busy; the text is delivered when the current turn ends");
     }
     Ok(())
 }
 
-pub async fn keys(c: &mut Client, name: String, keys: Vec<String>) -> Result<()> {
-    c.send_keys(v1::SendKeysRequest {
-        session: name,
-        keys,
-    })
-    .await?;
+pub async fn keys(c: &mut Client, name: String, keys: Vec<String>, json: bool) -> Result<()> {
+    let r = c
+        .send_keys(v1::SendKeysRequest {
+            session: name.clone(),
+            keys,
+        })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&json!({"session": name, "seq": r.seq}));
+    }
     Ok(())
 }
 
@@ -56,26 +74,40 @@ pub async fn answer(
     name: String,
     answer: String,
     prompt: Option<String>,
+    json: bool,
 ) -> Result<()> {
     let req = v1::AnswerPromptRequest {
-        session: name,
+        session: name.clone(),
         prompt_id: prompt.unwrap_or_default(),
         answer,
     };
-    c.answer_prompt(req).await?;
+    let r = c.answer_prompt(req).await?.into_inner();
+    if json {
+        return print_json(&json!({"session": name, "prompt_id": r.prompt_id, "via": r.via}));
+    }
     Ok(())
 }
 
 /// Prints the pane: the visible screen, or the last `lines` with scrollback.
-pub async fn screen(c: &mut Client, name: String, lines: Option<u32>, escapes: bool) -> Result<()> {
+pub async fn screen(
+    c: &mut Client,
+    name: String,
+    lines: Option<u32>,
+    escapes: bool,
+    json: bool,
+) -> Result<()> {
     let r = c
         .capture(v1::CaptureRequest {
-            session: name,
+            session: name.clone(),
             lines: lines.unwrap_or(0),
             escapes,
         })
         .await?;
-    print!("{}", without_trailing_blank_lines(&r.into_inner().text));
+    let text = without_trailing_blank_lines(&r.into_inner().text);
+    if json {
+        return print_json(&json!({"session": name, "text": text}));
+    }
+    print!("{text}");
     Ok(())
 }
 
@@ -91,7 +123,7 @@ fn without_trailing_blank_lines(text: &str) -> String {
 }
 
 /// Prints the last reply of `name` to stdout.
-pub async fn print_last(c: &mut Client, name: &str) -> Result<()> {
+pub async fn print_last(c: &mut Client, name: &str, json: bool) -> Result<()> {
     let r = c
         .get_last_reply(v1::GetLastReplyRequest {
             session: name.to_string(),
@@ -101,14 +133,21 @@ pub async fn print_last(c: &mut Client, name: &str) -> Result<()> {
     if r.seq == 0 {
         bail!("{name} has not completed a turn yet");
     }
-    let mut out = std::io::stdout().lock();
-    if r.blob_id.is_empty() {
-        writeln!(out, "{}", r.text)?;
-        return Ok(());
+    let whole = if r.blob_id.is_empty() {
+        r.text.clone().into_bytes()
+    } else {
+        read_blob(c, &r.blob_id)
+            .await
+            .with_context(|| format!("reading the whole reply ({} bytes)", r.full_bytes))?
+    };
+    if json {
+        return print_json(&json!({
+            "session": name,
+            "seq": r.seq,
+            "text": String::from_utf8_lossy(&whole),
+        }));
     }
-    let whole = read_blob(c, &r.blob_id)
-        .await
-        .with_context(|| format!("reading the whole reply ({} bytes)", r.full_bytes))?;
+    let mut out = std::io::stdout().lock();
     out.write_all(&whole)?;
     if !whole.ends_with(b"\n") {
         out.write_all(b"\n")?;

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow, bail};
 use clibot_proto::{Client, v1};
+use serde_json::json;
 
 use super::output::{self, print_json};
 
@@ -127,6 +128,7 @@ pub async fn stop(
     name: String,
     force: bool,
     timeout: Option<f64>,
+    json: bool,
 ) -> anyhow::Result<()> {
     // 0 asks for the daemon's default ([daemon] stop_timeout_ms).
     let timeout_ms = timeout
@@ -141,6 +143,11 @@ pub async fn stop(
         })
         .await?
         .into_inner();
+    if json {
+        return print_json(&json!({
+            "session": name, "forced": r.forced || force, "exit_status": r.exit_status,
+        }));
+    }
     let how = if force {
         "killed"
     } else if r.forced {
@@ -155,7 +162,7 @@ pub async fn stop(
     Ok(())
 }
 
-pub async fn restart(c: &mut Client, name: String, fresh: bool) -> anyhow::Result<()> {
+pub async fn restart(c: &mut Client, name: String, fresh: bool, json: bool) -> anyhow::Result<()> {
     let s = c
         .restart_session(v1::RestartSessionRequest {
             session: name.clone(),
@@ -163,6 +170,9 @@ pub async fn restart(c: &mut Client, name: String, fresh: bool) -> anyhow::Resul
         })
         .await?
         .into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
     let how = match (fresh, s.resumable) {
         (_, false) => "",
         (true, true) => " with a new conversation",
@@ -177,6 +187,7 @@ pub async fn adopt(
     tmux_session: String,
     cli: String,
     name: Option<String>,
+    json: bool,
 ) -> anyhow::Result<()> {
     let req = v1::AdoptSessionRequest {
         tmux_session,
@@ -184,6 +195,9 @@ pub async fn adopt(
         name: name.unwrap_or_default(),
     };
     let s = c.adopt_session(req).await?.into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
     println!(
         "adopted tmux session {} as {} ({})",
         s.tmux_session, s.name, s.cli
@@ -191,11 +205,14 @@ pub async fn adopt(
     Ok(())
 }
 
-pub async fn release(c: &mut Client, name: String) -> anyhow::Result<()> {
+pub async fn release(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
     c.release_session(v1::ReleaseSessionRequest {
         session: name.clone(),
     })
     .await?;
+    if json {
+        return print_json(&json!({"session": name, "released": true}));
+    }
     println!("released {name}; it keeps running in tmux");
     Ok(())
 }
