@@ -30,6 +30,11 @@ pub async fn client(
 /// `[daemon] socket` from the config file the daemon reads (`CLIBOT_CONFIG` or
 /// `~/.config/clibot/config.toml`), so that a socket moved in the config is found without flags.
 pub fn configured_socket() -> Option<PathBuf> {
+    configured_daemon_path("socket")
+}
+
+/// A path in the config file's `[daemon]` section (`~/` expanded).
+pub fn configured_daemon_path(key: &str) -> Option<PathBuf> {
     let path = std::env::var_os("CLIBOT_CONFIG")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
@@ -38,7 +43,7 @@ pub fn configured_socket() -> Option<PathBuf> {
                 .map(|d| d.config_dir().join("config.toml"))
         })?;
     let table: toml::Table = std::fs::read_to_string(path).ok()?.parse().ok()?;
-    let s = table.get("daemon")?.get("socket")?.as_str()?;
+    let s = table.get("daemon")?.get(key)?.as_str()?;
     match s.strip_prefix("~/") {
         Some(rest) => directories::BaseDirs::new().map(|b| b.home_dir().join(rest)),
         None => Some(PathBuf::from(s)),

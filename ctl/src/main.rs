@@ -280,6 +280,20 @@ enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// Print the daemon's log: its clibotd.log in the state directory, else the journal
+    /// (`journalctl --user -u clibotd`). Works with the daemon down.
+    Logs {
+        /// Keep printing what is appended.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// The last N lines.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+        /// The daemon's state directory [default: the running daemon's, else
+        /// CLIBOT_STATE_DIR, the config's [daemon] state_dir, ~/.local/state/clibot].
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
     /// Print the completion script for a shell (e.g. `clibotctl completions bash >
     /// ~/.local/share/bash-completion/completions/clibotctl`).
     Completions {
@@ -404,6 +418,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let explicit = configured.is_some();
     let socket = configured.unwrap_or_else(clibot_proto::default_socket_path);
     match &cli.command {
+        Command::Logs {
+            follow,
+            lines,
+            state_dir,
+        } => {
+            let dir = commands::logs::state_dir(state_dir.clone(), &socket).await;
+            return commands::logs::logs(dir, *lines, *follow).await;
+        }
         Command::Completions { shell } => {
             use clap::CommandFactory;
             docs::completions(&mut Cli::command(), *shell);
@@ -502,6 +524,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Hook { .. }
         | Command::Doctor { .. }
         | Command::Completions { .. }
+        | Command::Logs { .. }
         | Command::Man { .. } => Ok(()),
         Command::Reload { json } => ops::reload(c, json).await,
         Command::Rules { json } => ops::rules(c, json).await,

@@ -200,3 +200,67 @@ fn commands_that_print_speak_json() {
     assert_eq!(stopped["session"], "s", "{stopped}");
     assert!(stopped["forced"].is_boolean(), "{stopped}");
 }
+
+/// `clibotctl logs` prints the end of the daemon's log file, and follows it with -f, with no
+/// daemon running.
+#[test]
+fn logs_prints_and_follows_the_daemons_log_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("clibotd.log");
+    let text: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&log, text).expect("write log");
+    let state = dir.path().display().to_string();
+    let socket = dir.path().join("none.sock").display().to_string();
+    let out = Command::new(bin("clibotctl"))
+        .args([
+            "--socket",
+            &socket,
+            "logs",
+            "-n",
+            "3",
+            "--state-dir",
+            &state,
+        ])
+        .output()
+        .expect("run logs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "line 98\nline 99\nline 100\n"
+    );
+    let mut child = Command::new(bin("clibotctl"))
+        .args([
+            "--socket",
+            &socket,
+            "logs",
+            "-f",
+            "-n",
+            "1",
+            "--state-dir",
+            &state,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run logs -f");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log)
+            .expect("open");
+        f.write_all(b"appended later\n").expect("append");
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("wait");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.starts_with("line 100\n") && said.contains("appended later"),
+        "{said}"
+    );
+}

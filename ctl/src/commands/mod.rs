@@ -13,6 +13,7 @@ pub mod chat;
 pub mod docs;
 pub mod hook;
 pub mod io;
+pub mod logs;
 pub mod ops;
 mod output;
 pub mod sessions;
