@@ -3,6 +3,7 @@
 //! This file parses the arguments and hands each command to its area in `commands/` (or to
 //! `doctor/`). Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
 
+mod colour;
 mod commands;
 mod connect;
 mod doctor;

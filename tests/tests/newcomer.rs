@@ -264,3 +264,17 @@ fn logs_prints_and_follows_the_daemons_log_file() {
         "{said}"
     );
 }
+
+/// Piped output has no colour escapes (colour is for terminals only, and never with NO_COLOR).
+#[test]
+fn piped_output_is_plain() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "s", "--cli", "bash", "--dir", &work]);
+    for args in [&["list"][..], &["doctor"][..], &["--help"][..]] {
+        let out = h.ctl(args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains('\u{1b}'), "{args:?}: {text:?}");
+    }
+}

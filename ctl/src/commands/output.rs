@@ -182,17 +182,39 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
             *w = (*w).max(c.chars().count());
         }
     }
+    let on = crate::colour::enabled();
     let mut out = String::new();
-    for r in std::iter::once(&header).chain(&rows) {
+    for (i, r) in std::iter::once(&header).chain(&rows).enumerate() {
         let line: Vec<String> = r
             .iter()
             .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .enumerate()
+            .map(|(col, (c, w))| {
+                let cell = format!("{c:<w$}");
+                // Padded first, then coloured: escapes take no room on screen.
+                if col == 2 && i > 0 {
+                    crate::colour::paint(&cell, state_tone(c), on)
+                } else {
+                    cell
+                }
+            })
             .collect();
         out.push_str(line.join("  ").trim_end());
         out.push('\n');
     }
     out
+}
+
+/// The colour a state is shown in.
+fn state_tone(state: &str) -> crate::colour::Tone {
+    use crate::colour::Tone;
+    match state.split(['(', ':']).next().unwrap_or(state) {
+        "idle" => Tone::Good,
+        "working" | "starting" => Tone::Busy,
+        "waiting" => Tone::Attention,
+        "error" => Tone::Bad,
+        _ => Tone::Quiet,
+    }
 }
 
 /// The event's type and its fields.

@@ -38,8 +38,15 @@ pub async fn run(socket: &Path, json_out: bool) -> anyhow::Result<bool> {
             serde_json::to_string_pretty(&json!({"checks": rows, "ok": ok}))?
         );
     } else {
+        let on = crate::colour::enabled();
         for c in &checks {
-            println!("{:<4}  {}: {}", c.level.word(), c.name, c.detail);
+            let tone = match c.level {
+                Level::Ok => crate::colour::Tone::Good,
+                Level::Warn => crate::colour::Tone::Busy,
+                Level::Fail => crate::colour::Tone::Bad,
+            };
+            let word = crate::colour::paint(&format!("{:<4}", c.level.word()), tone, on);
+            println!("{word}  {}: {}", c.name, c.detail);
             if c.level != Level::Ok && !c.fix.is_empty() {
                 println!("      fix: {}", c.fix);
             }
