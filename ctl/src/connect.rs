@@ -116,8 +116,18 @@ async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Cl
         }
     };
     let pid = child.id().unwrap_or(0);
-    let deadline = Instant::now() + START_TIMEOUT;
+    let started = Instant::now();
+    let deadline = started + START_TIMEOUT;
+    let mut told = false;
     loop {
+        // A start that takes a while (re-adopting many sessions, a loaded machine) is said, so
+        // that a person at a terminal does not think clibotctl hangs.
+        if !told && started.elapsed() > std::time::Duration::from_secs(1) {
+            told = true;
+            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("clibotctl: starting clibotd (pid {pid})…");
+            }
+        }
         match connect(socket).await {
             Ok(mut c) => {
                 let log = match c.status(clibot_proto::v1::StatusRequest {}).await {

@@ -278,3 +278,50 @@ fn piped_output_is_plain() {
         assert!(!text.contains('\u{1b}'), "{args:?}: {text:?}");
     }
 }
+
+/// A stop that takes more than a second says what it waits for, at a terminal (a pty from
+/// `script`), and not when piped.
+#[test]
+fn a_slow_stop_says_it_is_waiting() {
+    let mut h = Harness::new();
+    h.add_cli(
+        "stubborn",
+        &[
+            "bash".to_string(),
+            "-c".to_string(),
+            "trap '' INT TERM; while true; do sleep 1; done".to_string(),
+        ],
+        &[],
+        "",
+    );
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "s", "--cli", "stubborn", "--dir", &work]);
+    let mut cmd = h.ctl_command(&["stop", "s"]);
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let args: Vec<String> = cmd
+        .get_args()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let line = std::iter::once(program)
+        .chain(args)
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The same command, its output on a terminal.
+    let out = cmd
+        .get_envs()
+        .fold(Command::new("script"), |mut c, (k, v)| {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+            c
+        })
+        .args(["-qec", &line, "/dev/null"])
+        .output()
+        .expect("run script");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("waiting for the CLI to quit"), "{said}");
+    assert!(said.contains("stopped s"), "{said}");
+}

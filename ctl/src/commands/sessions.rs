@@ -135,14 +135,24 @@ pub async fn stop(
         .filter(|t| *t > 0.0)
         .map(|t| ((t * 1000.0) as u32).max(1))
         .unwrap_or(0);
-    let r = c
-        .stop_session(v1::StopSessionRequest {
-            session: name.clone(),
-            force,
-            timeout_ms,
-        })
-        .await?
-        .into_inner();
+    let call = c.stop_session(v1::StopSessionRequest {
+        session: name.clone(),
+        force,
+        timeout_ms,
+    });
+    tokio::pin!(call);
+    // A graceful quit can take up to the timeout: after a second, say what is being waited for
+    // (to a person at a terminal; scripts read the result).
+    let r = tokio::select! {
+        r = &mut call => r,
+        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {
+            if !json && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+                eprintln!("stopping {name}: waiting for the CLI to quit…");
+            }
+            call.await
+        }
+    }?
+    .into_inner();
     if json {
         return print_json(&json!({
             "session": name, "forced": r.forced || force, "exit_status": r.exit_status,
