@@ -12,7 +12,7 @@ pub(super) fn gateway_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
             "gateway",
             Level::Warn,
             "no gateway has reported: chat platforms are not connected",
-            "configure [gateway.PLATFORM] and start clibot-gateway (systemctl --user enable --now clibot-gateway.service)",
+            "configure [gateway.PLATFORM] and start clibot-gateway (e.g. `clibot-gateway --telegram &`; under systemd: systemctl --user enable --now clibot-gateway.service)",
         ));
         return;
     }
@@ -39,9 +39,27 @@ pub(super) fn gateway_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
                 } else {
                     format!("{state}: {}", g.detail)
                 },
-                "check the token and the network; journalctl --user -u clibot-gateway shows why",
+                failure_fix(&g.platform, &g.detail),
             )),
         }
+    }
+}
+
+/// What to do about a platform the gateway could not connect, from what it reported: a network
+/// to fix is not a token to replace.
+fn failure_fix(platform: &str, detail: &str) -> String {
+    let log =
+        "the gateway's own output says more (under systemd: journalctl --user -u clibot-gateway)";
+    if detail.contains("cannot reach") {
+        format!(
+            "the gateway cannot reach {platform}'s API: check the network, a proxy, or [gateway.{platform}] api_url; {log}"
+        )
+    } else if detail.contains("token") {
+        format!(
+            "{platform} refused the bot token: put a valid one in [gateway.{platform}] token (or its environment variable) and restart clibot-gateway; {log}"
+        )
+    } else {
+        format!("check [gateway.{platform}] and the network; {log}")
     }
 }
 
@@ -94,6 +112,24 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unreachable_api_is_not_a_bad_token() {
+        let net = failure_fix(
+            "telegram",
+            "retrying: cannot reach Telegram at http://x: the connection was refused",
+        );
+        assert!(
+            net.contains("api_url") && !net.contains("valid one"),
+            "{net}"
+        );
+        let tok = failure_fix(
+            "telegram",
+            "stopped: Telegram did not accept the bot token (getMe): Unauthorized",
+        );
+        assert!(tok.contains("valid one"), "{tok}");
+        assert!(!net.starts_with("systemctl") && net.contains("gateway's own output"));
+    }
 
     #[test]
     fn gateway_keys() {
