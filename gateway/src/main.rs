@@ -435,6 +435,15 @@ async fn route(
                             }
                             told = true;
                         }
+                        // The console's input ended and no daemon answers: nobody is left to
+                        // wait for, so say so and end instead of holding on for ever.
+                        if router.platform.is_local() && inbound.is_closed() {
+                            eprintln!(
+                                "clibot-gateway: {}: the input ended while clibotd was not running; what was typed was not sent",
+                                health.name()
+                            );
+                            return;
+                        }
                         tokio::time::sleep(waited).await;
                         waited = (waited * 2).min(Duration::from_secs(5));
                         continue;

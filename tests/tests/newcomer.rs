@@ -325,3 +325,36 @@ fn a_slow_stop_says_it_is_waiting() {
     assert!(said.contains("waiting for the CLI to quit"), "{said}");
     assert!(said.contains("stopped s"), "{said}");
 }
+
+/// The console gateway with no daemon and its input ended says so and exits, instead of
+/// holding the message for ever.
+#[test]
+fn the_console_ends_with_its_input_when_no_daemon_answers() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let socket = dir.path().join("none.sock").display().to_string();
+    let mut child = Command::new(bin("clibot-gateway"))
+        .args(["--console", "--socket", &socket])
+        .env("CLIBOT_CONFIG", dir.path().join("none.toml"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the console gateway");
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(b"hello\n");
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while child.try_wait().ok().flatten().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let ended = child.try_wait().ok().flatten().is_some();
+    let _ = child.kill();
+    let out = child.wait_with_output().expect("wait");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(ended, "still running: {said}");
+    assert!(
+        said.contains("the input ended while clibotd was not running"),
+        "{said}"
+    );
+}
