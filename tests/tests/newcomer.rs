@@ -333,6 +333,7 @@ fn the_console_ends_with_its_input_when_no_daemon_answers() {
     use std::io::Write;
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("none.sock").display().to_string();
+    std::fs::write(dir.path().join("none.toml"), "").expect("an empty config");
     let mut child = Command::new(bin("clibot-gateway"))
         .args(["--console", "--socket", &socket])
         .env("CLIBOT_CONFIG", dir.path().join("none.toml"))
