@@ -30,7 +30,8 @@ struct Args {
     /// Config file [default: ~/.config/clibot/config.toml; optional]
     #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
-    /// gRPC socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock]
+    /// gRPC socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock, or
+    /// $TMPDIR/clibot-$UID/clibotd.sock where XDG_RUNTIME_DIR is unset]
     #[arg(long, env = "CLIBOT_SOCKET", value_name = "PATH")]
     socket: Option<PathBuf>,
     /// State directory: session registry and event log [default: ~/.local/state/clibot]
@@ -48,10 +49,23 @@ struct Args {
     /// for each session, so that no secret stands on a command line).
     #[arg(long, hide = true, value_name = "FILE")]
     launch: Option<PathBuf>,
+    /// Internal: print the manual page clibotd(1) (`clibotctl man --dir` collects it).
+    #[arg(long, hide = true)]
+    print_man: bool,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_man {
+        use clap::CommandFactory;
+        return match clap_mangen::Man::new(Args::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("clibotd: cannot write the manual page: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if let Some(file) = &args.launch {
         let e = clibotd::confine::launch::run(file);
         eprintln!("clibotd: {e}");

@@ -43,6 +43,9 @@ struct Args {
     /// A chat on this terminal: type messages on stdin, read replies on stdout.
     #[arg(long)]
     console: bool,
+    /// Internal: print the manual page clibot-gateway(1) (`clibotctl man --dir` collects it).
+    #[arg(long, hide = true)]
+    print_man: bool,
     /// Serve Discord (token from --discord-token, DISCORD_TOKEN, or `[gateway.discord] token`).
     #[arg(long)]
     discord: bool,
@@ -136,6 +139,16 @@ impl Spec {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.print_man {
+        use clap::CommandFactory;
+        return match clap_mangen::Man::new(Args::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("clibot-gateway: cannot write the manual page: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let socket = args
         .socket
         .clone()

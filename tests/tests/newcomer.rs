@@ -139,6 +139,8 @@ fn install_sh_installs_binaries_completions_and_man_pages_and_runs_twice() {
         "share/fish/vendor_completions.d/clibotctl.fish",
         "share/man/man1/clibotctl.1",
         "share/man/man1/clibotctl-spawn.1",
+        "share/man/man1/clibotd.1",
+        "share/man/man1/clibot-gateway.1",
     ] {
         let len = std::fs::metadata(p.join(f)).map(|m| m.len()).unwrap_or(0);
         assert!(len > 0, "{f} installed");

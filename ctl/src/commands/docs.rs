@@ -38,6 +38,32 @@ pub fn man(cmd: Command, dir: Option<&Path>) -> anyhow::Result<()> {
         write(name.clone(), sub.clone().name(name))?;
     }
     write(top, cmd)?;
+    // The daemon's and the gateway's pages come from their own binaries, installed beside this
+    // one, so that they describe the very versions installed.
+    let here = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(Path::to_path_buf));
+    for other in ["clibotd", "clibot-gateway"] {
+        let program = here
+            .as_ref()
+            .map(|d| d.join(other))
+            .filter(|p| p.is_file())
+            .unwrap_or_else(|| other.into());
+        match std::process::Command::new(&program)
+            .arg("--print-man")
+            .output()
+        {
+            Ok(out) if out.status.success() && !out.stdout.is_empty() => {
+                let path = dir.join(format!("{other}.1"));
+                std::fs::write(&path, out.stdout)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                written += 1;
+            }
+            _ => eprintln!(
+                "clibotctl: no {other} found next to clibotctl or on PATH: its page was not written"
+            ),
+        }
+    }
     println!("wrote {written} manual pages to {}", dir.display());
     Ok(())
 }
