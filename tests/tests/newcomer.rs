@@ -299,7 +299,7 @@ fn a_slow_stop_says_it_is_waiting() {
     h.start_daemon();
     let work = h.work.display().to_string();
     h.ctl_ok(&["spawn", "s", "--cli", "stubborn", "--dir", &work]);
-    let mut cmd = h.ctl_command(&["stop", "s"]);
+    let cmd = h.ctl_command(&["stop", "s"]);
     let program = cmd.get_program().to_string_lossy().into_owned();
     let args: Vec<String> = cmd
         .get_args()

@@ -114,7 +114,7 @@ pub async fn screen(
 /// The screen without the blank rows below its last text (a pane whose CLI exited shows one
 /// line and 49 empty ones), ending in one newline.
 fn without_trailing_blank_lines(text: &str) -> String {
-    let kept = text.trim_end_matches(|c: char| c == '\n' || c == ' ' || c == '\r');
+    let kept = text.trim_end_matches(['\n', ' ', '\r']);
     if kept.is_empty() {
         String::new()
     } else {
