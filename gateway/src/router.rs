@@ -58,7 +58,13 @@ impl Router {
     /// local), so that the daemon checks and audits them.
     fn req<T>(&self, msg: &Inbound, body: T) -> Request<T> {
         let mut r = Request::new(body);
-        if !self.platform.is_local() {
+        if self.platform.is_local() {
+            // The console is the machine's user: no chat identity, only its chat's name, for
+            // its transcript.
+            if let Ok(v) = msg.chat.parse() {
+                r.metadata_mut().insert("clibot-chat", v);
+            }
+        } else {
             let md = r.metadata_mut();
             for (k, v) in [
                 ("clibot-platform", self.platform.name()),

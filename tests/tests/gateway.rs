@@ -96,6 +96,13 @@ fn a_chat_message_runs_in_the_cli_and_the_reply_comes_back() {
     g.expect("started g (bash)");
     g.say("echo first-$((1+1))");
     g.expect("[g] first-2");
+    // The console's transcript has both sides: what was typed and what came back.
+    let t = h.ctl_ok(&["transcript", "console:console", "--json"]);
+    assert!(
+        t.lines()
+            .any(|l| l.contains("\"in\"") && l.contains("echo first-$((1+1))")),
+        "{t}"
+    );
     // A prompt arrives with its options; a bare number answers it.
     g.say("read -p 'Deploy now? [y/N] ' a; echo deploy=$a");
     g.expect("[g] Deploy now? [y/N]");

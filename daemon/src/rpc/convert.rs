@@ -81,7 +81,12 @@ pub(super) fn actor<T>(req: &Request<T>) -> Actor {
             chat: get("clibot-chat").unwrap_or_default(),
             via: String::new(),
         },
-        _ => Actor::local(),
+        // The local user, possibly through the console gateway, which names its one chat so
+        // that what is typed there lands in its transcript too.
+        _ => Actor {
+            chat: get("clibot-chat").unwrap_or_default(),
+            ..Actor::local()
+        },
     }
 }
 

@@ -182,11 +182,17 @@ impl Service {
 impl Service {
     /// Records what a chat user sent to `session` in their chat's transcript.
     fn record_in(&self, actor: &Actor, session: &str, text: &str) {
-        if actor.is_local() || actor.chat.is_empty() {
+        if actor.chat.is_empty() {
             return;
         }
+        // The local user's only chat is the console gateway's.
+        let platform = if actor.is_local() {
+            "console"
+        } else {
+            actor.platform.as_str()
+        };
         self.transcripts.record(
-            &actor.platform,
+            platform,
             &actor.chat,
             &TranscriptEntry {
                 time_ms: crate::store::now_ms(),
