@@ -201,7 +201,43 @@ fn main() -> ExitCode {
         private.push(dir.display().to_string());
     }
     private.extend(path.map(|p| p.display().to_string()));
+    if specs.iter().any(|s| matches!(s, Spec::Console)) {
+        rt.block_on(autostart_daemon(&socket));
+    }
     rt.block_on(serve(specs, socket, lock_dir, parser, private))
+}
+
+/// On a terminal, as `clibotctl` does: no daemon answers, so one is started — by the
+/// `clibotctl` beside this binary (or on PATH), which knows how and says what it did. Not with
+/// `CLIBOT_NO_AUTOSTART=1`, and not for the chat platforms (a service manager starts those).
+async fn autostart_daemon(socket: &Path) {
+    let off = std::env::var("CLIBOT_NO_AUTOSTART").is_ok_and(|v| !v.is_empty() && v != "0");
+    if off {
+        return;
+    }
+    match clibot_proto::connect(socket).await {
+        Err(e) if e.is_no_daemon() => {}
+        _ => return,
+    }
+    let ctl = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("clibotctl")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| "clibotctl".into());
+    let started = tokio::process::Command::new(&ctl)
+        .arg("--socket")
+        .arg(socket)
+        .arg("status")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .await;
+    if !started.is_ok_and(|s| s.success()) {
+        eprintln!(
+            "clibot-gateway: no clibotd answers at {} and {} could not start one; start it (clibotd &) and type again",
+            socket.display(),
+            ctl.display()
+        );
+    }
 }
 
 /// Which platforms to serve: those named by flags, else every one configured (in the config

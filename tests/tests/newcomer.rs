@@ -339,6 +339,7 @@ fn the_console_ends_with_its_input_when_no_daemon_answers() {
     let mut child = Command::new(bin("clibot-gateway"))
         .args(["--console", "--socket", &socket])
         .env("CLIBOT_CONFIG", dir.path().join("none.toml"))
+        .env("CLIBOT_NO_AUTOSTART", "1")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -359,5 +360,58 @@ fn the_console_ends_with_its_input_when_no_daemon_answers() {
     assert!(
         said.contains("the input ended while clibotd was not running"),
         "{said}"
+    );
+}
+
+/// The console gateway starts a daemon when none runs, as clibotctl does, and works with it.
+#[test]
+fn the_console_starts_a_daemon_like_clibotctl() {
+    use std::io::{BufRead, BufReader, Write};
+    let h = Harness::new();
+    let mut child = Command::new(bin("clibot-gateway"))
+        .args(["--console", "--socket"])
+        .arg(&h.socket)
+        .env("CLIBOT_STATE_DIR", &h.state_dir)
+        .env("CLIBOT_TMUX_SOCKET", &h.tmux_socket)
+        .env("CLIBOT_CONFIG", &h.config)
+        .env_remove("CLIBOT_NO_AUTOSTART")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the console gateway");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let work = h.work.display().to_string();
+    writeln!(stdin, "!!new c bash {work}").expect("write");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    while std::time::Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(std::time::Duration::from_millis(100)) {
+            let done = l.contains("started c (bash)");
+            seen.push(l);
+            if done {
+                break;
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // The daemon the console started outlives it, as one clibotctl starts would: end it.
+    let _ = h.ctl(&["stop", "c", "--force"]);
+    let _ = Command::new("pkill")
+        .args(["-f", &format!("clibotd.*{}", h.socket.display())])
+        .status();
+    assert!(
+        seen.iter().any(|l| l.contains("started c (bash)")),
+        "{seen:#?}"
     );
 }
