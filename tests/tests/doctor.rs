@@ -303,3 +303,30 @@ fn doctor_checks_the_config_on_disk_not_the_running_daemons() {
     );
     assert_eq!(status_of(&v, "cli ghost"), "fail", "{v:#}");
 }
+
+/// doctor tells, from the config file alone, a platform API that cannot be reached: a port
+/// where nothing listens (refused), a name that does not resolve (DNS), one that answers (ok).
+#[test]
+fn doctor_says_why_a_platform_api_cannot_be_reached() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let open = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let open_port = open.local_addr().expect("addr").port();
+    let mut h = Harness::with_config(&format!(
+        "\n[gateway.telegram]\ntoken = \"t\"\napi_url = \"http://127.0.0.1:{closed}\"\n\
+         [gateway.discord]\ntoken = \"d\"\napi_url = \"http://no-such-host.invalid\"\n\
+         [gateway.feishu]\napp_id = \"a\"\napp_secret = \"s\"\napi_url = \"http://127.0.0.1:{open_port}\"\n"
+    ));
+    h.start_daemon();
+    let (code, v) = doctor(&h);
+    assert_eq!(code, Some(1), "{v:#}");
+    let detail = |n: &str| find(&v, n)["detail"].as_str().unwrap_or("").to_string();
+    assert_eq!(status_of(&v, "gateway telegram api"), "fail", "{v:#}");
+    assert!(detail("gateway telegram api").contains("refused"), "{v:#}");
+    assert_eq!(status_of(&v, "gateway discord api"), "fail", "{v:#}");
+    assert!(detail("gateway discord api").contains("DNS"), "{v:#}");
+    assert_eq!(status_of(&v, "gateway feishu api"), "ok", "{v:#}");
+    drop(open);
+}

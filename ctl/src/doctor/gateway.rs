@@ -63,6 +63,112 @@ fn failure_fix(platform: &str, detail: &str) -> String {
     }
 }
 
+/// The host and port of an API base URL (`https://host[:port]/...`).
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let default = if scheme == "https" { 443 } else { 80 };
+    match authority.rsplit_once(':') {
+        Some((h, p)) if !h.is_empty() => Some((h.to_string(), p.parse().ok()?)),
+        _ if !authority.is_empty() => Some((authority.to_string(), default)),
+        _ => None,
+    }
+}
+
+/// Can this machine reach each configured platform's API? Read from the config file, with or
+/// without a gateway running: a name that does not resolve or a port that refuses is a network
+/// (or `api_url`) to fix, which no new token would. The token itself only the gateway checks.
+pub(super) async fn api_reach_check(config: &toml::Table, out: &mut Vec<Check>) {
+    let Some(gw) = config.get("gateway").and_then(|g| g.as_table()) else {
+        return;
+    };
+    for (platform, default) in [
+        ("telegram", "https://api.telegram.org"),
+        ("discord", "https://discord.com"),
+        ("feishu", "https://open.feishu.cn"),
+    ] {
+        let Some(section) = gw.get(platform).and_then(|s| s.as_table()) else {
+            continue;
+        };
+        let url = section
+            .get("api_url")
+            .and_then(|u| u.as_str())
+            .unwrap_or(default);
+        let name = format!("gateway {platform} api");
+        let fix = format!(
+            "check the network and any proxy, or [gateway.{platform}] api_url; the gateway cannot work until {url} answers"
+        );
+        let Some((host, port)) = host_port(url) else {
+            out.push(check(
+                name,
+                Level::Fail,
+                format!("api_url {url:?} is not a URL"),
+                fix,
+            ));
+            continue;
+        };
+        let wait = std::time::Duration::from_secs(3);
+        let addrs = match tokio::time::timeout(wait, tokio::net::lookup_host((host.as_str(), port)))
+            .await
+        {
+            Ok(Ok(a)) => a.collect::<Vec<_>>(),
+            Ok(Err(e)) => {
+                out.push(check(
+                    name,
+                    Level::Fail,
+                    format!("{url}: {host} does not resolve (DNS: {e})"),
+                    fix,
+                ));
+                continue;
+            }
+            Err(_) => {
+                out.push(check(
+                    name,
+                    Level::Fail,
+                    format!("{url}: resolving {host} timed out (DNS)"),
+                    fix,
+                ));
+                continue;
+            }
+        };
+        let Some(addr) = addrs.first() else {
+            out.push(check(
+                name,
+                Level::Fail,
+                format!("{url}: {host} has no address (DNS)"),
+                fix,
+            ));
+            continue;
+        };
+        match tokio::time::timeout(wait, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(_)) => out.push(check(
+                name,
+                Level::Ok,
+                format!("{url} reachable ({addr})"),
+                "",
+            )),
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused => out.push(check(
+                name,
+                Level::Fail,
+                format!("{url}: the connection was refused ({addr}): nothing listens there"),
+                fix,
+            )),
+            Ok(Err(e)) => out.push(check(
+                name,
+                Level::Fail,
+                format!("{url}: cannot connect ({addr}: {e})"),
+                fix,
+            )),
+            Err(_) => out.push(check(
+                name,
+                Level::Fail,
+                format!("{url}: no answer from {addr} within 3s"),
+                fix,
+            )),
+        }
+    }
+}
+
 /// The keys the gateway accepts under `[gateway]` (it refuses to start on any other).
 pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
     let Some(gw) = table.get("gateway") else {
@@ -112,6 +218,19 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_urls_give_host_and_port() {
+        assert_eq!(
+            host_port("https://api.telegram.org"),
+            Some(("api.telegram.org".into(), 443))
+        );
+        assert_eq!(
+            host_port("http://127.0.0.1:8081/bot"),
+            Some(("127.0.0.1".into(), 8081))
+        );
+        assert_eq!(host_port("not a url"), None);
+    }
 
     #[test]
     fn an_unreachable_api_is_not_a_bad_token() {

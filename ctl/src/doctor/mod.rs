@@ -87,6 +87,7 @@ async fn collect(socket: &Path) -> Vec<Check> {
     }
     if let Some(table) = &config {
         gateway::gateway_config_check(table, &mut out);
+        gateway::api_reach_check(table, &mut out).await;
     }
     out
 }
