@@ -46,6 +46,10 @@ struct Args {
     /// Internal: print the manual page clibot-gateway(1) (`clibotctl man --dir` collects it).
     #[arg(long, hide = true)]
     print_man: bool,
+    /// Internal: make one HTTPS request to URL and say whether (and why not) it answered, as
+    /// the platforms' clients would see it (`clibotctl doctor` asks this for TLS).
+    #[arg(long, hide = true, value_name = "URL")]
+    probe_api: Option<String>,
     /// Serve Discord (token from --discord-token, DISCORD_TOKEN, or `[gateway.discord] token`).
     #[arg(long)]
     discord: bool,
@@ -148,6 +152,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Some(url) = &args.probe_api {
+        return probe_api(url);
     }
     let socket = args
         .socket
@@ -515,6 +522,40 @@ async fn route(
             let _ = ack.send(());
         }
     }
+}
+
+/// `--probe-api URL`: one request with the client the platforms use; prints "ok" or the
+/// cause (refused, DNS, TLS, timeout) and exits 1 when there was no HTTP answer at all.
+fn probe_api(url: &str) -> ExitCode {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return ExitCode::FAILURE;
+    };
+    rt.block_on(async {
+        let client = match reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                println!("cannot build an HTTP client: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        match client.get(url).send().await {
+            Ok(r) => {
+                println!("ok: HTTP {}", r.status().as_u16());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                let chain = clibot_proto::describe(&e);
+                println!("{}: {chain}", platforms::reach::network_cause(&chain));
+                ExitCode::FAILURE
+            }
+        }
+    })
 }
 
 /// `clibot-gateway status`: the platforms as the daemon last heard of them.

@@ -304,20 +304,37 @@ fn doctor_checks_the_config_on_disk_not_the_running_daemons() {
     assert_eq!(status_of(&v, "cli ghost"), "fail", "{v:#}");
 }
 
+/// A plain-HTTP server on 127.0.0.1 that answers every connection with a 404.
+fn plain_http() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut s = s;
+            // As an HTTP server does: the request first (here, a TLS hello), then an answer.
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    port
+}
+
 /// doctor tells, from the config file alone, a platform API that cannot be reached: a port
-/// where nothing listens (refused), a name that does not resolve (DNS), one that answers (ok).
+/// where nothing listens (refused), a name that does not resolve (DNS), https to a server that
+/// speaks no TLS; one that answers is ok.
 #[test]
 fn doctor_says_why_a_platform_api_cannot_be_reached() {
     let closed = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let open = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let open_port = open.local_addr().expect("addr").port();
+    let plain = plain_http();
     let mut h = Harness::with_config(&format!(
         "\n[gateway.telegram]\ntoken = \"t\"\napi_url = \"http://127.0.0.1:{closed}\"\n\
          [gateway.discord]\ntoken = \"d\"\napi_url = \"http://no-such-host.invalid\"\n\
-         [gateway.feishu]\napp_id = \"a\"\napp_secret = \"s\"\napi_url = \"http://127.0.0.1:{open_port}\"\n"
+         [gateway.feishu]\napp_id = \"a\"\napp_secret = \"s\"\napi_url = \"https://127.0.0.1:{plain}\"\n"
     ));
     h.start_daemon();
     let (code, v) = doctor(&h);
@@ -327,6 +344,14 @@ fn doctor_says_why_a_platform_api_cannot_be_reached() {
     assert!(detail("gateway telegram api").contains("refused"), "{v:#}");
     assert_eq!(status_of(&v, "gateway discord api"), "fail", "{v:#}");
     assert!(detail("gateway discord api").contains("DNS"), "{v:#}");
-    assert_eq!(status_of(&v, "gateway feishu api"), "ok", "{v:#}");
-    drop(open);
+    assert_eq!(status_of(&v, "gateway feishu api"), "fail", "{v:#}");
+    assert!(detail("gateway feishu api").contains("TLS"), "{v:#}");
+
+    let plain = plain_http();
+    let mut h = Harness::with_config(&format!(
+        "\n[gateway.telegram]\ntoken = \"t\"\napi_url = \"http://127.0.0.1:{plain}\"\n"
+    ));
+    h.start_daemon();
+    let (_, v) = doctor(&h);
+    assert_eq!(status_of(&v, "gateway telegram api"), "ok", "{v:#}");
 }

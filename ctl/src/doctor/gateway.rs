@@ -140,8 +140,23 @@ pub(super) async fn api_reach_check(config: &toml::Table, out: &mut Vec<Check>) 
             ));
             continue;
         };
-        match tokio::time::timeout(wait, tokio::net::TcpStream::connect(addr)).await {
-            Ok(Ok(_)) => out.push(check(
+        let connected = tokio::time::timeout(wait, tokio::net::TcpStream::connect(addr))
+            .await
+            // Closed at once: a server that serves one connection at a time must be free for
+            // the TLS probe below.
+            .map(|r| r.map(drop));
+        match connected {
+            // TCP answers; whether TLS does is for a client that speaks it: the gateway's.
+            Ok(Ok(())) if url.starts_with("https://") => match tls_probe(url).await {
+                Ok(()) => out.push(check(
+                    name,
+                    Level::Ok,
+                    format!("{url} reachable ({addr})"),
+                    "",
+                )),
+                Err(why) => out.push(check(name, Level::Fail, format!("{url}: {why}"), fix)),
+            },
+            Ok(Ok(())) => out.push(check(
                 name,
                 Level::Ok,
                 format!("{url} reachable ({addr})"),
@@ -166,6 +181,25 @@ pub(super) async fn api_reach_check(config: &toml::Table, out: &mut Vec<Check>) 
                 fix,
             )),
         }
+    }
+}
+
+/// One HTTPS request through `clibot-gateway --probe-api` (beside this binary, or on PATH),
+/// which uses the very TLS client the platforms do. No gateway installed: not checked.
+async fn tls_probe(url: &str) -> Result<(), String> {
+    let gateway = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("clibot-gateway")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| "clibot-gateway".into());
+    let run = tokio::process::Command::new(&gateway)
+        .args(["--probe-api", url])
+        .output();
+    match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
+        Ok(Ok(out)) if out.status.success() => Ok(()),
+        Ok(Ok(out)) => Err(String::from_utf8_lossy(&out.stdout).trim().to_string()),
+        // No gateway to ask, or it hung: the TCP check above stands.
+        _ => Ok(()),
     }
 }
 
