@@ -29,6 +29,10 @@ pub const HOOK_PROMPT_NO_OPTIONS_WAIT: Duration = Duration::from_millis(4_000);
 /// A busy frame this soon after a turn completed is a leftover of that turn, not a new one
 /// (for CLIs whose turns start from the screen: no start hook).
 pub const AFTER_TURN_SETTLE: Duration = Duration::from_millis(2_000);
+/// How long a turn that outlived a daemon restart must look idle before it is taken as ended
+/// (its completion hook may have fired while no daemon listened). Without a later screen read
+/// the safety net ends it after `idle_end`.
+pub const RECOVERED_SETTLE: Duration = Duration::from_millis(1_500);
 /// A hook-driven CLI whose screen never looks ready (an unknown version) is taken as ready after
 /// this long without output. Generous: Gemini CLI can be silent for 10 s while it loads, and text
 /// typed before it reads the terminal is lost.
@@ -185,9 +189,73 @@ impl Turn {
         self.confirm_by = None;
     }
 
-    /// The pane printed something at `now`.
-    pub fn output(&mut self, now: Instant) {
+    /// The pane printed something at `now`. Output after Enter confirms the input arrived —
+    /// unless the CLI's start hook or its busy screen tells that (`c`): then output may be just
+    /// the echo of text that sits unsent in the composer (Gemini CLI ignores an Enter that comes
+    /// while it finishes the previous turn).
+    pub fn output(&mut self, now: Instant, c: Option<&Caps>) {
         self.last_output = now;
+        let confirms_by_output = c.is_none_or(|c| !c.start_hook && !c.confirms_by_screen);
+        if confirms_by_output && self.confirm_by.is_some() && self.started.is_some_and(|t| now > t)
+        {
+            self.confirm_by = None;
+        }
+    }
+
+    /// The CLI's start hook says it took the input: the turn runs, nothing to confirm, and a
+    /// completion the safety net may have closed early is a new turn's.
+    pub fn hook_started(&mut self, now: Instant) {
+        self.confirm_by = None;
+        self.net_closed = false;
+        self.started.get_or_insert(now);
+    }
+
+    /// A completion hook came: whether it is late, for a turn the safety net already ended with
+    /// this very reply (`same_reply` while idle). Either way the net's mark is spent.
+    pub fn hook_completed_late(&mut self, idle_with_same_reply: bool) -> bool {
+        let late = self.net_closed && idle_with_same_reply;
+        self.net_closed = false;
+        late
+    }
+
+    /// The turn failed (the CLI reported an error it does not recover from).
+    pub fn failed(&mut self) {
+        self.started = None;
+    }
+
+    /// A hook announced a prompt at `now`; the screen has yet to show it. The prompt answers
+    /// the Enter, so there is nothing left to confirm.
+    pub fn prompt_announced(&mut self, now: Instant) {
+        self.prompt_pending_since = Some(now);
+        self.confirm_by = None;
+    }
+
+    /// The prompt is on screen (or came through the CLI's API): nothing pending.
+    pub fn prompt_shown(&mut self) {
+        self.prompt_pending_since = None;
+        self.confirm_by = None;
+    }
+
+    /// The prompt went away (answered, withdrawn): nothing pending.
+    pub fn prompt_resolved(&mut self) {
+        self.prompt_pending_since = None;
+    }
+
+    /// The safety net looked again and the CLI no longer looks idle: its clock starts over.
+    pub fn not_idle(&mut self) {
+        self.idle_since = None;
+    }
+
+    /// The safety net ended the turn: its completion hook may still come, late.
+    pub fn net_ended(&mut self) {
+        self.net_closed = true;
+    }
+
+    /// The prompt was answered at `now`: the turn goes on, and its output clock restarts.
+    pub fn answered(&mut self, now: Instant) {
+        self.prompt_pending_since = None;
+        self.last_output = now;
+        self.started.get_or_insert(now);
     }
 
     /// Time passed: what it settles.
@@ -303,9 +371,17 @@ impl Turn {
                     out.state_to = Some((State::Working, "busy"));
                 }
                 // A CLI with an API says itself when the recovered turn ended; its screen may
-                // look idle while it thinks.
+                // look idle while it thinks. Without one, the idle look must last a moment: a
+                // CLI waiting on its model can show an idle frame between two busy ones.
                 State::Working
-                    if c.by_hook && self.recovered && s.idle && !s.busy && !c.awaits_api =>
+                    if c.by_hook
+                        && self.recovered
+                        && s.idle
+                        && !s.busy
+                        && !c.awaits_api
+                        && self.idle_since.is_some_and(|t| {
+                            now.saturating_duration_since(t) >= RECOVERED_SETTLE
+                        }) =>
                 {
                     self.recovered = false;
                     out.recovered_turn = true;
@@ -360,6 +436,48 @@ mod tests {
     }
 
     #[test]
+    fn output_confirms_an_enter_only_where_nothing_better_does() {
+        let t0 = Instant::now();
+        // (start hook, busy screen confirms, output confirms)
+        for (start_hook, by_screen, confirms) in [
+            (false, false, true),
+            (true, false, false),
+            (false, true, false),
+        ] {
+            let mut t = Turn::new(t0);
+            t.submitted(t0, None, 1, false);
+            let c = Caps {
+                start_hook,
+                confirms_by_screen: by_screen,
+                ..caps(true)
+            };
+            t.output(t0 + 50 * MS, Some(&c));
+            assert_eq!(t.confirm_by.is_none(), confirms, "{start_hook} {by_screen}");
+        }
+    }
+
+    #[test]
+    fn hooks_start_end_and_announce() {
+        let t0 = Instant::now();
+        let mut t = Turn::new(t0);
+        t.submitted(t0, None, 1, false);
+        t.hook_started(t0 + MS);
+        assert_eq!((t.confirm_by, t.started), (None, Some(t0)));
+        t.net_closed = true;
+        assert!(
+            t.hook_completed_late(true),
+            "the net ended it with this reply"
+        );
+        assert!(!t.hook_completed_late(true), "the mark is spent");
+        t.prompt_announced(t0 + 2 * MS);
+        assert_eq!(t.prompt_pending_since, Some(t0 + 2 * MS));
+        t.answered(t0 + 3 * MS);
+        assert_eq!((t.prompt_pending_since, t.last_output), (None, t0 + 3 * MS));
+        t.failed();
+        assert_eq!(t.started, None);
+    }
+
+    #[test]
     fn quiescence_ends_a_hookless_turn_only_after_quiet() {
         let t0 = Instant::now();
         // (ms since input, ms since output, completes)
@@ -373,7 +491,7 @@ mod tests {
             let mut t = Turn::new(t0);
             t.submitted(t0, Some(7), 1, false);
             let now = t0 + since_input * MS;
-            t.output(now - since_output * MS);
+            t.output(now - since_output * MS, Some(&caps(false)));
             let out = t.tick(&facts(State::Working), &caps(false), now);
             assert_eq!(
                 out.complete_from_screen.is_some(),
@@ -529,11 +647,53 @@ mod tests {
             let mut t = Turn::new(t0);
             t.recovered = recovered;
             let now = t0 + 10_000 * MS;
+            // A recovered turn's screen has looked idle for a while already.
+            if recovered {
+                t.idle_since = Some(now - RECOVERED_SETTLE);
+            }
             t.last_completed = completed.map(|ms| now - ms * MS);
             let out = t.screen(&facts(state), &s, &c, now);
             assert_eq!(out.state_to.map(|(s, _)| s), want, "{state:?} {s:?}");
             assert_eq!(out.recovered_turn, want_recovered, "{state:?} {s:?}");
         }
+    }
+
+    #[test]
+    fn a_recovered_turn_ends_only_once_its_screen_has_stayed_idle() {
+        let t0 = Instant::now();
+        let idle = ScreenFacts {
+            idle: true,
+            ready: true,
+            settled: true,
+            ..Default::default()
+        };
+        let mut t = Turn::new(t0);
+        t.recovered = true;
+        t.started = Some(t0);
+        let f = facts(State::Working);
+        // The first idle frame starts the clock; it does not end the turn.
+        assert!(
+            !t.screen(&f, &idle, &caps(true), t0 + 100 * MS)
+                .recovered_turn
+        );
+        assert!(
+            !t.screen(&f, &idle, &caps(true), t0 + 900 * MS)
+                .recovered_turn
+        );
+        // A busy frame in between starts it over.
+        let busy = ScreenFacts {
+            busy: true,
+            ..Default::default()
+        };
+        t.screen(&f, &busy, &caps(true), t0 + 1_000 * MS);
+        assert!(
+            !t.screen(&f, &idle, &caps(true), t0 + 1_700 * MS)
+                .recovered_turn
+        );
+        assert!(
+            t.screen(&f, &idle, &caps(true), t0 + 3_300 * MS)
+                .recovered_turn
+        );
     }
 
     #[test]

@@ -102,7 +102,7 @@ impl Daemon {
                 .then(|| signature(&p.kind, &p.text, &p.options, &p.subject));
             e.rt.answered_screen = Some((sig, Instant::now(), false));
             e.rec.prompt = None;
-            e.rt.turn.prompt_pending_since = None;
+            e.rt.turn.prompt_resolved();
             remember_resolved(&mut e.rt.resolved, &p.id, resolver);
             (
                 p,
@@ -141,8 +141,7 @@ impl Daemon {
             }
         };
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn.last_output = Instant::now();
-            e.rt.turn.started.get_or_insert(Instant::now());
+            e.rt.turn.answered(Instant::now());
         }
         self.event(
             name,

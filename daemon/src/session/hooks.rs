@@ -77,9 +77,7 @@ impl Daemon {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
                     if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
-                        e.rt.turn.confirm_by = None;
-                        e.rt.turn.net_closed = false;
-                        e.rt.turn.started.get_or_insert(Instant::now());
+                        e.rt.turn.hook_started(Instant::now());
                     }
                     self.set_state(&name, State::Working, "prompt submitted");
                     Ok(String::new())
@@ -88,11 +86,9 @@ impl Daemon {
                     // The safety net already ended this turn with this very reply: the hook is
                     // late, not a new turn.
                     let late = lock(&self.inner.sessions).get_mut(&name).is_some_and(|e| {
-                        let late = e.rt.turn.net_closed
-                            && e.rec.state == State::Idle
-                            && e.rec.last_reply.as_ref() == Some(&text);
-                        e.rt.turn.net_closed = false;
-                        late
+                        let same =
+                            e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
+                        e.rt.turn.hook_completed_late(same)
                     });
                     if late {
                         debug!("a completion hook for a turn already ended; ignored");
@@ -108,7 +104,7 @@ impl Daemon {
                             return Ok(String::new());
                         };
                         e.rec.error = Some(message.clone());
-                        e.rt.turn.started = None;
+                        e.rt.turn.failed();
                         e.rec.id.clone()
                     };
                     self.event(&name, &id, EventKind::Error { message, kind });
@@ -168,8 +164,7 @@ impl Daemon {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
             }
             e.rec.prompt = Some(prompt.clone());
-            e.rt.turn.prompt_pending_since = Some(Instant::now());
-            e.rt.turn.confirm_by = None;
+            e.rt.turn.prompt_announced(Instant::now());
             if wait {
                 e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
             }

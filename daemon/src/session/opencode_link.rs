@@ -504,8 +504,7 @@ impl Daemon {
                 ..Default::default()
             };
             e.rec.prompt = Some(prompt.clone());
-            e.rt.turn.prompt_pending_since = None;
-            e.rt.turn.confirm_by = None;
+            e.rt.turn.prompt_shown();
             (prompt, e.rec.id.clone())
         };
         self.event(name, &id, EventKind::Waiting { prompt });

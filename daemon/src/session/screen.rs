@@ -54,7 +54,7 @@ impl Daemon {
                             cur.subject = sp.subject.clone();
                         }
                         cur.answer = sp.answer;
-                        e.rt.turn.prompt_pending_since = None;
+                        e.rt.turn.prompt_shown();
                         e.rec.prompt = Some(cur.clone());
                         events.push(EventKind::Waiting { prompt: cur });
                     } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
@@ -101,7 +101,7 @@ impl Daemon {
                         e.rt.answered_screen = None;
                         let p = new_prompt(sp, "screen");
                         e.rec.prompt = Some(p.clone());
-                        e.rt.turn.confirm_by = None;
+                        e.rt.turn.prompt_shown();
                         state_to = Some((State::Waiting, "the CLI asks"));
                         events.push(EventKind::Waiting { prompt: p });
                     }

@@ -148,7 +148,7 @@ impl Daemon {
                 || e.rec.state != State::Working
                 || e.rec.prompt.is_some()
             {
-                e.rt.turn.idle_since = None;
+                e.rt.turn.not_idle();
                 return;
             }
             e.rec.clone()
@@ -164,7 +164,7 @@ impl Daemon {
         );
         self.complete_turn(name, reply, "idle");
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn.net_closed = true;
+            e.rt.turn.net_ended();
         }
     }
 

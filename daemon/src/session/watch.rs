@@ -190,19 +190,8 @@ impl Daemon {
     pub(crate) fn note_output(&self, name: &str) {
         let mut sessions = lock(&self.inner.sessions);
         if let Some(e) = sessions.get_mut(name) {
-            let now = Instant::now();
-            e.rt.turn.last_output = now;
-            // Output after Enter confirms the input arrived — unless the CLI's start hook or its
-            // busy screen tells that: then output may be just the echo of text that sits unsent
-            // in the composer (Gemini CLI ignores an Enter that comes while it finishes the
-            // previous turn).
-            if e.rt.turn.confirm_by.is_some()
-                && e.rt.turn.started.is_some_and(|t| now > t)
-                && !self.start_hook_live(e)
-                && !self.confirms_by_screen(e)
-            {
-                e.rt.turn.confirm_by = None;
-            }
+            let caps = self.turn_caps(e);
+            e.rt.turn.output(Instant::now(), caps.as_ref());
             if e.rec.stalled {
                 e.rec.stalled = false;
             }
