@@ -415,3 +415,34 @@ fn the_console_starts_a_daemon_like_clibotctl() {
         "{seen:#?}"
     );
 }
+
+/// `Select an option [1-3]:` with no options listed is answerable: the range is the options,
+/// and `answer 2` types 2.
+#[test]
+fn a_range_prompt_is_answered_by_number() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "s", "--cli", "bash", "--dir", &work]);
+    h.wait_screen("s", "the prompt", |t| t.contains('$'));
+    h.ctl_ok(&[
+        "send",
+        "s",
+        "read -p 'Select an option [1-3]: ' x; echo picked=$x",
+    ]);
+    let waiting = h.wait_event(
+        "s",
+        "the select prompt",
+        std::time::Duration::from_secs(30),
+        |e| e["type"] == "waiting",
+    );
+    assert_eq!(
+        waiting["options"],
+        serde_json::json!(["1", "2", "3"]),
+        "{waiting}"
+    );
+    h.ctl_ok(&["answer", "s", "2"]);
+    h.wait_screen("s", "the answer typed", |t| {
+        clibot_tests::lines(t).contains(&"picked=2")
+    });
+}

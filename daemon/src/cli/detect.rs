@@ -248,7 +248,13 @@ impl Pack {
                 if below.is_empty() && rule.answer == AnswerStyle::Line {
                     let mut above: Vec<&str> = lines[start.saturating_sub(20)..start].to_vec();
                     above.extend(tail[..line_start].lines());
-                    numbered_options(&above)
+                    let listed = numbered_options(&above);
+                    // "Select an option [1-3]:" with nothing listed: the range is the options.
+                    if listed.is_empty() {
+                        range_options(&text)
+                    } else {
+                        listed
+                    }
                 } else {
                     below
                 }
@@ -301,6 +307,25 @@ fn clean_line(l: &str) -> &str {
     l.trim_matches(|c: char| c.is_whitespace() || matches!(c, '│' | '┃' | '║'))
 }
 
+/// The choices a question names as a range, `[1-3]` → 1, 2, 3 (at most 20 of them): what a
+/// line-oriented menu asks when its options are not listed on screen.
+fn range_options(question: &str) -> Vec<String> {
+    let Some(open) = question.rfind('[') else {
+        return Vec::new();
+    };
+    let Some(close) = question[open..].find(']') else {
+        return Vec::new();
+    };
+    let inside = &question[open + 1..open + close];
+    let Some((a, b)) = inside.split_once('-') else {
+        return Vec::new();
+    };
+    match (a.trim().parse::<u32>(), b.trim().parse::<u32>()) {
+        (Ok(a), Ok(b)) if a <= b && b - a < 20 => (a..=b).map(|n| n.to_string()).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// The options of a numbered menu ("❯ 1. Yes", "  2) No"), in order, numbered from 1 without
 /// gaps; description lines between them are skipped.
 fn numbered_options(lines: &[&str]) -> Vec<String> {
@@ -331,6 +356,23 @@ fn numbered_options(lines: &[&str]) -> Vec<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_in_the_question_is_its_options() {
+        assert_eq!(range_options("Select an option [1-3]:"), ["1", "2", "3"]);
+        assert_eq!(range_options("Pick [2 - 4]"), ["2", "3", "4"]);
+        assert!(
+            range_options("Select [1-500]").is_empty(),
+            "too many to offer"
+        );
+        assert!(range_options("Select [3-1]").is_empty());
+        assert!(range_options("no range here").is_empty());
+        let p = pack("generic")
+            .analyze("$ x\nSelect an option [1-3]: ")
+            .prompt
+            .expect("a prompt");
+        assert_eq!(p.options, ["1", "2", "3"]);
+    }
 
     fn pack(name: &str) -> Pack {
         let packs = builtin_packs();
