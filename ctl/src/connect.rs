@@ -50,17 +50,18 @@ pub fn configured_daemon_path(key: &str) -> Option<PathBuf> {
     }
 }
 
-fn daemon_binary() -> PathBuf {
-    // Prefer the clibotd installed next to this clibotctl, so both are the same version.
+/// One of clibot's programs: the one installed next to this clibotctl (so both are the same
+/// version), else `name` as found on PATH.
+pub fn sibling(name: &str) -> PathBuf {
     std::env::current_exe()
         .ok()
-        .and_then(|p| p.parent().map(|d| d.join("clibotd")))
+        .and_then(|p| p.parent().map(|d| d.join(name)))
         .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("clibotd"))
+        .unwrap_or_else(|| PathBuf::from(name))
 }
 
 async fn start_daemon(socket: &Path, explicit_socket: bool) -> anyhow::Result<Client> {
-    let bin = daemon_binary();
+    let bin = sibling("clibotd");
     let log_dir = socket
         .parent()
         .map(Path::to_path_buf)

@@ -10,7 +10,7 @@
 //! lock: a stop must never wait behind a long paste.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -243,9 +243,7 @@ impl Daemon {
                         .live()
                         .clis
                         .get(&e.rec.cli)
-                        .and_then(|c| c.argv.first())
-                        .and_then(|p| Path::new(p).file_name())
-                        .map(|n| n.to_string_lossy().into_owned());
+                        .and_then(|c| c.program_name());
                 }
             }
             sessions.keys().cloned().collect()

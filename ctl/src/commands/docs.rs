@@ -40,15 +40,8 @@ pub fn man(cmd: Command, dir: Option<&Path>) -> anyhow::Result<()> {
     write(top, cmd)?;
     // The daemon's and the gateway's pages come from their own binaries, installed beside this
     // one, so that they describe the very versions installed.
-    let here = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(Path::to_path_buf));
     for other in ["clibotd", "clibot-gateway"] {
-        let program = here
-            .as_ref()
-            .map(|d| d.join(other))
-            .filter(|p| p.is_file())
-            .unwrap_or_else(|| other.into());
+        let program = crate::connect::sibling(other);
         match std::process::Command::new(&program)
             .arg("--print-man")
             .output()

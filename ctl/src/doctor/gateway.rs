@@ -187,11 +187,7 @@ pub(super) async fn api_reach_check(config: &toml::Table, out: &mut Vec<Check>) 
 /// One HTTPS request through `clibot-gateway --probe-api` (beside this binary, or on PATH),
 /// which uses the very TLS client the platforms do. No gateway installed: not checked.
 async fn tls_probe(url: &str) -> Result<(), String> {
-    let gateway = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("clibot-gateway")))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| "clibot-gateway".into());
+    let gateway = crate::connect::sibling("clibot-gateway");
     let run = tokio::process::Command::new(&gateway)
         .args(["--probe-api", url])
         .output();

@@ -104,6 +104,12 @@ pub trait Adapter: Send + Sync {
     fn serves_api(&self) -> bool {
         false
     }
+    /// True when the CLI keeps conversations that a restart can resume (its launch takes
+    /// [`LaunchContext`]'s resume request); a shell or any program clibot only types into
+    /// keeps none.
+    fn resumes_conversations(&self) -> bool {
+        true
+    }
     /// Arguments and environment that wire the CLI's hooks to the daemon.
     fn launch(&self, _ctx: &LaunchContext<'_>) -> Launch {
         Launch::default()
@@ -147,6 +153,9 @@ pub struct Generic;
 impl Adapter for Generic {
     fn name(&self) -> &'static str {
         "generic"
+    }
+    fn resumes_conversations(&self) -> bool {
+        false
     }
 }
 

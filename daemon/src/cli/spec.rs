@@ -98,3 +98,14 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
     .map(|c| (c.name.clone(), c))
     .collect()
 }
+
+impl CliSpec {
+    /// The name its program runs under (`bash` for `/bin/bash --norc`): what the pane's
+    /// foreground process is called while the CLI waits for input.
+    pub fn program_name(&self) -> Option<String> {
+        self.argv
+            .first()
+            .and_then(|p| std::path::Path::new(p).file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+    }
+}

@@ -1,5 +1,6 @@
 //! Core tests against an in-memory multiplexer: the logic without tmux.
 
+use std::path::Path;
 use std::sync::Mutex;
 
 use async_trait::async_trait;

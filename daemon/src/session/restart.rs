@@ -14,7 +14,7 @@ impl Daemon {
     /// Whether `cli`'s adapter resumes conversations on a restart (a shell has none).
     pub fn resumes_conversations(&self, cli: &str) -> bool {
         self.kind_of(cli)
-            .is_some_and(|(adapter, _)| adapter.name() != "generic")
+            .is_some_and(|(adapter, _)| adapter.resumes_conversations())
     }
 
     /// Starts session `name`'s CLI again, in a new tmux session with the same name, directory,

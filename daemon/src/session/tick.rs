@@ -83,15 +83,7 @@ impl Daemon {
                 // The CLI's own program in the foreground is the CLI at rest, whatever was
                 // learned (a read taken while its launcher was still starting it names the
                 // launcher): the record is corrected.
-                let program = self
-                    .cli(&e.rec.cli)
-                    .ok()
-                    .and_then(|c| c.argv.first().cloned())
-                    .and_then(|p| {
-                        std::path::Path::new(&p)
-                            .file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                    });
+                let program = self.cli(&e.rec.cli).ok().and_then(|c| c.program_name());
                 match (&e.rt.idle_foreground, &fg) {
                     (Some(idle), Some(now)) if idle != now && program.as_ref() == Some(now) => {
                         e.rec.idle_program = now.clone();
