@@ -340,8 +340,19 @@ fn a_killed_daemons_control_client_is_ended_by_the_next() {
     let mut h = Harness::new();
     h.start_daemon();
     spawn_bash(&h, "r");
+    // The daemon attaches its client as it follows the sessions: wait for it, then never two.
+    let one_client = |h: &Harness| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut seen = monitor_clients(h);
+        while seen.len() != 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+            seen = monitor_clients(h);
+        }
+        seen
+    };
     for _ in 0..3 {
-        assert_eq!(monitor_clients(&h).len(), 1, "{:?}", monitor_clients(&h));
+        let seen = one_client(&h);
+        assert_eq!(seen.len(), 1, "{seen:?}");
         h.kill_daemon();
         h.start_daemon();
         h.ctl_ok(&["send", "r", "echo alive-$((6*7))"]);
