@@ -139,6 +139,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Start a session declared in the config ([[sessions]]) that does not run: an exited one
+    /// is restarted, a tmux session of that name on clibot's server is adopted.
+    Start {
+        /// The declared session's name (`clibotctl list --state declared` shows them).
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Start a session's CLI again (after it exited, or ending it first), resuming its
     /// conversation: same name, directory, arguments and environment.
     Restart {
@@ -501,6 +510,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => sessions::adopt(c, tmux_session, cli, name, json).await,
         Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
+        Command::Start { name, json } => sessions::start(c, name, json).await,
         Command::Release { name, json } => sessions::release(c, name, json).await,
         Command::Events {
             follow,

@@ -54,6 +54,26 @@ pub struct Config {
     pub decider: Option<crate::automation::DeciderConfig>,
     /// `[delegation]`: handing a session's work to another CLI when its CLI fails.
     pub delegation: crate::automation::delegation::DelegationConfig,
+    /// `[[sessions]]`: sessions declared in the config, started with the daemon (`auto_start`)
+    /// or by `clibotctl start NAME` / `!!start NAME`.
+    pub sessions: Vec<DeclaredSession>,
+}
+
+/// One `[[sessions]]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredSession {
+    pub name: String,
+    pub cli: String,
+    /// The working directory (`~` is the home directory); it must lie in an allowed root.
+    /// Unset: the CLI's own default directory.
+    #[serde(default)]
+    pub dir: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Started when the daemon starts (and on `clibotctl reload`) if it does not run.
+    #[serde(default)]
+    pub auto_start: bool,
 }
 
 /// `[daemon]`
@@ -110,6 +130,9 @@ pub struct DaemonConfig {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Lets `metrics_listen` be a non-loopback address.
     pub metrics_allow_remote: bool,
+    /// The session a chat with no binding talks to (if the chat user may use it); empty:
+    /// none. Reloadable.
+    pub default_session: String,
 }
 
 impl Default for DaemonConfig {
@@ -136,6 +159,7 @@ impl Default for DaemonConfig {
             idle_stop_after: Duration::from_secs(12 * 3600),
             metrics_listen: None,
             metrics_allow_remote: false,
+            default_session: String::new(),
         }
     }
 }
@@ -210,7 +234,15 @@ impl Config {
         value.retain(|k, _| {
             matches!(
                 k,
-                "daemon" | "tmux" | "cli" | "access" | "rules" | "guard" | "decider" | "delegation"
+                "daemon"
+                    | "tmux"
+                    | "cli"
+                    | "access"
+                    | "rules"
+                    | "guard"
+                    | "decider"
+                    | "delegation"
+                    | "sessions"
             )
         });
         clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
@@ -231,6 +263,38 @@ impl Config {
             path: path.to_path_buf(),
             message,
         };
+        let clis = self.clis();
+        let mut declared = std::collections::BTreeSet::new();
+        for s in &self.sessions {
+            if !crate::names::is_valid_name(&s.name) {
+                return Err(invalid(format!(
+                    "[[sessions]] name = {:?}: session names use only A-Z a-z 0-9 _ - (1 to 64)",
+                    s.name
+                )));
+            }
+            if !declared.insert(s.name.as_str()) {
+                return Err(invalid(format!(
+                    "[[sessions]]: {:?} is declared twice; give each session its own name",
+                    s.name
+                )));
+            }
+            if !clis.contains_key(&s.cli) {
+                return Err(invalid(format!(
+                    "[[sessions]] {:?}: cli = {:?} is not a configured CLI (known: {})",
+                    s.name,
+                    s.cli,
+                    clis.keys().cloned().collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
+        if !self.daemon.default_session.is_empty()
+            && !crate::names::is_valid_name(&self.daemon.default_session)
+        {
+            return Err(invalid(format!(
+                "[daemon] default_session = {:?}: not a session name (A-Z a-z 0-9 _ -)",
+                self.daemon.default_session
+            )));
+        }
         for (name, cli) in &self.cli_overrides {
             if !crate::names::is_valid_name(name) {
                 return Err(invalid(format!(

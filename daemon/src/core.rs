@@ -198,6 +198,9 @@ impl Daemon {
             }),
         };
         let readopted = daemon.reconcile_at_start(registry).await;
+        // Declared sessions with auto_start that do not run (a first start, a reboot that
+        // ended tmux) are started before clients are served.
+        daemon.start_declared_sessions().await;
         daemon.event(
             "",
             "",
@@ -449,13 +452,19 @@ impl Daemon {
 
     /// All sessions matching `filter`, by name.
     pub fn list(&self, filter: &ListFilter) -> Vec<SessionRecord> {
-        lock(&self.inner.sessions)
+        let wanted = |r: &SessionRecord| {
+            (filter.cli.is_empty() || r.cli == filter.cli)
+                && filter.dir.as_ref().is_none_or(|d| r.dir.starts_with(d))
+                && filter.state.is_none_or(|s| r.state == s)
+        };
+        let mut out: Vec<SessionRecord> = lock(&self.inner.sessions)
             .values()
-            .filter(|e| filter.cli.is_empty() || e.rec.cli == filter.cli)
-            .filter(|e| filter.dir.as_ref().is_none_or(|d| e.rec.dir.starts_with(d)))
-            .filter(|e| filter.state.is_none_or(|s| e.rec.state == s))
+            .filter(|e| wanted(&e.rec))
             .map(|e| e.rec.clone())
-            .collect()
+            .collect();
+        // Declared in the config and not started: listed, so that `start` is one step.
+        out.extend(self.declared_not_started().into_iter().filter(wanted));
+        out
     }
 
     /// Daemon-wide facts.

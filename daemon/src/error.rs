@@ -102,6 +102,10 @@ pub enum CoreError {
     #[error("tmux: {0}")]
     Mux(#[from] MuxError),
     #[error(
+        "no session named {0:?} is declared in the config: declare it in a [[sessions]] entry (name, cli, dir), or start a new one with `clibotctl spawn {0} --cli CLI`"
+    )]
+    NotDeclared(String),
+    #[error(
         "cannot start {cli}: the program {program:?} was not found on the PATH that clibot's tmux server gives new sessions ({path}): install it, or set [cli.{cli}] argv to its full path"
     )]
     ProgramNotFound {

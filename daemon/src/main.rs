@@ -344,13 +344,11 @@ async fn reload_on_hangup(daemon: Daemon, shutdown: CancellationToken) {
             _ = hup.recv() => {}
             _ = shutdown.cancelled() => return,
         }
-        let d = daemon.clone();
-        match tokio::task::spawn_blocking(move || d.reload_from_file()).await {
-            Ok(Ok(r)) => {
+        match daemon.reload_and_start().await {
+            Ok(r) => {
                 info!(reloaded = ?r.reloaded, needs_restart = ?r.needs_restart, "SIGHUP: config reloaded")
             }
-            Ok(Err(e)) => error!("SIGHUP: the config was not reloaded: {e}"),
-            Err(e) => error!("SIGHUP: the reload failed: {e}"),
+            Err(e) => error!("SIGHUP: the config was not reloaded: {e}"),
         }
     }
 }

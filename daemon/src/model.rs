@@ -15,6 +15,8 @@ pub enum State {
     Waiting,
     Exited,
     Error,
+    /// Declared in the config (`[[sessions]]`) and not started: no tmux session, no process.
+    Declared,
 }
 
 impl State {
@@ -26,12 +28,13 @@ impl State {
             State::Waiting => "waiting",
             State::Exited => "exited",
             State::Error => "error",
+            State::Declared => "declared",
         }
     }
 
     /// The process is gone: no input can reach it.
     pub fn is_exited(self) -> bool {
-        self == State::Exited
+        matches!(self, State::Exited | State::Declared)
     }
 }
 
@@ -140,6 +143,14 @@ pub struct SessionRecord {
     pub jail_home: String,
 }
 
+/// The kind of prompt that asks for a password or another secret.
+pub const SECRET: &str = "secret";
+
+/// What the logs keep instead of a secret typed in answer: its length only.
+pub fn secret_placeholder(text: &str) -> String {
+    format!("[secret, {} chars]", text.chars().count())
+}
+
 /// A question the CLI waits on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
@@ -169,6 +180,12 @@ pub struct Prompt {
 }
 
 impl Prompt {
+    /// It asks for a password, passphrase or token: its answer is typed but never kept
+    /// anywhere, and nothing automatic answers it.
+    pub fn is_secret(&self) -> bool {
+        self.kind == SECRET
+    }
+
     /// Two sightings of the same dialog.
     pub fn same_question(&self, kind: &str, text: &str, options: &[String]) -> bool {
         self.kind == kind && self.text == text && self.options == options

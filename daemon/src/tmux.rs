@@ -123,6 +123,10 @@ pub trait Mux: Send + Sync + 'static {
     async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError>;
     /// Pastes text as one bracketed paste.
     async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError>;
+    /// Types a password or secret: fed to tmux on stdin (never as an argument, which other
+    /// processes could read), pasted without bracket codes (a password prompt reads raw
+    /// input), its buffer deleted at once.
+    async fn type_hidden(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError>;
     /// Presses keys in order.
     async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError>;
     /// The pane's text from line `start` (negative: scrollback above the screen; `None`: the
@@ -583,6 +587,18 @@ impl Mux for Tmux {
         let paste = PasteBuffer::new()
             .delete()
             .bracket_codes()
+            .buffer_name(buffer)
+            .target_pane(target)
+            .build();
+        self.run(vec![load, paste], Some(text.as_bytes()))
+            .await
+            .map(|_| ())
+    }
+
+    async fn type_hidden(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {
+        let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
+        let paste = PasteBuffer::new()
+            .delete()
             .buffer_name(buffer)
             .target_pane(target)
             .build();

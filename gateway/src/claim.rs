@@ -40,6 +40,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::New { .. }
         | Command::Keys { .. }
         | Command::Stop { .. }
+        | Command::Start { .. }
         | Command::Restart { .. }
         | Command::Answer { .. }
         | Command::Share { .. }

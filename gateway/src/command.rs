@@ -89,6 +89,11 @@ pub enum Command {
         /// A valid session name.
         name: Option<String>,
     },
+    /// `start NAME`: start a session declared in the machine's config.
+    Start {
+        /// A valid session name.
+        name: String,
+    },
     /// `restart [NAME] [fresh]`: start the CLI again, resuming its conversation (or a new one).
     Restart {
         /// A valid session name.
@@ -143,6 +148,7 @@ impl Command {
             Command::Keys { .. } => CommandName::Keys,
             Command::Stop { .. } => CommandName::Stop,
             Command::Restart { .. } => CommandName::Restart,
+            Command::Start { .. } => CommandName::Start,
             Command::Last => CommandName::Last,
             Command::Answer { .. } => CommandName::Answer,
             Command::Pair { .. } => CommandName::Pair,
@@ -167,6 +173,7 @@ pub enum CommandName {
     Screen,
     Keys,
     Stop,
+    Start,
     Restart,
     Last,
     Answer,
@@ -179,7 +186,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 17] = [
+    pub const ALL: [CommandName; 18] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -189,6 +196,7 @@ impl CommandName {
         CommandName::Screen,
         CommandName::Keys,
         CommandName::Stop,
+        CommandName::Start,
         CommandName::Restart,
         CommandName::Last,
         CommandName::Answer,
@@ -212,6 +220,7 @@ impl CommandName {
             CommandName::Keys => "keys",
             CommandName::Stop => "stop",
             CommandName::Restart => "restart",
+            CommandName::Start => "start",
             CommandName::Last => "last",
             CommandName::Answer => "answer",
             CommandName::Pair => "pair",
@@ -232,6 +241,7 @@ impl CommandName {
             CommandName::Keys => "KEY…",
             CommandName::Stop => "[NAME]",
             CommandName::Restart => "[NAME] [fresh]",
+            CommandName::Start => "NAME",
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
             CommandName::Share => "NAME USER [off]",
@@ -263,6 +273,9 @@ impl CommandName {
             CommandName::Stop => "stop the current session, or NAME",
             CommandName::Restart => {
                 "start the CLI again, resuming its conversation (fresh: a new one)"
+            }
+            CommandName::Start => {
+                "start session NAME as the machine's config declares it (admins; !!sessions lists them)"
             }
             CommandName::Last => "repeat the last reply",
             CommandName::Answer => "answer the waiting prompt",
@@ -681,6 +694,11 @@ impl CommandParser {
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
                 a.no_more(&mut tokens)?;
                 Command::Stop { name }
+            }
+            CommandName::Start => {
+                let name = a.name("NAME", tokens.next())?;
+                a.no_more(&mut tokens)?;
+                Command::Start { name }
             }
             CommandName::Restart => {
                 let mut name = None;
@@ -1134,7 +1152,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, use, new, whoami, status, screen, keys, stop, restart, last, answer, pair"
+            "help, sessions, use, new, whoami, status, screen, keys, stop, start, restart, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1511,6 +1529,7 @@ mod props {
             Command::History { n } => parts.extend(n.map(|n| n.to_string())),
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
             Command::Stop { name } => parts.extend(name.clone()),
+            Command::Start { name } => parts.push(name.clone()),
             Command::Restart { name, fresh } => {
                 parts.extend(name.clone());
                 if *fresh {
@@ -1567,6 +1586,7 @@ mod props {
             proptest::collection::vec("[A-Za-z0-9-]{1,32}", 1..=MAX_KEYS)
                 .prop_map(|keys| Command::Keys { keys }),
             opt_name.clone().prop_map(|name| Command::Stop { name }),
+            name().prop_map(|name| Command::Start { name }),
             // A session named "fresh" would read as the flag: not a round trip.
             (
                 opt_name.prop_filter("not the flag", |n| {

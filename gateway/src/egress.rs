@@ -258,6 +258,10 @@ impl Platform for Egress {
     async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
         self.inner.remove_buttons(chat, message).await
     }
+    /// At once, not queued: the message holds a secret.
+    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
+        self.inner.delete_message(chat, message).await
+    }
     async fn typing(&self, chat: &str) {
         self.inner.typing(chat).await
     }

@@ -49,6 +49,7 @@ fn state_name(s: i32) -> &'static str {
         Ok(v1::SessionState::Waiting) => "waiting for you",
         Ok(v1::SessionState::Exited) => "exited",
         Ok(v1::SessionState::Error) => "error",
+        Ok(v1::SessionState::Declared) => "declared (not started)",
         _ => "unknown",
     }
 }
@@ -158,15 +159,21 @@ impl Router {
             Bound::Foreign => (None, true),
         };
         let bound = binding.as_ref().map(|b| b.session.clone());
-        let waiting = match &bound {
+        let (waiting, secret) = match &bound {
             Some(name) => c
                 .get_session(v1::GetSessionRequest { name: name.clone() })
                 .await
-                .map(|s| s.into_inner().state == v1::SessionState::Waiting as i32)
-                .unwrap_or(false),
-            None => false,
+                .map(|s| {
+                    let s = s.into_inner();
+                    let secret = s.prompt.as_ref().is_some_and(|p| p.kind == "secret");
+                    (s.state == v1::SessionState::Waiting as i32, secret)
+                })
+                .unwrap_or((false, false)),
+            None => (false, false),
         };
-        match self.parser.route(&msg.text, waiting) {
+        // A password prompt takes the message whole as its answer ("1" or "yes" too).
+        let route = self.parser.route(&msg.text, waiting && !secret);
+        match route {
             Route::Invalid(e) => Ok(Some(e.to_string())),
             Route::Command(cmd) => {
                 if claim::has_effects(&cmd) && !self.claim(c, msg).await? {
@@ -201,8 +208,30 @@ impl Router {
                     dedupe_key,
                 };
                 let r = c.send_input(self.req(msg, req)).await?.into_inner();
+                if r.secret {
+                    return Ok(Some(self.secret_sent(msg, &session).await));
+                }
                 Ok(r.queued.then(|| format!("[{session}] busy: your message is queued and goes in when the current turn ends")))
             }
+        }
+    }
+
+    /// After a password went to a session: the message that carried it is deleted where the
+    /// platform allows, and the chat is told what became of it.
+    async fn secret_sent(&self, msg: &Inbound, session: &str) -> String {
+        let deleted = if msg.id.is_empty() {
+            Ok(false)
+        } else {
+            self.platform.delete_message(&msg.chat, &msg.id).await
+        };
+        match deleted {
+            Ok(true) => format!(
+                "🔒 [{session}] typed it; clibot keeps no copy, and your message was deleted"
+            ),
+            _ => format!(
+                "🔒 [{session}] typed it; clibot keeps no copy. Delete your message: it holds the secret, and {} does not let the bot delete it here",
+                self.platform.name()
+            ),
         }
     }
 
@@ -292,19 +321,41 @@ impl Router {
         msg: &Inbound,
     ) -> Result<Bound, tonic::Status> {
         let bindings = self.chat_bindings(c, msg).await?;
-        let sessions = c
+        let listed = c
             .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
             .await?
-            .into_inner()
-            .sessions;
+            .into_inner();
+        let declared = v1::SessionState::Declared as i32;
+        let sessions = listed.sessions;
         let again = match bindings.into_iter().next() {
             Some(b) if !sessions.iter().any(|s| s.name == b.session) => return Ok(Bound::Foreign),
             Some(b) if !b.broken => return Ok(Bound::Usable(b)),
             Some(b) => b.session,
-            None => match sessions.as_slice() {
-                [only] => only.name.clone(),
-                _ => return Ok(Bound::Nothing),
-            },
+            // `[daemon] default_session`, which the daemon names only to those who may use it;
+            // declared and not started yet, it is started (by an admin) first.
+            None if !listed.default_session.is_empty() => {
+                let name = listed.default_session;
+                if sessions
+                    .iter()
+                    .any(|s| s.name == name && s.state == declared)
+                {
+                    let req = v1::StartSessionRequest { name: name.clone() };
+                    if let Err(e) = c.start_session(self.req(msg, req)).await {
+                        if matches!(e.code(), tonic::Code::Unavailable | tonic::Code::Unknown) {
+                            return Err(e);
+                        }
+                        return Ok(Bound::Nothing);
+                    }
+                }
+                name
+            }
+            None => {
+                let mut running = sessions.iter().filter(|s| s.state != declared);
+                match (running.next(), running.next()) {
+                    (Some(only), None) => only.name.clone(),
+                    _ => return Ok(Bound::Nothing),
+                }
+            }
         };
         self.bind(c, msg, &again).await?;
         Ok(match self.chat_bindings(c, msg).await?.into_iter().next() {
@@ -476,6 +527,17 @@ impl Router {
                 c.stop_session(self.req(msg, req)).await?;
                 format!("stopped {session}")
             }
+            Command::Start { name } => {
+                let req = v1::StartSessionRequest { name: name.clone() };
+                let s = c.start_session(self.req(msg, req)).await?.into_inner();
+                match self.bind(c, msg, &name).await {
+                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                        format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
             Command::Restart { name, fresh } => {
                 let session = match name {
                     Some(n) => n,
@@ -595,6 +657,12 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
 
 /// A prompt as a chat message: the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
+    if p.kind == "secret" {
+        return format!(
+            "🔒 {}\nIt asks for a password or secret. Send it as your next message: it is typed into the session, clibot keeps no copy (its logs show only the length), and your message is deleted where the platform allows. !!keys C-c cancels.",
+            p.text
+        );
+    }
     let mut t = if p.warning.is_empty() {
         p.text.clone()
     } else {

@@ -11,6 +11,7 @@ pub fn state_name(s: i32) -> &'static str {
         Ok(v1::SessionState::Waiting) => "waiting",
         Ok(v1::SessionState::Exited) => "exited",
         Ok(v1::SessionState::Error) => "error",
+        Ok(v1::SessionState::Declared) => "declared",
         _ => "unknown",
     }
 }
@@ -23,6 +24,7 @@ pub fn parse_state(s: &str) -> Option<v1::SessionState> {
         "waiting" => v1::SessionState::Waiting,
         "exited" => v1::SessionState::Exited,
         "error" => v1::SessionState::Error,
+        "declared" => v1::SessionState::Declared,
         _ => return None,
     })
 }

@@ -172,6 +172,18 @@ pub async fn stop(
     Ok(())
 }
 
+pub async fn start(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
+    let s = c
+        .start_session(v1::StartSessionRequest { name })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&output::session_json(&s));
+    }
+    println!("started {} ({}) in {}", s.name, s.cli, s.dir);
+    Ok(())
+}
+
 pub async fn restart(c: &mut Client, name: String, fresh: bool, json: bool) -> anyhow::Result<()> {
     let s = c
         .restart_session(v1::RestartSessionRequest {

@@ -238,7 +238,10 @@ impl Pack {
                 None => clean_line(&tail[line_start..line_end]).to_string(),
             };
             let from_match: Vec<&str> = tail[line_start..].lines().collect();
-            let options = if !rule.options.is_empty() {
+            let options = if rule.kind == crate::model::SECRET {
+                // A password prompt takes text; numbers above it are something else.
+                Vec::new()
+            } else if !rule.options.is_empty() {
                 rule.options.clone()
             } else {
                 let below = numbered_options(&from_match);
@@ -372,6 +375,44 @@ pub(crate) mod tests {
             .prompt
             .expect("a prompt");
         assert_eq!(p.options, ["1", "2", "3"]);
+    }
+
+    #[test]
+    fn password_prompts_are_secret() {
+        let p = pack("generic");
+        for line in [
+            "[sudo] password for dev: ",
+            "Password:",
+            "dev@build-box's password: ",
+            "Enter passphrase for key '/home/dev/.ssh/id_ed25519': ",
+            "Enter PEM pass phrase:",
+            "Password for 'https://dev@github.com': ",
+            "New password:",
+            "Retype new password:",
+            "Enter your API token: ",
+            "token:",
+        ] {
+            let screen = format!("$ some command\n1. listed\n2. lines\n{line}");
+            let got = p
+                .analyze(&screen)
+                .prompt
+                .unwrap_or_else(|| panic!("{line:?}"));
+            assert_eq!(got.kind, "secret", "{line:?}");
+            assert!(got.options.is_empty(), "{line:?}: {:?}", got.options);
+            assert_eq!(got.text, line.trim(), "{line:?}");
+        }
+        for line in [
+            "$ echo password",
+            "Username for 'https://github.com': ",
+            "the password: was changed",
+            "Select an option [1-3]:",
+        ] {
+            let got = p.analyze(&format!("x\n{line}")).prompt;
+            assert!(
+                got.as_ref().is_none_or(|g| g.kind != "secret"),
+                "{line:?}: {got:?}"
+            );
+        }
     }
 
     fn pack(name: &str) -> Pack {

@@ -176,6 +176,15 @@ pub const ADAPTERS: &[&str] = &["generic", "claude", "gemini", "codex", "opencod
 /// Turns the person's answer into a choice: an option number, a word ("yes", "no",
 /// "always"), an option's label, or free text where the prompt takes it.
 pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
+    if p.is_secret() {
+        // Typed exactly as given (spaces are part of a password); one line.
+        let a = answer.strip_suffix('\n').unwrap_or(answer);
+        let a = a.strip_suffix('\r').unwrap_or(a);
+        if a.contains(['\n', '\r']) {
+            return Err("a password or secret is one line: send it without line breaks".into());
+        }
+        return Ok(Choice::Text(a.to_string()));
+    }
     let a = answer.trim();
     let n = p.options.len();
     if a.is_empty() {
@@ -228,15 +237,40 @@ fn numbered(options: &[String]) -> String {
 }
 
 /// A keystroke or literal text, in the order to deliver.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub enum Stroke {
     Key(Key),
     Text(String),
+    /// A password or secret: typed through a tmux buffer fed on stdin, so that it never
+    /// appears in a process's arguments, and never logged.
+    Secret(String),
+}
+
+impl std::fmt::Debug for Stroke {
+    /// A secret shows as its length only, wherever strokes are printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stroke::Key(k) => f.debug_tuple("Key").field(k).finish(),
+            Stroke::Text(t) => f.debug_tuple("Text").field(t).finish(),
+            Stroke::Secret(t) => f
+                .debug_tuple("Secret")
+                .field(&crate::model::secret_placeholder(t))
+                .finish(),
+        }
+    }
 }
 
 /// The keys that answer `prompt` with `choice` on screen.
 pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String> {
     let enter = Stroke::Key(Key::Named("Enter".into()));
+    if p.is_secret() {
+        return match choice {
+            Choice::Text(t) => Ok(vec![Stroke::Secret(t.clone()), enter]),
+            Choice::Option(_) => {
+                Err("this prompt asks for a password or secret: send it as text".into())
+            }
+        };
+    }
     Ok(match (p.answer, choice) {
         (AnswerStyle::Digit, Choice::Option(i)) if *i < 9 => {
             vec![Stroke::Key(Key::Char(char::from(b'1' + *i as u8)))]
@@ -314,6 +348,35 @@ pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_typed_as_given_and_never_printed() {
+        let p = test_prompt("secret", &[], AnswerStyle::Line);
+        // Digits and "yes" would pick options elsewhere; spaces are part of a password.
+        for a in ["1", "yes", " two words ", "$HOME;rm -rf ~"] {
+            assert_eq!(
+                parse_choice(a, &p),
+                Ok(Choice::Text(a.to_string())),
+                "{a:?}"
+            );
+        }
+        assert_eq!(parse_choice("pw\n", &p), Ok(Choice::Text("pw".into())));
+        assert!(parse_choice("a\nb", &p).is_err());
+        let strokes = answer_strokes(&p, &Choice::Text("hunter2".into())).expect("strokes");
+        assert_eq!(
+            strokes,
+            [
+                Stroke::Secret("hunter2".into()),
+                Stroke::Key(Key::Named("Enter".into()))
+            ]
+        );
+        let shown = format!("{strokes:?}");
+        assert!(
+            !shown.contains("hunter2") && shown.contains("[secret, 7 chars]"),
+            "{shown}"
+        );
+        assert!(answer_strokes(&p, &Choice::Option(0)).is_err());
+    }
 
     #[test]
     fn choices() {

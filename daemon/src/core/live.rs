@@ -131,8 +131,15 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     if diff(&old.cli_overrides, &new.cli_overrides) {
         reloaded.push("cli".into());
     }
+    if diff(&old.sessions, &new.sessions) {
+        reloaded.push("sessions".into());
+    }
+    if old.daemon.default_session != new.daemon.default_session {
+        reloaded.push("daemon.default_session".into());
+    }
     let mut od = old.daemon.clone();
     od.allowed_roots = new.daemon.allowed_roots.clone();
+    od.default_session = new.daemon.default_session.clone();
     if diff(&od, &new.daemon) {
         restart.push("daemon".into());
     }

@@ -112,6 +112,11 @@ impl Mux for FakeMux {
         self.st().log.push(format!("paste {name} {text}"));
         Ok(())
     }
+    async fn type_hidden(&self, target: &str, _buffer: &str, text: &str) -> Result<(), MuxError> {
+        let name = self.name_of(target);
+        self.st().log.push(format!("hidden {name} {text}"));
+        Ok(())
+    }
     async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError> {
         let name = self.name_of(target);
         let mut st = self.st();
@@ -1013,7 +1018,7 @@ async fn state_files_are_private_and_an_open_state_dir_is_tightened() {
     std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     let d = env.daemon().await;
     d.spawn(env.spawn_req("s")).await.expect("spawn");
-    d.send_input_once("s", "hi", true, "telegram:1:1")
+    d.send_input_once("s", "hi", true, "telegram:1:1", "telegram:1")
         .await
         .expect("send");
     let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;

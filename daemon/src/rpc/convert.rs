@@ -102,6 +102,7 @@ impl From<CoreError> for Status {
             | CoreError::UnknownKey(_) => Code::InvalidArgument,
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
+            | CoreError::NotDeclared(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
             CoreError::DirNotAllowed { .. }
             | CoreError::SecretDir { .. }
@@ -145,6 +146,7 @@ pub(super) fn state_to_proto(s: State) -> v1::SessionState {
         State::Waiting => v1::SessionState::Waiting,
         State::Exited => v1::SessionState::Exited,
         State::Error => v1::SessionState::Error,
+        State::Declared => v1::SessionState::Declared,
     }
 }
 
@@ -157,6 +159,7 @@ pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
         v1::SessionState::Waiting => State::Waiting,
         v1::SessionState::Exited => State::Exited,
         v1::SessionState::Error => State::Error,
+        v1::SessionState::Declared => State::Declared,
     })
 }
 

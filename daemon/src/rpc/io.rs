@@ -12,14 +12,23 @@ pub(super) async fn send_input(
     no_control_chars(&actor, &r.text, "text")?;
     let session = r.session.clone();
     let text = r.text.clone();
-    let (seq, queued) = svc
+    let by = actor.key();
+    let sent = svc
         .detached(&actor, &session, "send", move |d| async move {
-            d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key)
+            d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key, &by)
                 .await
         })
         .await?;
-    svc.record_in(&actor, &session, &text);
-    Ok(Response::new(v1::SendInputResponse { seq, queued }))
+    if sent.secret {
+        svc.record_in(&actor, &session, &crate::model::secret_placeholder(&text));
+    } else {
+        svc.record_in(&actor, &session, &text);
+    }
+    Ok(Response::new(v1::SendInputResponse {
+        seq: sent.seq,
+        queued: sent.queued,
+        secret: sent.secret,
+    }))
 }
 
 pub(super) async fn send_keys(
@@ -99,14 +108,22 @@ pub(super) async fn answer_prompt(
     let session = r.session.clone();
     let answer = r.answer.clone();
     let by = actor.key();
-    let (prompt_id, via) = svc
+    let a = svc
         .detached(&actor, &session, "answer", move |d| async move {
             d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by)
                 .await
         })
         .await?;
-    svc.record_in(&actor, &session, &answer);
-    Ok(Response::new(v1::AnswerPromptResponse { prompt_id, via }))
+    if a.secret {
+        svc.record_in(&actor, &session, &crate::model::secret_placeholder(&answer));
+    } else {
+        svc.record_in(&actor, &session, &answer);
+    }
+    Ok(Response::new(v1::AnswerPromptResponse {
+        prompt_id: a.prompt_id,
+        via: a.via,
+        secret: a.secret,
+    }))
 }
 
 pub(super) async fn get_last_reply(

@@ -314,6 +314,13 @@ impl Clibot for Service {
         sessions::release_session(self, req).await
     }
 
+    async fn start_session(
+        &self,
+        req: Request<v1::StartSessionRequest>,
+    ) -> Result<Response<v1::Session>, Status> {
+        sessions::start_session(self, req).await
+    }
+
     async fn restart_session(
         &self,
         req: Request<v1::RestartSessionRequest>,

@@ -38,10 +38,7 @@ pub(super) async fn reload(
         svc.daemon.audit(&actor, "", "reload", Err(why));
         return Err(Status::permission_denied(why));
     }
-    let d = svc.daemon.clone();
-    let r = tokio::task::spawn_blocking(move || d.reload_from_file())
-        .await
-        .map_err(|e| Status::internal(format!("the reload failed: {e}; see the daemon's log")))?;
+    let r = svc.daemon.reload_and_start().await;
     match &r {
         Ok(_) => svc.daemon.audit(&actor, "", "reload", Ok(())),
         Err(e) => svc.daemon.audit(&actor, "", "reload", Err(&e.to_string())),

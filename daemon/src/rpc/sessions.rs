@@ -22,7 +22,35 @@ pub(super) async fn list_sessions(
         .filter(|s| svc.daemon.may_use(&actor, s))
         .map(|s| session_to_proto(&svc.daemon, s))
         .collect();
-    Ok(Response::new(v1::ListSessionsResponse { sessions }))
+    let wanted = svc.daemon.live().config.daemon.default_session.clone();
+    let default_session = svc
+        .daemon
+        .list(&ListFilter::default())
+        .into_iter()
+        .find(|s| s.name == wanted && svc.daemon.may_use(&actor, s))
+        .map(|s| s.name)
+        .unwrap_or_default();
+    Ok(Response::new(v1::ListSessionsResponse {
+        sessions,
+        default_session,
+    }))
+}
+
+pub(super) async fn start_session(
+    svc: &Service,
+    req: Request<v1::StartSessionRequest>,
+) -> Result<Response<v1::Session>, Status> {
+    let actor = actor(&req);
+    let name = req.into_inner().name;
+    // A declared session runs as the machine's user, unjailed: like spawning on the machine.
+    svc.authorize(&actor, &name, "start", true)?;
+    let session = name.clone();
+    let rec = svc
+        .detached(&actor, &session, "start", move |d| async move {
+            d.start_declared(&name).await
+        })
+        .await?;
+    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
 pub(super) async fn get_session(

@@ -1,5 +1,6 @@
 //! Answering a prompt: through the CLI's waiting hook, its API, or by keys on its dialog; late and repeated answers get clear errors.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tracing::info;
@@ -13,6 +14,18 @@ use crate::store::events::EventKind;
 
 use super::shared::*;
 
+/// An answer that reached the CLI.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub prompt_id: String,
+    /// How: "hook", "api" or "keys".
+    pub via: String,
+    /// The prompt_resolved event's sequence number.
+    pub seq: u64,
+    /// The prompt asked for a secret: what was typed is kept nowhere.
+    pub secret: bool,
+}
+
 impl Daemon {
     /// Answers the prompt a session waits on. The first answer wins; a second one, or one for
     /// a prompt that is gone, is refused and never reaches the CLI.
@@ -22,7 +35,7 @@ impl Daemon {
         prompt_id: &str,
         answer: &str,
         by: &str,
-    ) -> Result<(String, String), CoreError> {
+    ) -> Result<Answered, CoreError> {
         self.answer_prompt_as(name, prompt_id, answer, by, "clibot", "")
             .await
     }
@@ -38,7 +51,7 @@ impl Daemon {
         by: &str,
         resolver: &str,
         note: &str,
-    ) -> Result<(String, String), CoreError> {
+    ) -> Result<Answered, CoreError> {
         // A chat button names its prompt, not the session: find the session that showed it.
         let owner;
         let name = if name.is_empty() {
@@ -114,6 +127,8 @@ impl Daemon {
             )
         };
         let label = match &choice {
+            // What was typed is never kept: the log shows its length only.
+            Choice::Text(t) if prompt.is_secret() => crate::model::secret_placeholder(t),
             Choice::Option(i) => prompt.options.get(*i).cloned().unwrap_or_default(),
             Choice::Text(t) => t.clone(),
         };
@@ -132,8 +147,10 @@ impl Daemon {
                 let _g = input.lock().await;
                 self.send_strokes(&target, &strokes).await?;
                 // A TUI may drop a key that arrives while its dialog is still settling; if the
-                // same dialog is still up a moment later, the answer is typed once more.
-                if self.dialog_still_shown(name, &target, &prompt).await {
+                // same dialog is still up a moment later, the answer is typed once more. Never a
+                // secret: a password prompt stays up while it is checked, and a second copy
+                // would land wherever the program goes next (a shell, echoed).
+                if !prompt.is_secret() && self.dialog_still_shown(name, &target, &prompt).await {
                     info!("the dialog ignored the answer; typing it once more");
                     self.send_strokes(&target, &strokes).await?;
                 }
@@ -143,7 +160,7 @@ impl Daemon {
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             e.rt.turn.answered(Instant::now());
         }
-        self.event(
+        let seq = self.event(
             name,
             &id,
             EventKind::PromptResolved {
@@ -164,7 +181,12 @@ impl Daemon {
         }
         self.persist();
         info!(via, "prompt answered");
-        Ok((prompt.id, via.to_string()))
+        Ok(Answered {
+            prompt_id: prompt.id,
+            via: via.to_string(),
+            seq,
+            secret: prompt.kind == crate::model::SECRET,
+        })
     }
 
     /// The session whose current or recently resolved prompt is `prompt_id`.
@@ -220,6 +242,12 @@ impl Daemon {
                         .await?
                 }
                 Stroke::Text(t) => self.inner.mux.send_text(target, t).await?,
+                Stroke::Secret(t) if t.is_empty() => {}
+                Stroke::Secret(t) => {
+                    let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+                    let buffer = format!("clibot-hidden-{n}");
+                    self.inner.mux.type_hidden(target, &buffer, t).await?
+                }
             }
         }
         Ok(())

@@ -37,8 +37,9 @@ impl Daemon {
             _ => {
                 p.auto.clear();
                 // A subject not read whole is never answered by a machine: the guard and the
-                // rules would judge part of it.
-                if p.warning.is_empty() && !p.subject_partial {
+                // rules would judge part of it. Nor is a password prompt: only a person knows
+                // the secret, and a guess would be typed as one.
+                if p.warning.is_empty() && !p.subject_partial && !p.is_secret() {
                     let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
                     match &pl {
                         Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),

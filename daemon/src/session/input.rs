@@ -15,6 +15,17 @@ use crate::store::now_ms;
 
 use super::shared::*;
 
+/// What became of a message sent to a session.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sent {
+    /// The event that records it (input_sent, input_queued, or for a secret prompt_resolved).
+    pub seq: u64,
+    /// It waits behind the running turn.
+    pub queued: bool,
+    /// It answered a password prompt: typed, and kept nowhere.
+    pub secret: bool,
+}
+
 impl Daemon {
     /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
     /// Returns the event's sequence number and whether it was queued.
@@ -227,9 +238,10 @@ impl Daemon {
         text: &str,
         submit: bool,
         key: &str,
-    ) -> Result<(u64, bool), CoreError> {
+        by: &str,
+    ) -> Result<Sent, CoreError> {
         if key.is_empty() {
-            return self.send_input(name, text, submit).await;
+            return self.send_or_answer_secret(name, text, submit, by).await;
         }
         match self.inner.seen_inputs.claim(key).await {
             crate::chat::dedupe::Claim::Seen(seq) => {
@@ -237,16 +249,49 @@ impl Daemon {
                     session = name,
                     key, "chat message seen before; not typed again"
                 );
-                Ok((seq, false))
+                Ok(Sent {
+                    seq,
+                    queued: false,
+                    secret: false,
+                })
             }
             crate::chat::dedupe::Claim::Mine(reservation) => {
                 // On an error the reservation is dropped: the message was not taken, and a
                 // redelivery may try again.
-                let r = self.send_input(name, text, submit).await?;
-                reservation.done(r.0);
+                let r = self.send_or_answer_secret(name, text, submit, by).await?;
+                reservation.done(r.seq);
                 Ok(r)
             }
         }
+    }
+
+    /// Text for a session that waits on a password prompt is its answer: typed, never queued
+    /// or kept (see [`crate::model::secret_placeholder`]). Any other text is input.
+    async fn send_or_answer_secret(
+        &self,
+        name: &str,
+        text: &str,
+        submit: bool,
+        by: &str,
+    ) -> Result<Sent, CoreError> {
+        let secret = lock(&self.inner.sessions)
+            .get(name)
+            .and_then(|e| e.rec.prompt.as_ref().filter(|p| p.is_secret()))
+            .map(|p| p.id.clone());
+        if let Some(prompt_id) = secret.filter(|_| submit) {
+            let a = self.answer_prompt(name, &prompt_id, text, by).await?;
+            return Ok(Sent {
+                seq: a.seq,
+                queued: false,
+                secret: true,
+            });
+        }
+        let (seq, queued) = self.send_input(name, text, submit).await?;
+        Ok(Sent {
+            seq,
+            queued,
+            secret: false,
+        })
     }
 
     /// Claims a chat command or button press by its key: true the first time only, so that a

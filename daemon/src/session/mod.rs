@@ -11,6 +11,7 @@ mod answer;
 mod auto_answer;
 mod bind_rights;
 mod confine;
+mod declared;
 mod delegation;
 mod hooks;
 mod input;
@@ -27,5 +28,7 @@ mod stop;
 mod tick;
 mod watch;
 
+pub use answer::Answered;
+pub use input::Sent;
 pub use reply::LastReply;
 pub(crate) use shared::remember_resolved;

@@ -34,6 +34,17 @@ impl Daemon {
         self.reload(config)
     }
 
+    /// [`Daemon::reload_from_file`], then starts the `auto_start` sessions it declares that do
+    /// not run (`clibotctl reload`, SIGHUP).
+    pub async fn reload_and_start(&self) -> Result<ReloadReport, CoreError> {
+        let d = self.clone();
+        let r = tokio::task::spawn_blocking(move || d.reload_from_file())
+            .await
+            .map_err(|e| CoreError::InvalidArgument(format!("the reload failed: {e}")))??;
+        self.start_declared_sessions().await;
+        Ok(r)
+    }
+
     /// Applies `config`'s reloadable sections at once (an allowlist removal stops delivery to
     /// that user's chats now); says which changed sections need a restart.
     pub fn reload(&self, config: Config) -> Result<ReloadReport, CoreError> {

@@ -547,6 +547,24 @@ impl Platform for Discord {
         Ok(())
     }
 
+    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
+        let channel = Self::channel(chat)?;
+        let mid = serenity::all::MessageId::new(
+            message
+                .parse()
+                .map_err(|_| anyhow::anyhow!("not a Discord message id: {message}"))?,
+        );
+        // A bot may delete others' messages in a server channel where it has Manage
+        // Messages; never in a DM.
+        match channel.delete_message(&self.http, mid).await {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                eprintln!("clibot-gateway: Discord did not delete a message in {chat}: {e}");
+                Ok(false)
+            }
+        }
+    }
+
     async fn send_prompt(
         &self,
         chat: &str,

@@ -87,6 +87,11 @@ pub trait Platform: Send + Sync + 'static {
     ) -> anyhow::Result<()> {
         self.send(chat, text).await
     }
+    /// Deletes a message a user sent (one that carried a password). `Ok(false)` where the
+    /// platform does not let a bot delete it (the user is told to delete it themselves).
+    async fn delete_message(&self, _chat: &str, _message: &str) -> anyhow::Result<bool> {
+        Ok(false)
+    }
     /// Shows that the CLI is working (a typing indicator); a no-op where there is none.
     async fn typing(&self, _chat: &str) {}
     /// A status message: created when `id` is `None` (its id is returned where the platform can

@@ -70,6 +70,9 @@ impl Platform for Redacting {
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
         self.inner.send(chat, &self.redact(text)).await
     }
+    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
+        self.inner.delete_message(chat, message).await
+    }
     async fn send_prompt(
         &self,
         chat: &str,

@@ -257,6 +257,28 @@ impl Platform for Telegram {
         }
     }
 
+    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let mid = teloxide::types::MessageId(
+            message
+                .parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
+        );
+        // A bot may delete what users send it in private chats, and in groups where it is an
+        // admin with "delete messages"; elsewhere Telegram refuses.
+        match self.bot.delete_message(chat_id, mid).await {
+            Ok(_) => Ok(true),
+            Err(RequestError::Api(e)) => {
+                eprintln!("clibot-gateway: Telegram did not delete a message in {chat}: {e}");
+                Ok(false)
+            }
+            Err(e) => Err(classify(e)),
+        }
+    }
+
     async fn send_file(
         &self,
         chat: &str,

@@ -386,6 +386,27 @@ impl Api {
         .map(|_| ())
     }
 
+    /// Recalls (deletes) a message. Feishu lets a bot recall others' messages only in groups
+    /// it administers.
+    pub async fn delete_message(&self, message: &str) -> anyhow::Result<()> {
+        if message.is_empty()
+            || !message
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            anyhow::bail!("not a Feishu message id: {message:?}");
+        }
+        self.call(
+            Method::DELETE,
+            &format!("/open-apis/im/v1/messages/{message}"),
+            &Body::None,
+            Scope::Edit,
+            Wait::OutRateLimits,
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Uploads a file for a file message; returns its `file_key`.
     pub async fn upload(&self, name: &str, bytes: Vec<u8>) -> anyhow::Result<String> {
         let name = name.to_string();

@@ -589,6 +589,16 @@ impl Platform for Feishu {
         Ok(())
     }
 
+    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
+        match self.api.delete_message(message).await {
+            Ok(()) => Ok(true),
+            Err(e) => {
+                eprintln!("clibot-gateway: Feishu did not recall a message in {chat}: {e:#}");
+                Ok(false)
+            }
+        }
+    }
+
     async fn send_file(
         &self,
         chat: &str,

@@ -1,0 +1,151 @@
+//! Passwords typed from a chat: a prompt that asks for one is a `secret` prompt; the answer is
+//! typed into the pane and kept nowhere — not in the event log, the transcripts, the audit log,
+//! the daemon's or the gateway's logs — and the chat message that carried it is deleted.
+
+use std::path::Path;
+use std::process::Command;
+
+use clibot_tests::fake_telegram::{self, texts};
+use clibot_tests::{Harness, lines};
+
+const ADMIN: i64 = 100;
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if meta.is_dir() {
+                stack.push(p);
+            } else if meta.is_file()
+                && let Ok(bytes) = std::fs::read(&p)
+                && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+            {
+                found.push(p.display().to_string());
+            }
+        }
+    }
+    found
+}
+
+/// The `cksum` of `text`, computed here so the script the session runs never holds the text.
+fn cksum(text: &str) -> String {
+    let out = Command::new("sh")
+        .args(["-c", "printf %s \"$PW\" | cksum"])
+        .env("PW", text)
+        .output()
+        .expect("cksum");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn a_password_typed_from_chat_reaches_the_program_and_is_kept_nowhere() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new pw bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started pw"))
+    });
+
+    // Digits and "yes" would answer an ordinary prompt's options: here they are the secret.
+    let password = "1 Tr0ub4dor&3 'horse' $HOME";
+    let sum = cksum(password);
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -rs -p '[sudo] password for dev: ' pw; echo; echo \"sum=$(printf %s \"$pw\" | cksum)\"",
+    );
+    tg.wait_sent("the password prompt", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("🔒") && t.contains("[sudo] password for dev:"))
+    });
+    let waiting = h
+        .events()
+        .into_iter()
+        .rfind(|e| e["type"] == "waiting")
+        .expect("waiting event");
+    assert_eq!(waiting["kind"], "secret", "{waiting}");
+
+    tg.push_message(ADMIN, ADMIN, "Owner", password);
+    tg.wait_sent("the secret's receipt", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("typed it") && t.contains("your message was deleted"))
+    });
+    h.wait_screen("pw", "the program got the password", |t| {
+        lines(t).contains(&format!("sum={sum}").as_str())
+    });
+    // The chat message that carried it is gone from the chat.
+    assert!(
+        tg.calls_of("deletemessage").len() == 1,
+        "{:?}",
+        tg.calls_of("deletemessage")
+    );
+    assert!(
+        !tg.messages(ADMIN)
+            .iter()
+            .any(|m| m["text"].as_str().is_some_and(|t| t.contains(password))),
+        "the chat still shows the password"
+    );
+
+    // The same from the machine: `clibotctl send` to a session that waits on a password.
+    h.ctl_ok(&[
+        "send",
+        "pw",
+        "read -rs -p 'Enter passphrase for key /home/dev/.ssh/id_ed25519: ' pp; echo; echo \"pp=$(printf %s \"$pp\" | cksum)\"",
+    ]);
+    h.wait_event(
+        "pw",
+        "the passphrase prompt",
+        std::time::Duration::from_secs(30),
+        |e| {
+            e["type"] == "waiting"
+                && e["kind"] == "secret"
+                && e["text"].as_str().is_some_and(|t| t.contains("passphrase"))
+        },
+    );
+    let passphrase = "correct horse battery staple";
+    h.ctl_ok(&["send", "pw", passphrase]);
+    let psum = cksum(passphrase);
+    h.wait_screen("pw", "the passphrase typed", |t| {
+        lines(t).contains(&format!("pp={psum}").as_str())
+    });
+
+    // Nothing on disk holds either: the state directory (event log, registry, queue files,
+    // transcripts, audit log), the daemon's and the gateway's logs, the config.
+    let _ = g.kill();
+    let _ = g.wait();
+    for secret in [password, passphrase] {
+        let found = files_containing(h.dir.path(), secret);
+        assert!(found.is_empty(), "{secret:?} found in {found:?}");
+    }
+    // What is kept instead: its length.
+    let kept = files_containing(h.dir.path(), "[secret, 27 chars]");
+    assert!(
+        kept.iter().any(|f| f.contains("transcript")) && !kept.is_empty(),
+        "{kept:?}"
+    );
+    let resolved: Vec<_> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "prompt_resolved")
+        .collect();
+    assert!(
+        resolved.iter().any(|e| e["answer"] == "[secret, 28 chars]"),
+        "{resolved:?}"
+    );
+}
