@@ -87,6 +87,24 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Choose the CLI for a task ([[routes]], else the decider), start a session of it and
+    /// type the task in.
+    Route {
+        /// The task (`-`: read it from stdin).
+        text: String,
+        /// Working directory [default: the current directory].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The session's name [default: CLI-N].
+        #[arg(long)]
+        name: Option<String>,
+        /// Only say which CLI would take it, and why; start nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Type text into a session and submit it (`-` reads the text from stdin).
     Send {
         /// The session's name.
@@ -511,6 +529,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => sessions::adopt(c, tmux_session, cli, name, json).await,
         Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
         Command::Start { name, json } => sessions::start(c, name, json).await,
+        Command::Route {
+            text,
+            dir,
+            name,
+            dry_run,
+            json,
+        } => sessions::route(c, text, dir, name, dry_run, json).await,
         Command::Release { name, json } => sessions::release(c, name, json).await,
         Command::Events {
             follow,

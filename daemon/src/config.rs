@@ -57,6 +57,8 @@ pub struct Config {
     /// `[[sessions]]`: sessions declared in the config, started with the daemon (`auto_start`)
     /// or by `clibotctl start NAME` / `!!start NAME`.
     pub sessions: Vec<DeclaredSession>,
+    /// `[[routes]]`: which CLI a new task goes to (`!!ask`, `clibotctl route`), first match.
+    pub routes: Vec<crate::automation::routing::RouteConfig>,
 }
 
 /// One `[[sessions]]` entry.
@@ -243,6 +245,7 @@ impl Config {
                     | "decider"
                     | "delegation"
                     | "sessions"
+                    | "routes"
             )
         });
         clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
@@ -287,6 +290,7 @@ impl Config {
                 )));
             }
         }
+        crate::automation::routing::Routes::compile(&self.routes, &clis).map_err(invalid)?;
         if !self.daemon.default_session.is_empty()
             && !crate::names::is_valid_name(&self.daemon.default_session)
         {

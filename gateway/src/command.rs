@@ -89,6 +89,11 @@ pub enum Command {
         /// A valid session name.
         name: Option<String>,
     },
+    /// `ask TEXT`: a new session of the CLI the routes (or the decider) choose, with TEXT.
+    Ask {
+        /// The task, as typed.
+        text: String,
+    },
     /// `start NAME`: start a session declared in the machine's config.
     Start {
         /// A valid session name.
@@ -149,6 +154,7 @@ impl Command {
             Command::Stop { .. } => CommandName::Stop,
             Command::Restart { .. } => CommandName::Restart,
             Command::Start { .. } => CommandName::Start,
+            Command::Ask { .. } => CommandName::Ask,
             Command::Last => CommandName::Last,
             Command::Answer { .. } => CommandName::Answer,
             Command::Pair { .. } => CommandName::Pair,
@@ -175,6 +181,7 @@ pub enum CommandName {
     Stop,
     Start,
     Restart,
+    Ask,
     Last,
     Answer,
     Pair,
@@ -186,7 +193,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 18] = [
+    pub const ALL: [CommandName; 19] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Use,
@@ -198,6 +205,7 @@ impl CommandName {
         CommandName::Stop,
         CommandName::Start,
         CommandName::Restart,
+        CommandName::Ask,
         CommandName::Last,
         CommandName::Answer,
         CommandName::Pair,
@@ -221,6 +229,7 @@ impl CommandName {
             CommandName::Stop => "stop",
             CommandName::Restart => "restart",
             CommandName::Start => "start",
+            CommandName::Ask => "ask",
             CommandName::Last => "last",
             CommandName::Answer => "answer",
             CommandName::Pair => "pair",
@@ -242,6 +251,7 @@ impl CommandName {
             CommandName::Stop => "[NAME]",
             CommandName::Restart => "[NAME] [fresh]",
             CommandName::Start => "NAME",
+            CommandName::Ask => "TEXT",
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
             CommandName::Share => "NAME USER [off]",
@@ -276,6 +286,9 @@ impl CommandName {
             }
             CommandName::Start => {
                 "start session NAME as the machine's config declares it (admins; !!sessions lists them)"
+            }
+            CommandName::Ask => {
+                "start a session of the CLI best suited to TEXT (the machine's routes decide) and send it TEXT"
             }
             CommandName::Last => "repeat the last reply",
             CommandName::Answer => "answer the waiting prompt",
@@ -694,6 +707,14 @@ impl CommandParser {
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
                 a.no_more(&mut tokens)?;
                 Command::Stop { name }
+            }
+            CommandName::Ask => {
+                if args.is_empty() {
+                    return Err(a.missing("TEXT"));
+                }
+                Command::Ask {
+                    text: args.to_string(),
+                }
             }
             CommandName::Start => {
                 let name = a.name("NAME", tokens.next())?;
@@ -1152,7 +1173,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, use, new, whoami, status, screen, keys, stop, start, restart, last, answer, pair"
+            "help, sessions, use, new, whoami, status, screen, keys, stop, start, restart, ask, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1530,6 +1551,7 @@ mod props {
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
             Command::Stop { name } => parts.extend(name.clone()),
             Command::Start { name } => parts.push(name.clone()),
+            Command::Ask { text } => parts.push(text.clone()),
             Command::Restart { name, fresh } => {
                 parts.extend(name.clone());
                 if *fresh {
@@ -1587,6 +1609,10 @@ mod props {
                 .prop_map(|keys| Command::Keys { keys }),
             opt_name.clone().prop_map(|name| Command::Stop { name }),
             name().prop_map(|name| Command::Start { name }),
+            "\\PC{1,60}"
+                .prop_map(|s| s.trim().to_string())
+                .prop_filter("not empty", |s| !s.is_empty())
+                .prop_map(|text| Command::Ask { text }),
             // A session named "fresh" would read as the flag: not a round trip.
             (
                 opt_name.prop_filter("not the flag", |n| {

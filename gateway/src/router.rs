@@ -527,6 +527,28 @@ impl Router {
                 c.stop_session(self.req(msg, req)).await?;
                 format!("stopped {session}")
             }
+            Command::Ask { text } => {
+                // The new session starts where the chat's session works, if it has one.
+                let dir = match &bound {
+                    Some(name) => c
+                        .get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() }))
+                        .await
+                        .map(|s| s.into_inner().dir)
+                        .unwrap_or_default(),
+                    None => String::new(),
+                };
+                let req = v1::RouteRequest { text, dir, name: String::new(), dry_run: false };
+                let r = c.route(self.req(msg, req)).await?.into_inner();
+                let Some(s) = r.session else {
+                    return Ok(Some(format!("{} ({}: {})", r.cli, r.by, r.why)));
+                };
+                let chose = format!("→ {} ({}: {}); started {} in {} with your task", r.cli, r.by, r.why, s.name, s.dir);
+                match self.bind(c, msg, &s.name).await {
+                    Ok(()) => format!("{chose}; this chat now talks to it"),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => format!("{chose}; {}", e.message()),
+                    Err(e) => return Err(e),
+                }
+            }
             Command::Start { name } => {
                 let req = v1::StartSessionRequest { name: name.clone() };
                 let s = c.start_session(self.req(msg, req)).await?.into_inner();

@@ -172,6 +172,53 @@ pub async fn stop(
     Ok(())
 }
 
+pub async fn route(
+    c: &mut Client,
+    text: String,
+    dir: Option<PathBuf>,
+    name: Option<String>,
+    dry_run: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let text = if text == "-" {
+        let mut t = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut t)
+            .context("cannot read the task from stdin")?;
+        t
+    } else {
+        text
+    };
+    let dir = match dir {
+        Some(d) => absolute(&d)?,
+        None => std::env::current_dir().context("cannot read the current directory; pass --dir")?,
+    };
+    let r = c
+        .route(v1::RouteRequest {
+            text,
+            dir: dir.display().to_string(),
+            name: name.unwrap_or_default(),
+            dry_run,
+        })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&serde_json::json!({
+            "cli": r.cli,
+            "by": r.by,
+            "why": r.why,
+            "session": r.session.as_ref().map(output::session_json),
+        }));
+    }
+    match &r.session {
+        Some(s) => println!(
+            "{} ({}: {}); started {} in {} with the task; attach with `clibotctl attach {}`",
+            r.cli, r.by, r.why, s.name, s.dir, s.name
+        ),
+        None => println!("{} ({}: {})", r.cli, r.by, r.why),
+    }
+    Ok(())
+}
+
 pub async fn start(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
     let s = c
         .start_session(v1::StartSessionRequest { name })

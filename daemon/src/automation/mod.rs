@@ -12,6 +12,7 @@
 //! newer prompt.
 
 pub mod delegation;
+pub mod routing;
 pub mod safe_git;
 pub mod shell;
 pub mod subject;

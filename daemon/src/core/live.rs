@@ -25,6 +25,8 @@ pub(crate) struct Live {
     pub(crate) roots: Vec<PathBuf>,
     pub(crate) lifted_secrets: Vec<PathBuf>,
     pub(crate) automation: Arc<crate::automation::Automation>,
+    /// `[[routes]]`, compiled: which CLI a new task goes to.
+    pub(crate) routes: Arc<crate::automation::routing::Routes>,
 }
 
 impl Live {
@@ -81,6 +83,8 @@ impl Live {
         .with_secrets(secrets.to_vec());
         warnings.extend(automation.warnings.iter().cloned());
         let lifted_secrets = crate::confine::secrets::lifted(config);
+        let routes = crate::automation::routing::Routes::compile(&config.routes, &clis)
+            .map_err(CoreError::InvalidArgument)?;
         Ok((
             Live {
                 config: config.clone(),
@@ -89,6 +93,7 @@ impl Live {
                 roots,
                 lifted_secrets,
                 automation: Arc::new(automation),
+                routes: Arc::new(routes),
             },
             warnings,
         ))
@@ -130,6 +135,9 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     }
     if diff(&old.cli_overrides, &new.cli_overrides) {
         reloaded.push("cli".into());
+    }
+    if diff(&old.routes, &new.routes) {
+        reloaded.push("routes".into());
     }
     if diff(&old.sessions, &new.sessions) {
         reloaded.push("sessions".into());

@@ -314,6 +314,13 @@ impl Clibot for Service {
         sessions::release_session(self, req).await
     }
 
+    async fn route(
+        &self,
+        req: Request<v1::RouteRequest>,
+    ) -> Result<Response<v1::RouteResponse>, Status> {
+        sessions::route(self, req).await
+    }
+
     async fn start_session(
         &self,
         req: Request<v1::StartSessionRequest>,

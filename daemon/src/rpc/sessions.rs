@@ -53,6 +53,39 @@ pub(super) async fn start_session(
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
+pub(super) async fn route(
+    svc: &Service,
+    req: Request<v1::RouteRequest>,
+) -> Result<Response<v1::RouteResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    // Like a spawn: any allowed chat user, for a session of their own.
+    svc.authorize(&actor, &r.name, "route", false)?;
+    no_control_chars(&actor, &r.text, "text")?;
+    let task = crate::session::RouteTask {
+        text: r.text,
+        dir: r.dir,
+        name: r.name.clone(),
+        owner: if actor.is_local() {
+            String::new()
+        } else {
+            actor.key()
+        },
+        dry_run: r.dry_run,
+    };
+    let routed = svc
+        .detached(&actor, &r.name, "route", move |d| async move {
+            d.route_task(task).await
+        })
+        .await?;
+    Ok(Response::new(v1::RouteResponse {
+        cli: routed.choice.cli,
+        by: routed.choice.by,
+        why: routed.choice.why,
+        session: routed.session.map(|s| session_to_proto(&svc.daemon, s)),
+    }))
+}
+
 pub(super) async fn get_session(
     svc: &Service,
     req: Request<v1::GetSessionRequest>,

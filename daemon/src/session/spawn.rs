@@ -174,7 +174,18 @@ impl Daemon {
         let raw = if requested.is_empty() {
             match &cli.dir {
                 Some(d) => expand_home(d),
-                None => expand_home(Path::new("~")),
+                // The home directory, or — when it lies outside the allowed roots — the first
+                // root: a session started with no directory (`!!new NAME CLI`, `!!ask`) starts
+                // where it may.
+                None => {
+                    let home = expand_home(Path::new("~"));
+                    let roots = &self.live().roots;
+                    let canon = home.canonicalize().unwrap_or_else(|_| home.clone());
+                    match roots.first() {
+                        Some(first) if !roots.iter().any(|r| canon.starts_with(r)) => first.clone(),
+                        _ => home,
+                    }
+                }
             }
         } else {
             expand_home(Path::new(requested))
