@@ -406,9 +406,9 @@ impl Router {
                 if foreign {
                     return tonic::Status::permission_denied(FOREIGN);
                 }
+                let p = self.parser.prefix();
                 tonic::Status::failed_precondition(format!(
-                    "no session chosen: {}use NAME",
-                    self.parser.prefix()
+                    "no session chosen: {p}use NAME picks one ({p}sessions lists them, {p}new NAME CLI [DIR] starts one)"
                 ))
             })
         };
@@ -806,6 +806,15 @@ mod tests {
             .await
             .expect("handled");
         memory.wait_for("1", "no sessions yet").await;
+        router
+            .handle(&mut c, &msg("1", "7", "!!status"))
+            .await
+            .expect("handled");
+        let told = memory.wait_for("1", "no session chosen").await;
+        assert!(
+            told.contains("!!use NAME") && told.contains("!!new NAME CLI"),
+            "{told}"
+        );
         // A stranger gets a pairing code, not a session.
         router
             .handle(&mut c, &msg("2", "99", &format!("!!new x bash {work}")))
@@ -836,6 +845,16 @@ mod tests {
             .await
             .expect("handled");
         memory.wait_for("1", "unknown command").await;
+        // A refusal is worded for a chat: chat commands, not clibotctl ones.
+        router
+            .handle(&mut c, &msg("1", "7", "!!use nothere"))
+            .await
+            .expect("handled");
+        let told = memory.wait_for("1", "no session named").await;
+        assert!(
+            told.contains("!!sessions") && !told.contains("clibotctl"),
+            "{told}"
+        );
         assert_eq!(
             h.ctl_ok(&["list", "--json"]).matches("\"name\"").count(),
             1,

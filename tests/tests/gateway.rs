@@ -163,6 +163,43 @@ fn killing_the_gateway_mid_turn_loses_nothing_and_repeats_nothing() {
     g.kill();
 }
 
+/// A chat is told what to do in chat commands, the machine's user in `clibotctl` ones: the
+/// same refusal (a session that exited, a session that does not exist) worded for each.
+#[test]
+fn a_chat_is_told_chat_commands_and_clibotctl_its_own() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let mut g = Gateway::start(&h);
+    let work = h.work.display().to_string();
+    g.say(&format!("!!new x bash {work}"));
+    g.expect("started x (bash)");
+    g.say("exit 3");
+    g.expect("[x] the CLI exited (status 3)");
+    g.say("echo are you there");
+    let told = g.expect("has exited");
+    assert!(
+        told.contains("!!restart x") && told.contains("!!stop x") && !told.contains("clibotctl"),
+        "{told}"
+    );
+    g.say("!!use nothere");
+    let told = g.expect("no session named");
+    assert!(
+        told.contains("!!sessions") && !told.contains("clibotctl"),
+        "{told}"
+    );
+    let err = h.ctl_err(&["send", "x", "hello"]);
+    assert!(
+        err.contains("`clibotctl restart x`") && !err.contains("!!"),
+        "{err}"
+    );
+    let err = h.ctl_err(&["send", "nothere", "hello"]);
+    assert!(err.contains("`clibotctl list`"), "{err}");
+    // A restart from the chat brings it back.
+    g.say("!!restart x");
+    g.expect("restarted x");
+    g.kill();
+}
+
 /// `clibot-gateway config` prints what the gateway would use — the file's `[gateway]` sections
 /// with defaults, `${VARIABLES}`, flags and the environment applied — and no secret, whether
 /// it was written in the file, came from a variable or from the environment.
