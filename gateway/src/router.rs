@@ -593,16 +593,21 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         .join("\n")
 }
 
-/// A prompt as a chat message: the question, its subject, the numbered options.
+/// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
+/// question that explain it), the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
-    let mut t = if p.warning.is_empty() {
-        p.text.clone()
-    } else {
-        format!(
-            "⚠️ careful — {}; clibot will not answer this one by itself\n{}",
-            p.warning, p.text
-        )
-    };
+    let mut t = String::new();
+    if !p.warning.is_empty() {
+        t.push_str(&format!(
+            "⚠️ careful — {}; clibot will not answer this one by itself\n",
+            p.warning
+        ));
+    }
+    if !p.context.trim().is_empty() {
+        t.push_str(p.context.trim());
+        t.push('\n');
+    }
+    t.push_str(&p.text);
     if !p.subject.is_empty() {
         t.push_str(&format!("\n  {}", p.subject));
     }

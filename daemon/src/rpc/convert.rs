@@ -10,7 +10,11 @@ pub(super) fn shown_text(kind: &EventKind) -> Option<String> {
         // Answered by a rule or the decider: the chat saw only the answer.
         EventKind::Waiting { prompt } if !prompt.auto.is_empty() => return None,
         EventKind::Waiting { prompt } => {
-            let mut t = prompt.text.clone();
+            let mut t = if prompt.context.is_empty() {
+                prompt.text.clone()
+            } else {
+                format!("{}\n{}", prompt.context, prompt.text)
+            };
             for (i, o) in prompt.options.iter().enumerate() {
                 t.push_str(&format!("\n{}. {o}", i + 1));
             }
@@ -213,6 +217,7 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
         warning: p.warning,
         auto: p.auto,
         subject_kind: p.subject_kind,
+        context: p.context,
     }
 }
 
