@@ -636,6 +636,47 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn gemini_enter_to_proceed_is_a_prompt_answered_by_enter() {
+        // Gemini CLI 0.61.0 (the pinned one) draws no such dialog yet: the fixture is drawn
+        // as its dialogs are (a rounded box, a bold title, the message, the footer
+        // `DialogFooter` writes: "ACTION · Esc to cancel").
+        let a = pack("gemini").analyze(&screen("gemini_enter_to_proceed.txt"));
+        let p = a.prompt.expect("a prompt");
+        assert_eq!(p.kind, "continue");
+        assert_eq!(p.text, "Enter to proceed");
+        assert_eq!(p.options, ["proceed"]);
+        assert_eq!(p.answer, AnswerStyle::Enter);
+        assert_eq!(
+            p.context,
+            "Confirmation Required\nThis will modify 3 files in /home/dev/proj: settings.json, .env, GEMINI.md"
+        );
+        let g = pack("gemini");
+        for shown in [
+            "│ Press Enter to proceed. │",
+            "  Enter to proceed",
+            "│ press enter to proceed (Esc to cancel)   │",
+        ] {
+            let p = g.analyze(shown).prompt.unwrap_or_else(|| panic!("{shown}"));
+            assert_eq!(
+                (p.kind.as_str(), p.answer),
+                ("continue", AnswerStyle::Enter)
+            );
+        }
+        for prose in [
+            "✦ Press Enter to proceed with the installation when you are ready.",
+            "✦ You can press Enter to proceed.",
+        ] {
+            assert!(g.analyze(prose).prompt.is_none(), "{prose}");
+        }
+        // The permission dialogs are still read as before.
+        let p = g
+            .analyze(&screen("gemini_shell_perm.txt"))
+            .prompt
+            .expect("permission");
+        assert_eq!(p.kind, "permission");
+    }
+
+    #[test]
     fn the_real_screens_give_the_lines_that_explain_their_dialog_or_none() {
         let cases = [
             (
