@@ -352,12 +352,13 @@ impl Config {
                 )));
             }
         }
-        for platform in self.access.keys() {
+        for (platform, access) in &self.access {
             if !["telegram", "discord", "feishu", "console"].contains(&platform.as_str()) {
                 return Err(invalid(format!(
                     "[access.{platform}]: unknown platform; use telegram, discord, feishu or console"
                 )));
             }
+            access.validate(platform).map_err(invalid)?;
         }
         if self.daemon.max_sessions == 0 {
             return Err(invalid(
@@ -466,7 +467,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::duration::{format_age, format_duration, parse_duration};
+    use crate::duration::{format_age, format_duration, format_words, parse_duration};
 
     fn parse(s: &str) -> Result<Config, ConfigError> {
         Config::parse(s, Path::new("test.toml"))
@@ -574,6 +575,15 @@ mod tests {
         assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
         assert_eq!(format_age(Duration::from_secs(3 * 3600 + 59)), "3h");
         assert_eq!(format_age(Duration::from_secs(2400)), "40m");
+        assert_eq!(format_words(Duration::from_secs(3600)), "1 hour");
+        assert_eq!(format_words(Duration::from_secs(5400)), "1 hour 30 minutes");
+        assert_eq!(
+            format_words(Duration::from_secs(47 * 60 + 12)),
+            "47 minutes 12 seconds"
+        );
+        assert_eq!(format_words(Duration::from_secs(2 * 86_400 + 60)), "2 days");
+        assert_eq!(format_words(Duration::from_secs(1)), "1 second");
+        assert_eq!(format_words(Duration::ZERO), "0 seconds");
     }
 
     #[test]
@@ -601,6 +611,50 @@ mod tests {
         assert!(e.to_string().contains("\"30s\""), "{e}");
         let e = parse("[daemon]\nmax_sessions = 0\n").expect_err("zero");
         assert!(e.to_string().contains("max_sessions"), "{e}");
+    }
+
+    #[test]
+    fn pairing_lifetime_and_cap_are_read_and_checked() {
+        use crate::chat::access::{DEFAULT_MAX_PENDING, DEFAULT_PAIRING_TTL};
+        let c = parse("[access.telegram]\nallow = [\"1\"]\n").expect("parses");
+        assert_eq!(c.access["telegram"].pairing_ttl, DEFAULT_PAIRING_TTL);
+        assert_eq!(DEFAULT_PAIRING_TTL, Duration::from_secs(3600));
+        assert_eq!(
+            c.access["telegram"].pairing_max_pending,
+            DEFAULT_MAX_PENDING
+        );
+        assert_eq!(DEFAULT_MAX_PENDING, 50);
+        let c = parse(
+            "[access.telegram]\npairing_ttl = \"30m\"\npairing_max_pending = 5\n[access.discord]\npairing_ttl = \"2d\"\n",
+        )
+        .expect("parses");
+        assert_eq!(c.access["telegram"].pairing_ttl, Duration::from_secs(1800));
+        assert_eq!(c.access["telegram"].pairing_max_pending, 5);
+        assert_eq!(
+            c.access["discord"].pairing_ttl,
+            Duration::from_secs(2 * 86_400)
+        );
+        assert_eq!(c.access["discord"].pairing_max_pending, 50);
+        for (bad, key) in [
+            ("pairing_ttl = \"0\"", "pairing_ttl"),
+            ("pairing_ttl = 0", "pairing_ttl"),
+            ("pairing_ttl = \"soon\"", "pairing_ttl"),
+            ("pairing_ttl = \"1 hour\"", "pairing_ttl"),
+            ("pairing_ttl = 3600", "pairing_ttl"),
+            ("pairing_max_pending = 0", "pairing_max_pending"),
+            ("pairing_max_pending = -1", "pairing_max_pending"),
+            ("pairing_max_pending = \"many\"", "pairing_max_pending"),
+            ("pairing_max_pending = 1000000", "pairing_max_pending"),
+        ] {
+            let e = parse(&format!("[access.feishu]\n{bad}\n")).expect_err(bad);
+            let m = e.to_string();
+            assert!(m.contains(key), "{bad}: {m}");
+        }
+        let e = parse("[access.telegram]\npairing_ttl = \"0\"\n").expect_err("zero");
+        assert!(
+            e.to_string().contains("[access.telegram] pairing_ttl"),
+            "the section is named: {e}"
+        );
     }
 
     #[test]

@@ -58,6 +58,32 @@ pub fn format_age(d: Duration) -> String {
     format!("{s}s")
 }
 
+/// A duration in words for a message, to the two largest units: "1 hour", "1 hour 30 minutes",
+/// "47 minutes", "2 days 3 hours", "30 seconds".
+pub fn format_words(d: Duration) -> String {
+    let units = [
+        ("day", 86_400),
+        ("hour", 3600),
+        ("minute", 60),
+        ("second", 1),
+    ];
+    let s = d.as_secs();
+    let word = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    let Some(i) = units.iter().position(|(_, len)| s >= *len) else {
+        return word(0, "second");
+    };
+    let (unit, len) = units[i];
+    let mut out = word(s / len, unit);
+    if let Some((next, next_len)) = units.get(i + 1) {
+        let n = s % len / next_len;
+        if n > 0 {
+            out.push(' ');
+            out.push_str(&word(n, next));
+        }
+    }
+    out
+}
+
 /// Reads a duration from the config: a string with a unit, or 0 (off).
 struct DurationVisitor;
 

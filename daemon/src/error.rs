@@ -69,7 +69,7 @@ pub enum CoreError {
     #[error(transparent)]
     UnknownKey(#[from] UnknownKey),
     #[error(
-        "session {0:?} has exited: read its last screen with `clibotctl screen {0}`, remove it with `clibotctl stop {0}`"
+        "session {0:?} has exited: `clibotctl restart {0}` starts it again, `clibotctl screen {0}` shows its last screen, `clibotctl stop {0}` removes it"
     )]
     Exited(String),
     #[error("session {0:?} is being stopped")]
@@ -148,4 +148,104 @@ pub enum CoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl CoreError {
+    /// The error as a chat user should read it, when it differs from the text for the machine's
+    /// user: what to do is a chat command (`!!sessions`, `!!restart NAME`), not a `clibotctl`
+    /// one they cannot run. The gateway's default prefix, `!!`, is the one named.
+    pub fn chat_text(&self) -> Option<String> {
+        Some(match self {
+            CoreError::NoSuchSession(name) => format!(
+                "no session named {name:?}: !!sessions lists the sessions there are, !!new NAME CLI [DIR] starts one"
+            ),
+            CoreError::Exited(name) => format!(
+                "session {name:?} has exited: !!restart {name} starts it again (resuming its conversation where its CLI can), !!screen shows its last screen, !!stop {name} removes it"
+            ),
+            CoreError::NotWaiting(name) => format!(
+                "session {name:?} is not waiting for an answer: !!screen shows what it shows now"
+            ),
+            CoreError::AlreadyExists(name) => format!(
+                "a session named {name:?} already exists: choose another name, or talk to it with !!use {name} (!!stop {name} removes it)"
+            ),
+            CoreError::TmuxNameTaken(name) => format!(
+                "a tmux session named {name:?} already exists on clibot's tmux server: choose another name"
+            ),
+            CoreError::QueueFull { name, detail } => format!(
+                "session {name:?} cannot queue more input: {detail}; wait for the running turn, or interrupt it (!!keys Escape, or !!keys C-c)"
+            ),
+            CoreError::DirNotFound(dir) => format!(
+                "directory {} does not exist: create it or choose another (!!new NAME CLI DIR)",
+                dir.display()
+            ),
+            CoreError::NotADirectory(dir) => format!(
+                "{} is not a directory: choose a directory (!!new NAME CLI DIR)",
+                dir.display()
+            ),
+            CoreError::NotDeclared(name) => format!(
+                "no session named {name:?} is declared in the machine's config: !!sessions lists the sessions there are, !!new {name} CLI [DIR] starts a new one"
+            ),
+            CoreError::DirNotAbsolute(dir) => format!(
+                "directory {dir:?} is not an absolute path: give a full path, such as ~/src/app"
+            ),
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every error that names a `clibotctl` command has chat words that name none; the machine's
+    /// user keeps the `clibotctl` advice.
+    #[test]
+    fn chats_are_told_chat_commands_and_the_machine_clibotctl() {
+        let errors = [
+            CoreError::NoSuchSession("api".into()),
+            CoreError::Exited("api".into()),
+            CoreError::NotWaiting("api".into()),
+            CoreError::AlreadyExists("api".into()),
+            CoreError::TmuxNameTaken("api".into()),
+            CoreError::QueueFull {
+                name: "api".into(),
+                detail: "100 messages wait".into(),
+            },
+            CoreError::DirNotFound("/nope".into()),
+            CoreError::NotADirectory("/etc/hosts".into()),
+            CoreError::DirNotAbsolute("src".into()),
+            CoreError::NotDeclared("api".into()),
+        ];
+        for e in &errors {
+            let chat = e
+                .chat_text()
+                .unwrap_or_else(|| panic!("no chat text for {e}"));
+            assert!(
+                !chat.contains("clibotctl") && !chat.contains("--"),
+                "{chat}"
+            );
+            assert!(
+                chat.contains("!!") || chat.contains("~/") || chat.contains("another name"),
+                "{chat}"
+            );
+        }
+        let exited = CoreError::Exited("api".into());
+        assert!(
+            exited.to_string().contains("`clibotctl screen api`"),
+            "{exited}"
+        );
+        let chat = exited.chat_text().unwrap_or_default();
+        assert!(
+            chat.contains("!!restart api") && chat.contains("!!stop api"),
+            "{chat}"
+        );
+        let none = CoreError::NoSuchSession("x".into());
+        assert!(none.to_string().contains("clibotctl list"), "{none}");
+        assert!(
+            none.chat_text().unwrap_or_default().contains("!!sessions"),
+            "{none}"
+        );
+        // Texts without a clibotctl command are the same for both.
+        assert_eq!(CoreError::Stopping("api".into()).chat_text(), None);
+    }
 }

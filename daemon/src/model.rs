@@ -177,6 +177,10 @@ pub struct Prompt {
     /// Who answers it automatically right now ("rule 2", "decider"); empty: a person.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub auto: String,
+    /// The dialog's lines above the question that explain it (a warning, a title), as the
+    /// screen shows them; empty when there are none or the prompt was not read off a screen.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub context: String,
 }
 
 impl Prompt {

@@ -125,9 +125,297 @@ impl GatewayConfig {
     }
 }
 
+/// What the command line and the environment add to the file: a flag (or its environment
+/// variable) wins over the file's key.
+#[derive(Debug, Default)]
+pub struct Overrides {
+    pub telegram_token: Option<String>,
+    pub telegram_api_url: Option<String>,
+    pub discord_token: Option<String>,
+    pub discord_api_url: Option<String>,
+}
+
+/// Telegram's API when `api_url` is not set.
+pub const TELEGRAM_DEFAULT_URL: &str = "https://api.telegram.org";
+/// Discord's API when `api_url` is not set.
+pub const DISCORD_DEFAULT_URL: &str = "https://discord.com";
+
+impl GatewayConfig {
+    /// `[gateway]` as the gateway would use it, with every default filled in and the flags and
+    /// environment applied: each platform it would serve with no platform flag. Secrets are
+    /// still in it: see [`mask_secrets`]. Also the platforms' secrets, to check the output by.
+    pub fn effective(&self, o: &Overrides) -> (toml::Table, Vec<String>) {
+        let mut gateway = toml::Table::new();
+        let mut secrets = Vec::new();
+        let mut token_platform = |name: &str,
+                                  conf: &Option<TokenPlatform>,
+                                  token: &Option<String>,
+                                  url: &Option<String>,
+                                  default_url: &str| {
+            if conf.is_none() && token.is_none() {
+                return;
+            }
+            let token = token
+                .clone()
+                .or_else(|| conf.as_ref().map(|c| c.token.clone()))
+                .unwrap_or_default();
+            let url = url
+                .clone()
+                .or_else(|| conf.as_ref().and_then(|c| c.api_url.clone()))
+                .unwrap_or_else(|| default_url.to_string());
+            secrets.push(token.clone());
+            let mut t = toml::Table::new();
+            t.insert("token".into(), toml::Value::String(token));
+            t.insert("api_url".into(), toml::Value::String(url));
+            gateway.insert(name.into(), toml::Value::Table(t));
+        };
+        token_platform(
+            "telegram",
+            &self.telegram,
+            &o.telegram_token,
+            &o.telegram_api_url,
+            TELEGRAM_DEFAULT_URL,
+        );
+        token_platform(
+            "discord",
+            &self.discord,
+            &o.discord_token,
+            &o.discord_api_url,
+            DISCORD_DEFAULT_URL,
+        );
+        if let Some(f) = &self.feishu {
+            secrets.push(f.app_secret.clone());
+            let mut t = toml::Table::new();
+            t.insert("app_id".into(), toml::Value::String(f.app_id.clone()));
+            t.insert(
+                "app_secret".into(),
+                toml::Value::String(f.app_secret.clone()),
+            );
+            t.insert("api_url".into(), toml::Value::String(f.api_url.clone()));
+            gateway.insert("feishu".into(), toml::Value::Table(t));
+        }
+        let mut root = toml::Table::new();
+        root.insert("gateway".into(), toml::Value::Table(gateway));
+        (root, secrets)
+    }
+}
+
+/// Whether a key names a secret: a token, a secret, a key, a password, a credential.
+fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    ["token", "secret", "key", "password", "passwd", "credential"]
+        .iter()
+        .any(|w| k.contains(w))
+}
+
+/// A secret as it may be shown: its first and last two characters and its length when it is
+/// long enough that they give nothing away ("12…ab (46 chars)"), else "***"; empty stays empty
+/// (it says the secret is missing).
+pub fn mask(secret: &str) -> String {
+    let chars: Vec<char> = secret.chars().collect();
+    match chars.len() {
+        0 => String::new(),
+        n if n < 16 => "***".into(),
+        n => format!(
+            "{}…{} ({n} chars)",
+            chars[..2].iter().collect::<String>(),
+            chars[n - 2..].iter().collect::<String>()
+        ),
+    }
+}
+
+/// A URL with the password of its user part masked (`https://me:***@proxy`).
+fn mask_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return url.to_string();
+    };
+    let user = match rest[..at].split_once(':') {
+        Some((user, _)) => format!("{user}:***"),
+        None => "***".to_string(),
+    };
+    format!("{}{user}{}", &url[..scheme_end], &rest[at..])
+}
+
+/// Masks every value whose key names a secret (see [`mask`]), and passwords in URLs, at any
+/// depth.
+pub fn mask_secrets(table: &mut toml::Table) {
+    for (key, value) in table.iter_mut() {
+        match value {
+            toml::Value::Table(t) => mask_secrets(t),
+            toml::Value::String(s) if is_secret_key(key) => *s = mask(s),
+            toml::Value::String(s) => *s = mask_url(s),
+            toml::Value::Array(items) if is_secret_key(key) => {
+                for item in items {
+                    if let toml::Value::String(s) = item {
+                        *s = mask(s);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `clibot-gateway config`: the effective `[gateway]` as TOML, secrets masked, after a header
+/// that says where it came from. `file` is the config file read (None: none was there).
+pub fn render_effective(
+    config: &GatewayConfig,
+    o: &Overrides,
+    file: Option<&Path>,
+    socket: &Path,
+    prefix: &str,
+) -> String {
+    let (mut table, secrets) = config.effective(o);
+    mask_secrets(&mut table);
+    let source = match file {
+        Some(p) => format!("the config file {}", p.display()),
+        None => "no config file (none at the default path)".into(),
+    };
+    let mut out = format!(
+        "# clibot-gateway's effective configuration: {source},\n\
+         # with defaults, ${{VARIABLES}}, flags and the environment applied. Secrets are masked.\n\
+         # The daemon's socket (--socket, CLIBOT_SOCKET): {}\n\
+         # The command prefix (--prefix): {prefix}\n",
+        socket.display()
+    );
+    for (name, flag, set) in [
+        (
+            "telegram",
+            "--telegram-token or TELEGRAM_TOKEN",
+            o.telegram_token.is_some(),
+        ),
+        (
+            "discord",
+            "--discord-token or DISCORD_TOKEN",
+            o.discord_token.is_some(),
+        ),
+    ] {
+        if set {
+            out.push_str(&format!("# [gateway.{name}] token: from {flag}\n"));
+        }
+    }
+    let platforms = table
+        .get("gateway")
+        .and_then(toml::Value::as_table)
+        .map_or(0, toml::Table::len);
+    if platforms == 0 {
+        out.push_str(
+            "# No chat platform is configured: add [gateway.telegram] token = \"${TELEGRAM_TOKEN}\" (or [gateway.discord] token, or [gateway.feishu] app_id and app_secret).\n",
+        );
+        return out;
+    }
+    out.push('\n');
+    out.push_str(&toml::to_string(&table).unwrap_or_default());
+    // Whatever a key is called, no secret leaves in full.
+    for s in secrets.iter().filter(|s| s.chars().count() >= 4) {
+        out = out.replace(s.as_str(), "***");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_masked_by_their_key_and_in_urls() {
+        assert_eq!(
+            mask("1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"),
+            "12…aw (45 chars)"
+        );
+        assert_eq!(mask("short-secret"), "***");
+        assert_eq!(mask(""), "");
+        assert_eq!(
+            mask_url("https://me:pw@proxy:8080/x"),
+            "https://me:***@proxy:8080/x"
+        );
+        assert_eq!(mask_url("https://tok@proxy/"), "https://***@proxy/");
+        assert_eq!(mask_url("https://proxy/a@b"), "https://proxy/a@b");
+        assert_eq!(mask_url("not a url"), "not a url");
+        for key in [
+            "token",
+            "app_secret",
+            "api_key",
+            "ApiKey",
+            "password",
+            "client_credentials",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in ["api_url", "app_id", "policy"] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+        let mut t: toml::Table = toml::from_str(
+            "[a.b]\napi_key = \"sk-0123456789abcdefghij\"\npasswords = [\"hunter2hunter2\"]\nname = \"x\"\n",
+        )
+        .expect("toml");
+        mask_secrets(&mut t);
+        let text = toml::to_string(&t).expect("toml");
+        assert!(
+            !text.contains("0123456789") && !text.contains("hunter2"),
+            "{text}"
+        );
+        assert!(text.contains("name = \"x\""), "{text}");
+    }
+
+    #[test]
+    fn the_effective_config_has_defaults_and_overrides_and_no_secret() {
+        let token = "1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
+        let c = parse(&format!(
+            "[gateway.telegram]\ntoken = \"{token}\"\n[gateway.feishu]\napp_id = \"cli_a1\"\napp_secret = \"feishu-secret-value-123\"\n"
+        ))
+        .expect("parses");
+        let o = Overrides {
+            discord_token: Some("discord-token-from-the-environment".into()),
+            ..Default::default()
+        };
+        let out = render_effective(
+            &c,
+            &o,
+            Some(Path::new("/home/me/.config/clibot/config.toml")),
+            Path::new("/run/clibot.sock"),
+            "!!",
+        );
+        for secret in [
+            token,
+            "feishu-secret-value-123",
+            "discord-token-from-the-environment",
+        ] {
+            assert!(!out.contains(secret), "{out}");
+            assert!(!out.contains(&secret[3..secret.len() - 3]), "{out}");
+        }
+        let parsed: toml::Table = toml::from_str(&out).expect("the output is TOML");
+        let g = &parsed["gateway"];
+        assert_eq!(
+            g["telegram"]["api_url"].as_str(),
+            Some(TELEGRAM_DEFAULT_URL)
+        );
+        assert_eq!(g["telegram"]["token"].as_str(), Some("12…aw (45 chars)"));
+        assert_eq!(g["discord"]["api_url"].as_str(), Some(DISCORD_DEFAULT_URL));
+        assert_eq!(g["feishu"]["app_id"].as_str(), Some("cli_a1"));
+        assert_eq!(
+            g["feishu"]["api_url"].as_str(),
+            Some("https://open.feishu.cn")
+        );
+        assert!(out.contains("/home/me/.config/clibot/config.toml"), "{out}");
+        assert!(
+            out.contains("[gateway.discord] token: from --discord-token"),
+            "{out}"
+        );
+        let none = render_effective(
+            &GatewayConfig::default(),
+            &Overrides::default(),
+            None,
+            Path::new("/s"),
+            "!!",
+        );
+        assert!(none.contains("No chat platform is configured"), "{none}");
+    }
 
     fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Path::new("config.toml"))

@@ -104,6 +104,10 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print the configuration the gateway would use — the config file's [gateway] sections
+    /// with defaults, ${VARIABLES}, flags and the environment applied — as TOML, every token
+    /// and secret masked. Exits non-zero when the config cannot be used.
+    Config,
 }
 
 /// A platform to serve, with what it needs to connect.
@@ -155,6 +159,9 @@ fn main() -> ExitCode {
     }
     if let Some(url) = &args.probe_api {
         return probe_api(url);
+    }
+    if let Some(Cmd::Config) = args.command {
+        return print_config(&args);
     }
     let socket = args
         .socket
@@ -212,6 +219,32 @@ fn main() -> ExitCode {
         rt.block_on(autostart_daemon(&socket));
     }
     rt.block_on(serve(specs, socket, lock_dir, parser, private))
+}
+
+/// `clibot-gateway config`: the effective configuration, secrets masked.
+fn print_config(args: &Args) -> ExitCode {
+    let (config, path) = match GatewayConfig::load(args.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let overrides = config::Overrides {
+        telegram_token: args.telegram_token.clone().filter(|t| !t.is_empty()),
+        telegram_api_url: args.telegram_api_url.clone(),
+        discord_token: args.discord_token.clone().filter(|t| !t.is_empty()),
+        discord_api_url: args.discord_api_url.clone(),
+    };
+    let socket = args
+        .socket
+        .clone()
+        .unwrap_or_else(clibot_proto::default_socket_path);
+    print!(
+        "{}",
+        config::render_effective(&config, &overrides, path.as_deref(), &socket, &args.prefix)
+    );
+    ExitCode::SUCCESS
 }
 
 /// On a terminal, as `clibotctl` does: no daemon answers, so one is started — by the

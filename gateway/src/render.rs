@@ -104,6 +104,51 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_shows_its_context_above_the_question_and_the_options() {
+        let waiting = |context: &str, warning: &str| v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::Waiting(v1::Waiting {
+                prompt: Some(v1::Prompt {
+                    id: "p1".into(),
+                    kind: "continue".into(),
+                    text: "Enter to proceed".into(),
+                    options: vec!["proceed".into()],
+                    context: context.into(),
+                    warning: warning.into(),
+                    ..Default::default()
+                }),
+            })),
+            ..Default::default()
+        };
+        let t = render(&waiting(
+            "Confirmation Required\nThis will modify 3 files",
+            "",
+        ))
+        .unwrap_or_default();
+        assert_eq!(
+            t,
+            "[api] Confirmation Required\nThis will modify 3 files\nEnter to proceed\n  1. proceed\nanswer with the number"
+        );
+        // The guard's warning first, then the context, then the question.
+        let t = render(&waiting(
+            "This will modify 3 files",
+            "recursive delete (rm -r)",
+        ))
+        .unwrap_or_default();
+        let at = |s: &str| t.find(s).unwrap_or_else(|| panic!("{s:?} in {t}"));
+        assert!(
+            at("careful") < at("This will modify")
+                && at("This will modify") < at("Enter to proceed")
+        );
+        // None: the question as before.
+        assert_eq!(
+            render(&waiting("", "")).unwrap_or_default(),
+            "[api] Enter to proceed\n  1. proceed\nanswer with the number"
+        );
+    }
+
+    #[test]
     fn a_suspended_chat_is_never_named() {
         let ev = v1::Event {
             seq: 1,

@@ -457,9 +457,9 @@ impl Router {
                 if foreign {
                     return tonic::Status::permission_denied(FOREIGN);
                 }
+                let p = self.parser.prefix();
                 tonic::Status::failed_precondition(format!(
-                    "no session chosen: {}use NAME",
-                    self.parser.prefix()
+                    "no session chosen: {p}use NAME picks one ({p}sessions lists them, {p}new NAME CLI [DIR] starts one)"
                 ))
             })
         };
@@ -677,7 +677,8 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         .join("\n")
 }
 
-/// A prompt as a chat message: the question, its subject, the numbered options.
+/// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
+/// question that explain it), the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
     if p.kind == "secret" {
         return format!(
@@ -685,14 +686,18 @@ pub fn prompt_text(p: &v1::Prompt) -> String {
             p.text
         );
     }
-    let mut t = if p.warning.is_empty() {
-        p.text.clone()
-    } else {
-        format!(
-            "⚠️ careful — {}; clibot will not answer this one by itself\n{}",
-            p.warning, p.text
-        )
-    };
+    let mut t = String::new();
+    if !p.warning.is_empty() {
+        t.push_str(&format!(
+            "⚠️ careful — {}; clibot will not answer this one by itself\n",
+            p.warning
+        ));
+    }
+    if !p.context.trim().is_empty() {
+        t.push_str(p.context.trim());
+        t.push('\n');
+    }
+    t.push_str(&p.text);
     if !p.subject.is_empty() {
         t.push_str(&format!("\n  {}", p.subject));
     }
@@ -896,6 +901,15 @@ mod tests {
             .await
             .expect("handled");
         memory.wait_for("1", "no sessions yet").await;
+        router
+            .handle(&mut c, &msg("1", "7", "!!status"))
+            .await
+            .expect("handled");
+        let told = memory.wait_for("1", "no session chosen").await;
+        assert!(
+            told.contains("!!use NAME") && told.contains("!!new NAME CLI"),
+            "{told}"
+        );
         // A stranger gets a pairing code, not a session.
         router
             .handle(&mut c, &msg("2", "99", &format!("!!new x bash {work}")))
@@ -926,6 +940,16 @@ mod tests {
             .await
             .expect("handled");
         memory.wait_for("1", "unknown command").await;
+        // A refusal is worded for a chat: chat commands, not clibotctl ones.
+        router
+            .handle(&mut c, &msg("1", "7", "!!use nothere"))
+            .await
+            .expect("handled");
+        let told = memory.wait_for("1", "no session named").await;
+        assert!(
+            told.contains("!!sessions") && !told.contains("clibotctl"),
+            "{told}"
+        );
         assert_eq!(
             h.ctl_ok(&["list", "--json"]).matches("\"name\"").count(),
             1,

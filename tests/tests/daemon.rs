@@ -638,6 +638,11 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     });
     let err = h.ctl_err(&["send", "e", "hello"]);
     assert!(err.contains("has exited"), "{err}");
+    // On the machine, the advice is clibotctl's (a chat is told its own commands).
+    assert!(
+        err.contains("`clibotctl restart e`") && !err.contains("!!"),
+        "{err}"
+    );
     h.ctl_ok(&["stop", "e"]);
     assert!(h.ctl_ok(&["list"]).contains("no sessions"));
     let ev = h.events();

@@ -1,6 +1,7 @@
 //! End to end: the real clibot-gateway (console platform) in front of the real clibotd: a chat
 //! message runs in a CLI and the reply comes back; a prompt is answered from the chat; killing
-//! the gateway mid-turn loses nothing and repeats nothing; a missing daemon is reported.
+//! the gateway mid-turn loses nothing and repeats nothing; a missing daemon is reported;
+//! `clibot-gateway config` prints the effective config without a trace of a secret.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -160,4 +161,140 @@ fn killing_the_gateway_mid_turn_loses_nothing_and_repeats_nothing() {
     h.start_daemon();
     g.expect("[k] after-10");
     g.kill();
+}
+
+/// A chat is told what to do in chat commands, the machine's user in `clibotctl` ones: the
+/// same refusal (a session that exited, a session that does not exist) worded for each.
+#[test]
+fn a_chat_is_told_chat_commands_and_clibotctl_its_own() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let mut g = Gateway::start(&h);
+    let work = h.work.display().to_string();
+    g.say(&format!("!!new x bash {work}"));
+    g.expect("started x (bash)");
+    g.say("exit 3");
+    g.expect("[x] the CLI exited (status 3)");
+    g.say("echo are you there");
+    let told = g.expect("has exited");
+    assert!(
+        told.contains("!!restart x") && told.contains("!!stop x") && !told.contains("clibotctl"),
+        "{told}"
+    );
+    g.say("!!use nothere");
+    let told = g.expect("no session named");
+    assert!(
+        told.contains("!!sessions") && !told.contains("clibotctl"),
+        "{told}"
+    );
+    let err = h.ctl_err(&["send", "x", "hello"]);
+    assert!(
+        err.contains("`clibotctl restart x`") && !err.contains("!!"),
+        "{err}"
+    );
+    let err = h.ctl_err(&["send", "nothere", "hello"]);
+    assert!(err.contains("`clibotctl list`"), "{err}");
+    // A restart from the chat brings it back.
+    g.say("!!restart x");
+    g.expect("restarted x");
+    g.kill();
+}
+
+/// `clibot-gateway config` prints what the gateway would use — the file's `[gateway]` sections
+/// with defaults, `${VARIABLES}`, flags and the environment applied — and no secret, whether
+/// it was written in the file, came from a variable or from the environment.
+#[test]
+fn the_effective_config_is_printed_with_every_secret_masked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    let telegram = "7391846250:AAF3kq9ZtPmW2xRvB8nLcY4dJ6hUe1sGo0T";
+    let feishu_secret = "Qx7pL2mZ9rT4vW8yB3nC6kD1fG5hJ0sA";
+    let discord = "MTE5ODc2NTQzMjEwOTg3NjU0.GhXy9Z.kP3mQ7rS2tU8vW4xY6zA1bC5dE0fG9hI";
+    std::fs::write(
+        &config,
+        "[daemon]\nmax_sessions = 4\n\n\
+         [gateway.telegram]\ntoken = \"${CLIBOT_TEST_TELEGRAM}\"\n\n\
+         [gateway.feishu]\napp_id = \"cli_a1b2c3\"\n\
+         app_secret = \"Qx7pL2mZ9rT4vW8yB3nC6kD1fG5hJ0sA\"\n\
+         api_url = \"https://open.larksuite.com\"\n\n\
+         [access.telegram]\nadmins = [\"1\"]\n",
+    )
+    .expect("write config");
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut cmd = Command::new(bin("clibot-gateway"));
+        cmd.arg("--config")
+            .arg(&config)
+            .args(args)
+            .arg("config")
+            .env_remove("TELEGRAM_TOKEN")
+            .env_remove("DISCORD_TOKEN")
+            .env_remove("CLIBOT_TEST_TELEGRAM");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run clibot-gateway config")
+    };
+    let out = run(
+        &[
+            ("CLIBOT_TEST_TELEGRAM", telegram),
+            ("DISCORD_TOKEN", discord),
+        ],
+        &["--prefix", "%%"],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // No trace of any secret: not whole, not any 6 characters of it in a row.
+    for secret in [telegram, feishu_secret, discord] {
+        let chars: Vec<char> = secret.chars().collect();
+        for piece in chars.windows(6) {
+            let piece: String = piece.iter().collect();
+            assert!(
+                !stdout.contains(&piece) && !stderr.contains(&piece),
+                "{piece:?} of a secret was printed:\n{stdout}\n{stderr}"
+            );
+        }
+    }
+    // The settings that are not secret, defaults included, are there, each under its section.
+    let section = |name: &str| -> String {
+        stdout
+            .split(&format!("[gateway.{name}]\n"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no [gateway.{name}]:\n{stdout}"))
+            .split("\n\n")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let t = section("telegram");
+    assert!(t.contains("api_url = \"https://api.telegram.org\""), "{t}");
+    assert!(t.contains("token = \"73…0T (46 chars)\""), "{t}");
+    assert!(
+        section("discord").contains("api_url = \"https://discord.com\""),
+        "{stdout}"
+    );
+    let f = section("feishu");
+    assert!(f.contains("app_id = \"cli_a1b2c3\""), "{f}");
+    assert!(
+        f.contains("api_url = \"https://open.larksuite.com\""),
+        "{f}"
+    );
+    assert!(f.contains("app_secret = \"Qx…sA (32 chars)\""), "{f}");
+    assert!(
+        !stdout.contains("[daemon]")
+            && !stdout.contains("[access")
+            && !stdout.contains("max_sessions"),
+        "only the gateway's sections: {stdout}"
+    );
+    assert!(stdout.contains(&config.display().to_string()), "{stdout}");
+    assert!(stdout.contains("%%"), "the prefix: {stdout}");
+    assert!(
+        stdout.contains("[gateway.discord] token: from --discord-token or DISCORD_TOKEN"),
+        "{stdout}"
+    );
+    // A variable the file names but the environment lacks: refused, and named.
+    let out = run(&[], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("CLIBOT_TEST_TELEGRAM"), "{stderr}");
 }

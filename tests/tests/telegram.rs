@@ -380,6 +380,48 @@ fn a_stale_button_never_answers_a_newer_prompt() {
     let _ = g.wait();
 }
 
+/// A dialog's lines above its question (its title, what it will do) come with the prompt, above
+/// the question in the message that carries the buttons; `clibotctl show` has them too.
+#[test]
+fn a_prompt_shows_the_lines_that_explain_it_above_its_question() {
+    // Six lines checked: the prompt's own line and the few above it.
+    let mut h = Harness::with_config(&format!(
+        "\n[cli.bash.patterns]\ncheck_lines = 6\n\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, mut g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    new_session(&tg, "c", &work);
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "clear; printf '\\nConfirmation Required\\nThis will modify 3 files\\n\\n'; read -p 'Proceed? [y/N] ' a; echo go=$a",
+    );
+    let prompt = prompt_message(&tg, ADMIN, "Proceed?");
+    assert!(
+        prompt
+            .text
+            .contains("Confirmation Required\nThis will modify 3 files\nProceed? [y/N]"),
+        "{}",
+        prompt.text
+    );
+    let show = h.ctl_ok(&["show", "c"]);
+    assert!(
+        show.contains(
+            "context         Confirmation Required\n                This will modify 3 files"
+        ),
+        "{show}"
+    );
+    let data = button(prompt.reply_markup.as_ref().expect("buttons"), 0);
+    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &data);
+    tg.wait_sent("the answer's effect", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("go=y"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
 /// The admin starts a bash session `name` from their private chat, and it is confirmed.
 fn new_session(tg: &FakeTelegram, name: &str, work: &str) {
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new {name} bash {work}"));

@@ -54,7 +54,7 @@ pub fn ago(ms: i64) -> String {
 }
 
 pub fn prompt_json(p: &v1::Prompt) -> Value {
-    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "subject_kind": p.subject_kind, "source": p.source, "warning": p.warning, "auto": p.auto})
+    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "subject_kind": p.subject_kind, "source": p.source, "warning": p.warning, "auto": p.auto, "context": p.context})
 }
 
 pub fn session_json(s: &v1::Session) -> Value {
@@ -99,6 +99,17 @@ pub fn session_details(s: &v1::Session) -> String {
         rows.push(("last activity", format!("{} ago", ago(s.last_activity_ms))));
     }
     if let Some(p) = &s.prompt {
+        if !p.context.trim().is_empty() {
+            // One line per line of the dialog, aligned under the first.
+            rows.push((
+                "context",
+                p.context
+                    .trim()
+                    .lines()
+                    .collect::<Vec<_>>()
+                    .join("\n                "),
+            ));
+        }
         let mut line = format!("{}: {}", p.kind, p.text);
         if !p.options.is_empty() {
             line.push_str(&format!(" [{}]", p.options.join(" / ")));
@@ -326,7 +337,17 @@ pub fn event_line(e: &v1::Event) -> String {
                 } else {
                     format!(" [{}]", p.subject)
                 };
-                format!("{} {}{subject} — {opts} (id {})", p.kind, p.text, p.id)
+                // The dialog's context on the same line, in front of its question.
+                let context = if p.context.trim().is_empty() {
+                    String::new()
+                } else {
+                    let flat = p.context.split_whitespace().collect::<Vec<_>>().join(" ");
+                    format!("({flat}) ")
+                };
+                format!(
+                    "{} {context}{}{subject} — {opts} (id {})",
+                    p.kind, p.text, p.id
+                )
             }
             None => String::new(),
         },
@@ -394,5 +415,44 @@ mod details_tests {
         assert!(text.contains("created         2m ago"), "{text}");
         assert!(!text.contains("null") && !text.contains("_ms"), "{text}");
         assert!(!text.contains("owner"), "empty fields are left out: {text}");
+    }
+
+    #[test]
+    fn a_prompt_is_shown_with_its_context() {
+        let prompt = v1::Prompt {
+            id: "p1".into(),
+            kind: "continue".into(),
+            text: "Enter to proceed".into(),
+            options: vec!["proceed".into()],
+            context: "Confirmation Required\nThis will modify 3 files".into(),
+            ..Default::default()
+        };
+        let s = v1::Session {
+            name: "api".into(),
+            state: v1::SessionState::Waiting as i32,
+            prompt: Some(prompt.clone()),
+            ..Default::default()
+        };
+        let text = session_details(&s);
+        assert!(
+            text.contains(
+                "context         Confirmation Required\n                This will modify 3 files\nwaiting on      continue: Enter to proceed [proceed]"
+            ),
+            "{text}"
+        );
+        let ev = v1::Event {
+            seq: 1,
+            session: "api".into(),
+            kind: Some(Kind::Waiting(v1::Waiting {
+                prompt: Some(prompt.clone()),
+            })),
+            ..Default::default()
+        };
+        let line = event_line(&ev);
+        assert!(
+            line.contains("continue (Confirmation Required This will modify 3 files) Enter to proceed — 1. proceed"),
+            "{line}"
+        );
+        assert_eq!(prompt_json(&prompt)["context"], prompt.context);
     }
 }

@@ -14,15 +14,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::store::{dropped_entries, now_ms, sane_field, set_aside, write_atomic};
 
-/// How long a pairing code is valid.
-pub const PAIRING_TTL_MS: i64 = 60 * 60 * 1000;
-/// Pending codes per platform at most; a new request then takes the place of the oldest.
-pub const MAX_PENDING: usize = 50;
+/// How long a pairing code is valid, unless `[access.PLATFORM] pairing_ttl` says otherwise.
+pub const DEFAULT_PAIRING_TTL: Duration = Duration::from_secs(60 * 60);
+/// Pending codes per platform at most, unless `[access.PLATFORM] pairing_max_pending` says
+/// otherwise; a new request then takes the place of the oldest.
+pub const DEFAULT_MAX_PENDING: usize = 50;
+/// The largest `pairing_max_pending` the config may set: the codes live in `access.json`.
+pub const MAX_PENDING_LIMIT: usize = 10_000;
 /// A refused user without a pairing code is answered at most this often.
 pub const REFUSAL_REPLY_MS: i64 = 60 * 1000;
 /// A pending pairing code is told when issued, then again at most this often.
@@ -70,6 +74,34 @@ pub struct PlatformAccess {
     /// The CLIs non-admins may start; unset: every configured CLI whose adapter is not
     /// `generic`; `["*"]`: all.
     pub clis: Option<Vec<String>>,
+    /// How long a pairing code stays valid.
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub pairing_ttl: Duration,
+    /// Pending pairing codes at most; a new request then takes the place of the oldest.
+    pub pairing_max_pending: usize,
+}
+
+impl PlatformAccess {
+    /// `pairing_ttl` in milliseconds, as the access file's times are.
+    fn pairing_ttl_ms(&self) -> i64 {
+        i64::try_from(self.pairing_ttl.as_millis()).unwrap_or(i64::MAX)
+    }
+
+    /// What is wrong with this section's values, naming the key; `platform` names the section.
+    pub fn validate(&self, platform: &str) -> Result<(), String> {
+        if self.pairing_ttl.is_zero() {
+            return Err(format!(
+                "[access.{platform}] pairing_ttl must be longer than 0, e.g. \"30m\" or \"2h\" (the default is \"1h\")"
+            ));
+        }
+        if !(1..=MAX_PENDING_LIMIT).contains(&self.pairing_max_pending) {
+            return Err(format!(
+                "[access.{platform}] pairing_max_pending must be from 1 to {MAX_PENDING_LIMIT} (the default is {DEFAULT_MAX_PENDING}), not {}",
+                self.pairing_max_pending
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `[access.PLATFORM] sandbox`
@@ -91,6 +123,8 @@ impl Default for PlatformAccess {
             max_sessions_per_user: 4,
             sandbox: Sandbox::default(),
             clis: None,
+            pairing_ttl: DEFAULT_PAIRING_TTL,
+            pairing_max_pending: DEFAULT_MAX_PENDING,
         }
     }
 }
@@ -141,7 +175,7 @@ struct AccessFile {
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum AccessError {
     #[error(
-        "no pending pairing with code {0:?}: codes expire after an hour; see `clibotctl pairing list`"
+        "no pending pairing with code {0:?}: it is mistyped, or it expired (after an hour, or as [access.PLATFORM] pairing_ttl says); see `clibotctl pairing list`"
     )]
     UnknownCode(String),
     #[error("{platform} user {user} has no approved pairing: see `clibotctl pairing list`")]
@@ -198,8 +232,13 @@ impl Access {
         let path = state_dir.join("access.json");
         let mut warnings = Vec::new();
         let mut writable = true;
+        let max_pending = |platform: &str| {
+            config
+                .get(platform)
+                .map_or(DEFAULT_MAX_PENDING, |c| c.pairing_max_pending)
+        };
         let state = match std::fs::read(&path) {
-            Ok(b) => match parse(&b) {
+            Ok(b) => match parse(&b, &max_pending) {
                 Ok((state, dropped)) => {
                     if !dropped.is_empty() {
                         warnings.push(dropped_entries(&path, "access file", &dropped));
@@ -267,6 +306,23 @@ impl Access {
             .get(platform)
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// How long a pairing code of `platform` stays valid, in milliseconds.
+    fn ttl_ms(&self, platform: &str) -> i64 {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(platform)
+            .map_or_else(
+                || PlatformAccess::default().pairing_ttl_ms(),
+                PlatformAccess::pairing_ttl_ms,
+            )
+    }
+
+    /// Whether pending code `p` is still valid at `now`.
+    fn live(&self, p: &Pending, now: i64) -> bool {
+        now.saturating_sub(p.created_ms) < self.ttl_ms(&p.platform)
     }
 
     /// Replaces `[access.*]` (a reload): applies to every check from now on.
@@ -373,7 +429,7 @@ impl Access {
         }
         let mut st = self.lock();
         let before = st.pending.len();
-        st.pending.retain(|p| now - p.created_ms < PAIRING_TTL_MS);
+        st.pending.retain(|p| self.live(p, now));
         let mut changed = st.pending.len() != before;
         let mut issued = false;
         let paired = st
@@ -397,13 +453,22 @@ impl Access {
             .iter()
             .find(|p| p.platform == platform && p.user == user)
         {
+            // The time it has left, not its whole life.
+            let left = conf
+                .pairing_ttl_ms()
+                .saturating_sub(now.saturating_sub(p.created_ms));
             Decision::Denied {
-                reason: pairing_message(&p.code),
+                reason: pairing_message(
+                    &p.code,
+                    Duration::from_millis(u64::try_from(left).unwrap_or(0)),
+                ),
                 code: Some(p.code.clone()),
             }
         } else {
             // Full: the oldest request of this platform gives way (its code stops working).
-            while st.pending.iter().filter(|p| p.platform == platform).count() >= MAX_PENDING {
+            while st.pending.iter().filter(|p| p.platform == platform).count()
+                >= conf.pairing_max_pending.max(1)
+            {
                 let oldest = st
                     .pending
                     .iter()
@@ -434,7 +499,7 @@ impl Access {
             changed = true;
             issued = true;
             Decision::Denied {
-                reason: pairing_message(&code),
+                reason: pairing_message(&code, conf.pairing_ttl),
                 code: Some(code),
             }
         };
@@ -450,7 +515,7 @@ impl Access {
         self.lock()
             .pending
             .iter()
-            .filter(|p| now - p.created_ms < PAIRING_TTL_MS)
+            .filter(|p| self.live(p, now))
             .cloned()
             .collect()
     }
@@ -472,7 +537,7 @@ impl Access {
         let i = st
             .pending
             .iter()
-            .position(|p| p.code == code && now - p.created_ms < PAIRING_TTL_MS)
+            .position(|p| p.code == code && self.live(p, now))
             .ok_or_else(|| AccessError::UnknownCode(code.clone()))?;
         let p = st.pending.remove(i);
         st.approved.push(Approved {
@@ -505,7 +570,11 @@ impl Access {
 }
 
 /// Parses `access.json` entry by entry: what cannot be used is dropped and described.
-fn parse(bytes: &[u8]) -> Result<(AccessFile, Vec<String>), serde_json::Error> {
+/// `max_pending` is each platform's cap on pending codes.
+fn parse(
+    bytes: &[u8],
+    max_pending: &dyn Fn(&str) -> usize,
+) -> Result<(AccessFile, Vec<String>), serde_json::Error> {
     let raw: serde_json::Value = serde_json::from_slice(bytes)?;
     let mut dropped = Vec::new();
     let mut st = AccessFile::default();
@@ -572,19 +641,20 @@ fn parse(bytes: &[u8]) -> Result<(AccessFile, Vec<String>), serde_json::Error> {
         }
         Some(_) => dropped.push("pending (not a list)".into()),
     }
-    // At most MAX_PENDING per platform: the newest are kept.
+    // At most the platform's cap per platform: the newest are kept.
     let mut per_platform: BTreeMap<String, usize> = BTreeMap::new();
     st.pending.sort_by_key(|p| std::cmp::Reverse(p.created_ms));
     st.pending.retain(|p| {
+        let max = max_pending(&p.platform);
         let n = per_platform.entry(p.platform.clone()).or_default();
         *n += 1;
-        if *n > MAX_PENDING {
+        if *n > max {
             dropped.push(format!(
-                "pending code {} beyond {MAX_PENDING} for {}",
-                p.code, p.platform
+                "pending code {} beyond {max} for {} ([access.{}] pairing_max_pending)",
+                p.code, p.platform, p.platform
             ));
         }
-        *n <= MAX_PENDING
+        *n <= max
     });
     st.pending.sort_by_key(|p| p.created_ms);
     Ok((st, dropped))
@@ -595,14 +665,15 @@ fn code_ok(code: &str) -> bool {
     (4..=32).contains(&code.len()) && code.bytes().all(|b| ALPHABET.contains(&b))
 }
 
-fn pairing_message(code: &str) -> String {
+fn pairing_message(code: &str, ttl: Duration) -> String {
     // A code read from access.json may be of any length: split it only where it can be.
     let shown = match (code.get(..4), code.get(4..)) {
         (Some(head), Some(tail)) if !tail.is_empty() => format!("{head}-{tail}"),
         _ => code.to_string(),
     };
     format!(
-        "this chat is not paired with clibot yet. Your pairing code is {shown}; the owner approves it on the machine with `clibotctl pairing approve {code}` (it expires in an hour)"
+        "this chat is not paired with clibot yet. Your pairing code is {shown}; the owner approves it on the machine with `clibotctl pairing approve {code}` (it expires in {})",
+        crate::duration::format_words(ttl)
     )
 }
 
@@ -611,10 +682,10 @@ mod tests {
     #[test]
     fn a_pairing_message_never_panics_on_an_odd_code() {
         for code in ["", "AB", "ABCD", "ABCDEFGH", "ÄÖÜ€x"] {
-            let m = super::pairing_message(code);
+            let m = super::pairing_message(code, DEFAULT_PAIRING_TTL);
             assert!(m.contains("pairing code is"), "{m}");
         }
-        assert!(super::pairing_message("ABCDEFGH").contains("ABCD-EFGH"));
+        assert!(super::pairing_message("ABCDEFGH", DEFAULT_PAIRING_TTL).contains("ABCD-EFGH"));
     }
 
     use super::*;
@@ -719,18 +790,18 @@ mod tests {
         };
         let t0 = now_ms();
         let first = code_of(a.check_at("telegram", "u0", "", t0).0);
-        for i in 1..MAX_PENDING {
+        for i in 1..DEFAULT_MAX_PENDING {
             a.check_at("telegram", &format!("u{i}"), "", t0 + i as i64);
         }
-        assert_eq!(a.pending().len(), MAX_PENDING);
+        assert_eq!(a.pending().len(), DEFAULT_MAX_PENDING);
         // Asking again keeps the one code, and takes no new slot.
         assert_eq!(code_of(a.check_at("telegram", "u0", "", t0 + 100).0), first);
-        assert_eq!(a.pending().len(), MAX_PENDING);
+        assert_eq!(a.pending().len(), DEFAULT_MAX_PENDING);
         // One more stranger: the oldest request gives way, and its code no longer works.
         let (d, issued) = a.check_at("telegram", "new", "", t0 + 200);
         assert!(issued);
         code_of(d);
-        assert_eq!(a.pending().len(), MAX_PENDING);
+        assert_eq!(a.pending().len(), DEFAULT_MAX_PENDING);
         assert!(a.pending().iter().all(|p| p.user != "u0"));
         assert_eq!(
             a.approve(&first),
@@ -738,7 +809,86 @@ mod tests {
         );
         // Other platforms have their own slots.
         code_of(a.check("discord", "d1", ""));
-        assert_eq!(a.pending().len(), MAX_PENDING + 1);
+        assert_eq!(a.pending().len(), DEFAULT_MAX_PENDING + 1);
+    }
+
+    #[test]
+    fn the_lifetime_and_the_cap_come_from_the_config_and_follow_a_reload() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let conf = |ttl: u64, max: usize| {
+            let mut c = BTreeMap::new();
+            c.insert(
+                "telegram".to_string(),
+                PlatformAccess {
+                    pairing_ttl: Duration::from_secs(ttl),
+                    pairing_max_pending: max,
+                    ..Default::default()
+                },
+            );
+            c
+        };
+        let a = Access::open(dir.path(), conf(30 * 60, 3)).0;
+        let code_of = |d: Decision| match d {
+            Decision::Denied { code: Some(c), .. } => c,
+            other => panic!("a code expected, got {other:?}"),
+        };
+        let t0 = now_ms();
+        let (d, _) = a.check_at("telegram", "u0", "", t0);
+        let Decision::Denied { reason, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert!(reason.contains("it expires in 30 minutes"), "{reason}");
+        let first = code_of(d);
+        // Asked again 10 minutes later: the time it has left.
+        let (d, _) = a.check_at("telegram", "u0", "", t0 + 10 * 60_000);
+        let Decision::Denied { reason, .. } = &d else {
+            panic!("{d:?}")
+        };
+        assert!(reason.contains("it expires in 20 minutes"), "{reason}");
+        // Three wait at most: the fourth takes the oldest one's place.
+        for i in 1..=3 {
+            a.check_at("telegram", &format!("u{i}"), "", t0 + i);
+        }
+        assert_eq!(a.pending().len(), 3);
+        assert!(a.pending().iter().all(|p| p.code != first));
+        // Other platforms keep the defaults.
+        code_of(a.check("discord", "d1", ""));
+        assert_eq!(a.pending().len(), 4);
+        // Past the lifetime, a code is gone: a new one is issued.
+        let (d, issued) = a.check_at("telegram", "u1", "", t0 + 31 * 60_000);
+        assert!(issued, "{d:?}");
+        // A reload applies at once: a shorter lifetime expires codes issued before it.
+        let (_, issued) = a.check_at("telegram", "u9", "", now_ms());
+        assert!(issued);
+        assert!(a.pending().iter().any(|p| p.user == "u9"));
+        a.set_config(conf(1, 3));
+        std::thread::sleep(Duration::from_millis(1100));
+        assert!(
+            a.pending().iter().all(|p| p.user != "u9"),
+            "{:?}",
+            a.pending()
+        );
+        // A lower cap read from the file at start keeps the newest.
+        drop(a);
+        let mut st = AccessFile::default();
+        for i in 0..5 {
+            st.pending.push(Pending {
+                code: format!("ABCDEFG{}", (b'A' + i) as char),
+                platform: "telegram".into(),
+                user: format!("w{i}"),
+                name: String::new(),
+                created_ms: now_ms() + i64::from(i),
+            });
+        }
+        std::fs::write(
+            dir.path().join("access.json"),
+            serde_json::to_vec(&st).expect("json"),
+        )
+        .expect("write");
+        let (a, w) = Access::open(dir.path(), conf(3600, 2));
+        assert!(w.iter().any(|w| w.contains("pairing_max_pending")), "{w:?}");
+        let users: Vec<String> = a.pending().into_iter().map(|p| p.user).collect();
+        assert_eq!(users, ["w3", "w4"]);
     }
 
     #[test]
@@ -868,7 +1018,7 @@ mod tests {
         else {
             panic!("code")
         };
-        a.lock().pending[0].created_ms -= PAIRING_TTL_MS + 1;
+        a.lock().pending[0].created_ms -= DEFAULT_PAIRING_TTL.as_millis() as i64 + 1;
         assert_eq!(a.approve(&code), Err(AccessError::UnknownCode(code)));
         assert!(a.pending().is_empty());
     }

@@ -95,6 +95,9 @@ pub struct ScreenPrompt {
     /// What the subject is, when the pattern says.
     pub subject_kind: Option<String>,
     pub answer: AnswerStyle,
+    /// The lines just above the question that explain it, inside the dialog ("This will
+    /// modify 3 files"); empty when there are none (see [`context_above`]).
+    pub context: String,
 }
 
 /// What a screen shows.
@@ -272,6 +275,12 @@ impl Pack {
                 .unwrap_or_default();
             let subject_partial =
                 subject_match.is_some_and(|s| goes_on(&tail, s.end(), line_start));
+            // The context is above the question's own line (a pattern may start matching on a
+            // line above it).
+            let question_line = caps.name("q").map_or(line_start, |q| {
+                tail[..q.start()].rfind('\n').map_or(0, |i| i + 1)
+            });
+            let context = context_above(&tail[..question_line], &subject, start == 0);
             a.prompt = Some(ScreenPrompt {
                 kind: rule.kind.clone(),
                 text,
@@ -280,11 +289,78 @@ impl Pack {
                 subject_partial,
                 subject_kind: rule.subject_kind.clone(),
                 answer: rule.answer,
+                context,
             });
             break;
         }
         a
     }
+}
+
+/// Lines of context at most, and characters.
+const CONTEXT_LINES: usize = 5;
+const CONTEXT_CHARS: usize = 500;
+
+/// What starts a line of the conversation rather than of a dialog: the CLIs' marks for what
+/// was typed (`❯`, `›`, `>`), for the model's words and tool calls (`●`, `•`, `✦`, `⏺`, `⎿`),
+/// and for a turn's status (`✻`, `▣`, `→`).
+const CONVERSATION_MARKS: &[char] = &['❯', '›', '>', '●', '•', '◦', '✦', '⏺', '⎿', '✻', '▣', '→'];
+
+/// Whether a line is drawn only with box-drawing characters: a border, a rule.
+fn is_border(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty()
+        && t.chars()
+            .all(|c| ('\u{2500}'..='\u{257F}').contains(&c) || c.is_whitespace())
+}
+
+/// The dialog's own lines just above its question (`above` is the screen's checked tail up to
+/// the question's line), which explain it: a warning such as "This will modify 3 files", a
+/// title. They are the lines right above it (one blank line between them and the question
+/// is allowed) up to a blank line or a border (the dialog's top), with borders stripped, at
+/// most [`CONTEXT_LINES`] lines and [`CONTEXT_CHARS`] characters; `at_top` says that `above`
+/// starts at the top of the screen, which bounds them too. The line naming `subject` is left
+/// out (it is shown as the subject). Lines that run on into the conversation — into a line the
+/// CLI marks as typed input, the model's words or a turn's status, into the top of what was
+/// checked, or past the line limit — are not the dialog's: then there is none.
+pub fn context_above(above: &str, subject: &str, at_top: bool) -> String {
+    let lines: Vec<&str> = above.lines().collect();
+    let mut i = lines.len();
+    // One blank line may separate the question from what explains it.
+    if i > 0 && clean_line(lines[i - 1]).is_empty() {
+        i -= 1;
+    }
+    let mut picked: Vec<&str> = Vec::new();
+    loop {
+        if i == 0 {
+            if at_top {
+                break;
+            }
+            // The top of what was checked: where this block starts is not known.
+            return String::new();
+        }
+        let line = clean_line(lines[i - 1]);
+        if line.is_empty() || is_border(line) {
+            break;
+        }
+        if line.starts_with(CONVERSATION_MARKS) || picked.len() == CONTEXT_LINES {
+            return String::new();
+        }
+        picked.push(line);
+        i -= 1;
+    }
+    picked.reverse();
+    let text = picked
+        .into_iter()
+        .filter(|l| subject.is_empty() || !l.contains(subject))
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.chars().count() > CONTEXT_CHARS {
+        let mut cut: String = text.chars().take(CONTEXT_CHARS - 1).collect();
+        cut.push('…');
+        return cut;
+    }
+    text
 }
 
 /// Whether the text read as a subject up to `end` may go on: the line after it is neither
@@ -598,6 +674,145 @@ pub(crate) mod tests {
             c.analyze("  ⎿  Interrupted · What should Claude do instead?\n❯ ")
                 .interrupted
         );
+    }
+
+    #[test]
+    fn gemini_enter_to_proceed_is_a_prompt_answered_by_enter() {
+        // Gemini CLI 0.61.0 (the pinned one) draws no such dialog yet: the fixture is drawn
+        // as its dialogs are (a rounded box, a bold title, the message, the footer
+        // `DialogFooter` writes: "ACTION · Esc to cancel").
+        let a = pack("gemini").analyze(&screen("gemini_enter_to_proceed.txt"));
+        let p = a.prompt.expect("a prompt");
+        assert_eq!(p.kind, "continue");
+        assert_eq!(p.text, "Enter to proceed");
+        assert_eq!(p.options, ["proceed"]);
+        assert_eq!(p.answer, AnswerStyle::Enter);
+        assert_eq!(
+            p.context,
+            "Confirmation Required\nThis will modify 3 files in /home/dev/proj: settings.json, .env, GEMINI.md"
+        );
+        let g = pack("gemini");
+        for shown in [
+            "│ Press Enter to proceed. │",
+            "  Enter to proceed",
+            "│ press enter to proceed (Esc to cancel)   │",
+        ] {
+            let p = g.analyze(shown).prompt.unwrap_or_else(|| panic!("{shown}"));
+            assert_eq!(
+                (p.kind.as_str(), p.answer),
+                ("continue", AnswerStyle::Enter)
+            );
+        }
+        for prose in [
+            "✦ Press Enter to proceed with the installation when you are ready.",
+            "✦ You can press Enter to proceed.",
+        ] {
+            assert!(g.analyze(prose).prompt.is_none(), "{prose}");
+        }
+        // The permission dialogs are still read as before.
+        let p = g
+            .analyze(&screen("gemini_shell_perm.txt"))
+            .prompt
+            .expect("permission");
+        assert_eq!(p.kind, "permission");
+    }
+
+    #[test]
+    fn the_real_screens_give_the_lines_that_explain_their_dialog_or_none() {
+        let cases = [
+            (
+                "claude",
+                "claude_bash_perm.txt",
+                "Create an empty marker file",
+            ),
+            (
+                "claude",
+                "claude_no_feedback.txt",
+                "Bash command\nCreate an empty marker file",
+            ),
+            ("claude", "claude_askq.txt", "☐ Database"),
+            ("claude", "claude_trust.txt", "/home/dev/proj"),
+            (
+                "claude",
+                "claude_apikey.txt",
+                "ANTHROPIC_API_KEY: sk-ant-...t-api03-mockmockmock",
+            ),
+            // A diff box right above the question is not an explanation.
+            ("claude", "claude_write_perm.txt", ""),
+            // Codex draws its dialog straight under the conversation: nothing above is its.
+            ("codex", "codex_exec_approval.txt", ""),
+            ("codex", "codex_patch_approval.txt", ""),
+            // A dialog alone on the screen: all of it above the options.
+            (
+                "codex",
+                "codex_trust.txt",
+                "Folder access\n/home/dev/gitproj\nTrust this folder?",
+            ),
+            ("gemini", "gemini_shell_perm.txt", ""),
+            ("gemini", "gemini_write_perm.txt", ""),
+            ("opencode", "opencode_bash_perm.txt", ""),
+            ("opencode", "opencode_write_perm.txt", ""),
+        ];
+        for (cli, file, want) in cases {
+            let p = pack(cli)
+                .analyze(&screen(file))
+                .prompt
+                .unwrap_or_else(|| panic!("{file}: a prompt"));
+            if want.is_empty() {
+                assert_eq!(p.context, "", "{file}");
+            } else {
+                assert!(p.context.starts_with(want), "{file}: {:?}", p.context);
+            }
+            // Never the banner, the user's words or the model's reply.
+            for never in [
+                "Tips for getting started",
+                "Please ",
+                "Hello from the mock model",
+                "bullet",
+                "I will",
+            ] {
+                assert!(!p.context.contains(never), "{file}: {:?}", p.context);
+            }
+            assert!(p.context.lines().count() <= CONTEXT_LINES, "{file}");
+            assert!(p.context.chars().count() <= CONTEXT_CHARS, "{file}");
+        }
+    }
+
+    #[test]
+    fn context_stops_at_a_blank_line_or_a_border_and_is_never_the_conversation() {
+        let c = |above: &str, subject: &str| context_above(above, subject, false);
+        assert_eq!(
+            c(
+                "reply\n\n╭────╮\n│ Title │\n│ Modifies 3 files │\n│      │\n",
+                ""
+            ),
+            "Title\nModifies 3 files"
+        );
+        assert_eq!(c("x\n\nWarning: big\n", ""), "Warning: big");
+        // Two blank lines: what is above is something else.
+        assert_eq!(c("x\n\nWarning: big\n\n\n", ""), "");
+        // The subject is shown as such, not twice.
+        assert_eq!(
+            c(
+                "\n Bash command\n   rm -r build\n   Clean the build\n",
+                "rm -r build"
+            ),
+            "Bash command\nClean the build"
+        );
+        // Lines that run into the conversation are the conversation's.
+        assert_eq!(c("\n› do it\n• Running x\n  more\n", ""), "");
+        assert_eq!(c("\n✦ I will run it.\nIt changes things.\n", ""), "");
+        // Past five lines it is not a dialog's few words; nor at the top of what was checked.
+        let six = "\na\nb\nc\nd\ne\nf\n";
+        assert_eq!(c(six, ""), "");
+        assert_eq!(c("a\nb\n", ""), "");
+        assert_eq!(context_above("a\nb\n", "", true), "a\nb");
+        // Long lines are cut.
+        let long = format!("\n{}\n", "w".repeat(900));
+        let t = c(&long, "");
+        assert_eq!(t.chars().count(), CONTEXT_CHARS);
+        assert!(t.ends_with('…'));
+        assert!(is_border("╰──────╯") && is_border(" ╌╌╌╌ ") && !is_border("── x ──"));
     }
 
     #[test]

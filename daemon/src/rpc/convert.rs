@@ -10,7 +10,11 @@ pub(super) fn shown_text(kind: &EventKind) -> Option<String> {
         // Answered by a rule or the decider: the chat saw only the answer.
         EventKind::Waiting { prompt } if !prompt.auto.is_empty() => return None,
         EventKind::Waiting { prompt } => {
-            let mut t = prompt.text.clone();
+            let mut t = if prompt.context.is_empty() {
+                prompt.text.clone()
+            } else {
+                format!("{}\n{}", prompt.context, prompt.text)
+            };
             for (i, o) in prompt.options.iter().enumerate() {
                 t.push_str(&format!("\n{}. {o}", i + 1));
             }
@@ -134,8 +138,50 @@ impl From<CoreError> for Status {
             CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,
         };
-        Status::new(code, e.to_string())
+        match e.chat_text() {
+            // Carried along for [`for_caller`], which keeps one of the two texts.
+            Some(chat) => {
+                let mut md = tonic::metadata::MetadataMap::new();
+                md.insert_bin(
+                    CHAT_TEXT_KEY,
+                    tonic::metadata::MetadataValue::from_bytes(chat.as_bytes()),
+                );
+                Status::with_metadata(code, e.to_string(), md)
+            }
+            None => Status::new(code, e.to_string()),
+        }
     }
+}
+
+/// Where a status carries a core error's words for chats ([`CoreError::chat_text`]).
+const CHAT_TEXT_KEY: &str = "clibot-chat-text-bin";
+
+/// Whether a call's errors are read in a chat: it comes through the gateway for a chat user,
+/// or from the console gateway (the local user typing `!!` commands in a chat of their own).
+/// A process in a session calling as its owner runs `clibotctl`: not a chat.
+pub(super) fn from_chat<T>(req: &Request<T>) -> bool {
+    let a = actor(req);
+    a.via.is_empty() && (!a.is_local() || !a.chat.is_empty())
+}
+
+/// A status as its caller should read it: for a chat, a core error's chat words (chat commands
+/// instead of `clibotctl` ones); for anyone else, the words for the machine. The chat words are
+/// never passed on as they were carried.
+pub(super) fn for_caller(chat: bool, s: Status) -> Status {
+    let Some(words) = s.metadata().get_bin(CHAT_TEXT_KEY) else {
+        return s;
+    };
+    let chat_text = words
+        .to_bytes()
+        .ok()
+        .and_then(|b| String::from_utf8(b.to_vec()).ok());
+    let mut md = s.metadata().clone();
+    md.remove_bin(CHAT_TEXT_KEY);
+    let message = match chat_text {
+        Some(t) if chat => t,
+        _ => s.message().to_string(),
+    };
+    Status::with_metadata(s.code(), message, md)
 }
 
 pub(super) fn state_to_proto(s: State) -> v1::SessionState {
@@ -174,6 +220,7 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
         warning: p.warning,
         auto: p.auto,
         subject_kind: p.subject_kind,
+        context: p.context,
     }
 }
 
@@ -332,5 +379,54 @@ pub(super) fn blob_status(e: crate::store::blobs::BlobError) -> Status {
         E::NotFound(_) => Status::not_found(e.to_string()),
         E::PastEnd { .. } => Status::out_of_range(e.to_string()),
         E::Io { .. } => Status::internal(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(md: &[(&'static str, &str)]) -> Request<()> {
+        let mut r = Request::new(());
+        for (k, v) in md {
+            r.metadata_mut()
+                .insert(*k, v.parse().expect("ascii metadata"));
+        }
+        r
+    }
+
+    #[test]
+    fn a_chat_reads_chat_commands_and_clibotctl_its_own() {
+        let status = || Status::from(CoreError::Exited("api".into()));
+        let chat = for_caller(true, status());
+        assert_eq!(chat.code(), Code::FailedPrecondition);
+        assert!(
+            chat.message().contains("!!restart api") && !chat.message().contains("clibotctl"),
+            "{}",
+            chat.message()
+        );
+        let local = for_caller(false, status());
+        assert!(
+            local.message().contains("`clibotctl restart api`"),
+            "{}",
+            local.message()
+        );
+        for s in [&chat, &local] {
+            assert!(
+                s.metadata().get_bin(CHAT_TEXT_KEY).is_none(),
+                "not passed on"
+            );
+        }
+        // An error with one text for everyone is left as it is.
+        let same = for_caller(true, Status::from(CoreError::Stopping("api".into())));
+        assert_eq!(same.message(), "session \"api\" is being stopped");
+        // Who reads it in a chat: a chat user through the gateway, the console; not clibotctl.
+        assert!(from_chat(&request(&[
+            ("clibot-platform", "telegram"),
+            ("clibot-user", "7"),
+            ("clibot-chat", "7"),
+        ])));
+        assert!(from_chat(&request(&[("clibot-chat", "console")])));
+        assert!(!from_chat(&request(&[])));
     }
 }

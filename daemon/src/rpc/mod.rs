@@ -235,6 +235,8 @@ impl Service {
     }
 }
 
+/// The calls a chat makes word the core's errors for their caller ([`for_caller`]): a chat is
+/// told chat commands, `clibotctl` its own.
 #[tonic::async_trait]
 impl Clibot for Service {
     async fn status(
@@ -255,49 +257,70 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ListSessionsRequest>,
     ) -> Result<Response<v1::ListSessionsResponse>, Status> {
-        sessions::list_sessions(self, req).await
+        let chat = from_chat(&req);
+        sessions::list_sessions(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn get_session(
         &self,
         req: Request<v1::GetSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        sessions::get_session(self, req).await
+        let chat = from_chat(&req);
+        sessions::get_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn spawn_session(
         &self,
         req: Request<v1::SpawnSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        sessions::spawn_session(self, req).await
+        let chat = from_chat(&req);
+        sessions::spawn_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn send_input(
         &self,
         req: Request<v1::SendInputRequest>,
     ) -> Result<Response<v1::SendInputResponse>, Status> {
-        io::send_input(self, req).await
+        let chat = from_chat(&req);
+        io::send_input(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn send_keys(
         &self,
         req: Request<v1::SendKeysRequest>,
     ) -> Result<Response<v1::SendKeysResponse>, Status> {
-        io::send_keys(self, req).await
+        let chat = from_chat(&req);
+        io::send_keys(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn capture(
         &self,
         req: Request<v1::CaptureRequest>,
     ) -> Result<Response<v1::CaptureResponse>, Status> {
-        io::capture(self, req).await
+        let chat = from_chat(&req);
+        io::capture(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn stop_session(
         &self,
         req: Request<v1::StopSessionRequest>,
     ) -> Result<Response<v1::StopSessionResponse>, Status> {
-        sessions::stop_session(self, req).await
+        let chat = from_chat(&req);
+        sessions::stop_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn adopt_session(
@@ -318,28 +341,40 @@ impl Clibot for Service {
         &self,
         req: Request<v1::RouteRequest>,
     ) -> Result<Response<v1::RouteResponse>, Status> {
-        sessions::route(self, req).await
+        let chat = from_chat(&req);
+        sessions::route(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn start_session(
         &self,
         req: Request<v1::StartSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        sessions::start_session(self, req).await
+        let chat = from_chat(&req);
+        sessions::start_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn restart_session(
         &self,
         req: Request<v1::RestartSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        sessions::restart_session(self, req).await
+        let chat = from_chat(&req);
+        sessions::restart_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn answer_prompt(
         &self,
         req: Request<v1::AnswerPromptRequest>,
     ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
-        io::answer_prompt(self, req).await
+        let chat = from_chat(&req);
+        io::answer_prompt(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn check_access(
@@ -381,7 +416,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::SetBindingRequest>,
     ) -> Result<Response<v1::SetBindingResponse>, Status> {
-        chat::set_binding(self, req).await
+        let chat = from_chat(&req);
+        chat::set_binding(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn list_bindings(
@@ -402,7 +440,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ShareSessionRequest>,
     ) -> Result<Response<v1::ShareSessionResponse>, Status> {
-        chat::share_session(self, req).await
+        let chat = from_chat(&req);
+        chat::share_session(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn ack_ingress(
@@ -430,7 +471,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetLastReplyRequest>,
     ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
-        io::get_last_reply(self, req).await
+        let chat = from_chat(&req);
+        io::get_last_reply(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     type ReadBlobStream = BlobStream;
@@ -467,14 +511,20 @@ impl Clibot for Service {
         &self,
         _req: Request<v1::ListRulesRequest>,
     ) -> Result<Response<v1::ListRulesResponse>, Status> {
-        ops::list_rules(self, _req).await
+        let chat = from_chat(&_req);
+        ops::list_rules(self, _req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn delegate(
         &self,
         req: Request<v1::DelegateRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        sessions::delegate(self, req).await
+        let chat = from_chat(&req);
+        sessions::delegate(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     async fn get_metrics(
@@ -488,7 +538,10 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetTranscriptRequest>,
     ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
-        chat::get_transcript(self, req).await
+        let chat = from_chat(&req);
+        chat::get_transcript(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
     }
 
     type WatchEventsStream = EventStream;

@@ -53,6 +53,9 @@ impl Daemon {
                         if cur.subject.is_empty() {
                             cur.subject = sp.subject.clone();
                         }
+                        if cur.context.is_empty() {
+                            cur.context = sp.context.clone();
+                        }
                         cur.answer = sp.answer;
                         e.rt.turn.prompt_shown();
                         e.rec.prompt = Some(cur.clone());

@@ -62,6 +62,7 @@ pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt, source: &str) ->
         subject: sp.subject.clone(),
         source: source.into(),
         answer: sp.answer,
+        context: sp.context.clone(),
         ..Default::default()
     }
 }
