@@ -108,6 +108,8 @@ pub(crate) struct Inner {
     pub(crate) metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     pub(crate) global_path: Mutex<Option<String>>,
+    /// `[gateway.PLATFORM] default_chat`, as the gateways set it: platform → chat.
+    pub(crate) default_chats: Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -195,6 +197,7 @@ impl Daemon {
                 paste_counter: AtomicU64::new(0),
                 metrics: Arc::new(crate::ops::metrics::Metrics::new()),
                 global_path: Mutex::new(None),
+                default_chats: Mutex::new(Default::default()),
             }),
         };
         let readopted = daemon.reconcile_at_start(registry).await;

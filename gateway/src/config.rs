@@ -25,6 +25,10 @@ pub struct TokenPlatform {
     pub token: String,
     /// Another API base (a self-hosted Bot API server, a proxy, a test fake).
     pub api_url: Option<String>,
+    /// Where sessions started on the machine send their replies, prompts and errors until a
+    /// chat binds them (an admin's chat).
+    #[serde(default)]
+    pub default_chat: Option<String>,
 }
 
 /// `[gateway.feishu]`.
@@ -36,6 +40,9 @@ pub struct FeishuConfig {
     /// `https://open.feishu.cn`; Lark: `https://open.larksuite.com`.
     #[serde(default = "feishu_default_url")]
     pub api_url: String,
+    /// See [`TokenPlatform::default_chat`].
+    #[serde(default)]
+    pub default_chat: Option<String>,
 }
 
 fn feishu_default_url() -> String {
@@ -167,6 +174,9 @@ impl GatewayConfig {
             let mut t = toml::Table::new();
             t.insert("token".into(), toml::Value::String(token));
             t.insert("api_url".into(), toml::Value::String(url));
+            if let Some(chat) = conf.as_ref().and_then(|c| c.default_chat.clone()) {
+                t.insert("default_chat".into(), toml::Value::String(chat));
+            }
             gateway.insert(name.into(), toml::Value::Table(t));
         };
         token_platform(
@@ -192,6 +202,9 @@ impl GatewayConfig {
                 toml::Value::String(f.app_secret.clone()),
             );
             t.insert("api_url".into(), toml::Value::String(f.api_url.clone()));
+            if let Some(chat) = &f.default_chat {
+                t.insert("default_chat".into(), toml::Value::String(chat.clone()));
+            }
             gateway.insert("feishu".into(), toml::Value::Table(t));
         }
         let mut root = toml::Table::new();

@@ -117,15 +117,29 @@ enum Spec {
     Telegram {
         token: String,
         api_url: Option<String>,
+        default_chat: Option<String>,
     },
     Discord {
         token: String,
         api_url: Option<String>,
+        default_chat: Option<String>,
     },
     Feishu(config::FeishuConfig),
 }
 
 impl Spec {
+    /// `[gateway.PLATFORM] default_chat`.
+    fn default_chat(&self) -> Option<String> {
+        match self {
+            Spec::Console => None,
+            Spec::Telegram { default_chat, .. } | Spec::Discord { default_chat, .. } => {
+                default_chat.clone()
+            }
+            Spec::Feishu(f) => f.default_chat.clone(),
+        }
+        .filter(|c| !c.trim().is_empty())
+    }
+
     /// What it holds that must never reach a chat.
     fn secrets(&self) -> Vec<&str> {
         match self {
@@ -310,12 +324,17 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
         specs.push(Spec::Telegram {
             token: token("telegram", &args.telegram_token, &config.telegram)?,
             api_url: api_url(&args.telegram_api_url, &config.telegram),
+            default_chat: config
+                .telegram
+                .as_ref()
+                .and_then(|c| c.default_chat.clone()),
         });
     }
     if args.discord || (!chosen && (config.discord.is_some() || args.discord_token.is_some())) {
         specs.push(Spec::Discord {
             token: token("discord", &args.discord_token, &config.discord)?,
             api_url: api_url(&args.discord_api_url, &config.discord),
+            default_chat: config.discord.as_ref().and_then(|c| c.default_chat.clone()),
         });
     }
     if args.feishu || (!chosen && config.feishu.is_some()) {
@@ -388,12 +407,12 @@ async fn start(
             let (c, rx) = console::Console::start();
             (Arc::new(c), rx)
         }
-        Spec::Telegram { token, api_url } => {
+        Spec::Telegram { token, api_url, .. } => {
             let (t, rx) =
                 telegram::Telegram::start(token, api_url.as_deref(), prefix, lock_dir).await?;
             (Arc::new(t), rx)
         }
-        Spec::Discord { token, api_url } => {
+        Spec::Discord { token, api_url, .. } => {
             let (d, rx) =
                 discord::Discord::start(token, api_url.as_deref(), prefix, lock_dir, socket)
                     .await?;
@@ -424,6 +443,23 @@ async fn run_platform(
     let claims = Arc::new(claim::Claims::default());
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
+    let default_chat = spec.default_chat();
+    // A default chat the daemon refuses (not an admin's) is a config mistake to fix now, not
+    // something to retry: the gateway refuses to start. A daemon not up yet is checked later.
+    if let Some(chat) = &default_chat
+        && let Ok(mut c) = clibot_proto::connect(&socket).await
+    {
+        let req = v1::SetDefaultChatRequest {
+            platform: name.to_string(),
+            chat: chat.clone(),
+        };
+        if let Err(s) = c.set_default_chat(req).await
+            && s.code() == tonic::Code::PermissionDenied
+        {
+            eprintln!("clibot-gateway: {name}: {}", s.message());
+            std::process::exit(2);
+        }
+    }
     loop {
         health.state("connecting", "");
         let began = std::time::Instant::now();
@@ -435,8 +471,12 @@ async fn run_platform(
                 ));
                 health.state("connected", "");
                 health.heard();
-                let relay =
-                    tokio::spawn(relay::run(platform.clone(), socket.clone(), health.clone()));
+                let relay = tokio::spawn(relay::run(
+                    platform.clone(),
+                    socket.clone(),
+                    health.clone(),
+                    default_chat.clone(),
+                ));
                 // Replies to chat messages go through a queue per chat: handling the next
                 // message never waits for a slow (rate-limited) chat.
                 let router = router::Router {

@@ -92,7 +92,12 @@ fn tolerate<T>(
 }
 
 /// Delivers events forever, reconnecting to the daemon when it goes away.
-pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformHealth) {
+pub async fn run(
+    platform: Arc<dyn Platform>,
+    socket: PathBuf,
+    health: PlatformHealth,
+    default_chat: Option<String>,
+) {
     let consumer = platform.consumer();
     let mut backoff = Duration::from_millis(200);
     // Workers outlive a lost daemon connection: what they hold is delivered once, and what
@@ -103,6 +108,23 @@ pub async fn run(platform: Arc<dyn Platform>, socket: PathBuf, health: PlatformH
         let began = Instant::now();
         let result: anyhow::Result<()> = async {
             let mut c = clibot_proto::connect(&socket).await?;
+            // Named again on every connection: a restarted daemon does not keep it.
+            if let Some(chat) = &default_chat {
+                let req = v1::SetDefaultChatRequest {
+                    platform: platform.name().to_string(),
+                    chat: chat.clone(),
+                };
+                if let Err(s) = c.set_default_chat(req).await {
+                    if lost(&s) {
+                        return Err(s.into());
+                    }
+                    eprintln!(
+                        "clibot-gateway: {}: the default chat was refused: {}",
+                        platform.name(),
+                        s.message()
+                    );
+                }
+            }
             let bound = bindings(&mut c, platform.name(), "").await?;
             let own = c
                 .get_cursor(v1::GetCursorRequest {

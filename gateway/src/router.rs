@@ -885,6 +885,7 @@ mod tests {
             platform.clone(),
             h.socket.clone(),
             crate::health::Health::default().platform("telegram"),
+            None,
         ));
         let router = Router {
             platform,

@@ -355,6 +355,23 @@ impl Chats {
         self.save(&st);
     }
 
+    /// Gives `chat` a binding to no session (a "home" binding: a delivery cursor, starting at
+    /// `last_seq`) if it has none, so that the events it is sent without being bound (a default
+    /// chat's) are delivered to it once, from where it was set. A chat with a binding keeps it.
+    pub fn ensure_home(&self, platform: &str, chat: &str, last_seq: u64) {
+        let mut st = self.lock();
+        if st
+            .bindings
+            .iter()
+            .any(|b| b.platform == platform && b.chat == chat)
+        {
+            return;
+        }
+        st.bindings
+            .push(Binding::new(platform, chat, "", false, last_seq, "local"));
+        self.save(&st);
+    }
+
     /// Moves every chat bound to `from` to `to` (a delegation), keeping each chat's delivery
     /// position: what `to` says from now on reaches them. Returns the chats moved.
     pub fn move_session(&self, from: &str, to: &str) -> Vec<(String, String)> {

@@ -260,6 +260,30 @@ pub(super) async fn set_binding(
     Ok(Response::new(v1::SetBindingResponse {}))
 }
 
+pub(super) async fn set_default_chat(
+    svc: &Service,
+    req: Request<v1::SetDefaultChatRequest>,
+) -> Result<Response<v1::SetDefaultChatResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    if !actor.is_local() {
+        let why = "only the machine's user (the gateway) names the default chat";
+        svc.daemon.audit(&actor, "", "default_chat", Err(why));
+        return Err(Status::permission_denied(why));
+    }
+    match svc.daemon.set_default_chat(&r.platform, &r.chat) {
+        Ok(()) => {
+            svc.daemon.audit(&actor, "", "default_chat", Ok(()));
+            Ok(Response::new(v1::SetDefaultChatResponse {}))
+        }
+        Err(e) => {
+            svc.daemon
+                .audit(&actor, "", "default_chat", Err(&e.to_string()));
+            Err(Status::permission_denied(e.to_string()))
+        }
+    }
+}
+
 pub(super) async fn list_bindings(
     svc: &Service,
     req: Request<v1::ListBindingsRequest>,
@@ -268,10 +292,22 @@ pub(super) async fn list_bindings(
     // Delivery stops at once for a chat whose binder lost the session.
     svc.daemon.enforce_binders();
     let access = svc.daemon.access();
-    let bindings = svc
+    let mut list = svc
         .daemon
         .chats()
-        .bindings(&r.platform, &r.chat, &r.session)
+        .bindings(&r.platform, &r.chat, &r.session);
+    // A default chat's cursor with no session is no binding to the chat itself.
+    if !r.chat.is_empty() {
+        list.retain(|b| !b.session.is_empty());
+    }
+    if list.is_empty()
+        && !r.session.is_empty()
+        && !r.platform.is_empty()
+        && let Some(b) = svc.daemon.default_chat_binding(&r.platform, &r.session)
+    {
+        list.push(b);
+    }
+    let bindings = list
         .into_iter()
         .map(|b| {
             // A group taken out of the config is suspended at once, whatever was bound.

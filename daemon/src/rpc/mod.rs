@@ -429,6 +429,13 @@ impl Clibot for Service {
         chat::list_bindings(self, req).await
     }
 
+    async fn set_default_chat(
+        &self,
+        req: Request<v1::SetDefaultChatRequest>,
+    ) -> Result<Response<v1::SetDefaultChatResponse>, Status> {
+        chat::set_default_chat(self, req).await
+    }
+
     async fn mark_chat_broken(
         &self,
         req: Request<v1::MarkChatBrokenRequest>,

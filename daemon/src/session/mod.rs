@@ -12,6 +12,7 @@ mod auto_answer;
 mod bind_rights;
 mod confine;
 mod declared;
+mod default_chat;
 mod delegation;
 mod hooks;
 mod input;

@@ -1,0 +1,64 @@
+//! A default chat per platform (`[gateway.PLATFORM] default_chat`): sessions started on the
+//! machine — not from a chat — send their replies, prompts and errors there until a chat binds
+//! them, so that a session spawned at the desk reaches the phone without `!!use`.
+//!
+//! The gateway names its default chat on every connection; only an admin's chat is accepted
+//! (the admin's private chat, or a chat an admin bound). The chat gets a delivery cursor of its
+//! own when it has no binding ([`crate::chat::chats::Chats::ensure_home`]), so what it is sent
+//! is delivered at least once, like everything else.
+
+use crate::chat::chats::Binding;
+use crate::core::Daemon;
+use crate::error::CoreError;
+use crate::locking::lock;
+
+impl Daemon {
+    /// Sets (or, with an empty `chat`, clears) the platform's default chat.
+    pub fn set_default_chat(&self, platform: &str, chat: &str) -> Result<(), CoreError> {
+        if platform.is_empty() {
+            return Err(CoreError::InvalidArgument("name the platform".into()));
+        }
+        if chat.is_empty() {
+            lock(&self.inner.default_chats).remove(platform);
+            return Ok(());
+        }
+        if !self.is_admin_chat(platform, chat) {
+            return Err(CoreError::InvalidArgument(format!(
+                "[gateway.{platform}] default_chat = {chat:?} is not an admin's chat: name an admin's private chat (an id in [access.{platform}] admins), or a chat an admin bound with !!use or !!new"
+            )));
+        }
+        self.chats()
+            .ensure_home(platform, chat, self.inner.events.last_seq());
+        lock(&self.inner.default_chats).insert(platform.to_string(), chat.to_string());
+        Ok(())
+    }
+
+    /// An admin's private chat (its id is the admin's user id), or a chat an admin bound.
+    fn is_admin_chat(&self, platform: &str, chat: &str) -> bool {
+        let access = &self.inner.access;
+        if access.known(platform, chat) == Some(true) {
+            return true;
+        }
+        self.chats().bindings(platform, chat, "").iter().any(|b| {
+            b.binder
+                .split_once(':')
+                .is_some_and(|(p, u)| p == platform && access.known(p, u) == Some(true))
+        })
+    }
+
+    /// The default chat's binding, for an event of `session` that no chat of `platform` is
+    /// bound to, when the session was started on the machine.
+    pub fn default_chat_binding(&self, platform: &str, session: &str) -> Option<Binding> {
+        let chat = lock(&self.inner.default_chats).get(platform).cloned()?;
+        let machine = lock(&self.inner.sessions)
+            .get(session)
+            .is_some_and(|e| e.rec.owner.is_empty());
+        if !machine {
+            return None;
+        }
+        self.chats()
+            .bindings(platform, &chat, "")
+            .into_iter()
+            .next()
+    }
+}
