@@ -935,3 +935,33 @@ fn with_the_daemon_down_only_a_chat_verified_before_is_answered_and_never_with_a
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// `Select an option [1-3]:` with nothing listed is answered from the chat: the range is its
+/// buttons, and a typed `2` types 2.
+#[test]
+fn a_range_prompt_is_answered_from_the_chat() {
+    let (h, tg, mut g) = setup();
+    let work = h.work.display().to_string();
+    new_session(&tg, "sel", &work);
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -p 'Select an option [1-3]: ' x; echo picked=$x",
+    );
+    let prompt = prompt_message(&tg, ADMIN, "Select an option [1-3]");
+    let markup = prompt.reply_markup.clone().expect("buttons");
+    let labels: Vec<String> = markup["inline_keyboard"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row[0]["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(labels.len(), 3, "{markup}");
+    tg.push_message(ADMIN, ADMIN, "Owner", "2");
+    h.wait_screen("sel", "the answer typed", |t| {
+        lines(t).contains(&"picked=2")
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
