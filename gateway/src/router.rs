@@ -267,14 +267,14 @@ impl Router {
     /// Answers a prompt, always naming it: a button's own prompt; for a typed answer the
     /// prompt last shown in this chat (the daemon keeps it with the chat's binding), else —
     /// for a chat that was never shown one — the one the session shows now. The daemon refuses
-    /// an answer to a prompt that is no longer waiting.
+    /// an answer to a prompt that is no longer waiting. True when it answered a password prompt.
     async fn answer(
         &self,
         c: &mut clibot_proto::Client,
         msg: &Inbound,
         binding: Option<&v1::Binding>,
         answer: String,
-    ) -> Result<(), tonic::Status> {
+    ) -> Result<bool, tonic::Status> {
         let (session, prompt_id) = match &msg.prompt {
             // The daemon finds the session that showed it.
             Some(id) => (String::new(), id.clone()),
@@ -306,8 +306,10 @@ impl Router {
             prompt_id,
             answer,
         };
-        c.answer_prompt(self.req(msg, req)).await?;
-        Ok(())
+        Ok(c.answer_prompt(self.req(msg, req))
+            .await?
+            .into_inner()
+            .secret)
     }
 
     /// The chat's binding; for a chat with none, the only session this user may use (which
@@ -593,7 +595,11 @@ impl Router {
                 if msg.prompt.is_none() || foreign {
                     need(&bound)?;
                 }
-                self.answer(c, msg, binding.as_ref(), choice).await?;
+                // `!!answer` with a password: the message carrying it goes, like a plain one.
+                if self.answer(c, msg, binding.as_ref(), choice).await? {
+                    let session = bound.clone().unwrap_or_default();
+                    return Ok(Some(self.secret_sent(msg, &session).await));
+                }
                 return Ok(None);
             }
             Command::Share { name, user, revoke } => {

@@ -125,11 +125,34 @@ fn a_password_typed_from_chat_reaches_the_program_and_is_kept_nowhere() {
         lines(t).contains(&format!("pp={psum}").as_str())
     });
 
+    // `!!answer SECRET` is the same: typed, kept nowhere, the message deleted.
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "read -rs -p 'Password: ' p3; echo; echo p3=${#p3}",
+    );
+    tg.wait_sent("the third prompt", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("🔒") && t.contains("Password:"))
+    });
+    let answered = "s3cr3t-Answer";
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!answer {answered}"));
+    h.wait_screen("pw", "the answer typed", |t| lines(t).contains(&"p3=13"));
+    tg.wait_sent("the second receipt", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .filter(|t| t.contains("your message was deleted"))
+            .count()
+            == 2
+    });
+
     // Nothing on disk holds either: the state directory (event log, registry, queue files,
     // transcripts, audit log), the daemon's and the gateway's logs, the config.
     let _ = g.kill();
     let _ = g.wait();
-    for secret in [password, passphrase] {
+    for secret in [password, passphrase, answered] {
         let found = files_containing(h.dir.path(), secret);
         assert!(found.is_empty(), "{secret:?} found in {found:?}");
     }
