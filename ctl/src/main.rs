@@ -157,6 +157,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List the AI CLIs running as you that clibot does not manage: in a pane of any of your
+    /// tmux servers, or in another terminal (what they are comes from the process tree).
+    /// Changes nothing.
+    Discover {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Start a session declared in the config ([[sessions]]) that does not run: an exited one
     /// is restarted, a tmux session of that name on clibot's server is adopted.
     Start {
@@ -529,6 +537,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => sessions::adopt(c, tmux_session, cli, name, json).await,
         Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
         Command::Start { name, json } => sessions::start(c, name, json).await,
+        Command::Discover { json } => sessions::discover(c, json).await,
         Command::Route {
             text,
             dir,

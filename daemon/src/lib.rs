@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod confine;
 pub mod core;
+pub mod discover;
 pub mod duration;
 pub mod error;
 pub mod ids;

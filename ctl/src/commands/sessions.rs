@@ -219,6 +219,60 @@ pub async fn route(
     Ok(())
 }
 
+pub async fn discover(c: &mut Client, json: bool) -> anyhow::Result<()> {
+    let found = c.discover(v1::DiscoverRequest {}).await?.into_inner().found;
+    if json {
+        let v: Vec<serde_json::Value> = found
+            .iter()
+            .map(|f| {
+                let place = match f.where_kind.as_str() {
+                    "tmux" => json!({"kind": "tmux", "server": f.server, "pane": f.pane}),
+                    "tty" => json!({"kind": "tty", "tty": f.tty}),
+                    _ => json!({"kind": "none"}),
+                };
+                json!({
+                    "id": f.id,
+                    "cli": f.cli,
+                    "version": f.version,
+                    "pid": f.pid,
+                    "dir": f.dir,
+                    "started_ms": f.started_ms,
+                    "where": place,
+                    "conversation_id": (!f.conversation_id.is_empty()).then_some(&f.conversation_id),
+                    "actions": f.actions,
+                })
+            })
+            .collect();
+        return print_json(&serde_json::Value::Array(v));
+    }
+    if found.is_empty() {
+        println!("no AI CLI runs outside clibot");
+        return Ok(());
+    }
+    for f in &found {
+        let place = match f.where_kind.as_str() {
+            "tmux" => format!("tmux {} pane {}", f.server, f.pane),
+            "tty" => f.tty.clone(),
+            _ => "no terminal".into(),
+        };
+        let version = if f.version.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", f.version)
+        };
+        let conversation = if f.conversation_id.is_empty() {
+            String::new()
+        } else {
+            format!(", conversation {}", f.conversation_id)
+        };
+        println!(
+            "{}  {}{version} in {} ({place}{conversation})",
+            f.id, f.cli, f.dir
+        );
+    }
+    Ok(())
+}
+
 pub async fn start(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
     let s = c
         .start_session(v1::StartSessionRequest { name })

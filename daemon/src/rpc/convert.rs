@@ -184,6 +184,29 @@ pub(super) fn for_caller(chat: bool, s: Status) -> Status {
     Status::with_metadata(s.code(), message, md)
 }
 
+pub(super) fn discovered_to_proto(f: crate::discover::Found) -> v1::Discovered {
+    use crate::discover::Place;
+    let (where_kind, server, pane, tty) = match f.place {
+        Place::Tmux { server, pane } => ("tmux", server.display().to_string(), pane, String::new()),
+        Place::Tty { tty } => ("tty", String::new(), String::new(), tty),
+        Place::Detached => ("none", String::new(), String::new(), String::new()),
+    };
+    v1::Discovered {
+        id: f.id,
+        cli: f.cli,
+        version: f.version,
+        pid: f.pid,
+        dir: f.dir.display().to_string(),
+        started_ms: f.started_ms,
+        where_kind: where_kind.into(),
+        server,
+        pane,
+        tty,
+        conversation_id: f.conversation_id.unwrap_or_default(),
+        actions: f.actions,
+    }
+}
+
 pub(super) fn state_to_proto(s: State) -> v1::SessionState {
     match s {
         State::Starting => v1::SessionState::Starting,

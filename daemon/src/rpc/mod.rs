@@ -429,6 +429,24 @@ impl Clibot for Service {
         chat::list_bindings(self, req).await
     }
 
+    async fn discover(
+        &self,
+        req: Request<v1::DiscoverRequest>,
+    ) -> Result<Response<v1::DiscoverResponse>, Status> {
+        let actor = actor(&req);
+        // What runs on the machine is the admins' to see.
+        self.authorize(&actor, "", "discover", true)?;
+        let found = self
+            .daemon
+            .discover()
+            .await
+            .into_iter()
+            .map(convert::discovered_to_proto)
+            .collect();
+        self.daemon.audit(&actor, "", "discover", Ok(()));
+        Ok(Response::new(v1::DiscoverResponse { found }))
+    }
+
     async fn set_default_chat(
         &self,
         req: Request<v1::SetDefaultChatRequest>,

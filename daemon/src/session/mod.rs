@@ -14,6 +14,7 @@ mod confine;
 mod declared;
 mod default_chat;
 mod delegation;
+mod discover;
 mod hooks;
 mod input;
 mod limits;

@@ -1,0 +1,172 @@
+//! Which conversation a running CLI holds, guessed from the CLI's own records: an id on its
+//! command line (`--resume ID`, `--session-id ID`) is certain; otherwise the one record of its
+//! directory written since the process started (Claude Code's project transcripts, Codex's
+//! rollout files). Anything else — none, or several — is `None`: a wrong guess would resume
+//! the wrong conversation.
+
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// The process's environment variable `key`.
+fn env_of(pid: u32, key: &str) -> Option<String> {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env.split(|b| *b == 0).find_map(|kv| {
+        let kv = String::from_utf8_lossy(kv);
+        kv.strip_prefix(&format!("{key}="))
+            .map(str::to_string)
+            .filter(|v| !v.is_empty())
+    })
+}
+
+fn argv_of(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap_or_default()
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// The value after one of `flags` on the command line.
+fn flag_value(argv: &[String], flags: &[&str]) -> Option<String> {
+    argv.windows(2)
+        .find(|w| flags.contains(&w[0].as_str()))
+        .map(|w| w[1].clone())
+        .filter(|v| !v.starts_with('-') && !v.is_empty())
+}
+
+fn modified_ms(p: &Path) -> i64 {
+    std::fs::metadata(p)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The one file among `files` written since `since_ms`, if exactly one was.
+fn only_recent(files: Vec<PathBuf>, since_ms: i64) -> Option<PathBuf> {
+    let mut recent = files.into_iter().filter(|f| modified_ms(f) >= since_ms);
+    let first = recent.next()?;
+    recent.next().is_none().then_some(first)
+}
+
+/// Claude Code keeps a project's transcripts in `~/.claude/projects/<dir, every character
+/// that is not a letter or digit made "-">/<session id>.jsonl`.
+pub fn claude_project_dir(config: &Path, dir: &Path) -> PathBuf {
+    let name: String = dir
+        .display()
+        .to_string()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    config.join("projects").join(name)
+}
+
+/// The best guess at the conversation of CLI `cli` running as `pid` in `dir`.
+pub fn guess(cli: &str, pid: u32, dir: &Path, started_ms: i64) -> Option<String> {
+    let argv = argv_of(pid);
+    let home = env_of(pid, "HOME").map(PathBuf::from);
+    // Records may be written a moment before the process's start time is rounded to.
+    let since = started_ms - 2_000;
+    match cli {
+        "claude" => {
+            if let Some(id) = flag_value(&argv, &["--resume", "-r", "--session-id"]) {
+                return Some(id);
+            }
+            let config = env_of(pid, "CLAUDE_CONFIG_DIR")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".claude")))?;
+            let files = std::fs::read_dir(claude_project_dir(&config, dir))
+                .ok()?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                .collect();
+            let f = only_recent(files, since)?;
+            Some(f.file_stem()?.to_string_lossy().into_owned())
+        }
+        "codex" => {
+            let root = env_of(pid, "CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".codex")))?
+                .join("sessions");
+            let wanted = dir.display().to_string();
+            let mut files = Vec::new();
+            collect_rollouts(&root, 0, &mut files);
+            // Only the rollouts of this directory (their first line records it).
+            files.retain(|f| {
+                std::fs::read_to_string(f)
+                    .ok()
+                    .and_then(|t| {
+                        t.lines()
+                            .next()
+                            .map(|l| l.contains(&format!("\"{wanted}\"")))
+                    })
+                    .unwrap_or(false)
+            });
+            let f = only_recent(files, since)?;
+            let stem = f.file_stem()?.to_string_lossy().into_owned();
+            // rollout-<timestamp>-<uuid>: the uuid is the last 36 characters.
+            (stem.len() >= 36).then(|| stem[stem.len() - 36..].to_string())
+        }
+        _ => None,
+    }
+}
+
+/// Codex's rollout files under `dir` (`YYYY/MM/DD/rollout-*.jsonl`).
+fn collect_rollouts(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 3 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_rollouts(&p, depth + 1, out);
+        } else if p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rollout-"))
+        {
+            out.push(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_names_a_project_after_its_directory() {
+        assert_eq!(
+            claude_project_dir(Path::new("/h/.claude"), Path::new("/home/dev/my.proj")),
+            Path::new("/h/.claude/projects/-home-dev-my-proj")
+        );
+    }
+
+    #[test]
+    fn only_one_recent_record_is_a_guess() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let a = dir.path().join("a.jsonl");
+        std::fs::write(&a, "{}").expect("write");
+        assert_eq!(only_recent(vec![a.clone()], 0), Some(a.clone()));
+        let b = dir.path().join("b.jsonl");
+        std::fs::write(&b, "{}").expect("write");
+        assert_eq!(only_recent(vec![a.clone(), b], 0), None, "ambiguous");
+        assert_eq!(only_recent(vec![a], i64::MAX), None, "too old");
+    }
+
+    #[test]
+    fn an_id_on_the_command_line_is_certain() {
+        let argv: Vec<String> = ["claude", "--resume", "abc-123"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            flag_value(&argv, &["--resume", "-r"]),
+            Some("abc-123".into())
+        );
+        assert_eq!(flag_value(&argv[..1], &["--resume"]), None);
+    }
+}
