@@ -45,6 +45,8 @@ pub struct SpawnRequest {
     pub delegate: bool,
     /// The CLIs the work went through before (set by a delegation).
     pub delegated_from: Vec<String>,
+    /// Why the work left each of those CLIs (set by a delegation).
+    pub delegated_reasons: Vec<String>,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.

@@ -1007,6 +1007,15 @@ mod tests {
             c.delegation.to,
             vec!["codex".to_string(), "gemini".to_string()]
         );
+        let crash = c.delegation.chain_for("crash").expect("a crash chain");
+        assert_eq!(
+            (crash.to, crash.max_attempts),
+            (&["codex".to_string()][..], 1)
+        );
+        assert_eq!(
+            c.delegation.chain_for("rate_limit").map(|c| c.key),
+            Some("[delegation]".to_string())
+        );
         let a = Automation::new(&c.rules, &c.guard, c.decider.as_ref()).expect("compiles");
         let dir = Path::new("/home/me/src/api");
         let p = prompt("permission", "terraform apply -auto-approve", CLAUDE);

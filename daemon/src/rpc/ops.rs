@@ -57,7 +57,8 @@ pub(super) async fn list_rules(
     // The rules are the machine owner's configuration: any allowed user may read them, as
     // they decide what gets approved in that user's sessions.
     let a = svc.daemon.automation();
-    let cfg = &svc.daemon.settings().config;
+    let live = svc.daemon.live();
+    let cfg = &live.config;
     Ok(Response::new(v1::ListRulesResponse {
         rules: a
             .rules()
@@ -89,6 +90,16 @@ pub(super) async fn list_rules(
         delegation_to: cfg.delegation.to.clone(),
         delegation_max_attempts: cfg.delegation.max_attempts,
         delegation_default: cfg.delegation.default,
+        delegation_chains: cfg
+            .delegation
+            .chains
+            .iter()
+            .map(|(kind, c)| v1::DelegationChain {
+                kind: kind.clone(),
+                to: c.to.clone(),
+                max_attempts: c.max_attempts.unwrap_or(cfg.delegation.max_attempts),
+            })
+            .collect(),
     }))
 }
 
