@@ -1,4 +1,5 @@
-//! The daemon itself: status, reload, rules, metrics. Translation only: the core decides.
+//! The daemon itself: status, reload, rules, the automation report, metrics. Translation only:
+//! the core decides.
 
 use super::*;
 
@@ -114,5 +115,55 @@ pub(super) async fn get_metrics(
     }
     Ok(Response::new(v1::GetMetricsResponse {
         text: svc.daemon.metrics_text(),
+    }))
+}
+
+pub(super) async fn automation_report(
+    svc: &Service,
+    req: Request<v1::AutomationReportRequest>,
+) -> Result<Response<v1::AutomationReportResponse>, Status> {
+    // It names every session's commands: the machine's user only, like the metrics.
+    if !actor(&req).is_local() {
+        return Err(Status::permission_denied(
+            "the automation report is for the local user only",
+        ));
+    }
+    let r = svc.daemon.automation_report();
+    Ok(Response::new(v1::AutomationReportResponse {
+        since_ms: r.since_ms,
+        rows: r
+            .rows
+            .into_iter()
+            .map(|x| v1::AutomationRow {
+                by: x.by.to_string(),
+                index: x.index,
+                about: x.about,
+                configured: x.configured,
+                answers: x.tally.answers,
+                approved: x.tally.approved,
+                denied: x.tally.denied,
+                completed: x.tally.completed,
+                errored: x.tally.errored,
+                undone: x.tally.undone,
+                pending: x.tally.pending(),
+                left_to_person: x.tally.left_to_person,
+                last_fired_ms: x.tally.last_fired_ms,
+            })
+            .collect(),
+        recent: r
+            .recent
+            .into_iter()
+            .map(|a| v1::AutomationAnswer {
+                outcome: a.outcome().as_str().to_string(),
+                time_ms: a.at_ms,
+                session: a.session,
+                by: a.by,
+                subject: a.subject,
+                approved: a.approved,
+                answer: a.answer,
+                outcome_ms: a.outcome_ms,
+                detail: a.detail,
+            })
+            .collect(),
     }))
 }
