@@ -380,6 +380,23 @@ enum Command {
         /// The event name, for CLIs that do not put it in the payload.
         event: Option<String>,
     },
+    /// Automatic answers (approval rules, the decider): what became of them.
+    Automation {
+        #[command(subcommand)]
+        action: AutomationAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AutomationAction {
+    /// Per rule and for the decider: answers given (approved, denied), what followed them
+    /// (the turn completed, errored, undone by an interrupt or a stop within a minute,
+    /// pending), prompts left to a person, the last time each fired; then the latest answers.
+    Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -606,6 +623,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } => chat::revoke(c, platform, user, json).await,
         },
         Command::Attach { name } => sessions::attach(c, name).await,
+        Command::Automation {
+            action: AutomationAction::Report { json },
+        } => commands::automation::report(c, json).await,
     }
 }
 

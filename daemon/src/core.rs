@@ -45,6 +45,8 @@ pub struct SpawnRequest {
     pub delegate: bool,
     /// The CLIs the work went through before (set by a delegation).
     pub delegated_from: Vec<String>,
+    /// Why the work left each of those CLIs (set by a delegation).
+    pub delegated_reasons: Vec<String>,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.
@@ -105,6 +107,8 @@ pub(crate) struct Inner {
     /// Each session's queued input, on disk ([`crate::store::queue_file`]).
     pub(crate) queues: crate::store::queue_file::QueueFiles,
     pub(crate) audit: crate::store::audit::Audit,
+    /// What became of automatic answers ([`crate::store::outcomes`]).
+    pub(crate) outcomes: crate::store::outcomes::Outcomes,
     pub(crate) metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     pub(crate) global_path: Mutex<Option<String>>,
@@ -171,6 +175,8 @@ impl Daemon {
         warnings.extend(w);
         let (seen_inputs, w) = crate::chat::dedupe::Dedupe::open(&state_dir);
         warnings.extend(w);
+        let (outcomes, w) = crate::store::outcomes::Outcomes::open(&state_dir, now_ms());
+        warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
         }
@@ -178,6 +184,7 @@ impl Daemon {
             inner: Arc::new(Inner {
                 access,
                 audit,
+                outcomes,
                 chats,
                 seen_inputs,
                 queues: crate::store::queue_file::QueueFiles::new(&state_dir),
@@ -338,6 +345,7 @@ impl Daemon {
             _ => None,
         };
         let ev = self.inner.events.append(session, id, kind);
+        self.follow_outcomes(session, &ev.kind);
         if let Some((prompt, plan)) = plan {
             self.answer_automatically(session, prompt, plan);
         }

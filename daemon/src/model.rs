@@ -134,6 +134,10 @@ pub struct SessionRecord {
     /// The CLIs the work went through before this session, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub delegated_from: Vec<String>,
+    /// Why the work left each of `delegated_from` (an error kind, `crash`, `stalled`, or
+    /// `manual`), in the same order: each chain counts its own hops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegated_reasons: Vec<String>,
     /// The session this one handed its work to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub delegated_to: String,

@@ -53,19 +53,34 @@ impl v1::ListRulesResponse {
                 r.decider_asked
             ));
         }
-        if r.delegation_to.is_empty() {
-            t.push_str("delegation: off ([delegation] to is empty)\n");
+        let who = if r.delegation_default {
+            "every session"
         } else {
+            "sessions spawned with --delegate"
+        };
+        // The kinds of `on` that have a chain of their own follow that one.
+        let on: Vec<&str> = r
+            .delegation_on
+            .iter()
+            .filter(|k| !r.delegation_chains.iter().any(|c| &c.kind == *k))
+            .map(String::as_str)
+            .collect();
+        if r.delegation_to.is_empty() && r.delegation_chains.is_empty() {
+            t.push_str("delegation: off ([delegation] to is empty)\n");
+        } else if !r.delegation_to.is_empty() && !on.is_empty() {
             t.push_str(&format!(
-                "delegation: on {} → {} (at most {} hop(s); {})\n",
-                r.delegation_on.join(", "),
+                "delegation: on {} → {} (at most {} hop(s); {who})\n",
+                on.join(", "),
                 r.delegation_to.join(", "),
                 r.delegation_max_attempts,
-                if r.delegation_default {
-                    "every session"
-                } else {
-                    "sessions spawned with --delegate"
-                }
+            ));
+        }
+        for c in &r.delegation_chains {
+            t.push_str(&format!(
+                "delegation: on {} → {} (at most {} hop(s); {who})\n",
+                c.kind,
+                c.to.join(", "),
+                c.max_attempts,
             ));
         }
         t

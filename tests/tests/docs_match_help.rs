@@ -51,9 +51,14 @@ fn parse(words: &[String], commands: &BTreeSet<String>) -> Option<(Vec<String>, 
         return None;
     }
     let mut path = vec![first.clone()];
-    if first == "pairing"
-        && let Some(sub) = words.get(i + 1)
-        && ["list", "approve", "revoke"].contains(&sub.as_str())
+    // Commands with subcommands: the flags are the subcommand's.
+    let subs: &[&str] = match first.as_str() {
+        "pairing" => &["list", "approve", "revoke"],
+        "automation" => &["report"],
+        _ => &[],
+    };
+    if let Some(sub) = words.get(i + 1)
+        && subs.contains(&sub.as_str())
     {
         path.push(sub.clone());
     }

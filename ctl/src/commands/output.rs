@@ -163,7 +163,10 @@ pub fn rules_json(r: &v1::ListRulesResponse) -> Value {
                      "answered": r.decider_answered, "asked": r.decider_asked },
         "delegation": { "on": r.delegation_on, "to": r.delegation_to,
                         "max_attempts": r.delegation_max_attempts,
-                        "default": r.delegation_default },
+                        "default": r.delegation_default,
+                        "chains": r.delegation_chains.iter().map(|c| json!({
+                            "kind": c.kind, "to": c.to, "max_attempts": c.max_attempts,
+                        })).collect::<Vec<_>>() },
     })
 }
 
@@ -290,7 +293,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::Delegated(d) => (
             "delegated",
             json!({"to_session": d.to_session, "to_cli": d.to_cli, "reason": d.reason,
-                   "detail": d.detail, "attempt": d.attempt}),
+                   "detail": d.detail, "attempt": d.attempt, "skipped": d.skipped}),
         ),
     }
 }

@@ -49,6 +49,31 @@ pub struct RuleConfig {
     pub action: Action,
 }
 
+impl RuleConfig {
+    /// What it does and when, as `clibotctl rules` shows it: `allow when cli=claude
+    /// kind=permission|confirm command=git status | git diff *`.
+    pub fn describe(&self) -> String {
+        let mut when = Vec::new();
+        if let Some(c) = &self.cli {
+            when.push(format!("cli={c}"));
+        }
+        if let Some(s) = &self.session {
+            when.push(format!("session={s}"));
+        }
+        when.push(format!(
+            "kind={}",
+            self.kind.as_deref().unwrap_or("permission|confirm")
+        ));
+        if let Some(s) = &self.subject {
+            when.push(format!("subject=/{s}/"));
+        }
+        if let Some(c) = self.command.as_ref().filter(|c| !c.is_empty()) {
+            when.push(format!("command={}", c.join(" | ")));
+        }
+        format!("{} when {}", self.action.as_str(), when.join(" "))
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
@@ -520,6 +545,11 @@ pub fn allow_option(options: &[String]) -> Option<usize> {
         return None;
     }
     (!options.is_empty()).then_some(0)
+}
+
+/// Whether an option's label says no ("No", "n", "Reject", "Deny", "Cancel", ...).
+pub fn is_no(option: &str) -> bool {
+    says_no(&label(option))
 }
 
 fn says_no(l: &str) -> bool {
@@ -1008,6 +1038,15 @@ mod tests {
             c.delegation.to,
             vec!["codex".to_string(), "gemini".to_string()]
         );
+        let crash = c.delegation.chain_for("crash").expect("a crash chain");
+        assert_eq!(
+            (crash.to, crash.max_attempts),
+            (&["codex".to_string()][..], 1)
+        );
+        assert_eq!(
+            c.delegation.chain_for("rate_limit").map(|c| c.key),
+            Some("[delegation]".to_string())
+        );
         let a = Automation::new(&c.rules, &c.guard, c.decider.as_ref()).expect("compiles");
         let dir = Path::new("/home/me/src/api");
         let p = prompt("permission", "terraform apply -auto-approve", CLAUDE);
@@ -1175,6 +1214,33 @@ mod tests {
         assert_eq!(v, Err(DeciderError::Timeout(300)));
         tokio::time::sleep(Duration::from_millis(2500)).await;
         assert!(!marker.exists(), "the decider's child outlived it");
+    }
+
+    #[test]
+    fn rules_describe_themselves_as_rules_lists_them() {
+        let r = RuleConfig {
+            cli: Some("claude".into()),
+            command: Some(vec!["git status".into(), "git diff *".into()]),
+            action: Action::Allow,
+            ..Default::default()
+        };
+        assert_eq!(
+            r.describe(),
+            "allow when cli=claude kind=permission|confirm command=git status | git diff *"
+        );
+        let r = RuleConfig {
+            session: Some("r*".into()),
+            kind: Some("question".into()),
+            subject: Some("^make".into()),
+            action: Action::Deny,
+            ..Default::default()
+        };
+        assert_eq!(
+            r.describe(),
+            "deny when session=r* kind=question subject=/^make/"
+        );
+        assert!(is_no("3. No, and tell Claude what to do differently (esc)"));
+        assert!(is_no("Reject") && !is_no("1. Yes") && !is_no("Red"));
     }
 
     #[test]

@@ -1095,3 +1095,109 @@ async fn numbering_continues_above_every_cursor_when_the_log_lost_its_tail() {
         started.seq
     );
 }
+
+#[tokio::test]
+async fn the_events_after_an_automatic_answer_settle_its_outcome() {
+    use crate::store::outcomes::{Expected, Outcome};
+    let env = Env::new();
+    let d = env.daemon().await;
+    let answer = |session: &str, prompt: &str, resolver: &str| {
+        d.inner.outcomes.expect(
+            session,
+            prompt,
+            Expected {
+                key: "rule: allow".into(),
+                index: 1,
+                about: "allow".into(),
+                by: "rule 1".into(),
+                subject: "git status".into(),
+                approved: true,
+                answer: "y".into(),
+            },
+        );
+        d.event(
+            session,
+            "",
+            EventKind::PromptResolved {
+                prompt_id: prompt.into(),
+                by: resolver.into(),
+                answer: "y".into(),
+                actor: resolver.into(),
+                note: String::new(),
+            },
+        );
+    };
+    let exited = |reason: &str| EventKind::Exited {
+        status: Some(0),
+        reason: reason.into(),
+        output: String::new(),
+    };
+    let keys = |k: &[&str]| EventKind::KeysSent {
+        keys: k.iter().map(|s| s.to_string()).collect(),
+    };
+    answer("s1", "p1", "rule 1");
+    d.event(
+        "s1",
+        "",
+        EventKind::TurnCompleted {
+            text: "done".into(),
+            source: "screen".into(),
+            blob_id: String::new(),
+            full_bytes: 0,
+        },
+    );
+    answer("s2", "p2", "rule 1");
+    d.event("s2", "", keys(&["Escape"]));
+    answer("s3", "p3", "rule 1");
+    d.event("s3", "", keys(&["Enter", "y"]));
+    d.event("s3", "", exited("stopped"));
+    answer("s4", "p4", "rule 1");
+    d.event("s4", "", exited("the CLI exited"));
+    answer("s5", "p5", "rule 1");
+    d.event("s5", "", exited("idle for 2s"));
+    answer("s6", "p6", "rule 1");
+    d.event(
+        "s6",
+        "",
+        EventKind::Error {
+            message: "Error: usage limit".into(),
+            kind: "usage_limit".into(),
+        },
+    );
+    // Answered by someone else before the rule: not the rule's answer.
+    answer("s7", "p7", "terminal");
+    let book = d.inner.outcomes.book();
+    let got: Vec<(&str, Outcome, &str)> = book
+        .recent
+        .iter()
+        .map(|a| (a.session.as_str(), a.outcome(), a.detail.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("s1", Outcome::Completed, ""),
+            ("s2", Outcome::Undone, "Escape"),
+            ("s3", Outcome::Undone, "stopped"),
+            ("s4", Outcome::Errored, "the CLI exited"),
+            ("s5", Outcome::Pending, ""),
+            ("s6", Outcome::Errored, "usage_limit: Error: usage limit"),
+        ]
+    );
+    let row = &book.rows[0];
+    assert_eq!(
+        (
+            row.answers,
+            row.completed,
+            row.undone,
+            row.errored,
+            row.pending()
+        ),
+        (6, 1, 2, 2, 1)
+    );
+    // The idle session's answer is no longer followed: its next turn is not its outcome.
+    assert!(!d.inner.outcomes.has_pending("s5"));
+    // The file holds it.
+    let (again, w) = crate::store::outcomes::Outcomes::open(&env.dir.path().join("state"), 0);
+    assert_eq!(w, None);
+    assert_eq!(again.book(), book);
+}

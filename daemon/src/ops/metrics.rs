@@ -59,6 +59,9 @@ struct Open {
     turns: HashMap<String, Instant>,
     /// Prompt id → (session, when it was first published).
     prompts: HashMap<String, (String, Instant)>,
+    /// Session a delegation started → (the CLI it runs, when the first CLI failed): timed
+    /// until the request is typed into it.
+    delegations: HashMap<String, (String, Instant)>,
 }
 
 /// The daemon's metrics registry. One per daemon, shared by the core, the RPC layer and the
@@ -76,6 +79,8 @@ pub struct Metrics {
     gateway_failed: Family<Labels, Gauge>,
     gateway_delivered: Family<Labels, Gauge>,
     rpc_duration: HistogramFamily,
+    delegations: Family<Labels, Counter>,
+    delegation_seconds: HistogramFamily,
     resident: Gauge,
     open: Mutex<Open>,
     /// One encoding at a time: the gauges read at scrape time are cleared and set under it.
@@ -110,6 +115,8 @@ impl Metrics {
             gateway_failed: Family::default(),
             gateway_delivered: Family::default(),
             rpc_duration: Family::new_with_constructor(rpc_buckets),
+            delegations: Family::default(),
+            delegation_seconds: Family::new_with_constructor(seconds_buckets),
             resident: Gauge::default(),
             open: Mutex::default(),
             encoding: Mutex::default(),
@@ -160,6 +167,16 @@ impl Metrics {
             "rpc_duration_seconds",
             "gRPC calls on the daemon's socket, until the response starts, by method",
             m.rpc_duration.clone(),
+        );
+        registry.register(
+            "delegations",
+            "Work handed to another CLI, by the CLI it left, the CLI it went to, and why (an error kind, crash, stalled, manual)",
+            m.delegations.clone(),
+        );
+        registry.register(
+            "delegation_seconds",
+            "From the failure that handed work on to the new session having been typed the request, by the CLI it went to",
+            m.delegation_seconds.clone(),
         );
         registry.register(
             "process_resident_memory_bytes",
@@ -224,10 +241,19 @@ impl Metrics {
                     .get_or_create(&label("kind", non_empty(kind)))
                     .inc();
             }
+            EventKind::InputSent { .. } => {
+                let started = lock(&self.open).delegations.remove(session);
+                if let Some((to, at)) = started {
+                    self.delegation_seconds
+                        .get_or_create(&label("to", &to))
+                        .observe(at.elapsed().as_secs_f64());
+                }
+            }
             EventKind::Exited { .. } | EventKind::Stopped { .. } | EventKind::Released => {
                 let mut open = lock(&self.open);
                 open.turns.remove(session);
                 open.prompts.retain(|_, (s, _)| s != session);
+                open.delegations.remove(session);
             }
             _ => {}
         }
@@ -243,6 +269,32 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(at.elapsed().as_secs_f64());
         }
+    }
+
+    /// Work moved from a session of `from` to `session`, which runs `to`, because of `reason`;
+    /// `since`: when the first CLI failed (or the hand-on was asked for). Timed until the
+    /// request is typed into `session`.
+    pub(crate) fn delegated(
+        &self,
+        from: &str,
+        to: &str,
+        reason: &str,
+        session: &str,
+        since: Instant,
+    ) {
+        self.delegations
+            .get_or_create(&vec![
+                ("from", from.to_string()),
+                ("to", to.to_string()),
+                ("reason", non_empty(reason).to_string()),
+            ])
+            .inc();
+        let mut open = lock(&self.open);
+        if open.delegations.len() >= MAX_OPEN {
+            open.delegations.clear();
+        }
+        open.delegations
+            .insert(session.to_string(), (to.to_string(), since));
     }
 
     /// A gateway's report: how many deliveries it made and saw fail on `platform`.
@@ -485,6 +537,56 @@ mod tests {
             !text.contains("clibot_turn_duration_seconds_count"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn delegations_are_counted_and_timed_until_the_request_is_typed() {
+        let m = Metrics::new();
+        let failed = Instant::now() - Duration::from_millis(1500);
+        m.delegated("claude", "codex", "usage_limit", "api-codex", failed);
+        m.delegated(
+            "codex",
+            "gemini",
+            "crash",
+            "api-codex-gemini",
+            Instant::now(),
+        );
+        // Not typed yet: counted, not timed.
+        let text = m.encode([]);
+        assert!(
+            text.contains(
+                "clibot_delegations_total{from=\"claude\",to=\"codex\",reason=\"usage_limit\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("clibot_delegation_seconds_count"), "{text}");
+        let typed = EventKind::InputSent {
+            text: "(Handoff: …)".into(),
+            submitted: true,
+            blob_id: String::new(),
+            full_bytes: 0,
+        };
+        m.on_event("api-codex", &typed);
+        // Typed again later: timed once.
+        m.on_event("api-codex", &typed);
+        // The other one's session went away before its request was typed.
+        m.on_event("api-codex-gemini", &EventKind::Released);
+        m.on_event("api-codex-gemini", &typed);
+        let text = m.encode([]);
+        assert!(
+            text.contains("clibot_delegation_seconds_count{to=\"codex\"} 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("clibot_delegation_seconds_count{to=\"gemini\"}"),
+            "{text}"
+        );
+        let sum: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("clibot_delegation_seconds_sum{to=\"codex\"} "))
+            .and_then(|v| v.parse().ok())
+            .expect("a sum");
+        assert!(sum >= 1.5, "{sum}");
     }
 
     #[test]

@@ -359,12 +359,14 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             reason,
             detail,
             attempt,
+            skipped,
         } => Kind::Delegated(v1::Delegated {
             to_session,
             to_cli,
             reason,
             detail,
             attempt,
+            skipped,
         }),
         EventKind::InputQueued { text, position } => {
             Kind::InputQueued(v1::InputQueued { text, position })

@@ -552,6 +552,13 @@ impl Clibot for Service {
             .map_err(|s| for_caller(chat, s))
     }
 
+    async fn automation_report(
+        &self,
+        req: Request<v1::AutomationReportRequest>,
+    ) -> Result<Response<v1::AutomationReportResponse>, Status> {
+        ops::automation_report(self, req).await
+    }
+
     async fn get_metrics(
         &self,
         req: Request<v1::GetMetricsRequest>,

@@ -1,4 +1,5 @@
-//! The daemon itself: status, reload, rules, metrics. Translation only: the core decides.
+//! The daemon itself: status, reload, rules, the automation report, metrics. Translation only:
+//! the core decides.
 
 use super::*;
 
@@ -57,7 +58,8 @@ pub(super) async fn list_rules(
     // The rules are the machine owner's configuration: any allowed user may read them, as
     // they decide what gets approved in that user's sessions.
     let a = svc.daemon.automation();
-    let cfg = &svc.daemon.settings().config;
+    let live = svc.daemon.live();
+    let cfg = &live.config;
     Ok(Response::new(v1::ListRulesResponse {
         rules: a
             .rules()
@@ -89,6 +91,16 @@ pub(super) async fn list_rules(
         delegation_to: cfg.delegation.to.clone(),
         delegation_max_attempts: cfg.delegation.max_attempts,
         delegation_default: cfg.delegation.default,
+        delegation_chains: cfg
+            .delegation
+            .chains
+            .iter()
+            .map(|(kind, c)| v1::DelegationChain {
+                kind: kind.clone(),
+                to: c.to.clone(),
+                max_attempts: c.max_attempts.unwrap_or(cfg.delegation.max_attempts),
+            })
+            .collect(),
     }))
 }
 
@@ -103,5 +115,55 @@ pub(super) async fn get_metrics(
     }
     Ok(Response::new(v1::GetMetricsResponse {
         text: svc.daemon.metrics_text(),
+    }))
+}
+
+pub(super) async fn automation_report(
+    svc: &Service,
+    req: Request<v1::AutomationReportRequest>,
+) -> Result<Response<v1::AutomationReportResponse>, Status> {
+    // It names every session's commands: the machine's user only, like the metrics.
+    if !actor(&req).is_local() {
+        return Err(Status::permission_denied(
+            "the automation report is for the local user only",
+        ));
+    }
+    let r = svc.daemon.automation_report();
+    Ok(Response::new(v1::AutomationReportResponse {
+        since_ms: r.since_ms,
+        rows: r
+            .rows
+            .into_iter()
+            .map(|x| v1::AutomationRow {
+                by: x.by.to_string(),
+                index: x.index,
+                about: x.about,
+                configured: x.configured,
+                answers: x.tally.answers,
+                approved: x.tally.approved,
+                denied: x.tally.denied,
+                completed: x.tally.completed,
+                errored: x.tally.errored,
+                undone: x.tally.undone,
+                pending: x.tally.pending(),
+                left_to_person: x.tally.left_to_person,
+                last_fired_ms: x.tally.last_fired_ms,
+            })
+            .collect(),
+        recent: r
+            .recent
+            .into_iter()
+            .map(|a| v1::AutomationAnswer {
+                outcome: a.outcome().as_str().to_string(),
+                time_ms: a.at_ms,
+                session: a.session,
+                by: a.by,
+                subject: a.subject,
+                approved: a.approved,
+                answer: a.answer,
+                outcome_ms: a.outcome_ms,
+                detail: a.detail,
+            })
+            .collect(),
     }))
 }

@@ -119,6 +119,7 @@ pub(super) async fn spawn_session(
         },
         delegate: r.delegate,
         delegated_from: Vec::new(),
+        delegated_reasons: Vec::new(),
     };
     let rec = svc
         .detached(&actor, &name, "spawn", move |d| async move {

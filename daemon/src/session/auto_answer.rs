@@ -16,6 +16,8 @@ use crate::locking::lock;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 
+use super::outcomes::AutoBy;
+
 /// Lines of the screen the decider sees.
 const DECIDER_SCREEN_LINES: usize = 40;
 
@@ -62,8 +64,13 @@ impl Daemon {
     /// Carries out a plan for a prompt just published (in its own task).
     pub(crate) fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
         match plan {
-            Plan::Person | Plan::RuleAsks { why: None, .. } => {}
-            Plan::RuleAsks { why: Some(why), .. } => {
+            Plan::Person => {}
+            Plan::RuleAsks { rule, why: None } => self.note_left_to_person(AutoBy::Rule(rule)),
+            Plan::RuleAsks {
+                rule,
+                why: Some(why),
+            } => {
+                self.note_left_to_person(AutoBy::Rule(rule));
                 self.notice(session, "rule", &format!("{why}; it is left to you"));
             }
             Plan::Rule {
@@ -82,6 +89,13 @@ impl Daemon {
                             _ => "auto-approved",
                         };
                         let note = format!("{verb} by {by}: {}", about(&prompt));
+                        d.expect_answer(
+                            &name,
+                            &prompt,
+                            AutoBy::Rule(rule),
+                            option,
+                            &about(&prompt),
+                        );
                         d.finish_automatic(&name, &prompt, &(option + 1).to_string(), &by, &note)
                             .await;
                     }
@@ -159,6 +173,7 @@ impl Daemon {
                         if !note.trim().is_empty() {
                             line.push_str(&format!(" ({})", note.trim()));
                         }
+                        self.expect_answer(name, &prompt, AutoBy::Decider, i, &about(&prompt));
                         self.finish_automatic(
                             name,
                             &prompt,
@@ -190,6 +205,7 @@ impl Daemon {
                 format!("{e}; it is left to you")
             }
         };
+        self.note_left_to_person(AutoBy::Decider);
         self.to_person(name, &prompt, &why);
     }
 
@@ -224,8 +240,9 @@ impl Daemon {
             | Err(CoreError::NotThatPrompt { .. })
             | Err(CoreError::NotWaiting(_))
             | Err(CoreError::UnknownPrompt(_))
-            | Err(CoreError::NoSuchSession(_)) => {}
+            | Err(CoreError::NoSuchSession(_)) => self.unexpect_answer(&prompt.id),
             Err(e) => {
+                self.unexpect_answer(&prompt.id);
                 warn!(by, "the automatic answer failed: {e}");
                 self.to_person(name, prompt, &format!("{by} could not answer ({e})"));
             }

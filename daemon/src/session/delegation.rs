@@ -6,15 +6,17 @@ use crate::error::CoreError;
 use crate::locking::lock;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
+use std::time::Instant;
 use tracing::{info, warn};
 
 impl Daemon {
-    /// An event that may hand a session's work on: an error of kind `kind` (or `stalled`).
-    /// Acts only for sessions that delegate and have not yet handed on; runs in its own task.
+    /// An event that may hand a session's work on: an error of kind `kind`, `crash` (its CLI
+    /// exited mid-turn) or `stalled`. Acts only for sessions that delegate and have not yet
+    /// handed on, when a chain covers the kind; runs in its own task.
     pub(crate) fn consider_delegation(&self, name: &str, kind: &str, detail: &str) {
+        let since = Instant::now();
         let live = self.live();
-        let cfg = &live.config.delegation;
-        if !cfg.on.iter().any(|k| k == kind) {
+        if live.config.delegation.chain_for(kind).is_none() {
             return;
         }
         let wanted = lock(&self.inner.sessions)
@@ -26,14 +28,14 @@ impl Daemon {
         let d = self.clone();
         let (name, kind, detail) = (name.to_string(), kind.to_string(), detail.to_string());
         tokio::spawn(async move {
-            if let Err(e) = d.delegate(&name, None, &kind, &detail).await {
+            if let Err(e) = d.delegate_since(&name, None, &kind, &detail, since).await {
                 warn!(session = %name, "no delegation: {e}");
                 d.notice(&name, "delegation", &format!("{}; the work stays here", e));
             }
         });
     }
 
-    /// Hands session `name`'s work to CLI `to` (or the next one of `[delegation] to`): starts
+    /// Hands session `name`'s work to CLI `to` (or along the chain for `reason`): starts
     /// it, types the last request with a handoff, moves the chats. `reason` is the error kind
     /// or "manual" (then `detail` says who). Returns the new session.
     pub async fn delegate(
@@ -43,8 +45,24 @@ impl Daemon {
         reason: &str,
         detail: &str,
     ) -> Result<SessionRecord, CoreError> {
-        let cfg = self.live().config.delegation.clone();
-        let (old, target, new_name, chain) = {
+        self.delegate_since(name, to, reason, detail, Instant::now())
+            .await
+    }
+
+    /// [`Daemon::delegate`], timed from `since` (when the CLI failed). A CLI of the chain that
+    /// cannot start is passed over for the next one (and the notice says so); a CLI named by
+    /// hand is the only one tried.
+    pub(crate) async fn delegate_since(
+        &self,
+        name: &str,
+        to: Option<&str>,
+        reason: &str,
+        detail: &str,
+        since: Instant,
+    ) -> Result<SessionRecord, CoreError> {
+        let live = self.live();
+        let cfg = &live.config.delegation;
+        let (old, candidates) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
                 .get(name)
@@ -55,10 +73,9 @@ impl Daemon {
                     e.rec.delegated_to
                 )));
             }
-            let mut chain = e.rec.delegated_from.clone();
-            chain.push(e.rec.cli.clone());
-            let hops = e.rec.delegated_from.len() as u32;
-            let target = match to {
+            let mut visited = e.rec.delegated_from.clone();
+            visited.push(e.rec.cli.clone());
+            let candidates = match to {
                 Some(t) => {
                     self.cli(t)?;
                     if t == e.rec.cli {
@@ -66,65 +83,115 @@ impl Daemon {
                             "session {name} already runs {t}; name another CLI"
                         )));
                     }
-                    t.to_string()
+                    vec![t.to_string()]
                 }
                 None => {
-                    if hops >= cfg.max_attempts {
+                    // By hand without a CLI: the default chain, bounded by every hop so far.
+                    let (chain, hops) = match cfg.chain_for(reason) {
+                        Some(c) => {
+                            let hops = c.hops(&e.rec.delegated_reasons);
+                            (c, hops)
+                        }
+                        None if reason == "manual" => {
+                            (cfg.default_chain(), e.rec.delegated_from.len() as u32)
+                        }
+                        None => {
+                            return Err(CoreError::Delegation(format!(
+                                "no chain hands on {reason}: neither [delegation.chains.{reason}] nor [delegation] on lists it"
+                            )));
+                        }
+                    };
+                    if hops >= chain.max_attempts {
                         return Err(CoreError::Delegation(format!(
-                            "this work was already handed on {hops} time(s), the most [delegation] max_attempts allows"
+                            "this work was already handed on {hops} time(s), the most {} max_attempts allows",
+                            chain.key
                         )));
                     }
-                    cfg.to
-                        .iter()
-                        .find(|c| !chain.contains(c) && self.cli(c).is_ok())
-                        .cloned()
-                        .ok_or_else(|| {
-                            CoreError::Delegation(format!(
-                                "no CLI left to hand the work to: {} already tried, [delegation] to = {:?}",
-                                chain.join(", "),
-                                cfg.to
-                            ))
-                        })?
+                    let c = chain.candidates(&visited, |c| self.cli(c).is_ok());
+                    if c.is_empty() {
+                        return Err(CoreError::Delegation(format!(
+                            "no CLI left to hand the work to: {} already tried, {} to = {:?}",
+                            visited.join(", "),
+                            chain.key,
+                            chain.to
+                        )));
+                    }
+                    c
                 }
             };
-            let new_name = free_name(&sessions, name, &target);
             let old = e.rec.clone();
             // Reserved now, so that a second error cannot start a second delegation.
+            let first = free_name(&sessions, name, &candidates[0]);
             if let Some(e) = sessions.get_mut(name) {
-                e.rec.delegated_to = new_name.clone();
+                e.rec.delegated_to = first;
             }
-            (old, target, new_name, chain)
+            (old, candidates)
         };
-        let release = |d: &Daemon| {
-            if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
+        let mut visited = old.delegated_from.clone();
+        visited.push(old.cli.clone());
+        let mut reasons = old.delegated_reasons.clone();
+        reasons.resize(old.delegated_from.len(), String::new());
+        reasons.push(reason.to_string());
+        let mut skipped: Vec<String> = Vec::new();
+        let mut started = None;
+        for target in candidates {
+            let new_name = {
+                let mut sessions = lock(&self.inner.sessions);
+                let n = free_name(&sessions, name, &target);
+                if let Some(e) = sessions.get_mut(name) {
+                    e.rec.delegated_to = n.clone();
+                }
+                n
+            };
+            let spawned = self
+                .spawn(SpawnRequest {
+                    name: new_name.clone(),
+                    cli: target.clone(),
+                    dir: old.dir.to_string_lossy().into_owned(),
+                    owner: old.owner.clone(),
+                    delegate: old.delegate,
+                    delegated_from: visited.clone(),
+                    delegated_reasons: reasons.clone(),
+                    ..Default::default()
+                })
+                .await;
+            match spawned {
+                Ok(r) if !r.state.is_exited() => {
+                    started = Some((target, new_name, r));
+                    break;
+                }
+                Ok(r) => {
+                    let why = format!("{target} exited as it started ({})", r.exit_reason.trim());
+                    warn!(session = %name, "{why}");
+                    skipped.push(why);
+                }
+                Err(e) if to.is_some() => {
+                    skipped.push(format!("could not start {target} to continue: {e}"));
+                }
+                Err(e) => {
+                    let why = could_not_start(&target, &e);
+                    warn!(session = %name, "{why}: {e}");
+                    skipped.push(why);
+                }
+            }
+        }
+        let Some((target, new_name, new)) = started else {
+            if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
                 e.rec.delegated_to.clear();
             }
-        };
-        let spawned = self
-            .spawn(SpawnRequest {
-                name: new_name.clone(),
-                cli: target.clone(),
-                dir: old.dir.to_string_lossy().into_owned(),
-                owner: old.owner.clone(),
-                delegate: old.delegate,
-                delegated_from: chain.clone(),
-                ..Default::default()
-            })
-            .await;
-        let new = match spawned {
-            Ok(r) => r,
-            Err(e) => {
-                release(self);
-                return Err(CoreError::Delegation(format!(
-                    "could not start {target} to continue: {e}"
-                )));
-            }
+            return Err(CoreError::Delegation(match to {
+                Some(_) => skipped.join("; "),
+                None => format!(
+                    "no CLI of the chain could take the work: {}",
+                    skipped.join("; ")
+                ),
+            }));
         };
         if let Some(e) = lock(&self.inner.sessions).get_mut(&new_name) {
             e.rec.shared_with = old.shared_with.clone();
         }
         let line = why(&old.cli, reason, detail);
-        info!(session = %name, to = %new_name, reason, "handing the work on");
+        info!(session = %name, to = %new_name, reason, ?skipped, "handing the work on");
         let moved = self.inner.chats.move_session(name, &new_name);
         self.event(
             name,
@@ -134,14 +201,22 @@ impl Daemon {
                 to_cli: target.clone(),
                 reason: reason.to_string(),
                 detail: detail.to_string(),
-                attempt: chain.len() as u32,
+                attempt: visited.len() as u32,
+                skipped: skipped.clone(),
             },
         );
+        let mut notice = line;
+        for s in &skipped {
+            notice.push_str(&format!("; {s}"));
+        }
         self.notice(
             &new_name,
             "delegation",
-            &format!("{line}; continuing in {new_name} ({target})"),
+            &format!("{notice}; continuing in {new_name} ({target})"),
         );
+        self.inner
+            .metrics
+            .delegated(&old.cli, &target, reason, &new_name, since);
         let handoff = handoff_text(&old, reason, detail, &git_status(&old.dir).await);
         if let Err(e) = self.send_input(&new_name, &handoff, true).await {
             warn!(session = %new_name, "the handoff could not be typed: {e}");
@@ -151,17 +226,15 @@ impl Daemon {
                 &format!("the handoff could not be typed ({e}); send the request again"),
             );
         }
+        let mut audit = format!(
+            "to {new_name} ({target}): {reason}; {} chat(s) moved",
+            moved.len()
+        );
+        if !skipped.is_empty() {
+            audit.push_str(&format!("; passed over: {}", skipped.join("; ")));
+        }
         self.inner.audit.record(crate::store::audit::Audit::now(
-            "clibot",
-            "clibot",
-            "",
-            name,
-            "delegate",
-            "accepted",
-            &format!(
-                "to {new_name} ({target}): {reason}; {} chat(s) moved",
-                moved.len()
-            ),
+            "clibot", "clibot", "", name, "delegate", "accepted", &audit,
         ));
         self.persist();
         Ok(lock(&self.inner.sessions)
@@ -184,5 +257,20 @@ impl Daemon {
                 kind: kind.to_string(),
             },
         );
+    }
+}
+
+/// Why a CLI of the chain was passed over, in a few words: a missing program is named, not
+/// the whole search path.
+fn could_not_start(cli: &str, e: &CoreError) -> String {
+    match e {
+        CoreError::ProgramNotFound { program, .. } => {
+            format!("{cli} could not start (its program {program:?} was not found)")
+        }
+        CoreError::ProgramNotExecutable { program, .. } => format!(
+            "{cli} could not start ({} is not an executable file)",
+            program.display()
+        ),
+        e => format!("{cli} could not start ({e})"),
     }
 }

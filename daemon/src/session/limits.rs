@@ -9,6 +9,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::locking::lock;
+use crate::model::State;
 use crate::tmux::MuxError;
 
 impl Daemon {
@@ -22,6 +23,12 @@ impl Daemon {
             .filter(|e| !e.stopping && !e.rec.state.is_exited())
             .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
             .collect();
+        // Working or waiting on a prompt: a CLI that ends now ends in the middle of its turn.
+        let mid_turn = |name: &str| {
+            lock(&self.inner.sessions)
+                .get(name)
+                .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting))
+        };
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
@@ -38,7 +45,11 @@ impl Daemon {
                         None => self.settled_exit_status(&id, &tmux_id).await,
                     };
                     let output = self.last_words(&name, &s.pane).await;
-                    self.mark_exited_with(&name, status, "the CLI exited", output)
+                    let crashed = mid_turn(&name).then(|| crash_detail(status, &output));
+                    self.mark_exited_with(&name, status, "the CLI exited", output);
+                    if let Some(detail) = crashed {
+                        self.consider_delegation(&name, "crash", &detail);
+                    }
                 }
                 Some(_) => {}
                 None => self.mark_exited(&name, None, "its tmux session is gone"),
@@ -211,4 +222,19 @@ impl Daemon {
             }
         }
     }
+}
+
+/// What a delegation for a crash says happened: the exit status and the CLI's last line.
+fn crash_detail(status: Option<i32>, output: &str) -> String {
+    let mut d = match status {
+        Some(s) => format!("it exited with status {s} mid-turn"),
+        None => "it exited mid-turn".to_string(),
+    };
+    if let Some(last) = output.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        d.push_str(&format!(
+            ": {}",
+            crate::automation::delegation::one_line(last, 160)
+        ));
+    }
+    d
 }

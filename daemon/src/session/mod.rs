@@ -1,6 +1,6 @@
 //! A session's life, as operations of the daemon: spawn, adopt, stop, restart and the limits
 //! around them; input, queued and typed; the turn state machine driven by screens, hooks and
-//! time; prompts and their answers; the last reply.
+//! time; prompts and their answers, and what followed the automatic ones; the last reply.
 //!
 //! Each file adds the methods of one concern to [`crate::core::Daemon`], the holder of the
 //! parts. Nothing below this folder (the store, tmux, the CLIs' adapters, the chat tables,
@@ -19,6 +19,7 @@ mod hooks;
 mod input;
 mod limits;
 mod opencode_link;
+mod outcomes;
 mod owner;
 mod reload;
 mod reply;
@@ -33,6 +34,7 @@ mod watch;
 
 pub use answer::Answered;
 pub use input::Sent;
+pub use outcomes::{Report, ReportRow};
 pub use reply::LastReply;
 pub use route::{RouteTask, Routed};
 pub(crate) use shared::remember_resolved;

@@ -73,6 +73,7 @@ impl Daemon {
             owner: req.owner.clone(),
             delegate: req.delegate || self.live().config.delegation.default,
             delegated_from: req.delegated_from.clone(),
+            delegated_reasons: req.delegated_reasons.clone(),
             hook_token: crate::ids::new_token().map_err(CoreError::NoRandom)?,
             cli_session_id: new_uuid(),
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {

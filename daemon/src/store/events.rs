@@ -139,6 +139,9 @@ pub enum EventKind {
         #[serde(default)]
         detail: String,
         attempt: u32,
+        /// CLIs of the chain passed over because they could not start, each with why.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        skipped: Vec<String>,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]

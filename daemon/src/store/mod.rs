@@ -1,6 +1,7 @@
 //! Everything the daemon keeps on disk, and how: the event log and the long texts beside it,
-//! the session registry, the queued input, the audit log and size-rotated files; atomic
-//! replacement, and setting aside (never deleting) what cannot be read.
+//! the session registry, the queued input, the audit log, the outcomes of automatic answers
+//! and size-rotated files; atomic replacement, and setting aside (never deleting) what cannot
+//! be read.
 //!
 //! Owns the file formats. May not touch: sessions, tmux, chats — it stores what it is given
 //! and knows nothing of what drives the daemon.
@@ -8,6 +9,7 @@
 pub mod audit;
 pub mod blobs;
 pub mod events;
+pub mod outcomes;
 pub mod queue_file;
 pub mod rotating;
 
