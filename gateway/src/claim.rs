@@ -48,6 +48,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Delegate { .. } => true,
         Command::Help { .. }
         | Command::Sessions
+        | Command::Discover
         | Command::Whoami
         | Command::Status
         | Command::Screen { .. }

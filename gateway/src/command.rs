@@ -52,6 +52,8 @@ pub enum Command {
     },
     /// `sessions`: list sessions.
     Sessions,
+    /// `discover`: the AI CLIs running on the machine outside clibot (admins).
+    Discover,
     /// `use NAME`: make NAME the session this chat talks to.
     Use {
         /// A valid session name.
@@ -145,6 +147,7 @@ impl Command {
         match self {
             Command::Help { .. } => CommandName::Help,
             Command::Sessions => CommandName::Sessions,
+            Command::Discover => CommandName::Discover,
             Command::Use { .. } => CommandName::Use,
             Command::New { .. } => CommandName::New,
             Command::Whoami => CommandName::Whoami,
@@ -172,6 +175,7 @@ impl Command {
 pub enum CommandName {
     Help,
     Sessions,
+    Discover,
     Use,
     New,
     Whoami,
@@ -193,9 +197,10 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 19] = [
+    pub const ALL: [CommandName; 20] = [
         CommandName::Help,
         CommandName::Sessions,
+        CommandName::Discover,
         CommandName::Use,
         CommandName::New,
         CommandName::Whoami,
@@ -220,6 +225,7 @@ impl CommandName {
         match self {
             CommandName::Help => "help",
             CommandName::Sessions => "sessions",
+            CommandName::Discover => "discover",
             CommandName::Use => "use",
             CommandName::New => "new",
             CommandName::Whoami => "whoami",
@@ -259,6 +265,7 @@ impl CommandName {
             CommandName::Delegate => "[CLI]",
             CommandName::Rules
             | CommandName::Sessions
+            | CommandName::Discover
             | CommandName::Whoami
             | CommandName::Status
             | CommandName::Last => "",
@@ -270,6 +277,9 @@ impl CommandName {
         match self {
             CommandName::Help => "list commands, or show one command's usage",
             CommandName::Sessions => "list sessions",
+            CommandName::Discover => {
+                "list the AI CLIs running on the machine outside clibot (admins)"
+            }
             CommandName::Use => "talk to session NAME from this chat",
             CommandName::New => {
                 "start CLI (claude, codex, …) in a new session NAME (delegate: hand its work to another CLI if it hits its limits)"
@@ -634,6 +644,7 @@ impl CommandParser {
                 Command::Help { topic }
             }
             CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
+            CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
             CommandName::Whoami => a.no_more(&mut tokens).map(|()| Command::Whoami)?,
             CommandName::Status => a.no_more(&mut tokens).map(|()| Command::Status)?,
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
@@ -1173,7 +1184,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, use, new, whoami, status, screen, keys, stop, start, restart, ask, last, answer, pair"
+            "help, sessions, discover, use, new, whoami, status, screen, keys, stop, start, restart, ask, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1529,7 +1540,11 @@ mod props {
         let mut parts: Vec<String> = vec![format!("{prefix}{word}")];
         match c {
             Command::Help { topic } => parts.extend(topic.map(|t| t.as_str().to_string())),
-            Command::Sessions | Command::Whoami | Command::Status | Command::Last => {}
+            Command::Sessions
+            | Command::Discover
+            | Command::Whoami
+            | Command::Status
+            | Command::Last => {}
             Command::Use { name } => parts.push(name.clone()),
             Command::New {
                 name,
@@ -1582,6 +1597,7 @@ mod props {
             proptest::option::of(proptest::sample::select(CommandName::ALL.to_vec()))
                 .prop_map(|topic| Command::Help { topic }),
             Just(Command::Sessions),
+            Just(Command::Discover),
             Just(Command::Whoami),
             Just(Command::Status),
             Just(Command::Last),

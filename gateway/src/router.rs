@@ -467,6 +467,23 @@ impl Router {
         };
         Ok(Some(match cmd {
             Command::Help { .. } => self.parser.help_text(),
+            Command::Discover => {
+                let found = c.discover(self.req(msg, v1::DiscoverRequest {})).await?.into_inner().found;
+                if found.is_empty() {
+                    "no AI CLI runs on the machine outside clibot".to_string()
+                } else {
+                    let mut t = format!("{} running outside clibot:", found.len());
+                    for f in &found {
+                        let place = match f.where_kind.as_str() {
+                            "tmux" => format!("tmux pane {}", f.pane),
+                            "tty" => f.tty.clone(),
+                            _ => "no terminal".into(),
+                        };
+                        t.push_str(&format!("\n• {} — {} {} in {} ({place})", f.id, f.cli, f.version, f.dir));
+                    }
+                    t
+                }
+            }
             Command::Sessions => {
                 let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
                 if sessions.is_empty() {
