@@ -83,6 +83,25 @@ enum Command {
         /// (its usage limit, a rate limit, ...).
         #[arg(long)]
         delegate: bool,
+        /// Continue this conversation of the CLI (an id from `clibotctl discover`, Claude
+        /// Code's session id, Codex's thread id, OpenCode's ses_…) instead of a new one.
+        #[arg(long, value_name = "CONVERSATION_ID")]
+        resume: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue, in a session clibot manages, the conversation of a CLI found by `discover`
+    /// (one running outside tmux, or anywhere): same directory, same conversation.
+    Resume {
+        /// The id `clibotctl discover` shows (e.g. claude-12345).
+        id: String,
+        /// The new session's name [default: the CLI's name and the process id].
+        #[arg(long)]
+        name: Option<String>,
+        /// Ask the original process to quit (SIGTERM) once the new session has started.
+        #[arg(long)]
+        quit: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -522,9 +541,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             env,
             args,
             delegate,
+            resume,
             json,
         } => {
-            let req = sessions::spawn_request(name, cli, dir, env, args, delegate)?;
+            let mut req = sessions::spawn_request(name, cli, dir, env, args, delegate)?;
+            req.resume = resume.unwrap_or_default();
             sessions::spawn(c, req, json).await
         }
         Command::Send {
@@ -555,6 +576,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
         Command::Start { name, json } => sessions::start(c, name, json).await,
         Command::Discover { json } => sessions::discover(c, json).await,
+        Command::Resume {
+            id,
+            name,
+            quit,
+            json,
+        } => sessions::resume(c, id, name, quit, json).await,
         Command::Route {
             text,
             dir,

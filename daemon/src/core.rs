@@ -47,6 +47,8 @@ pub struct SpawnRequest {
     pub delegated_from: Vec<String>,
     /// Why the work left each of those CLIs (set by a delegation).
     pub delegated_reasons: Vec<String>,
+    /// A conversation of the CLI to continue (`spawn --resume ID`); empty: a new one.
+    pub resume: String,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.

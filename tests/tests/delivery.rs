@@ -397,6 +397,7 @@ async fn oversized_requests_are_refused_naming_the_limit() {
             args,
             env,
             delegate: false,
+            resume: String::new(),
         }
     };
     let err = c

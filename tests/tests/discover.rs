@@ -186,3 +186,105 @@ fn discover_lists_cli_processes_outside_clibot_by_their_process_tree() {
     );
     drop(cleanup);
 }
+
+/// `clibotctl resume ID` continues a discovered CLI's conversation in a managed session in the
+/// same directory (and with `--quit` asks the original to quit); `spawn --resume` does the same
+/// by conversation id. A stand-in `claude` shows the arguments clibot starts it with.
+#[test]
+fn resume_continues_a_discovered_conversation_in_a_managed_session() {
+    let h = Harness::new();
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        format!(
+            "{text}\n[cli.claude]\nargv = [\"bash\", \"-c\", \"echo \\\"ARGS: $*\\\"; exec bash --norc --noprofile\", \"claude\"]\nenv = {{ PS1 = \"$ \", HISTFILE = \"/dev/null\" }}\n"
+        ),
+    )
+    .expect("config");
+    let mut h = h;
+    h.start_daemon();
+    let root = h.dir.path().join("pkgs");
+    let claude = package(&root, "@anthropic-ai/claude-code", "9.8.7", "cli.js", None);
+    let home = h.dir.path().join("home");
+    let work = h.work.display().to_string();
+    let other = h.dir.path().join("other-tmux.sock");
+    let cleanup = Cleanup {
+        other_tmux: other.clone(),
+        script: None,
+    };
+    let ok = Command::new("tmux")
+        .arg("-S")
+        .arg(&other)
+        .args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-c",
+            &work,
+        ])
+        .arg(format!("HOME={} exec node {claude}", home.display()))
+        .env_remove("TMUX")
+        .status()
+        .expect("tmux");
+    assert!(ok.success());
+    std::thread::sleep(Duration::from_millis(500));
+    let project = home.join(".claude/projects").join(
+        work.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect::<String>(),
+    );
+    std::fs::create_dir_all(&project).expect("project dir");
+    std::fs::write(project.join("5e1f-conv.jsonl"), "{}\n").expect("transcript");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let found = loop {
+        let f = discovered(&h);
+        if let Some(c) = f
+            .iter()
+            .find(|f| f["cli"] == "claude" && f["dir"] == work.as_str())
+        {
+            break c.clone();
+        }
+        assert!(Instant::now() < deadline, "not discovered: {f:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(found["actions"], serde_json::json!(["resume"]), "{found}");
+    let id = found["id"].as_str().expect("id").to_string();
+    let pid = found["pid"].as_u64().expect("pid") as u32;
+
+    let out = h.ctl_ok(&["resume", &id, "--name", "r1", "--quit", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(v["name"], "r1");
+    assert_eq!(v["dir"], work.as_str());
+    assert_eq!(v["conversation_id"], "5e1f-conv");
+    h.wait_screen("r1", "the resumed conversation", |t| {
+        t.contains("ARGS: --resume 5e1f-conv")
+    });
+    // The original was asked to quit.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(Instant::now() < deadline, "process {pid} still runs");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // By id, without discovering; a shell keeps no conversations; an id is checked.
+    h.ctl_ok(&[
+        "spawn", "r2", "--cli", "claude", "--dir", &work, "--resume", "abc-123",
+    ]);
+    h.wait_screen("r2", "the resumed conversation", |t| {
+        t.contains("ARGS: --resume abc-123")
+    });
+    let e = h.ctl_err(&[
+        "spawn", "r3", "--cli", "bash", "--dir", &work, "--resume", "x",
+    ]);
+    assert!(e.contains("keeps no conversations"), "{e}");
+    let e = h.ctl_err(&[
+        "spawn", "r4", "--cli", "claude", "--dir", &work, "--resume", "a b;c",
+    ]);
+    assert!(e.contains("is not a conversation id"), "{e}");
+    let e = h.ctl_err(&["resume", "claude-1"]);
+    assert!(e.contains("clibotctl discover"), "{e}");
+    drop(cleanup);
+}

@@ -106,6 +106,7 @@ pub fn spawn_request(
         args,
         env: envs,
         delegate,
+        resume: String::new(),
     })
 }
 
@@ -270,6 +271,57 @@ pub async fn discover(c: &mut Client, json: bool) -> anyhow::Result<()> {
             f.id, f.cli, f.dir
         );
     }
+    Ok(())
+}
+
+pub async fn resume(
+    c: &mut Client,
+    id: String,
+    name: Option<String>,
+    quit: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let found = c.discover(v1::DiscoverRequest {}).await?.into_inner().found;
+    let Some(f) = found.into_iter().find(|f| f.id == id) else {
+        bail!("no CLI {id:?} runs outside clibot now: `clibotctl discover` lists the ones that do");
+    };
+    if f.conversation_id.is_empty() {
+        bail!(
+            "which conversation {id} holds is not known (its records are ambiguous): start a session with `clibotctl spawn NAME --cli {} --dir {} --resume CONVERSATION_ID`",
+            f.cli,
+            f.dir
+        );
+    }
+    let name = name.unwrap_or_else(|| f.id.clone());
+    let s = c
+        .spawn_session(v1::SpawnSessionRequest {
+            name,
+            cli: f.cli.clone(),
+            dir: f.dir.clone(),
+            resume: f.conversation_id.clone(),
+            ..Default::default()
+        })
+        .await?
+        .into_inner();
+    let mut quit_note = String::new();
+    if quit {
+        let pid = rustix::process::Pid::from_raw(f.pid as i32)
+            .ok_or_else(|| anyhow!("{id} has no valid process id"))?;
+        match rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+            Ok(()) => quit_note = format!("; asked process {} to quit", f.pid),
+            Err(e) => quit_note = format!("; process {} could not be asked to quit: {e}", f.pid),
+        }
+    }
+    if json {
+        let mut v = output::session_json(&s);
+        v["conversation_id"] = json!(f.conversation_id);
+        v["quit"] = json!(quit);
+        return print_json(&v);
+    }
+    println!(
+        "{} ({}) continues conversation {} in {}{quit_note}; attach with `clibotctl attach {}`",
+        s.name, s.cli, f.conversation_id, s.dir, s.name
+    );
     Ok(())
 }
 

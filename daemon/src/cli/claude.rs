@@ -344,6 +344,7 @@ mod tests {
             api_port: 0,
             api_secret: "",
             resume: false,
+            conversation: "",
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");

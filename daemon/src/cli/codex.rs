@@ -24,7 +24,9 @@ impl Adapter for Codex {
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         // `codex resume --last` continues the most recent session in this directory.
-        let mut args: Vec<String> = if ctx.resume {
+        let mut args: Vec<String> = if ctx.resume && !ctx.conversation.is_empty() {
+            vec!["resume".into(), ctx.conversation.to_string()]
+        } else if ctx.resume {
             vec!["resume".into(), "--last".into()]
         } else {
             Vec::new()
@@ -191,6 +193,7 @@ mod tests {
             api_port: 0,
             api_secret: "",
             resume: false,
+            conversation: "",
         });
         assert_eq!(
             l.args,
@@ -210,7 +213,22 @@ mod tests {
             api_port: 0,
             api_secret: "",
             resume: true,
+            conversation: "",
         });
         assert_eq!(resumed.args, ["resume", "--last", "--no-daemon"]);
+        // A named conversation (`spawn --resume`, `clibotctl resume`) is resumed by its id.
+        let named = Codex.launch(&LaunchContext {
+            hook_command: "",
+            cli_session_id: "u",
+            permission_wait_secs: 600,
+            hook_argv: &[],
+            files_dir: std::path::Path::new("/tmp"),
+            home: std::path::Path::new("/tmp"),
+            api_port: 0,
+            api_secret: "",
+            resume: true,
+            conversation: "0199-thread",
+        });
+        assert_eq!(named.args, ["resume", "0199-thread", "--no-daemon"]);
     }
 }

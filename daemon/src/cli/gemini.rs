@@ -69,7 +69,9 @@ impl Adapter for Gemini {
             .unwrap_or_default();
         Launch {
             // The most recent conversation in this directory.
-            args: if ctx.resume {
+            args: if ctx.resume && !ctx.conversation.is_empty() {
+                vec!["--resume".into(), ctx.conversation.to_string()]
+            } else if ctx.resume {
                 vec!["--resume".into(), "latest".into()]
             } else {
                 Vec::new()
@@ -227,6 +229,7 @@ mod tests {
             api_port: 0,
             api_secret: "",
             resume: false,
+            conversation: "",
         });
         assert_eq!(
             l.env,

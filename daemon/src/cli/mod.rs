@@ -39,6 +39,9 @@ pub struct LaunchContext<'a> {
     pub api_secret: &'a str,
     /// Continue the CLI's previous conversation (a restart) rather than start a new one.
     pub resume: bool,
+    /// The conversation to continue, when one was named (`spawn --resume ID`, `resume`);
+    /// empty: the CLI's own choice (clibot's id for Claude Code, the latest for the others).
+    pub conversation: &'a str,
 }
 
 /// Extra arguments and environment for a launch.

@@ -212,6 +212,10 @@ pub async fn scan(tmux: &Path, own: Option<&Path>, managed: &BTreeSet<u32>) -> V
         if on_own {
             actions.push("adopt".to_string());
         }
+        // A known conversation can be continued in a managed session (`clibotctl resume`).
+        if conversation_id.is_some() {
+            actions.push("resume".to_string());
+        }
         found.push(Found {
             id: format!("{cli}-{}", p.pid),
             cli: cli.to_string(),

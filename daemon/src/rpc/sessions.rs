@@ -120,6 +120,7 @@ pub(super) async fn spawn_session(
         delegate: r.delegate,
         delegated_from: Vec::new(),
         delegated_reasons: Vec::new(),
+        resume: r.resume,
     };
     let rec = svc
         .detached(&actor, &name, "spawn", move |d| async move {

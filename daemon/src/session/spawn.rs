@@ -52,6 +52,25 @@ impl Daemon {
                 "an argument contains a NUL byte".into(),
             ));
         }
+        if !req.resume.is_empty() {
+            let valid = req.resume.len() <= 128
+                && req
+                    .resume
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            if !valid {
+                return Err(CoreError::InvalidArgument(format!(
+                    "{:?} is not a conversation id (letters, digits, - _ . only; at most 128)",
+                    req.resume
+                )));
+            }
+            if !self.resumes_conversations(&cli.name) {
+                return Err(CoreError::InvalidArgument(format!(
+                    "{} keeps no conversations to resume: start it without --resume",
+                    cli.name
+                )));
+            }
+        }
         let id = new_id();
         let created = now_ms();
         let rec = SessionRecord {
@@ -75,7 +94,13 @@ impl Daemon {
             delegated_from: req.delegated_from.clone(),
             delegated_reasons: req.delegated_reasons.clone(),
             hook_token: crate::ids::new_token().map_err(CoreError::NoRandom)?,
-            cli_session_id: new_uuid(),
+            // A resumed conversation keeps its id (Claude Code `--resume ID`, OpenCode's
+            // `ses_…`), so that a later restart continues it too.
+            cli_session_id: if req.resume.is_empty() {
+                new_uuid()
+            } else {
+                req.resume.clone()
+            },
             api_port: if self.kind_of(&cli.name).is_some_and(|(a, _)| a.serves_api()) {
                 free_local_port().map_err(CoreError::NoPort)?
             } else {
@@ -252,7 +277,8 @@ impl Daemon {
                 home: &home,
                 api_port: rec.api_port,
                 api_secret: &rec.hook_token,
-                resume,
+                resume: resume || !req.resume.is_empty(),
+                conversation: &req.resume,
             });
             let state_err = |path: &Path| {
                 let path = path.to_path_buf();
