@@ -235,6 +235,26 @@ impl Tmux {
     }
 
     /// Runs `commands` (joined with `;`) in one tmux client; `stdin` is fed to it.
+    /// Loads `text` into `buffer` from stdin (never an argument) and pastes it into `target`,
+    /// deleting the buffer; `bracketed`: with bracket codes when the program asked for them.
+    async fn paste_from_stdin(
+        &self,
+        target: &str,
+        buffer: &str,
+        text: &str,
+        bracketed: bool,
+    ) -> Result<(), MuxError> {
+        let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
+        let mut paste = PasteBuffer::new().delete();
+        if bracketed {
+            paste = paste.bracket_codes();
+        }
+        let paste = paste.buffer_name(buffer).target_pane(target).build();
+        self.run(vec![load, paste], Some(text.as_bytes()))
+            .await
+            .map(|_| ())
+    }
+
     async fn run(
         &self,
         commands: Vec<TmuxCommand<'_>>,
@@ -582,29 +602,11 @@ impl Mux for Tmux {
     }
 
     async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {
-        // The text travels on stdin, never as an argument.
-        let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
-        let paste = PasteBuffer::new()
-            .delete()
-            .bracket_codes()
-            .buffer_name(buffer)
-            .target_pane(target)
-            .build();
-        self.run(vec![load, paste], Some(text.as_bytes()))
-            .await
-            .map(|_| ())
+        self.paste_from_stdin(target, buffer, text, true).await
     }
 
     async fn type_hidden(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {
-        let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
-        let paste = PasteBuffer::new()
-            .delete()
-            .buffer_name(buffer)
-            .target_pane(target)
-            .build();
-        self.run(vec![load, paste], Some(text.as_bytes()))
-            .await
-            .map(|_| ())
+        self.paste_from_stdin(target, buffer, text, false).await
     }
 
     async fn send_keys(&self, target: &str, keys: &[Key]) -> Result<(), MuxError> {

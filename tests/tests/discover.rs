@@ -36,6 +36,40 @@ fn package(root: &Path, name: &str, version: &str, script: &str, child: Option<&
     script_path.display().to_string()
 }
 
+/// Runs the stand-in `script` with node, as HOME `home`, in a new session of the tmux server at
+/// `socket` (not clibot's).
+fn in_other_tmux(socket: &Path, session: &str, dir: &str, home: &Path, script: &str) {
+    let ok = Command::new("tmux")
+        .arg("-S")
+        .arg(socket)
+        .args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            session,
+            "-c",
+            dir,
+        ])
+        .arg(format!("HOME={} exec node {script}", home.display()))
+        .env_remove("TMUX")
+        .status()
+        .expect("tmux");
+    assert!(ok.success());
+}
+
+/// Claude Code's transcript of conversation `id` of project `dir`, as Claude Code names it.
+fn claude_transcript(home: &Path, dir: &str, id: &str) {
+    let project = home.join(".claude/projects").join(
+        dir.chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect::<String>(),
+    );
+    std::fs::create_dir_all(&project).expect("project dir");
+    std::fs::write(project.join(format!("{id}.jsonl")), "{}\n").expect("transcript");
+}
+
 fn discovered(h: &Harness) -> Vec<serde_json::Value> {
     serde_json::from_str::<serde_json::Value>(&h.ctl_ok(&["discover", "--json"]))
         .expect("discover --json is JSON")
@@ -86,24 +120,7 @@ fn discover_lists_cli_processes_outside_clibot_by_their_process_tree() {
         other_tmux: other.clone(),
         script: None,
     };
-    let ok = Command::new("tmux")
-        .arg("-S")
-        .arg(&other)
-        .args([
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "gemini-here",
-            "-c",
-            &work,
-        ])
-        .arg(format!("HOME={} exec node {claude}", home.display()))
-        .env_remove("TMUX")
-        .status()
-        .expect("tmux");
-    assert!(ok.success());
+    in_other_tmux(&other, "gemini-here", &work, &home, &claude);
     // One in a terminal with no tmux at all.
     cleanup.script = Some(
         Command::new("script")
@@ -121,13 +138,7 @@ fn discover_lists_cli_processes_outside_clibot_by_their_process_tree() {
 
     // Claude Code's transcript of the pane's conversation, written after it started.
     std::thread::sleep(Duration::from_millis(500));
-    let project = home.join(".claude/projects").join(
-        work.chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect::<String>(),
-    );
-    std::fs::create_dir_all(&project).expect("project dir");
-    std::fs::write(project.join("0d7c-conv.jsonl"), "{}\n").expect("transcript");
+    claude_transcript(&home, &work, "0d7c-conv");
 
     let deadline = Instant::now() + Duration::from_secs(20);
     let found = loop {
@@ -212,32 +223,9 @@ fn resume_continues_a_discovered_conversation_in_a_managed_session() {
         other_tmux: other.clone(),
         script: None,
     };
-    let ok = Command::new("tmux")
-        .arg("-S")
-        .arg(&other)
-        .args([
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-c",
-            &work,
-        ])
-        .arg(format!("HOME={} exec node {claude}", home.display()))
-        .env_remove("TMUX")
-        .status()
-        .expect("tmux");
-    assert!(ok.success());
+    in_other_tmux(&other, "t", &work, &home, &claude);
     std::thread::sleep(Duration::from_millis(500));
-    let project = home.join(".claude/projects").join(
-        work.chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect::<String>(),
-    );
-    std::fs::create_dir_all(&project).expect("project dir");
-    std::fs::write(project.join("5e1f-conv.jsonl"), "{}\n").expect("transcript");
+    claude_transcript(&home, &work, "5e1f-conv");
     let deadline = Instant::now() + Duration::from_secs(20);
     let found = loop {
         let f = discovered(&h);

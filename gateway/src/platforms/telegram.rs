@@ -239,15 +239,7 @@ impl Platform for Telegram {
     }
 
     async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
-        let mid = teloxide::types::MessageId(
-            message
-                .parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
-        );
+        let (chat_id, mid) = message_ids(chat, message)?;
         // Without a reply_markup the inline keyboard is removed.
         match self.bot.edit_message_reply_markup(chat_id, mid).await {
             Ok(_) => Ok(()),
@@ -258,15 +250,7 @@ impl Platform for Telegram {
     }
 
     async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
-        let mid = teloxide::types::MessageId(
-            message
-                .parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
-        );
+        let (chat_id, mid) = message_ids(chat, message)?;
         // A bot may delete what users send it in private chats, and in groups where it is an
         // admin with "delete messages"; elsewhere Telegram refuses.
         match self.bot.delete_message(chat_id, mid).await {
@@ -407,4 +391,18 @@ fn classify(e: RequestError) -> anyhow::Error {
     } else {
         e.into()
     }
+}
+
+/// A chat's and a message's ids as Telegram takes them.
+fn message_ids(chat: &str, message: &str) -> anyhow::Result<(ChatId, teloxide::types::MessageId)> {
+    let chat_id = ChatId(
+        chat.parse()
+            .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+    );
+    let mid = teloxide::types::MessageId(
+        message
+            .parse()
+            .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
+    );
+    Ok((chat_id, mid))
 }
