@@ -1,7 +1,7 @@
 //! Which conversation a running CLI holds, guessed from the CLI's own records: an id on its
 //! command line (`--resume ID`, `--session-id ID`) is certain; otherwise the one record of its
 //! directory written since the process started (Claude Code's project transcripts, Codex's
-//! rollout files). Anything else — none, or several — is `None`: a wrong guess would resume
+//! rollout files, Gemini CLI's chats). Anything else — none, or several — is `None`: a wrong guess would resume
 //! the wrong conversation.
 
 use std::path::{Path, PathBuf};
@@ -108,8 +108,44 @@ pub fn guess(cli: &str, pid: u32, dir: &Path, started_ms: i64) -> Option<String>
             // rollout-<timestamp>-<uuid>: the uuid is the last 36 characters.
             (stem.len() >= 36).then(|| stem[stem.len() - 36..].to_string())
         }
+        "gemini" => {
+            if let Some(id) = flag_value(&argv, &["--resume", "-r"]).filter(|v| v.len() == 36) {
+                return Some(id);
+            }
+            let base = env_of(pid, "GEMINI_CLI_HOME")
+                .map(PathBuf::from)
+                .or(home)?
+                .join(".gemini");
+            gemini_conversation(&base, dir, since)
+        }
         _ => None,
     }
+}
+
+/// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
+/// the short name from `~/.gemini/projects.json`; a chat's first line holds its `sessionId`
+/// (what `gemini --resume` takes).
+pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
+    let projects: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(base.join("projects.json")).ok()?).ok()?;
+    let short = projects["projects"][dir.display().to_string()].as_str()?;
+    if short.is_empty() || short.contains('/') || short.contains("..") {
+        return None;
+    }
+    let chats = base.join("tmp").join(short).join("chats");
+    let files = std::fs::read_dir(chats)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+        })
+        .collect();
+    let f = only_recent(files, since_ms)?;
+    let first = std::fs::read_to_string(f).ok()?;
+    let meta: serde_json::Value = serde_json::from_str(first.lines().next()?).ok()?;
+    meta["sessionId"].as_str().map(str::to_string)
 }
 
 /// Codex's rollout files under `dir` (`YYYY/MM/DD/rollout-*.jsonl`).
@@ -155,6 +191,31 @@ mod tests {
         std::fs::write(&b, "{}").expect("write");
         assert_eq!(only_recent(vec![a.clone(), b], 0), None, "ambiguous");
         assert_eq!(only_recent(vec![a], i64::MAX), None, "too old");
+    }
+
+    #[test]
+    fn gemini_names_its_chats_by_the_project_short_name() {
+        let base = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            base.path().join("projects.json"),
+            r#"{"projects": {"/home/dev/proj": "proj"}}"#,
+        )
+        .expect("projects");
+        let chats = base.path().join("tmp/proj/chats");
+        std::fs::create_dir_all(&chats).expect("mkdir");
+        std::fs::write(
+            chats.join("session-2026-11-27T02-40-4d66b8e3.jsonl"),
+            "{\"sessionId\":\"4d66b8e3-8157-42e8-9f75-66415186022e\",\"kind\":\"main\"}\n",
+        )
+        .expect("chat");
+        assert_eq!(
+            gemini_conversation(base.path(), Path::new("/home/dev/proj"), 0),
+            Some("4d66b8e3-8157-42e8-9f75-66415186022e".into())
+        );
+        assert_eq!(
+            gemini_conversation(base.path(), Path::new("/elsewhere"), 0),
+            None
+        );
     }
 
     #[test]
