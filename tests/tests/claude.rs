@@ -403,3 +403,109 @@ fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
 fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
     real_cli_restart_mid_turn(true);
 }
+
+/// Claude Code started by hand in a tmux server that is not clibot's: `discover` finds it (its
+/// version from the package, its pane, its conversation from its transcript), and `resume`
+/// continues that conversation in a managed session — the model sees the earlier exchange —
+/// while the original is asked to quit.
+#[test]
+fn real_cli_a_claude_started_outside_clibot_is_discovered_and_resumed_with_its_history() {
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![
+        Rule::text("say hello", "Hello from the mock model."),
+        Rule::text("say again", "Again."),
+    ]);
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    h.add_cli("claude", &claude.argv(), &claude.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+
+    let desk = clibot_tests::tmux_driver::TmuxDriver {
+        socket: h.dir.path().join("desk.sock"),
+        target: "desk",
+        unset: UNSET_ENV,
+    };
+    struct KillServer<'a>(&'a clibot_tests::tmux_driver::TmuxDriver);
+    impl Drop for KillServer<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.run(&["kill-server"], None);
+        }
+    }
+    let _end = KillServer(&desk);
+    let w = work.display().to_string();
+    let mut args: Vec<String> = [
+        "new-session",
+        "-d",
+        "-s",
+        "desk",
+        "-x",
+        "160",
+        "-y",
+        "50",
+        "-c",
+        &w,
+    ]
+    .map(String::from)
+    .to_vec();
+    for (k, v) in claude.env() {
+        args.extend(["-e".to_string(), format!("{k}={v}")]);
+    }
+    args.push("--".into());
+    args.extend(claude.argv());
+    desk.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let idle = |s: &str| s.contains("? for shortcuts") && !s.contains("esc to interrupt");
+    desk.wait("the idle prompt", Duration::from_secs(60), idle);
+    desk.submit("please say hello");
+    desk.wait("the reply", Duration::from_secs(60), |s| {
+        s.contains("Hello from the mock model.") && idle(s)
+    });
+
+    let found: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
+    let found = found
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["cli"] == "claude").cloned())
+        .unwrap_or_else(|| panic!("claude not discovered: {found:#}"));
+    assert_eq!(found["version"], "2.1.328", "{found}");
+    assert_eq!(found["where"]["kind"], "tmux", "{found}");
+    assert_eq!(
+        found["where"]["server"],
+        desk.socket.display().to_string().as_str()
+    );
+    assert_eq!(found["dir"], w.as_str());
+    let conversation = found["conversation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no conversation: {found}"))
+        .to_string();
+    assert_eq!(found["actions"], json!(["resume"]));
+    let pid = found["pid"].as_u64().expect("pid");
+
+    let id = found["id"].as_str().expect("id").to_string();
+    let out = h.ctl_ok(&["resume", &id, "--name", "cc", "--quit"]);
+    assert!(out.contains(&conversation), "{out}");
+    wait_idle(&h);
+    h.ctl_ok(&["send", "cc", "please say again"]);
+    let done = wait_event(&h, "the reply in the resumed conversation", |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Again.");
+    let last = latest_request_with(&mock, "please say again");
+    assert!(
+        last.contains("please say hello") && last.contains("Hello from the mock model."),
+        "the model saw the exchange held at the desk: {last}"
+    );
+    // The original was asked to quit.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::path::Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "claude {pid} still runs"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
