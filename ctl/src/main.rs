@@ -99,7 +99,7 @@ enum Command {
         /// The new session's name [default: the CLI's name and the process id].
         #[arg(long)]
         name: Option<String>,
-        /// Ask the original process to quit (SIGTERM) once the new session has started.
+        /// First ask the original process to quit (SIGTERM) and wait for it (up to 10 s).
         #[arg(long)]
         quit: bool,
         /// Print JSON instead of text.

@@ -341,3 +341,100 @@ fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
 fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
     real_cli_restart_mid_turn(true);
 }
+
+/// Codex started by hand in a tmux server that is not clibot's: `discover` finds it once (its
+/// node wrapper, not the native child; the version from the package; its conversation from its
+/// rollout), and `resume` continues that conversation in a managed session whose model request
+/// carries the earlier exchange.
+#[test]
+fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_history() {
+    require_codex();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![
+        Rule::text("say hello", REPLY),
+        Rule::text("say again", "Again."),
+    ]);
+    let codex = CodexHome::new(&h.dir.path().join("codex"), &work, &mock.url());
+    h.add_cli("codex", &codex.argv(), &codex.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+
+    let desk = clibot_tests::tmux_driver::TmuxDriver {
+        socket: h.dir.path().join("desk.sock"),
+        target: "desk",
+        unset: UNSET_ENV,
+    };
+    struct KillServer<'a>(&'a clibot_tests::tmux_driver::TmuxDriver);
+    impl Drop for KillServer<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.run(&["kill-server"], None);
+        }
+    }
+    let _end = KillServer(&desk);
+    let w = work.display().to_string();
+    let mut args: Vec<String> = [
+        "new-session",
+        "-d",
+        "-s",
+        "desk",
+        "-x",
+        "160",
+        "-y",
+        "50",
+        "-c",
+        &w,
+    ]
+    .map(String::from)
+    .to_vec();
+    for (k, v) in codex.env() {
+        args.extend(["-e".to_string(), format!("{k}={v}")]);
+    }
+    args.push("--".into());
+    args.extend(codex.argv());
+    args.push("--no-daemon".into());
+    desk.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let idle = |s: &str| s.contains("? for shortcuts") && !s.contains("esc to interrupt");
+    desk.wait("the idle prompt", Duration::from_secs(60), idle);
+    desk.submit("please say hello");
+    desk.wait("the reply", Duration::from_secs(60), |s| {
+        s.contains("This is line two.") && idle(s)
+    });
+
+    let all: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
+    let codexes: Vec<Value> = all
+        .as_array()
+        .map(|a| a.iter().filter(|f| f["cli"] == "codex").cloned().collect())
+        .unwrap_or_default();
+    assert_eq!(codexes.len(), 1, "once, as its wrapper: {all:#}");
+    let found = &codexes[0];
+    assert_eq!(found["where"]["kind"], "tmux", "{found}");
+    assert!(
+        found["version"].as_str().is_some_and(|v| !v.is_empty()),
+        "{found}"
+    );
+    let conversation = found["conversation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no conversation: {found}"))
+        .to_string();
+    let id = found["id"].as_str().expect("id").to_string();
+    let out = h.ctl_ok(&["resume", &id, "--name", SESSION, "--quit"]);
+    assert!(out.contains(&conversation), "{out}");
+    wait_event(&h, "the resumed session to be ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", SESSION, "please say again"]);
+    let done = wait_event(&h, "the reply in the resumed conversation", |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Again.");
+    let last = mock
+        .requests()
+        .iter()
+        .map(Value::to_string)
+        .rfind(|r| r.contains("please say again"))
+        .unwrap_or_default();
+    assert!(
+        last.contains("please say hello") && last.contains("This is line two."),
+        "the model saw the exchange held at the desk: {last}"
+    );
+}

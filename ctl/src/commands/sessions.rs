@@ -293,6 +293,30 @@ pub async fn resume(
         );
     }
     let name = name.unwrap_or_else(|| f.id.clone());
+    // The original goes first: two processes on one conversation write over each other (Codex
+    // calls it "open in another app").
+    let mut quit_note = String::new();
+    if quit {
+        let pid = rustix::process::Pid::from_raw(f.pid as i32)
+            .ok_or_else(|| anyhow!("{id} has no valid process id"))?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .with_context(|| format!("cannot ask process {} to quit", f.pid))?;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let gone = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", f.pid)).map_or(true, |s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        };
+        while !gone() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        quit_note = if gone() {
+            format!("; process {} quit", f.pid)
+        } else {
+            format!("; process {} was asked to quit and still runs", f.pid)
+        };
+    }
     let s = c
         .spawn_session(v1::SpawnSessionRequest {
             name,
@@ -303,15 +327,6 @@ pub async fn resume(
         })
         .await?
         .into_inner();
-    let mut quit_note = String::new();
-    if quit {
-        let pid = rustix::process::Pid::from_raw(f.pid as i32)
-            .ok_or_else(|| anyhow!("{id} has no valid process id"))?;
-        match rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
-            Ok(()) => quit_note = format!("; asked process {} to quit", f.pid),
-            Err(e) => quit_note = format!("; process {} could not be asked to quit: {e}", f.pid),
-        }
-    }
     if json {
         let mut v = output::session_json(&s);
         v["conversation_id"] = json!(f.conversation_id);
