@@ -464,7 +464,12 @@ fn real_cli_a_claude_started_outside_clibot_is_discovered_and_resumed_with_its_h
     let found: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
     let found = found
         .as_array()
-        .and_then(|a| a.iter().find(|f| f["cli"] == "claude").cloned())
+        // Other tests' CLIs run on this machine too: this one is the CLI in this work dir.
+        .and_then(|a| {
+            a.iter()
+                .find(|f| f["cli"] == "claude" && f["dir"] == w.as_str())
+                .cloned()
+        })
         .unwrap_or_else(|| panic!("claude not discovered: {found:#}"));
     assert_eq!(found["version"], "2.1.328", "{found}");
     assert_eq!(found["where"]["kind"], "tmux", "{found}");

@@ -31,6 +31,11 @@ auto_start = true
 name = "later"
 cli = "bash"
 dir = "{work}"
+
+[[sessions]]
+name = "spare"
+cli = "bash"
+dir = "{work}"
 "#
     );
     std::fs::write(&h.config, text).expect("write config");
@@ -139,6 +144,13 @@ fn a_chat_with_no_binding_talks_to_the_default_session() {
     });
     tg.wait_sent("the reply", |s| {
         texts(s, ADMIN).iter().any(|t| t.contains("via-default-42"))
+    });
+    // `!!use` of a declared session that is not started says how to start it.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use spare");
+    tg.wait_sent("use of a declared session", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("declared in the config but not started: !!start spare"))
     });
     // `!!sessions` lists the declared and the running alike; `!!start` answers for a name
     // that is running already.

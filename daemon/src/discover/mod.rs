@@ -96,7 +96,9 @@ pub fn identify(exe: &str, argv: &[String]) -> Option<(&'static str, String)> {
 /// The version of the package `path` belongs to: the nearest `package.json` above it with a
 /// `version` (at most six levels up). Empty when there is none.
 pub fn package_version(path: &Path) -> String {
-    let mut dir = path.parent();
+    // `node_modules/.bin/codex` is a link into the package: look from where it points.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut dir = real.parent();
     for _ in 0..6 {
         let Some(d) = dir else { break };
         if let Ok(text) = std::fs::read_to_string(d.join("package.json"))
@@ -166,6 +168,14 @@ mod tests {
         )
         .expect("write");
         assert_eq!(package_version(&pkg.join("bin/codex.js")), "0.98.0");
+        // Run through node_modules/.bin, the link npm makes: still the package's version.
+        let bin = dir.path().join("node_modules/.bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        std::fs::write(dir.path().join("package.json"), r#"{"version": "0.0.0"}"#).expect("root");
+        std::os::unix::fs::symlink("../@openai/codex/bin/codex.js", bin.join("codex"))
+            .expect("symlink");
+        std::fs::write(pkg.join("bin/codex.js"), "").expect("script");
+        assert_eq!(package_version(&bin.join("codex")), "0.98.0");
         assert_eq!(package_version(Path::new("/nonexistent/x/y")), "");
     }
 }

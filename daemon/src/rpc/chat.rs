@@ -226,6 +226,20 @@ pub(super) async fn set_binding(
     if r.platform.is_empty() || r.chat.is_empty() {
         return Err(Status::invalid_argument("platform and chat are required"));
     }
+    if !r.session.is_empty()
+        && svc.daemon.get(&r.session).is_err()
+        && svc.daemon.declaration(&r.session).is_some()
+    {
+        let how = if actor.is_local() {
+            format!("clibotctl start {}", r.session)
+        } else {
+            format!("!!start {}", r.session)
+        };
+        return Err(Status::failed_precondition(format!(
+            "{} is declared in the config but not started: {how} starts it",
+            r.session
+        )));
+    }
     if !r.session.is_empty() {
         svc.owned(&actor, &r.session, "bind", false)?;
         if r.group && !svc.daemon.access().group_enabled(&r.platform, &r.chat) {
