@@ -92,6 +92,15 @@ pub(super) async fn get_session(
 ) -> Result<Response<v1::Session>, Status> {
     let actor = actor(&req);
     let name = req.into_inner().name;
+    // Declared in the config and not started: shown as such to those who may use it.
+    if let Some(rec) = svc
+        .daemon
+        .declared_not_started()
+        .into_iter()
+        .find(|r| r.name == name && svc.daemon.may_use(&actor, r))
+    {
+        return Ok(Response::new(session_to_proto(&svc.daemon, rec)));
+    }
     svc.owned(&actor, &name, "status", false)?;
     let rec = svc.daemon.get(&name)?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
