@@ -44,6 +44,31 @@ impl TmuxDriver {
         child.wait_with_output().expect("wait for tmux")
     }
 
+    /// Starts `argv` with `env` in the session `target` (160x50, in `dir`): tmux runs the
+    /// program as the pane's process.
+    pub fn start(&self, dir: &str, env: &[(String, String)], argv: &[String]) {
+        let mut args: Vec<String> = [
+            "new-session",
+            "-d",
+            "-s",
+            self.target,
+            "-x",
+            "160",
+            "-y",
+            "50",
+            "-c",
+            dir,
+        ]
+        .map(String::from)
+        .to_vec();
+        for (k, v) in env {
+            args.extend(["-e".to_string(), format!("{k}={v}")]);
+        }
+        args.push("--".into());
+        args.extend(argv.iter().cloned());
+        self.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+
     pub fn ok(&self, args: &[&str]) {
         let out = self.run(args, None);
         assert!(

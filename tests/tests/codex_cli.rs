@@ -359,40 +359,16 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
     h.add_cli("codex", &codex.argv(), &codex.env(), "");
     h.start_daemon_without(UNSET_ENV);
 
+    // Its own tmux server, killed when the driver goes.
     let desk = clibot_tests::tmux_driver::TmuxDriver {
         socket: h.dir.path().join("desk.sock"),
         target: "desk",
         unset: UNSET_ENV,
     };
-    struct KillServer<'a>(&'a clibot_tests::tmux_driver::TmuxDriver);
-    impl Drop for KillServer<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.run(&["kill-server"], None);
-        }
-    }
-    let _end = KillServer(&desk);
     let w = work.display().to_string();
-    let mut args: Vec<String> = [
-        "new-session",
-        "-d",
-        "-s",
-        "desk",
-        "-x",
-        "160",
-        "-y",
-        "50",
-        "-c",
-        &w,
-    ]
-    .map(String::from)
-    .to_vec();
-    for (k, v) in codex.env() {
-        args.extend(["-e".to_string(), format!("{k}={v}")]);
-    }
-    args.push("--".into());
-    args.extend(codex.argv());
-    args.push("--no-daemon".into());
-    desk.ok(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let mut argv = codex.argv();
+    argv.push("--no-daemon".into());
+    desk.start(&w, &codex.env(), &argv);
     let idle = |s: &str| s.contains("? for shortcuts") && !s.contains("esc to interrupt");
     desk.wait("the idle prompt", Duration::from_secs(60), idle);
     desk.submit("please say hello");

@@ -92,12 +92,14 @@ pub(super) async fn get_session(
 ) -> Result<Response<v1::Session>, Status> {
     let actor = actor(&req);
     let name = req.into_inner().name;
-    // Declared in the config and not started: shown as such to those who may use it.
-    if let Some(rec) = svc
-        .daemon
-        .declared_not_started()
-        .into_iter()
-        .find(|r| r.name == name && svc.daemon.may_use(&actor, r))
+    // Declared in the config and not started: shown as such to those who may use it. (Asked
+    // only for a name that is not a session: this call runs for every chat message.)
+    if svc.daemon.get(&name).is_err()
+        && let Some(rec) = svc
+            .daemon
+            .declared_not_started()
+            .into_iter()
+            .find(|r| r.name == name && svc.daemon.may_use(&actor, r))
     {
         return Ok(Response::new(session_to_proto(&svc.daemon, rec)));
     }
