@@ -265,6 +265,18 @@ impl Daemon {
         }
     }
 
+    /// Refuses text longer than one `send` may carry (`[daemon] max_input_bytes`).
+    fn check_input_len(&self, text: &str) -> Result<(), CoreError> {
+        let max = self.inner.settings.config.daemon.max_input_bytes;
+        if text.len() > max {
+            return Err(CoreError::TextTooLong {
+                len: text.len(),
+                max,
+            });
+        }
+        Ok(())
+    }
+
     /// Text for a session that waits on a password prompt is its answer: typed, never queued
     /// or kept (see [`crate::model::secret_placeholder`]). Any other text is input.
     async fn send_or_answer_secret(
@@ -279,6 +291,8 @@ impl Daemon {
             .and_then(|e| e.rec.prompt.as_ref().filter(|p| p.is_secret()))
             .map(|p| p.id.clone());
         if let Some(prompt_id) = secret.filter(|_| submit) {
+            // The same bound as any input: a password is typed too.
+            self.check_input_len(text)?;
             let a = self.answer_prompt(name, &prompt_id, text, by).await?;
             return Ok(Sent {
                 seq: a.seq,
@@ -313,13 +327,7 @@ impl Daemon {
         text: &str,
         submit: bool,
     ) -> Result<(u64, bool), CoreError> {
-        let max = self.inner.settings.config.daemon.max_input_bytes;
-        if text.len() > max {
-            return Err(CoreError::TextTooLong {
-                len: text.len(),
-                max,
-            });
-        }
+        self.check_input_len(text)?;
         if let Some(c) = text
             .chars()
             .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
