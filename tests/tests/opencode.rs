@@ -228,6 +228,14 @@ fn real_cli_no_is_handled_and_the_turn_ends() {
 #[test]
 fn real_cli_answering_at_the_terminal_resolves_the_prompt_and_a_late_answer_is_refused() {
     let s = setup(|w| vec![touch_rule(w)]);
+    // The session was ready only once the TUI followed the server's events (before, a dialog
+    // asked by the server may never be drawn).
+    assert!(
+        s.h.daemon_log()
+            .contains("the TUI follows OpenCode's events"),
+        "{}",
+        s.h.daemon_log()
+    );
     s.h.ctl_ok(&["send", "oc", "please make marker"]);
     let w = s.wait("waiting", |e| e["type"] == "waiting");
     let id = w["prompt_id"].as_str().expect("prompt id").to_string();

@@ -43,6 +43,11 @@ fn show_in_tui(http: &LocalHttp, id: &str) {
     });
 }
 
+/// How long the TUI may take to follow the server's events (see [`Daemon::await_tui`]).
+const TUI_PROBE: Duration = Duration::from_secs(20);
+/// The toast that shows the TUI follows the events (short: a toast is narrow).
+const TUI_TOAST: &str = "clibot connected";
+
 /// OpenCode sends a heartbeat every few seconds; a stream silent for this long is dead.
 const SILENT_STREAM: Duration = Duration::from_secs(45);
 /// The longest pause between two connection attempts (the server is local: trying is cheap).
@@ -74,6 +79,7 @@ impl Daemon {
         let mut backoff = Duration::from_millis(100);
         let mut seen = Seen::default();
         let mut was_live = false;
+        let mut probed = false;
         loop {
             let alive = lock(&self.inner.sessions)
                 .get(name)
@@ -86,6 +92,9 @@ impl Daemon {
                     info!(port, "connected to OpenCode's server");
                     backoff = Duration::from_millis(100);
                     was_live = true;
+                    if !std::mem::replace(&mut probed, true) {
+                        self.await_tui(name, &http).await;
+                    }
                     self.set_api(name, Some(http.clone()));
                     self.api_catch_up(name, &http, &mut seen).await;
                     loop {
@@ -135,6 +144,44 @@ impl Daemon {
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
         self.set_api(name, None);
+    }
+
+    /// Waits until the TUI follows the server's events. Its server answers before the TUI has
+    /// subscribed to them, and the TUI learns of a permission only from the event: a dialog
+    /// asked in that window is never drawn, and the person at the desk cannot answer it. So the
+    /// session is not ready until a toast sent through the same events shows on the screen
+    /// (asked again every two seconds, for at most [`TUI_PROBE`]; a TUI that never shows it
+    /// is followed anyway, through the API).
+    async fn await_tui(&self, name: &str, http: &LocalHttp) {
+        let body =
+            json!({ "title": "clibot", "message": TUI_TOAST, "variant": "info", "duration": 2500 });
+        let started = tokio::time::Instant::now();
+        let mut asked: Option<tokio::time::Instant> = None;
+        while started.elapsed() < TUI_PROBE {
+            if asked.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
+                asked = Some(tokio::time::Instant::now());
+                if let Err(e) = http.post_json("/tui/show-toast", &body).await {
+                    debug!("the TUI did not take the toast: {e}");
+                }
+            }
+            let Some(target) = lock(&self.inner.sessions)
+                .get(name)
+                .filter(|e| !e.rec.state.is_exited())
+                .map(|e| e.rec.target().to_string())
+            else {
+                return;
+            };
+            match self.inner.mux.capture(&target, None, false).await {
+                Ok(screen) if screen.contains(TUI_TOAST) => {
+                    info!("the TUI follows OpenCode's events");
+                    return;
+                }
+                Ok(_) => {}
+                Err(_) => return,
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+        debug!("the TUI never showed clibot's toast; following the API anyway");
     }
 
     /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
