@@ -53,6 +53,7 @@ pub fn run(socket: Option<PathBuf>, cli: &str, event: &str) -> ExitCode {
             cli: cli.to_string(),
             event: event.to_string(),
             payload,
+            global: false,
         };
         c.hook(req).await.ok().map(|r| r.into_inner().output)
     });

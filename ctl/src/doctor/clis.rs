@@ -145,6 +145,7 @@ pub(super) async fn hook_check(c: &mut clibot_proto::Client, out: &mut Vec<Check
         cli: "claude".into(),
         event: "Notification".into(),
         payload: "{}".into(),
+        global: false,
     };
     let fix =
         "the daemon does not answer hooks: look at its log (CLIBOT_LOG=debug) for `hook` lines";
