@@ -205,16 +205,30 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Manage a tmux session that already runs on clibot's tmux server.
+    /// Manage a CLI that already runs in tmux, where it runs: a tmux session on clibot's
+    /// server, or (with --pane) any pane of any of your tmux servers (--server), or (with
+    /// --found) a CLI that `clibotctl discover` lists.
     Adopt {
-        /// The tmux session's name (or $id).
-        tmux_session: String,
-        /// Which configured CLI runs in it (claude, codex, gemini, opencode, shell, ...).
+        /// The tmux session's name (or $id) on clibot's server; with --pane or --found, the
+        /// name the session gets.
+        target: String,
+        /// Which configured CLI runs in it (claude, codex, gemini, opencode, shell, ...);
+        /// with --pane or --found [default: the one its process tree shows].
         #[arg(long)]
-        cli: String,
+        cli: Option<String>,
         /// The session's clibot name [default: the tmux name].
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["pane", "found"])]
         name: Option<String>,
+        /// The pane to adopt (%N, from `clibotctl discover` or `tmux list-panes -a`).
+        #[arg(long, value_name = "%ID")]
+        pane: Option<String>,
+        /// The socket of the tmux server the pane is on [default: clibot's own]; a separate
+        /// flag, since socket paths may contain `:`.
+        #[arg(long, value_name = "SOCKET", requires = "pane")]
+        server: Option<String>,
+        /// The id `clibotctl discover` gave a CLI in a tmux pane (CLI-PID).
+        #[arg(long, value_name = "ID", conflicts_with_all = ["pane", "server"])]
+        found: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -568,11 +582,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
         } => sessions::stop(c, name, force, timeout, json).await,
         Command::Adopt {
-            tmux_session,
+            target,
             cli,
             name,
+            pane,
+            server,
+            found,
             json,
-        } => sessions::adopt(c, tmux_session, cli, name, json).await,
+        } => {
+            let how = sessions::Adoption {
+                target,
+                cli,
+                name,
+                pane,
+                server,
+                found,
+            };
+            sessions::adopt(c, how, json).await
+        }
         Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
         Command::Start { name, json } => sessions::start(c, name, json).await,
         Command::Discover { json } => sessions::discover(c, json).await,

@@ -88,6 +88,9 @@ pub(crate) struct Inner {
     /// The secret paths no session may start in (see [`crate::confine::secrets`]).
     pub(crate) secrets: Vec<PathBuf>,
     pub(crate) mux: Arc<dyn Mux>,
+    /// The user's other tmux servers that sessions adopted in place run on: socket → its
+    /// multiplexer (one control connection each, made when first needed).
+    pub(crate) servers: Mutex<std::collections::HashMap<String, Arc<dyn Mux>>>,
     pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
     pub(crate) events: EventLog,
     pub(crate) registry_path: PathBuf,
@@ -195,6 +198,7 @@ impl Daemon {
                 secrets,
                 settings,
                 mux,
+                servers: Mutex::new(Default::default()),
                 sessions: Mutex::new(BTreeMap::new()),
                 events,
                 registry_path,
@@ -505,7 +509,7 @@ impl Daemon {
 
     /// The command that attaches a terminal to the session.
     pub fn attach_command(&self, rec: &SessionRecord) -> Vec<String> {
-        self.inner.mux.attach_command(&rec.tmux_id)
+        self.mux_of(&rec.name).attach_command(&rec.tmux_id)
     }
 
     /// Saves everything before the process ends. tmux and its sessions are left running.

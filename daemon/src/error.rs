@@ -66,6 +66,15 @@ pub enum CoreError {
     TextTooLong { len: usize, max: usize },
     #[error("{0}")]
     InvalidArgument(String),
+    /// Something named that does not exist (a pane, a socket); the text says what to look at.
+    #[error("{0}")]
+    NotFound(String),
+    /// The operation cannot happen in the present state; the text says why.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// Not this caller's to do; the text says whose.
+    #[error("{0}")]
+    PermissionDenied(String),
     #[error(transparent)]
     UnknownKey(#[from] UnknownKey),
     #[error(

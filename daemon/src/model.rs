@@ -57,6 +57,11 @@ pub struct SessionRecord {
     /// it was kept: the session (its active pane) is targeted then, until re-adoption fills it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pane: String,
+    /// The socket of the tmux server the pane is on, for a session adopted where it runs on
+    /// another server of the user's; empty: clibot's own server. tmux ids (`$3`, `%7`) are
+    /// unique only per server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub server: String,
     #[serde(default)]
     pub pid: u32,
     #[serde(default)]

@@ -18,7 +18,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::keys::Key;
 
+mod listing;
 mod monitor;
+use listing::{LIST_FORMAT, parse_panes_rows, parse_sessions};
 pub use monitor::MONITOR;
 
 /// What went wrong talking to tmux.
@@ -177,6 +179,19 @@ pub trait Mux: Send + Sync + 'static {
     fn server_socket(&self) -> Option<PathBuf> {
         None
     }
+    /// Every pane on the server, one row each (a session adopted in place is a pane that need
+    /// not be its session's first).
+    async fn list_panes(&self) -> Result<Vec<MuxSession>, MuxError> {
+        self.list_sessions().await
+    }
+    /// The same multiplexer on another server of the user (`None`: it cannot follow others).
+    /// The server is used as it is: no option of it is changed and it is never started.
+    fn on_server(&self, _socket: &Path) -> Option<std::sync::Arc<dyn Mux>> {
+        None
+    }
+    /// Stops following this server at all: what clibot added to it goes (the monitor session,
+    /// which would otherwise keep a server of the user's alive after its last session).
+    async fn close(&self) {}
 }
 
 /// Which tmux server.
@@ -206,10 +221,6 @@ pub struct Tmux {
 /// row that does not split cleanly is skipped rather than misread.
 const SEP: char = '\t';
 
-/// One row per pane (`list-panes -a`): a session's CLI is its first pane, which a window the
-/// user opens later (prefix-c at the desk) does not replace, as the *active* pane would.
-const LIST_FORMAT: &str = "#{session_id}\t#{session_name}\t#{pane_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{@clibot_id}\t#{@clibot_name}\t#{@clibot_cli}\t#{@clibot_dir}\t#{@clibot_created}\t#{pane_current_path}";
-
 impl Tmux {
     pub fn new(binary: &Path, socket: TmuxSocket, config_file: Option<&Path>) -> Tmux {
         Tmux {
@@ -218,6 +229,38 @@ impl Tmux {
             binary: binary.to_string_lossy().into_owned(),
             socket,
             config_file: config_file.map(|p| p.to_string_lossy().into_owned()),
+        }
+    }
+
+    /// `list-panes -a` in clibot's format; a server with no session at all lists nothing.
+    async fn listed_panes(&self) -> Result<String, MuxError> {
+        let listed = self
+            .query(vec![{
+                let mut c = TmuxCommand::new();
+                c.name("list-panes");
+                c.push_flag("-a");
+                c.push_option("-F", LIST_FORMAT);
+                c
+            }])
+            .await;
+        // tmux 3.3a answers `list-panes -a` on a server with no session with "no current
+        // target", where `list-sessions` said nothing.
+        match listed {
+            Err(MuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                Ok(String::new())
+            }
+            other => other,
+        }
+    }
+
+    /// Drops the monitor's own rows and completes exit statuses tmux did not report.
+    fn finish_rows(&self, rows: &mut Vec<MuxSession>) {
+        rows.retain(|s| s.name != MONITOR);
+        for s in rows
+            .iter_mut()
+            .filter(|s| s.dead && s.dead_status.is_none() && s.pid > 0)
+        {
+            s.dead_status = crate::procs::zombie_exit_status(s.pid);
         }
     }
 
@@ -346,65 +389,6 @@ pub fn escape_arg(s: &str) -> Cow<'_, str> {
 /// command. `##` is a literal `#`.
 pub fn escape_format(s: &str) -> String {
     s.replace('#', "##")
-}
-
-fn parse_sessions(out: &str) -> Vec<MuxSession> {
-    // A path may hold a tab or a line break: `pane_current_path` is the last field (a tab in it
-    // stays in it), and a line that does not begin a row (`$id` and a tab) continues the row
-    // before it.
-    let mut rows: Vec<String> = Vec::new();
-    for line in out.lines() {
-        let begins = line
-            .strip_prefix('$')
-            .and_then(|r| r.split_once(SEP))
-            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        match rows.last_mut() {
-            Some(last) if !begins => {
-                last.push('\n');
-                last.push_str(line);
-            }
-            _ => rows.push(line.to_string()),
-        }
-    }
-    let panes = rows.iter().filter_map(|line| {
-        let f: Vec<&str> = line.splitn(12, SEP).collect();
-        if f.len() != 12 || !f[2].starts_with('%') {
-            return None;
-        }
-        Some(MuxSession {
-            id: f[0].to_string(),
-            name: f[1].to_string(),
-            pane: f[2].to_string(),
-            pid: f[3].parse().unwrap_or(0),
-            dead: f[4] == "1",
-            dead_status: f[5].parse().ok(),
-            path: f[11].to_string(),
-            meta: SessionMeta {
-                id: f[6].to_string(),
-                name: f[7].to_string(),
-                cli: f[8].to_string(),
-                dir: f[9].to_string(),
-                created_ms: f[10].to_string(),
-            },
-        })
-    });
-    // One entry per session: its first pane (the lowest pane number), in the order listed.
-    let mut out: Vec<MuxSession> = Vec::new();
-    for p in panes {
-        match out.iter_mut().find(|s| s.id == p.id) {
-            Some(s) if pane_number(&p.pane) < pane_number(&s.pane) => *s = p,
-            Some(_) => {}
-            None => out.push(p),
-        }
-    }
-    out
-}
-
-/// `%12` → 12 (unknown forms sort last).
-fn pane_number(pane: &str) -> u64 {
-    pane.strip_prefix('%')
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u64::MAX)
 }
 
 /// `show-environment` output: `NAME=value` lines; `-NAME` (removed) lines are skipped.
@@ -544,32 +528,27 @@ impl Mux for Tmux {
     }
 
     async fn list_sessions(&self) -> Result<Vec<MuxSession>, MuxError> {
-        let listed = self
-            .query(vec![{
-                let mut c = TmuxCommand::new();
-                c.name("list-panes");
-                c.push_flag("-a");
-                c.push_option("-F", LIST_FORMAT);
-                c
-            }])
-            .await;
-        // A server with no session at all answers `list-panes -a` with "no current target"
-        // (tmux 3.3a), where `list-sessions` said nothing: no sessions.
-        let listed = match listed {
-            Err(MuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                String::new()
-            }
-            other => other?,
-        };
-        let mut sessions = parse_sessions(&listed);
-        sessions.retain(|s| s.name != MONITOR);
-        for s in sessions
-            .iter_mut()
-            .filter(|s| s.dead && s.dead_status.is_none() && s.pid > 0)
-        {
-            s.dead_status = crate::procs::zombie_exit_status(s.pid);
-        }
+        let mut sessions = parse_sessions(&self.listed_panes().await?);
+        self.finish_rows(&mut sessions);
         Ok(sessions)
+    }
+
+    async fn list_panes(&self) -> Result<Vec<MuxSession>, MuxError> {
+        let mut panes = parse_panes_rows(&self.listed_panes().await?);
+        self.finish_rows(&mut panes);
+        Ok(panes)
+    }
+
+    fn on_server(&self, socket: &Path) -> Option<std::sync::Arc<dyn Mux>> {
+        Some(std::sync::Arc::new(Tmux::new(
+            Path::new(&self.binary),
+            TmuxSocket::Path(socket.to_path_buf()),
+            None,
+        )))
+    }
+
+    async fn close(&self) {
+        self.monitor_close().await;
     }
 
     async fn set_meta(&self, target: &str, meta: Option<&SessionMeta>) -> Result<(), MuxError> {

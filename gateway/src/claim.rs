@@ -41,6 +41,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Keys { .. }
         | Command::Stop { .. }
         | Command::Start { .. }
+        | Command::Adopt { .. }
         | Command::Ask { .. }
         | Command::Restart { .. }
         | Command::Answer { .. }

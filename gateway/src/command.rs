@@ -54,6 +54,13 @@ pub enum Command {
     Sessions,
     /// `discover`: the AI CLIs running on the machine outside clibot (admins).
     Discover,
+    /// `adopt ID [NAME]`: take over a CLI `discover` found in a tmux pane, where it runs.
+    Adopt {
+        /// The found id (CLI-PID).
+        id: String,
+        /// The session's name; none: the id.
+        name: Option<String>,
+    },
     /// `use NAME`: make NAME the session this chat talks to.
     Use {
         /// A valid session name.
@@ -148,6 +155,7 @@ impl Command {
             Command::Help { .. } => CommandName::Help,
             Command::Sessions => CommandName::Sessions,
             Command::Discover => CommandName::Discover,
+            Command::Adopt { .. } => CommandName::Adopt,
             Command::Use { .. } => CommandName::Use,
             Command::New { .. } => CommandName::New,
             Command::Whoami => CommandName::Whoami,
@@ -176,6 +184,7 @@ pub enum CommandName {
     Help,
     Sessions,
     Discover,
+    Adopt,
     Use,
     New,
     Whoami,
@@ -197,10 +206,11 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 20] = [
+    pub const ALL: [CommandName; 21] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
+        CommandName::Adopt,
         CommandName::Use,
         CommandName::New,
         CommandName::Whoami,
@@ -226,6 +236,7 @@ impl CommandName {
             CommandName::Help => "help",
             CommandName::Sessions => "sessions",
             CommandName::Discover => "discover",
+            CommandName::Adopt => "adopt",
             CommandName::Use => "use",
             CommandName::New => "new",
             CommandName::Whoami => "whoami",
@@ -257,6 +268,7 @@ impl CommandName {
             CommandName::Stop => "[NAME]",
             CommandName::Restart => "[NAME] [fresh]",
             CommandName::Start => "NAME",
+            CommandName::Adopt => "ID [NAME]",
             CommandName::Ask => "TEXT",
             CommandName::Answer => "CHOICE",
             CommandName::Pair => "[CODE]",
@@ -279,6 +291,9 @@ impl CommandName {
             CommandName::Sessions => "list sessions",
             CommandName::Discover => {
                 "list the AI CLIs running on the machine outside clibot (admins)"
+            }
+            CommandName::Adopt => {
+                "take over CLI ID that !!discover found in a tmux pane, where it runs, and talk to it from this chat (admins)"
             }
             CommandName::Use => "talk to session NAME from this chat",
             CommandName::New => {
@@ -645,6 +660,12 @@ impl CommandParser {
             }
             CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
             CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
+            CommandName::Adopt => {
+                let id = a.name("ID", tokens.next())?;
+                let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
+                a.no_more(&mut tokens)?;
+                Command::Adopt { id, name }
+            }
             CommandName::Whoami => a.no_more(&mut tokens).map(|()| Command::Whoami)?,
             CommandName::Status => a.no_more(&mut tokens).map(|()| Command::Status)?,
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
@@ -1566,6 +1587,10 @@ mod props {
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
             Command::Stop { name } => parts.extend(name.clone()),
             Command::Start { name } => parts.push(name.clone()),
+            Command::Adopt { id, name } => {
+                parts.push(id.clone());
+                parts.extend(name.clone());
+            }
             Command::Ask { text } => parts.push(text.clone()),
             Command::Restart { name, fresh } => {
                 parts.extend(name.clone());
@@ -1625,6 +1650,8 @@ mod props {
                 .prop_map(|keys| Command::Keys { keys }),
             opt_name.clone().prop_map(|name| Command::Stop { name }),
             name().prop_map(|name| Command::Start { name }),
+            (name(), proptest::option::of(name()))
+                .prop_map(|(id, name)| Command::Adopt { id, name }),
             "\\PC{1,60}"
                 .prop_map(|s| s.trim().to_string())
                 .prop_filter("not empty", |s| !s.is_empty())

@@ -13,6 +13,9 @@ use crate::claim::{self, Claims};
 use crate::platforms::{Inbound, Platform};
 use crate::verified::Verified;
 
+/// The pseudo-prompt id prefix of a `discover` button: `d.ID` adopts CLI ID.
+const DISCOVERED: &str = "d.";
+
 pub struct Router {
     pub platform: Arc<dyn Platform>,
     pub parser: CommandParser,
@@ -78,6 +81,31 @@ impl Router {
             }
         }
         r
+    }
+
+    /// Adopts CLI `id` that discovery found in a tmux pane, where it runs, and binds this chat
+    /// to it.
+    async fn adopt_found(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        id: &str,
+        name: Option<&str>,
+    ) -> Result<String, tonic::Status> {
+        let req = v1::AdoptSessionRequest {
+            found: id.to_string(),
+            name: name.unwrap_or_default().to_string(),
+            ..Default::default()
+        };
+        let s = c.adopt_session(self.req(msg, req)).await?.into_inner();
+        let took = format!("adopted {} ({}) where it runs, in {}", s.name, s.cli, s.dir);
+        Ok(match self.bind(c, msg, &s.name).await {
+            Ok(()) => format!("{took}; this chat now talks to it"),
+            Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                format!("{took}; {}", e.message())
+            }
+            Err(e) => return Err(e),
+        })
     }
 
     async fn reply(&self, msg: &Inbound, text: &str) {
@@ -472,6 +500,7 @@ impl Router {
                 if found.is_empty() {
                     "no AI CLI runs on the machine outside clibot".to_string()
                 } else {
+                    let p = self.parser.prefix();
                     let mut t = format!("{} running outside clibot:", found.len());
                     for f in &found {
                         let place = match f.where_kind.as_str() {
@@ -480,10 +509,30 @@ impl Router {
                             _ => "no terminal".into(),
                         };
                         t.push_str(&format!("\n• {} — {} {} in {} ({place})", f.id, f.cli, f.version, f.dir));
+                        if f.actions.iter().any(|a| a == "adopt") {
+                            t.push_str(&format!(": {p}adopt {}", f.id));
+                        }
                     }
-                    t
+                    // One tap takes over a CLI in a tmux pane: a button per such CLI, after the
+                    // list (the button answers the pseudo-prompt `d.ID`).
+                    let adoptable: Vec<&v1::Discovered> =
+                        found.iter().filter(|f| f.actions.iter().any(|a| a == "adopt")).collect();
+                    if adoptable.is_empty() {
+                        t
+                    } else {
+                        self.reply(msg, &t).await;
+                        for f in adoptable {
+                            let text = self.platform.redact(&format!("{} in {}", f.id, f.dir)).into_owned();
+                            let id = format!("{DISCOVERED}{}", f.id);
+                            if let Err(e) = self.platform.send_prompt(&msg.chat, &id, &text, &["Adopt here".to_string()]).await {
+                                eprintln!("clibot-gateway: cannot offer to adopt {} in {}: {e}", f.id, msg.chat);
+                            }
+                        }
+                        return Ok(None);
+                    }
                 }
             }
+            Command::Adopt { id, name } => self.adopt_found(c, msg, &id, name.as_deref()).await?,
             Command::Sessions => {
                 let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
                 if sessions.is_empty() {
@@ -605,6 +654,10 @@ impl Router {
                 }
             }
             Command::Answer { choice } => {
+                // A press on a `discover` button: adopt that CLI.
+                if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
+                    return Ok(Some(self.adopt_found(c, msg, id, None).await?));
+                }
                 if let Some(refusal) = answer_refusal(&choice) {
                     return Ok(Some(refusal));
                 }

@@ -457,7 +457,7 @@ fn real_cli_a_claude_started_outside_clibot_is_discovered_and_resumed_with_its_h
         .as_str()
         .unwrap_or_else(|| panic!("no conversation: {found}"))
         .to_string();
-    assert_eq!(found["actions"], json!(["resume"]));
+    assert_eq!(found["actions"], json!(["adopt", "resume"]));
     let pid = found["pid"].as_u64().expect("pid");
 
     let id = found["id"].as_str().expect("id").to_string();

@@ -238,7 +238,11 @@ fn resume_continues_a_discovered_conversation_in_a_managed_session() {
         assert!(Instant::now() < deadline, "not discovered: {f:#?}");
         std::thread::sleep(Duration::from_millis(200));
     };
-    assert_eq!(found["actions"], serde_json::json!(["resume"]), "{found}");
+    assert_eq!(
+        found["actions"],
+        serde_json::json!(["adopt", "resume"]),
+        "{found}"
+    );
     let id = found["id"].as_str().expect("id").to_string();
     let pid = found["pid"].as_u64().expect("pid") as u32;
 

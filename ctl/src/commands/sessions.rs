@@ -372,26 +372,56 @@ pub async fn restart(c: &mut Client, name: String, fresh: bool, json: bool) -> a
     Ok(())
 }
 
-pub async fn adopt(
-    c: &mut Client,
-    tmux_session: String,
-    cli: String,
-    name: Option<String>,
-    json: bool,
-) -> anyhow::Result<()> {
-    let req = v1::AdoptSessionRequest {
-        tmux_session,
-        cli,
-        name: name.unwrap_or_default(),
+/// What `clibotctl adopt` names.
+pub struct Adoption {
+    pub target: String,
+    pub cli: Option<String>,
+    pub name: Option<String>,
+    pub pane: Option<String>,
+    pub server: Option<String>,
+    pub found: Option<String>,
+}
+
+pub async fn adopt(c: &mut Client, a: Adoption, json: bool) -> anyhow::Result<()> {
+    let in_place = a.pane.is_some() || a.found.is_some();
+    let req = if in_place {
+        v1::AdoptSessionRequest {
+            name: a.target,
+            cli: a.cli.unwrap_or_default(),
+            server: a.server.unwrap_or_default(),
+            pane: a.pane.unwrap_or_default(),
+            found: a.found.unwrap_or_default(),
+            ..Default::default()
+        }
+    } else {
+        let Some(cli) = a.cli else {
+            bail!(
+                "say which CLI runs in tmux session {}: --cli claude (or codex, gemini, opencode, shell, ...)",
+                a.target
+            );
+        };
+        v1::AdoptSessionRequest {
+            tmux_session: a.target,
+            cli,
+            name: a.name.unwrap_or_default(),
+            ..Default::default()
+        }
     };
     let s = c.adopt_session(req).await?.into_inner();
     if json {
         return print_json(&output::session_json(&s));
     }
-    println!(
-        "adopted tmux session {} as {} ({})",
-        s.tmux_session, s.name, s.cli
-    );
+    if s.server.is_empty() {
+        println!(
+            "adopted tmux session {} as {} ({})",
+            s.tmux_session, s.name, s.cli
+        );
+    } else {
+        println!(
+            "adopted {} ({}) where it runs: tmux session {} on the server at {}; `clibotctl release {}` lets it go again",
+            s.name, s.cli, s.tmux_session, s.server, s.name
+        );
+    }
     Ok(())
 }
 

@@ -147,9 +147,9 @@ fn tty_of(pid: u32) -> Option<String> {
     (t.starts_with("/dev/pts/") || t.starts_with("/dev/tty")).then_some(t)
 }
 
-/// Every AI CLI running as this user outside clibot's sessions. `own` is clibot's own tmux
-/// server; `managed` the pane pids of the sessions it manages there.
-pub async fn scan(tmux: &Path, own: Option<&Path>, managed: &BTreeSet<u32>) -> Vec<Found> {
+/// Every AI CLI running as this user outside clibot's sessions. `managed` holds the pane pids
+/// of the sessions it manages (on any server).
+pub async fn scan(tmux: &Path, managed: &BTreeSet<u32>) -> Vec<Found> {
     let uid = rustix::process::getuid().as_raw();
     let procs = all_procs(uid);
     let by_pid: HashMap<u32, &Proc> = procs.iter().map(|p| (p.pid, p)).collect();
@@ -205,11 +205,10 @@ pub async fn scan(tmux: &Path, own: Option<&Path>, managed: &BTreeSet<u32>) -> V
         let dir = std::fs::read_link(format!("/proc/{}/cwd", p.pid)).unwrap_or_default();
         let started_ms = boot + (p.start_ticks as i64) * 1000 / ticks;
         let conversation_id = super::conversation::guess(cli, p.pid, &dir, started_ms);
-        let on_own = matches!(&place, Place::Tmux { server, .. } if Some(server.as_path()) == own);
         let mut actions = Vec::new();
-        // A pane of clibot's own server can be adopted today; panes of other servers and
-        // terminals are reported for what they are.
-        if on_own {
+        // A CLI in a tmux pane (of any of the user's servers) is adopted where it runs; one in
+        // a plain terminal cannot be driven from outside, only resumed.
+        if matches!(place, Place::Tmux { .. }) {
             actions.push("adopt".to_string());
         }
         // A known conversation can be continued in a managed session (`clibotctl resume`).

@@ -107,11 +107,13 @@ impl From<CoreError> for Status {
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NotDeclared(_)
+            | CoreError::NotFound(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
             CoreError::DirNotAllowed { .. }
             | CoreError::SecretDir { .. }
             | CoreError::CliNotAllowed { .. }
             | CoreError::NotYours(_)
+            | CoreError::PermissionDenied(_)
             | CoreError::NotOwner(_) => Code::PermissionDenied,
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
@@ -125,6 +127,7 @@ impl From<CoreError> for Status {
             | CoreError::ProgramNotFound { .. }
             | CoreError::NoSandbox
             | CoreError::ProgramNotExecutable { .. }
+            | CoreError::FailedPrecondition(_)
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
             CoreError::TooManySessions { .. }
@@ -275,6 +278,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         delegated_from: r.delegated_from,
         delegated_to: r.delegated_to,
         resumable,
+        server: r.server.clone(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Sessions: list, get, spawn, stop, adopt, release, restart, delegate. Translation only: the core decides.
 
 use super::*;
+use crate::session::InPlace;
 
 pub(super) async fn list_sessions(
     svc: &Service,
@@ -167,11 +168,27 @@ pub(super) async fn adopt_session(
 ) -> Result<Response<v1::Session>, Status> {
     let actor = actor(&req);
     let r = req.into_inner();
-    svc.authorize(&actor, &r.tmux_session, "adopt", true)?;
-    let tmux_session = r.tmux_session.clone();
+    let subject = [&r.found, &r.pane, &r.tmux_session]
+        .into_iter()
+        .find(|s| !s.is_empty())
+        .cloned()
+        .unwrap_or_default();
+    svc.authorize(&actor, &subject, "adopt", true)?;
     let rec = svc
-        .detached(&actor, &tmux_session, "adopt", move |d| async move {
-            d.adopt(&r.tmux_session, &r.cli, &r.name).await
+        .detached(&actor, &subject, "adopt", move |d| async move {
+            if !r.found.is_empty() {
+                d.adopt_found(&r.found, &r.name).await
+            } else if !r.pane.is_empty() {
+                let req = InPlace {
+                    server: &r.server,
+                    pane: &r.pane,
+                    cli: &r.cli,
+                    name: &r.name,
+                };
+                d.adopt_in_place(req).await
+            } else {
+                d.adopt(&r.tmux_session, &r.cli, &r.name).await
+            }
         })
         .await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))

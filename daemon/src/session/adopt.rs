@@ -155,6 +155,14 @@ impl Daemon {
                 rec.queue = queue;
             }
         }
+        // Sessions adopted where they run, on other tmux servers of the user's, are matched
+        // there.
+        let (others, own): (Vec<SessionRecord>, Vec<SessionRecord>) =
+            std::mem::take(&mut registry.sessions)
+                .into_iter()
+                .partition(|r| !r.server.is_empty());
+        registry.sessions = own;
+        let in_place = self.readopt_in_place(others).await;
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
@@ -166,7 +174,7 @@ impl Daemon {
                 for rec in registry.sessions {
                     sessions.insert(rec.name.clone(), Entry::new(rec));
                 }
-                return 0;
+                return in_place;
             }
         };
         // Sessions tmux knows as clibot's that the registry lost: what they need to be followed
@@ -177,7 +185,7 @@ impl Daemon {
                 lost_env.insert(s.id.clone(), self.session_env(&s.id).await);
             }
         }
-        let mut readopted = 0;
+        let mut readopted = in_place;
         let mut exited = Vec::new();
         {
             let mut sessions = lock(&self.inner.sessions);

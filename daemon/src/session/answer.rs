@@ -145,14 +145,14 @@ impl Daemon {
                 let strokes =
                     answer_strokes(&prompt, &choice).map_err(CoreError::InvalidArgument)?;
                 let _g = input.lock().await;
-                self.send_strokes(&target, &strokes).await?;
+                self.send_strokes(name, &target, &strokes).await?;
                 // A TUI may drop a key that arrives while its dialog is still settling; if the
                 // same dialog is still up a moment later, the answer is typed once more. Never a
                 // secret: a password prompt stays up while it is checked, and a second copy
                 // would land wherever the program goes next (a shell, echoed).
                 if !prompt.is_secret() && self.dialog_still_shown(name, &target, &prompt).await {
                     info!("the dialog ignored the answer; typing it once more");
-                    self.send_strokes(&target, &strokes).await?;
+                    self.send_strokes(name, &target, &strokes).await?;
                 }
                 "keys"
             }
@@ -230,23 +230,23 @@ impl Daemon {
 
     pub(crate) async fn send_strokes(
         &self,
+        name: &str,
         target: &str,
         strokes: &[Stroke],
     ) -> Result<(), CoreError> {
         for s in strokes {
             match s {
                 Stroke::Key(k) => {
-                    self.inner
-                        .mux
+                    self.mux_of(name)
                         .send_keys(target, std::slice::from_ref(k))
                         .await?
                 }
-                Stroke::Text(t) => self.inner.mux.send_text(target, t).await?,
+                Stroke::Text(t) => self.mux_of(name).send_text(target, t).await?,
                 Stroke::Secret(t) if t.is_empty() => {}
                 Stroke::Secret(t) => {
                     let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
                     let buffer = format!("clibot-hidden-{n}");
-                    self.inner.mux.type_hidden(target, &buffer, t).await?
+                    self.mux_of(name).type_hidden(target, &buffer, t).await?
                 }
             }
         }
@@ -272,7 +272,7 @@ impl Daemon {
         let deadline = Instant::now() + Duration::from_millis(1000);
         while Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            match self.inner.mux.capture(target, None, false).await {
+            match self.mux_of(name).capture(target, None, false).await {
                 // The very dialog answered: its words, options and subject. Anything else
                 // (another command behind the same question) is a new prompt, never retyped at.
                 Ok(screen) => match pack.analyze(&screen).prompt {

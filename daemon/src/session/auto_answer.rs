@@ -127,8 +127,7 @@ impl Daemon {
             return;
         };
         let screen = self
-            .inner
-            .mux
+            .mux_of(name)
             .capture(&target, None, false)
             .await
             .map(|s| last_lines(&s, DECIDER_SCREEN_LINES))

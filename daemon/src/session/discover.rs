@@ -15,8 +15,7 @@ impl Daemon {
             .filter(|e| !e.rec.state.is_exited() && e.rec.pid > 0)
             .map(|e| e.rec.pid)
             .collect();
-        let own = self.inner.mux.server_socket();
         let tmux = self.inner.settings.config.tmux.binary.clone();
-        crate::discover::scan(&tmux, own.as_deref(), &managed).await
+        crate::discover::scan(&tmux, &managed).await
     }
 }

@@ -100,7 +100,7 @@ impl Daemon {
         let (rec, input) = self.lookup(name)?;
         let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
         let _turn = input.lock().await;
-        let mux = &self.inner.mux;
+        let mux = self.mux_of(name);
         // Where this turn's output will begin, for CLIs whose reply is read off the screen.
         let anchor = match mux.cursor(rec.target()).await {
             Ok((hist, y)) => Some(hist + y),
@@ -371,7 +371,9 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
-        self.inner.mux.send_keys(rec.target(), &parsed).await?;
+        self.mux_of(&rec.name)
+            .send_keys(rec.target(), &parsed)
+            .await?;
         self.touch(name);
         let names = parsed.iter().map(|k| k.to_string()).collect();
         Ok(self.event(name, &rec.id, EventKind::KeysSent { keys: names }))
@@ -393,7 +395,10 @@ impl Daemon {
     ) -> Result<String, CoreError> {
         let rec = self.get(name)?;
         let start = (lines > 0).then(|| -i64::from(lines));
-        let raw = self.inner.mux.capture(rec.target(), start, escapes).await?;
+        let raw = self
+            .mux_of(&rec.name)
+            .capture(rec.target(), start, escapes)
+            .await?;
         Ok(trim_capture(&raw, lines as usize, escapes))
     }
 }

@@ -18,11 +18,16 @@ impl Daemon {
     pub async fn check_sessions(&self) {
         // Which sessions to check is decided before tmux is asked: a session spawned while the
         // list is in flight is not in it, and must not be taken for gone.
-        let candidates: Vec<(String, String, String)> = lock(&self.inner.sessions)
+        let (candidates, in_place): (Vec<_>, Vec<_>) = lock(&self.inner.sessions)
             .values()
             .filter(|e| !e.stopping && !e.rec.state.is_exited())
-            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.tmux_id.clone()))
+            .map(|e| e.rec.clone())
+            .partition(|r| r.server.is_empty());
+        let candidates: Vec<(String, String, String)> = candidates
+            .into_iter()
+            .map(|r| (r.name, r.id, r.tmux_id))
             .collect();
+        self.check_in_place(in_place).await;
         // Working or waiting on a prompt: a CLI that ends now ends in the middle of its turn.
         let mid_turn = |name: &str| {
             lock(&self.inner.sessions)
@@ -53,6 +58,52 @@ impl Daemon {
                 }
                 Some(_) => {}
                 None => self.mark_exited(&name, None, "its tmux session is gone"),
+            }
+        }
+    }
+
+    /// [`Self::check_sessions`] for sessions adopted where they run on other servers: each is
+    /// looked for in its server's panes, with the same process.
+    async fn check_in_place(&self, recs: Vec<crate::model::SessionRecord>) {
+        let mut listed: std::collections::HashMap<String, Vec<crate::tmux::MuxSession>> =
+            Default::default();
+        for rec in recs {
+            if !listed.contains_key(&rec.server) {
+                let rows = match self.mux_on(&rec.server) {
+                    Ok(m) => match m.list_panes().await {
+                        Ok(rows) => rows,
+                        Err(MuxError::NoServer(_)) => Vec::new(),
+                        Err(e) => {
+                            warn!(server = %rec.server, "cannot list tmux panes: {e}");
+                            continue;
+                        }
+                    },
+                    Err(_) => continue,
+                };
+                listed.insert(rec.server.clone(), rows);
+            }
+            let rows = listed
+                .get(&rec.server)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            match rows
+                .iter()
+                .find(|p| p.pane == rec.pane && p.id == rec.tmux_id && p.pid == rec.pid)
+            {
+                Some(p) if p.dead => {
+                    let output = self.last_words(&rec.name, &rec.pane).await;
+                    self.mark_exited_with(&rec.name, p.dead_status, "the CLI exited", output);
+                }
+                Some(_) => {}
+                None => {
+                    self.mark_exited(&rec.name, None, "its pane on the other tmux server is gone")
+                }
+            }
+            if lock(&self.inner.sessions)
+                .get(&rec.name)
+                .is_some_and(|e| e.rec.state.is_exited())
+            {
+                self.close_server_if_unused(&rec.server).await;
             }
         }
     }
@@ -174,7 +225,8 @@ impl Daemon {
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };
-            if idle_for(e).is_none_or(|d| d < after) {
+            // A CLI adopted where it runs in the user's own tmux is theirs: never reaped.
+            if !e.rec.server.is_empty() || idle_for(e).is_none_or(|d| d < after) {
                 return;
             }
             e.stopping = true;

@@ -16,6 +16,7 @@ mod default_chat;
 mod delegation;
 mod discover;
 mod hooks;
+mod in_place;
 mod input;
 mod limits;
 mod opencode_link;
@@ -33,6 +34,7 @@ mod tick;
 mod watch;
 
 pub use answer::Answered;
+pub use in_place::InPlace;
 pub use input::Sent;
 pub use outcomes::{Report, ReportRow};
 pub use reply::LastReply;

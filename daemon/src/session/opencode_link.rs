@@ -171,7 +171,7 @@ impl Daemon {
             else {
                 return;
             };
-            match self.inner.mux.capture(&target, None, false).await {
+            match self.mux_of(name).capture(&target, None, false).await {
                 Ok(screen) if screen.contains(TUI_TOAST) => {
                     info!("the TUI follows OpenCode's events");
                     return;
@@ -276,7 +276,7 @@ impl Daemon {
                     else {
                         return;
                     };
-                    match d.inner.mux.capture(&target, None, false).await {
+                    match d.mux_of(&name).capture(&target, None, false).await {
                         Ok(screen) if snippet.is_empty() || screen.contains(&snippet) => return,
                         Ok(_) => debug!("the TUI does not show the conversation yet"),
                         Err(_) => return,

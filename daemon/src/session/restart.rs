@@ -61,6 +61,13 @@ impl Daemon {
             }
             d.start_watcher(name);
         };
+        if !rec.server.is_empty() {
+            release(self);
+            return Err(CoreError::FailedPrecondition(format!(
+                "session {name:?} runs in a pane of your own tmux server ({}), adopted where it runs: clibot does not restart it there; quit it there, or `clibotctl stop {name}`, then start a new one (`clibotctl spawn … --resume ID` continues its conversation)",
+                rec.server
+            )));
+        }
         let cli = match self.cli(&rec.cli) {
             Ok(c) => c.clone(),
             Err(e) => {

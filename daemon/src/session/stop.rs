@@ -46,6 +46,7 @@ impl Daemon {
                     },
                 );
                 lock(&self.inner.sessions).remove(name);
+                self.close_server_if_unused(&rec.server).await;
                 self.remove_session_files(&rec.id);
                 self.persist();
                 info!(session = name, forced = outcome.forced, "stopped");
@@ -71,6 +72,11 @@ impl Daemon {
         let timeout = timeout.unwrap_or(Duration::from_millis(
             self.inner.settings.config.daemon.stop_timeout_ms,
         ));
+        if !rec.server.is_empty() {
+            return Ok(self
+                .stop_in_place(rec, force || rec.state.is_exited(), timeout)
+                .await);
+        }
         let mut status = rec.exit_status;
         let mut ended = rec.state.is_exited();
         if !force && !ended {
@@ -161,6 +167,20 @@ impl Daemon {
         &self,
         rec: &SessionRecord,
     ) -> Result<Option<MuxSession>, MuxError> {
+        if !rec.server.is_empty() {
+            // Adopted in place: its pane, with the same process (pane ids are reused after
+            // the server restarts).
+            let mux = self
+                .mux_on(&rec.server)
+                .map_err(|e| MuxError::NoServer(e.to_string()))?;
+            return match mux.list_panes().await {
+                Ok(l) => Ok(l
+                    .into_iter()
+                    .find(|p| p.pane == rec.pane && p.id == rec.tmux_id && p.pid == rec.pid)),
+                Err(MuxError::NoServer(_)) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
         match self.inner.mux.list_sessions().await {
             Ok(l) => Ok(l
                 .into_iter()
@@ -173,15 +193,19 @@ impl Daemon {
     /// Stops managing a session; it keeps running in tmux.
     pub async fn release(&self, name: &str) -> Result<(), CoreError> {
         let (rec, _) = self.lookup(name)?;
-        match self.inner.mux.set_meta(&rec.tmux_id, None).await {
-            Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
-            Err(e) => return Err(e.into()),
+        // A session adopted in place never had clibot's options written on it.
+        if rec.server.is_empty() {
+            match self.inner.mux.set_meta(&rec.tmux_id, None).await {
+                Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         self.stop_watcher(name);
-        if let Err(e) = self.inner.mux.unwatch(&rec.tmux_id).await {
+        if let Err(e) = self.mux_of(name).unwatch(&rec.tmux_id).await {
             warn!(session = %name, "cannot stop following the released session in tmux: {e}");
         }
         lock(&self.inner.sessions).remove(name);
+        self.close_server_if_unused(&rec.server).await;
         self.remove_session_files(&rec.id);
         self.event(name, &rec.id, EventKind::Released);
         self.persist();
@@ -255,7 +279,7 @@ impl Daemon {
     /// for up to a second, and then the last screen the watcher read while the CLI ran is used.
     pub(crate) async fn last_words(&self, name: &str, tmux_id: &str) -> String {
         for _ in 0..10 {
-            let Ok(screen) = self.inner.mux.capture(tmux_id, None, false).await else {
+            let Ok(screen) = self.mux_of(name).capture(tmux_id, None, false).await else {
                 break;
             };
             let words = tail_lines(&screen);

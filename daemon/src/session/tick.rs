@@ -59,8 +59,7 @@ impl Daemon {
             if let Some(input) = input {
                 let _g = input.lock().await;
                 let _ = self
-                    .inner
-                    .mux
+                    .mux_of(name)
                     .send_keys(target, &[Key::Named("Enter".into())])
                     .await;
             }
@@ -74,7 +73,7 @@ impl Daemon {
         }
         if let Some((anchor, input_lines)) = complete_from_screen {
             // Quiet, but is a command still running in the foreground (a shell's `sleep 10`)?
-            let fg = self.inner.mux.foreground(target).await.ok();
+            let fg = self.mux_of(name).foreground(target).await.ok();
             let still_running = {
                 let mut sessions = lock(&self.inner.sessions);
                 let Some(e) = sessions.get_mut(name) else {
@@ -101,14 +100,13 @@ impl Daemon {
             if still_running {
                 return;
             }
-            let text = match (anchor, self.inner.mux.cursor(target).await) {
+            let text = match (anchor, self.mux_of(name).cursor(target).await) {
                 (Some(a), Ok((hist, _))) => self
-                    .inner
-                    .mux
+                    .mux_of(name)
                     .capture(target, Some(a - hist), false)
                     .await
                     .ok(),
-                _ => self.inner.mux.capture(target, None, false).await.ok(),
+                _ => self.mux_of(name).capture(target, None, false).await.ok(),
             }
             .map(|c| reply_from_screen(&c, input_lines))
             .unwrap_or_default();
@@ -127,7 +125,7 @@ impl Daemon {
         }) else {
             return;
         };
-        let Ok(screen) = self.inner.mux.capture(target, None, false).await else {
+        let Ok(screen) = self.mux_of(name).capture(target, None, false).await else {
             return;
         };
         let a = pack.analyze(&screen);

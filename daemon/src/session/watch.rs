@@ -91,10 +91,10 @@ impl Daemon {
             }) else {
                 break;
             };
-            let mut rx = match self.inner.mux.watch(&target).await {
+            let mut rx = match self.mux_of(name).watch(&target).await {
                 // Stopped (released) while the watch was being set up: undo it.
                 Ok(_) if cancel.is_cancelled() => {
-                    let _ = self.inner.mux.unwatch(&target).await;
+                    let _ = self.mux_of(name).unwatch(&target).await;
                     break;
                 }
                 Ok(rx) => rx,
@@ -215,7 +215,7 @@ impl Daemon {
         };
         if learn_idle
             && !adapter.completes_by_hook()
-            && let Ok(fg) = self.inner.mux.foreground(target).await
+            && let Ok(fg) = self.mux_of(name).foreground(target).await
             && let Some(e) = lock(&self.inner.sessions).get_mut(name)
             && e.rt.turn.started.is_none()
         {
@@ -224,7 +224,7 @@ impl Daemon {
             e.rec.idle_program = fg.clone();
             e.rt.idle_foreground = Some(fg);
         }
-        match self.inner.mux.capture(target, None, false).await {
+        match self.mux_of(name).capture(target, None, false).await {
             Ok(screen) => {
                 let a = pack.analyze(&screen);
                 self.on_screen(name, a);

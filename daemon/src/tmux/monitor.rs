@@ -442,6 +442,27 @@ impl Tmux {
             .map(|_| ())
     }
 
+    /// Ends the monitor on this server: its session goes (the placeholder, and the links: a
+    /// window also in a session of its own stays there) and with it the control client. For
+    /// another server of the user's, once clibot follows nothing on it: the monitor session
+    /// would keep that server alive after the user's last session ended.
+    pub(super) async fn monitor_close(&self) {
+        {
+            let mut r = lock(&self.routes);
+            r.sessions.clear();
+            r.by_pane.clear();
+        }
+        let _turn = self.structure.lock().await;
+        let mut kill = TmuxCommand::new();
+        kill.name("kill-session");
+        kill.push_option("-t", exact(MONITOR));
+        let mut client = self.client();
+        client.arg("-N");
+        if let Err(e) = self.run_on(client, vec![kill], None).await {
+            tracing::debug!("the monitor session was not closed: {e}");
+        }
+    }
+
     /// Every pane of session `target`, with its window and whether that is linked here.
     async fn session_panes(&self, target: &str) -> Result<Vec<PaneRow>, MuxError> {
         let mut list = TmuxCommand::new();
