@@ -108,6 +108,7 @@ impl Style {
         let indent = text
             .lines()
             .skip(1)
+            .filter(|l| !l.trim().is_empty())
             .map(|l| {
                 let rest = l.trim_start_matches([' ', '\t']);
                 &l[..l.len() - rest.len()]

@@ -74,7 +74,7 @@ pub fn run(action: &Action) -> anyhow::Result<()> {
 }
 
 /// The CLIs named, or by default those whose config directory exists.
-fn chosen(names: &[String]) -> anyhow::Result<Vec<Cli>> {
+fn chosen(names: &[String], verb: &str) -> anyhow::Result<Vec<Cli>> {
     let mut clis: Vec<Cli> = Vec::new();
     for name in names {
         let cli = Cli::from_name(name).ok_or_else(|| {
@@ -95,14 +95,14 @@ fn chosen(names: &[String]) -> anyhow::Result<Vec<Cli>> {
     if clis.is_empty() {
         bail!(
             "none of Claude Code, Codex or Gemini CLI has a config directory here (~/.claude, \
-             ~/.codex, ~/.gemini): name the CLI, e.g. `clibotctl hooks install --cli claude`"
+             ~/.codex, ~/.gemini): name the CLI, e.g. `clibotctl hooks {verb} --cli claude`"
         );
     }
     Ok(clis)
 }
 
 fn change(names: &[String], json: bool, install_them: bool) -> anyhow::Result<()> {
-    let clis = chosen(names)?;
+    let clis = chosen(names, if install_them { "install" } else { "uninstall" })?;
     let exe = std::env::current_exe()
         .and_then(std::fs::canonicalize)
         .context("cannot find this clibotctl's own path")?;
@@ -282,7 +282,7 @@ fn status(names: &[String], json: bool) -> anyhow::Result<()> {
     let clis = if names.is_empty() {
         Cli::ALL.to_vec()
     } else {
-        chosen(names)?
+        chosen(names, "status")?
     };
     let mut rows = Vec::new();
     for cli in clis {
