@@ -7,6 +7,7 @@ mod colour;
 mod commands;
 mod connect;
 mod doctor;
+mod hooks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -410,8 +411,19 @@ enum Command {
         /// Which CLI's hook this is.
         #[arg(long)]
         cli: String,
+        /// A hook from the CLI's own settings (`hooks install`): reports a session clibot did
+        /// not start; does nothing inside one it did.
+        #[arg(long)]
+        global: bool,
         /// The event name, for CLIs that do not put it in the payload.
         event: Option<String>,
+    },
+    /// Hooks in the CLIs' own settings, so that every Claude Code, Codex and Gemini CLI
+    /// session on this machine (one in a plain terminal too) reports its turns and prompts to
+    /// clibotd: install, uninstall, status. Needs no daemon.
+    Hooks {
+        #[command(subcommand)]
+        action: hooks::Action,
     },
     /// Automatic answers (approval rules, the decider): what became of them.
     Automation {
@@ -462,8 +474,35 @@ enum PairingAction {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Hook { cli: name, event } = &cli.command {
-        return hook::run(cli.socket.clone(), name, event.as_deref().unwrap_or(""));
+    match &cli.command {
+        Command::Hook {
+            cli: name,
+            global: true,
+            event,
+        } => {
+            let socket = || {
+                cli.socket
+                    .clone()
+                    .or_else(connect::configured_socket)
+                    .unwrap_or_else(clibot_proto::default_socket_path)
+            };
+            return hook::run_global(socket, name, event.as_deref().unwrap_or(""));
+        }
+        Command::Hook {
+            cli: name, event, ..
+        } => {
+            return hook::run(cli.socket.clone(), name, event.as_deref().unwrap_or(""));
+        }
+        Command::Hooks { action } => {
+            return match hooks::run(action) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("clibotctl: {e:#}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        _ => {}
     }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -638,6 +677,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => chat::share(c, name, user, revoke, json).await,
         Command::Chats { json } => chat::chats(c, json).await,
         Command::Hook { .. }
+        | Command::Hooks { .. }
         | Command::Doctor { .. }
         | Command::Completions { .. }
         | Command::Logs { .. }

@@ -55,6 +55,7 @@ fn parse(words: &[String], commands: &BTreeSet<String>) -> Option<(Vec<String>, 
     let subs: &[&str] = match first.as_str() {
         "pairing" => &["list", "approve", "revoke"],
         "automation" => &["report"],
+        "hooks" => &["install", "uninstall", "status"],
         _ => &[],
     };
     if let Some(sub) = words.get(i + 1)
