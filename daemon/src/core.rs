@@ -404,6 +404,7 @@ impl Daemon {
             last_seq: self.inner.events.last_seq(),
             sessions: lock(&self.inner.sessions)
                 .values()
+                .filter(|e| !e.rec.unmanaged)
                 .map(|e| e.rec.clone())
                 .collect(),
         };

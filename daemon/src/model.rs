@@ -62,6 +62,11 @@ pub struct SessionRecord {
     /// unique only per server.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub server: String,
+    /// A CLI clibot did not start that reports through the global hooks (`u-CLI-PID`): no
+    /// pane clibot knows, never typed into, never persisted (its next hook call brings it
+    /// back after a restart).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unmanaged: bool,
     #[serde(default)]
     pub pid: u32,
     #[serde(default)]

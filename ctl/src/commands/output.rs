@@ -64,6 +64,7 @@ pub fn session_json(s: &v1::Session) -> Value {
         "tmux_session": s.tmux_session, "tmux_session_id": s.tmux_session_id, "pid": s.pid,
         "exit_status": s.exit_status, "adopted": s.adopted, "args": s.args,
         "server": (!s.server.is_empty()).then_some(&s.server),
+        "unmanaged": s.unmanaged,
         "attach_command": s.attach_command,
         "prompt": s.prompt.as_ref().map(prompt_json), "stalled": s.stalled,
         "queued_inputs": s.queued_inputs, "error": s.error, "exit_reason": s.exit_reason,

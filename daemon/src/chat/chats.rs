@@ -88,6 +88,11 @@ struct ChatsFile {
     /// platform → chat → id of the last message handled there.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     ingress: BTreeMap<String, BTreeMap<String, String>>,
+    /// platform → the private chats admins wrote from: where sessions clibot does not run
+    /// report (a Telegram private chat's id is its user's, a Discord DM's or a Feishu p2p
+    /// chat's is not, so they are learned as admins write).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    admin_chats: BTreeMap<String, std::collections::BTreeSet<String>>,
 }
 
 /// A per-chat acknowledgement: how far one chat got.
@@ -370,6 +375,38 @@ impl Chats {
         st.bindings
             .push(Binding::new(platform, chat, "", false, last_seq, "local"));
         self.save(&st);
+    }
+
+    /// Records `chat` as an admin's private chat (with a delivery position of its own when it
+    /// has no binding yet).
+    pub fn note_admin_chat(&self, platform: &str, chat: &str, last_seq: u64) {
+        let mut st = self.lock();
+        let new = st
+            .admin_chats
+            .entry(platform.to_string())
+            .or_default()
+            .insert(chat.to_string());
+        if !new {
+            return;
+        }
+        if !st
+            .bindings
+            .iter()
+            .any(|b| b.platform == platform && b.chat == chat)
+        {
+            st.bindings
+                .push(Binding::new(platform, chat, "", false, last_seq, "local"));
+        }
+        self.save(&st);
+    }
+
+    /// The admins' private chats of `platform` ([`Chats::note_admin_chat`]).
+    pub fn admin_chats(&self, platform: &str) -> Vec<String> {
+        self.lock()
+            .admin_chats
+            .get(platform)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Moves every chat bound to `from` to `to` (a delegation), keeping each chat's delivery

@@ -93,6 +93,21 @@ pub fn identify(exe: &str, argv: &[String]) -> Option<(&'static str, String)> {
     None
 }
 
+/// Which AI CLI process `pid` is, if any (from its executable and arguments).
+pub fn identify_pid(pid: u32) -> Option<&'static str> {
+    let base = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let argv: Vec<String> = std::fs::read(base.join("cmdline"))
+        .ok()?
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let exe = std::fs::read_link(base.join("exe"))
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    identify(&exe, &argv).map(|(cli, _)| cli)
+}
+
 /// The version of the package `path` belongs to: the nearest `package.json` above it with a
 /// `version` (at most six levels up). Empty when there is none.
 pub fn package_version(path: &Path) -> String {

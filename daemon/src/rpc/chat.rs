@@ -71,12 +71,16 @@ pub(super) async fn check_access(
     }
     Ok(Response::new(
         match svc.daemon.check_access(&actor, &r.user_name) {
-            Decision::Allowed { admin } => v1::CheckAccessResponse {
-                allowed: true,
-                admin,
-                message: String::new(),
-                pairing_code: String::new(),
-            },
+            Decision::Allowed { admin } => {
+                svc.daemon
+                    .note_chat(&actor.platform, &actor.chat, admin, r.group);
+                v1::CheckAccessResponse {
+                    allowed: true,
+                    admin,
+                    message: String::new(),
+                    pairing_code: String::new(),
+                }
+            }
             Decision::Denied { reason, code } => v1::CheckAccessResponse {
                 allowed: false,
                 admin: false,
@@ -314,12 +318,13 @@ pub(super) async fn list_bindings(
     if !r.chat.is_empty() {
         list.retain(|b| !b.session.is_empty());
     }
-    if list.is_empty()
-        && !r.session.is_empty()
-        && !r.platform.is_empty()
-        && let Some(b) = svc.daemon.default_chat_binding(&r.platform, &r.session)
-    {
-        list.push(b);
+    if list.is_empty() && !r.session.is_empty() && !r.platform.is_empty() {
+        let unmanaged = svc.daemon.unmanaged_bindings(&r.platform, &r.session);
+        if !unmanaged.is_empty() {
+            list = unmanaged;
+        } else if let Some(b) = svc.daemon.default_chat_binding(&r.platform, &r.session) {
+            list.push(b);
+        }
     }
     let bindings = list
         .into_iter()

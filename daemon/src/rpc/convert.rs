@@ -279,6 +279,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         delegated_to: r.delegated_to,
         resumable,
         server: r.server.clone(),
+        unmanaged: r.unmanaged,
     }
 }
 

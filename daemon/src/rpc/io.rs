@@ -205,6 +205,28 @@ pub(super) async fn hook(
             "this socket serves only its own session's hook calls",
         ));
     }
+    if req.get_ref().global {
+        // Known by its process ancestry: the peer credentials of the call.
+        let pid = req
+            .extensions()
+            .get::<tonic::transport::server::UdsConnectInfo>()
+            .and_then(|ci| ci.peer_cred)
+            .and_then(|c| c.pid());
+        if matches!(
+            req.extensions().get::<Caller>(),
+            Some(Caller::HookSocket { .. })
+        ) {
+            return Err(Status::permission_denied(
+                "this socket serves only its own session's hook calls",
+            ));
+        }
+        let r = req.into_inner();
+        let output = svc
+            .daemon
+            .global_hook(pid, &r.cli, &r.event, &r.payload)
+            .await?;
+        return Ok(Response::new(v1::HookResponse { output }));
+    }
     let r = req.into_inner();
     let output = svc
         .daemon

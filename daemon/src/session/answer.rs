@@ -91,12 +91,26 @@ impl Daemon {
                 });
             }
             let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
+            // A CLI clibot does not run is answered through its waiting hook, or not at all.
+            if e.rec.unmanaged && !e.rt.waiters.contains_key(&p.id) {
+                return Err(CoreError::FailedPrecondition(format!(
+                    "{name} is not run by clibot and its hook does not wait for this answer ({} hooks cannot carry one, or it stopped waiting): answer it at its terminal",
+                    e.rec.cli
+                )));
+            }
             let waiter = e.rt.waiters.remove(&p.id);
             let hook_reply = match waiter {
                 Some((tx, payload)) => {
                     let adapter = self.kind_of(&e.rec.cli).map(|(a, _)| a);
                     match adapter.and_then(|a| a.decision(&p, &choice, &payload)) {
                         Some(out) => Some((tx, out)),
+                        None if e.rec.unmanaged => {
+                            // No keys for a CLI clibot does not run: the hook keeps waiting.
+                            e.rt.waiters.insert(p.id.clone(), (tx, payload));
+                            return Err(CoreError::InvalidArgument(format!(
+                                "{name} is not run by clibot: only its dialog's own options can be sent through its hook; answer it at its terminal"
+                            )));
+                        }
                         None => {
                             // This answer cannot go through the hook: release it, use keys.
                             let _ = tx.send(String::new());

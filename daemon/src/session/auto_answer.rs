@@ -41,7 +41,9 @@ impl Daemon {
                 // A subject not read whole is never answered by a machine: the guard and the
                 // rules would judge part of it. Nor is a password prompt: only a person knows
                 // the secret, and a guess would be typed as one.
-                if p.warning.is_empty() && !p.subject_partial && !p.is_secret() {
+                // Nor is a CLI clibot does not run: only admins and the machine's user answer.
+                if p.warning.is_empty() && !p.subject_partial && !p.is_secret() && !e.rec.unmanaged
+                {
                     let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
                     match &pl {
                         Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),

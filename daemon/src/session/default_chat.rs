@@ -46,6 +46,52 @@ impl Daemon {
         })
     }
 
+    /// A chat an allowed user wrote from: an admin's private chat is where sessions clibot
+    /// does not run report.
+    pub fn note_chat(&self, platform: &str, chat: &str, admin: bool, group: bool) {
+        if admin && !group && !platform.is_empty() && !chat.is_empty() {
+            self.chats()
+                .note_admin_chat(platform, chat, self.inner.events.last_seq());
+        }
+    }
+
+    /// Where an event of unmanaged session `session` goes on `platform` when no chat is bound
+    /// to it: every admin's private chat (each at its own delivery position: the first binding
+    /// the chat has), and the default chat.
+    pub fn unmanaged_bindings(&self, platform: &str, session: &str) -> Vec<Binding> {
+        let unmanaged = lock(&self.inner.sessions)
+            .get(session)
+            .is_some_and(|e| e.rec.unmanaged);
+        if !unmanaged {
+            return Vec::new();
+        }
+        let access = &self.inner.access;
+        let mut out: Vec<Binding> = Vec::new();
+        for chat in self.chats().admin_chats(platform) {
+            if let Some(b) = self
+                .chats()
+                .bindings(platform, &chat, "")
+                .into_iter()
+                .next()
+            {
+                // Only while an admin of the platform may still use it.
+                let still = b.binder == "local"
+                    || b.binder
+                        .split_once(':')
+                        .is_some_and(|(p, u)| access.known(p, u) == Some(true));
+                if still {
+                    out.push(b);
+                }
+            }
+        }
+        if let Some(b) = self.default_chat_binding(platform, session)
+            && !out.iter().any(|o| o.chat == b.chat)
+        {
+            out.push(b);
+        }
+        out
+    }
+
     /// The default chat's binding, for an event of `session` that no chat of `platform` is
     /// bound to, when the session was started on the machine.
     pub fn default_chat_binding(&self, platform: &str, session: &str) -> Option<Binding> {

@@ -172,11 +172,31 @@ impl Daemon {
         };
         self.set_state(name, State::Waiting, "permission requested");
         poke.notify_one();
+        let unmanaged = lock(&self.inner.sessions)
+            .get(name)
+            .filter(|e| e.rec.unmanaged)
+            .map(|e| e.rec.id.clone());
+        if let Some(id) = &unmanaged {
+            // No watcher and no screen to wait for: published at once.
+            self.event(
+                name,
+                id,
+                EventKind::Waiting {
+                    prompt: prompt.clone(),
+                },
+            );
+        }
         if !wait {
             // This CLI takes answers only by keys: the hook returns at once.
             return Ok(String::new());
         }
-        let wait = Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms);
+        // A CLI clibot does not run can be answered only through its hook: held for as long
+        // as the hook waits.
+        let wait = if unmanaged.is_some() {
+            super::unmanaged::UNMANAGED_WAIT
+        } else {
+            Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms)
+        };
         tokio::select! {
             r = rx => Ok(r.unwrap_or_default()),
             _ = tokio::time::sleep(wait) => {

@@ -98,6 +98,7 @@ impl Daemon {
         submit: bool,
     ) -> Result<u64, CoreError> {
         let (rec, input) = self.lookup(name)?;
+        self.refuse_unmanaged(&rec)?;
         let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
         let _turn = input.lock().await;
         let mux = self.mux_of(name);
@@ -367,6 +368,7 @@ impl Daemon {
             .map(|k| Key::parse(k))
             .collect::<Result<Vec<_>, _>>()?;
         let (rec, input) = self.lookup(name)?;
+        self.refuse_unmanaged(&rec)?;
         if rec.state.is_exited() {
             return Err(CoreError::Exited(name.to_string()));
         }
@@ -394,6 +396,7 @@ impl Daemon {
         escapes: bool,
     ) -> Result<String, CoreError> {
         let rec = self.get(name)?;
+        self.refuse_unmanaged(&rec)?;
         let start = (lines > 0).then(|| -i64::from(lines));
         let raw = self
             .mux_of(&rec.name)

@@ -20,9 +20,10 @@ impl Daemon {
         // list is in flight is not in it, and must not be taken for gone.
         let (candidates, in_place): (Vec<_>, Vec<_>) = lock(&self.inner.sessions)
             .values()
-            .filter(|e| !e.stopping && !e.rec.state.is_exited())
+            .filter(|e| !e.stopping && !e.rec.state.is_exited() && !e.rec.unmanaged)
             .map(|e| e.rec.clone())
             .partition(|r| r.server.is_empty());
+        self.check_unmanaged();
         let candidates: Vec<(String, String, String)> = candidates
             .into_iter()
             .map(|r| (r.name, r.id, r.tmux_id))
@@ -226,7 +227,8 @@ impl Daemon {
                 return;
             };
             // A CLI adopted where it runs in the user's own tmux is theirs: never reaped.
-            if !e.rec.server.is_empty() || idle_for(e).is_none_or(|d| d < after) {
+            if !e.rec.server.is_empty() || e.rec.unmanaged || idle_for(e).is_none_or(|d| d < after)
+            {
                 return;
             }
             e.stopping = true;

@@ -31,6 +31,7 @@ pub(crate) mod shared;
 mod spawn;
 mod stop;
 mod tick;
+mod unmanaged;
 mod watch;
 
 pub use answer::Answered;

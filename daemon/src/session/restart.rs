@@ -61,6 +61,13 @@ impl Daemon {
             }
             d.start_watcher(name);
         };
+        if rec.unmanaged {
+            release(self);
+            return Err(CoreError::FailedPrecondition(format!(
+                "{name} is not run by clibot (it reports through the global hooks): `clibotctl resume {}-{}` continues its conversation in a session clibot runs",
+                rec.cli, rec.pid
+            )));
+        }
         if !rec.server.is_empty() {
             release(self);
             return Err(CoreError::FailedPrecondition(format!(

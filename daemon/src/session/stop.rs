@@ -72,6 +72,13 @@ impl Daemon {
         let timeout = timeout.unwrap_or(Duration::from_millis(
             self.inner.settings.config.daemon.stop_timeout_ms,
         ));
+        if rec.unmanaged {
+            // Not clibot's to end: it is only forgotten (its next report brings it back).
+            return Ok(StopOutcome {
+                forced: false,
+                exit_status: None,
+            });
+        }
         if !rec.server.is_empty() {
             return Ok(self
                 .stop_in_place(rec, force || rec.state.is_exited(), timeout)
@@ -194,14 +201,16 @@ impl Daemon {
     pub async fn release(&self, name: &str) -> Result<(), CoreError> {
         let (rec, _) = self.lookup(name)?;
         // A session adopted in place never had clibot's options written on it.
-        if rec.server.is_empty() {
+        if rec.server.is_empty() && !rec.unmanaged {
             match self.inner.mux.set_meta(&rec.tmux_id, None).await {
                 Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
                 Err(e) => return Err(e.into()),
             }
         }
         self.stop_watcher(name);
-        if let Err(e) = self.mux_of(name).unwatch(&rec.tmux_id).await {
+        if !rec.unmanaged
+            && let Err(e) = self.mux_of(name).unwatch(&rec.tmux_id).await
+        {
             warn!(session = %name, "cannot stop following the released session in tmux: {e}");
         }
         lock(&self.inner.sessions).remove(name);

@@ -1,0 +1,179 @@
+//! Sessions clibot did not start, reporting through the global hooks that
+//! `clibotctl hooks install` puts in the user's own CLI settings: a Claude Code, Codex or
+//! Gemini CLI in any terminal reports its turns and prompts, and appears as the unmanaged
+//! session `u-CLI-PID`.
+//!
+//! Who a call is about comes from the calling process's ancestry, never from the request:
+//! the hook runs as a child of its CLI, so the nearest ancestor the process tree identifies as
+//! that CLI is the one reporting, and a process can report only about the CLI it runs under.
+//! A CLI that runs under a session clibot manages (one adopted by hand, which has no hooks of
+//! clibot's) reports to that session. Unmanaged sessions are never typed into: their prompts
+//! are answered through the hook's decision (Claude Code, Codex) or only watched (Gemini CLI),
+//! by admins and the machine's user; nothing automatic answers them.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use tracing::{Instrument, debug, info, info_span};
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::ids::new_id;
+use crate::locking::lock;
+use crate::model::{SessionRecord, State};
+use crate::store::events::EventKind;
+use crate::store::now_ms;
+
+/// How long a global hook's permission request is held for an answer from a chat. The
+/// terminal's own dialog stays answerable meanwhile (the first answer wins); the installed
+/// hook's own timeout is a day.
+pub(crate) const UNMANAGED_WAIT: Duration = Duration::from_secs(86_000);
+
+impl Daemon {
+    /// A call from a global hook, made by process `caller` (its peer credentials).
+    pub async fn global_hook(
+        &self,
+        caller: Option<i32>,
+        cli: &str,
+        event: &str,
+        payload: &str,
+    ) -> Result<String, CoreError> {
+        let pid = caller.filter(|p| *p > 1).ok_or(CoreError::HookDenied)?;
+        let chain = crate::caller::ancestry(pid);
+        // The CLI it reports about: the nearest ancestor that is `cli` (a hook runs under a
+        // shell the CLI started).
+        let cli_pid = chain
+            .iter()
+            .copied()
+            .find(|p| crate::discover::identify_pid(*p as u32) == Some(cli))
+            .ok_or(CoreError::HookDenied)? as u32;
+        let payload: Value = serde_json::from_str(payload)
+            .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
+        let managed = lock(&self.inner.sessions)
+            .values()
+            .find(|e| {
+                !e.rec.unmanaged
+                    && !e.rec.state.is_exited()
+                    && e.rec.pid != 0
+                    && chain.contains(&(e.rec.pid as i32))
+            })
+            .map(|e| (e.rec.name.clone(), e.rec.cli.clone()));
+        let name = match managed {
+            // Its hooks speak the session's CLI's language only.
+            Some((name, session_cli)) if session_cli == cli => name,
+            Some(_) => return Ok(String::new()),
+            None => self.unmanaged_session(cli, cli_pid, &payload),
+        };
+        let event = if event.is_empty() {
+            payload
+                .get("hook_event_name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        } else {
+            event.to_string()
+        };
+        let Some((adapter, _)) = self.kind_of(cli) else {
+            return Ok(String::new());
+        };
+        let span = info_span!("session", session = %name);
+        async {
+            debug!(event, "global hook");
+            let signal = adapter.hook(&event, &payload);
+            let out = self.apply_signal(&name, signal, payload).await;
+            if event == "SessionEnd" {
+                self.end_unmanaged(&name);
+            }
+            out
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// The unmanaged session of `cli` process `pid`, made on its first report.
+    fn unmanaged_session(&self, cli: &str, pid: u32, payload: &Value) -> String {
+        let name = format!("u-{cli}-{pid}");
+        let conversation = payload
+            .get("session_id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let rec = {
+            let mut sessions = lock(&self.inner.sessions);
+            match sessions.get_mut(&name) {
+                Some(e) if e.rec.unmanaged && !e.rec.state.is_exited() => {
+                    if !conversation.is_empty() {
+                        e.rec.cli_session_id = conversation;
+                    }
+                    return name;
+                }
+                _ => {}
+            }
+            let now = now_ms();
+            let rec = SessionRecord {
+                id: new_id(),
+                name: name.clone(),
+                cli: cli.to_string(),
+                dir: std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default(),
+                state: State::Idle,
+                created_at_ms: now,
+                last_activity_ms: now,
+                pid,
+                cli_session_id: conversation,
+                unmanaged: true,
+                ..Default::default()
+            };
+            sessions.insert(name.clone(), Entry::new(rec.clone()));
+            rec
+        };
+        let how = match cli {
+            "gemini" => {
+                "its prompts are shown here but answered at its terminal (Gemini CLI's hooks cannot carry an answer)"
+            }
+            _ => "its permission prompts can be answered here",
+        };
+        self.event(
+            &name,
+            &rec.id,
+            EventKind::Notice {
+                text: format!(
+                    "{cli} (pid {pid}) in {} reports through clibot's global hooks as {name}: {how}; clibot never types into it (adopt it or resume it to drive it)",
+                    rec.dir.display()
+                ),
+                kind: "unmanaged".into(),
+            },
+        );
+        info!(session = %name, "an unmanaged session reports through the global hooks");
+        name
+    }
+
+    /// The CLI of unmanaged session `name` ended (its `SessionEnd`, or its process is gone).
+    pub(crate) fn end_unmanaged(&self, name: &str) {
+        self.mark_exited(name, None, "the CLI ended");
+        // Nothing of it stays to act on: it leaves the list (its events stay in the log).
+        lock(&self.inner.sessions).remove(name);
+    }
+
+    /// The safety net for unmanaged sessions: one whose process is gone ended.
+    pub(crate) fn check_unmanaged(&self) {
+        let gone: Vec<String> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| e.rec.unmanaged && !crate::procs::alive(e.rec.pid))
+            .map(|e| e.rec.name.clone())
+            .collect();
+        for name in gone {
+            self.end_unmanaged(&name);
+        }
+    }
+
+    /// Refuses typing, keys and screens for a session clibot only hears from.
+    pub(crate) fn refuse_unmanaged(&self, rec: &SessionRecord) -> Result<(), CoreError> {
+        if !rec.unmanaged {
+            return Ok(());
+        }
+        Err(CoreError::FailedPrecondition(format!(
+            "{} is not run by clibot (it reports through the global hooks), so clibot does not type into it or read its screen: answer its prompts here, or take it over with `clibotctl adopt NAME --found {}-{}` (in tmux) or `clibotctl resume {}-{}`",
+            rec.name, rec.cli, rec.pid, rec.cli, rec.pid
+        )))
+    }
+}
