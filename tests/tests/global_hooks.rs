@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use clibot_tests::Harness;
 use clibot_tests::claude::ClaudeHome;
+use clibot_tests::codex::CodexHome;
 use clibot_tests::fake_telegram::{self, texts};
 use clibot_tests::mock_llm::{MockLlm, Rule};
 use serde_json::{Value, json};
@@ -25,10 +26,15 @@ struct Terminal {
 }
 
 impl Terminal {
-    fn start(h: &Harness, claude: &ClaudeHome) -> Terminal {
+    /// `argv` with `env` in `dir`, in a 160x50 pseudo-terminal.
+    fn start(
+        h: &Harness,
+        env: &[(String, String)],
+        argv: &[String],
+        dir: &std::path::Path,
+    ) -> Terminal {
         let log = h.dir.path().join("terminal.log");
-        let argv = claude
-            .argv()
+        let argv = argv
             .iter()
             .map(|a| format!("'{a}'"))
             .collect::<Vec<_>>()
@@ -37,11 +43,11 @@ impl Terminal {
             .args(["-qfec", &format!("stty cols 160 rows 50; exec {argv}")])
             .arg(&log)
             .env_clear()
-            .envs(claude.env())
+            .envs(env.iter().cloned())
             .env("TERM", "xterm-256color")
             // Where the hooks find this test's daemon (the user's own would be the default).
             .env("CLIBOT_SOCKET", &h.socket)
-            .current_dir(claude.work_dir())
+            .current_dir(dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -172,7 +178,7 @@ fn real_cli_a_claude_in_a_plain_terminal_reports_through_the_global_hooks_and_is
     install(&h, &["hooks", "install", "--cli", "claude"]);
     assert_eq!(std::fs::read(&settings).expect("settings"), first);
 
-    let mut term = Terminal::start(&h, &claude);
+    let mut term = Terminal::start(&h, &claude.env(), &claude.argv(), claude.work_dir());
     term.wait("the idle prompt", |o| o.contains("forshortcuts"));
     term.submit("please say hello");
     tg.wait_sent("the reply in the admin's chat", |s| {
@@ -276,4 +282,68 @@ fn real_cli_a_claude_in_a_plain_terminal_reports_through_the_global_hooks_and_is
     // Uninstalled: the settings are as they were (absent).
     install(&h, &["hooks", "uninstall", "--cli", "claude"]);
     assert!(!settings.exists(), "the file clibot created is gone again");
+}
+
+/// Codex in a plain terminal, its hooks installed and trusted: its approval, asked through its
+/// `PermissionRequest` hook, is answered from clibot, and the command runs.
+#[test]
+fn real_cli_a_codex_in_a_plain_terminal_is_approved_through_its_global_hook() {
+    clibot_tests::codex::require_codex();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let marker = work.join("marker.txt");
+    let mock = MockLlm::start(vec![Rule::tool(
+        "make marker",
+        "exec_command",
+        json!({
+            "cmd": format!("touch {}", marker.display()),
+            "sandbox_permissions": "require_escalated",
+            "justification": "Create a marker file",
+        }),
+        "All done: the marker exists.",
+    )]);
+    let codex = CodexHome::new(&h.dir.path().join("codex"), &work, &mock.url());
+    h.start_daemon();
+    let out = h
+        .ctl_command(&["hooks", "install", "--cli", "codex"])
+        .env("HOME", codex.home())
+        .env("CODEX_HOME", codex.codex_home())
+        .output()
+        .expect("clibotctl");
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("trust"),
+        "install explains Codex's hook trust: {said}"
+    );
+    assert!(codex.codex_home().join("hooks.json").exists());
+
+    // Started by hand, its new hooks trusted (as after the one-time review).
+    let mut argv = codex.argv();
+    argv.extend([
+        "--no-daemon".to_string(),
+        "--dangerously-bypass-hook-trust".to_string(),
+    ]);
+    let mut term = Terminal::start(&h, &codex.env(), &argv, codex.work_dir());
+    term.wait("the composer", |o| o.contains("?forshortcuts"));
+    term.submit("please make marker");
+    let w = h.wait_event(
+        "",
+        "the approval through the hook",
+        Duration::from_secs(60),
+        |e| {
+            e["type"] == "waiting"
+                && e["session"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("u-codex-"))
+        },
+    );
+    let name = w["session"].as_str().expect("session").to_string();
+    assert_eq!(w["source"], "hook", "{w}");
+    // clibot never types into it: the answer goes through the waiting hook.
+    h.ctl_ok(&["answer", &name, "1"]);
+    h.wait_event(&name, "the final reply", Duration::from_secs(60), |e| {
+        e["type"] == "turn_completed" && e["text"] == "All done: the marker exists."
+    });
+    assert!(marker.exists(), "the command ran");
 }

@@ -140,6 +140,17 @@ impl Daemon {
         payload: Value,
         wait: bool,
     ) -> Result<String, CoreError> {
+        let watch_only = !wait
+            && lock(&self.inner.sessions)
+                .get(name)
+                .is_some_and(|e| e.rec.unmanaged);
+        // A CLI clibot does not run, whose hook cannot carry an answer (Gemini CLI): shown,
+        // answered at its terminal.
+        let text = if watch_only {
+            format!("{text}\n(answer it at its terminal: clibot only watches this session)")
+        } else {
+            text
+        };
         let subject_kind = crate::automation::subject::from_payload(&payload)
             .unwrap_or_else(|| crate::automation::subject::infer(&text, &subject))
             .to_string();

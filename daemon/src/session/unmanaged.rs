@@ -41,12 +41,15 @@ impl Daemon {
         let pid = caller.filter(|p| *p > 1).ok_or(CoreError::HookDenied)?;
         let chain = crate::caller::ancestry(pid);
         // The CLI it reports about: the nearest ancestor that is `cli` (a hook runs under a
-        // shell the CLI started).
-        let cli_pid = chain
+        // shell the CLI started), or the launcher above it that is the same CLI (Codex's node
+        // script above its native binary: the process the user started, as discovery names it).
+        let is_cli = |p: i32| crate::discover::identify_pid(p as u32) == Some(cli);
+        let first = chain
             .iter()
-            .copied()
-            .find(|p| crate::discover::identify_pid(*p as u32) == Some(cli))
-            .ok_or(CoreError::HookDenied)? as u32;
+            .position(|p| is_cli(*p))
+            .ok_or(CoreError::HookDenied)?;
+        let last = chain[first..].iter().take_while(|p| is_cli(**p)).count() + first - 1;
+        let cli_pid = chain[last] as u32;
         let payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
         let managed = lock(&self.inner.sessions)
