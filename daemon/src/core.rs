@@ -79,6 +79,8 @@ pub struct StatusInfo {
     pub last_seq: u64,
     pub clis: Vec<String>,
     pub warnings: Vec<String>,
+    /// Prompts waiting for an answer, in every session.
+    pub pending_prompts: usize,
 }
 
 pub(crate) struct Inner {
@@ -494,6 +496,16 @@ impl Daemon {
             .await
             .ok()
             .filter(|v| !v.is_empty());
+        // Counted before the struct is built: a guard taken inside its literal would live to
+        // the end of it, and a second one would wait on the first.
+        let (sessions, pending_prompts) = {
+            let all = lock(&self.inner.sessions);
+            let waiting = all
+                .values()
+                .filter(|e| e.rec.state == crate::model::State::Waiting && e.rec.prompt.is_some())
+                .count();
+            (all.len(), waiting)
+        };
         StatusInfo {
             uptime: self.inner.started.elapsed(),
             socket: self.inner.settings.socket.clone(),
@@ -501,7 +513,8 @@ impl Daemon {
             config_file: self.inner.settings.config_file.clone(),
             tmux_args: self.inner.mux.server_args(),
             tmux_version,
-            sessions: lock(&self.inner.sessions).len(),
+            sessions,
+            pending_prompts,
             last_seq: self.inner.events.last_seq(),
             clis: self.live().clis.keys().cloned().collect(),
             warnings: lock(&self.inner.warnings).clone(),

@@ -195,6 +195,10 @@ pub struct Prompt {
     /// screen shows them; empty when there are none or the prompt was not read off a screen.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub context: String,
+    /// When it began to wait (Unix ms): set when it is first published, kept when it is
+    /// published again; 0 before that.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub since_ms: i64,
 }
 
 impl Prompt {

@@ -50,6 +50,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         Command::Help { .. }
         | Command::Sessions
         | Command::Discover
+        | Command::Pending
         | Command::Whoami
         | Command::Status
         | Command::Screen { .. }

@@ -54,6 +54,8 @@ pub enum Command {
     Sessions,
     /// `discover`: the AI CLIs running on the machine outside clibot (admins).
     Discover,
+    /// `pending`: every prompt waiting, in the sessions the user may see, with its buttons.
+    Pending,
     /// `adopt ID [NAME]`: take over a CLI `discover` found in a tmux pane, where it runs.
     Adopt {
         /// The found id (CLI-PID).
@@ -155,6 +157,7 @@ impl Command {
             Command::Help { .. } => CommandName::Help,
             Command::Sessions => CommandName::Sessions,
             Command::Discover => CommandName::Discover,
+            Command::Pending => CommandName::Pending,
             Command::Adopt { .. } => CommandName::Adopt,
             Command::Use { .. } => CommandName::Use,
             Command::New { .. } => CommandName::New,
@@ -185,6 +188,7 @@ pub enum CommandName {
     Sessions,
     Discover,
     Adopt,
+    Pending,
     Use,
     New,
     Whoami,
@@ -206,11 +210,12 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 21] = [
+    pub const ALL: [CommandName; 22] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
         CommandName::Adopt,
+        CommandName::Pending,
         CommandName::Use,
         CommandName::New,
         CommandName::Whoami,
@@ -237,6 +242,7 @@ impl CommandName {
             CommandName::Sessions => "sessions",
             CommandName::Discover => "discover",
             CommandName::Adopt => "adopt",
+            CommandName::Pending => "pending",
             CommandName::Use => "use",
             CommandName::New => "new",
             CommandName::Whoami => "whoami",
@@ -278,6 +284,7 @@ impl CommandName {
             CommandName::Rules
             | CommandName::Sessions
             | CommandName::Discover
+            | CommandName::Pending
             | CommandName::Whoami
             | CommandName::Status
             | CommandName::Last => "",
@@ -294,6 +301,9 @@ impl CommandName {
             }
             CommandName::Adopt => {
                 "take over CLI ID that !!discover found in a tmux pane, where it runs, and talk to it from this chat (admins)"
+            }
+            CommandName::Pending => {
+                "every prompt waiting for an answer, oldest first, with its buttons"
             }
             CommandName::Use => "talk to session NAME from this chat",
             CommandName::New => {
@@ -660,6 +670,7 @@ impl CommandParser {
             }
             CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
             CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
+            CommandName::Pending => a.no_more(&mut tokens).map(|()| Command::Pending)?,
             CommandName::Adopt => {
                 let id = a.name("ID", tokens.next())?;
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
@@ -1563,6 +1574,7 @@ mod props {
             Command::Help { topic } => parts.extend(topic.map(|t| t.as_str().to_string())),
             Command::Sessions
             | Command::Discover
+            | Command::Pending
             | Command::Whoami
             | Command::Status
             | Command::Last => {}
@@ -1623,6 +1635,7 @@ mod props {
                 .prop_map(|topic| Command::Help { topic }),
             Just(Command::Sessions),
             Just(Command::Discover),
+            Just(Command::Pending),
             Just(Command::Whoami),
             Just(Command::Status),
             Just(Command::Last),

@@ -533,6 +533,34 @@ impl Router {
                 }
             }
             Command::Adopt { id, name } => self.adopt_found(c, msg, &id, name.as_deref()).await?,
+            Command::Pending => {
+                let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
+                let mut waiting: Vec<(String, v1::Prompt)> = sessions
+                    .into_iter()
+                    .filter(|s| s.state == v1::SessionState::Waiting as i32)
+                    .filter_map(|s| s.prompt.map(|p| (s.name, p)))
+                    .collect();
+                waiting.sort_by_key(|(n, p)| (p.waiting_since_ms, n.clone()));
+                if waiting.is_empty() {
+                    "no prompt is waiting".to_string()
+                } else {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0);
+                    self.reply(msg, &format!("{} waiting, oldest first:", waiting.len())).await;
+                    for (name, p) in &waiting {
+                        let age = (now - p.waiting_since_ms).max(0) / 1000;
+                        let text = format!("[{name}] waiting {}\n{}", age_words(age), prompt_text(p));
+                        let text = self.platform.redact(&text).into_owned();
+                        let options: Vec<String> = p.options.iter().map(|o| self.platform.redact(o).into_owned()).collect();
+                        if let Err(e) = self.platform.send_prompt(&msg.chat, &p.id, &text, &options).await {
+                            eprintln!("clibot-gateway: cannot show a waiting prompt in {}: {e}", msg.chat);
+                        }
+                    }
+                    return Ok(None);
+                }
+            }
             Command::Sessions => {
                 let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
                 if sessions.is_empty() {
@@ -751,6 +779,15 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// `40s`, `12m`, `3h 5m`.
+fn age_words(secs: i64) -> String {
+    match secs {
+        ..60 => format!("{}s", secs.max(0)),
+        60..3600 => format!("{}m", secs / 60),
+        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
+    }
 }
 
 /// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its

@@ -20,6 +20,7 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
             "state_dir": s.state_dir, "tmux_args": s.tmux_args, "tmux_version": s.tmux_version,
             "tmux_reachable": s.tmux_reachable, "sessions": s.sessions, "last_seq": s.last_seq,
             "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
+            "pending_prompts": s.pending_prompts,
             "gateways": s.gateways.iter().map(|g| serde_json::json!({
                 "platform": g.platform, "state": g.state, "detail": g.detail,
                 "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
@@ -27,6 +28,14 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
                 "pid": g.pid,
             })).collect::<Vec<_>>(),
         }));
+    }
+    // What needs a person comes first.
+    match s.pending_prompts {
+        1 => println!("1 prompt waiting (clibotctl pending)"),
+        n => println!(
+            "{n} prompts waiting{}",
+            if n > 0 { " (clibotctl pending)" } else { "" }
+        ),
     }
     println!(
         "clibotd {} (pid {}), up {}s",

@@ -247,6 +247,7 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
         auto: p.auto,
         subject_kind: p.subject_kind,
         context: p.context,
+        waiting_since_ms: p.since_ms,
     }
 }
 

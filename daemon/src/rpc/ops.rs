@@ -26,6 +26,7 @@ pub(super) async fn status(
             .unwrap_or_default(),
         warnings: s.warnings,
         gateways: svc.gateway_status(),
+        pending_prompts: s.pending_prompts as u32,
     }))
 }
 

@@ -33,6 +33,16 @@ impl Daemon {
             return (p, None);
         };
         p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
+        // When it began to wait: from its first publication.
+        let first = e
+            .rec
+            .prompt
+            .as_ref()
+            .filter(|c| c.id == p.id && c.since_ms > 0)
+            .map(|c| c.since_ms);
+        p.since_ms = first
+            .or((p.since_ms > 0).then_some(p.since_ms))
+            .unwrap_or_else(crate::store::now_ms);
         let mut plan = None;
         match &e.rt.auto_for {
             Some((id, who)) if *id == p.id => p.auto = who.clone(),
@@ -57,6 +67,7 @@ impl Daemon {
             }
         }
         if let Some(cur) = e.rec.prompt.as_mut().filter(|c| c.id == p.id) {
+            cur.since_ms = p.since_ms;
             cur.warning = p.warning.clone();
             cur.auto = p.auto.clone();
         }

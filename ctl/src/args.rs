@@ -1,0 +1,482 @@
+//! The command line clibotctl takes: every command and flag, with the help text `--help`,
+//! the man pages and the completions are made from.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::hooks;
+
+/// clibotctl — drive AI coding CLIs running under clibotd.
+#[derive(Debug, Parser)]
+#[command(version, about, propagate_version = true)]
+pub struct Cli {
+    /// The daemon's socket [default: $XDG_RUNTIME_DIR/clibot/clibotd.sock, or
+    /// $TMPDIR/clibot-$UID/clibotd.sock where XDG_RUNTIME_DIR is unset]
+    #[arg(long, global = true, env = "CLIBOT_SOCKET", value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Do not start clibotd when none is running.
+    #[arg(long, global = true, env = "CLIBOT_NO_AUTOSTART", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_autostart: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Daemon status: version, paths, tmux, sessions.
+    Status {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List sessions.
+    #[command(alias = "ls")]
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Only sessions of this CLI.
+        #[arg(long)]
+        cli: Option<String>,
+        /// Only sessions in this state (starting, idle, working, waiting, exited, error).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only sessions in this directory or below it.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Show one session.
+    Show {
+        /// The session's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a CLI in a new session.
+    Spawn {
+        /// The session's name.
+        name: String,
+        /// A configured CLI: claude, codex, gemini, opencode, shell, or one from [cli.NAME].
+        #[arg(long)]
+        cli: String,
+        /// Working directory [default: the current directory].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// Extra environment, KEY=VALUE (repeatable).
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Extra arguments for the CLI, after `--`.
+        #[arg(last = true)]
+        args: Vec<String>,
+        /// Hand the work to another CLI if this one hits an error listed in `[delegation] on`
+        /// (its usage limit, a rate limit, ...).
+        #[arg(long)]
+        delegate: bool,
+        /// Continue this conversation of the CLI (an id from `clibotctl discover`, Claude
+        /// Code's session id, Codex's thread id, OpenCode's ses_…) instead of a new one.
+        #[arg(long, value_name = "CONVERSATION_ID")]
+        resume: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Continue, in a session clibot manages, the conversation of a CLI found by `discover`
+    /// (one running outside tmux, or anywhere): same directory, same conversation.
+    Resume {
+        /// The id `clibotctl discover` shows (e.g. claude-12345).
+        id: String,
+        /// The new session's name [default: the CLI's name and the process id].
+        #[arg(long)]
+        name: Option<String>,
+        /// First ask the original process to quit (SIGTERM) and wait for it (up to 10 s).
+        #[arg(long)]
+        quit: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Choose the CLI for a task ([[routes]], else the decider), start a session of it and
+    /// type the task in.
+    Route {
+        /// The task (`-`: read it from stdin).
+        text: String,
+        /// Working directory [default: the current directory].
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The session's name [default: CLI-N].
+        #[arg(long)]
+        name: Option<String>,
+        /// Only say which CLI would take it, and why; start nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type text into a session and submit it (`-` reads the text from stdin).
+    Send {
+        /// The session's name.
+        name: String,
+        /// The text, typed literally (`-`: read it from stdin).
+        text: String,
+        /// Type the text without pressing Enter.
+        #[arg(long)]
+        no_submit: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Press named keys: Enter, Escape, Tab, Up, Down, C-c, y, 1, ...
+    Keys {
+        /// The session's name.
+        name: String,
+        /// Key names, pressed in order.
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print what the session's pane shows.
+    Screen {
+        /// The session's name.
+        name: String,
+        /// The last N lines, scrollback included [default: the visible screen].
+        #[arg(long, short = 'n')]
+        lines: Option<u32>,
+        /// Keep colours and attributes (escape sequences).
+        #[arg(long, short = 'e')]
+        escapes: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a session: the CLI's graceful quit, then a kill after the timeout.
+    Stop {
+        /// The session's name.
+        name: String,
+        /// Kill at once.
+        #[arg(long)]
+        force: bool,
+        /// Seconds the graceful quit may take, 0.001 to 3600 [default: the daemon's, 5].
+        #[arg(long, value_parser = parse_timeout)]
+        timeout: Option<f64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Every prompt waiting for an answer, in every session, oldest first (answer one with
+    /// `clibotctl answer NAME CHOICE`).
+    Pending {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the AI CLIs running as you that clibot does not manage: in a pane of any of your
+    /// tmux servers, or in another terminal (what they are comes from the process tree).
+    /// Changes nothing.
+    Discover {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a session declared in the config ([[sessions]]) that does not run: an exited one
+    /// is restarted, a tmux session of that name on clibot's server is adopted.
+    Start {
+        /// The declared session's name (`clibotctl list --state declared` shows them).
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a session's CLI again (after it exited, or ending it first), resuming its
+    /// conversation: same name, directory, arguments and environment.
+    Restart {
+        /// The session's name.
+        name: String,
+        /// Start a new conversation instead of resuming the previous one.
+        #[arg(long)]
+        fresh: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Manage a CLI that already runs in tmux, where it runs: a tmux session on clibot's
+    /// server, or (with --pane) any pane of any of your tmux servers (--server), or (with
+    /// --found) a CLI that `clibotctl discover` lists.
+    Adopt {
+        /// The tmux session's name (or $id) on clibot's server; with --pane or --found, the
+        /// name the session gets.
+        target: String,
+        /// Which configured CLI runs in it (claude, codex, gemini, opencode, shell, ...);
+        /// with --pane or --found [default: the one its process tree shows].
+        #[arg(long)]
+        cli: Option<String>,
+        /// The session's clibot name [default: the tmux name].
+        #[arg(long, conflicts_with_all = ["pane", "found"])]
+        name: Option<String>,
+        /// The pane to adopt (%N, from `clibotctl discover` or `tmux list-panes -a`).
+        #[arg(long, value_name = "%ID")]
+        pane: Option<String>,
+        /// The socket of the tmux server the pane is on [default: clibot's own]; a separate
+        /// flag, since socket paths may contain `:`.
+        #[arg(long, value_name = "SOCKET", requires = "pane")]
+        server: Option<String>,
+        /// The id `clibotctl discover` gave a CLI in a tmux pane (CLI-PID).
+        #[arg(long, value_name = "ID", conflicts_with_all = ["pane", "server"])]
+        found: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop managing a session; it keeps running in tmux.
+    Release {
+        /// The session's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print events from the durable log.
+    Events {
+        /// Keep printing new events.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// Only events after this sequence number [default: 0, everything retained; with
+        /// --follow alone: only new ones].
+        #[arg(long)]
+        since: Option<u64>,
+        /// Only this session (repeatable).
+        #[arg(long = "session")]
+        sessions: Vec<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Attach this terminal to the session (tmux attach); detach with the tmux prefix, then d.
+    Attach {
+        /// The session's name.
+        name: String,
+    },
+    /// Answer the prompt a session waits on: an option number, yes/no/always, or free text.
+    Answer {
+        /// The session's name.
+        name: String,
+        /// An option number, yes/no/always, or the text to type.
+        answer: String,
+        /// The prompt's id (from the waiting event); refuses to answer a different prompt.
+        #[arg(long)]
+        prompt: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the final reply of the session's last completed turn.
+    Last {
+        /// The session's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let a chat user use a session made by someone else (PLATFORM:USER, e.g.
+    /// telegram:123456789, as `!!whoami` shows it); --revoke takes it back.
+    Share {
+        /// The session's name.
+        name: String,
+        /// The chat user, PLATFORM:USER (e.g. telegram:123456789).
+        user: String,
+        /// Take the share back.
+        #[arg(long)]
+        revoke: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What a chat sent and was shown (PLATFORM:CHAT, e.g. telegram:123456789), oldest first.
+    Transcript {
+        /// The chat, PLATFORM:CHAT (e.g. telegram:123456789).
+        chat: String,
+        /// Only entries since: a duration back from now (30s, 15m, 2h, 1d).
+        #[arg(long, value_name = "DURATION")]
+        since: Option<String>,
+        /// Only the last N entries [default: 100, at most 1000].
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<u32>,
+        /// One JSON object a line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's metrics, in the Prometheus text format.
+    Metrics,
+    /// Re-read the config file: access, rules, guard, decider, delegation, allowed roots and
+    /// CLIs apply at once; says which changed sections need a daemon restart. An invalid file
+    /// changes nothing.
+    Reload {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The approval rules with how often each fired, the guard, the decider and delegation.
+    Rules {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Hand a session's work to another CLI now: starts NAME-CLI in the same directory, types
+    /// the last request with a handoff, moves the session's chats to it.
+    Delegate {
+        /// The session's name.
+        name: String,
+        /// The CLI to continue in [default: the next of `[delegation] to`].
+        cli: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Chats bound to sessions: where delivery stands, and which chats are suspended.
+    Chats {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Chat users: pending pairing codes, approvals, revocations.
+    Pairing {
+        #[command(subcommand)]
+        action: PairingAction,
+    },
+    /// Print the daemon's log: its clibotd.log in the state directory, else the journal
+    /// (`journalctl --user -u clibotd`). Works with the daemon down.
+    Logs {
+        /// Keep printing what is appended.
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// The last N lines.
+        #[arg(long, short = 'n', default_value_t = 50)]
+        lines: usize,
+        /// The daemon's state directory [default: the running daemon's, else
+        /// CLIBOT_STATE_DIR, the config's [daemon] state_dir, ~/.local/state/clibot].
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+    },
+    /// Print the completion script for a shell (e.g. `clibotctl completions bash >
+    /// ~/.local/share/bash-completion/completions/clibotctl`).
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page clibotctl(1); with --dir, write one page per command there.
+    Man {
+        /// Write clibotctl.1 and clibotctl-COMMAND.1 pages into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Check the installation (tmux, daemon, socket and state permissions, CLIs, hooks,
+    /// systemd units, gateways, config) and say how to fix each problem; exit 1 on a failure.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the audit log (every accepted or refused action), oldest first.
+    Audit {
+        /// Only this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only this actor: a chat user's id, PLATFORM:USER, or "local".
+        #[arg(long)]
+        user: Option<String>,
+        /// Only records since: a duration back from now (30s, 15m, 2h, 1d) or Unix ms.
+        #[arg(long, value_name = "DURATION_OR_MS")]
+        since: Option<String>,
+        /// Only the last N matching records.
+        #[arg(short = 'n', long = "lines", value_name = "N")]
+        lines: Option<usize>,
+        /// The state directory [default: the running daemon's].
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Entry point for CLI hooks: reads the hook's JSON from stdin and hands it to clibotd.
+    /// Never fails the CLI: with no daemon it exits 0 at once.
+    #[command(hide = true)]
+    Hook {
+        /// Which CLI's hook this is.
+        #[arg(long)]
+        cli: String,
+        /// A hook from the CLI's own settings (`hooks install`): reports a session clibot did
+        /// not start; does nothing inside one it did.
+        #[arg(long)]
+        global: bool,
+        /// The event name, for CLIs that do not put it in the payload.
+        event: Option<String>,
+    },
+    /// Hooks in the CLIs' own settings, so that every Claude Code, Codex and Gemini CLI
+    /// session on this machine (one in a plain terminal too) reports its turns and prompts to
+    /// clibotd: install, uninstall, status. Needs no daemon.
+    Hooks {
+        #[command(subcommand)]
+        action: hooks::Action,
+    },
+    /// Automatic answers (approval rules, the decider): what became of them.
+    Automation {
+        #[command(subcommand)]
+        action: AutomationAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AutomationAction {
+    /// Per rule and for the decider: answers given (approved, denied), what followed them
+    /// (the turn completed, errored, undone by an interrupt or a stop within a minute,
+    /// pending), prompts left to a person, the last time each fired; then the latest answers.
+    Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PairingAction {
+    /// Pending codes and approved users.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Let the chat user who was given CODE act.
+    Approve {
+        /// The pairing code the chat user was given.
+        code: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take access away from a user (platform: telegram, discord, feishu, console).
+    Revoke {
+        /// telegram, discord, feishu or console.
+        platform: String,
+        /// The user's id on that platform.
+        user: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn parse_timeout(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    // 0 means the default ([daemon] stop_timeout_ms), as the help says.
+    if t == 0.0 || (0.001..=3600.0).contains(&t) {
+        Ok(t)
+    } else {
+        Err("must be 0 (the default) or between 0.001 and 3600 seconds".into())
+    }
+}

@@ -1,0 +1,99 @@
+//! What waits for an answer: `pending`, every prompt waiting anywhere, oldest first.
+
+use clibot_proto::{Client, v1};
+use serde_json::json;
+
+use super::output::print_json;
+
+/// The sessions that wait on a prompt, with it, oldest first.
+pub async fn waiting(c: &mut Client) -> anyhow::Result<Vec<(v1::Session, v1::Prompt)>> {
+    let sessions = c
+        .list_sessions(v1::ListSessionsRequest::default())
+        .await?
+        .into_inner()
+        .sessions;
+    let mut out: Vec<(v1::Session, v1::Prompt)> = sessions
+        .into_iter()
+        .filter(|s| s.state == v1::SessionState::Waiting as i32)
+        .filter_map(|mut s| {
+            let p = s.prompt.take()?;
+            Some((s, p))
+        })
+        .collect();
+    out.sort_by_key(|(s, p)| (since(p), s.name.clone()));
+    Ok(out)
+}
+
+/// When a prompt began to wait; one not published yet counts as now.
+fn since(p: &v1::Prompt) -> i64 {
+    if p.waiting_since_ms > 0 {
+        p.waiting_since_ms
+    } else {
+        now_ms()
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+pub async fn pending(c: &mut Client, json: bool) -> anyhow::Result<()> {
+    let list = waiting(c).await?;
+    let now = now_ms();
+    if json {
+        let v: Vec<serde_json::Value> = list
+            .iter()
+            .map(|(s, p)| {
+                json!({
+                    "session": s.name,
+                    "prompt_id": p.id,
+                    "kind": p.kind,
+                    "text": p.text,
+                    "options": p.options,
+                    "subject": p.subject,
+                    "waiting_since_ms": since(p),
+                    "age_ms": (now - since(p)).max(0),
+                })
+            })
+            .collect();
+        return print_json(&serde_json::Value::Array(v));
+    }
+    if list.is_empty() {
+        println!("no prompt is waiting");
+        return Ok(());
+    }
+    for (s, p) in &list {
+        let age = std::time::Duration::from_millis((now - since(p)).max(0) as u64);
+        println!(
+            "{} ({}) waiting {}: {}",
+            s.name,
+            s.cli,
+            human(age),
+            p.text.lines().next().unwrap_or("")
+        );
+        if !p.subject.is_empty() {
+            println!("    {}", p.subject);
+        }
+        for (i, o) in p.options.iter().enumerate() {
+            println!("    {}. {o}", i + 1);
+        }
+        println!(
+            "    answer: clibotctl answer {} N --prompt {}",
+            s.name, p.id
+        );
+    }
+    Ok(())
+}
+
+/// `3h 12m`, `12m`, `40s`.
+pub fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
