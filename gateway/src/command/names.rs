@@ -1,0 +1,186 @@
+//! The command words: their order in help, their argument synopses and one-line summaries.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// The command words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CommandName {
+    Help,
+    Sessions,
+    Discover,
+    Adopt,
+    Pending,
+    Use,
+    New,
+    Whoami,
+    Status,
+    Screen,
+    Keys,
+    Stop,
+    Start,
+    Restart,
+    Ask,
+    Last,
+    Answer,
+    Pair,
+    Share,
+    History,
+    Rules,
+    Delegate,
+}
+
+impl CommandName {
+    /// All commands, in help order.
+    pub const ALL: [CommandName; 22] = [
+        CommandName::Help,
+        CommandName::Sessions,
+        CommandName::Discover,
+        CommandName::Adopt,
+        CommandName::Pending,
+        CommandName::Use,
+        CommandName::New,
+        CommandName::Whoami,
+        CommandName::Status,
+        CommandName::Screen,
+        CommandName::Keys,
+        CommandName::Stop,
+        CommandName::Start,
+        CommandName::Restart,
+        CommandName::Ask,
+        CommandName::Last,
+        CommandName::Answer,
+        CommandName::Pair,
+        CommandName::Share,
+        CommandName::History,
+        CommandName::Rules,
+        CommandName::Delegate,
+    ];
+
+    /// The word typed after the prefix.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandName::Help => "help",
+            CommandName::Sessions => "sessions",
+            CommandName::Discover => "discover",
+            CommandName::Adopt => "adopt",
+            CommandName::Pending => "pending",
+            CommandName::Use => "use",
+            CommandName::New => "new",
+            CommandName::Whoami => "whoami",
+            CommandName::Status => "status",
+            CommandName::Screen => "screen",
+            CommandName::Keys => "keys",
+            CommandName::Stop => "stop",
+            CommandName::Restart => "restart",
+            CommandName::Start => "start",
+            CommandName::Ask => "ask",
+            CommandName::Last => "last",
+            CommandName::Answer => "answer",
+            CommandName::Pair => "pair",
+            CommandName::Share => "share",
+            CommandName::History => "history",
+            CommandName::Rules => "rules",
+            CommandName::Delegate => "delegate",
+        }
+    }
+
+    /// The argument synopsis (`NAME CLI [DIR]`), empty for none.
+    pub fn args(self) -> &'static str {
+        match self {
+            CommandName::Help => "[COMMAND]",
+            CommandName::Use => "NAME",
+            CommandName::New => "NAME CLI [DIR] [delegate]",
+            CommandName::Screen => "[N]",
+            CommandName::Keys => "KEY…",
+            CommandName::Stop => "[NAME]",
+            CommandName::Restart => "[NAME] [fresh]",
+            CommandName::Start => "NAME",
+            CommandName::Adopt => "ID [NAME]",
+            CommandName::Ask => "TEXT",
+            CommandName::Answer => "CHOICE",
+            CommandName::Pair => "[CODE]",
+            CommandName::Share => "NAME USER [off]",
+            CommandName::History => "[N]",
+            CommandName::Delegate => "[CLI]",
+            CommandName::Rules
+            | CommandName::Sessions
+            | CommandName::Discover
+            | CommandName::Pending
+            | CommandName::Whoami
+            | CommandName::Status
+            | CommandName::Last => "",
+        }
+    }
+
+    /// One line saying what it does.
+    pub fn summary(self) -> &'static str {
+        match self {
+            CommandName::Help => "list commands, or show one command's usage",
+            CommandName::Sessions => "list sessions",
+            CommandName::Discover => {
+                "list the AI CLIs running on the machine outside clibot (admins)"
+            }
+            CommandName::Adopt => {
+                "take over CLI ID that !!discover found in a tmux pane, where it runs, and talk to it from this chat (admins)"
+            }
+            CommandName::Pending => {
+                "every prompt waiting for an answer, oldest first, with its buttons"
+            }
+            CommandName::Use => "talk to session NAME from this chat",
+            CommandName::New => {
+                "start CLI (claude, codex, …) in a new session NAME (delegate: hand its work to another CLI if it hits its limits)"
+            }
+            CommandName::Whoami => "show your user id",
+            CommandName::Status => "show the current session's state",
+            CommandName::Screen => "show the screen, or its last N lines",
+            CommandName::Keys => {
+                "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)"
+            }
+            CommandName::Stop => "stop the current session, or NAME",
+            CommandName::Restart => {
+                "start the CLI again, resuming its conversation (fresh: a new one)"
+            }
+            CommandName::Start => {
+                "start session NAME as the machine's config declares it (admins; !!sessions lists them)"
+            }
+            CommandName::Ask => {
+                "start a session of the CLI best suited to TEXT (the machine's routes decide) and send it TEXT"
+            }
+            CommandName::Last => "repeat the last reply",
+            CommandName::Answer => "answer the waiting prompt",
+            CommandName::Pair => "pair this chat with the gateway",
+            CommandName::Share => {
+                "let another user (their id, from their !!whoami) use session NAME; off takes it back"
+            }
+            CommandName::History => "show this chat's last N messages, sent and received (20)",
+            CommandName::Rules => "show the approval rules and how often each fired",
+            CommandName::Delegate => {
+                "hand the current session's work to CLI (or the next configured one) and move this chat there"
+            }
+        }
+    }
+
+    /// The usage line with `prefix`: `!!new NAME CLI [DIR]`.
+    pub fn usage(self, prefix: &str) -> String {
+        match self.args() {
+            "" => format!("{prefix}{}", self.as_str()),
+            args => format!("{prefix}{} {args}", self.as_str()),
+        }
+    }
+
+    /// Looks a command word up, ignoring ASCII case.
+    pub fn parse(word: &str) -> Option<CommandName> {
+        CommandName::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(word))
+    }
+}
+
+impl fmt::Display for CommandName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
