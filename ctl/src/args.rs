@@ -167,6 +167,37 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Interrupt the session's running turn the CLI's own way (Esc for Claude Code, Ctrl-C for
+    /// others, OpenCode's abort API); what is queued goes next.
+    Cancel {
+        /// The session's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the inputs queued behind the session's running turn, oldest first.
+    Queue {
+        /// The session's name.
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take queued inputs back: the Nth (as `clibotctl queue` numbers them), or --all.
+    Drop {
+        /// The session's name.
+        name: String,
+        /// Which queued input (from 1).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        n: Option<u32>,
+        /// Drop every queued input.
+        #[arg(long)]
+        all: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Every prompt waiting for an answer, in every session, oldest first (answer one with
     /// `clibotctl answer NAME CHOICE`).
     Pending {

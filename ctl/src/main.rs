@@ -177,6 +177,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Start { name, json } => sessions::start(c, name, json).await,
         Command::Discover { json } => sessions::discover(c, json).await,
         Command::Pending { json } => prompts::pending(c, json).await,
+        Command::Cancel { name, json } => prompts::cancel(c, name, json).await,
+        Command::Queue { name, json } => prompts::queue(c, name, json).await,
+        Command::Drop { name, n, all, json } => {
+            prompts::drop_queued(c, name, if all { 0 } else { n.unwrap_or(0) }, json).await
+        }
         Command::Resume {
             id,
             name,

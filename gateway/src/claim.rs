@@ -42,6 +42,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Stop { .. }
         | Command::Start { .. }
         | Command::Adopt { .. }
+        | Command::Cancel { .. }
+        | Command::Drop { .. }
         | Command::Ask { .. }
         | Command::Restart { .. }
         | Command::Answer { .. }
@@ -51,6 +53,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Sessions
         | Command::Discover
         | Command::Pending
+        | Command::Queue
         | Command::Whoami
         | Command::Status
         | Command::Screen { .. }

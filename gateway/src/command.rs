@@ -57,6 +57,18 @@ pub enum Command {
     Sessions,
     /// `discover`: the AI CLIs running on the machine outside clibot (admins).
     Discover,
+    /// `cancel [NAME]`: interrupt the running turn.
+    Cancel {
+        /// A valid session name; none: the chat's session.
+        name: Option<String>,
+    },
+    /// `queue`: the inputs queued behind the running turn.
+    Queue,
+    /// `drop [N|all]`: take queued input back (none: all).
+    Drop {
+        /// The position (from 1); none: all.
+        n: Option<u32>,
+    },
     /// `pending`: every prompt waiting, in the sessions the user may see, with its buttons.
     Pending,
     /// `adopt ID [NAME]`: take over a CLI `discover` found in a tmux pane, where it runs.
@@ -161,6 +173,9 @@ impl Command {
             Command::Sessions => CommandName::Sessions,
             Command::Discover => CommandName::Discover,
             Command::Pending => CommandName::Pending,
+            Command::Cancel { .. } => CommandName::Cancel,
+            Command::Queue => CommandName::Queue,
+            Command::Drop { .. } => CommandName::Drop,
             Command::Adopt { .. } => CommandName::Adopt,
             Command::Use { .. } => CommandName::Use,
             Command::New { .. } => CommandName::New,
@@ -493,6 +508,30 @@ impl CommandParser {
             CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
             CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
             CommandName::Pending => a.no_more(&mut tokens).map(|()| Command::Pending)?,
+            CommandName::Queue => a.no_more(&mut tokens).map(|()| Command::Queue)?,
+            CommandName::Cancel => {
+                let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
+                a.no_more(&mut tokens)?;
+                Command::Cancel { name }
+            }
+            CommandName::Drop => {
+                let n = match tokens.next() {
+                    None => None,
+                    Some(t) if t.eq_ignore_ascii_case("all") => None,
+                    Some(t) => match t.parse::<u32>() {
+                        Ok(n) if n >= 1 => Some(n),
+                        _ => {
+                            return Err(a.invalid(
+                                "N",
+                                t,
+                                "a position from !!queue (1, 2, …) or all".into(),
+                            ));
+                        }
+                    },
+                };
+                a.no_more(&mut tokens)?;
+                Command::Drop { n }
+            }
             CommandName::Adopt => {
                 let id = a.name("ID", tokens.next())?;
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
@@ -1038,7 +1077,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, keys, stop, start, restart, ask, last, answer, pair"
+            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, keys, stop, cancel, queue, drop, start, restart, ask, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1425,6 +1464,9 @@ mod props {
                 parts.push(id.clone());
                 parts.extend(name.clone());
             }
+            Command::Cancel { name } => parts.extend(name.clone()),
+            Command::Queue => {}
+            Command::Drop { n } => parts.extend(n.map(|n| n.to_string())),
             Command::Ask { text } => parts.push(text.clone()),
             Command::Restart { name, fresh } => {
                 parts.extend(name.clone());
@@ -1487,6 +1529,9 @@ mod props {
             name().prop_map(|name| Command::Start { name }),
             (name(), proptest::option::of(name()))
                 .prop_map(|(id, name)| Command::Adopt { id, name }),
+            opt_name.clone().prop_map(|name| Command::Cancel { name }),
+            Just(Command::Queue),
+            proptest::option::of(1u32..1000).prop_map(|n| Command::Drop { n }),
             "\\PC{1,60}"
                 .prop_map(|s| s.trim().to_string())
                 .prop_filter("not empty", |s| !s.is_empty())

@@ -16,6 +16,10 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
         Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
         Kind::Notice(n) => format!("[{s}] {}", n.text),
+        Kind::TurnCancelled(c) if c.by == "turn_timeout" => {
+            format!("[{s}] the turn ran too long and was cancelled")
+        }
+        Kind::TurnCancelled(_) => format!("[{s}] turn cancelled"),
         Kind::PromptResolved(r) => match r.by.as_str() {
             "terminal" => format!("[{s}] answered at the terminal"),
             "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
@@ -82,6 +86,7 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::Stalled(_)
                 | Kind::ChatSuspended(_)
                 | Kind::Notice(_)
+                | Kind::TurnCancelled(_)
         )
     )
 }

@@ -292,6 +292,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             json!({"first_seq": d.first_seq, "last_seq": d.last_seq}),
         ),
         Kind::Notice(n) => ("notice", json!({"text": n.text, "kind": n.kind})),
+        Kind::TurnCancelled(c) => ("turn_cancelled", json!({"by": c.by, "how": c.how})),
         Kind::Delegated(d) => (
             "delegated",
             json!({"to_session": d.to_session, "to_cli": d.to_cli, "reason": d.reason,

@@ -1,4 +1,5 @@
-//! What waits for an answer: `pending`, every prompt waiting anywhere, oldest first.
+//! What waits: `pending` (every prompt waiting anywhere, oldest first), and a session's running
+//! turn and its queue (`cancel`, `queue`, `drop`).
 
 use clibot_proto::{Client, v1};
 use serde_json::json;
@@ -96,4 +97,74 @@ pub fn human(d: std::time::Duration) -> String {
         60..3600 => format!("{}m", s / 60),
         _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
     }
+}
+
+pub async fn cancel(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
+    let r = c
+        .cancel_turn(v1::CancelTurnRequest {
+            session: name.clone(),
+        })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&json!({"session": name, "how": r.how, "queued": r.queued}));
+    }
+    let next = match r.queued {
+        0 => String::new(),
+        1 => "; 1 queued input goes next (clibotctl drop NAME 1 takes it back)".to_string(),
+        n => format!("; {n} queued inputs go next (clibotctl queue shows them)"),
+    };
+    println!("cancelled {name}'s turn ({}){next}", r.how);
+    Ok(())
+}
+
+pub async fn queue(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
+    let inputs = c
+        .list_queue(v1::ListQueueRequest {
+            session: name.clone(),
+        })
+        .await?
+        .into_inner()
+        .inputs;
+    if json {
+        let v: Vec<serde_json::Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| json!({"position": i + 1, "text": t}))
+            .collect();
+        return print_json(&serde_json::Value::Array(v));
+    }
+    if inputs.is_empty() {
+        println!("nothing is queued for {name}");
+    }
+    for (i, t) in inputs.iter().enumerate() {
+        let first: String = t.lines().next().unwrap_or("").chars().take(100).collect();
+        let more = if t.lines().count() > 1 || first.len() < t.len() {
+            " …"
+        } else {
+            ""
+        };
+        println!("{}. {first}{more}", i + 1);
+    }
+    Ok(())
+}
+
+pub async fn drop_queued(
+    c: &mut Client,
+    name: String,
+    position: u32,
+    json: bool,
+) -> anyhow::Result<()> {
+    let r = c
+        .drop_queued(v1::DropQueuedRequest {
+            session: name.clone(),
+            position,
+        })
+        .await?
+        .into_inner();
+    if json {
+        return print_json(&json!({"session": name, "dropped": r.dropped, "left": r.left}));
+    }
+    println!("dropped {} from {name}'s queue; {} left", r.dropped, r.left);
+    Ok(())
 }

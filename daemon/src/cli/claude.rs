@@ -25,6 +25,11 @@ impl Adapter for Claude {
         "claude"
     }
 
+    /// Esc interrupts Claude Code's turn (Ctrl-C at rest would ask it to quit).
+    fn cancel_keys(&self) -> &'static [&'static str] {
+        &["Escape"]
+    }
+
     fn completes_by_hook(&self) -> bool {
         true
     }

@@ -91,6 +91,10 @@ pub enum Choice {
 pub trait Adapter: Send + Sync {
     /// "generic", "claude", ...
     fn name(&self) -> &'static str;
+    /// The keys that interrupt a running turn (Ctrl-C for most programs).
+    fn cancel_keys(&self) -> &'static [&'static str] {
+        &["C-c"]
+    }
     /// True when turn completion comes from a hook; otherwise from output going quiet.
     fn completes_by_hook(&self) -> bool {
         false

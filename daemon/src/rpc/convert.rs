@@ -359,6 +359,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             note,
         }),
         EventKind::Notice { text, kind } => Kind::Notice(v1::Notice { text, kind }),
+        EventKind::TurnCancelled { by, how } => Kind::TurnCancelled(v1::TurnCancelled { by, how }),
         EventKind::Delegated {
             to_session,
             to_cli,

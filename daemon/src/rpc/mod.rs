@@ -26,6 +26,7 @@ mod convert;
 mod io;
 mod ops;
 mod sessions;
+mod turns;
 mod watch;
 
 pub use convert::event_to_proto;
@@ -301,6 +302,32 @@ impl Clibot for Service {
         io::send_keys(self, req)
             .await
             .map_err(|s| for_caller(chat, s))
+    }
+
+    async fn cancel_turn(
+        &self,
+        req: Request<v1::CancelTurnRequest>,
+    ) -> Result<Response<v1::CancelTurnResponse>, Status> {
+        let chat = from_chat(&req);
+        turns::cancel_turn(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
+    }
+
+    async fn list_queue(
+        &self,
+        req: Request<v1::ListQueueRequest>,
+    ) -> Result<Response<v1::ListQueueResponse>, Status> {
+        let chat = from_chat(&req);
+        turns::list_queue(self, req).map_err(|s| for_caller(chat, s))
+    }
+
+    async fn drop_queued(
+        &self,
+        req: Request<v1::DropQueuedRequest>,
+    ) -> Result<Response<v1::DropQueuedResponse>, Status> {
+        let chat = from_chat(&req);
+        turns::drop_queued(self, req).map_err(|s| for_caller(chat, s))
     }
 
     async fn capture(

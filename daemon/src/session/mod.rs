@@ -10,6 +10,7 @@ mod adopt;
 mod answer;
 mod auto_answer;
 mod bind_rights;
+mod cancel;
 mod confine;
 mod declared;
 mod default_chat;
@@ -35,6 +36,7 @@ mod unmanaged;
 mod watch;
 
 pub use answer::Answered;
+pub use cancel::Cancelled;
 pub use in_place::InPlace;
 pub use input::Sent;
 pub use outcomes::{Report, ReportRow};

@@ -143,6 +143,14 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         skipped: Vec<String>,
     },
+    /// The running turn was interrupted through clibot (`cancel`).
+    TurnCancelled {
+        /// Who asked ("local", "PLATFORM:USER", "turn_timeout").
+        by: String,
+        /// How the CLI was told ("keys Escape", "api").
+        #[serde(default)]
+        how: String,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,

@@ -20,6 +20,9 @@ pub enum CommandName {
     Screen,
     Keys,
     Stop,
+    Cancel,
+    Queue,
+    Drop,
     Start,
     Restart,
     Ask,
@@ -34,7 +37,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 22] = [
+    pub const ALL: [CommandName; 25] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -47,6 +50,9 @@ impl CommandName {
         CommandName::Screen,
         CommandName::Keys,
         CommandName::Stop,
+        CommandName::Cancel,
+        CommandName::Queue,
+        CommandName::Drop,
         CommandName::Start,
         CommandName::Restart,
         CommandName::Ask,
@@ -74,6 +80,9 @@ impl CommandName {
             CommandName::Screen => "screen",
             CommandName::Keys => "keys",
             CommandName::Stop => "stop",
+            CommandName::Cancel => "cancel",
+            CommandName::Queue => "queue",
+            CommandName::Drop => "drop",
             CommandName::Restart => "restart",
             CommandName::Start => "start",
             CommandName::Ask => "ask",
@@ -96,6 +105,8 @@ impl CommandName {
             CommandName::Screen => "[N]",
             CommandName::Keys => "KEY…",
             CommandName::Stop => "[NAME]",
+            CommandName::Cancel => "[NAME]",
+            CommandName::Drop => "[N|all]",
             CommandName::Restart => "[NAME] [fresh]",
             CommandName::Start => "NAME",
             CommandName::Adopt => "ID [NAME]",
@@ -109,6 +120,7 @@ impl CommandName {
             | CommandName::Sessions
             | CommandName::Discover
             | CommandName::Pending
+            | CommandName::Queue
             | CommandName::Whoami
             | CommandName::Status
             | CommandName::Last => "",
@@ -140,6 +152,9 @@ impl CommandName {
                 "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)"
             }
             CommandName::Stop => "stop the current session, or NAME",
+            CommandName::Cancel => "interrupt the running turn of the current session, or NAME",
+            CommandName::Queue => "show the messages queued behind the running turn",
+            CommandName::Drop => "take back queued message N, or all of them",
             CommandName::Restart => {
                 "start the CLI again, resuming its conversation (fresh: a new one)"
             }

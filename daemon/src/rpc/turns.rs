@@ -1,0 +1,64 @@
+//! The running turn and what waits behind it: cancel, the queue, dropping from it.
+//! Translation only: the core decides.
+
+use super::*;
+
+pub(super) async fn cancel_turn(
+    svc: &Service,
+    req: Request<v1::CancelTurnRequest>,
+) -> Result<Response<v1::CancelTurnResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    // Whoever may send to the session may stop what they started there.
+    svc.owned(&actor, &r.session, "cancel", false)?;
+    let by = if actor.is_local() {
+        "local".to_string()
+    } else {
+        actor.key()
+    };
+    let session = r.session.clone();
+    let c = svc
+        .detached(&actor, &session, "cancel", move |d| async move {
+            d.cancel_turn(&r.session, &by).await
+        })
+        .await?;
+    Ok(Response::new(v1::CancelTurnResponse {
+        how: c.how,
+        queued: c.queued as u32,
+    }))
+}
+
+#[allow(clippy::result_large_err)]
+pub(super) fn list_queue(
+    svc: &Service,
+    req: Request<v1::ListQueueRequest>,
+) -> Result<Response<v1::ListQueueResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "queue", false)?;
+    let inputs = svc.daemon.queued(&r.session)?;
+    Ok(Response::new(v1::ListQueueResponse { inputs }))
+}
+
+#[allow(clippy::result_large_err)]
+pub(super) fn drop_queued(
+    svc: &Service,
+    req: Request<v1::DropQueuedRequest>,
+) -> Result<Response<v1::DropQueuedResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "drop", false)?;
+    let which = (r.position > 0).then_some(r.position as usize);
+    let result = svc.daemon.drop_queued(&r.session, which);
+    match &result {
+        Ok(_) => svc.daemon.audit(&actor, &r.session, "drop", Ok(())),
+        Err(e) => svc
+            .daemon
+            .audit(&actor, &r.session, "drop", Err(&e.to_string())),
+    }
+    let (dropped, left) = result?;
+    Ok(Response::new(v1::DropQueuedResponse {
+        dropped: dropped as u32,
+        left: left as u32,
+    }))
+}

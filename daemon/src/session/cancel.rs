@@ -1,0 +1,156 @@
+//! Stopping a turn without stopping the session, and the input queued behind it: `cancel`
+//! interrupts the running turn the CLI's own way (Esc for Claude Code, Ctrl-C for the others,
+//! OpenCode's abort API), `queue` shows what waits to be typed, `drop` takes some of it back.
+
+use tracing::info;
+
+use crate::core::*;
+use crate::error::CoreError;
+use crate::keys::Key;
+use crate::locking::lock;
+use crate::model::State;
+use crate::store::events::EventKind;
+
+use super::shared::remember_resolved;
+
+/// What a cancel did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cancelled {
+    /// How the CLI was told: "keys Escape", "keys C-c", "api".
+    pub how: String,
+    /// Inputs still queued (they go next, as after any turn).
+    pub queued: usize,
+}
+
+impl Daemon {
+    /// Interrupts session `name`'s running turn (a prompt it waits on goes with it). `by` is
+    /// who asked, for the event.
+    pub async fn cancel_turn(&self, name: &str, by: &str) -> Result<Cancelled, CoreError> {
+        let (rec, input) = self.lookup(name)?;
+        self.refuse_unmanaged(&rec)?;
+        if !matches!(rec.state, State::Working | State::Waiting) {
+            return Err(CoreError::FailedPrecondition(format!(
+                "{name} is not working on a turn (it is {}): there is nothing to cancel",
+                rec.state.as_str()
+            )));
+        }
+        let adapter = self.kind_of(&rec.cli).map(|(a, _)| a);
+        let api = lock(&self.inner.sessions)
+            .get(name)
+            .and_then(|e| e.rt.api.clone())
+            .filter(|_| rec.cli_session_id.starts_with("ses_"));
+        let how = match api {
+            Some(http) => {
+                let path = format!("/session/{}/abort", rec.cli_session_id);
+                http.post_json(&path, &serde_json::json!({}))
+                    .await
+                    .map_err(|e| {
+                        CoreError::FailedPrecondition(format!(
+                            "OpenCode did not take the cancel ({e}); `clibotctl keys {name} Escape` interrupts it by keys"
+                        ))
+                    })?;
+                "api".to_string()
+            }
+            None => {
+                let keys: Vec<&str> = adapter
+                    .map(|a| a.cancel_keys())
+                    .unwrap_or(&["C-c"])
+                    .to_vec();
+                let parsed: Vec<Key> = keys
+                    .iter()
+                    .map(|k| Key::parse(k))
+                    .collect::<Result<_, _>>()?;
+                let _g = input.lock().await;
+                self.mux_of(name).send_keys(rec.target(), &parsed).await?;
+                format!("keys {}", keys.join(" "))
+            }
+        };
+        // The turn is over for clibot: its prompt (and a hook waiting on it) goes, and what
+        // is queued goes next.
+        let (id, queued) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let Some(e) = sessions.get_mut(name) else {
+                return Err(CoreError::NoSuchSession(name.to_string()));
+            };
+            for (_, (tx, _)) in e.rt.waiters.drain() {
+                let _ = tx.send(String::new());
+            }
+            if let Some(p) = e.rec.prompt.take() {
+                remember_resolved(&mut e.rt.resolved, &p.id, "cancel");
+            }
+            e.rt.turn.completed(std::time::Instant::now());
+            e.rec.turn_anchor = None;
+            e.rec.turn_input_lines = 0;
+            e.rec.turn_started_ms = 0;
+            e.rec.stalled = false;
+            (e.rec.id.clone(), e.rec.queue.len())
+        };
+        self.event(
+            name,
+            &id,
+            EventKind::TurnCancelled {
+                by: by.to_string(),
+                how: how.clone(),
+            },
+        );
+        self.set_state(name, State::Idle, "turn cancelled");
+        self.persist();
+        info!(session = name, %how, "turn cancelled");
+        self.deliver_queued(name);
+        Ok(Cancelled { how, queued })
+    }
+
+    /// The inputs queued behind session `name`'s running turn, oldest first.
+    pub fn queued(&self, name: &str) -> Result<Vec<String>, CoreError> {
+        let rec = self.get(name)?;
+        Ok(rec.queue)
+    }
+
+    /// Takes queued input back: the `n`th (from 1), or all with `None`. Returns how many went
+    /// and how many are left.
+    pub fn drop_queued(&self, name: &str, n: Option<usize>) -> Result<(usize, usize), CoreError> {
+        let (id, dropped, left) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            let before = e.rec.queue.len();
+            match n {
+                None => e.rec.queue.clear(),
+                Some(i) if i >= 1 && i <= before => {
+                    e.rec.queue.remove(i - 1);
+                }
+                Some(i) => {
+                    return Err(CoreError::InvalidArgument(if before == 0 {
+                        format!("nothing is queued for {name}")
+                    } else {
+                        format!("{name} has {before} queued (1 to {before}), not {i}")
+                    }));
+                }
+            }
+            if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
+                tracing::warn!("cannot record the queue on disk: {err}");
+            }
+            (
+                e.rec.id.clone(),
+                before - e.rec.queue.len(),
+                e.rec.queue.len(),
+            )
+        };
+        if dropped > 0 {
+            self.event(
+                name,
+                &id,
+                EventKind::Notice {
+                    text: format!(
+                        "{dropped} queued input{} dropped; {left} left",
+                        if dropped == 1 { "" } else { "s" }
+                    ),
+                    kind: "queue".into(),
+                },
+            );
+            self.persist();
+        }
+        Ok((dropped, left))
+    }
+}

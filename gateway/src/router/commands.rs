@@ -1,0 +1,339 @@
+//! The `!!` commands: what each one does, through the daemon, for the chat that typed it.
+
+use super::*;
+
+impl Router {
+    /// Adopts CLI `id` that discovery found in a tmux pane, where it runs, and binds this chat
+    /// to it.
+    async fn adopt_found(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        id: &str,
+        name: Option<&str>,
+    ) -> Result<String, tonic::Status> {
+        let req = v1::AdoptSessionRequest {
+            found: id.to_string(),
+            name: name.unwrap_or_default().to_string(),
+            ..Default::default()
+        };
+        let s = c.adopt_session(self.req(msg, req)).await?.into_inner();
+        let took = format!("adopted {} ({}) where it runs, in {}", s.name, s.cli, s.dir);
+        Ok(match self.bind(c, msg, &s.name).await {
+            Ok(()) => format!("{took}; this chat now talks to it"),
+            Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                format!("{took}; {}", e.message())
+            }
+            Err(e) => return Err(e),
+        })
+    }
+
+    pub(super) async fn command(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        cmd: Command,
+        binding: Option<v1::Binding>,
+        foreign: bool,
+    ) -> Result<Option<String>, tonic::Status> {
+        let bound = binding.as_ref().map(|b| b.session.clone());
+        let need = |b: &Option<String>| {
+            b.clone().ok_or_else(|| {
+                if foreign {
+                    return tonic::Status::permission_denied(FOREIGN);
+                }
+                let p = self.parser.prefix();
+                tonic::Status::failed_precondition(format!(
+                    "no session chosen: {p}use NAME picks one ({p}sessions lists them, {p}new NAME CLI [DIR] starts one)"
+                ))
+            })
+        };
+        Ok(Some(match cmd {
+            Command::Help { .. } => self.parser.help_text(),
+            Command::Discover => {
+                let found = c.discover(self.req(msg, v1::DiscoverRequest {})).await?.into_inner().found;
+                if found.is_empty() {
+                    "no AI CLI runs on the machine outside clibot".to_string()
+                } else {
+                    let p = self.parser.prefix();
+                    let mut t = format!("{} running outside clibot:", found.len());
+                    for f in &found {
+                        let place = match f.where_kind.as_str() {
+                            "tmux" => format!("tmux pane {}", f.pane),
+                            "tty" => f.tty.clone(),
+                            _ => "no terminal".into(),
+                        };
+                        t.push_str(&format!("\n• {} — {} {} in {} ({place})", f.id, f.cli, f.version, f.dir));
+                        if f.actions.iter().any(|a| a == "adopt") {
+                            t.push_str(&format!(": {p}adopt {}", f.id));
+                        }
+                    }
+                    // One tap takes over a CLI in a tmux pane: a button per such CLI, after the
+                    // list (the button answers the pseudo-prompt `d.ID`).
+                    let adoptable: Vec<&v1::Discovered> =
+                        found.iter().filter(|f| f.actions.iter().any(|a| a == "adopt")).collect();
+                    if adoptable.is_empty() {
+                        t
+                    } else {
+                        self.reply(msg, &t).await;
+                        for f in adoptable {
+                            let text = self.platform.redact(&format!("{} in {}", f.id, f.dir)).into_owned();
+                            let id = format!("{DISCOVERED}{}", f.id);
+                            if let Err(e) = self.platform.send_prompt(&msg.chat, &id, &text, &["Adopt here".to_string()]).await {
+                                eprintln!("clibot-gateway: cannot offer to adopt {} in {}: {e}", f.id, msg.chat);
+                            }
+                        }
+                        return Ok(None);
+                    }
+                }
+            }
+            Command::Adopt { id, name } => self.adopt_found(c, msg, &id, name.as_deref()).await?,
+            Command::Pending => {
+                let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
+                let mut waiting: Vec<(String, v1::Prompt)> = sessions
+                    .into_iter()
+                    .filter(|s| s.state == v1::SessionState::Waiting as i32)
+                    .filter_map(|s| s.prompt.map(|p| (s.name, p)))
+                    .collect();
+                waiting.sort_by_key(|(n, p)| (p.waiting_since_ms, n.clone()));
+                if waiting.is_empty() {
+                    "no prompt is waiting".to_string()
+                } else {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_millis() as i64)
+                        .unwrap_or(0);
+                    self.reply(msg, &format!("{} waiting, oldest first:", waiting.len())).await;
+                    for (name, p) in &waiting {
+                        let age = (now - p.waiting_since_ms).max(0) / 1000;
+                        let text = format!("[{name}] waiting {}\n{}", age_words(age), prompt_text(p));
+                        let text = self.platform.redact(&text).into_owned();
+                        let options: Vec<String> = p.options.iter().map(|o| self.platform.redact(o).into_owned()).collect();
+                        if let Err(e) = self.platform.send_prompt(&msg.chat, &p.id, &text, &options).await {
+                            eprintln!("clibot-gateway: cannot show a waiting prompt in {}: {e}", msg.chat);
+                        }
+                    }
+                    return Ok(None);
+                }
+            }
+            Command::Sessions => {
+                let sessions = c.list_sessions(self.req(msg, v1::ListSessionsRequest::default())).await?.into_inner().sessions;
+                if sessions.is_empty() {
+                    self.no_session_hint(c, msg).await?
+                } else {
+                    sessions
+                        .iter()
+                        .map(|s| {
+                            let mark = if bound.as_deref() == Some(&s.name) { "▶" } else { " " };
+                            format!("{mark} {} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir)
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                }
+            }
+            Command::Use { name } => {
+                c.get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() })).await?;
+                self.bind(c, msg, &name).await?;
+                format!("this chat now talks to {name}")
+            }
+            Command::New { name, cli, dir, delegate } => {
+                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, ..Default::default() };
+                let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
+                match self.bind(c, msg, &name).await {
+                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                        format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
+            Command::Status => {
+                let name = need(&bound)?;
+                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name })).await?.into_inner();
+                let mut t = format!("{} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir);
+                if let Some(p) = s.prompt {
+                    t.push_str(&format!("\n{}", prompt_text(&p)));
+                }
+                t
+            }
+            Command::Screen { lines } => {
+                let session = need(&bound)?;
+                let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), escapes: false };
+                let text = c.capture(self.req(msg, req)).await?.into_inner().text;
+                // A long screen goes as one file, not as a stream of messages.
+                return Ok(self.maybe_file(msg, "screen.txt", text).await);
+            }
+            Command::Keys { keys } => {
+                let session = need(&bound)?;
+                c.send_keys(self.req(msg, v1::SendKeysRequest { session, keys })).await?;
+                return Ok(None);
+            }
+            Command::Cancel { name } => {
+                let session = match name {
+                    Some(n) => n,
+                    None => need(&bound)?,
+                };
+                let r = c.cancel_turn(self.req(msg, v1::CancelTurnRequest { session: session.clone() })).await?.into_inner();
+                let p = self.parser.prefix();
+                match r.queued {
+                    0 => format!("cancelled {session}'s turn"),
+                    n => format!("cancelled {session}'s turn; {n} queued message(s) go next ({p}queue shows them, {p}drop takes them back)"),
+                }
+            }
+            Command::Queue => {
+                let session = need(&bound)?;
+                let inputs = c.list_queue(self.req(msg, v1::ListQueueRequest { session: session.clone() })).await?.into_inner().inputs;
+                if inputs.is_empty() {
+                    format!("nothing is queued for {session}")
+                } else {
+                    let mut t = format!("queued for {session}, next first:");
+                    for (i, input) in inputs.iter().enumerate() {
+                        let first: String = input.lines().next().unwrap_or("").chars().take(80).collect();
+                        t.push_str(&format!("\n{}. {first}", i + 1));
+                    }
+                    let p = self.parser.prefix();
+                    t.push_str(&format!("\n{p}drop N takes one back, {p}drop all every one"));
+                    t
+                }
+            }
+            Command::Drop { n } => {
+                let session = need(&bound)?;
+                let req = v1::DropQueuedRequest { session: session.clone(), position: n.unwrap_or(0) };
+                let r = c.drop_queued(self.req(msg, req)).await?.into_inner();
+                format!("dropped {} from {session}'s queue; {} left", r.dropped, r.left)
+            }
+            Command::Stop { name } => {
+                let session = match name {
+                    Some(n) => n,
+                    None => need(&bound)?,
+                };
+                let req = v1::StopSessionRequest { session: session.clone(), force: false, timeout_ms: 0 };
+                c.stop_session(self.req(msg, req)).await?;
+                format!("stopped {session}")
+            }
+            Command::Ask { text } => {
+                // The new session starts where the chat's session works, if it has one.
+                let dir = match &bound {
+                    Some(name) => c
+                        .get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() }))
+                        .await
+                        .map(|s| s.into_inner().dir)
+                        .unwrap_or_default(),
+                    None => String::new(),
+                };
+                let req = v1::RouteRequest { text, dir, name: String::new(), dry_run: false };
+                let r = c.route(self.req(msg, req)).await?.into_inner();
+                let Some(s) = r.session else {
+                    return Ok(Some(format!("{} ({}: {})", r.cli, r.by, r.why)));
+                };
+                let chose = format!("→ {} ({}: {}); started {} in {} with your task", r.cli, r.by, r.why, s.name, s.dir);
+                match self.bind(c, msg, &s.name).await {
+                    Ok(()) => format!("{chose}; this chat now talks to it"),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => format!("{chose}; {}", e.message()),
+                    Err(e) => return Err(e),
+                }
+            }
+            Command::Start { name } => {
+                let req = v1::StartSessionRequest { name: name.clone() };
+                let s = c.start_session(self.req(msg, req)).await?.into_inner();
+                match self.bind(c, msg, &name).await {
+                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
+                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                        format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Command::Restart { name, fresh } => {
+                let session = match name {
+                    Some(n) => n,
+                    None => need(&bound)?,
+                };
+                let req = v1::RestartSessionRequest { session: session.clone(), fresh };
+                let s = c.restart_session(self.req(msg, req)).await?.into_inner();
+                match (fresh, s.resumable) {
+                    (_, false) => format!("restarted {session}"),
+                    (true, true) => format!("restarted {session} with a new conversation"),
+                    (false, true) => format!("restarted {session}, resuming its conversation"),
+                }
+            }
+            Command::Last => {
+                let session = need(&bound)?;
+                let r = c.get_last_reply(self.req(msg, v1::GetLastReplyRequest { session: session.clone() })).await?.into_inner();
+                if r.seq == 0 {
+                    format!("{session} has not completed a turn yet")
+                } else {
+                    // A long reply comes whole from its blob (as far as a file takes it), and
+                    // goes as a file, not as a stream of messages.
+                    let text = crate::blob::last_reply(c, &session, r, self.platform.max_file()).await;
+                    return Ok(self.maybe_file(msg, "last-reply.txt", text).await);
+                }
+            }
+            Command::Answer { choice } => {
+                // A press on a `discover` button: adopt that CLI.
+                if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
+                    return Ok(Some(self.adopt_found(c, msg, id, None).await?));
+                }
+                if let Some(refusal) = answer_refusal(&choice) {
+                    return Ok(Some(refusal));
+                }
+                // A button in a chat bound to someone else's session is not theirs to press.
+                if msg.prompt.is_none() || foreign {
+                    need(&bound)?;
+                }
+                // `!!answer` with a password: the message carrying it goes, like a plain one.
+                if self.answer(c, msg, binding.as_ref(), choice).await? {
+                    let session = bound.clone().unwrap_or_default();
+                    return Ok(Some(self.secret_sent(msg, &session).await));
+                }
+                return Ok(None);
+            }
+            Command::Share { name, user, revoke } => {
+                let user = if user.contains(':') { user } else { format!("{}:{user}", self.platform.name()) };
+                let req = v1::ShareSessionRequest { session: name.clone(), user: user.clone(), revoke };
+                let r = c.share_session(self.req(msg, req)).await?.into_inner();
+                match (revoke, r.shared_with.is_empty()) {
+                    (true, true) => format!("{name} is no longer shared with anyone"),
+                    (true, false) => format!("{user} may no longer use {name}; still shared with {}", r.shared_with.join(", ")),
+                    (false, _) => format!("{user} may now use {name} (shared with {})", r.shared_with.join(", ")),
+                }
+            }
+            Command::History { n } => {
+                let n = n.unwrap_or(clibot_gateway::command::DEFAULT_HISTORY);
+                let req = v1::GetTranscriptRequest {
+                    platform: self.platform.name().into(),
+                    chat: msg.chat.clone(),
+                    since_ms: 0,
+                    limit: n,
+                };
+                let entries = c.get_transcript(self.req(msg, req)).await?.into_inner().entries;
+                if entries.is_empty() {
+                    return Ok(Some("nothing recorded for this chat yet".into()));
+                }
+                // Each entry is redacted whole before it is flattened and cut to a line.
+                let text = history_text(&entries, |t| self.platform.redact(t).into_owned());
+                // Long history goes as one file, like a long screen.
+                return Ok(self.maybe_file(msg, "history.txt", text).await);
+            }
+            Command::Rules => c.list_rules(self.req(msg, v1::ListRulesRequest {})).await?.into_inner().describe(),
+            Command::Delegate { cli } => {
+                let session = need(&bound)?;
+                let req = v1::DelegateRequest { session, cli: cli.unwrap_or_default() };
+                c.delegate(self.req(msg, req)).await?;
+                // The daemon moved this chat to the new session and tells it there.
+                return Ok(None);
+            }
+            Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
+        }))
+    }
+}
+
+/// `40s`, `12m`, `3h 5m`.
+fn age_words(secs: i64) -> String {
+    match secs {
+        ..60 => format!("{}s", secs.max(0)),
+        60..3600 => format!("{}m", secs / 60),
+        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
