@@ -129,7 +129,7 @@ impl Progress {
     /// A whole cycle completed: a batch fetched and handled (or the connection found alive
     /// with nothing waiting).
     pub fn cycle(&self) {
-        self.cycle_at(Instant::now(), crate::health::now_ms());
+        self.cycle_at(Instant::now(), now_ms());
     }
 
     fn cycle_at(&self, now: Instant, now_ms: i64) {
@@ -189,7 +189,7 @@ impl Progress {
     pub fn restarted(&self) {
         let mut s = self.lock();
         s.restarts += 1;
-        s.last_restart_ms = crate::health::now_ms();
+        s.last_restart_ms = now_ms();
         s.stalled = true;
     }
 
@@ -211,6 +211,14 @@ impl Progress {
             || Instant::now().saturating_duration_since(Self::progress_at(&s)) > self.stall_after;
         (s.last_ms, s.restarts, s.last_restart_ms, stalled)
     }
+}
+
+/// Unix time in milliseconds (0 if the clock is before 1970).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

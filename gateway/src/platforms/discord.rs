@@ -402,21 +402,18 @@ async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedRec
     }
 }
 
+/// serenity's shard runners, with each shard's connection stage.
+type Runners = Arc<
+    tokio::sync::Mutex<
+        std::collections::HashMap<serenity::model::id::ShardId, serenity::gateway::ShardRunnerInfo>,
+    >,
+>;
+
 /// The watchdog's cycles: serenity keeps the gateway connection (heartbeats, resumes) and
 /// hands events to the handler as they come; every tick, a shard that serenity holds connected
 /// completes a cycle. (A message held by the router stalls the platform on the router's side:
 /// see [`Progress`].)
-async fn alive(
-    runners: Arc<
-        tokio::sync::Mutex<
-            std::collections::HashMap<
-                serenity::model::id::ShardId,
-                serenity::gateway::ShardRunnerInfo,
-            >,
-        >,
-    >,
-    progress: Progress,
-) {
+async fn alive(runners: Runners, progress: Progress) {
     loop {
         tokio::time::sleep(progress.tick()).await;
         let up = runners

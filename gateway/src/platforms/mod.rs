@@ -189,8 +189,11 @@ pub struct Receiving {
     pub progress: Progress,
     tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
     /// The poller locks taken ([`single_poller`]).
-    locks: Arc<Mutex<Vec<(PathBuf, Arc<std::fs::File>)>>>,
+    locks: Arc<Mutex<Vec<Held>>>,
 }
+
+/// A poller lock file taken, by its path.
+type Held = (PathBuf, Arc<std::fs::File>);
 
 impl Receiving {
     pub fn new(progress: Progress) -> Receiving {
