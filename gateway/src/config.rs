@@ -5,6 +5,7 @@
 //! `[gateway]` belong to the daemon and are not looked at here.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -15,6 +16,60 @@ pub struct GatewayConfig {
     pub telegram: Option<TokenPlatform>,
     pub discord: Option<TokenPlatform>,
     pub feishu: Option<FeishuConfig>,
+    /// A platform whose receive loop completes no cycle for this long is restarted ("90s").
+    #[serde(default)]
+    pub stall_after: Option<String>,
+    /// A platform down for this long is reported to the admins through another platform
+    /// ("10m"; "0": never).
+    #[serde(default)]
+    pub down_notice_after: Option<String>,
+}
+
+/// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
+/// alone is zero.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let help = "write a whole number and a unit: \"90s\", \"10m\", \"1h\" (\"0\": off)";
+    if t == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration: {help}"))?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(format!("{text:?} is not a duration: {help}")),
+    };
+    n.checked_mul(secs)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?} is too large a duration: {help}"))
+}
+
+impl GatewayConfig {
+    /// `[gateway] stall_after` (default 90 s; it cannot be off, and "0" is the default).
+    pub fn stall_after(&self) -> Result<Duration, String> {
+        match &self.stall_after {
+            None => Ok(crate::progress::DEFAULT_STALL_AFTER),
+            Some(t) => match parse_duration(t) {
+                Ok(d) if d.is_zero() => Ok(crate::progress::DEFAULT_STALL_AFTER),
+                Ok(d) => Ok(d),
+                Err(e) => Err(format!("[gateway] stall_after: {e}")),
+            },
+        }
+    }
+
+    /// `[gateway] down_notice_after` (default 10 min; zero: never).
+    pub fn down_notice_after(&self) -> Result<Duration, String> {
+        match &self.down_notice_after {
+            None => Ok(crate::progress::DEFAULT_DOWN_NOTICE_AFTER),
+            Some(t) => parse_duration(t).map_err(|e| format!("[gateway] down_notice_after: {e}")),
+        }
+    }
 }
 
 /// `[gateway.telegram]` and `[gateway.discord]`.
@@ -128,6 +183,8 @@ impl GatewayConfig {
                 e.message()
             ))
         })?;
+        config.stall_after().map_err(invalid)?;
+        config.down_notice_after().map_err(invalid)?;
         Ok(config)
     }
 }
@@ -206,6 +263,19 @@ impl GatewayConfig {
                 t.insert("default_chat".into(), toml::Value::String(chat.clone()));
             }
             gateway.insert("feishu".into(), toml::Value::Table(t));
+        }
+        for (key, value) in [
+            ("stall_after", self.stall_after()),
+            ("down_notice_after", self.down_notice_after()),
+        ] {
+            if let Ok(d) = value {
+                let text = if d.is_zero() {
+                    "0".to_string()
+                } else {
+                    format!("{}s", d.as_secs())
+                };
+                gateway.insert(key.into(), toml::Value::String(text));
+            }
         }
         let mut root = toml::Table::new();
         root.insert("gateway".into(), toml::Value::Table(gateway));
@@ -315,7 +385,7 @@ pub fn render_effective(
     let platforms = table
         .get("gateway")
         .and_then(toml::Value::as_table)
-        .map_or(0, toml::Table::len);
+        .map_or(0, |g| g.values().filter(|v| v.is_table()).count());
     if platforms == 0 {
         out.push_str(
             "# No chat platform is configured: add [gateway.telegram] token = \"${TELEGRAM_TOKEN}\" (or [gateway.discord] token, or [gateway.feishu] app_id and app_secret).\n",
@@ -457,6 +527,21 @@ mod tests {
         assert!(e.to_string().contains("slack"), "{e}");
         let e = parse("[gateway.feishu]\napp_id = \"a\"\n").expect_err("no secret");
         assert!(e.to_string().contains("app_secret"), "{e}");
+    }
+
+    #[test]
+    fn the_watchdog_bounds_are_durations() {
+        let c =
+            parse("[gateway]\nstall_after = \"3s\"\ndown_notice_after = \"0\"\n").expect("parses");
+        assert_eq!(c.stall_after(), Ok(Duration::from_secs(3)));
+        assert_eq!(c.down_notice_after(), Ok(Duration::ZERO));
+        let d = GatewayConfig::default();
+        assert_eq!(d.stall_after(), Ok(Duration::from_secs(90)));
+        assert_eq!(d.down_notice_after(), Ok(Duration::from_secs(600)));
+        let e = parse("[gateway]\nstall_after = \"soon\"\n").expect_err("not a duration");
+        assert!(e.to_string().contains("stall_after"), "{e}");
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert!(parse_duration("10").is_err());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! How each platform of this gateway is doing — connecting, connected, retrying and why, when it
 //! was last heard from, how many deliveries failed — reported to the daemon every few seconds,
 //! where `clibotctl status` and `clibot-gateway status` show it. Nothing here matters after a
-//! restart: the next report replaces it.
+//! restart: the next report replaces it. Each platform's [`Progress`] (the watchdog's view of
+//! its receive loop) goes with the report; the daemon answers with the chats where the admins
+//! are told when a platform is down (see `down.rs`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,18 +12,38 @@ use std::time::Duration;
 
 use clibot_proto::v1;
 
+use crate::platforms::Platform;
+use crate::progress::Progress;
+
 /// How often the daemon hears from the gateway.
 const REPORT_EVERY: Duration = Duration::from_secs(5);
 
 /// Every platform's state, shared by the tasks that serve them.
 #[derive(Clone, Default)]
-pub struct Health(Arc<Mutex<BTreeMap<String, v1::GatewayStatus>>>);
+pub struct Health(Arc<Inner>);
+
+#[derive(Default)]
+struct Inner {
+    platforms: Mutex<BTreeMap<String, v1::GatewayStatus>>,
+    progress: Mutex<BTreeMap<String, Progress>>,
+    /// `[gateway] stall_after` (zero: the default).
+    stall_after: Duration,
+    /// "PLATFORM:CHAT" where the admins hear that a platform is down, as the daemon last said.
+    notice_chats: Mutex<Vec<String>>,
+    /// The platforms connected now, to send such a notice through.
+    senders: Mutex<BTreeMap<String, Arc<dyn Platform>>>,
+}
 
 /// One platform's handle on [`Health`].
 #[derive(Clone)]
 pub struct PlatformHealth {
     health: Health,
     platform: String,
+    progress: Progress,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Unix time in milliseconds (0 if the clock is before 1970).
@@ -33,16 +55,64 @@ pub fn now_ms() -> i64 {
 }
 
 impl Health {
+    /// With `[gateway] stall_after` (zero: the default).
+    pub fn new(stall_after: Duration) -> Health {
+        Health(Arc::new(Inner {
+            stall_after,
+            ..Default::default()
+        }))
+    }
+
     pub fn platform(&self, name: &str) -> PlatformHealth {
         self.update(name, |_| {});
+        // The console has no receive loop to watch (it waits for what is typed).
+        let progress = if name == "console" {
+            Progress::new(self.0.stall_after)
+        } else {
+            lock(&self.0.progress)
+                .entry(name.to_string())
+                .or_insert_with(|| Progress::new(self.0.stall_after))
+                .clone()
+        };
         PlatformHealth {
             health: self.clone(),
             platform: name.to_string(),
+            progress,
         }
     }
 
+    /// Every platform with its state and progress.
+    pub fn platforms(&self) -> Vec<(String, String, Progress)> {
+        let states = lock(&self.0.platforms);
+        lock(&self.0.progress)
+            .iter()
+            .map(|(name, p)| {
+                let state = states
+                    .get(name)
+                    .map(|s| s.state.clone())
+                    .unwrap_or_default();
+                (name.clone(), state, p.clone())
+            })
+            .collect()
+    }
+
+    /// The chats of `platform` where the admins hear that another platform is down.
+    pub fn notice_chats(&self, platform: &str) -> Vec<String> {
+        lock(&self.0.notice_chats)
+            .iter()
+            .filter_map(|pc| pc.split_once(':'))
+            .filter(|(p, _)| *p == platform)
+            .map(|(_, c)| c.to_string())
+            .collect()
+    }
+
+    /// The platform `name` is connected now and sends through `platform`.
+    pub fn sender(&self, name: &str) -> Option<Arc<dyn Platform>> {
+        lock(&self.0.senders).get(name).cloned()
+    }
+
     fn update(&self, name: &str, f: impl FnOnce(&mut v1::GatewayStatus)) {
-        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.0.platforms);
         let entry = all
             .entry(name.to_string())
             .or_insert_with(|| v1::GatewayStatus {
@@ -55,11 +125,21 @@ impl Health {
     }
 
     fn snapshot(&self) -> Vec<v1::GatewayStatus> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let progress = lock(&self.0.progress).clone();
+        lock(&self.0.platforms)
             .values()
             .cloned()
+            .map(|mut s| {
+                if let Some(p) = progress.get(&s.platform) {
+                    let (last, restarts, last_restart, stalled) = p.report();
+                    s.last_progress_ms = last;
+                    s.restarts = restarts;
+                    s.last_restart_ms = last_restart;
+                    s.stalled = stalled;
+                    s.stall_after_ms = p.stall_after().as_millis() as i64;
+                }
+                s
+            })
             .collect()
     }
 
@@ -74,8 +154,9 @@ impl Health {
                 let req = v1::ReportGatewayRequest {
                     platforms: self.snapshot(),
                 };
-                if c.report_gateway(req).await.is_err() {
-                    client = None;
+                match c.report_gateway(req).await {
+                    Ok(r) => *lock(&self.0.notice_chats) = r.into_inner().notice_chats,
+                    Err(_) => client = None,
                 }
             }
             tokio::time::sleep(REPORT_EVERY).await;
@@ -86,6 +167,20 @@ impl Health {
 impl PlatformHealth {
     pub fn name(&self) -> &str {
         &self.platform
+    }
+
+    /// The watchdog's view of this platform's receive loop.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// The platform is connected and sends through `platform` (None: not connected).
+    pub fn connected_through(&self, platform: Option<Arc<dyn Platform>>) {
+        let mut senders = lock(&self.health.0.senders);
+        match platform {
+            Some(p) => senders.insert(self.platform.clone(), p),
+            None => senders.remove(&self.platform),
+        };
     }
 
     /// A new state ("connecting", "connected", "retrying") and why.
@@ -149,5 +244,21 @@ mod tests {
             ("retrying", 2)
         );
         assert_eq!(by("discord").detail, "bad token");
+        // The watchdog's view goes with the report.
+        t.progress().cycle();
+        d.progress().restarted();
+        let s = h.snapshot();
+        let t = s
+            .iter()
+            .find(|x| x.platform == "telegram")
+            .cloned()
+            .unwrap_or_default();
+        let d = s
+            .iter()
+            .find(|x| x.platform == "discord")
+            .cloned()
+            .unwrap_or_default();
+        assert!(t.last_progress_ms > 0 && !t.stalled && t.stall_after_ms == 90_000);
+        assert!(d.stalled && d.restarts == 1 && d.last_restart_ms > 0);
     }
 }

@@ -9,10 +9,12 @@ mod blob;
 mod bounded;
 mod claim;
 mod config;
+mod down;
 mod egress;
 mod health;
 mod platforms;
 mod poison;
+mod progress;
 mod relay;
 mod render;
 mod router;
@@ -232,7 +234,16 @@ fn main() -> ExitCode {
     if specs.iter().any(|s| matches!(s, Spec::Console)) {
         rt.block_on(autostart_daemon(&socket));
     }
-    rt.block_on(serve(specs, socket, lock_dir, parser, private))
+    // Both were checked when the config was read.
+    let bounds = (
+        config
+            .stall_after()
+            .unwrap_or(progress::DEFAULT_STALL_AFTER),
+        config
+            .down_notice_after()
+            .unwrap_or(progress::DEFAULT_DOWN_NOTICE_AFTER),
+    );
+    rt.block_on(serve(specs, socket, lock_dir, parser, private, bounds))
 }
 
 /// `clibot-gateway config`: the effective configuration, secrets masked.
@@ -362,9 +373,11 @@ async fn serve(
     lock_dir: PathBuf,
     parser: CommandParser,
     private: Vec<String>,
+    (stall_after, down_notice_after): (Duration, Duration),
 ) -> ExitCode {
-    let health = Health::default();
+    let health = Health::new(stall_after);
     tokio::spawn(health.clone().report(socket.clone()));
+    tokio::spawn(down::watch(health.clone(), down_notice_after));
     // Every platform's chats are kept from every configured credential, not only its own.
     let redactor = Arc::new(platforms::redacting::redactor(
         specs
@@ -401,6 +414,7 @@ async fn start(
     prefix: &str,
     lock_dir: &Path,
     socket: &Path,
+    recv: &platforms::Receiving,
 ) -> anyhow::Result<(Arc<dyn Platform>, mpsc::Receiver<Inbound>)> {
     Ok(match spec {
         Spec::Console => {
@@ -409,18 +423,19 @@ async fn start(
         }
         Spec::Telegram { token, api_url, .. } => {
             let (t, rx) =
-                telegram::Telegram::start(token, api_url.as_deref(), prefix, lock_dir).await?;
+                telegram::Telegram::start(token, api_url.as_deref(), prefix, lock_dir, recv)
+                    .await?;
             (Arc::new(t), rx)
         }
         Spec::Discord { token, api_url, .. } => {
             let (d, rx) =
-                discord::Discord::start(token, api_url.as_deref(), prefix, lock_dir, socket)
+                discord::Discord::start(token, api_url.as_deref(), prefix, lock_dir, socket, recv)
                     .await?;
             (Arc::new(d), rx)
         }
         Spec::Feishu(f) => {
             let (p, rx) =
-                feishu::start(&f.app_id, &f.app_secret, &f.api_url, prefix, lock_dir).await?;
+                feishu::start(&f.app_id, &f.app_secret, &f.api_url, prefix, lock_dir, recv).await?;
             (Arc::new(p), rx)
         }
     })
@@ -428,7 +443,8 @@ async fn start(
 
 /// One platform, for the life of the gateway: connect, relay and route until the connection
 /// ends, then connect again with backoff (and jitter, so that several gateways do not retry in
-/// step). The console ends with its input.
+/// step). The console ends with its input. A receive loop that completes no cycle within
+/// `[gateway] stall_after` is aborted and started again the same way (see `progress.rs`).
 async fn run_platform(
     spec: Spec,
     socket: PathBuf,
@@ -444,6 +460,8 @@ async fn run_platform(
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
     let default_chat = spec.default_chat();
+    let console = matches!(spec, Spec::Console);
+    let recv = platforms::Receiving::new(health.progress().clone());
     // A default chat the daemon refuses (not an admin's) is a config mistake to fix now, not
     // something to retry: the gateway refuses to start. A daemon not up yet is checked later.
     if let Some(chat) = &default_chat
@@ -463,14 +481,16 @@ async fn run_platform(
     loop {
         health.state("connecting", "");
         let began = std::time::Instant::now();
-        match start(&spec, parser.prefix(), &lock_dir, &socket).await {
+        match start(&spec, parser.prefix(), &lock_dir, &socket, &recv).await {
             Ok((platform, inbound)) => {
                 let platform: Arc<dyn Platform> = Arc::new(platforms::redacting::Redacting::new(
                     platform,
                     redactor.clone(),
                 ));
+                health.progress().started();
                 health.state("connected", "");
                 health.heard();
+                health.connected_through(Some(platform.clone()));
                 let relay = tokio::spawn(relay::run(
                     platform.clone(),
                     socket.clone(),
@@ -485,13 +505,37 @@ async fn run_platform(
                     verified: verified.clone(),
                     claims: claims.clone(),
                 };
-                route(&router, inbound, &socket, &health).await;
+                let stalled = tokio::select! {
+                    () = route(&router, inbound, &socket, &health) => None,
+                    idle = health.progress().stalled(), if !console => Some(idle),
+                };
+                recv.abort();
                 relay.abort();
-                if matches!(spec, Spec::Console) {
+                health.connected_through(None);
+                if console {
                     return;
                 }
-                eprintln!("clibot-gateway: {name}: the connection ended; connecting again");
-                health.state("retrying", "the connection ended");
+                match stalled {
+                    Some(idle) => {
+                        health.progress().restarted();
+                        eprintln!(
+                            "clibot-gateway: {name}: the receive loop completed no cycle (a batch fetched and handled) for {}s, over [gateway] stall_after = {}s; restarting it",
+                            idle.as_secs(),
+                            health.progress().stall_after().as_secs()
+                        );
+                        health.state(
+                            "retrying",
+                            &format!(
+                                "stalled: no receive cycle for {}s; restarted",
+                                idle.as_secs()
+                            ),
+                        );
+                    }
+                    None => {
+                        eprintln!("clibot-gateway: {name}: the connection ended; connecting again");
+                        health.state("retrying", "the connection ended");
+                    }
+                }
                 if began.elapsed() > Duration::from_secs(60) {
                     backoff = Duration::from_secs(1);
                 }
@@ -542,6 +586,8 @@ async fn route(
     let mut client: Option<clibot_proto::Client> = None;
     while let Some(mut msg) = inbound.recv().await {
         health.heard();
+        // A message handled for longer than the bound stalls the platform (see progress.rs).
+        let mut handling = health.progress().handling();
         let ack = msg.ack.take();
         let mut waited = Duration::from_millis(200);
         let mut told = false;
@@ -573,6 +619,9 @@ async fn route(
                             );
                             return;
                         }
+                        // Waiting for clibotd is no stall of the platform: it is known and said.
+                        health.progress().cycle();
+                        handling.renew();
                         tokio::time::sleep(waited).await;
                         waited = (waited * 2).min(Duration::from_secs(5));
                         continue;
@@ -657,7 +706,9 @@ async fn status(socket: &Path, json: bool) -> ExitCode {
                     "platform": g.platform, "state": g.state, "detail": g.detail,
                     "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
                     "deliveries": g.deliveries, "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
-                    "pid": g.pid,
+                    "pid": g.pid, "last_progress_ms": g.last_progress_ms, "restarts": g.restarts,
+                "last_restart_ms": g.last_restart_ms, "stalled": g.stalled,
+                "stall_after_ms": g.stall_after_ms,
                 })
             })
             .collect();

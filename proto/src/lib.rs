@@ -46,6 +46,26 @@ impl v1::GatewayStatus {
             self.deliveries,
             self.deliveries_failed,
         );
+        if self.last_progress_ms > 0 {
+            line.push_str(&format!(
+                ", last cycle {}s ago",
+                (now_ms - self.last_progress_ms).max(0) / 1000
+            ));
+        }
+        if self.stalled {
+            line.push_str(&format!(
+                ", STALLED (no cycle within {}s)",
+                self.stall_after_ms / 1000
+            ));
+        }
+        if self.restarts > 0 {
+            line.push_str(&format!(
+                ", restarted {} time{} (last {}s ago)",
+                self.restarts,
+                if self.restarts == 1 { "" } else { "s" },
+                (now_ms - self.last_restart_ms).max(0) / 1000
+            ));
+        }
         if !self.detail.is_empty() {
             line.push_str(&format!(" ({})", self.detail));
         }

@@ -244,6 +244,8 @@ struct State {
     sent: Vec<Sent>,
     documents: Vec<Document>,
     failures: HashMap<String, VecDeque<(u16, Value)>>,
+    /// Delays for the next calls of a method ([`FakeTelegram::stall_next`]).
+    stalls: HashMap<String, VecDeque<Duration>>,
     /// Chats the bot was removed from: every call for them answers 403.
     kicked: HashSet<i64>,
     /// One-shot failures for the first call of a method whose text contains a needle.
@@ -338,6 +340,7 @@ impl FakeTelegram {
                 sent: Vec::new(),
                 documents: Vec::new(),
                 failures: HashMap::new(),
+                stalls: HashMap::new(),
                 kicked: HashSet::new(),
                 failures_when: Vec::new(),
                 chats: BTreeMap::new(),
@@ -617,6 +620,19 @@ impl FakeTelegram {
             .entry(method.to_ascii_lowercase())
             .or_default()
             .push_back((status, body));
+    }
+
+    /// Holds the answer to the next call of `method` (any case, e.g. `"getUpdates"`,
+    /// `"answerCallbackQuery"`) for `wait`: a Bot API that stops answering, or a handler of the
+    /// bot that hangs on it. After the wait the call is answered as usual — a `getUpdates` with
+    /// no updates (the bot has long moved on). Each call of `stall_next` stalls one request.
+    pub fn stall_next(&self, method: &str, wait: Duration) {
+        self.shared
+            .lock()
+            .stalls
+            .entry(method.to_ascii_lowercase())
+            .or_default()
+            .push_back(wait);
     }
 
     /// Waits until [`FakeTelegram::sent`] satisfies `pred` and returns it; panics after 20 s
@@ -906,6 +922,27 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
     }
     let params = Value::Object(params);
     let method = method.to_ascii_lowercase();
+
+    let stall = {
+        let mut st = shared.lock();
+        if token == st.token {
+            st.stalls.get_mut(&method).and_then(VecDeque::pop_front)
+        } else {
+            None
+        }
+    };
+    if let Some(wait) = stall {
+        if method == "getupdates" {
+            // The offset confirms what it confirms on arrival, as on Telegram.
+            let offset = int(&params, "offset").unwrap_or(0);
+            shared.lock().confirm(offset);
+        }
+        tokio::time::sleep(wait).await;
+        if method == "getupdates" {
+            shared.lock().calls.push((method, params));
+            return Ok(ok(json!([])));
+        }
+    }
 
     {
         let mut st = shared.lock();

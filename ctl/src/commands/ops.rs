@@ -25,7 +25,9 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
                 "platform": g.platform, "state": g.state, "detail": g.detail,
                 "last_heard_ms": g.last_heard_ms, "chats_bound": g.chats_bound,
                 "deliveries": g.deliveries, "deliveries_failed": g.deliveries_failed, "reported_ms": g.reported_ms,
-                "pid": g.pid,
+                "pid": g.pid, "last_progress_ms": g.last_progress_ms, "restarts": g.restarts,
+                "last_restart_ms": g.last_restart_ms, "stalled": g.stalled,
+                "stall_after_ms": g.stall_after_ms,
             })).collect::<Vec<_>>(),
         }));
     }

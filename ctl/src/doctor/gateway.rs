@@ -16,9 +16,47 @@ pub(super) fn gateway_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
         ));
         return;
     }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
     for g in &s.gateways {
         let name = format!("gateway {}", g.platform);
+        if g.stalled {
+            let since = if g.last_progress_ms > 0 {
+                format!(
+                    "its last completed cycle was {}s ago",
+                    (now - g.last_progress_ms).max(0) / 1000
+                )
+            } else {
+                "it has not completed a cycle yet".to_string()
+            };
+            out.push(check(
+                name,
+                Level::Fail,
+                format!(
+                    "stalled: no receive cycle within {}s ({since}); restarted {} time{}",
+                    g.stall_after_ms / 1000,
+                    g.restarts,
+                    if g.restarts == 1 { "" } else { "s" }
+                ),
+                failure_fix(&g.platform, &g.detail),
+            ));
+            continue;
+        }
         match g.state.as_str() {
+            "connected" if g.restarts > 0 => out.push(check(
+                name,
+                Level::Warn,
+                format!(
+                    "connected (pid {}), but its receive loop stalled and was restarted {} time{} (the last {}s ago)",
+                    g.pid,
+                    g.restarts,
+                    if g.restarts == 1 { "" } else { "s" },
+                    (now - g.last_restart_ms).max(0) / 1000
+                ),
+                failure_fix(&g.platform, "stalled"),
+            )),
             "connected" => out.push(check(
                 name,
                 Level::Ok,
@@ -53,6 +91,10 @@ fn failure_fix(platform: &str, detail: &str) -> String {
     if detail.contains("cannot reach") {
         format!(
             "the gateway cannot reach {platform}'s API: check the network, a proxy, or [gateway.{platform}] api_url; {log}"
+        )
+    } else if detail.contains("stalled") {
+        format!(
+            "{platform}'s API or clibotd answered too slowly for the gateway's receive loop: check the network and `clibotctl status`; a loop that stalls again is restarted again; {log}"
         )
     } else if detail.contains("token") {
         format!(
@@ -210,8 +252,17 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
         Some(gw) => {
             for (platform, v) in gw {
                 let keys: &[&str] = match platform.as_str() {
-                    "telegram" | "discord" => &["token", "api_url"],
-                    "feishu" => &["app_id", "app_secret", "api_url"],
+                    // `[gateway]`'s own keys, not platforms.
+                    "stall_after" | "down_notice_after" => {
+                        if !v.is_str() {
+                            unknown.push(format!(
+                                "gateway.{platform} (must be a duration such as \"90s\")"
+                            ));
+                        }
+                        continue;
+                    }
+                    "telegram" | "discord" => &["token", "api_url", "default_chat"],
+                    "feishu" => &["app_id", "app_secret", "api_url", "default_chat"],
                     _ => {
                         unknown.push(format!("gateway.{platform}"));
                         continue;
@@ -240,7 +291,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: telegram/discord take token, api_url; feishu takes app_id, app_secret, api_url",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
         ));
     }
 }
@@ -282,7 +333,7 @@ mod tests {
 
     #[test]
     fn gateway_keys() {
-        let t: toml::Table = "[gateway.telegram]\ntoken = \"x\"\ntokn = \"y\"\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
+        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntokn = \"y\"\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
             .parse()
             .expect("toml");
         let mut out = Vec::new();
@@ -296,5 +347,8 @@ mod tests {
         );
         assert!(out[0].detail.contains("gateway.slack"), "{}", out[0].detail);
         assert!(!out[0].detail.contains("feishu"), "{}", out[0].detail);
+        for known in ["stall_after", "down_notice_after", "default_chat"] {
+            assert!(!out[0].detail.contains(known), "{}", out[0].detail);
+        }
     }
 }

@@ -10,9 +10,10 @@
 //!
 //! With `[daemon] metrics_listen` set, `serve_http` also serves them on `GET /metrics`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use prometheus_client::encoding::prometheus_text;
@@ -78,6 +79,11 @@ pub struct Metrics {
     events_written: Counter,
     gateway_failed: Family<Labels, Gauge>,
     gateway_delivered: Family<Labels, Gauge>,
+    gateway_last_progress: Family<Labels, Gauge<f64, AtomicU64>>,
+    gateway_restarts: Family<Labels, Gauge>,
+    /// Platform → when its receive loop last completed a cycle (Unix ms), as last reported:
+    /// the seconds since are worked out when the metrics are encoded.
+    gateway_progress: Mutex<BTreeMap<String, i64>>,
     rpc_duration: HistogramFamily,
     delegations: Family<Labels, Counter>,
     delegation_seconds: HistogramFamily,
@@ -114,6 +120,9 @@ impl Metrics {
             events_written: Counter::default(),
             gateway_failed: Family::default(),
             gateway_delivered: Family::default(),
+            gateway_last_progress: Family::default(),
+            gateway_restarts: Family::default(),
+            gateway_progress: Mutex::default(),
             rpc_duration: Family::new_with_constructor(rpc_buckets),
             delegations: Family::default(),
             delegation_seconds: Family::new_with_constructor(seconds_buckets),
@@ -162,6 +171,16 @@ impl Metrics {
             "gateway_deliveries_failed",
             "Deliveries the gateway reports as failed, by platform (its last report)",
             m.gateway_failed.clone(),
+        );
+        registry.register(
+            "gateway_last_progress_seconds",
+            "Seconds since the platform's receive loop last completed a cycle (a batch fetched and handled), by platform; absent until its first",
+            m.gateway_last_progress.clone(),
+        );
+        registry.register(
+            "gateway_restarts",
+            "Times the gateway restarted a platform's receive loop because it stalled, by platform (its last report)",
+            m.gateway_restarts.clone(),
         );
         registry.register(
             "rpc_duration_seconds",
@@ -307,6 +326,18 @@ impl Metrics {
             .set(i64::try_from(deliveries_failed).unwrap_or(i64::MAX));
     }
 
+    /// A gateway's report of `platform`'s receive loop: its last completed cycle (Unix ms, 0 =
+    /// none yet) and how often it was restarted.
+    pub(crate) fn gateway_progress(&self, platform: &str, last_progress_ms: i64, restarts: u32) {
+        self.gateway_restarts
+            .get_or_create(&label("platform", platform))
+            .set(i64::from(restarts));
+        let mut all = lock(&self.gateway_progress);
+        if last_progress_ms > 0 && (all.len() < 64 || all.contains_key(platform)) {
+            all.insert(platform.to_string(), last_progress_ms);
+        }
+    }
+
     /// One gRPC call, by its path (`/clibot.v1.Clibot/Method`).
     pub(crate) fn rpc(&self, path: &str, took: Duration) {
         self.rpc_duration
@@ -333,6 +364,12 @@ impl Metrics {
                     ("state", state.to_string()),
                 ])
                 .set(n);
+        }
+        let now = crate::store::now_ms();
+        for (platform, at) in lock(&self.gateway_progress).iter() {
+            self.gateway_last_progress
+                .get_or_create(&label("platform", platform))
+                .set((now - at).max(0) as f64 / 1000.0);
         }
         if let Some(rss) = resident_bytes() {
             self.resident.set(i64::try_from(rss).unwrap_or(i64::MAX));
@@ -480,6 +517,8 @@ mod tests {
             },
         );
         m.gateway_report("telegram", 40, 3);
+        m.gateway_progress("telegram", crate::store::now_ms() - 12_000, 2);
+        m.gateway_progress("discord", 0, 0);
         m.rpc("/clibot.v1.Clibot/Status", Duration::from_millis(2));
         m.rpc("/evil/made-up", Duration::from_millis(2));
         let text = m.encode([
@@ -500,12 +539,25 @@ mod tests {
             "clibot_events_written_total 8",
             "clibot_gateway_deliveries{platform=\"telegram\"} 40",
             "clibot_gateway_deliveries_failed{platform=\"telegram\"} 3",
+            "clibot_gateway_restarts{platform=\"telegram\"} 2",
             "clibot_rpc_duration_seconds_count{method=\"Status\"} 1",
             "clibot_rpc_duration_seconds_count{method=\"other\"} 1",
             "# TYPE clibot_process_resident_memory_bytes gauge",
         ] {
             assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
         }
+        // Seconds since the last cycle, worked out now; none for a platform without one.
+        let progress = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("clibot_gateway_last_progress_seconds{platform=\"telegram\"} ")
+            })
+            .and_then(|v| v.parse::<f64>().ok());
+        assert!(
+            progress.is_some_and(|s| (12.0..60.0).contains(&s)),
+            "{text}"
+        );
+        assert!(!text.contains("clibot_gateway_last_progress_seconds{platform=\"discord\"}"));
         // A session gone from the table is gone from the gauge.
         let text = m.encode([("bash", State::Exited)]);
         assert!(!text.contains("state=\"idle\""), "{text}");

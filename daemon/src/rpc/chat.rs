@@ -18,9 +18,20 @@ pub(super) async fn report_gateway(
         svc.daemon
             .metrics()
             .gateway_report(&p.platform, p.deliveries, p.deliveries_failed);
+        svc.daemon
+            .metrics()
+            .gateway_progress(&p.platform, p.last_progress_ms, p.restarts);
         reports.insert(p.platform.clone(), (p, Instant::now()));
     }
-    Ok(Response::new(v1::ReportGatewayResponse {}))
+    let platforms: Vec<String> = reports.keys().cloned().collect();
+    drop(reports);
+    let mut notice_chats = Vec::new();
+    for platform in platforms {
+        for chat in svc.daemon.admin_notice_chats(&platform) {
+            notice_chats.push(format!("{platform}:{chat}"));
+        }
+    }
+    Ok(Response::new(v1::ReportGatewayResponse { notice_chats }))
 }
 
 pub(super) async fn check_access(

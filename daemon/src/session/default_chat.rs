@@ -92,6 +92,36 @@ impl Daemon {
         out
     }
 
+    /// Where the gateway tells the admins that another platform is down: the admins' private
+    /// chats of `platform` (while they are admins) and its default chat.
+    pub fn admin_notice_chats(&self, platform: &str) -> Vec<String> {
+        let access = &self.inner.access;
+        let mut out: Vec<String> = Vec::new();
+        for chat in self.chats().admin_chats(platform) {
+            let still = self
+                .chats()
+                .bindings(platform, &chat, "")
+                .into_iter()
+                .next()
+                .is_some_and(|b| {
+                    b.binder == "local"
+                        || b.binder
+                            .split_once(':')
+                            .is_some_and(|(p, u)| access.known(p, u) == Some(true))
+                })
+                || access.known(platform, &chat) == Some(true);
+            if still {
+                out.push(chat);
+            }
+        }
+        if let Some(chat) = lock(&self.inner.default_chats).get(platform).cloned()
+            && !out.contains(&chat)
+        {
+            out.push(chat);
+        }
+        out
+    }
+
     /// The default chat's binding, for an event of `session` that no chat of `platform` is
     /// bound to, when the session was started on the machine.
     pub fn default_chat_binding(&self, platform: &str, session: &str) -> Option<Binding> {

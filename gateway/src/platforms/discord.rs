@@ -28,12 +28,13 @@ use serenity::all::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bounded::Bounded;
-use crate::platforms::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform, Receiving};
+use crate::progress::Progress;
 
 pub struct Discord {
     http: Arc<Http>,
     bot_id: u64,
-    _lock: std::fs::File,
+    _lock: Arc<std::fs::File>,
 }
 
 /// What the event handler passes to the [`Ingress`] task.
@@ -401,6 +402,31 @@ async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedRec
     }
 }
 
+/// serenity's shard runners, with each shard's connection stage.
+type Runners = Arc<
+    tokio::sync::Mutex<
+        std::collections::HashMap<serenity::model::id::ShardId, serenity::gateway::ShardRunnerInfo>,
+    >,
+>;
+
+/// The watchdog's cycles: serenity keeps the gateway connection (heartbeats, resumes) and
+/// hands events to the handler as they come; every tick, a shard that serenity holds connected
+/// completes a cycle. (A message held by the router stalls the platform on the router's side:
+/// see [`Progress`].)
+async fn alive(runners: Runners, progress: Progress) {
+    loop {
+        tokio::time::sleep(progress.tick()).await;
+        let up = runners
+            .lock()
+            .await
+            .values()
+            .any(|r| r.stage == serenity::gateway::ConnectionStage::Connected);
+        if up {
+            progress.cycle();
+        }
+    }
+}
+
 impl Discord {
     /// Connects (REST and gateway) and starts receiving; messages arrive on the channel, each
     /// with an acknowledgement the caller fires once it was handled. The channel closes when
@@ -411,6 +437,7 @@ impl Discord {
         prefix: &str,
         lock_dir: &std::path::Path,
         socket: &std::path::Path,
+        recv: &Receiving,
     ) -> anyhow::Result<(Discord, mpsc::Receiver<Inbound>)> {
         let mut hb = HttpBuilder::new(token);
         if let Some(url) = api_url {
@@ -430,7 +457,8 @@ impl Discord {
             }
             _ => anyhow::anyhow!("Discord did not accept the bot token: {e}"),
         })?;
-        let lock = crate::platforms::single_poller(lock_dir, &format!("discord-{}", me.id.get()))?;
+        let lock =
+            crate::platforms::single_poller(recv, lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
         let (events, events_rx) = mpsc::unbounded_channel();
         let intents = GatewayIntents::DIRECT_MESSAGES
@@ -446,7 +474,7 @@ impl Discord {
         let http = client.http.clone();
         let cursors = Cursors::default();
         let (acks, acks_rx) = mpsc::unbounded_channel();
-        tokio::spawn(confirm(socket.to_path_buf(), cursors.clone(), acks_rx));
+        recv.spawn(confirm(socket.to_path_buf(), cursors.clone(), acks_rx));
         let ingress = Ingress {
             http: http.clone(),
             socket: socket.to_path_buf(),
@@ -456,9 +484,13 @@ impl Discord {
             recent: Bounded::default(),
             guild: Bounded::default(),
         };
-        tokio::spawn(ingress.run(events_rx));
+        recv.spawn(ingress.run(events_rx));
+        recv.spawn(alive(
+            client.shard_manager.runners.clone(),
+            recv.progress.clone(),
+        ));
         let ended = events;
-        tokio::spawn(async move {
+        recv.spawn(async move {
             match client.start().await {
                 Ok(()) => eprintln!("clibot-gateway: the Discord gateway connection ended"),
                 Err(e) => eprintln!("clibot-gateway: the Discord gateway connection ended: {e}"),
@@ -701,7 +733,7 @@ mod tests {
         let discord = Discord {
             http: http(&fake),
             bot_id: fake.bot_user_id(),
-            _lock: std::fs::File::open("/dev/null").expect("a file to hold"),
+            _lock: Arc::new(std::fs::File::open("/dev/null").expect("a file to hold")),
         };
         let e = discord.send("13", "hi").await.expect_err("403");
         let why = crate::platforms::gone(&e).expect("Missing Access is permanent");

@@ -11,8 +11,12 @@ pub mod redacting;
 pub mod telegram;
 
 use std::borrow::Cow;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+
+use crate::progress::Progress;
 
 /// A message from a chat user.
 #[derive(Debug)]
@@ -143,20 +147,83 @@ impl std::error::Error for AlreadyPolling {}
 /// One poller per bot and daemon: a lock file beside the daemon's socket, held for the life of
 /// the process (the kernel releases it however the process ends). A second gateway for the same
 /// bot refuses to start. (Across machines, Telegram itself ends the older poll with a conflict.)
-pub fn single_poller(dir: &std::path::Path, name: &str) -> anyhow::Result<std::fs::File> {
+/// The lock is kept by the platform's [`Receiving`], across its connections: connecting again
+/// (after the loop stalled, say) while the last connection's replies still go out is not
+/// refused.
+pub fn single_poller(
+    recv: &Receiving,
+    dir: &std::path::Path,
+    name: &str,
+) -> anyhow::Result<Arc<std::fs::File>> {
+    let path = dir.join(format!("{name}.lock"));
+    let mut held = recv.locks.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, f)) = held.iter().find(|(p, _)| *p == path) {
+        return Ok(f.clone());
+    }
+    let f = Arc::new(lock_file(dir, &path)?);
+    held.push((path, f.clone()));
+    Ok(f)
+}
+
+fn lock_file(dir: &std::path::Path, path: &std::path::Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)?;
-    let path = dir.join(format!("{name}.lock"));
     let f = std::fs::OpenOptions::new()
         .create(true)
         .write(true)
         .truncate(false)
-        .open(&path)?;
+        .open(path)?;
     if f.try_lock().is_err() {
-        return Err(anyhow::Error::new(AlreadyPolling(path)));
+        return Err(anyhow::Error::new(AlreadyPolling(path.to_path_buf())));
     }
     Ok(f)
+}
+
+/// What a platform's receive side gets from the gateway: where it marks its cycles, and where
+/// its tasks are kept, so that a loop that stalls can be aborted and started again.
+#[derive(Clone, Default)]
+pub struct Receiving {
+    pub progress: Progress,
+    tasks: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The poller locks taken ([`single_poller`]).
+    locks: Arc<Mutex<Vec<Held>>>,
+}
+
+/// A poller lock file taken, by its path.
+type Held = (PathBuf, Arc<std::fs::File>);
+
+impl Receiving {
+    pub fn new(progress: Progress) -> Receiving {
+        Receiving {
+            progress,
+            ..Default::default()
+        }
+    }
+
+    /// Spawns one of the platform's receive tasks.
+    pub fn spawn<F>(&self, f: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let handle = tokio::spawn(f);
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(handle.abort_handle());
+    }
+
+    /// Ends every receive task (the platform's connection ended, or its loop stalled).
+    pub fn abort(&self) {
+        for t in self
+            .tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
+            t.abort();
+        }
+    }
 }

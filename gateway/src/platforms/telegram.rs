@@ -20,14 +20,15 @@ use teloxide::types::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::platforms::ratelimit::Budget;
-use crate::platforms::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform, Receiving};
+use crate::progress::Progress;
 
 pub struct Telegram {
     bot: teloxide::Bot,
     bot_id: u64,
     prefix: String,
     /// Held while this process polls the bot: a second gateway for it is refused.
-    _lock: std::fs::File,
+    _lock: std::sync::Arc<std::fs::File>,
 }
 
 /// Telegram's limit, in UTF-16 units of the rendered text.
@@ -41,6 +42,7 @@ impl Telegram {
         api_url: Option<&str>,
         prefix: &str,
         lock_dir: &std::path::Path,
+        recv: &Receiving,
     ) -> anyhow::Result<(Telegram, mpsc::Receiver<Inbound>)> {
         // teloxide's default HTTP client gives up after 17 s, which a 30 s long poll exceeds
         // whenever the chat is quiet: give the client room for the poll.
@@ -66,9 +68,15 @@ impl Telegram {
             }
             _ => anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"),
         })?;
-        let lock = crate::platforms::single_poller(lock_dir, &format!("telegram-{}", me.id.0))?;
+        let lock =
+            crate::platforms::single_poller(recv, lock_dir, &format!("telegram-{}", me.id.0))?;
         let (tx, rx) = mpsc::channel(16);
-        tokio::spawn(poll(bot.clone(), tx, prefix.to_string()));
+        recv.spawn(poll(
+            bot.clone(),
+            tx,
+            prefix.to_string(),
+            recv.progress.clone(),
+        ));
         Ok((
             Telegram {
                 bot,
@@ -117,15 +125,21 @@ impl Telegram {
 }
 
 /// Long polling. Each update is handed over with a oneshot; the next `getUpdates` (which is
-/// what confirms updates to Telegram) is only sent after the previous batch was handled.
-async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
+/// what confirms updates to Telegram) is only sent after the previous batch was handled. One
+/// `getUpdates` and the handling of what it returned make a cycle of the watchdog
+/// ([`Progress`]): a handler that holds the batch holds the next poll, and after
+/// `[gateway] stall_after` the gateway restarts the loop (the unconfirmed update comes again,
+/// and the daemon's claim keeps it from being acted on twice). The long poll waits at most a
+/// third of that bound, so a quiet bot still completes cycles.
+async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, progress: Progress) {
     let mut offset: i32 = 0;
     let mut backoff = Duration::from_millis(500);
+    let wait = progress.poll_timeout_secs();
     loop {
         let updates = bot
             .get_updates()
             .offset(offset)
-            .timeout(30)
+            .timeout(wait)
             .allowed_updates(vec![AllowedUpdate::Message, AllowedUpdate::CallbackQuery])
             .await;
         let updates = match updates {
@@ -200,11 +214,15 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String) {
                 if tx.send(msg).await.is_err() {
                     return;
                 }
-                // Handed to the daemon (or refused with a reply): only now may Telegram forget it.
-                let _ = done_rx.await;
+                // Handed to the daemon (or refused with a reply): only now may Telegram forget
+                // it. Dropped unhandled (the loop is being restarted): not confirmed.
+                if done_rx.await.is_err() {
+                    return;
+                }
             }
             offset = next;
         }
+        progress.cycle();
     }
 }
 

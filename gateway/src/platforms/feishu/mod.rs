@@ -32,7 +32,7 @@ use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::platforms::{Inbound, Platform};
+use crate::platforms::{Inbound, Platform, Receiving};
 use api::{Api, Wait};
 
 /// Feishu's API (Lark's is `https://open.larksuite.com`).
@@ -60,7 +60,7 @@ pub struct Feishu {
     cards: Mutex<VecDeque<(String, String)>>,
     /// Held while this process holds the app's long connection: a second gateway for the same
     /// app would get about half the events (Feishu hands each to one random connection).
-    _lock: std::fs::File,
+    _lock: Arc<std::fs::File>,
 }
 
 /// Connects and starts the long connection; messages arrive on the returned channel.
@@ -72,6 +72,7 @@ pub async fn start(
     api_url: &str,
     prefix: &str,
     lock_dir: &std::path::Path,
+    recv: &Receiving,
 ) -> anyhow::Result<(Feishu, mpsc::Receiver<Inbound>)> {
     if app_id.trim().is_empty() || app_secret.trim().is_empty() {
         anyhow::bail!(
@@ -83,7 +84,7 @@ pub async fn start(
     } else {
         api_url.trim()
     };
-    let lock = crate::platforms::single_poller(lock_dir, &format!("feishu-{app_id}"))?;
+    let lock = crate::platforms::single_poller(recv, lock_dir, &format!("feishu-{app_id}"))?;
     let http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .timeout(Duration::from_secs(60))
@@ -107,17 +108,18 @@ pub async fn start(
     };
     let (tx, rx) = mpsc::channel(16);
     let (queue, queued) = mpsc::unbounded_channel();
-    tokio::spawn(dispatch(api.clone(), queued, tx, prefix.to_string()));
+    recv.spawn(dispatch(api.clone(), queued, tx, prefix.to_string()));
     let mut ingress = Ingress {
         bot,
         recent: Recent::default(),
         queue,
     };
-    tokio::spawn(ws::run(
+    recv.spawn(ws::run(
         api.clone(),
         app_id.to_string(),
         app_secret.to_string(),
         first,
+        recv.progress.clone(),
         move |payload: &[u8]| ingress.handle(payload),
     ));
     Ok((

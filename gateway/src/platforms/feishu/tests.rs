@@ -23,9 +23,16 @@ struct Rig {
 async fn rig() -> Rig {
     let fake = FakeFeishu::start(APP_ID, APP_SECRET);
     let dir = tempfile::tempdir().expect("a lock directory");
-    let (feishu, rx) = start(APP_ID, APP_SECRET, &fake.url(), "!!", dir.path())
-        .await
-        .expect("Feishu starts against the fake");
+    let (feishu, rx) = start(
+        APP_ID,
+        APP_SECRET,
+        &fake.url(),
+        "!!",
+        dir.path(),
+        &crate::platforms::Receiving::default(),
+    )
+    .await
+    .expect("Feishu starts against the fake");
     let r = Rig {
         fake,
         feishu,
@@ -589,27 +596,55 @@ async fn a_chat_the_bot_left_is_gone_and_other_failures_are_not() {
 async fn a_wrong_secret_or_a_second_gateway_fails_the_start_with_the_reason() {
     let fake = FakeFeishu::start(APP_ID, APP_SECRET);
     let dir = tempfile::tempdir().expect("a lock directory");
-    let e = start(APP_ID, "wrong", &fake.url(), "!!", dir.path())
-        .await
-        .err()
-        .expect("refused");
+    let e = start(
+        APP_ID,
+        "wrong",
+        &fake.url(),
+        "!!",
+        dir.path(),
+        &crate::platforms::Receiving::default(),
+    )
+    .await
+    .err()
+    .expect("refused");
     let msg = e.to_string();
     assert!(msg.contains("app_secret") && msg.contains(APP_ID), "{msg}");
-    let e = start("", "", &fake.url(), "!!", dir.path())
-        .await
-        .err()
-        .expect("refused");
+    let e = start(
+        "",
+        "",
+        &fake.url(),
+        "!!",
+        dir.path(),
+        &crate::platforms::Receiving::default(),
+    )
+    .await
+    .err()
+    .expect("refused");
     assert!(e.to_string().contains("[gateway.feishu]"), "{e}");
 
-    let (feishu, _rx) = start(APP_ID, APP_SECRET, &fake.url(), "!!", dir.path())
-        .await
-        .expect("starts");
+    let (feishu, _rx) = start(
+        APP_ID,
+        APP_SECRET,
+        &fake.url(),
+        "!!",
+        dir.path(),
+        &crate::platforms::Receiving::default(),
+    )
+    .await
+    .expect("starts");
     assert_eq!(feishu.name(), "feishu");
     assert_eq!(feishu.consumer(), format!("feishu:{APP_ID}"));
     assert!(!feishu.is_local());
-    let e = start(APP_ID, APP_SECRET, &fake.url(), "!!", dir.path())
-        .await
-        .err()
-        .expect("one gateway per app");
+    let e = start(
+        APP_ID,
+        APP_SECRET,
+        &fake.url(),
+        "!!",
+        dir.path(),
+        &crate::platforms::Receiving::default(),
+    )
+    .await
+    .err()
+    .expect("one gateway per app");
     assert!(e.to_string().contains("another clibot-gateway"), "{e}");
 }

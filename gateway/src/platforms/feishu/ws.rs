@@ -248,6 +248,7 @@ pub async fn run<H>(
     app_id: String,
     app_secret: String,
     first: Option<Endpoint>,
+    progress: crate::progress::Progress,
     mut handle: H,
 ) where
     H: FnMut(&[u8]) -> Option<Value> + Send,
@@ -269,8 +270,15 @@ pub async fn run<H>(
                     Ok(ws) => {
                         eprintln!("clibot-gateway: Feishu connected (device {device})");
                         let up = Instant::now();
-                        let why =
-                            session(ws, service, &mut timing, &mut reassembly, &mut handle).await;
+                        let why = session(
+                            ws,
+                            service,
+                            &mut timing,
+                            &mut reassembly,
+                            &progress,
+                            &mut handle,
+                        )
+                        .await;
                         if up.elapsed() >= STABLE {
                             failures = 0;
                         }
@@ -305,6 +313,7 @@ async fn session<H>(
     service: i32,
     timing: &mut Timing,
     reassembly: &mut Reassembly,
+    progress: &crate::progress::Progress,
     handle: &mut H,
 ) -> String
 where
@@ -314,9 +323,17 @@ where
     let mut next_ping = Instant::now();
     // When the oldest unanswered ping went out.
     let mut unanswered: Option<Instant> = None;
+    let mut tick = tokio::time::interval(progress.tick());
     loop {
         let deadline = unanswered.map(|t| t + timing.pong_timeout());
         tokio::select! {
+            // The watchdog's cycle: the loop goes round and the connection is not overdue on a
+            // pong (what arrives is handled as it arrives; the router's side is measured apart).
+            _ = tick.tick() => {
+                if deadline.is_none_or(|d| Instant::now() < d) {
+                    progress.cycle();
+                }
+            }
             _ = tokio::time::sleep_until(next_ping) => {
                 let ping = Frame::ping(service).encode_to_vec();
                 if let Err(e) = sink.send(Message::Binary(ping)).await {
