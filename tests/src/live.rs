@@ -268,3 +268,63 @@ pub fn restart_mid_turn(
     });
     assert_eq!(done["text"], next_reply, "{done:#}");
 }
+
+/// The rules [`cancel_long_turn`] needs from the mock: a slow question, and the next one.
+pub fn cancel_rules() -> Vec<crate::mock_llm::Rule> {
+    // The next message may share a user turn with the cancelled one (an interrupted turn
+    // leaves no answer between them): its rule is looked at first.
+    vec![
+        crate::mock_llm::Rule::text("after the cancel", "Hello after the cancel."),
+        crate::mock_llm::Rule::text("slow question", "Too late."),
+    ]
+}
+
+/// A turn whose model answer takes a minute is cancelled while it runs (`how`: what the
+/// cancel reports, e.g. "keys Escape" or "api"): `turn_cancelled` follows, the slow answer
+/// never becomes a reply, and the next message gets its own. The mock needs [`cancel_rules`].
+pub fn cancel_long_turn(h: &Harness, name: &str, mock: &crate::mock_llm::MockLlm, how: &str) {
+    mock.set_latency(Duration::from_secs(60));
+    h.ctl_ok(&["send", name, "please answer the slow question"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !mock
+        .requests()
+        .iter()
+        .any(|r| r.to_string().contains("slow question"))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the question never reached the model"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    h.wait_list("working", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == name && s["state"] == "working")
+        })
+    });
+    let out = h.ctl_ok(&["cancel", name]);
+    assert!(out.contains(how), "{out}");
+    let ev = h.wait_event(name, "the cancel", Duration::from_secs(30), |e| {
+        e["type"] == "turn_cancelled"
+    });
+    assert_eq!(ev["how"], how, "{ev}");
+    mock.set_latency(Duration::ZERO);
+    let seq = last_seq(h);
+    h.ctl_ok(&["send", name, "please say hello after the cancel"]);
+    let done = h.wait_event(name, "the next reply", Duration::from_secs(60), |e| {
+        e["seq"].as_u64().is_some_and(|s| s > seq) && e["type"] == "turn_completed"
+    });
+    assert!(
+        done["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Hello after the cancel.")),
+        "{done}"
+    );
+    assert!(
+        !h.events()
+            .iter()
+            .any(|e| e["type"] == "turn_completed" && e["text"] == "Too late."),
+        "the cancelled answer became a reply"
+    );
+}

@@ -489,3 +489,10 @@ fn real_cli_a_claude_started_outside_clibot_is_discovered_and_resumed_with_its_h
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
+    let s = setup(|_| clibot_tests::live::cancel_rules(), "");
+    wait_idle(&s.h);
+    clibot_tests::live::cancel_long_turn(&s.h, "cc", &s.mock, "keys Escape");
+}

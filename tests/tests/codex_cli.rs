@@ -417,3 +417,9 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
         "the model saw the exchange held at the desk: {last}"
     );
 }
+
+#[test]
+fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
+    let s = setup(|_| clibot_tests::live::cancel_rules());
+    clibot_tests::live::cancel_long_turn(&s.h, SESSION, &s.mock, "keys Escape");
+}

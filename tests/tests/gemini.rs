@@ -265,3 +265,12 @@ fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
 fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
     real_cli_restart_mid_turn(true);
 }
+
+#[test]
+fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
+    let s = setup(|_| clibot_tests::live::cancel_rules());
+    wait_event(&s.h, "ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    clibot_tests::live::cancel_long_turn(&s.h, "gm", &s.mock, "keys Escape");
+}

@@ -325,3 +325,9 @@ fn real_cli_a_turn_across_a_daemon_term_is_reported_once() {
 fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
     real_cli_restart_mid_turn(true);
 }
+
+#[test]
+fn real_cli_cancel_aborts_a_long_turn_through_the_api_and_the_next_one_runs() {
+    let s = setup(|_| clibot_tests::live::cancel_rules());
+    clibot_tests::live::cancel_long_turn(&s.h, "oc", &s.mock, "api");
+}

@@ -30,6 +30,12 @@ impl Adapter for Claude {
         &["Escape"]
     }
 
+    /// It puts the interrupted message back in its prompt: cleared, so that the next message
+    /// is not appended to it.
+    fn after_cancel_keys(&self) -> &'static [&'static str] {
+        &["C-u"]
+    }
+
     fn completes_by_hook(&self) -> bool {
         true
     }

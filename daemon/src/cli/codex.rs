@@ -18,6 +18,11 @@ impl Adapter for Codex {
         "codex"
     }
 
+    /// Esc interrupts Codex's turn (its footer says `esc to interrupt`; Ctrl-C twice quits).
+    fn cancel_keys(&self) -> &'static [&'static str] {
+        &["Escape"]
+    }
+
     fn completes_by_hook(&self) -> bool {
         true
     }

@@ -22,6 +22,11 @@ impl Adapter for Gemini {
         "gemini"
     }
 
+    /// Esc cancels Gemini CLI's request (`esc to cancel`; Ctrl-C twice quits).
+    fn cancel_keys(&self) -> &'static [&'static str] {
+        &["Escape"]
+    }
+
     fn completes_by_hook(&self) -> bool {
         true
     }

@@ -95,6 +95,11 @@ pub trait Adapter: Send + Sync {
     fn cancel_keys(&self) -> &'static [&'static str] {
         &["C-c"]
     }
+    /// Keys pressed a moment after the interrupt, to empty the input box of what the CLI put
+    /// back in it (Claude Code returns the interrupted message to its prompt).
+    fn after_cancel_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// True when turn completion comes from a hook; otherwise from output going quiet.
     fn completes_by_hook(&self) -> bool {
         false

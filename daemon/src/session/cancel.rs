@@ -53,6 +53,7 @@ impl Daemon {
             }
             None => {
                 let keys: Vec<&str> = adapter
+                    .as_ref()
                     .map(|a| a.cancel_keys())
                     .unwrap_or(&["C-c"])
                     .to_vec();
@@ -61,7 +62,40 @@ impl Daemon {
                     .map(|k| Key::parse(k))
                     .collect::<Result<_, _>>()?;
                 let _g = input.lock().await;
-                self.mux_of(name).send_keys(rec.target(), &parsed).await?;
+                let mux = self.mux_of(name);
+                mux.send_keys(rec.target(), &parsed).await?;
+                // A TUI may not take the key yet (Gemini CLI ignores Esc for a moment after a
+                // request starts): while its screen still says it works, pressed again.
+                let pack = self.kind_of(&rec.cli).map(|(_, p)| p);
+                if let Some(pack) = pack.filter(|p| p.shows_busy()) {
+                    for _ in 0..3 {
+                        tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+                        let busy = mux
+                            .capture(rec.target(), None, false)
+                            .await
+                            .map(|s| pack.analyze(&s).busy)
+                            .unwrap_or(false);
+                        if !busy {
+                            break;
+                        }
+                        info!(
+                            session = name,
+                            "still working after the cancel keys; pressing them again"
+                        );
+                        mux.send_keys(rec.target(), &parsed).await?;
+                    }
+                }
+                let after: Vec<Key> = adapter
+                    .as_ref()
+                    .map(|a| a.after_cancel_keys())
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|k| Key::parse(k))
+                    .collect::<Result<_, _>>()?;
+                if !after.is_empty() {
+                    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+                    mux.send_keys(rec.target(), &after).await?;
+                }
                 format!("keys {}", keys.join(" "))
             }
         };
