@@ -127,6 +127,12 @@ pub struct DaemonConfig {
     /// gracefully and kept as exited, so that `restart` resumes it. Zero: never.
     #[serde(deserialize_with = "crate::duration::de_duration")]
     pub idle_stop_after: Duration,
+    /// A turn running longer than this gets a notice with the screen's last lines, then
+    /// `on_turn_timeout`. Zero: never.
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub turn_timeout: Duration,
+    /// What follows that notice: "notify" (nothing more), "cancel" or "delegate".
+    pub on_turn_timeout: crate::cli::OnTurnTimeout,
     /// Where to serve the metrics over HTTP (`GET /metrics`); unset: not served (they stay
     /// available through `clibotctl metrics`). Loopback only unless `metrics_allow_remote`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -159,6 +165,8 @@ impl Default for DaemonConfig {
             log_max_bytes: 10 * 1024 * 1024,
             max_sessions: 32,
             idle_stop_after: Duration::from_secs(12 * 3600),
+            turn_timeout: Duration::ZERO,
+            on_turn_timeout: Default::default(),
             metrics_listen: None,
             metrics_allow_remote: false,
             default_session: String::new(),
@@ -425,6 +433,8 @@ impl Config {
                 patterns: None,
                 quiet_ms: 1_500,
                 idle_stop_after: None,
+                turn_timeout: None,
+                on_turn_timeout: None,
             });
             if let Some(v) = &o.adapter {
                 entry.adapter = v.clone();
@@ -440,6 +450,12 @@ impl Config {
             }
             if let Some(v) = o.idle_stop_after {
                 entry.idle_stop_after = Some(v);
+            }
+            if let Some(v) = o.turn_timeout {
+                entry.turn_timeout = Some(v);
+            }
+            if let Some(v) = o.on_turn_timeout {
+                entry.on_turn_timeout = Some(v);
             }
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();

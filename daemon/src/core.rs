@@ -343,7 +343,7 @@ impl Daemon {
         self.inner.metrics.on_event(session, &kind);
         let follow = match &kind {
             EventKind::Error { kind, message } => Some((kind.clone(), message.clone())),
-            EventKind::Stalled { silent_ms } => Some((
+            EventKind::Stalled { silent_ms, .. } => Some((
                 "stalled".to_string(),
                 format!(
                     "no output for {}",

@@ -56,7 +56,7 @@ pub fn render(ev: &v1::Event) -> Option<String> {
             }
         }
         Kind::Error(e) => format!("[{s}] error: {}", e.message),
-        Kind::Stalled(st) => format!("[{s}] no output for {} min", st.silent_ms / 60_000),
+        Kind::Stalled(st) => stall_text(s, st),
         // Which chat is not said: it may be another user's private chat, and this one may be
         // a group (`clibotctl chats` on the machine shows it).
         Kind::ChatSuspended(c) => format!(
@@ -70,6 +70,36 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// `12m`, `1h 5m`, `40s`.
+fn span(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+/// A stall, as a person can act on it: the real times, what the screen shows, what may be
+/// going on, and what to do.
+fn stall_text(s: &str, st: &v1::Stalled) -> String {
+    let time = if st.working_ms > 0 {
+        format!(
+            "working {}, no output for {}",
+            span(st.working_ms),
+            span(st.silent_ms)
+        )
+    } else {
+        format!("no output for {}", span(st.silent_ms))
+    };
+    let mut t = format!("[{s}] {time}.");
+    if !st.screen.trim().is_empty() {
+        t.push_str(&format!(" The screen ends with:\n{}\n", st.screen));
+    }
+    t.push_str(" It may be waiting on a question clibot does not recognise, on a slow tool or network, or stuck: !!screen shows it, !!cancel stops the turn, !!keys Enter / Escape / C-c press keys.");
+    t
 }
 
 /// Whether a chat does anything with this event (the rest are skipped without a lookup).

@@ -282,7 +282,10 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "input_queued",
             json!({"text": q.text, "position": q.position}),
         ),
-        Kind::Stalled(s) => ("stalled", json!({"silent_ms": s.silent_ms})),
+        Kind::Stalled(s) => (
+            "stalled",
+            json!({"silent_ms": s.silent_ms, "working_ms": s.working_ms, "screen": s.screen}),
+        ),
         Kind::ChatSuspended(c) => (
             "chat_suspended",
             json!({"platform": c.platform, "chat": c.chat, "reason": c.reason}),

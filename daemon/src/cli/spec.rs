@@ -28,6 +28,25 @@ pub struct CliOverride {
     /// Overrides `[daemon] idle_stop_after` for this CLI ("0": never).
     #[serde(deserialize_with = "crate::duration::de_opt_duration")]
     pub idle_stop_after: Option<Duration>,
+    /// Overrides `[daemon] turn_timeout` for this CLI ("0": never).
+    #[serde(deserialize_with = "crate::duration::de_opt_duration")]
+    pub turn_timeout: Option<Duration>,
+    /// Overrides `[daemon] on_turn_timeout` for this CLI.
+    pub on_turn_timeout: Option<OnTurnTimeout>,
+}
+
+/// What happens to a turn that runs longer than `turn_timeout`: always a notice with the last
+/// screen lines, then this.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnTurnTimeout {
+    /// The notice only.
+    #[default]
+    Notify,
+    /// The turn is cancelled (as `clibotctl cancel`).
+    Cancel,
+    /// The work goes to the next CLI of the `timeout` delegation chain.
+    Delegate,
 }
 
 /// A CLI the daemon may spawn.
@@ -56,6 +75,10 @@ pub struct CliSpec {
     pub quiet_ms: u64,
     /// Idle time after which its sessions are stopped; `None`: `[daemon] idle_stop_after`.
     pub idle_stop_after: Option<Duration>,
+    /// `None`: `[daemon] turn_timeout`.
+    pub turn_timeout: Option<Duration>,
+    /// `None`: `[daemon] on_turn_timeout`.
+    pub on_turn_timeout: Option<OnTurnTimeout>,
 }
 
 /// The CLIs every installation knows.
@@ -86,6 +109,8 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             patterns: None,
             quiet_ms: 1_500,
             idle_stop_after: None,
+            turn_timeout: None,
+            on_turn_timeout: None,
         };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),

@@ -107,6 +107,7 @@ pub fn carries_text(kind: &crate::store::events::EventKind) -> bool {
             | K::Error { .. }
             | K::Notice { .. }
             | K::Waiting { .. }
+            | K::Stalled { .. }
     )
 }
 
@@ -160,6 +161,15 @@ pub fn scrub_event(
         K::Notice { text, kind } => K::Notice {
             text: s(text),
             kind,
+        },
+        K::Stalled {
+            silent_ms,
+            working_ms,
+            screen,
+        } => K::Stalled {
+            silent_ms,
+            working_ms,
+            screen: s(screen),
         },
         K::Waiting { mut prompt } => {
             prompt.text = s(prompt.text);

@@ -50,6 +50,9 @@ pub(crate) struct Runtime {
     pub(crate) poke: Arc<Notify>,
     pub(crate) last_error_line: Option<String>,
     pub(crate) delivering: bool,
+    /// The start (Unix ms; 0: unknown) of the turn already reported as running past
+    /// `turn_timeout`.
+    pub(crate) timed_out_turn: Option<i64>,
     /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
     /// pane whose foreground process is another one (`sleep`, `make`) is still working.
     pub(crate) idle_foreground: Option<String>,
@@ -77,6 +80,7 @@ impl Default for Runtime {
             poke: Arc::new(Notify::new()),
             last_error_line: None,
             delivering: false,
+            timed_out_turn: None,
             idle_foreground: None,
             api: None,
             api_gave_up: false,

@@ -1063,7 +1063,15 @@ async fn numbering_continues_above_every_cursor_when_the_log_lost_its_tail() {
     let cursor = {
         let d = env.daemon().await;
         for i in 0..5 {
-            d.event("", "", EventKind::Stalled { silent_ms: i });
+            d.event(
+                "",
+                "",
+                EventKind::Stalled {
+                    silent_ms: i,
+                    working_ms: 0,
+                    screen: String::new(),
+                },
+            );
         }
         let last = d.events().last_seq();
         d.chats().bind("telegram", "c1", "api", false, 0, "local");

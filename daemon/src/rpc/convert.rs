@@ -378,7 +378,15 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         EventKind::InputQueued { text, position } => {
             Kind::InputQueued(v1::InputQueued { text, position })
         }
-        EventKind::Stalled { silent_ms } => Kind::Stalled(v1::Stalled { silent_ms }),
+        EventKind::Stalled {
+            silent_ms,
+            working_ms,
+            screen,
+        } => Kind::Stalled(v1::Stalled {
+            silent_ms,
+            working_ms,
+            screen,
+        }),
         EventKind::ChatSuspended {
             platform,
             chat,

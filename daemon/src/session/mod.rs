@@ -27,6 +27,7 @@ mod reload;
 mod reply;
 mod restart;
 mod route;
+mod runaway;
 mod screen;
 pub(crate) mod shared;
 mod spawn;

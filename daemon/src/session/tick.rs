@@ -49,8 +49,22 @@ impl Daemon {
         }
         if let Some(ms) = stalled {
             warn!(silent_ms = ms, "no output for a long time");
-            self.event(name, &id, EventKind::Stalled { silent_ms: ms });
+            let working_ms = self
+                .working_for(name)
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .unwrap_or(0);
+            let screen = self.screen_tail(name, target).await;
+            self.event(
+                name,
+                &id,
+                EventKind::Stalled {
+                    silent_ms: ms,
+                    working_ms,
+                    screen,
+                },
+            );
         }
+        self.check_turn_timeout(name, target).await;
         if retry_enter {
             info!("no visible change after Enter; pressing Enter once more");
             let input = lock(&self.inner.sessions)

@@ -117,6 +117,12 @@ pub enum EventKind {
     },
     Stalled {
         silent_ms: u64,
+        /// How long the turn has been working.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        working_ms: u64,
+        /// The screen's last lines.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        screen: String,
     },
     /// Delivery to a chat bound to the session failed for good; the binding is suspended.
     ChatSuspended {
