@@ -137,7 +137,7 @@ pub enum Command {
     Ask {
         /// The session's name.
         name: String,
-        /// The message, typed literally and submitted.
+        /// The message, typed literally and submitted (`-`: read it from stdin).
         text: String,
         /// Give up after this long (30s, 15m, 2h) and exit 4 [default: wait as long as it
         /// takes].

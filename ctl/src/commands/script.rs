@@ -218,11 +218,15 @@ fn for_a_person(p: Option<&Prompt>) -> Option<&Prompt> {
     p.filter(|p| p.auto.is_empty())
 }
 
-fn exit_text(status: Option<i32>, reason: &str) -> String {
+fn exit_text(name: &str, status: Option<i32>, reason: &str) -> String {
     match status {
-        Some(s) => format!("exited with status {s}: {reason}"),
-        None => format!("exited: {reason}"),
+        Some(s) => format!("{name} exited with status {s}: {reason}"),
+        None => format!("{name} exited: {reason}"),
     }
+}
+
+fn released(name: &str) -> String {
+    format!("{name} was released: clibot no longer manages it")
 }
 
 /// What the session as read says, if it decides the wait.
@@ -232,7 +236,7 @@ fn judge_session(s: &v1::Session, until: Until) -> Option<End> {
         S::Exited | S::Declared => Some(End::new(
             Outcome::Exited,
             0,
-            exit_text(s.exit_status, &s.exit_reason),
+            exit_text(&s.name, s.exit_status, &s.exit_reason),
         )),
         S::Idle if until == Until::Idle => Some(End::new(Outcome::Done, 0, "")),
         S::Waiting => {
@@ -259,7 +263,11 @@ fn judge_event(ev: &v1::Event, until: Until, error: &mut String) -> Option<End> 
         Kind::StateChanged(c) => match state(c.to) {
             S::Idle if until == Until::Idle => Some(End::new(Outcome::Done, seq, "")),
             S::Exited | S::Declared if gone => Some(End::new(Outcome::Done, seq, "")),
-            S::Exited | S::Declared => Some(End::new(Outcome::Exited, seq, &c.reason)),
+            S::Exited | S::Declared => Some(End::new(
+                Outcome::Exited,
+                seq,
+                exit_text(&ev.session, None, &c.reason),
+            )),
             S::Error if until == Until::Idle => {
                 let why = if error.is_empty() { &c.reason } else { error };
                 Some(End::new(Outcome::Error, seq, why.clone()))
@@ -278,13 +286,9 @@ fn judge_event(ev: &v1::Event, until: Until, error: &mut String) -> Option<End> 
         Kind::Exited(x) => Some(End::new(
             Outcome::Exited,
             seq,
-            exit_text(x.status, &x.reason),
+            exit_text(&ev.session, x.status, &x.reason),
         )),
-        Kind::Released(_) => Some(End::new(
-            Outcome::Exited,
-            seq,
-            "released: clibot no longer manages it",
-        )),
+        Kind::Released(_) => Some(End::new(Outcome::Exited, seq, released(&ev.session))),
         Kind::Error(e) => {
             *error = e.message.clone();
             None
@@ -339,8 +343,7 @@ pub async fn wait(
             "clibotctl: timed out: {name} is not {} yet",
             until_word(until)
         ),
-        Outcome::Exited => eprintln!("clibotctl: {name} {}", end.text),
-        Outcome::Error => eprintln!("clibotctl: {}", end.text),
+        Outcome::Exited | Outcome::Error => eprintln!("clibotctl: {}", end.text),
     }
     exit_with(code)
 }
@@ -390,7 +393,7 @@ async fn follow_state(
             Err(e) if e.code() == tonic::Code::NotFound => {
                 return Ok(match until {
                     Until::Exited => End::new(Outcome::Done, ev.seq, ""),
-                    _ => End::new(Outcome::Exited, ev.seq, "is gone"),
+                    _ => End::new(Outcome::Exited, ev.seq, format!("{name} is gone")),
                 });
             }
             Err(e) => return Err(e.into()),
@@ -447,6 +450,7 @@ pub async fn ask(
     json: bool,
 ) -> Result<()> {
     let deadline = timeout.map(|t| Instant::now() + t);
+    let text = if text == "-" { read_stdin()? } else { text };
     let sent = c
         .send_input(v1::SendInputRequest {
             session: name.clone(),
@@ -454,9 +458,21 @@ pub async fn ask(
             submit: true,
             ..Default::default()
         })
-        .await?
-        .into_inner();
-    let end = follow_turn(c, socket, &name, text, &sent, deadline).await?;
+        .await;
+    let end = match sent {
+        Ok(sent) => follow_turn(c, socket, &name, text, &sent.into_inner(), deadline).await?,
+        Err(e) => {
+            // Refused because the session exited: exit 5, as when it exits while asked.
+            let now = c
+                .get_session(v1::GetSessionRequest { name: name.clone() })
+                .await
+                .map(|s| state(s.into_inner().state));
+            if !matches!(now, Ok(S::Exited | S::Declared)) {
+                return Err(e.into());
+            }
+            End::new(Outcome::Exited, 0, e.message())
+        }
+    };
     let code = end.outcome.code();
     if json {
         print_json(&end_json(&name, &end, "replied"))?;
@@ -478,10 +494,26 @@ pub async fn ask(
         Outcome::Timeout => eprintln!(
             "clibotctl: timed out waiting for {name}'s reply; it may still come: `clibotctl wait {name}`, then `clibotctl last {name}`"
         ),
-        Outcome::Exited => eprintln!("clibotctl: {name} {}", end.text),
-        Outcome::Error => eprintln!("clibotctl: {}", end.text),
+        Outcome::Exited | Outcome::Error => eprintln!("clibotctl: {}", end.text),
     }
     exit_with(code)
+}
+
+/// The message from stdin (`ask NAME -`), up to what one message to clibotd carries.
+fn read_stdin() -> Result<String> {
+    use std::io::Read;
+    let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
+    let mut buf = String::new();
+    std::io::stdin()
+        .take(most as u64 + 1)
+        .read_to_string(&mut buf)
+        .map_err(|e| anyhow::anyhow!("cannot read the message from stdin: {e}"))?;
+    if buf.len() > most {
+        bail!(
+            "the message is over {most} bytes, more than one message to clibotd carries: send a file's path instead"
+        );
+    }
+    Ok(buf)
 }
 
 async fn follow_turn(
@@ -607,16 +639,14 @@ fn ended(ev: &v1::Event, name: &str) -> Option<End> {
         Kind::Exited(x) => Some(End::new(
             Outcome::Exited,
             seq,
-            exit_text(x.status, &x.reason),
+            exit_text(&ev.session, x.status, &x.reason),
         )),
-        Kind::Released(_) => Some(End::new(
+        Kind::Released(_) => Some(End::new(Outcome::Exited, seq, released(&ev.session))),
+        Kind::StateChanged(c) if matches!(state(c.to), S::Exited | S::Declared) => Some(End::new(
             Outcome::Exited,
             seq,
-            "released: clibot no longer manages it",
+            exit_text(&ev.session, None, &c.reason),
         )),
-        Kind::StateChanged(c) if matches!(state(c.to), S::Exited | S::Declared) => {
-            Some(End::new(Outcome::Exited, seq, &c.reason))
-        }
         Kind::Delegated(d) => Some(End::new(
             Outcome::Error,
             seq,
