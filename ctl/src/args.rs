@@ -2,9 +2,11 @@
 //! the man pages and the completions are made from.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::commands::script::{Until, parse_duration};
 use crate::hooks;
 
 /// clibotctl — drive AI coding CLIs running under clibotd.
@@ -125,6 +127,42 @@ pub enum Command {
         #[arg(long)]
         no_submit: bool,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Send a message and print the reply of the turn it starts (behind a running turn, it is
+    /// queued and its own turn's reply comes later). Exit 0 replied, 1 error (the turn was
+    /// cancelled or failed), 3 a prompt waits (printed, with how to answer it), 4 timed out, 5
+    /// the session exited.
+    Ask {
+        /// The session's name.
+        name: String,
+        /// The message, typed literally and submitted (`-`: read it from stdin).
+        text: String,
+        /// Give up after this long (30s, 15m, 2h) and exit 4 [default: wait as long as it
+        /// takes].
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// Print {"session", "outcome", "text", "prompt", "seq"}, whatever the outcome
+        /// (replied, waiting, timeout, exited, error).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Wait until a session is idle, waits on a prompt, or exited. Exit 0 when it is, 1 error,
+    /// 3 a prompt waits when idle was asked (it will not get idle without an answer), 4 timed
+    /// out, 5 it exited (or is gone) when that was not asked.
+    Wait {
+        /// The session's name.
+        name: String,
+        /// The state to wait for.
+        #[arg(long, value_enum, default_value = "idle")]
+        until: Until,
+        /// Give up after this long (30s, 15m, 2h) and exit 4 [default: wait as long as it
+        /// takes].
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+        timeout: Option<Duration>,
+        /// Print {"session", "outcome", "text", "prompt", "seq"} (outcome: reached, waiting,
+        /// timeout, exited, error).
         #[arg(long)]
         json: bool,
     },

@@ -1,7 +1,8 @@
 //! `clibotctl`: the command line for people and scripts. A thin client of clibotd.
 //!
 //! This file parses the arguments and hands each command to its area in `commands/` (or to
-//! `doctor/`). Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage.
+//! `doctor/`). Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage; `wait`
+//! and `ask` add 3 (a prompt waits), 4 (timed out) and 5 (the session exited).
 
 mod args;
 mod colour;
@@ -16,7 +17,7 @@ use anyhow::bail;
 use clap::Parser;
 
 use crate::args::{AutomationAction, Cli, Command, PairingAction};
-use crate::commands::{chat, docs, hook, io, ops, prompts, sessions};
+use crate::commands::{chat, docs, hook, io, ops, prompts, script, sessions};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -141,6 +142,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             no_submit,
             json,
         } => io::send(c, name, text, no_submit, json).await,
+        Command::Ask {
+            name,
+            text,
+            timeout,
+            json,
+        } => script::ask(c, &socket, name, text, timeout, json).await,
+        Command::Wait {
+            name,
+            until,
+            timeout,
+            json,
+        } => script::wait(c, &socket, name, until, timeout, json).await,
         Command::Keys { name, keys, json } => io::keys(c, name, keys, json).await,
         Command::Screen {
             name,

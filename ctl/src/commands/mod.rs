@@ -4,7 +4,7 @@
 //! `sessions` (list, show, spawn, stop, restart, adopt, release, attach, delegate), `io` (send,
 //! keys, screen, answer, last), `chat` (chats, share, pairing, transcript), `ops` (status,
 //! events, metrics, rules, reload, audit), `automation` (the report of what followed automatic
-//! answers), `prompts` (what waits for an answer), `hook` (the CLIs' hook entry, which must never fail them). `output` is how sessions, events and rules look on a terminal and as JSON;
+//! answers), `prompts` (what waits for an answer), `script` (`wait` and `ask`, for scripts), `hook` (the CLIs' hook entry, which must never fail them). `output` is how sessions, events and rules look on a terminal and as JSON;
 //! `audit_log` reads the audit log's files. Nothing here parses arguments, connects on its own
 //! (`main` hands each command a client) or reaches back into `main` or `doctor`.
 
@@ -18,4 +18,5 @@ pub mod logs;
 pub mod ops;
 mod output;
 pub mod prompts;
+pub mod script;
 pub mod sessions;
