@@ -523,6 +523,10 @@ impl Daemon {
 
     /// The command that attaches a terminal to the session.
     pub fn attach_command(&self, rec: &SessionRecord) -> Vec<String> {
+        if rec.unmanaged {
+            // In a terminal clibot does not know: nothing to attach to.
+            return Vec::new();
+        }
         self.mux_of(&rec.name).attach_command(&rec.tmux_id)
     }
 

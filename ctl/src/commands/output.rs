@@ -139,14 +139,28 @@ pub fn session_details(s: &v1::Session) -> String {
     if !s.delegated_to.is_empty() {
         rows.push(("delegated to", s.delegated_to.clone()));
     }
-    let mut tmux = format!("{} ({})", s.tmux_session, s.tmux_session_id);
-    if s.pid > 0 {
-        tmux.push_str(&format!(", pid {}", s.pid));
+    if s.unmanaged {
+        // No pane of clibot's: it reports through the global hooks only.
+        rows.push((
+            "unmanaged",
+            format!(
+                "pid {}, reports through the global hooks; answer its prompts, or adopt/resume it to drive it",
+                s.pid
+            ),
+        ));
+    } else {
+        let mut tmux = format!("{} ({})", s.tmux_session, s.tmux_session_id);
+        if s.pid > 0 {
+            tmux.push_str(&format!(", pid {}", s.pid));
+        }
+        if s.adopted {
+            tmux.push_str(", adopted");
+        }
+        if !s.server.is_empty() {
+            tmux.push_str(&format!(", where it runs on the server at {}", s.server));
+        }
+        rows.push(("tmux", tmux));
     }
-    if s.adopted {
-        tmux.push_str(", adopted");
-    }
-    rows.push(("tmux", tmux));
     if !s.attach_command.is_empty() {
         rows.push(("attach", s.attach_command.join(" ")));
     }
