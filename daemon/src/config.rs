@@ -133,6 +133,12 @@ pub struct DaemonConfig {
     pub turn_timeout: Duration,
     /// What follows that notice: "notify" (nothing more), "cancel" or "delegate".
     pub on_turn_timeout: crate::cli::OnTurnTimeout,
+    /// "never", or "on-failure": a CLI that exits with a failure status or mid-turn is started
+    /// again, resuming its conversation, at most `restart_max` times in `restart_window`.
+    pub restart: crate::cli::RestartPolicy,
+    pub restart_max: u32,
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub restart_window: Duration,
     /// Where to serve the metrics over HTTP (`GET /metrics`); unset: not served (they stay
     /// available through `clibotctl metrics`). Loopback only unless `metrics_allow_remote`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -167,6 +173,9 @@ impl Default for DaemonConfig {
             idle_stop_after: Duration::from_secs(12 * 3600),
             turn_timeout: Duration::ZERO,
             on_turn_timeout: Default::default(),
+            restart: Default::default(),
+            restart_max: 3,
+            restart_window: Duration::from_secs(600),
             metrics_listen: None,
             metrics_allow_remote: false,
             default_session: String::new(),
@@ -435,6 +444,7 @@ impl Config {
                 idle_stop_after: None,
                 turn_timeout: None,
                 on_turn_timeout: None,
+                restart: None,
             });
             if let Some(v) = &o.adapter {
                 entry.adapter = v.clone();
@@ -456,6 +466,9 @@ impl Config {
             }
             if let Some(v) = o.on_turn_timeout {
                 entry.on_turn_timeout = Some(v);
+            }
+            if let Some(v) = o.restart {
+                entry.restart = Some(v);
             }
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();

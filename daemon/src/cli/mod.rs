@@ -148,7 +148,7 @@ pub trait Adapter: Send + Sync {
 
 mod spec;
 pub(crate) use spec::builtin_clis;
-pub use spec::{CliOverride, CliSpec, OnTurnTimeout};
+pub use spec::{CliOverride, CliSpec, OnTurnTimeout, RestartPolicy};
 mod claude;
 mod codex;
 mod gemini;

@@ -33,6 +33,20 @@ pub struct CliOverride {
     pub turn_timeout: Option<Duration>,
     /// Overrides `[daemon] on_turn_timeout` for this CLI.
     pub on_turn_timeout: Option<OnTurnTimeout>,
+    /// Overrides `[daemon] restart` for this CLI.
+    pub restart: Option<RestartPolicy>,
+}
+
+/// Whether a CLI that fails is started again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Left exited: `restart` starts it.
+    #[default]
+    Never,
+    /// Started again (resuming its conversation) when it exits with a failure status or in
+    /// the middle of a turn, at most `restart_max` times in `restart_window`, with backoff.
+    OnFailure,
 }
 
 /// What happens to a turn that runs longer than `turn_timeout`: always a notice with the last
@@ -79,6 +93,8 @@ pub struct CliSpec {
     pub turn_timeout: Option<Duration>,
     /// `None`: `[daemon] on_turn_timeout`.
     pub on_turn_timeout: Option<OnTurnTimeout>,
+    /// `None`: `[daemon] restart`.
+    pub restart: Option<RestartPolicy>,
 }
 
 /// The CLIs every installation knows.
@@ -111,6 +127,7 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             idle_stop_after: None,
             turn_timeout: None,
             on_turn_timeout: None,
+            restart: None,
         };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),

@@ -53,6 +53,8 @@ pub(crate) struct Runtime {
     /// The start (Unix ms; 0: unknown) of the turn already reported as running past
     /// `turn_timeout`.
     pub(crate) timed_out_turn: Option<i64>,
+    /// When the CLI was started again after failures (`restart = "on-failure"`), newest last.
+    pub(crate) crash_restarts: Vec<Instant>,
     /// The pane's foreground process while the CLI waits for input (`bash` for a shell). A quiet
     /// pane whose foreground process is another one (`sleep`, `make`) is still working.
     pub(crate) idle_foreground: Option<String>,
@@ -81,6 +83,7 @@ impl Default for Runtime {
             last_error_line: None,
             delivering: false,
             timed_out_turn: None,
+            crash_restarts: Vec::new(),
             idle_foreground: None,
             api: None,
             api_gave_up: false,

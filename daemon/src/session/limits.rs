@@ -53,8 +53,17 @@ impl Daemon {
                     let output = self.last_words(&name, &s.pane).await;
                     let crashed = mid_turn(&name).then(|| crash_detail(status, &output));
                     self.mark_exited_with(&name, status, "the CLI exited", output);
-                    if let Some(detail) = crashed {
-                        self.consider_delegation(&name, "crash", &detail);
+                    let delegates = crashed.is_some()
+                        && self.live().config.delegation.chain_for("crash").is_some()
+                        && lock(&self.inner.sessions)
+                            .get(&name)
+                            .is_some_and(|e| e.rec.delegate);
+                    if let Some(detail) = &crashed {
+                        self.consider_delegation(&name, "crash", detail);
+                    }
+                    // A crash that hands the work on is not also restarted here.
+                    if !delegates {
+                        self.consider_crash_restart(&name, status, crashed.is_some());
                     }
                 }
                 Some(_) => {}

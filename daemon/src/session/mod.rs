@@ -12,6 +12,7 @@ mod auto_answer;
 mod bind_rights;
 mod cancel;
 mod confine;
+mod crash_restart;
 mod declared;
 mod default_chat;
 mod delegation;

@@ -151,6 +151,10 @@ impl Daemon {
             let mut sessions = lock(&self.inner.sessions);
             let mut e = Entry::new(fresh.clone());
             e.stopping = true;
+            // The restarts after failures count across restarts (a crash loop is one loop).
+            if let Some(old) = sessions.get_mut(name) {
+                e.rt.crash_restarts = std::mem::take(&mut old.rt.crash_restarts);
+            }
             sessions.insert(name.to_string(), e);
         }
         self.set_state(
