@@ -16,7 +16,6 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
-use crate::keys::Key;
 use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::is_valid_name;
@@ -322,22 +321,7 @@ impl Daemon {
         };
         let mut left = running(mux.clone(), rec.clone()).await;
         if !force && !left.is_empty() {
-            if let Ok(cli) = self.cli(&rec.cli) {
-                let keys: Vec<Key> = cli
-                    .stop_keys
-                    .iter()
-                    .filter_map(|k| Key::parse(k).ok())
-                    .collect();
-                let _ = mux.send_keys(rec.target(), &keys).await;
-                if let Some(text) = &cli.stop_text {
-                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux.send_text(rec.target(), text).await;
-                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux
-                        .send_keys(rec.target(), &[Key::Named("Enter".into())])
-                        .await;
-                }
-            }
+            self.ask_to_quit(mux.as_ref(), rec).await;
             let deadline = Instant::now() + timeout;
             while Instant::now() < deadline && !left.is_empty() {
                 tokio::time::sleep(Duration::from_millis(100)).await;

@@ -62,6 +62,28 @@ impl Daemon {
         }
     }
 
+    /// The CLI's own quit: its stop keys, then its stop text. Failures are ignored: the
+    /// session may already be gone, which the caller's wait sees.
+    pub(crate) async fn ask_to_quit(&self, mux: &dyn crate::tmux::Mux, rec: &SessionRecord) {
+        let Ok(cli) = self.cli(&rec.cli) else {
+            return;
+        };
+        let keys = cli
+            .stop_keys
+            .iter()
+            .filter_map(|k| Key::parse(k).ok())
+            .collect::<Vec<_>>();
+        let _ = mux.send_keys(rec.target(), &keys).await;
+        if let Some(text) = &cli.stop_text {
+            tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+            let _ = mux.send_text(rec.target(), text).await;
+            tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
+            let _ = mux
+                .send_keys(rec.target(), &[Key::Named("Enter".into())])
+                .await;
+        }
+    }
+
     pub(crate) async fn stop_inner(
         &self,
         rec: &SessionRecord,
@@ -87,23 +109,7 @@ impl Daemon {
         let mut status = rec.exit_status;
         let mut ended = rec.state.is_exited();
         if !force && !ended {
-            if let Ok(cli) = self.cli(&rec.cli) {
-                let keys = cli
-                    .stop_keys
-                    .iter()
-                    .filter_map(|k| Key::parse(k).ok())
-                    .collect::<Vec<_>>();
-                // Ignore failures: the session may already be gone, which the wait below sees.
-                let _ = mux.send_keys(rec.target(), &keys).await;
-                if let Some(text) = &cli.stop_text {
-                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux.send_text(rec.target(), text).await;
-                    tokio::time::sleep(Duration::from_millis(cli.submit_delay_ms)).await;
-                    let _ = mux
-                        .send_keys(rec.target(), &[Key::Named("Enter".into())])
-                        .await;
-                }
-            }
+            self.ask_to_quit(mux.as_ref(), rec).await;
             let deadline = Instant::now() + timeout;
             while Instant::now() < deadline {
                 match self.find_tmux(rec).await {
