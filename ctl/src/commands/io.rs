@@ -12,16 +12,9 @@ use serde_json::json;
 
 use super::output::print_json;
 
-/// Types `text` (`-`: stdin) into `name`, pressing Enter unless `no_submit`.
-pub async fn send(
-    c: &mut Client,
-    name: String,
-    text: String,
-    no_submit: bool,
-    json: bool,
-) -> Result<()> {
-    // Past one gRPC message nothing is sent: the daemon's own limit ([daemon]
-    // max_input_bytes) is far below it and says so for anything smaller.
+/// `text`, or with `-` what stdin holds. Past one gRPC message nothing is sent: the daemon's
+/// own limit ([daemon] max_input_bytes) is far below it and says so for anything smaller.
+pub fn text_or_stdin(text: String) -> Result<String> {
     let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
     let text = if text == "-" {
         let mut buf = String::new();
@@ -38,6 +31,18 @@ pub async fn send(
             "the text is over {most} bytes, more than one message to clibotd carries; the daemon takes at most [daemon] max_input_bytes (64 KiB unless configured): send a file's path instead"
         );
     }
+    Ok(text)
+}
+
+/// Types `text` (`-`: stdin) into `name`, pressing Enter unless `no_submit`.
+pub async fn send(
+    c: &mut Client,
+    name: String,
+    text: String,
+    no_submit: bool,
+    json: bool,
+) -> Result<()> {
+    let text = text_or_stdin(text)?;
     let req = v1::SendInputRequest {
         session: name.clone(),
         text,

@@ -450,7 +450,7 @@ pub async fn ask(
     json: bool,
 ) -> Result<()> {
     let deadline = timeout.map(|t| Instant::now() + t);
-    let text = if text == "-" { read_stdin()? } else { text };
+    let text = super::io::text_or_stdin(text)?;
     let sent = c
         .send_input(v1::SendInputRequest {
             session: name.clone(),
@@ -497,23 +497,6 @@ pub async fn ask(
         Outcome::Exited | Outcome::Error => eprintln!("clibotctl: {}", end.text),
     }
     exit_with(code)
-}
-
-/// The message from stdin (`ask NAME -`), up to what one message to clibotd carries.
-fn read_stdin() -> Result<String> {
-    use std::io::Read;
-    let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
-    let mut buf = String::new();
-    std::io::stdin()
-        .take(most as u64 + 1)
-        .read_to_string(&mut buf)
-        .map_err(|e| anyhow::anyhow!("cannot read the message from stdin: {e}"))?;
-    if buf.len() > most {
-        bail!(
-            "the message is over {most} bytes, more than one message to clibotd carries: send a file's path instead"
-        );
-    }
-    Ok(buf)
 }
 
 async fn follow_turn(

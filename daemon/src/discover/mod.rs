@@ -95,6 +95,12 @@ pub fn identify(exe: &str, argv: &[String]) -> Option<(&'static str, String)> {
 
 /// Which AI CLI process `pid` is, if any (from its executable and arguments).
 pub fn identify_pid(pid: u32) -> Option<&'static str> {
+    let (exe, argv) = exe_and_argv(pid)?;
+    identify(&exe, &argv).map(|(cli, _)| cli)
+}
+
+/// A process's executable (empty when unreadable) and arguments, from /proc.
+pub(crate) fn exe_and_argv(pid: u32) -> Option<(String, Vec<String>)> {
     let base = std::path::PathBuf::from(format!("/proc/{pid}"));
     let argv: Vec<String> = std::fs::read(base.join("cmdline"))
         .ok()?
@@ -105,7 +111,7 @@ pub fn identify_pid(pid: u32) -> Option<&'static str> {
     let exe = std::fs::read_link(base.join("exe"))
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    identify(&exe, &argv).map(|(cli, _)| cli)
+    Some((exe, argv))
 }
 
 /// The version of the package `path` belongs to: the nearest `package.json` above it with a

@@ -33,15 +33,7 @@ fn read_proc(pid: u32) -> Option<Proc> {
     let ppid = fields.get(1)?.parse().ok()?;
     // Field 22 of stat, counted from the state (field 3).
     let start_ticks = fields.get(19)?.parse().ok()?;
-    let argv = std::fs::read(base.join("cmdline"))
-        .ok()?
-        .split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let exe = std::fs::read_link(base.join("exe"))
-        .map(|p| p.display().to_string())
-        .unwrap_or_default();
+    let (exe, argv) = super::exe_and_argv(pid)?;
     Some(Proc {
         pid,
         ppid,
