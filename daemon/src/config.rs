@@ -139,6 +139,20 @@ pub struct DaemonConfig {
     pub restart_max: u32,
     #[serde(deserialize_with = "crate::duration::de_duration")]
     pub restart_window: Duration,
+    /// A prompt nobody answered for this long is shown again to its chats, once per interval.
+    /// Zero: never.
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub remind_after: Duration,
+    /// A prompt nobody answered for this long is shown to the admins' chats as well. Zero:
+    /// never.
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub escalate_after: Duration,
+    /// A prompt nobody answered for this long gets `on_prompt_timeout`. Zero: never.
+    #[serde(deserialize_with = "crate::duration::de_duration")]
+    pub prompt_timeout: Duration,
+    /// "wait" (it goes on waiting), "deny" (its "no" option) or "decider" (a guarded prompt
+    /// never goes to the decider: it waits).
+    pub on_prompt_timeout: crate::cli::OnPromptTimeout,
     /// Where to serve the metrics over HTTP (`GET /metrics`); unset: not served (they stay
     /// available through `clibotctl metrics`). Loopback only unless `metrics_allow_remote`.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -176,6 +190,10 @@ impl Default for DaemonConfig {
             restart: Default::default(),
             restart_max: 3,
             restart_window: Duration::from_secs(600),
+            remind_after: Duration::from_secs(15 * 60),
+            escalate_after: Duration::from_secs(3600),
+            prompt_timeout: Duration::ZERO,
+            on_prompt_timeout: Default::default(),
             metrics_listen: None,
             metrics_allow_remote: false,
             default_session: String::new(),
@@ -445,6 +463,7 @@ impl Config {
                 turn_timeout: None,
                 on_turn_timeout: None,
                 restart: None,
+                prompts: Default::default(),
             });
             if let Some(v) = &o.adapter {
                 entry.adapter = v.clone();
@@ -470,6 +489,11 @@ impl Config {
             if let Some(v) = o.restart {
                 entry.restart = Some(v);
             }
+            let p = &mut entry.prompts;
+            p.remind_after = o.remind_after.or(p.remind_after);
+            p.escalate_after = o.escalate_after.or(p.escalate_after);
+            p.prompt_timeout = o.prompt_timeout.or(p.prompt_timeout);
+            p.on_prompt_timeout = o.on_prompt_timeout.or(p.on_prompt_timeout);
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();
             }

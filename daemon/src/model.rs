@@ -199,6 +199,15 @@ pub struct Prompt {
     /// published again; 0 before that.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
     pub since_ms: i64,
+    /// Reminders sent while nobody answered (`remind_after`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub reminded: u32,
+    /// Shown to the admins' chats as well (`escalate_after`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub escalated: bool,
+    /// Its `prompt_timeout` passed and its `on_prompt_timeout` was carried out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
 }
 
 impl Prompt {

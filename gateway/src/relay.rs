@@ -25,7 +25,7 @@ use crate::health::{PlatformHealth, now_ms};
 use crate::platforms::ratelimit::rate_limited;
 use crate::platforms::{Platform, gone};
 use crate::poison::{self, Poison, Verdict};
-use crate::render::{for_chats, render};
+use crate::render::{for_chats, render, shown_prompt};
 
 /// Output longer than this many messages goes as a file with a short summary.
 const MAX_MESSAGES: usize = 3;
@@ -125,7 +125,7 @@ pub async fn run(
                     );
                 }
             }
-            let bound = bindings(&mut c, platform.name(), "").await?;
+            let bound = bindings(&mut c, platform.name(), "", 0).await?;
             let own = c
                 .get_cursor(v1::GetCursorRequest {
                     consumer: consumer.clone(),
@@ -165,7 +165,7 @@ pub async fn run(
                         // (seq 0).
                         let first = d.first_seq;
                         let all = tolerate(
-                            bindings(&mut c, platform.name(), "").await,
+                            bindings(&mut c, platform.name(), "", 0).await,
                             first,
                             "listing chats",
                         )?;
@@ -180,7 +180,7 @@ pub async fn run(
                     }
                     if !ev.session.is_empty() && for_chats(&ev) {
                         let chats = tolerate(
-                            bindings(&mut c, platform.name(), &ev.session).await,
+                            bindings(&mut c, platform.name(), &ev.session, ev.seq).await,
                             ev.seq,
                             "listing the session's chats",
                         )?;
@@ -266,7 +266,7 @@ async fn skip(
     broke: &tonic::Status,
     tell: bool,
 ) -> Result<(), tonic::Status> {
-    let all = bindings(c, platform.name(), "").await?;
+    let all = bindings(c, platform.name(), "", 0).await?;
     let mut sessions: Vec<String> = all
         .iter()
         .filter(|b| open_for(b, at))
@@ -316,16 +316,19 @@ fn open_for(b: &v1::Binding, seq: u64) -> bool {
     !b.broken && b.cursor < seq && (b.until_seq == 0 || seq <= b.until_seq)
 }
 
-/// The platform's chats bound to `session` (all of them for an empty one).
+/// The platform's chats bound to `session` (all of them for an empty one); with `seq`, those
+/// event `seq` goes to (an escalated prompt goes to the admins' chats too).
 async fn bindings(
     c: &mut clibot_proto::Client,
     platform: &str,
     session: &str,
+    seq: u64,
 ) -> Result<Vec<v1::Binding>, tonic::Status> {
     let req = v1::ListBindingsRequest {
         platform: platform.into(),
         chat: String::new(),
         session: session.into(),
+        seq,
     };
     Ok(c.list_bindings(req).await?.into_inner().bindings)
 }
@@ -341,7 +344,7 @@ async fn sync_all(
     health: &PlatformHealth,
     seq: u64,
 ) -> Result<(), tonic::Status> {
-    let all = bindings(c, platform.name(), "").await?;
+    let all = bindings(c, platform.name(), "", 0).await?;
     for b in all.into_iter().filter(|b| !b.broken && b.cursor < seq) {
         if workers.get(&b.chat).is_some_and(|w| !w.tx.is_closed()) {
             let ev = Arc::new(v1::Event {
@@ -630,7 +633,8 @@ impl ChatDelivery {
             self.progress(ev, sc).await;
             return Ok(());
         }
-        if let Some(Kind::PromptResolved(r)) = &ev.kind
+        // A prompt shown again (a reminder) has buttons in several messages: each loses them.
+        while let Some(Kind::PromptResolved(r)) = &ev.kind
             && let Some(i) = self.shown.iter().position(|(p, _)| *p == r.prompt_id)
         {
             let message = self.shown[i].1.clone();
@@ -660,8 +664,7 @@ impl ChatDelivery {
             return Ok(());
         };
         let text = self.platform.redact(&text);
-        if let Some(Kind::Waiting(w)) = &ev.kind
-            && let Some(p) = &w.prompt
+        if let Some(p) = shown_prompt(ev)
             && !p.options.is_empty()
         {
             let options: Vec<String> = p
@@ -706,11 +709,8 @@ impl ChatDelivery {
                 }
             }
         }
-        let prompt = match &ev.kind {
-            // A question without options (free text): a typed answer is for it.
-            Some(Kind::Waiting(w)) => w.prompt.as_ref().map(|p| p.id.clone()).unwrap_or_default(),
-            _ => String::new(),
-        };
+        // A question without options (free text): a typed answer is for it.
+        let prompt = shown_prompt(ev).map(|p| p.id.clone()).unwrap_or_default();
         if !prompt.is_empty() {
             self.remember(&prompt, "");
         }

@@ -20,6 +20,24 @@ pub fn render(ev: &v1::Event) -> Option<String> {
             format!("[{s}] the turn ran too long and was cancelled")
         }
         Kind::TurnCancelled(_) => format!("[{s}] turn cancelled"),
+        Kind::PromptReminded(r) if r.prompt.as_ref().is_some_and(|p| !p.auto.is_empty()) => {
+            return None;
+        }
+        Kind::PromptReminded(r) => format!(
+            "[{s}] ⏰ still waiting for you ({}):\n{}",
+            span(r.age_ms),
+            prompt_text(r.prompt.as_ref()?)
+        ),
+        Kind::PromptEscalated(r) => format!(
+            "[{s}] ⚠️ nobody has answered for {}; the admins are told too:\n{}",
+            span(r.age_ms),
+            prompt_text(r.prompt.as_ref()?)
+        ),
+        Kind::PromptTimedOut(t) => format!(
+            "[{s}] nobody answered the prompt in {}: {}",
+            span(t.age_ms),
+            t.detail
+        ),
         Kind::PromptResolved(r) => match r.by.as_str() {
             "terminal" => format!("[{s}] answered at the terminal"),
             "cli" => format!("[{s}] the prompt was withdrawn by the CLI"),
@@ -117,8 +135,21 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::ChatSuspended(_)
                 | Kind::Notice(_)
                 | Kind::TurnCancelled(_)
+                | Kind::PromptReminded(_)
+                | Kind::PromptEscalated(_)
+                | Kind::PromptTimedOut(_)
         )
     )
+}
+
+/// The prompt an event shows with its options (a prompt, or one shown again).
+pub fn shown_prompt(ev: &v1::Event) -> Option<&v1::Prompt> {
+    match ev.kind.as_ref()? {
+        Kind::Waiting(w) => w.prompt.as_ref(),
+        Kind::PromptReminded(r) => r.prompt.as_ref(),
+        Kind::PromptEscalated(r) => r.prompt.as_ref(),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

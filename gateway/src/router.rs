@@ -396,6 +396,7 @@ impl Router {
             platform: self.platform.name().into(),
             chat: msg.chat.clone(),
             session: String::new(),
+            seq: 0,
         };
         Ok(c.list_bindings(req).await?.into_inner().bindings)
     }

@@ -1395,6 +1395,7 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
             platform: "telegram".into(),
             chat: "42".into(),
             session: String::new(),
+            seq: 0,
         })
         .await
         .expect("bindings")

@@ -310,6 +310,18 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::Notice(n) => ("notice", json!({"text": n.text, "kind": n.kind})),
         Kind::TurnCancelled(c) => ("turn_cancelled", json!({"by": c.by, "how": c.how})),
+        Kind::PromptReminded(r) => (
+            "prompt_reminded",
+            json!({"prompt": r.prompt.as_ref().map(prompt_json), "count": r.count, "age_ms": r.age_ms}),
+        ),
+        Kind::PromptEscalated(r) => (
+            "prompt_escalated",
+            json!({"prompt": r.prompt.as_ref().map(prompt_json), "age_ms": r.age_ms}),
+        ),
+        Kind::PromptTimedOut(t) => (
+            "prompt_timed_out",
+            json!({"prompt_id": t.prompt_id, "action": t.action, "age_ms": t.age_ms, "detail": t.detail}),
+        ),
         Kind::Delegated(d) => (
             "delegated",
             json!({"to_session": d.to_session, "to_cli": d.to_cli, "reason": d.reason,
@@ -329,6 +341,15 @@ pub fn event_json(e: &v1::Event) -> Value {
         obj.extend(f);
     }
     v
+}
+
+/// A prompt shown again because nobody answered it: which, and how long it waited.
+fn nudged(p: Option<&v1::Prompt>, age_ms: u64) -> String {
+    let waited = super::prompts::human(std::time::Duration::from_millis(age_ms));
+    match p {
+        Some(p) => format!("{:?} (id {}) waited {waited}", p.text, p.id),
+        None => format!("waited {waited}"),
+    }
 }
 
 pub fn event_line(e: &v1::Event) -> String {
@@ -374,6 +395,8 @@ pub fn event_line(e: &v1::Event) -> String {
             }
             None => String::new(),
         },
+        (Some(Kind::PromptReminded(r)), _) => nudged(r.prompt.as_ref(), r.age_ms),
+        (Some(Kind::PromptEscalated(r)), _) => nudged(r.prompt.as_ref(), r.age_ms),
         (Some(Kind::StateChanged(s)), _) => {
             format!(
                 "{} → {}{}",

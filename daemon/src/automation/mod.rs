@@ -103,7 +103,8 @@ pub struct GuardConfig {
     pub allow_paths: Vec<PathBuf>,
 }
 
-/// `[decider]`: a program asked about every prompt no rule matched.
+/// `[decider]`: a program asked about every prompt no rule matched (or only about those
+/// nobody answered in time).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeciderConfig {
@@ -111,6 +112,20 @@ pub struct DeciderConfig {
     pub command: Vec<String>,
     #[serde(default = "default_decider_timeout")]
     pub timeout_ms: u64,
+    /// When it is asked: "prompt" (as each prompt no rule answers comes) or "timeout" (a
+    /// person first; the decider only for a prompt nobody answered within `prompt_timeout`,
+    /// with `on_prompt_timeout = "decider"`).
+    #[serde(default)]
+    pub on: DeciderOn,
+}
+
+/// When the decider is asked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeciderOn {
+    #[default]
+    Prompt,
+    Timeout,
 }
 
 fn default_decider_timeout() -> u64 {
@@ -419,7 +434,12 @@ impl Automation {
                 },
             };
         }
-        if self.decider.is_some() && !p.options.is_empty() {
+        if self
+            .decider
+            .as_ref()
+            .is_some_and(|d| d.on == DeciderOn::Prompt)
+            && !p.options.is_empty()
+        {
             Plan::Decider
         } else {
             Plan::Person
@@ -1114,6 +1134,7 @@ mod tests {
             Some(&DeciderConfig {
                 command: vec![],
                 timeout_ms: 1,
+                on: DeciderOn::Prompt,
             }),
         )
         .err()
@@ -1140,6 +1161,7 @@ mod tests {
         let sh = |script: &str, ms: u64| DeciderConfig {
             command: vec!["sh".into(), "-c".into(), script.into()],
             timeout_ms: ms,
+            on: DeciderOn::Prompt,
         };
         let v = run_decider(
             &sh(
@@ -1174,6 +1196,7 @@ mod tests {
             &DeciderConfig {
                 command: vec!["/nonexistent/decider".into()],
                 timeout_ms: 100,
+                on: DeciderOn::Prompt,
             },
             &input,
         )

@@ -148,7 +148,7 @@ pub trait Adapter: Send + Sync {
 
 mod spec;
 pub(crate) use spec::builtin_clis;
-pub use spec::{CliOverride, CliSpec, OnTurnTimeout, RestartPolicy};
+pub use spec::{CliOverride, CliSpec, OnPromptTimeout, OnTurnTimeout, PromptPolicy, RestartPolicy};
 mod claude;
 mod codex;
 mod gemini;

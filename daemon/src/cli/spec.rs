@@ -35,6 +35,50 @@ pub struct CliOverride {
     pub on_turn_timeout: Option<OnTurnTimeout>,
     /// Overrides `[daemon] restart` for this CLI.
     pub restart: Option<RestartPolicy>,
+    /// Overrides `[daemon] remind_after` for this CLI ("0": never).
+    #[serde(deserialize_with = "crate::duration::de_opt_duration")]
+    pub remind_after: Option<Duration>,
+    /// Overrides `[daemon] escalate_after` for this CLI ("0": never).
+    #[serde(deserialize_with = "crate::duration::de_opt_duration")]
+    pub escalate_after: Option<Duration>,
+    /// Overrides `[daemon] prompt_timeout` for this CLI ("0": never).
+    #[serde(deserialize_with = "crate::duration::de_opt_duration")]
+    pub prompt_timeout: Option<Duration>,
+    /// Overrides `[daemon] on_prompt_timeout` for this CLI.
+    pub on_prompt_timeout: Option<OnPromptTimeout>,
+}
+
+/// What happens to a prompt nobody answered within `prompt_timeout`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnPromptTimeout {
+    /// It keeps waiting (the chats are told it timed out).
+    #[default]
+    Wait,
+    /// Its "no" option is chosen.
+    Deny,
+    /// The decider answers it — unless the guard keeps it for a person (a guarded subject, a
+    /// password, a subject not read whole, a CLI clibot does not run): then it waits.
+    Decider,
+}
+
+impl OnPromptTimeout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnPromptTimeout::Wait => "wait",
+            OnPromptTimeout::Deny => "deny",
+            OnPromptTimeout::Decider => "decider",
+        }
+    }
+}
+
+/// When nobody answers a prompt: `[daemon]`'s, with a CLI's own entries over them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PromptPolicy {
+    pub remind_after: Option<Duration>,
+    pub escalate_after: Option<Duration>,
+    pub prompt_timeout: Option<Duration>,
+    pub on_prompt_timeout: Option<OnPromptTimeout>,
 }
 
 /// Whether a CLI that fails is started again.
@@ -95,6 +139,8 @@ pub struct CliSpec {
     pub on_turn_timeout: Option<OnTurnTimeout>,
     /// `None`: `[daemon] restart`.
     pub restart: Option<RestartPolicy>,
+    /// Each `None`: `[daemon]`'s.
+    pub prompts: PromptPolicy,
 }
 
 /// The CLIs every installation knows.
@@ -128,6 +174,7 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             turn_timeout: None,
             on_turn_timeout: None,
             restart: None,
+            prompts: PromptPolicy::default(),
         };
     [
         mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),

@@ -69,6 +69,9 @@ pub(crate) struct Runtime {
     /// The prompt last looked at for an automatic answer, and who is answering it now
     /// ("rule 2", "decider"; empty once done or left to a person).
     pub(crate) auto_for: Option<(String, String)>,
+    /// Prompts shown to the admins' chats (`escalate_after`), newest last: how they end goes
+    /// there too.
+    pub(crate) escalated: VecDeque<String>,
 }
 
 impl Default for Runtime {
@@ -89,6 +92,7 @@ impl Default for Runtime {
             api_gave_up: false,
             last_screen: String::new(),
             auto_for: None,
+            escalated: VecDeque::new(),
         }
     }
 }

@@ -87,6 +87,9 @@ pub struct Metrics {
     rpc_duration: HistogramFamily,
     delegations: Family<Labels, Counter>,
     delegation_seconds: HistogramFamily,
+    prompt_reminders: Family<Labels, Counter>,
+    prompt_escalations: Family<Labels, Counter>,
+    prompt_timeouts: Family<Labels, Counter>,
     resident: Gauge,
     open: Mutex<Open>,
     /// One encoding at a time: the gauges read at scrape time are cleared and set under it.
@@ -126,6 +129,9 @@ impl Metrics {
             rpc_duration: Family::new_with_constructor(rpc_buckets),
             delegations: Family::default(),
             delegation_seconds: Family::new_with_constructor(seconds_buckets),
+            prompt_reminders: Family::default(),
+            prompt_escalations: Family::default(),
+            prompt_timeouts: Family::default(),
             resident: Gauge::default(),
             open: Mutex::default(),
             encoding: Mutex::default(),
@@ -196,6 +202,21 @@ impl Metrics {
             "delegation_seconds",
             "From the failure that handed work on to the new session having been typed the request, by the CLI it went to",
             m.delegation_seconds.clone(),
+        );
+        registry.register(
+            "prompt_reminders",
+            "Prompts shown again because nobody answered them for remind_after, by CLI",
+            m.prompt_reminders.clone(),
+        );
+        registry.register(
+            "prompt_escalations",
+            "Prompts shown to the admins' chats because nobody answered them for escalate_after, by CLI",
+            m.prompt_escalations.clone(),
+        );
+        registry.register(
+            "prompt_timeouts",
+            "Prompts nobody answered within prompt_timeout, by CLI and what followed (wait, deny, decider)",
+            m.prompt_timeouts.clone(),
         );
         registry.register(
             "process_resident_memory_bytes",
@@ -314,6 +335,22 @@ impl Metrics {
         }
         open.delegations
             .insert(session.to_string(), (to.to_string(), since));
+    }
+
+    /// A prompt nobody answered was shown again (`reminder`), to the admins (`escalation`), or
+    /// timed out (`timeout`, with the `action` that followed).
+    pub(crate) fn prompt_nudged(&self, what: &str, cli: &str, action: &str) {
+        match what {
+            "reminder" => self.prompt_reminders.get_or_create(&label("cli", cli)).inc(),
+            "escalation" => self
+                .prompt_escalations
+                .get_or_create(&label("cli", cli))
+                .inc(),
+            _ => self
+                .prompt_timeouts
+                .get_or_create(&vec![("cli", cli.to_string()), ("action", action.to_string())])
+                .inc(),
+        };
     }
 
     /// A gateway's report: how many deliveries it made and saw fail on `platform`.

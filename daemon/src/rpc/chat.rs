@@ -337,6 +337,17 @@ pub(super) async fn list_bindings(
             list.push(b);
         }
     }
+    // Some events go further: an escalated prompt to the admins' chats.
+    if r.seq > 0 && !r.session.is_empty() && !r.platform.is_empty() {
+        for b in svc
+            .daemon
+            .escalation_bindings(&r.platform, &r.session, r.seq)
+        {
+            if !list.iter().any(|x| x.chat == b.chat) {
+                list.push(b);
+            }
+        }
+    }
     let bindings = list
         .into_iter()
         .map(|b| {

@@ -34,6 +34,15 @@ pub(super) fn shown_text(kind: &EventKind) -> Option<String> {
         },
         EventKind::Error { message, .. } => format!("error: {message}"),
         EventKind::Notice { text, .. } => text.clone(),
+        EventKind::PromptReminded { prompt, .. } if prompt.auto.is_empty() => {
+            format!("still waiting: {}", prompt.text)
+        }
+        EventKind::PromptEscalated { prompt, .. } => {
+            format!("nobody has answered: {}", prompt.text)
+        }
+        EventKind::PromptTimedOut { action, detail, .. } => {
+            format!("nobody answered in time ({action}) {detail}")
+        }
         _ => return None,
     })
 }
@@ -360,6 +369,32 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         }),
         EventKind::Notice { text, kind } => Kind::Notice(v1::Notice { text, kind }),
         EventKind::TurnCancelled { by, how } => Kind::TurnCancelled(v1::TurnCancelled { by, how }),
+        EventKind::PromptReminded {
+            prompt,
+            count,
+            age_ms,
+        } => Kind::PromptReminded(v1::PromptReminded {
+            prompt: Some(prompt_to_proto(prompt)),
+            count,
+            age_ms,
+        }),
+        EventKind::PromptEscalated { prompt, age_ms } => {
+            Kind::PromptEscalated(v1::PromptEscalated {
+                prompt: Some(prompt_to_proto(prompt)),
+                age_ms,
+            })
+        }
+        EventKind::PromptTimedOut {
+            prompt_id,
+            action,
+            age_ms,
+            detail,
+        } => Kind::PromptTimedOut(v1::PromptTimedOut {
+            prompt_id,
+            action,
+            age_ms,
+            detail,
+        }),
         EventKind::Delegated {
             to_session,
             to_cli,

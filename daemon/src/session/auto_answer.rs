@@ -43,6 +43,12 @@ impl Daemon {
         p.since_ms = first
             .or((p.since_ms > 0).then_some(p.since_ms))
             .unwrap_or_else(crate::store::now_ms);
+        // What was done while nobody answered it ([`super::unanswered`]) stays done.
+        if let Some(c) = e.rec.prompt.as_ref().filter(|c| c.id == p.id) {
+            p.reminded = p.reminded.max(c.reminded);
+            p.escalated |= c.escalated;
+            p.timed_out |= c.timed_out;
+        }
         let mut plan = None;
         match &e.rt.auto_for {
             Some((id, who)) if *id == p.id => p.auto = who.clone(),
@@ -124,7 +130,7 @@ impl Daemon {
         }
     }
 
-    async fn ask_decider(&self, name: &str, prompt: Prompt) {
+    pub(crate) async fn ask_decider(&self, name: &str, prompt: Prompt) {
         let a = self.automation();
         let Some(decider) = a.decider.clone() else {
             return;

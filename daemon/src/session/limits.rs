@@ -281,6 +281,7 @@ impl Daemon {
                 _ = tokio::time::sleep(period) => {
                     self.check_sessions().await;
                     self.reap_idle().await;
+                    self.check_unanswered().await;
                 }
             }
         }

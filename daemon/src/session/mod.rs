@@ -34,6 +34,7 @@ pub(crate) mod shared;
 mod spawn;
 mod stop;
 mod tick;
+mod unanswered;
 mod unmanaged;
 mod watch;
 

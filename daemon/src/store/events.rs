@@ -157,6 +157,23 @@ pub enum EventKind {
         #[serde(default)]
         how: String,
     },
+    /// A prompt nobody answered for `remind_after` (again each interval): shown again.
+    PromptReminded {
+        prompt: Prompt,
+        count: u32,
+        age_ms: u64,
+    },
+    /// A prompt nobody answered for `escalate_after`: shown to the admins' chats as well.
+    PromptEscalated { prompt: Prompt, age_ms: u64 },
+    /// A prompt nobody answered within `prompt_timeout`; `action` follows ("wait", "deny",
+    /// "decider").
+    PromptTimedOut {
+        prompt_id: String,
+        action: String,
+        age_ms: u64,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,
