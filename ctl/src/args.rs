@@ -41,7 +41,8 @@ pub enum Command {
         /// Only sessions of this CLI.
         #[arg(long)]
         cli: Option<String>,
-        /// Only sessions in this state (starting, idle, working, waiting, exited, error).
+        /// Only sessions in this state (starting, idle, working, waiting, exited, error,
+        /// declared, hibernated).
         #[arg(long)]
         state: Option<String>,
         /// Only sessions in this directory or below it.

@@ -81,6 +81,10 @@ pub enum CoreError {
         "session {0:?} has exited: `clibotctl restart {0}` starts it again, `clibotctl screen {0}` shows its last screen, `clibotctl stop {0}` removes it"
     )]
     Exited(String),
+    #[error(
+        "session {0:?} is hibernated (stopped after being idle): a message wakes it, or `clibotctl restart {0}` starts it now"
+    )]
+    Hibernated(String),
     #[error("session {0:?} is being stopped")]
     Stopping(String),
     #[error(
@@ -170,6 +174,9 @@ impl CoreError {
             ),
             CoreError::Exited(name) => format!(
                 "session {name:?} has exited: !!restart {name} starts it again (resuming its conversation where its CLI can), !!screen shows its last screen, !!stop {name} removes it"
+            ),
+            CoreError::Hibernated(name) => format!(
+                "session {name:?} is hibernated (stopped after being idle): send it a message to wake it, or !!restart {name} starts it now"
             ),
             CoreError::NotWaiting(name) => format!(
                 "session {name:?} is not waiting for an answer: !!screen shows what it shows now"

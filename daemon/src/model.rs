@@ -17,6 +17,9 @@ pub enum State {
     Error,
     /// Declared in the config (`[[sessions]]`) and not started: no tmux session, no process.
     Declared,
+    /// Stopped after being idle (`idle_stop_after`), its conversation kept: the next message
+    /// starts the CLI again, resuming it, and is typed once it is ready.
+    Hibernated,
 }
 
 impl State {
@@ -29,12 +32,13 @@ impl State {
             State::Exited => "exited",
             State::Error => "error",
             State::Declared => "declared",
+            State::Hibernated => "hibernated",
         }
     }
 
     /// The process is gone: no input can reach it.
     pub fn is_exited(self) -> bool {
-        matches!(self, State::Exited | State::Declared)
+        matches!(self, State::Exited | State::Declared | State::Hibernated)
     }
 }
 

@@ -20,6 +20,14 @@ pub fn render(ev: &v1::Event) -> Option<String> {
             format!("[{s}] the turn ran too long and was cancelled")
         }
         Kind::TurnCancelled(_) => format!("[{s}] turn cancelled"),
+        Kind::Hibernated(h) if h.resumes => format!(
+            "[{s}] 💤 hibernated after being {}: your next message here wakes it and continues the conversation",
+            h.reason
+        ),
+        Kind::Hibernated(h) => format!(
+            "[{s}] 💤 hibernated after being {}: your next message here starts it again",
+            h.reason
+        ),
         Kind::PromptReminded(r) if r.prompt.as_ref().is_some_and(|p| !p.auto.is_empty()) => {
             return None;
         }
@@ -138,6 +146,7 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::PromptReminded(_)
                 | Kind::PromptEscalated(_)
                 | Kind::PromptTimedOut(_)
+                | Kind::Hibernated(_)
         )
     )
 }

@@ -55,6 +55,7 @@ fn state_name(s: i32) -> &'static str {
         Ok(v1::SessionState::Exited) => "exited",
         Ok(v1::SessionState::Error) => "error",
         Ok(v1::SessionState::Declared) => "declared (not started)",
+        Ok(v1::SessionState::Hibernated) => "hibernated (a message wakes it)",
         _ => "unknown",
     }
 }

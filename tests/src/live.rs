@@ -328,3 +328,100 @@ pub fn cancel_long_turn(h: &Harness, name: &str, mock: &crate::mock_llm::MockLlm
         "the cancelled answer became a reply"
     );
 }
+
+/// The rules [`hibernate_and_wake`] needs from the mock.
+pub fn wake_rules() -> Vec<crate::mock_llm::Rule> {
+    vec![
+        crate::mock_llm::Rule::text("say again", "Again, after the wake."),
+        crate::mock_llm::Rule::text("say hello", "Hello from the mock model."),
+    ]
+}
+
+/// Session `name`, running CLI `cli`, answers a first message; its CLI's `idle_stop_after` is
+/// then made short (the config edited and reloaded), so it hibernates; `send` (a chat message,
+/// or `clibotctl send`) wakes it: the chats are told "waking" once, the CLI is started again
+/// resuming its conversation, and the message gets its reply with the earlier exchange in the
+/// model's view. The mock needs [`wake_rules`].
+pub fn hibernate_and_wake(
+    h: &Harness,
+    name: &str,
+    cli: &str,
+    mock: &crate::mock_llm::MockLlm,
+    send: impl Fn(&str),
+) {
+    let within = Duration::from_secs(90);
+    let seq = last_seq(h);
+    h.ctl_ok(&["send", name, "please say hello"]);
+    let first = h.wait_event(name, "the first reply", within, |e| {
+        e["seq"].as_u64().is_some_and(|s| s > seq) && e["type"] == "turn_completed"
+    });
+    assert!(
+        first["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Hello from the mock model.")),
+        "{first}"
+    );
+    let table = format!("[cli.{cli}]\n");
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    assert!(text.contains(&table), "no {table} in the config");
+    let text = text.replacen(&table, &format!("{table}idle_stop_after = \"3s\"\n"), 1);
+    std::fs::write(&h.config, text).expect("config");
+    h.ctl_ok(&["reload"]);
+    let slept = h.wait_event(name, "hibernated", within, |e| e["type"] == "hibernated");
+    assert_eq!(slept["resumes"], true, "{slept}");
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--state", "hibernated", "--json"]))
+        .expect("list --json");
+    assert!(
+        list.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == name)),
+        "{list:#}"
+    );
+    // Not hibernated again right after the wake while the test looks.
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        text.replacen("idle_stop_after = \"3s\"\n", "", 1),
+    )
+    .expect("config");
+    h.ctl_ok(&["reload"]);
+
+    let mark = last_seq(h);
+    send("please say again");
+    let done = h.wait_event(name, "the reply after the wake", within, |e| {
+        e["seq"].as_u64().is_some_and(|s| s > mark) && e["type"] == "turn_completed"
+    });
+    assert!(
+        done["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Again, after the wake.")),
+        "{done}"
+    );
+    let after: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["seq"].as_u64().is_some_and(|s| s > mark) && e["session"] == name)
+        .collect();
+    let waking = after.iter().filter(|e| e["kind"] == "waking").count();
+    assert_eq!(waking, 1, "told once: {after:#?}");
+    assert!(
+        after
+            .iter()
+            .any(|e| e["type"] == "woken" && e["resumed"] == true),
+        "{after:#?}"
+    );
+    let typed = after
+        .iter()
+        .filter(|e| e["type"] == "input_sent" && e["submitted"] == true)
+        .count();
+    assert_eq!(typed, 1, "the message typed once: {after:#?}");
+    let request = mock
+        .requests()
+        .iter()
+        .map(Value::to_string)
+        .rfind(|r| r.contains("please say again"))
+        .unwrap_or_default();
+    assert!(
+        request.contains("please say hello") && request.contains("Hello from the mock model."),
+        "the model saw the conversation from before the hibernation: {request}"
+    );
+}

@@ -496,3 +496,39 @@ fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
     wait_idle(&s.h);
     clibot_tests::live::cancel_long_turn(&s.h, "cc", &s.mock, "keys Escape");
 }
+
+/// An idle Claude Code hibernates; a message from the phone wakes it: the chat is told
+/// "waking cc…" once, Claude Code resumes its conversation and the message gets its reply.
+#[test]
+fn real_cli_a_hibernated_session_is_woken_by_a_chat_message_and_keeps_its_history() {
+    use clibot_tests::fake_telegram::{self, texts};
+    const ADMIN: i64 = 100;
+    let s = setup_with(
+        |_| clibot_tests::live::wake_rules(),
+        "",
+        &format!("\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"),
+    );
+    wait_idle(&s.h);
+    let (tg, _g) = fake_telegram::with_gateway(&s.h);
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!use cc");
+    tg.wait_sent("bound", |m| {
+        texts(m, ADMIN)
+            .iter()
+            .any(|t| t.contains("now talks to cc"))
+    });
+    clibot_tests::live::hibernate_and_wake(&s.h, "cc", "claude", &s.mock, |text| {
+        tg.push_message(ADMIN, ADMIN, "Admin", text);
+    });
+    let sent = tg.wait_sent("the reply in the chat", |m| {
+        texts(m, ADMIN)
+            .iter()
+            .any(|t| t.contains("Again, after the wake."))
+    });
+    let all = texts(&sent, ADMIN);
+    assert!(all.iter().any(|t| t.contains("💤")), "{all:#?}");
+    assert_eq!(
+        all.iter().filter(|t| t.contains("waking cc")).count(),
+        1,
+        "{all:#?}"
+    );
+}

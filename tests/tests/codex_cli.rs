@@ -423,3 +423,11 @@ fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
     let s = setup(|_| clibot_tests::live::cancel_rules());
     clibot_tests::live::cancel_long_turn(&s.h, SESSION, &s.mock, "keys Escape");
 }
+
+#[test]
+fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
+    let s = setup(|_| clibot_tests::live::wake_rules());
+    clibot_tests::live::hibernate_and_wake(&s.h, SESSION, "codex", &s.mock, |text| {
+        s.h.ctl_ok(&["send", SESSION, text]);
+    });
+}

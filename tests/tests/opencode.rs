@@ -331,3 +331,11 @@ fn real_cli_cancel_aborts_a_long_turn_through_the_api_and_the_next_one_runs() {
     let s = setup(|_| clibot_tests::live::cancel_rules());
     clibot_tests::live::cancel_long_turn(&s.h, "oc", &s.mock, "api");
 }
+
+#[test]
+fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
+    let s = setup(|_| clibot_tests::live::wake_rules());
+    clibot_tests::live::hibernate_and_wake(&s.h, "oc", "opencode", &s.mock, |text| {
+        s.h.ctl_ok(&["send", "oc", text]);
+    });
+}

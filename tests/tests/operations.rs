@@ -1,6 +1,6 @@
 //! Operations with the real daemon: the session limits ([daemon] max_sessions, [access.PLATFORM]
-//! max_sessions_per_user) and idle sessions stopped after [daemon] idle_stop_after, then
-//! restarted.
+//! max_sessions_per_user) and idle sessions hibernated after [daemon] idle_stop_after, then
+//! woken by a message.
 
 use std::time::{Duration, Instant};
 
@@ -141,7 +141,7 @@ async fn a_chat_user_runs_at_most_max_sessions_per_user() {
 }
 
 #[test]
-fn a_quiet_session_is_stopped_after_idle_stop_after_and_restarts() {
+fn a_quiet_session_hibernates_after_idle_stop_after_and_a_message_wakes_it() {
     let mut h = harness("idle_stop_after = \"2s\"", "");
     h.start_daemon();
     let work = h.work.display().to_string();
@@ -155,15 +155,19 @@ fn a_quiet_session_is_stopped_after_idle_stop_after_and_restarts() {
     h.wait_screen("quiet", "the echo", |s| lines(s).contains(&"before-21"));
 
     let l = h.wait_list("quiet stopped as idle", |l| {
-        session(l, "quiet")["state"] == "exited"
+        session(l, "quiet")["state"] == "hibernated"
     });
     assert_eq!(session(&l, "quiet")["exit_reason"], "idle for 2s", "{l:#}");
     let table = h.ctl_ok(&["list"]);
     assert!(table.contains("idle for 2s"), "{table}");
-    let exited = h.wait_event("quiet", "the exit event", Duration::from_secs(5), |e| {
-        e["session"] == "quiet" && e["type"] == "exited"
+    let only: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["list", "--state", "hibernated", "--json"]))
+            .expect("json");
+    assert_eq!(only.as_array().map(Vec::len), Some(1), "{only:#}");
+    let hibernated = h.wait_event("quiet", "the event", Duration::from_secs(5), |e| {
+        e["session"] == "quiet" && e["type"] == "hibernated"
     });
-    assert_eq!(exited["reason"], "idle for 2s", "{exited}");
+    assert_eq!(hibernated["reason"], "idle for 2s", "{hibernated}");
     let events = h.ctl_ok(&["events", "--since", "0"]);
     assert!(events.contains("idle for 2s"), "{events}");
 
@@ -180,14 +184,55 @@ fn a_quiet_session_is_stopped_after_idle_stop_after_and_restarts() {
         std::thread::sleep(Duration::from_millis(200));
     }
 
-    // The reaped session comes back, with its record, and works.
-    h.ctl_ok(&["restart", "quiet"]);
+    // Keys cannot reach it, and say what to do.
+    let out = h.ctl(&["keys", "quiet", "Enter"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("hibernated"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The next message wakes it, with its record, and is typed once it is ready; a second
+    // one sent meanwhile waits its turn; the chats are told "waking" once.
+    h.ctl_ok(&["send", "quiet", "echo after-$((40+2))"]);
+    h.ctl_ok(&["send", "quiet", "echo then-$((40+3))"]);
+    h.wait_screen("quiet", "both echoes after the wake", |s| {
+        lines(s).contains(&"after-42") && lines(s).contains(&"then-43")
+    });
     let l = h.wait_list("quiet idle again", |l| {
         session(l, "quiet")["state"] == "idle"
     });
     assert_eq!(session(&l, "quiet")["exit_reason"], "", "{l:#}");
-    h.ctl_ok(&["send", "quiet", "echo after-$((40+2))"]);
-    h.wait_screen("quiet", "the echo after restart", |s| {
-        lines(s).contains(&"after-42")
+    let events = h.events();
+    let waking = events
+        .iter()
+        .filter(|e| e["session"] == "quiet" && e["kind"] == "waking")
+        .count();
+    assert_eq!(waking, 1, "told once");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["session"] == "quiet" && e["type"] == "woken"),
+        "a woken event"
+    );
+    // Hibernated again, it stays so across a daemon killed and started again, and
+    // `clibotctl ask` wakes it and gets its reply.
+    h.wait_list("quiet hibernated again", |l| {
+        session(l, "quiet")["state"] == "hibernated"
+    });
+    h.kill_daemon();
+    h.start_daemon();
+    h.wait_list("still hibernated", |l| {
+        session(l, "quiet")["state"] == "hibernated"
+    });
+    let out = h.ctl_ok(&["ask", "quiet", "echo asked-$((1+1))", "--timeout", "60s"]);
+    assert!(out.contains("asked-2"), "{out}");
+    // And `restart` starts a hibernated one at once.
+    h.wait_list("quiet hibernated once more", |l| {
+        session(l, "quiet")["state"] == "hibernated"
+    });
+    h.ctl_ok(&["restart", "quiet"]);
+    h.wait_list("quiet restarted", |l| {
+        session(l, "quiet")["state"] == "idle"
     });
 }

@@ -126,18 +126,19 @@ idle_stop_after = "3s"
         .unwrap_or_default();
     assert_eq!(exited, vec![serde_json::json!("s7")], "only s7 exited");
 
-    // The idle one is reaped; the other 499 (idle for as long, under the default) are not.
+    // The idle one is reaped (hibernated); the other 499 (idle for as long, under the
+    // default) are not.
     let l = h.wait_list("sleepy stopped as idle", |l| {
         l.as_array().is_some_and(|a| {
             a.iter()
-                .any(|s| s["name"] == "sleepy" && s["state"] == "exited")
+                .any(|s| s["name"] == "sleepy" && s["state"] == "hibernated")
         })
     });
     let reaped: Vec<_> = l
         .as_array()
         .map(|a| {
             a.iter()
-                .filter(|s| s["state"] == "exited")
+                .filter(|s| s["state"] == "exited" || s["state"] == "hibernated")
                 .map(|s| (s["name"].clone(), s["exit_reason"].clone()))
                 .collect()
         })
@@ -149,7 +150,11 @@ idle_stop_after = "3s"
         )),
         "{reaped:?}"
     );
-    assert_eq!(reaped.len(), 2, "only s7 and sleepy exited: {reaped:?}");
+    assert_eq!(
+        reaped.len(),
+        2,
+        "only s7 exited and sleepy hibernated: {reaped:?}"
+    );
     let s7 = h.ctl_ok(&["show", "s7", "--json"]);
     assert!(
         s7.contains("\"exit_status\": 3") || s7.contains("\"exit_status\":3"),
@@ -165,8 +170,10 @@ idle_stop_after = "3s"
             a.len() == SESSIONS + 1
                 && a.iter().all(|s| {
                     s["state"]
-                        == if s["name"] == "s7" || s["name"] == "sleepy" {
+                        == if s["name"] == "s7" {
                             "exited"
+                        } else if s["name"] == "sleepy" {
+                            "hibernated"
                         } else {
                             "idle"
                         }

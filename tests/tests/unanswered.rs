@@ -166,8 +166,7 @@ prompts = [
 const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
 
 #[test]
-fn at_its_timeout_the_decider_answers_a_prompt_but_a_guarded_one_and_a_waiting_cli_keep_waiting()
-{
+fn at_its_timeout_the_decider_answers_a_prompt_but_a_guarded_one_and_a_waiting_cli_keep_waiting() {
     let mut h = Harness::with_config(ASKER);
     let script = h.dir.path().join("decide.py");
     std::fs::write(
@@ -203,10 +202,7 @@ fn at_its_timeout_the_decider_answers_a_prompt_but_a_guarded_one_and_a_waiting_c
     let w = h.wait_event("dc", "the prompt", Duration::from_secs(20), |e| {
         e["type"] == "waiting" && e["subject"] == "ls src"
     });
-    assert_eq!(
-        w["auto"], "",
-        "the decider is not asked before the timeout"
-    );
+    assert_eq!(w["auto"], "", "the decider is not asked before the timeout");
     let t = h.wait_event("dc", "the timeout", Duration::from_secs(20), |e| {
         e["type"] == "prompt_timed_out"
     });

@@ -12,6 +12,7 @@ pub fn state_name(s: i32) -> &'static str {
         Ok(v1::SessionState::Exited) => "exited",
         Ok(v1::SessionState::Error) => "error",
         Ok(v1::SessionState::Declared) => "declared",
+        Ok(v1::SessionState::Hibernated) => "hibernated",
         _ => "unknown",
     }
 }
@@ -25,6 +26,7 @@ pub fn parse_state(s: &str) -> Option<v1::SessionState> {
         "exited" => v1::SessionState::Exited,
         "error" => v1::SessionState::Error,
         "declared" => v1::SessionState::Declared,
+        "hibernated" => v1::SessionState::Hibernated,
         _ => return None,
     })
 }
@@ -191,10 +193,14 @@ pub fn session_table(sessions: &[v1::Session]) -> String {
         .iter()
         .map(|s| {
             let mut state = state_name(s.state).to_string();
-            if let Some(code) = s.exit_status {
+            let hibernated = s.state == v1::SessionState::Hibernated as i32;
+            // A hibernated CLI was stopped by clibot: its status says nothing.
+            if let Some(code) = s.exit_status.filter(|_| !hibernated) {
                 state = format!("{state}({code})");
             }
-            if !s.exit_reason.is_empty() && s.state == v1::SessionState::Exited as i32 {
+            if !s.exit_reason.is_empty()
+                && (hibernated || s.state == v1::SessionState::Exited as i32)
+            {
                 state = format!("{state}: {}", s.exit_reason);
             }
             [
@@ -310,6 +316,11 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::Notice(n) => ("notice", json!({"text": n.text, "kind": n.kind})),
         Kind::TurnCancelled(c) => ("turn_cancelled", json!({"by": c.by, "how": c.how})),
+        Kind::Hibernated(h) => (
+            "hibernated",
+            json!({"reason": h.reason, "resumes": h.resumes}),
+        ),
+        Kind::Woken(w) => ("woken", json!({"resumed": w.resumed})),
         Kind::PromptReminded(r) => (
             "prompt_reminded",
             json!({"prompt": r.prompt.as_ref().map(prompt_json), "count": r.count, "age_ms": r.age_ms}),

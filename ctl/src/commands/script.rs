@@ -232,7 +232,17 @@ fn released(name: &str) -> String {
 /// What the session as read says, if it decides the wait.
 fn judge_session(s: &v1::Session, until: Until) -> Option<End> {
     match state(s.state) {
-        S::Exited | S::Declared if until == Until::Exited => Some(End::new(Outcome::Done, 0, "")),
+        S::Exited | S::Declared | S::Hibernated if until == Until::Exited => {
+            Some(End::new(Outcome::Done, 0, ""))
+        }
+        S::Hibernated => Some(End::new(
+            Outcome::Exited,
+            0,
+            format!(
+                "{} is hibernated ({}): a message wakes it (`clibotctl send {}` or `ask`)",
+                s.name, s.exit_reason, s.name
+            ),
+        )),
         S::Exited | S::Declared => Some(End::new(
             Outcome::Exited,
             0,
@@ -262,8 +272,10 @@ fn judge_event(ev: &v1::Event, until: Until, error: &mut String) -> Option<End> 
     match ev.kind.as_ref()? {
         Kind::StateChanged(c) => match state(c.to) {
             S::Idle if until == Until::Idle => Some(End::new(Outcome::Done, seq, "")),
-            S::Exited | S::Declared if gone => Some(End::new(Outcome::Done, seq, "")),
-            S::Exited | S::Declared => Some(End::new(
+            S::Exited | S::Declared | S::Hibernated if gone => {
+                Some(End::new(Outcome::Done, seq, ""))
+            }
+            S::Exited | S::Declared | S::Hibernated => Some(End::new(
                 Outcome::Exited,
                 seq,
                 exit_text(&ev.session, None, &c.reason),
@@ -467,7 +479,7 @@ pub async fn ask(
                 .get_session(v1::GetSessionRequest { name: name.clone() })
                 .await
                 .map(|s| state(s.into_inner().state));
-            if !matches!(now, Ok(S::Exited | S::Declared)) {
+            if !matches!(now, Ok(S::Exited | S::Declared | S::Hibernated)) {
                 return Err(e.into());
             }
             End::new(Outcome::Exited, 0, e.message())
@@ -625,11 +637,17 @@ fn ended(ev: &v1::Event, name: &str) -> Option<End> {
             exit_text(&ev.session, x.status, &x.reason),
         )),
         Kind::Released(_) => Some(End::new(Outcome::Exited, seq, released(&ev.session))),
-        Kind::StateChanged(c) if matches!(state(c.to), S::Exited | S::Declared) => Some(End::new(
-            Outcome::Exited,
-            seq,
-            exit_text(&ev.session, None, &c.reason),
-        )),
+        Kind::StateChanged(c) if matches!(state(c.to), S::Exited | S::Declared | S::Hibernated) => {
+            Some(End::new(
+                Outcome::Exited,
+                seq,
+                exit_text(&ev.session, None, &c.reason),
+            ))
+        }
+        // A message could not wake it: it waits in the queue, and nothing will come.
+        Kind::Error(e) if e.kind == "wake" => {
+            Some(End::new(Outcome::Error, seq, e.message.clone()))
+        }
         Kind::Delegated(d) => Some(End::new(
             Outcome::Error,
             seq,

@@ -35,7 +35,7 @@ pub async fn list(
 ) -> anyhow::Result<()> {
     let state = match state {
         Some(s) => output::parse_state(&s).ok_or_else(|| {
-            anyhow!("unknown state {s:?}: use starting, idle, working, waiting, exited or error")
+            anyhow!("unknown state {s:?}: use starting, idle, working, waiting, exited, error, declared or hibernated")
         })?,
         None => v1::SessionState::Unspecified,
     };

@@ -72,6 +72,10 @@ pub(crate) struct Runtime {
     /// Prompts shown to the admins' chats (`escalate_after`), newest last: how they end goes
     /// there too.
     pub(crate) escalated: VecDeque<String>,
+    /// A hibernated session being woken: what else comes meanwhile only queues.
+    pub(crate) waking: bool,
+    /// Being stopped to hibernate: a message that comes meanwhile is queued, and wakes it.
+    pub(crate) hibernating: bool,
 }
 
 impl Default for Runtime {
@@ -93,6 +97,8 @@ impl Default for Runtime {
             last_screen: String::new(),
             auto_for: None,
             escalated: VecDeque::new(),
+            waking: false,
+            hibernating: false,
         }
     }
 }

@@ -341,14 +341,20 @@ impl Metrics {
     /// timed out (`timeout`, with the `action` that followed).
     pub(crate) fn prompt_nudged(&self, what: &str, cli: &str, action: &str) {
         match what {
-            "reminder" => self.prompt_reminders.get_or_create(&label("cli", cli)).inc(),
+            "reminder" => self
+                .prompt_reminders
+                .get_or_create(&label("cli", cli))
+                .inc(),
             "escalation" => self
                 .prompt_escalations
                 .get_or_create(&label("cli", cli))
                 .inc(),
             _ => self
                 .prompt_timeouts
-                .get_or_create(&vec![("cli", cli.to_string()), ("action", action.to_string())])
+                .get_or_create(&vec![
+                    ("cli", cli.to_string()),
+                    ("action", action.to_string()),
+                ])
                 .inc(),
         };
     }

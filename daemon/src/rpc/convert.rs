@@ -128,6 +128,7 @@ impl From<CoreError> for Status {
             | CoreError::TmuxNameTaken(_)
             | CoreError::AlreadyManaged(..) => Code::AlreadyExists,
             CoreError::Exited(_)
+            | CoreError::Hibernated(_)
             | CoreError::Stopping(_)
             | CoreError::NotWaiting(_)
             | CoreError::Delegation(_)
@@ -228,6 +229,7 @@ pub(super) fn state_to_proto(s: State) -> v1::SessionState {
         State::Exited => v1::SessionState::Exited,
         State::Error => v1::SessionState::Error,
         State::Declared => v1::SessionState::Declared,
+        State::Hibernated => v1::SessionState::Hibernated,
     }
 }
 
@@ -241,6 +243,7 @@ pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
         v1::SessionState::Exited => State::Exited,
         v1::SessionState::Error => State::Error,
         v1::SessionState::Declared => State::Declared,
+        v1::SessionState::Hibernated => State::Hibernated,
     })
 }
 
@@ -384,6 +387,10 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
                 age_ms,
             })
         }
+        EventKind::Hibernated { reason, resumes } => {
+            Kind::Hibernated(v1::Hibernated { reason, resumes })
+        }
+        EventKind::Woken { resumed } => Kind::Woken(v1::Woken { resumed }),
         EventKind::PromptTimedOut {
             prompt_id,
             action,

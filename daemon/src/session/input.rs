@@ -41,14 +41,22 @@ impl Daemon {
         };
         let (queued, id) = {
             let mut sessions = lock(&self.inner.sessions);
-            let e = crate::core::usable(&mut sessions, name)?;
-            if e.rec.state.is_exited() {
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            // Hibernated, or being woken: the message waits in the queue meanwhile.
+            let waking = e.rt.waking || e.rt.hibernating;
+            if e.stopping && !waking {
+                return Err(CoreError::Stopping(name.to_string()));
+            }
+            if e.rec.state.is_exited() && e.rec.state != State::Hibernated && !waking {
                 return Err(CoreError::Exited(name.to_string()));
             }
-            let busy = matches!(
-                e.rec.state,
-                State::Working | State::Waiting | State::Starting
-            );
+            let busy = waking
+                || matches!(
+                    e.rec.state,
+                    State::Working | State::Waiting | State::Starting | State::Hibernated
+                );
             if submit && (busy || !e.rec.queue.is_empty() || e.rt.delivering) {
                 let bytes: usize = e.rec.queue.iter().map(String::len).sum();
                 if e.rec.queue.len() >= max_inputs {
@@ -84,6 +92,7 @@ impl Daemon {
             }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });
             info!(position, "input queued behind the running turn");
+            self.wake_if_hibernated(name);
             return Ok((seq, true));
         }
         let seq = self.deliver(name, &text, submit).await?;
@@ -369,6 +378,9 @@ impl Daemon {
             .collect::<Result<Vec<_>, _>>()?;
         let (rec, input) = self.lookup(name)?;
         self.refuse_unmanaged(&rec)?;
+        if rec.state == State::Hibernated {
+            return Err(CoreError::Hibernated(name.to_string()));
+        }
         if rec.state.is_exited() {
             return Err(CoreError::Exited(name.to_string()));
         }

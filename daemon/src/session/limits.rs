@@ -202,8 +202,9 @@ impl Daemon {
     }
 
     /// Stops, gracefully, every session idle for longer than its CLI's `idle_stop_after` (else
-    /// `[daemon] idle_stop_after`), and keeps it as exited with the reason, so that `restart`
-    /// resumes its conversation. Adopted sessions are left alone: clibot did not start them.
+    /// `[daemon] idle_stop_after`), and keeps it hibernated with the reason: its next message
+    /// wakes it, resuming its conversation ([`super::hibernate`]). Adopted sessions are left
+    /// alone: clibot did not start them.
     pub async fn reap_idle(&self) {
         let default = self.inner.settings.config.daemon.idle_stop_after;
         let live = self.live();
@@ -241,24 +242,32 @@ impl Daemon {
                 return;
             }
             e.stopping = true;
+            e.rt.hibernating = true;
             e.rec.clone()
         };
         self.stop_watcher(name);
         let reason = format!("idle for {}", crate::duration::format_duration(after));
         info!("stopping the session: {reason}");
-        match self.stop_inner(&rec, false, None).await {
+        let stopped = self.stop_inner(&rec, false, None).await;
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.stopping = false;
+            e.rt.hibernating = false;
+        }
+        match stopped {
             Ok(outcome) => {
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-                    e.stopping = false;
+                self.mark_hibernated(name, outcome.exit_status, &reason);
+                // A message that came while it was being stopped wakes it at once.
+                let queued = lock(&self.inner.sessions)
+                    .get(name)
+                    .is_some_and(|e| !e.rec.queue.is_empty());
+                if queued {
+                    self.wake_if_hibernated(name);
                 }
-                self.mark_exited(name, outcome.exit_status, &reason);
             }
             Err(e) => {
-                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
-                    entry.stopping = false;
-                }
                 self.start_watcher(name);
                 warn!("could not stop the idle session: {e}");
+                self.deliver_queued(name);
             }
         }
     }

@@ -152,8 +152,11 @@ impl Daemon {
             let mut e = Entry::new(fresh.clone());
             e.stopping = true;
             // The restarts after failures count across restarts (a crash loop is one loop).
+            // So do a wake under way, and what was queued while the CLI was being stopped.
             if let Some(old) = sessions.get_mut(name) {
                 e.rt.crash_restarts = std::mem::take(&mut old.rt.crash_restarts);
+                e.rt.waking = old.rt.waking;
+                e.rec.queue = std::mem::take(&mut old.rec.queue);
             }
             sessions.insert(name.to_string(), e);
         }

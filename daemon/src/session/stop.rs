@@ -255,6 +255,17 @@ impl Daemon {
         reason: &str,
         output: String,
     ) {
+        self.mark_ended(name, State::Exited, status, reason, output);
+    }
+
+    /// Records that idle session `name` was stopped to be woken by its next message
+    /// ([`super::hibernate`]).
+    pub(crate) fn mark_hibernated(&self, name: &str, status: Option<i32>, reason: &str) {
+        self.mark_ended(name, State::Hibernated, status, reason, String::new());
+    }
+
+    /// Session `name`'s CLI is gone: `Exited`, or `Hibernated` with its conversation kept.
+    fn mark_ended(&self, name: &str, to: State, status: Option<i32>, reason: &str, output: String) {
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             match sessions.get_mut(name) {
@@ -275,16 +286,24 @@ impl Daemon {
             }
             e.rec.prompt = None;
         }
-        self.set_state(name, State::Exited, reason);
-        self.event(
-            name,
-            &id,
+        self.set_state(name, to, reason);
+        let kind = if to == State::Hibernated {
+            let cli = lock(&self.inner.sessions)
+                .get(name)
+                .map(|e| e.rec.cli.clone())
+                .unwrap_or_default();
+            EventKind::Hibernated {
+                reason: reason.to_string(),
+                resumes: self.resumes_conversations(&cli),
+            }
+        } else {
             EventKind::Exited {
                 status,
                 reason: reason.to_string(),
                 output,
-            },
-        );
+            }
+        };
+        self.event(name, &id, kind);
         self.persist();
     }
 

@@ -62,7 +62,8 @@ impl Daemon {
                 let timeout = pol.prompt_timeout.unwrap_or(d.prompt_timeout);
                 let remind = (!remind_after.is_zero())
                     .then(|| {
-                        u32::try_from(age.as_millis() / remind_after.as_millis()).unwrap_or(u32::MAX)
+                        u32::try_from(age.as_millis() / remind_after.as_millis())
+                            .unwrap_or(u32::MAX)
                     })
                     .filter(|n| *n > p.reminded);
                 if let Some(n) = remind {
@@ -250,7 +251,12 @@ impl Daemon {
         }
         self.admin_notice_chats(platform)
             .into_iter()
-            .filter_map(|chat| self.chats().bindings(platform, &chat, "").into_iter().next())
+            .filter_map(|chat| {
+                self.chats()
+                    .bindings(platform, &chat, "")
+                    .into_iter()
+                    .next()
+            })
             .collect()
     }
 }

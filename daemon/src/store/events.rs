@@ -164,7 +164,10 @@ pub enum EventKind {
         age_ms: u64,
     },
     /// A prompt nobody answered for `escalate_after`: shown to the admins' chats as well.
-    PromptEscalated { prompt: Prompt, age_ms: u64 },
+    PromptEscalated {
+        prompt: Prompt,
+        age_ms: u64,
+    },
     /// A prompt nobody answered within `prompt_timeout`; `action` follows ("wait", "deny",
     /// "decider").
     PromptTimedOut {
@@ -173,6 +176,17 @@ pub enum EventKind {
         age_ms: u64,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
+    },
+    /// Stopped after being idle, its conversation kept: a message wakes it.
+    Hibernated {
+        reason: String,
+        #[serde(default)]
+        resumes: bool,
+    },
+    /// A message woke the hibernated session: its CLI started again.
+    Woken {
+        #[serde(default)]
+        resumed: bool,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
