@@ -5,7 +5,8 @@
 //! for RPC latency, and a bare `tmux new-session` for spawn time.
 //!
 //! Modes: no argument, the single-daemon report; `--sessions 25,100,200,500`, the scale sweep
-//! ([`scale`]); `--chat`, end to end through the fake Telegram ([`chat`]).
+//! ([`scale`]); `--chat`, end to end through the fake Telegram ([`chat`]); `--wake`, waking a
+//! hibernated session ([`wake`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,6 +14,7 @@ use std::time::{Duration, Instant};
 mod chat;
 mod detect;
 mod scale;
+mod wake;
 
 use anyhow::Context;
 use clibot_proto::v1;
@@ -267,8 +269,14 @@ async fn main() -> anyhow::Result<()> {
             report.print();
             return Ok(());
         }
+        Some("--wake") => {
+            let rows = wake::run().await?;
+            println!("{}\n", machine());
+            wake::print(&rows);
+            return Ok(());
+        }
         Some(other) => anyhow::bail!(
-            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, or --chat"
+            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, --chat or --wake"
         ),
         None => {}
     }
