@@ -635,6 +635,12 @@ impl FakeTelegram {
             .push_back(wait);
     }
 
+    /// Stalls no further request: the [`FakeTelegram::stall_next`] calls not used yet are
+    /// dropped (a request stalled now still waits its time).
+    pub fn clear_stalls(&self) {
+        self.shared.lock().stalls.clear();
+    }
+
     /// Waits until [`FakeTelegram::sent`] satisfies `pred` and returns it; panics after 20 s
     /// with what was sent.
     pub fn wait_sent(&self, what: &str, pred: impl Fn(&[Sent]) -> bool) -> Vec<Sent> {

@@ -216,3 +216,52 @@ fn with_nothing_configured_it_says_which_keys_to_add() {
         "{err}"
     );
 }
+
+/// Telegram stops answering for longer than `[gateway] down_notice_after`: the admin hears it
+/// on Discord, once, and once more when Telegram works again.
+#[test]
+fn a_platform_down_too_long_is_told_to_the_admins_through_another() {
+    let tg = FakeTelegram::start(TG_TOKEN);
+    let dc = FakeDiscord::start(DC_TOKEN);
+    let mut h = Harness::with_config(&format!(
+        "\n[gateway]\nstall_after = \"2s\"\ndown_notice_after = \"4s\"\n{}",
+        config(&tg, &dc.url())
+    ));
+    h.start_daemon();
+    let mut g = gateway(&h);
+    assert!(
+        tg.wait_polling(Duration::from_secs(30)),
+        "Telegram is polled"
+    );
+    assert!(
+        dc.wait_ready(Duration::from_secs(30)),
+        "Discord is connected"
+    );
+    // The admin's private chat on Discord is where the admin is told.
+    dc.push_message(DC_DM, DC_ADMIN, "owner", "!!whoami");
+    dc.wait_sent("whoami on Discord", |s| {
+        s.iter().any(|m| m.channel_id == DC_DM)
+    });
+    for _ in 0..200 {
+        tg.stall_next("getUpdates", Duration::from_secs(120));
+    }
+    let down = |s: &[clibot_tests::fake_discord::SentMessage]| {
+        s.iter()
+            .filter(|m| m.channel_id == DC_DM && m.content.contains("Telegram has not worked for"))
+            .count()
+    };
+    dc.wait_sent("the down notice on Discord", |s| down(s) >= 1);
+    tg.clear_stalls();
+    let sent = dc.wait_sent("the recovery on Discord", |s| {
+        s.iter()
+            .any(|m| m.channel_id == DC_DM && m.content.contains("Telegram works again"))
+    });
+    assert_eq!(down(&sent), 1, "told once per outage");
+    // And Telegram works: a message there is answered.
+    tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", "!!whoami");
+    tg.wait_sent("Telegram answers again", |s| {
+        s.iter().any(|m| m.chat_id == TG_ADMIN)
+    });
+    let _ = g.kill();
+    let _ = g.wait();
+}
