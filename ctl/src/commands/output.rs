@@ -354,9 +354,19 @@ pub fn event_json(e: &v1::Event) -> Value {
     v
 }
 
+/// `3h 12m`, `12m`, `40s`.
+pub fn human(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// A prompt shown again because nobody answered it: which, and how long it waited.
 fn nudged(p: Option<&v1::Prompt>, age_ms: u64) -> String {
-    let waited = super::prompts::human(std::time::Duration::from_millis(age_ms));
+    let waited = human(std::time::Duration::from_millis(age_ms));
     match p {
         Some(p) => format!("{:?} (id {}) waited {waited}", p.text, p.id),
         None => format!("waited {waited}"),

@@ -4,7 +4,7 @@
 use clibot_proto::{Client, v1};
 use serde_json::json;
 
-use super::output::print_json;
+use super::output::{human, print_json};
 
 /// The sessions that wait on a prompt, with it, oldest first.
 pub async fn waiting(c: &mut Client) -> anyhow::Result<Vec<(v1::Session, v1::Prompt)>> {
@@ -87,16 +87,6 @@ pub async fn pending(c: &mut Client, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
-}
-
-/// `3h 12m`, `12m`, `40s`.
-pub fn human(d: std::time::Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
-    }
 }
 
 pub async fn cancel(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
