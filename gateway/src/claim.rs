@@ -57,6 +57,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Whoami
         | Command::Status
         | Command::Screen { .. }
+        | Command::Shot
         | Command::Last
         | Command::Pair { .. }
         | Command::History { .. }

@@ -105,6 +105,8 @@ pub enum Command {
         /// 1..=[`MAX_SCREEN_LINES`]; `None` for the visible screen.
         lines: Option<u32>,
     },
+    /// `shot`: a picture of the screen.
+    Shot,
     /// `keys KEY…`: press named keys (`Enter`, `Escape`, `C-c`, `Up`, `y`, `1`, …).
     Keys {
         /// 1..=[`MAX_KEYS`] key names, as typed; the daemon validates them.
@@ -182,6 +184,7 @@ impl Command {
             Command::Whoami => CommandName::Whoami,
             Command::Status => CommandName::Status,
             Command::Screen { .. } => CommandName::Screen,
+            Command::Shot => CommandName::Shot,
             Command::Keys { .. } => CommandName::Keys,
             Command::Stop { .. } => CommandName::Stop,
             Command::Restart { .. } => CommandName::Restart,
@@ -508,6 +511,7 @@ impl CommandParser {
             CommandName::Sessions => a.no_more(&mut tokens).map(|()| Command::Sessions)?,
             CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
             CommandName::Pending => a.no_more(&mut tokens).map(|()| Command::Pending)?,
+            CommandName::Shot => a.no_more(&mut tokens).map(|()| Command::Shot)?,
             CommandName::Queue => a.no_more(&mut tokens).map(|()| Command::Queue)?,
             CommandName::Cancel => {
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
@@ -1077,7 +1081,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, keys, stop, cancel, queue, drop, start, restart, ask, last, answer, pair"
+            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, shot, keys, stop, cancel, queue, drop, start, restart, ask, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1436,6 +1440,7 @@ mod props {
             Command::Sessions
             | Command::Discover
             | Command::Pending
+            | Command::Shot
             | Command::Whoami
             | Command::Status
             | Command::Last => {}
@@ -1500,6 +1505,7 @@ mod props {
             Just(Command::Sessions),
             Just(Command::Discover),
             Just(Command::Pending),
+            Just(Command::Shot),
             Just(Command::Whoami),
             Just(Command::Status),
             Just(Command::Last),

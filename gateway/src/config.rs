@@ -23,6 +23,9 @@ pub struct GatewayConfig {
     /// ("10m"; "0": never).
     #[serde(default)]
     pub down_notice_after: Option<String>,
+    /// While a turn runs, its status message shows the newest lines it printed (default on).
+    #[serde(default)]
+    pub stream: Option<bool>,
 }
 
 /// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"

@@ -37,6 +37,11 @@ enum Job {
         text: String,
         summary: String,
     },
+    Image {
+        name: String,
+        png: Vec<u8>,
+        caption: String,
+    },
 }
 
 /// One chat's queue: where to put messages, and how many did not fit.
@@ -160,6 +165,9 @@ impl ChatQueue {
                 text,
                 summary,
             } => self.inner.send_file(&self.chat, name, text, summary).await,
+            Job::Image { name, png, caption } => {
+                self.inner.send_image(&self.chat, name, png, caption).await
+            }
         };
         match r {
             Ok(()) => {}
@@ -242,6 +250,23 @@ impl Platform for Egress {
                 name: name.to_string(),
                 text: text.to_string(),
                 summary: summary.to_string(),
+            },
+        );
+        Ok(())
+    }
+    async fn send_image(
+        &self,
+        chat: &str,
+        name: &str,
+        png: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        self.enqueue(
+            chat,
+            Job::Image {
+                name: name.to_string(),
+                png: png.to_vec(),
+                caption: caption.to_string(),
             },
         );
         Ok(())

@@ -16,6 +16,7 @@ pub mod chunk;
 pub mod command;
 mod fence;
 pub mod redact;
+pub mod shot;
 pub mod telegram_html;
 
 pub use redact::redact;

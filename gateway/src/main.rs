@@ -19,6 +19,7 @@ mod relay;
 mod render;
 mod router;
 mod shown;
+mod turn_status;
 mod verified;
 
 use std::path::{Path, PathBuf};
@@ -234,6 +235,7 @@ fn main() -> ExitCode {
     if specs.iter().any(|s| matches!(s, Spec::Console)) {
         rt.block_on(autostart_daemon(&socket));
     }
+    turn_status::set_streaming(config.stream.unwrap_or(true));
     // Both were checked when the config was read.
     let bounds = (
         config

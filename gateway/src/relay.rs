@@ -26,6 +26,7 @@ use crate::platforms::ratelimit::rate_limited;
 use crate::platforms::{Platform, gone};
 use crate::poison::{self, Poison, Verdict};
 use crate::render::{for_chats, render, shown_prompt};
+use crate::turn_status::Progress;
 
 /// Output longer than this many messages goes as a file with a short summary.
 const MAX_MESSAGES: usize = 3;
@@ -408,20 +409,6 @@ fn worker<'a>(
     &workers[&b.chat]
 }
 
-/// A running turn's feedback in one chat: the task that renews typing and the status message.
-struct Progress {
-    session: String,
-    task: tokio::task::JoinHandle<()>,
-    status: Option<String>,
-    started: Instant,
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// Why a delivery stopped.
 enum Stop {
     /// The chat is gone for good: suspend it.
@@ -747,36 +734,14 @@ impl ChatDelivery {
         if age_ms > 60_000 {
             return;
         }
-        let status = self
-            .platform
-            .status(&self.chat, None, &format!("⏳ [{}] working…", ev.session))
-            .await;
-        let (p, chat, session, id) = (
-            self.platform.clone(),
-            self.chat.clone(),
-            ev.session.clone(),
-            status.clone(),
+        self.progress = Some(
+            Progress::start(
+                self.platform.clone(),
+                self.socket.clone(),
+                self.chat.clone(),
+                ev.session.clone(),
+            )
+            .await,
         );
-        let started = Instant::now();
-        let task = tokio::spawn(async move {
-            let mut tick = 0u64;
-            loop {
-                p.typing(&chat).await;
-                tokio::time::sleep(Duration::from_secs(4)).await;
-                tick += 1;
-                if tick.is_multiple_of(4)
-                    && let Some(id) = &id
-                {
-                    let text = format!("⏳ [{session}] working… {}s", started.elapsed().as_secs());
-                    p.status(&chat, Some(id), &text).await;
-                }
-            }
-        });
-        self.progress = Some(Progress {
-            session: ev.session.clone(),
-            task,
-            status,
-            started,
-        });
     }
 }

@@ -270,6 +270,40 @@ impl Router {
         None
     }
 
+    /// `!!shot`: the screen (with its escape sequences) drawn as a PNG and sent as a picture,
+    /// its secrets redacted before it is drawn; what to say instead when it cannot be sent.
+    async fn shot(&self, msg: &Inbound, session: &str, screen: &str) -> Option<String> {
+        let redacted = self.platform.redact(screen).into_owned();
+        let rendered = tokio::task::spawn_blocking(move || {
+            let r = clibot_gateway::shot::Renderer::new();
+            let (w, h, rgb) = r.render(&redacted);
+            clibot_gateway::shot::png(w, h, &rgb)
+        })
+        .await;
+        let png = match rendered {
+            Ok(Ok(png)) => png,
+            Ok(Err(e)) => {
+                return Some(format!(
+                    "the picture could not be made ({e}): !!screen shows the text"
+                ));
+            }
+            Err(e) => {
+                return Some(format!(
+                    "the picture could not be made ({e}): !!screen shows the text"
+                ));
+            }
+        };
+        let caption = format!("[{session}]");
+        match self
+            .platform
+            .send_image(&msg.chat, "screen.png", &png, &caption)
+            .await
+        {
+            Ok(()) => None,
+            Err(e) => Some(format!("{e}")),
+        }
+    }
+
     /// Answers a prompt, always naming it: a button's own prompt; for a typed answer the
     /// prompt last shown in this chat (the daemon keeps it with the chat's binding), else —
     /// for a chat that was never shown one — the one the session shows now. The daemon refuses

@@ -26,7 +26,7 @@
 //!   the same `uuid` twice returns the first message's id without sending again),
 //!   `PATCH /open-apis/im/v1/messages/{id}` (cards only, shared — `update_multi` — before and
 //!   after), `POST /open-apis/im/v1/files` (`multipart/form-data` with `file_type`, `file_name`,
-//!   `file`).
+//!   `file`), `POST /open-apis/im/v1/images` (`image_type`, `image`) and `image` messages.
 //! * A chat the bot was removed from ([`FakeFeishu::remove_bot`]) answers 230002 to sends and
 //!   edits; [`FakeFeishu::fail_next`] makes the next matching call fail with a code (a 429 or
 //!   99991400 comes with `x-ogw-ratelimit-reset: 1`).
@@ -971,6 +971,7 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         (&Method::POST, ["im", "v1", "messages"]) => create(&mut st, &query, &body, bytes.len()),
         (&Method::PATCH, ["im", "v1", "messages", id]) => patch(&mut st, id, &body, bytes.len()),
         (&Method::POST, ["im", "v1", "files"]) => upload(&mut st, &body, files),
+        (&Method::POST, ["im", "v1", "images"]) => upload_image(&mut st, &body, files),
         _ => code(404, 404, "404 page not found"),
     })
 }
@@ -1022,6 +1023,12 @@ fn create(st: &mut State, query: &str, body: &Value, size: usize) -> Response<Bo
             content["text"].as_str().is_some_and(|t| !t.is_empty()),
         ),
         "interactive" => (CARD_LIMIT, content.is_object()),
+        "image" => (
+            TEXT_LIMIT,
+            content["image_key"]
+                .as_str()
+                .is_some_and(|k| st.uploads.iter().any(|u| u.file_key == k)),
+        ),
         "file" => (
             TEXT_LIMIT,
             content["file_key"]
@@ -1153,6 +1160,33 @@ fn upload(st: &mut State, fields: &Value, files: Vec<Part>) -> Response<Body> {
     reply(
         200,
         &json!({ "code": 0, "msg": "success", "data": { "file_key": key } }),
+    )
+}
+
+/// `POST /open-apis/im/v1/images`: `image_type` `message` and an `image` part (PNG, JPEG, …);
+/// kept among the uploads with `file_type` "image" and its `image_key`.
+fn upload_image(st: &mut State, fields: &Value, files: Vec<Part>) -> Response<Body> {
+    if fields["image_type"].as_str() != Some("message") {
+        return code(400, 234001, "Invalid request param: image_type");
+    }
+    let Some(image) = files.into_iter().find(|f| f.name == "image") else {
+        return code(400, 234001, "Invalid request param: image is required");
+    };
+    let png = image.data.starts_with(b"\x89PNG\r\n\x1a\n");
+    if !png && !image.data.starts_with(&[0xff, 0xd8, 0xff]) {
+        return code(400, 234011, "Can't recognize image format.");
+    }
+    let key = format!("img_v3_fake{:04}", st.next_id);
+    st.next_id += 1;
+    st.uploads.push(Upload {
+        file_key: key.clone(),
+        file_type: "image".into(),
+        file_name: image.filename.unwrap_or_default(),
+        data: image.data,
+    });
+    reply(
+        200,
+        &json!({ "code": 0, "msg": "success", "data": { "image_key": key } }),
     )
 }
 

@@ -243,6 +243,7 @@ struct State {
     calls: Vec<(String, Value)>,
     sent: Vec<Sent>,
     documents: Vec<Document>,
+    photos: Vec<Document>,
     failures: HashMap<String, VecDeque<(u16, Value)>>,
     /// Delays for the next calls of a method ([`FakeTelegram::stall_next`]).
     stalls: HashMap<String, VecDeque<Duration>>,
@@ -339,6 +340,7 @@ impl FakeTelegram {
                 calls: Vec::new(),
                 sent: Vec::new(),
                 documents: Vec::new(),
+                photos: Vec::new(),
                 failures: HashMap::new(),
                 stalls: HashMap::new(),
                 kicked: HashSet::new(),
@@ -529,6 +531,11 @@ impl FakeTelegram {
             .filter(|(m, _)| *m == method)
             .map(|(_, v)| v.clone())
             .collect()
+    }
+
+    /// Pictures sent with `sendPhoto`.
+    pub fn photos(&self) -> Vec<Document> {
+        self.shared.lock().photos.clone()
     }
 
     /// Files sent with `sendDocument`.
@@ -1223,7 +1230,8 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 Err(bad_request("wrong parameter action in request"))
             }
         }
-        "senddocument" => send_document(st, p, files),
+        "senddocument" => send_document(st, p, files, "document"),
+        "sendphoto" => send_document(st, p, files, "photo"),
         "setmycommands" => {
             let Some(Value::Array(commands)) = json_field(p, "commands") else {
                 return Err(bad_request("parameter \"commands\" is required"));
@@ -1260,24 +1268,36 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
     }
 }
 
-fn send_document(st: &mut State, p: &Value, files: &[FilePart]) -> Result<Value, Failure> {
+/// `sendDocument` (`field` "document") and `sendPhoto` ("photo": a PNG or JPEG, shown as a
+/// picture; anything else is refused as Telegram refuses it).
+fn send_document(
+    st: &mut State,
+    p: &Value,
+    files: &[FilePart],
+    field: &str,
+) -> Result<Value, Failure> {
     let chat_id = chat_id(p)?;
-    // `document` is either "attach://<part>" (teloxide) or the file part itself.
-    let file = match p.get("document") {
+    // The file is either "attach://<part>" (teloxide) or the file part itself.
+    let file = match p.get(field) {
         Some(Value::String(s)) => match s.strip_prefix("attach://") {
             Some(part) => files.iter().find(|f| f.name == part),
             None => None,
         },
-        _ => files.iter().find(|f| f.name == "document"),
+        _ => files.iter().find(|f| f.name == field),
     };
-    let (filename, content, content_type) = match (file, p.get("document")) {
+    let (filename, content, content_type) = match (file, p.get(field)) {
         (Some(f), _) => (f.filename.clone(), f.data.clone(), f.content_type.clone()),
         // A file id or URL: nothing uploaded.
         (None, Some(Value::String(s))) if !s.is_empty() && !s.starts_with("attach://") => {
             (String::new(), Vec::new(), None)
         }
-        _ => return Err(bad_request("there is no document in the request")),
+        _ => return Err(bad_request(&format!("there is no {field} in the request"))),
     };
+    let photo = field == "photo";
+    let png = content.starts_with(b"\x89PNG\r\n\x1a\n");
+    if photo && !png && !content.starts_with(&[0xff, 0xd8, 0xff]) {
+        return Err(bad_request("IMAGE_PROCESS_FAILED"));
+    }
     let caption = string(p, "caption");
     let parse_mode = string(p, "parse_mode");
     let plain_caption = match &caption {
@@ -1303,7 +1323,21 @@ fn send_document(st: &mut State, p: &Value, files: &[FilePart]) -> Result<Value,
         document["mime_type"] = json!(t);
     }
     let mut fields = Map::new();
-    fields.insert("document".into(), document);
+    if photo {
+        // A PNG's size is in its header.
+        let be = |at: usize| {
+            content
+                .get(at..at + 4)
+                .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+                .unwrap_or(0)
+        };
+        let (w, h) = if png { (be(16), be(20)) } else { (0, 0) };
+        document["width"] = json!(w);
+        document["height"] = json!(h);
+        fields.insert("photo".into(), json!([document]));
+    } else {
+        fields.insert("document".into(), document);
+    }
     if let Some(c) = plain_caption.filter(|c| !c.is_empty()) {
         fields.insert("caption".into(), json!(c));
     }
@@ -1313,16 +1347,21 @@ fn send_document(st: &mut State, p: &Value, files: &[FilePart]) -> Result<Value,
         fields,
         (raw_caption.clone(), parse_mode.clone(), markup, false),
     );
-    st.documents.push(Document {
+    let doc = Document {
         chat_id,
         filename,
         content,
         caption,
         message_id,
-    });
+    };
+    if photo {
+        st.photos.push(doc);
+    } else {
+        st.documents.push(doc);
+    }
     st.sent.push(Sent {
         at: std::time::Instant::now(),
-        method: "senddocument".into(),
+        method: format!("send{field}"),
         chat_id,
         text: raw_caption,
         parse_mode,

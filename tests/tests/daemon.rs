@@ -1236,6 +1236,7 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
         session: "work".into(),
         lines: 0,
         escapes: false,
+        turn: false,
     };
     assert_eq!(
         c.capture(with(capture.clone()))

@@ -106,6 +106,7 @@ pub async fn screen(
             session: name.clone(),
             lines: lines.unwrap_or(0),
             escapes,
+            turn: false,
         })
         .await?;
     let text = without_trailing_blank_lines(&r.into_inner().text);

@@ -261,6 +261,12 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         }
                         continue;
                     }
+                    "stream" => {
+                        if v.as_bool().is_none() {
+                            unknown.push("gateway.stream (must be true or false)".to_string());
+                        }
+                        continue;
+                    }
                     "telegram" | "discord" => &["token", "api_url", "default_chat"],
                     "feishu" => &["app_id", "app_secret", "api_url", "default_chat"],
                     _ => {
@@ -291,7 +297,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
         ));
     }
 }

@@ -70,7 +70,11 @@ pub(super) async fn capture(
             r.lines
         )));
     }
-    let text = svc.daemon.capture(&r.session, r.lines, r.escapes).await;
+    let text = if r.turn {
+        svc.daemon.capture_turn(&r.session, r.lines).await
+    } else {
+        svc.daemon.capture(&r.session, r.lines, r.escapes).await
+    };
     if !actor.is_local() {
         // What leaves the machine for a chat is on record.
         let res = text.as_ref().map(|_| ()).map_err(|e| e.to_string());

@@ -416,4 +416,21 @@ impl Daemon {
             .await?;
         Ok(trim_capture(&raw, lines as usize, escapes))
     }
+
+    /// What the running turn has printed so far, for a chat to watch it grow: the pane from the
+    /// line where its input was typed, the newest `lines` of it; empty when no turn runs, or
+    /// where it began is unknown (a turn the CLI began by itself).
+    pub async fn capture_turn(&self, name: &str, lines: u32) -> Result<String, CoreError> {
+        let rec = self.get(name)?;
+        self.refuse_unmanaged(&rec)?;
+        let Some(anchor) = rec.turn_anchor.filter(|_| rec.state == State::Working) else {
+            return Ok(String::new());
+        };
+        let mux = self.mux_of(&rec.name);
+        let (hist, _) = mux.cursor(rec.target()).await?;
+        let raw = mux
+            .capture(rec.target(), Some(anchor - hist), false)
+            .await?;
+        Ok(trim_capture(&raw, lines as usize, false))
+    }
 }

@@ -18,6 +18,7 @@ pub enum CommandName {
     Whoami,
     Status,
     Screen,
+    Shot,
     Keys,
     Stop,
     Cancel,
@@ -37,7 +38,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 25] = [
+    pub const ALL: [CommandName; 26] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -48,6 +49,7 @@ impl CommandName {
         CommandName::Whoami,
         CommandName::Status,
         CommandName::Screen,
+        CommandName::Shot,
         CommandName::Keys,
         CommandName::Stop,
         CommandName::Cancel,
@@ -78,6 +80,7 @@ impl CommandName {
             CommandName::Whoami => "whoami",
             CommandName::Status => "status",
             CommandName::Screen => "screen",
+            CommandName::Shot => "shot",
             CommandName::Keys => "keys",
             CommandName::Stop => "stop",
             CommandName::Cancel => "cancel",
@@ -120,6 +123,7 @@ impl CommandName {
             | CommandName::Sessions
             | CommandName::Discover
             | CommandName::Pending
+            | CommandName::Shot
             | CommandName::Queue
             | CommandName::Whoami
             | CommandName::Status
@@ -148,6 +152,7 @@ impl CommandName {
             CommandName::Whoami => "show your user id",
             CommandName::Status => "show the current session's state",
             CommandName::Screen => "show the screen, or its last N lines",
+            CommandName::Shot => "a picture of the screen, with its colours",
             CommandName::Keys => {
                 "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)"
             }

@@ -659,6 +659,25 @@ impl Platform for Discord {
         .map(|_| ())
     }
 
+    async fn send_image(
+        &self,
+        chat: &str,
+        name: &str,
+        png: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        let channel = Self::channel(chat)?;
+        let caption: String = caption.chars().take(2000).collect();
+        // An attached PNG shows inline.
+        self.send_message(channel, || {
+            CreateMessage::new()
+                .content(caption.clone())
+                .add_file(CreateAttachment::bytes(png.to_vec(), name))
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
         let channel = Self::channel(chat).ok()?;
         match id {

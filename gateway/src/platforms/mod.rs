@@ -91,6 +91,19 @@ pub trait Platform: Send + Sync + 'static {
     ) -> anyhow::Result<()> {
         self.send(chat, text).await
     }
+    /// Sends a picture (PNG bytes) with a caption. Platforms without pictures say so.
+    async fn send_image(
+        &self,
+        _chat: &str,
+        _name: &str,
+        _png: &[u8],
+        _caption: &str,
+    ) -> anyhow::Result<()> {
+        anyhow::bail!(
+            "{} cannot show pictures: !!screen shows the text",
+            self.name()
+        )
+    }
     /// Deletes a message a user sent (one that carried a password). `Ok(false)` where the
     /// platform does not let a bot delete it (the user is told to delete it themselves).
     async fn delete_message(&self, _chat: &str, _message: &str) -> anyhow::Result<bool> {

@@ -104,6 +104,17 @@ impl Platform for Redacting {
             .send_file(chat, &name, &self.redact(text), &summary)
             .await
     }
+    async fn send_image(
+        &self,
+        chat: &str,
+        name: &str,
+        png: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        // The picture's text was redacted before it was drawn.
+        let caption = self.redact(caption);
+        self.inner.send_image(chat, name, png, &caption).await
+    }
     async fn typing(&self, chat: &str) {
         self.inner.typing(chat).await
     }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use clibot_gateway::telegram_html::render_chunks_with_plain;
 use teloxide::RequestError;
-use teloxide::payloads::{GetUpdatesSetters, SendDocumentSetters, SendMessageSetters};
+use teloxide::payloads::{
+    GetUpdatesSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
+};
 use teloxide::prelude::Requester;
 use teloxide::types::{
     AllowedUpdate, ChatAction, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
@@ -299,6 +301,34 @@ impl Platform for Telegram {
                 .bot
                 .send_document(chat_id, file)
                 .caption(summary.to_string())
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
+
+    async fn send_image(
+        &self,
+        chat: &str,
+        name: &str,
+        png: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let caption: String = caption.chars().take(1024).collect();
+        let mut budget = Budget::new("Telegram");
+        loop {
+            let file = InputFile::memory(png.to_vec()).file_name(name.to_string());
+            match self
+                .bot
+                .send_photo(chat_id, file)
+                .caption(caption.clone())
                 .await
             {
                 Ok(_) => return Ok(()),

@@ -159,10 +159,16 @@ impl Router {
             }
             Command::Screen { lines } => {
                 let session = need(&bound)?;
-                let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), escapes: false };
+                let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), ..Default::default() };
                 let text = c.capture(self.req(msg, req)).await?.into_inner().text;
                 // A long screen goes as one file, not as a stream of messages.
                 return Ok(self.maybe_file(msg, "screen.txt", text).await);
+            }
+            Command::Shot => {
+                let session = need(&bound)?;
+                let req = v1::CaptureRequest { session: session.clone(), escapes: true, ..Default::default() };
+                let text = c.capture(self.req(msg, req)).await?.into_inner().text;
+                return Ok(self.shot(msg, &session, &text).await);
             }
             Command::Keys { keys } => {
                 let session = need(&bound)?;

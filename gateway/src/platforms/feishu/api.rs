@@ -432,6 +432,29 @@ impl Api {
         }
     }
 
+    /// Uploads a picture for a message (`im/v1/images`, `image_type` `message`); its key.
+    pub async fn upload_image(&self, bytes: Vec<u8>) -> anyhow::Result<String> {
+        let make = move || {
+            let part = reqwest::multipart::Part::bytes(bytes.clone()).file_name("screen.png");
+            reqwest::multipart::Form::new()
+                .text("image_type", "message")
+                .part("image", part)
+        };
+        let v = self
+            .call(
+                Method::POST,
+                "/open-apis/im/v1/images",
+                &Body::Form(Box::new(make)),
+                Scope::Send,
+                Wait::OutRateLimits,
+            )
+            .await?;
+        match v["data"]["image_key"].as_str() {
+            Some(k) if !k.is_empty() => Ok(k.to_string()),
+            _ => anyhow::bail!("Feishu took the picture but returned no image_key"),
+        }
+    }
+
     /// Whether a chat is a group (`chat_mode` other than `p2p`), for a button press, whose
     /// callback does not say.
     pub async fn chat_is_group(&self, chat: &str) -> anyhow::Result<bool> {

@@ -623,6 +623,28 @@ impl Platform for Feishu {
         Ok(())
     }
 
+    async fn send_image(
+        &self,
+        chat: &str,
+        _name: &str,
+        png: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        let key = self.api.upload_image(png.to_vec()).await?;
+        self.api
+            .create(
+                chat,
+                "image",
+                &json!({ "image_key": key }),
+                Wait::OutRateLimits,
+            )
+            .await?;
+        if !caption.trim().is_empty() {
+            self.send(chat, caption).await?;
+        }
+        Ok(())
+    }
+
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
         let body: String = text.chars().take(CARD_TEXT_CHARS).collect();
         let card = card::status(&body);

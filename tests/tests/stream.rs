@@ -1,0 +1,65 @@
+//! A turn's output grows in its chat while it runs: the status message is edited with the
+//! newest lines the turn printed, then says the turn is done, and the reply comes as its own
+//! message. Real clibotd and clibot-gateway, fake Telegram, bash in tmux.
+
+use clibot_tests::Harness;
+use clibot_tests::fake_telegram::{self, texts};
+
+const ADMIN: i64 = 100;
+
+/// The numbers N of the `stream-N` lines in a status text.
+fn streamed(text: &str) -> Vec<u32> {
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("stream-"))
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_running_turn_shows_its_newest_output_in_the_status_message() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started s"))
+    });
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "for i in 1 2 3 4 5 6; do echo stream-$i; sleep 1; done; echo all-done",
+    );
+    tg.wait_sent("the reply", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("all-done") && !t.contains("working"))
+    });
+    let edits: Vec<String> = tg
+        .calls_of("editMessageText")
+        .iter()
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    let growing: Vec<Vec<u32>> = edits
+        .iter()
+        .filter(|t| t.contains("working"))
+        .map(|t| streamed(t))
+        .filter(|n| !n.is_empty())
+        .collect();
+    assert!(
+        growing.len() >= 2,
+        "at least two edits with output: {edits:#?}"
+    );
+    let newest: Vec<u32> = growing.iter().filter_map(|n| n.last().copied()).collect();
+    assert!(
+        newest.windows(2).all(|w| w[0] <= w[1]) && newest.first() < newest.last(),
+        "the output grows from edit to edit: {edits:#?}"
+    );
+    assert!(
+        edits.iter().any(|t| t.contains("done in")),
+        "the status ends saying it is done: {edits:#?}"
+    );
+}
