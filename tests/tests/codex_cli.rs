@@ -406,15 +406,19 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
         e["type"] == "turn_completed"
     });
     assert_eq!(done["text"], "Again.");
-    let last = mock
+    // Codex also asks for a title with the new message alone: the turn's request is the one
+    // that carries the conversation.
+    let asked: Vec<String> = mock
         .requests()
         .iter()
         .map(Value::to_string)
-        .rfind(|r| r.contains("please say again"))
-        .unwrap_or_default();
+        .filter(|r| r.contains("please say again"))
+        .collect();
     assert!(
-        last.contains("please say hello") && last.contains("This is line two."),
-        "the model saw the exchange held at the desk: {last}"
+        asked
+            .iter()
+            .any(|r| r.contains("please say hello") && r.contains("This is line two.")),
+        "the model saw the exchange held at the desk: {asked:#?}"
     );
 }
 

@@ -174,6 +174,16 @@ impl Daemon {
 
     /// Records a finished turn and moves on to the next queued input.
     pub(crate) fn complete_turn(&self, name: &str, text: String, source: &str) {
+        // A daemon shutting down has saved its sessions for the last time, the turn still
+        // running: recorded now, it would be reported again by the next daemon, which finds
+        // it running and sees it ended. Left to that daemon, it is reported once.
+        if self.inner.shutdown.is_cancelled() {
+            info!(
+                source,
+                "a turn ended while the daemon stops: the next daemon reports it"
+            );
+            return;
+        }
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             let Some(e) = sessions.get_mut(name) else {
