@@ -4,6 +4,12 @@ use std::time::Duration;
 
 /// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
 /// alone is zero (off).
+/// `20261127-065312` (UTC): a time in a file name, sorting as it reads.
+pub fn stamp(ms: i64) -> String {
+    let [y, m, d, hh, mm, ss] = clibot_proto::utc(ms);
+    format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}")
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let help = "write a whole number and a unit: \"90s\", \"30m\", \"12h\", \"2d\" (\"0\": off)";

@@ -58,6 +58,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Status
         | Command::Screen { .. }
         | Command::Shot
+        | Command::Get { .. }
         | Command::Last
         | Command::Pair { .. }
         | Command::History { .. }

@@ -107,6 +107,13 @@ pub enum Command {
     },
     /// `shot`: a picture of the screen.
     Shot,
+    /// `get [--force] PATH`: a file from the session's directory.
+    Get {
+        /// As typed: relative to the session's directory, or absolute inside it.
+        path: String,
+        /// A git-ignored file, or a text in which the redactor finds a secret, too (admins).
+        force: bool,
+    },
     /// `keys KEY…`: press named keys (`Enter`, `Escape`, `C-c`, `Up`, `y`, `1`, …).
     Keys {
         /// 1..=[`MAX_KEYS`] key names, as typed; the daemon validates them.
@@ -185,6 +192,7 @@ impl Command {
             Command::Status => CommandName::Status,
             Command::Screen { .. } => CommandName::Screen,
             Command::Shot => CommandName::Shot,
+            Command::Get { .. } => CommandName::Get,
             Command::Keys { .. } => CommandName::Keys,
             Command::Stop { .. } => CommandName::Stop,
             Command::Restart { .. } => CommandName::Restart,
@@ -512,6 +520,22 @@ impl CommandParser {
             CommandName::Discover => a.no_more(&mut tokens).map(|()| Command::Discover)?,
             CommandName::Pending => a.no_more(&mut tokens).map(|()| Command::Pending)?,
             CommandName::Shot => a.no_more(&mut tokens).map(|()| Command::Shot)?,
+            CommandName::Get => {
+                // The path is the rest of the line: it may hold spaces.
+                let (force, path) = match args.trim().strip_prefix("--force") {
+                    Some(rest) if rest.is_empty() || rest.starts_with(char::is_whitespace) => {
+                        (true, rest.trim())
+                    }
+                    _ => (false, args.trim()),
+                };
+                if path.is_empty() {
+                    return Err(a.missing("PATH"));
+                }
+                Command::Get {
+                    path: path.to_string(),
+                    force,
+                }
+            }
             CommandName::Queue => a.no_more(&mut tokens).map(|()| Command::Queue)?,
             CommandName::Cancel => {
                 let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
@@ -1081,7 +1105,7 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains(
-            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, shot, keys, stop, cancel, queue, drop, start, restart, ask, last, answer, pair"
+            "help, sessions, discover, adopt, pending, use, new, whoami, status, screen, shot, get, keys, stop, cancel, queue, drop, start, restart, ask, last, answer, pair"
         ));
         assert!(matches!(
             err("!!sess"),
@@ -1461,6 +1485,12 @@ mod props {
             Command::Rules => {}
             Command::Delegate { cli } => parts.extend(cli.clone()),
             Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
+            Command::Get { path, force } => {
+                if *force {
+                    parts.push("--force".into());
+                }
+                parts.push(path.clone());
+            }
             Command::History { n } => parts.extend(n.map(|n| n.to_string())),
             Command::Keys { keys } => parts.extend(keys.iter().cloned()),
             Command::Stop { name } => parts.extend(name.clone()),
@@ -1506,6 +1536,8 @@ mod props {
             Just(Command::Discover),
             Just(Command::Pending),
             Just(Command::Shot),
+            ("[A-Za-z0-9_./-]{1,40}", any::<bool>())
+                .prop_map(|(path, force)| Command::Get { path, force }),
             Just(Command::Whoami),
             Just(Command::Status),
             Just(Command::Last),

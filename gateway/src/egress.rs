@@ -37,10 +37,12 @@ enum Job {
         text: String,
         summary: String,
     },
-    Image {
+    /// A picture, or (`picture` false) a file of any bytes.
+    Upload {
         name: String,
-        png: Vec<u8>,
+        data: Vec<u8>,
         caption: String,
+        picture: bool,
     },
 }
 
@@ -165,9 +167,18 @@ impl ChatQueue {
                 text,
                 summary,
             } => self.inner.send_file(&self.chat, name, text, summary).await,
-            Job::Image { name, png, caption } => {
-                self.inner.send_image(&self.chat, name, png, caption).await
-            }
+            Job::Upload {
+                name,
+                data,
+                caption,
+                picture: true,
+            } => self.inner.send_image(&self.chat, name, data, caption).await,
+            Job::Upload {
+                name,
+                data,
+                caption,
+                picture: false,
+            } => self.inner.send_bytes(&self.chat, name, data, caption).await,
         };
         match r {
             Ok(()) => {}
@@ -263,10 +274,29 @@ impl Platform for Egress {
     ) -> anyhow::Result<()> {
         self.enqueue(
             chat,
-            Job::Image {
+            Job::Upload {
                 name: name.to_string(),
-                png: png.to_vec(),
+                data: png.to_vec(),
                 caption: caption.to_string(),
+                picture: true,
+            },
+        );
+        Ok(())
+    }
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        self.enqueue(
+            chat,
+            Job::Upload {
+                name: name.to_string(),
+                data: data.to_vec(),
+                caption: caption.to_string(),
+                picture: false,
             },
         );
         Ok(())

@@ -11,6 +11,7 @@ mod claim;
 mod config;
 mod down;
 mod egress;
+mod files;
 mod health;
 mod platforms;
 mod poison;

@@ -638,6 +638,16 @@ impl ChatDelivery {
             }
             self.shown.remove(i);
         }
+        // A file from the session's outbox: read from the daemon and sent as it is.
+        if let Some(Kind::FileSent(f)) = &ev.kind {
+            let (platform, chat) = (self.platform.clone(), self.chat.clone());
+            let c = self.client().await.ok();
+            crate::files::deliver_outbox_file(&platform, c, &chat, &ev.session, f)
+                .await
+                .map_err(Self::fail)?;
+            self.ack(ev.seq, 0, "", "").await;
+            return Ok(());
+        }
         // A reply longer than its event: fetched whole (as far as a file here takes it).
         let whole = match &ev.kind {
             Some(Kind::TurnCompleted(t)) if !t.blob_id.is_empty() => {

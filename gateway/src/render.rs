@@ -147,6 +147,7 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::PromptEscalated(_)
                 | Kind::PromptTimedOut(_)
                 | Kind::Hibernated(_)
+                | Kind::FileSent(_)
         )
     )
 }

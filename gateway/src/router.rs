@@ -270,6 +270,38 @@ impl Router {
         None
     }
 
+    /// `!!get`: the file read from the session's directory, sent unchanged — unless its text
+    /// holds what the redactor takes for a secret (without `force`), or it is too large for
+    /// the platform; what to say instead.
+    async fn send_got(
+        &self,
+        msg: &Inbound,
+        session: &str,
+        path: &str,
+        data: Vec<u8>,
+        force: bool,
+    ) -> Option<String> {
+        let p = self.parser.prefix();
+        if !force && crate::files::redacted_if_secret(self.platform.as_ref(), &data).is_some() {
+            return Some(format!(
+                "{path} holds what looks like a secret (a key, a token, a password): {p}get --force {path} sends it unchanged (admins)"
+            ));
+        }
+        let name = crate::files::base_name(path);
+        if let Some(why) = crate::files::too_large(self.platform.as_ref(), &name, data.len()) {
+            return Some(why);
+        }
+        let caption = format!("[{session}] {path}");
+        match self
+            .platform
+            .send_bytes(&msg.chat, &name, &data, &caption)
+            .await
+        {
+            Ok(()) => None,
+            Err(e) => Some(format!("{name} could not be sent: {e}")),
+        }
+    }
+
     /// `!!shot`: the screen (with its escape sequences) drawn as a PNG and sent as a picture,
     /// its secrets redacted before it is drawn; what to say instead when it cannot be sent.
     async fn shot(&self, msg: &Inbound, session: &str, screen: &str) -> Option<String> {

@@ -11,6 +11,7 @@ pub use config_file::{MissingEnv, default_config_path, substitute_env};
 pub use connect::{ConnectError, connect};
 pub use errors::describe;
 pub use paths::{default_socket_path, private_runtime_dir};
+pub use text::utc;
 
 /// Generated code for package `clibot.v1`.
 pub mod v1 {

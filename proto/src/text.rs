@@ -86,3 +86,22 @@ impl v1::ListRulesResponse {
         t
     }
 }
+
+/// UTC year, month, day, hour, minute, second of a Unix time in milliseconds (Howard
+/// Hinnant's `civil_from_days`): one way to write a time, for `clibotctl`'s logs and the
+/// daemon's file names.
+pub fn utc(ms: i64) -> [i64; 6] {
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    [y, m, d, rem / 3600, rem / 60 % 60, rem % 60]
+}

@@ -321,6 +321,10 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             json!({"reason": h.reason, "resumes": h.resumes}),
         ),
         Kind::Woken(w) => ("woken", json!({"resumed": w.resumed})),
+        Kind::FileSent(f) => (
+            "file_sent",
+            json!({"name": f.name, "path": f.path, "bytes": f.bytes}),
+        ),
         Kind::PromptReminded(r) => (
             "prompt_reminded",
             json!({"prompt": r.prompt.as_ref().map(prompt_json), "count": r.count, "age_ms": r.age_ms}),

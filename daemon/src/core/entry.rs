@@ -76,6 +76,9 @@ pub(crate) struct Runtime {
     pub(crate) waking: bool,
     /// Being stopped to hibernate: a message that comes meanwhile is queued, and wakes it.
     pub(crate) hibernating: bool,
+    /// The files in the outbox at the last look, with their sizes: one the same size at the
+    /// next look is complete and is sent.
+    pub(crate) outbox: Vec<(String, u64)>,
 }
 
 impl Default for Runtime {
@@ -99,6 +102,7 @@ impl Default for Runtime {
             escalated: VecDeque::new(),
             waking: false,
             hibernating: false,
+            outbox: Vec::new(),
         }
     }
 }

@@ -40,6 +40,7 @@ pub(super) fn shown_text(kind: &EventKind) -> Option<String> {
         EventKind::PromptEscalated { prompt, .. } => {
             format!("nobody has answered: {}", prompt.text)
         }
+        EventKind::FileSent { name, bytes, .. } => format!("[file {name}, {bytes} bytes]"),
         EventKind::PromptTimedOut { action, detail, .. } => {
             format!("nobody answered in time ({action}) {detail}")
         }
@@ -391,6 +392,9 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             Kind::Hibernated(v1::Hibernated { reason, resumes })
         }
         EventKind::Woken { resumed } => Kind::Woken(v1::Woken { resumed }),
+        EventKind::FileSent { name, path, bytes } => {
+            Kind::FileSent(v1::FileSent { name, path, bytes })
+        }
         EventKind::PromptTimedOut {
             prompt_id,
             action,

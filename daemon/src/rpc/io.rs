@@ -198,6 +198,54 @@ pub(super) async fn read_blob(
     )))
 }
 
+pub(super) async fn get_file(
+    svc: &Service,
+    req: Request<v1::GetFileRequest>,
+) -> Result<Response<BlobStream>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.owned(&actor, &r.session, "get", false)?;
+    if r.force && !svc.daemon.is_admin(&actor) {
+        let why = "--force sends a git-ignored file, which only admins may do";
+        svc.daemon.audit(&actor, &r.session, "get", Err(why));
+        return Err(Status::permission_denied(why));
+    }
+    let read = svc
+        .daemon
+        .read_session_file(&r.session, &r.path, r.force)
+        .await;
+    // What leaves the machine is on record, with its path.
+    let outcome = read.as_ref().map(|_| ()).map_err(|e| e.to_string());
+    svc.daemon.audit(
+        &actor,
+        &r.session,
+        "get",
+        outcome.as_ref().map(|_| ()).map_err(String::as_str),
+    );
+    let file = read?;
+    let total = file.data.len() as u64;
+    let chunks: Vec<Result<v1::BlobChunk, Status>> = if file.data.is_empty() {
+        vec![Ok(v1::BlobChunk {
+            data: Vec::new(),
+            offset: 0,
+            total: 0,
+        })]
+    } else {
+        file.data
+            .chunks(1 << 20)
+            .enumerate()
+            .map(|(i, c)| {
+                Ok(v1::BlobChunk {
+                    data: c.to_vec(),
+                    offset: (i as u64) << 20,
+                    total,
+                })
+            })
+            .collect()
+    };
+    Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+}
+
 pub(super) async fn hook(
     svc: &Service,
     req: Request<v1::HookRequest>,

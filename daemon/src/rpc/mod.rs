@@ -530,6 +530,17 @@ impl Clibot for Service {
     }
 
     type ReadBlobStream = BlobStream;
+    type GetFileStream = BlobStream;
+
+    async fn get_file(
+        &self,
+        req: Request<v1::GetFileRequest>,
+    ) -> Result<Response<BlobStream>, Status> {
+        let chat = from_chat(&req);
+        io::get_file(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
+    }
 
     async fn read_blob(
         &self,

@@ -291,6 +291,7 @@ impl Daemon {
                     self.check_sessions().await;
                     self.reap_idle().await;
                     self.check_unanswered().await;
+                    self.scan_outboxes().await;
                 }
             }
         }

@@ -17,6 +17,7 @@ mod declared;
 mod default_chat;
 mod delegation;
 mod discover;
+mod files;
 mod hibernate;
 mod hooks;
 mod in_place;

@@ -188,6 +188,13 @@ pub enum EventKind {
         #[serde(default)]
         resumed: bool,
     },
+    /// A file the CLI put in its outbox, moved to `path` (in the session's directory) for
+    /// the chats.
+    FileSent {
+        name: String,
+        path: String,
+        bytes: u64,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,

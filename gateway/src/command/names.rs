@@ -19,6 +19,7 @@ pub enum CommandName {
     Status,
     Screen,
     Shot,
+    Get,
     Keys,
     Stop,
     Cancel,
@@ -38,7 +39,7 @@ pub enum CommandName {
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 26] = [
+    pub const ALL: [CommandName; 27] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -50,6 +51,7 @@ impl CommandName {
         CommandName::Status,
         CommandName::Screen,
         CommandName::Shot,
+        CommandName::Get,
         CommandName::Keys,
         CommandName::Stop,
         CommandName::Cancel,
@@ -81,6 +83,7 @@ impl CommandName {
             CommandName::Status => "status",
             CommandName::Screen => "screen",
             CommandName::Shot => "shot",
+            CommandName::Get => "get",
             CommandName::Keys => "keys",
             CommandName::Stop => "stop",
             CommandName::Cancel => "cancel",
@@ -106,6 +109,7 @@ impl CommandName {
             CommandName::Use => "NAME",
             CommandName::New => "NAME CLI [DIR] [delegate]",
             CommandName::Screen => "[N]",
+            CommandName::Get => "[--force] PATH",
             CommandName::Keys => "KEY…",
             CommandName::Stop => "[NAME]",
             CommandName::Cancel => "[NAME]",
@@ -153,6 +157,9 @@ impl CommandName {
             CommandName::Status => "show the current session's state",
             CommandName::Screen => "show the screen, or its last N lines",
             CommandName::Shot => "a picture of the screen, with its colours",
+            CommandName::Get => {
+                "send PATH from the session's directory (--force: a git-ignored file, or one that holds a secret, too; admins)"
+            }
             CommandName::Keys => {
                 "press keys: Enter Escape Tab Up Down C-c y 1 … (admins, and a session's owner in it)"
             }

@@ -659,6 +659,16 @@ impl Platform for Discord {
         .map(|_| ())
     }
 
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        self.send_image(chat, name, data, caption).await
+    }
+
     async fn send_image(
         &self,
         chat: &str,

@@ -104,6 +104,20 @@ pub trait Platform: Send + Sync + 'static {
             self.name()
         )
     }
+    /// Sends a file as it is (any bytes), with a caption. Platforms without files send a text
+    /// file as text and refuse others.
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        match std::str::from_utf8(data) {
+            Ok(text) => self.send_file(chat, name, text, caption).await,
+            Err(_) => anyhow::bail!("{} cannot send files", self.name()),
+        }
+    }
     /// Deletes a message a user sent (one that carried a password). `Ok(false)` where the
     /// platform does not let a bot delete it (the user is told to delete it themselves).
     async fn delete_message(&self, _chat: &str, _message: &str) -> anyhow::Result<bool> {

@@ -104,6 +104,17 @@ impl Platform for Redacting {
             .send_file(chat, &name, &self.redact(text), &summary)
             .await
     }
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        // Sent unchanged: what may hold a secret was refused or redacted before.
+        let (name, caption) = (self.redact(name), self.redact(caption));
+        self.inner.send_bytes(chat, &name, data, &caption).await
+    }
     async fn send_image(
         &self,
         chat: &str,

@@ -310,6 +310,34 @@ impl Platform for Telegram {
         }
     }
 
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let caption: String = caption.chars().take(1024).collect();
+        let mut budget = Budget::new("Telegram");
+        loop {
+            let file = InputFile::memory(data.to_vec()).file_name(name.to_string());
+            match self
+                .bot
+                .send_document(chat_id, file)
+                .caption(caption.clone())
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
+
     async fn send_image(
         &self,
         chat: &str,

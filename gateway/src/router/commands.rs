@@ -170,6 +170,12 @@ impl Router {
                 let text = c.capture(self.req(msg, req)).await?.into_inner().text;
                 return Ok(self.shot(msg, &session, &text).await);
             }
+            Command::Get { path, force } => {
+                let session = need(&bound)?;
+                let req = v1::GetFileRequest { session: session.clone(), path: path.clone(), force };
+                let data = crate::files::fetch(c, self.req(msg, req)).await?;
+                return Ok(self.send_got(msg, &session, &path, data, force).await);
+            }
             Command::Keys { keys } => {
                 let session = need(&bound)?;
                 c.send_keys(self.req(msg, v1::SendKeysRequest { session, keys })).await?;

@@ -623,6 +623,28 @@ impl Platform for Feishu {
         Ok(())
     }
 
+    async fn send_bytes(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> anyhow::Result<()> {
+        let key = self.api.upload(name, data.to_vec()).await?;
+        self.api
+            .create(
+                chat,
+                "file",
+                &json!({ "file_key": key }),
+                Wait::OutRateLimits,
+            )
+            .await?;
+        if !caption.trim().is_empty() {
+            self.send(chat, caption).await?;
+        }
+        Ok(())
+    }
+
     async fn send_image(
         &self,
         chat: &str,
