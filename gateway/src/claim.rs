@@ -133,6 +133,7 @@ mod tests {
             id: id.into(),
             prompt: prompt.map(str::to_string),
             group: true,
+            file: None,
             ack: None,
         }
     }

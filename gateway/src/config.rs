@@ -26,6 +26,9 @@ pub struct GatewayConfig {
     /// While a turn runs, its status message shows the newest lines it printed (default on).
     #[serde(default)]
     pub stream: Option<bool>,
+    /// The largest file passed from a chat to a session, in bytes (default 20 MB).
+    #[serde(default)]
+    pub max_file_bytes: Option<u64>,
 }
 
 /// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"

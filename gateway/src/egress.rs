@@ -283,6 +283,13 @@ impl Platform for Egress {
         );
         Ok(())
     }
+    async fn download(
+        &self,
+        file: &crate::platforms::Attachment,
+        max: u64,
+    ) -> anyhow::Result<Vec<u8>> {
+        self.inner.download(file, max).await
+    }
     async fn send_bytes(
         &self,
         chat: &str,

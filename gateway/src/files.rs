@@ -5,11 +5,26 @@
 //! unchanged, as a document.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use clibot_proto::v1;
 use tokio_stream::StreamExt;
 
 use crate::platforms::Platform;
+
+/// The largest file passed from a chat to a session (`[gateway] max_file_bytes`).
+static MAX_IN: AtomicU64 = AtomicU64::new(DEFAULT_MAX_IN);
+/// Telegram's own limit for what a bot may download.
+pub const DEFAULT_MAX_IN: u64 = 20 << 20;
+
+/// Sets `[gateway] max_file_bytes` for every chat of this gateway.
+pub fn set_max_in(bytes: u64) {
+    MAX_IN.store(bytes, Ordering::Relaxed);
+}
+
+pub fn max_in() -> u64 {
+    MAX_IN.load(Ordering::Relaxed)
+}
 
 /// The whole file `req` names.
 pub async fn fetch(

@@ -237,6 +237,7 @@ fn main() -> ExitCode {
         rt.block_on(autostart_daemon(&socket));
     }
     turn_status::set_streaming(config.stream.unwrap_or(true));
+    files::set_max_in(config.max_file_bytes.unwrap_or(files::DEFAULT_MAX_IN));
     // Both were checked when the config was read.
     let bounds = (
         config

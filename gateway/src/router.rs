@@ -14,6 +14,7 @@ use crate::platforms::{Inbound, Platform};
 use crate::verified::Verified;
 
 mod commands;
+mod files_in;
 
 /// The pseudo-prompt id prefix of a `discover` button: `d.ID` adopts CLI ID.
 pub(crate) const DISCOVERED: &str = "d.";
@@ -177,6 +178,19 @@ impl Router {
                 .unwrap_or((false, false)),
             None => (false, false),
         };
+        // A file goes to the session, its caption with it.
+        if let Some(file) = &msg.file {
+            if foreign {
+                return Ok(Some(self.foreign(c, msg).await?));
+            }
+            let Some(session) = bound else {
+                return Ok(Some(self.no_session_hint(c, msg).await?));
+            };
+            if !self.claim(c, msg).await? {
+                return Ok(None);
+            }
+            return self.file_in(c, msg, &session, file).await;
+        }
         // A password prompt takes the message whole as its answer ("1" or "yes" too).
         let route = self.parser.route(&msg.text, waiting && !secret);
         match route {
@@ -754,6 +768,7 @@ mod tests {
             id: String::new(),
             prompt: None,
             group: false,
+            file: None,
             ack: None,
         }
     }

@@ -244,6 +244,8 @@ struct State {
     sent: Vec<Sent>,
     documents: Vec<Document>,
     photos: Vec<Document>,
+    /// Files users sent, by `file_id`: (file_path, bytes), for `getFile` and the download.
+    user_files: HashMap<String, (String, Vec<u8>)>,
     failures: HashMap<String, VecDeque<(u16, Value)>>,
     /// Delays for the next calls of a method ([`FakeTelegram::stall_next`]).
     stalls: HashMap<String, VecDeque<Duration>>,
@@ -341,6 +343,7 @@ impl FakeTelegram {
                 sent: Vec::new(),
                 documents: Vec::new(),
                 photos: Vec::new(),
+                user_files: HashMap::new(),
                 failures: HashMap::new(),
                 stalls: HashMap::new(),
                 kicked: HashSet::new(),
@@ -435,6 +438,85 @@ impl FakeTelegram {
                     markup: None,
                     from_bot: false,
                     is_text: true,
+                },
+            );
+            st.enqueue("message", message)
+        };
+        self.shared.wake();
+        id
+    }
+
+    /// A user sends a file: `kind` "photo" (shown as a picture), "document" (with `name`) or
+    /// "voice", with a caption; `getFile` and the download serve its bytes. Returns the
+    /// update's id.
+    pub fn push_file(
+        &self,
+        chat_id: i64,
+        user_id: i64,
+        kind: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+    ) -> i64 {
+        let id = {
+            let mut st = self.shared.lock();
+            let n = st.user_files.len();
+            let file_id = format!("AgACfakeuser{n:06}");
+            let file_path = format!("{kind}s/file_{n}.bin");
+            st.user_files
+                .insert(file_id.clone(), (file_path, data.to_vec()));
+            let user = json!({"id": user_id, "is_bot": false, "first_name": "User"});
+            st.users.insert(user_id, user.clone());
+            let chat = st.chat(chat_id, Some("User"));
+            let message_id = chat.next_message_id;
+            chat.next_message_id += 1;
+            let meta = json!({
+                "file_id": file_id,
+                "file_unique_id": format!("u{file_id}"),
+                "file_size": data.len(),
+            });
+            let mut message = json!({
+                "message_id": message_id,
+                "from": user,
+                "chat": chat.info.clone(),
+                "date": now(),
+            });
+            match kind {
+                "photo" => {
+                    let mut size = meta.clone();
+                    size["width"] = json!(64);
+                    size["height"] = json!(48);
+                    let mut thumb = size.clone();
+                    thumb["file_id"] = json!(format!("{file_id}thumb"));
+                    thumb["width"] = json!(8);
+                    thumb["height"] = json!(6);
+                    message["photo"] = json!([thumb, size]);
+                }
+                "voice" => {
+                    let mut v = meta.clone();
+                    v["duration"] = json!(3);
+                    v["mime_type"] = json!("audio/ogg");
+                    message["voice"] = v;
+                }
+                _ => {
+                    let mut d = meta.clone();
+                    d["file_name"] = json!(name);
+                    d["mime_type"] = json!("application/octet-stream");
+                    message["document"] = d;
+                }
+            }
+            if !caption.is_empty() {
+                message["caption"] = json!(caption);
+            }
+            chat.messages.insert(
+                message_id,
+                StoredMessage {
+                    json: message.clone(),
+                    raw_text: caption.to_string(),
+                    parse_mode: None,
+                    markup: None,
+                    from_bot: false,
+                    is_text: false,
                 },
             );
             st.enqueue("message", message)
@@ -888,6 +970,31 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    // A download: `/file/bot<token>/<file_path>`.
+    if let Some(rest) = path.strip_prefix("/file/bot") {
+        let found = rest.split_once('/').and_then(|(token, file_path)| {
+            let st = shared.lock();
+            (percent_decode(token, false) == st.token)
+                .then(|| {
+                    st.user_files
+                        .values()
+                        .find(|(p, _)| *p == percent_decode(file_path, false))
+                        .map(|(_, d)| d.clone())
+                })
+                .flatten()
+        });
+        return Ok(match found {
+            Some(data) => Response::builder()
+                .status(200)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .body(Full::new(Bytes::from(data)))
+                .unwrap_or_else(|_| fail((500, "response".into()))),
+            None => {
+                eprintln!("fake Telegram: no file at {path}");
+                fail((404, "Not Found".into()))
+            }
+        });
+    }
     let Some((token, method)) = route(&path) else {
         eprintln!("fake Telegram: no route for {path}");
         return Ok(fail((404, "Not Found".into())));
@@ -1081,6 +1188,20 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response<Body> {
 fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<Value, Failure> {
     match method {
         "getme" => Ok(st.me.clone()),
+        "getfile" => {
+            let id = string(p, "file_id").unwrap_or_default();
+            match st.user_files.get(&id) {
+                // Bots download at most 20 MB.
+                Some((_, data)) if data.len() > 20 << 20 => Err(bad_request("file is too big")),
+                Some((path, data)) => Ok(json!({
+                    "file_id": id,
+                    "file_unique_id": format!("u{id}"),
+                    "file_size": data.len(),
+                    "file_path": path,
+                })),
+                None => Err(bad_request("invalid file_id")),
+            }
+        }
         "getwebhookinfo" => Ok(json!({
             "url": "",
             "has_custom_certificate": false,

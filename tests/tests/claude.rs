@@ -532,3 +532,53 @@ fn real_cli_a_hibernated_session_is_woken_by_a_chat_message_and_keeps_its_histor
         "{all:#?}"
     );
 }
+
+/// A photo sent from the phone reaches Claude Code as a path in its session's directory, with
+/// the caption: the model sees the line naming it.
+#[test]
+fn real_cli_a_photo_from_the_phone_reaches_claude_by_path() {
+    use clibot_tests::fake_telegram::{self, texts};
+    const ADMIN: i64 = 100;
+    let s = setup_with(
+        |_| vec![Rule::text("what is in this picture", "A picture of bytes.")],
+        "",
+        &format!("\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"),
+    );
+    wait_idle(&s.h);
+    let (tg, _g) = fake_telegram::with_gateway(&s.h);
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!use cc");
+    tg.wait_sent("bound", |m| {
+        texts(m, ADMIN)
+            .iter()
+            .any(|t| t.contains("now talks to cc"))
+    });
+    // A tiny PNG.
+    let png: Vec<u8> = [
+        &b"\x89PNG\r\n\x1a\n"[..],
+        &[0, 0, 0, 13],
+        b"IHDR",
+        &[
+            0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0, 0x90, 0x77, 0x53, 0xde,
+        ],
+    ]
+    .concat();
+    tg.push_file(ADMIN, ADMIN, "photo", "", &png, "what is in this picture?");
+    let done = wait_event(&s.h, "the reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "A picture of bytes.");
+    let asked = latest_request_with(&s.mock, "what is in this picture?");
+    assert!(
+        asked.contains("[file from telegram:100: .clibot/inbox/") && asked.contains("-photo.jpg]"),
+        "the model saw the file's path: {asked}"
+    );
+    let stored: Vec<_> = std::fs::read_dir(s.work.join(".clibot/inbox"))
+        .expect("inbox")
+        .flatten()
+        .collect();
+    assert_eq!(stored.len(), 1);
+    assert_eq!(std::fs::read(stored[0].path()).expect("read"), png);
+    tg.wait_sent("the reply in the chat", |m| {
+        texts(m, ADMIN)
+            .iter()
+            .any(|t| t.contains("A picture of bytes."))
+    });
+}

@@ -261,6 +261,14 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         }
                         continue;
                     }
+                    "max_file_bytes" => {
+                        if v.as_integer().is_none_or(|n| n <= 0) {
+                            unknown.push(
+                                "gateway.max_file_bytes (must be a number of bytes)".to_string(),
+                            );
+                        }
+                        continue;
+                    }
                     "stream" => {
                         if v.as_bool().is_none() {
                             unknown.push("gateway.stream (must be true or false)".to_string());
@@ -297,7 +305,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
         ));
     }
 }

@@ -246,6 +246,46 @@ pub(super) async fn get_file(
     Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
 }
 
+pub(super) async fn put_file(
+    svc: &Service,
+    req: Request<tonic::Streaming<v1::PutFileChunk>>,
+) -> Result<Response<v1::PutFileResponse>, Status> {
+    use tokio_stream::StreamExt;
+    let actor = actor(&req);
+    let mut stream = req.into_inner();
+    let first = stream
+        .next()
+        .await
+        .ok_or_else(|| Status::invalid_argument("no file was sent"))??;
+    let (session, name) = (first.session.clone(), first.name.clone());
+    // Whoever may send to the session may send it a file.
+    svc.owned(&actor, &session, "send", false)?;
+    let max = crate::session::MAX_FILE_BYTES as usize;
+    let mut data = first.data;
+    while let Some(chunk) = stream.next().await {
+        data.extend_from_slice(&chunk?.data);
+        if data.len() > max {
+            return Err(Status::invalid_argument(format!(
+                "the file is larger than {} MiB",
+                max >> 20
+            )));
+        }
+    }
+    let bytes = data.len() as u64;
+    let stored = svc.daemon.write_inbox(&session, &name, data).await;
+    let outcome = stored.as_ref().map(|_| ()).map_err(|e| e.to_string());
+    svc.daemon.audit(
+        &actor,
+        &session,
+        "put",
+        outcome.as_ref().map(|_| ()).map_err(String::as_str),
+    );
+    Ok(Response::new(v1::PutFileResponse {
+        path: stored?,
+        bytes,
+    }))
+}
+
 pub(super) async fn hook(
     svc: &Service,
     req: Request<v1::HookRequest>,

@@ -532,6 +532,16 @@ impl Clibot for Service {
     type ReadBlobStream = BlobStream;
     type GetFileStream = BlobStream;
 
+    async fn put_file(
+        &self,
+        req: Request<tonic::Streaming<v1::PutFileChunk>>,
+    ) -> Result<Response<v1::PutFileResponse>, Status> {
+        let chat = from_chat(&req);
+        io::put_file(self, req)
+            .await
+            .map_err(|s| for_caller(chat, s))
+    }
+
     async fn get_file(
         &self,
         req: Request<v1::GetFileRequest>,

@@ -25,6 +25,8 @@ use crate::store::events::EventKind;
 
 /// The largest file sent (Telegram's bots upload at most 50 MB).
 pub const MAX_FILE_BYTES: u64 = 50 << 20;
+/// Where files from a chat are stored.
+pub const INBOX: &str = ".clibot/inbox";
 /// Where a CLI puts files for the chat, and where they go once announced.
 pub const OUTBOX: &str = ".clibot/outbox";
 pub const SENT: &str = ".clibot/sent";
@@ -176,6 +178,81 @@ impl Daemon {
         Ok(FileOut { name, data })
     }
 
+    /// Stores a file from a chat in session `name`'s inbox (`.clibot/inbox/`), under a name
+    /// that says when and cannot climb out; its path relative to the session's directory.
+    pub async fn write_inbox(
+        &self,
+        name: &str,
+        file_name: &str,
+        data: Vec<u8>,
+    ) -> Result<String, CoreError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let rec = self.get(name)?;
+        self.refuse_unmanaged(&rec)?;
+        if data.len() as u64 > MAX_FILE_BYTES {
+            return Err(CoreError::InvalidArgument(format!(
+                "the file has {} bytes; at most {} MiB are stored",
+                data.len(),
+                MAX_FILE_BYTES >> 20
+            )));
+        }
+        let dir = rec.dir.canonicalize().map_err(|e| {
+            CoreError::FailedPrecondition(format!(
+                "{name}'s directory {} cannot be used: {e}",
+                rec.dir.display()
+            ))
+        })?;
+        let inbox = dir.join(INBOX);
+        std::fs::create_dir_all(&inbox).map_err(|e| {
+            CoreError::FailedPrecondition(format!(
+                "{INBOX} cannot be made in {name}'s directory: {e}"
+            ))
+        })?;
+        // A process in the session could have made the inbox a link to elsewhere.
+        let real = inbox
+            .canonicalize()
+            .map_err(|e| CoreError::FailedPrecondition(format!("{INBOX}: {e}")))?;
+        if real != dir.join(INBOX) {
+            return Err(CoreError::PermissionDenied(format!(
+                "{INBOX} in {name}'s directory leads elsewhere ({}): remove it and send the file again",
+                real.display()
+            )));
+        }
+        let stamp = crate::duration::stamp(crate::store::now_ms());
+        let safe = safe_name(file_name);
+        let data_len = data.len();
+        let (file, stored) = (1..100)
+            .find_map(|n| {
+                let f = if n == 1 {
+                    format!("{stamp}-{safe}")
+                } else {
+                    format!("{stamp}-{n}-{safe}")
+                };
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .custom_flags(libc_o_nofollow())
+                    .mode(0o600)
+                    .open(real.join(&f))
+                    .ok()
+                    .map(|file| (file, f))
+            })
+            .ok_or_else(|| {
+                CoreError::FailedPrecondition(format!("no new file can be made in {INBOX}"))
+            })?;
+        tokio::task::spawn_blocking(move || {
+            let mut file = file;
+            file.write_all(&data)?;
+            file.sync_data()
+        })
+        .await
+        .map_err(|e| CoreError::FailedPrecondition(format!("the file cannot be written: {e}")))?
+        .map_err(|e| CoreError::FailedPrecondition(format!("the file cannot be written: {e}")))?;
+        info!(session = name, file = %stored, bytes = data_len, "a file from a chat");
+        Ok(format!("{INBOX}/{stored}"))
+    }
+
     /// Looks into every running session's outbox: each file that has stopped growing since
     /// the last look is moved to `.clibot/sent/` (under a name that says when) and announced.
     pub(crate) async fn scan_outboxes(&self) {
@@ -259,6 +336,39 @@ impl Daemon {
     }
 }
 
+/// `O_NOFOLLOW`: a name that is a symlink is not opened (Linux's value).
+fn libc_o_nofollow() -> i32 {
+    0o400000
+}
+
+/// A file name from a chat, made safe: letters, digits, `.`, `-` and `_` kept, the rest `_`;
+/// no leading dot; at most 80 characters.
+pub fn safe_name(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let mut s: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    while s.starts_with('.') {
+        s.remove(0);
+    }
+    let s: String = s
+        .chars()
+        .rev()
+        .take(80)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    if s.is_empty() { "file".into() } else { s }
+}
+
 /// Whether git ignores `rel` in `dir` (never where git cannot run safely: then it is not
 /// known to be ignored).
 async fn git_ignored(dir: &Path, rel: &Path) -> bool {
@@ -277,6 +387,17 @@ async fn git_ignored(dir: &Path, rel: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chat_file_names_are_made_safe() {
+        assert_eq!(safe_name("photo.jpg"), "photo.jpg");
+        assert_eq!(safe_name("../../etc/passwd"), "passwd");
+        assert_eq!(safe_name(".bashrc"), "bashrc");
+        assert_eq!(safe_name("my report (1).pdf"), "my_report__1_.pdf");
+        assert_eq!(safe_name(""), "file");
+        assert_eq!(safe_name("..."), "file");
+        assert_eq!(safe_name(&"x".repeat(300)).len(), 80);
+    }
 
     #[test]
     fn names_that_hold_secrets_are_known() {

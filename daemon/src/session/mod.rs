@@ -42,6 +42,7 @@ mod watch;
 
 pub use answer::Answered;
 pub use cancel::Cancelled;
+pub use files::MAX_FILE_BYTES;
 pub use in_place::InPlace;
 pub use input::Sent;
 pub use outcomes::{Report, ReportRow};

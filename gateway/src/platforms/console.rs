@@ -33,6 +33,7 @@ impl Console {
                     id: String::new(),
                     prompt: None,
                     group: false,
+                    file: None,
                     ack: None,
                 };
                 if tx.send(msg).await.is_err() {

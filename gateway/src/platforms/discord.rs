@@ -44,7 +44,7 @@ enum Event {
     /// The gateway connection is (re)established: read what was missed.
     CatchUp,
     /// A pressed button (no place in a channel's order: handed over at once).
-    Button(Inbound),
+    Button(Box<Inbound>),
     /// The gateway client stopped for good (a refused token, say): the platform's connection
     /// ends, and the gateway connects again with backoff.
     Ended,
@@ -90,9 +90,10 @@ impl EventHandler for Handler {
                 id: c.id.get().to_string(),
                 prompt: Some(prompt),
                 group: c.guild_id.is_some(),
+                file: None,
                 ack: None,
             };
-            let _ = self.events.send(Event::Button(inbound));
+            let _ = self.events.send(Event::Button(Box::new(inbound)));
         }
     }
 }
@@ -205,7 +206,7 @@ impl Ingress {
                     Event::CatchUp => due = true,
                     Event::Live(m) => live.push(m),
                     Event::Button(b) => {
-                        let _ = self.tx.send(b).await;
+                        let _ = self.tx.send(*b).await;
                     }
                     // Dropping the sender ends the platform's stream of messages.
                     Event::Ended => return,
@@ -351,6 +352,7 @@ impl Ingress {
             id: id.to_string(),
             prompt: None,
             group,
+            file: None,
             ack: Some(done),
         };
         let _ = self

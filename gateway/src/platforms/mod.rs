@@ -32,9 +32,24 @@ pub struct Inbound {
     pub prompt: Option<String>,
     /// Sent in a group chat (or a server channel), where only enabled groups work.
     pub group: bool,
+    /// A photo, document or voice note the message carries (its text is the caption).
+    pub file: Option<Attachment>,
     /// Fired once the message was handled (handed to the daemon, or refused with a reply):
     /// platforms that can redeliver (Telegram's update offset) confirm the update only then.
     pub ack: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// A file a chat message carries, as the platform names it (downloaded on demand).
+#[derive(Debug, Clone, Default)]
+pub struct Attachment {
+    /// The platform's reference to it (Telegram's `file_id`, a URL, …).
+    pub id: String,
+    /// Its file name (for a photo, one made up: `photo.jpg`).
+    pub name: String,
+    /// Its size as the platform says (0: not said).
+    pub size: u64,
+    /// "photo", "document" or "voice".
+    pub kind: &'static str,
 }
 
 /// A chat platform.
@@ -117,6 +132,10 @@ pub trait Platform: Send + Sync + 'static {
             Ok(text) => self.send_file(chat, name, text, caption).await,
             Err(_) => anyhow::bail!("{} cannot send files", self.name()),
         }
+    }
+    /// Downloads a file a chat message carries, at most `max` bytes.
+    async fn download(&self, _file: &Attachment, _max: u64) -> anyhow::Result<Vec<u8>> {
+        anyhow::bail!("{} files cannot be downloaded", self.name())
     }
     /// Deletes a message a user sent (one that carried a password). `Ok(false)` where the
     /// platform does not let a bot delete it (the user is told to delete it themselves).

@@ -115,6 +115,13 @@ impl Platform for Redacting {
         let (name, caption) = (self.redact(name), self.redact(caption));
         self.inner.send_bytes(chat, &name, data, &caption).await
     }
+    async fn download(
+        &self,
+        file: &crate::platforms::Attachment,
+        max: u64,
+    ) -> anyhow::Result<Vec<u8>> {
+        self.inner.download(file, max).await
+    }
     async fn send_image(
         &self,
         chat: &str,

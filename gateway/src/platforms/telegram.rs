@@ -22,7 +22,7 @@ use teloxide::types::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::platforms::ratelimit::Budget;
-use crate::platforms::{Inbound, Platform, Receiving};
+use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use crate::progress::Progress;
 
 pub struct Telegram {
@@ -172,7 +172,10 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
             let next = u.id.0 as i32 + 1;
             let msg = match u.kind {
                 UpdateKind::Message(m) => {
-                    let (Some(text), Some(from)) = (m.text(), m.from.as_ref()) else {
+                    let file = attachment(&m);
+                    let text = m.text().or(m.caption()).unwrap_or_default();
+                    let (Some(from), true) = (m.from.as_ref(), !text.is_empty() || file.is_some())
+                    else {
                         offset = next;
                         continue;
                     };
@@ -184,6 +187,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
                         id: m.id.0.to_string(),
                         prompt: None,
                         group: !m.chat.is_private(),
+                        file,
                         ack: None,
                     })
                 }
@@ -203,6 +207,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
                             id: q.id.to_string(),
                             prompt: Some(prompt),
                             group: !m.chat().is_private(),
+                            file: None,
                             ack: None,
                         }),
                         _ => None,
@@ -226,6 +231,35 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
         }
         progress.cycle();
     }
+}
+
+/// The photo (its largest size), document or voice note a message carries.
+fn attachment(m: &teloxide::types::Message) -> Option<Attachment> {
+    if let Some(p) = m
+        .photo()
+        .and_then(|sizes| sizes.iter().max_by_key(|p| p.width * p.height))
+    {
+        return Some(Attachment {
+            id: p.file.id.0.clone(),
+            name: "photo.jpg".into(),
+            size: u64::from(p.file.size),
+            kind: "photo",
+        });
+    }
+    if let Some(d) = m.document() {
+        return Some(Attachment {
+            id: d.file.id.0.clone(),
+            name: d.file_name.clone().unwrap_or_else(|| "file".into()),
+            size: u64::from(d.file.size),
+            kind: "document",
+        });
+    }
+    m.voice().map(|v| Attachment {
+        id: v.file.id.0.clone(),
+        name: "voice.ogg".into(),
+        size: u64::from(v.file.size),
+        kind: "voice",
+    })
 }
 
 #[async_trait]
@@ -308,6 +342,27 @@ impl Platform for Telegram {
                 Err(e) => return Err(classify(e)),
             }
         }
+    }
+
+    async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {
+        use teloxide::net::Download;
+        let f = self
+            .bot
+            .get_file(teloxide::types::FileId(file.id.clone()))
+            .await
+            .map_err(classify)?;
+        if u64::from(f.meta.size) > max {
+            anyhow::bail!("it has {} bytes, more than {max}", f.meta.size);
+        }
+        let mut data: Vec<u8> = Vec::new();
+        self.bot
+            .download_file(&f.path, &mut data)
+            .await
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        if data.len() as u64 > max {
+            anyhow::bail!("it has more than {max} bytes");
+        }
+        Ok(data)
     }
 
     async fn send_bytes(

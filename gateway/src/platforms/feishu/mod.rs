@@ -329,6 +329,7 @@ impl Ingress {
                         id: message_id,
                         prompt: None,
                         group,
+                        file: None,
                         ack: None,
                     }));
                 }
@@ -418,6 +419,7 @@ async fn dispatch(
                     id,
                     prompt: Some(prompt),
                     group,
+                    file: None,
                     ack: None,
                 }
             }

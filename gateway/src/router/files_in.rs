@@ -1,0 +1,99 @@
+//! Files in: a photo, document or voice note sent to a session's chat. It is downloaded from
+//! the platform (at most `[gateway] max_file_bytes`, 20 MB by default: Telegram's own download
+//! limit for bots), streamed to the daemon (`PutFile`: the gateway may run on another machine),
+//! which stores it as `.clibot/inbox/<YYYYmmdd-HHMMSS>-<name>` in the session's directory, and
+//! the CLI gets one line: `[file from telegram:123: .clibot/inbox/…] CAPTION` (Claude Code and
+//! Gemini CLI read images by path). What cannot be passed on gets a reply saying why.
+
+use clibot_proto::v1;
+
+use super::Router;
+use crate::platforms::{Attachment, Inbound};
+
+/// Bytes per `PutFile` chunk.
+const CHUNK: usize = 1 << 20;
+
+impl Router {
+    /// Passes `file` (with the message's caption) to `session`; a reply when there is one.
+    pub(super) async fn file_in(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        session: &str,
+        file: &Attachment,
+    ) -> Result<Option<String>, tonic::Status> {
+        let max = crate::files::max_in();
+        if file.kind == "voice" {
+            return Ok(Some(
+                "voice notes are not passed to a session: send the text, or the recording as a file".into(),
+            ));
+        }
+        let too_big = |n: u64| {
+            format!(
+                "{} has {n} bytes; at most {max} are passed to a session ([gateway] max_file_bytes)",
+                file.name
+            )
+        };
+        if file.size > max {
+            return Ok(Some(too_big(file.size)));
+        }
+        let data = match self.platform.download(file, max).await {
+            Ok(d) => d,
+            Err(e) => {
+                return Ok(Some(format!(
+                    "{} could not be downloaded from {}: {e}",
+                    file.name,
+                    self.platform.name()
+                )));
+            }
+        };
+        if data.len() as u64 > max {
+            return Ok(Some(too_big(data.len() as u64)));
+        }
+        let mut chunks: Vec<v1::PutFileChunk> = data
+            .chunks(CHUNK)
+            .map(|d| v1::PutFileChunk {
+                data: d.to_vec(),
+                ..Default::default()
+            })
+            .collect();
+        if chunks.is_empty() {
+            chunks.push(v1::PutFileChunk::default());
+        }
+        chunks[0].session = session.to_string();
+        chunks[0].name = file.name.clone();
+        let stored = c
+            .put_file(self.req(msg, tokio_stream::iter(chunks)))
+            .await?
+            .into_inner();
+        let caption = msg.text.trim();
+        let mut line = format!(
+            "[file from {}:{}: {}]",
+            self.platform.name(),
+            msg.user,
+            stored.path
+        );
+        if !caption.is_empty() {
+            line.push(' ');
+            line.push_str(caption);
+        }
+        let dedupe_key = if msg.id.is_empty() {
+            String::new()
+        } else {
+            format!("{}:{}:{}", self.platform.name(), msg.chat, msg.id)
+        };
+        let req = v1::SendInputRequest {
+            session: session.to_string(),
+            text: line,
+            submit: true,
+            dedupe_key,
+        };
+        let r = c.send_input(self.req(msg, req)).await?.into_inner();
+        Ok(r.queued.then(|| {
+            format!(
+                "[{session}] busy: the file is saved as {} and goes in when the current turn ends",
+                stored.path
+            )
+        }))
+    }
+}

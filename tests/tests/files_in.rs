@@ -1,0 +1,118 @@
+//! Files in, from the phone: a document or a photo sent to a session's chat is stored in the
+//! session's `.clibot/inbox/` and the CLI gets one line naming it, with the caption; what is
+//! too large, a voice note, and a file from a stranger are refused; a file name cannot climb
+//! out of the inbox, and an inbox a process made into a link elsewhere is refused. Real
+//! clibotd and clibot-gateway, fake Telegram (getFile and its downloads), bash in tmux.
+
+use std::time::Duration;
+
+use clibot_tests::Harness;
+use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
+
+const ADMIN: i64 = 100;
+const STRANGER: i64 = 666;
+
+fn said(tg: &FakeTelegram, chat: i64, needle: &str) {
+    tg.wait_sent(needle, |s| {
+        texts(s, chat).iter().any(|t| t.contains(needle))
+    });
+}
+
+/// The files in the inbox, with their contents.
+fn inbox(h: &Harness) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(h.work.join(".clibot/inbox"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        std::fs::read(e.path()).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn files_from_the_phone_reach_the_session_by_path_and_nothing_else_gets_in() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n[gateway]\nmax_file_bytes = 5000\n"
+    ));
+    h.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
+    said(&tg, ADMIN, "started s");
+
+    // A document, with its caption.
+    tg.push_file(
+        ADMIN,
+        ADMIN,
+        "document",
+        "notes.txt",
+        b"hello from the phone\n",
+        "read this",
+    );
+    let ev = h.wait_event("s", "the line", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("[file from telegram:100: .clibot/inbox/"))
+    });
+    let line = ev["text"].as_str().unwrap_or_default().to_string();
+    assert!(line.ends_with("-notes.txt] read this"), "{line}");
+    let files = inbox(&h);
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(line.contains(&files[0].0), "{line} names {}", files[0].0);
+    assert_eq!(files[0].1, b"hello from the phone\n");
+
+    // A photo (its largest size), no caption.
+    let picture: Vec<u8> = (0..3000u32).map(|i| (i % 251) as u8).collect();
+    tg.push_file(ADMIN, ADMIN, "photo", "", &picture, "");
+    h.wait_event("s", "the photo's line", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("-photo.jpg]"))
+    });
+    assert!(
+        inbox(&h)
+            .iter()
+            .any(|(n, d)| n.ends_with("-photo.jpg") && *d == picture)
+    );
+
+    // A name that tries to climb out lands in the inbox all the same.
+    tg.push_file(ADMIN, ADMIN, "document", "../../evil.sh", b"echo hi\n", "");
+    h.wait_event("s", "the climbing name", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent" && e["text"].as_str().is_some_and(|t| t.contains("-evil.sh]"))
+    });
+    assert!(!h.work.join("../evil.sh").exists());
+    assert!(inbox(&h).iter().any(|(n, _)| n.ends_with("-evil.sh")));
+
+    // Refused, each saying why.
+    tg.push_file(ADMIN, ADMIN, "document", "big.bin", &[7u8; 6000], "");
+    said(&tg, ADMIN, "at most 5000 are passed");
+    tg.push_file(ADMIN, ADMIN, "voice", "", b"OggS fake", "");
+    said(&tg, ADMIN, "voice notes are not passed");
+    let before = inbox(&h).len();
+    tg.push_file(STRANGER, STRANGER, "document", "x.txt", b"intruder\n", "");
+    tg.wait_sent("the stranger's answer", |s| !texts(s, STRANGER).is_empty());
+    assert_eq!(inbox(&h).len(), before, "a stranger's file was stored");
+
+    // The inbox made a link to elsewhere by a process in the session: refused.
+    let elsewhere = h.dir.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    std::fs::remove_dir_all(h.work.join(".clibot/inbox")).expect("rm inbox");
+    std::os::unix::fs::symlink(&elsewhere, h.work.join(".clibot/inbox")).expect("symlink");
+    tg.push_file(ADMIN, ADMIN, "document", "sneaky.txt", b"where am I\n", "");
+    said(&tg, ADMIN, "leads elsewhere");
+    assert_eq!(
+        std::fs::read_dir(&elsewhere).expect("dir").count(),
+        0,
+        "a file was written through the link"
+    );
+    assert!(h.ctl_ok(&["audit", "--session", "s"]).contains("put"));
+}
