@@ -151,6 +151,8 @@ struct Interaction {
 struct State {
     token: String,
     ws_url: String,
+    /// Files users attached, by the path of their URL (`/files/<id>/<name>`).
+    user_files: HashMap<String, Vec<u8>>,
     next_id: u64,
     calls: Vec<(String, String, Value)>,
     sent: Vec<SentMessage>,
@@ -303,6 +305,7 @@ impl FakeDiscord {
             state: Mutex::new(State {
                 token,
                 ws_url: format!("ws://{ws_addr}"),
+                user_files: HashMap::new(),
                 next_id: FIRST_ID,
                 calls: Vec::new(),
                 sent: Vec::new(),
@@ -369,6 +372,39 @@ impl FakeDiscord {
         let mut st = self.shared.lock();
         let id = st.new_id();
         let message = message_json(id, channel_id, user_json(user_id, username), content);
+        st.messages.insert(id, message.clone());
+        st.dm_channels.insert(user_id, channel_id);
+        st.dispatch("MESSAGE_CREATE", message);
+        id
+    }
+
+    /// A user sends a file `filename` (with `content`) in DM channel `channel_id`: the message
+    /// carries it as an attachment whose URL this fake serves. Returns the message's id.
+    pub fn push_file(
+        &self,
+        channel_id: u64,
+        user_id: u64,
+        username: &str,
+        filename: &str,
+        data: &[u8],
+        content: &str,
+    ) -> u64 {
+        let base = self.url();
+        let mut st = self.shared.lock();
+        let id = st.new_id();
+        let file_id = st.new_id();
+        let path = format!("/files/{file_id}/{filename}");
+        st.user_files.insert(path.clone(), data.to_vec());
+        let mut message = message_json(id, channel_id, user_json(user_id, username), content);
+        let image = filename.ends_with(".png") || filename.ends_with(".jpg");
+        message["attachments"] = json!([{
+            "id": file_id.to_string(),
+            "filename": filename,
+            "size": data.len(),
+            "url": format!("{base}{path}"),
+            "proxy_url": format!("{base}{path}"),
+            "content_type": if image { "image/png" } else { "application/octet-stream" },
+        }]);
         st.messages.insert(id, message.clone());
         st.dm_channels.insert(user_id, channel_id);
         st.dispatch("MESSAGE_CREATE", message);
@@ -844,6 +880,18 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    // An attachment's URL (Discord's CDN serves them without the bot's token).
+    if path.starts_with("/files/") {
+        let found = shared.lock().user_files.get(&path).cloned();
+        return Ok(match found {
+            Some(data) => Response::builder()
+                .status(200)
+                .header(CONTENT_TYPE, "application/octet-stream")
+                .body(Full::new(Bytes::from(data)))
+                .unwrap_or_else(|_| json_response(500, &error_body(0, "response"))),
+            None => json_response(404, &error_body(0, "404: Not Found")),
+        });
+    }
     let bytes = match req.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return Ok(json_response(400, &error_body(0, &format!("body: {e}")))),

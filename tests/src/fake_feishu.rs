@@ -218,6 +218,8 @@ struct Message {
 }
 
 struct State {
+    /// What users' image and file messages carry: (message id, key) → bytes.
+    resources: HashMap<(String, String), Vec<u8>>,
     ws_addr: SocketAddr,
     app_id: String,
     app_secret: String,
@@ -330,6 +332,35 @@ pub fn text_event(
     })
 }
 
+/// A user's `image` (`file_name` empty) or `file` message: `key` names the resource, which
+/// [`FakeFeishu::put_resource`] makes downloadable.
+pub fn file_event(
+    event_id: &str,
+    message_id: &str,
+    chat_id: &str,
+    sender_open_id: &str,
+    key: &str,
+    file_name: &str,
+) -> Value {
+    let mut v = text_event(
+        event_id,
+        message_id,
+        chat_id,
+        "p2p",
+        sender_open_id,
+        "",
+        &[],
+    );
+    let (kind, content) = if file_name.is_empty() {
+        ("image", json!({ "image_key": key }))
+    } else {
+        ("file", json!({ "file_key": key, "file_name": file_name }))
+    };
+    v["event"]["message"]["message_type"] = json!(kind);
+    v["event"]["message"]["content"] = json!(content.to_string());
+    v
+}
+
 /// A `card.action.trigger` event: `operator` pressed a button whose callback value is `value`
 /// on card `message_id` in `chat_id`.
 pub fn card_action_event(
@@ -416,6 +447,7 @@ impl FakeFeishu {
                 calls: Vec::new(),
                 sent: Vec::new(),
                 uploads: Vec::new(),
+                resources: HashMap::new(),
                 acks: Vec::new(),
                 pings: Vec::new(),
                 failures: VecDeque::new(),
@@ -549,6 +581,14 @@ impl FakeFeishu {
 
     pub fn sent(&self) -> Vec<Sent> {
         self.shared.lock().sent.clone()
+    }
+
+    /// Makes resource `key` of message `message_id` downloadable with `data`.
+    pub fn put_resource(&self, message_id: &str, key: &str, data: &[u8]) {
+        self.shared
+            .lock()
+            .resources
+            .insert((message_id.to_string(), key.to_string()), data.to_vec());
     }
 
     pub fn uploads(&self) -> Vec<Upload> {
@@ -961,6 +1001,24 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
                 "ip_white_list": [], "open_id": BOT_OPEN_ID,
             }}),
         ),
+        (&Method::GET, ["im", "v1", "messages", id, "resources", key]) => {
+            let kind = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("type="))
+                .unwrap_or_default();
+            match st.resources.get(&(id.to_string(), key.to_string())) {
+                Some(data) if matches!(kind, "image" | "file") => {
+                    let mut r = Response::new(Full::new(Bytes::from(data.clone())));
+                    r.headers_mut().insert(
+                        CONTENT_TYPE,
+                        HeaderValue::from_static("application/octet-stream"),
+                    );
+                    r
+                }
+                Some(_) => code(400, 234001, "Invalid request param: type"),
+                None => code(400, 234003, "File not in msg."),
+            }
+        }
         (&Method::GET, ["im", "v1", "chats", chat]) => match st.chat_modes.get(*chat) {
             Some(mode) => reply(
                 200,

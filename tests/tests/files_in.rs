@@ -116,3 +116,117 @@ fn files_from_the_phone_reach_the_session_by_path_and_nothing_else_gets_in() {
     );
     assert!(h.ctl_ok(&["audit", "--session", "s"]).contains("put"));
 }
+
+#[test]
+fn on_discord_an_attachment_reaches_the_session_by_path() {
+    use clibot_tests::fake_discord;
+    const ADMIN: u64 = 1_300_000_000_000_000_100;
+    const DM: u64 = 1_400_000_000_000_000_100;
+    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
+    h.start_daemon();
+    let (dc, _g) = fake_discord::with_gateway(&h);
+    let work = h.work.display().to_string();
+    dc.push_message(DM, ADMIN, "owner", &format!("!!new d bash {work}"));
+    dc.wait_sent("started", |s| {
+        s.iter()
+            .any(|m| m.channel_id == DM && m.content.contains("started d"))
+    });
+    let data: Vec<u8> = (0..2000u32).map(|i| (i % 253) as u8).collect();
+    dc.push_file(
+        DM,
+        ADMIN,
+        "owner",
+        "screenshot.png",
+        &data,
+        "why does this fail?",
+    );
+    let ev = h.wait_event("d", "the line", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("-screenshot.png] why does this fail?"))
+    });
+    let line = ev["text"].as_str().unwrap_or_default();
+    assert!(
+        line.starts_with(&format!("[file from discord:{ADMIN}: .clibot/inbox/")),
+        "{line}"
+    );
+    assert!(
+        inbox(&h)
+            .iter()
+            .any(|(n, d)| n.ends_with("-screenshot.png") && *d == data)
+    );
+}
+
+#[test]
+fn on_feishu_an_image_and_a_file_reach_the_session_by_path() {
+    use clibot_tests::fake_feishu::{APP_ID, APP_SECRET, FakeFeishu, file_event, text_event};
+    const ADMIN: &str = "ou_admin000000000000000000000000000";
+    const CHAT: &str = "oc_admin0000000000000000000000000000";
+    let fs = FakeFeishu::start(APP_ID, APP_SECRET);
+    let mut h = Harness::with_config(&format!(
+        "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\n\
+         [access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n",
+        fs.url()
+    ));
+    h.start_daemon();
+    let mut g = h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]);
+    assert!(
+        fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
+        "the gateway opens the long connection"
+    );
+    let work = h.work.display().to_string();
+    fs.push_event(&text_event(
+        "ev1",
+        "om_m1",
+        CHAT,
+        "p2p",
+        ADMIN,
+        &format!("!!new f bash {work}"),
+        &[],
+    ));
+    fs.wait_sent("started", |s| {
+        s.iter().any(|m| {
+            m.content["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("started f"))
+        })
+    });
+    fs.put_resource("om_m2", "img_v3_user1", b"a picture");
+    fs.push_event(&file_event("ev2", "om_m2", CHAT, ADMIN, "img_v3_user1", ""));
+    h.wait_event("f", "the image's line", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent"
+            && e["text"].as_str().is_some_and(|t| {
+                t.starts_with(&format!("[file from feishu:{ADMIN}: .clibot/inbox/"))
+                    && t.ends_with("-image.png]")
+            })
+    });
+    fs.put_resource("om_m3", "file_v2_user2", b"%PDF-1.4 fake");
+    fs.push_event(&file_event(
+        "ev3",
+        "om_m3",
+        CHAT,
+        ADMIN,
+        "file_v2_user2",
+        "spec.pdf",
+    ));
+    h.wait_event("f", "the file's line", Duration::from_secs(20), |e| {
+        e["type"] == "input_sent"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("-spec.pdf]"))
+    });
+    let files = inbox(&h);
+    assert!(
+        files
+            .iter()
+            .any(|(n, d)| n.ends_with("-image.png") && d == b"a picture")
+    );
+    assert!(
+        files
+            .iter()
+            .any(|(n, d)| n.ends_with("-spec.pdf") && d == b"%PDF-1.4 fake")
+    );
+    let _ = g.kill();
+    let _ = g.wait();
+}

@@ -28,7 +28,7 @@ use serenity::all::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bounded::Bounded;
-use crate::platforms::{Inbound, Platform, Receiving};
+use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use crate::progress::Progress;
 
 pub struct Discord {
@@ -344,6 +344,22 @@ impl Ingress {
             recent.pop_first();
         }
         let (done, handled) = oneshot::channel();
+        let file = m.attachments.first().map(|a| Attachment {
+            id: a.url.clone(),
+            name: a.filename.clone(),
+            size: u64::from(a.size),
+            kind: if a.duration_secs.is_some() {
+                "voice"
+            } else if a
+                .content_type
+                .as_deref()
+                .is_some_and(|t| t.starts_with("image/"))
+            {
+                "photo"
+            } else {
+                "document"
+            },
+        });
         let inbound = Inbound {
             chat: channel.to_string(),
             user: m.author.id.get().to_string(),
@@ -352,7 +368,7 @@ impl Ingress {
             id: id.to_string(),
             prompt: None,
             group,
-            file: None,
+            file,
             ack: Some(done),
         };
         let _ = self
@@ -659,6 +675,26 @@ impl Platform for Discord {
         })
         .await
         .map(|_| ())
+    }
+
+    async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {
+        // Discord's attachment URLs are signed links to its CDN: no token goes with them.
+        if !(file.id.starts_with("https://") || file.id.starts_with("http://")) {
+            anyhow::bail!("not an attachment URL");
+        }
+        let mut resp = reqwest::Client::new()
+            .get(&file.id)
+            .send()
+            .await?
+            .error_for_status()?;
+        let mut data = Vec::new();
+        while let Some(chunk) = resp.chunk().await? {
+            data.extend_from_slice(&chunk);
+            if data.len() as u64 > max {
+                anyhow::bail!("it has more than {max} bytes");
+            }
+        }
+        Ok(data)
     }
 
     async fn send_bytes(

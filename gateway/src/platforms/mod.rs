@@ -40,7 +40,7 @@ pub struct Inbound {
 }
 
 /// A file a chat message carries, as the platform names it (downloaded on demand).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Attachment {
     /// The platform's reference to it (Telegram's `file_id`, a URL, …).
     pub id: String,

@@ -432,6 +432,47 @@ impl Api {
         }
     }
 
+    /// The resource (an image or a file) message `message_id` carries, at most `max` bytes
+    /// (`GET im/v1/messages/{id}/resources/{key}?type=image|file`).
+    pub async fn download(
+        &self,
+        message_id: &str,
+        key: &str,
+        kind: &str,
+        max: u64,
+    ) -> anyhow::Result<Vec<u8>> {
+        let safe = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+        };
+        if !safe(message_id) || !safe(key) || !matches!(kind, "image" | "file") {
+            anyhow::bail!("not a Feishu resource");
+        }
+        let url = format!(
+            "{}/open-apis/im/v1/messages/{message_id}/resources/{key}?type={kind}",
+            self.base
+        );
+        let token = self.token().await?;
+        let mut r = self
+            .http
+            .get(&url)
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            anyhow::bail!("Feishu answered HTTP {}", r.status());
+        }
+        let mut data = Vec::new();
+        while let Some(chunk) = r.chunk().await? {
+            data.extend_from_slice(&chunk);
+            if data.len() as u64 > max {
+                anyhow::bail!("it has more than {max} bytes");
+            }
+        }
+        Ok(data)
+    }
+
     /// Uploads a picture for a message (`im/v1/images`, `image_type` `message`); its key.
     pub async fn upload_image(&self, bytes: Vec<u8>) -> anyhow::Result<String> {
         let make = move || {

@@ -32,7 +32,7 @@ use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::platforms::{Inbound, Platform, Receiving};
+use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use api::{Api, Wait};
 
 /// Feishu's API (Lark's is `https://open.larksuite.com`).
@@ -144,6 +144,8 @@ enum Event {
         user: String,
         text: String,
         group: bool,
+        /// A picture or a file it carries.
+        file: Option<Attachment>,
     },
     /// A button pressed on a card: its prompt and option, when it is one of ours.
     Button {
@@ -195,12 +197,35 @@ fn parse_message(v: &Value, bot: &str, event_id: String) -> Event {
         return Event::Ignored("a message not from a user".into());
     }
     let kind = str_at(m, &["message_type"]);
-    if kind != "text" {
-        return Event::Ignored(format!("a {kind} message"));
-    }
     let content: Value = serde_json::from_str(str_at(m, &["content"])).unwrap_or(Value::Null);
-    let Some(text) = content["text"].as_str() else {
-        return Event::Ignored("a text message without text".into());
+    let message_id = str_at(m, &["message_id"]);
+    // A picture or a file: fetched through the message's resources when it is handled.
+    let resource = |key: &str, what: &str, name: String, kind: &'static str| {
+        let key = content[key].as_str().unwrap_or_default();
+        (!key.is_empty()).then(|| Attachment {
+            id: format!("{message_id}/{key}/{what}"),
+            name,
+            size: 0,
+            kind,
+        })
+    };
+    let file = match kind {
+        "text" => None,
+        "image" => resource("image_key", "image", "image.png".into(), "photo"),
+        "file" => resource(
+            "file_key",
+            "file",
+            content["file_name"].as_str().unwrap_or("file").to_string(),
+            "document",
+        ),
+        "audio" => resource("file_key", "file", "voice.opus".into(), "voice"),
+        other => return Event::Ignored(format!("a {other} message")),
+    };
+    let text = match (kind, content["text"].as_str(), &file) {
+        ("text", Some(t), _) => t,
+        ("text", None, _) => return Event::Ignored("a text message without text".into()),
+        (_, _, Some(_)) => "",
+        (_, _, None) => return Event::Ignored(format!("a {kind} message without its key")),
     };
     let group = str_at(m, &["chat_type"]) != "p2p";
     let mentions: Vec<&Value> = m["mentions"]
@@ -217,7 +242,7 @@ fn parse_message(v: &Value, bot: &str, event_id: String) -> Event {
         str_at(e, &["sender", "sender_id", "open_id"]),
         str_at(m, &["message_id"]),
     );
-    if text.is_empty() || chat.is_empty() || user.is_empty() {
+    if (text.is_empty() && file.is_none()) || chat.is_empty() || user.is_empty() {
         return Event::Ignored("a message without text, chat or sender".into());
     }
     Event::Message {
@@ -227,6 +252,7 @@ fn parse_message(v: &Value, bot: &str, event_id: String) -> Event {
         user: user.to_string(),
         text,
         group,
+        file,
     }
 }
 
@@ -317,6 +343,7 @@ impl Ingress {
                 user,
                 text,
                 group,
+                file,
             } => {
                 // Feishu pushes again under the same event id, and at times under a new one
                 // with the same message.
@@ -329,7 +356,7 @@ impl Ingress {
                         id: message_id,
                         prompt: None,
                         group,
-                        file: None,
+                        file,
                         ack: None,
                     }));
                 }
@@ -625,6 +652,15 @@ impl Platform for Feishu {
         Ok(())
     }
 
+    async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {
+        let mut parts = file.id.split('/');
+        let (Some(message), Some(key), Some(kind)) = (parts.next(), parts.next(), parts.next())
+        else {
+            anyhow::bail!("not a Feishu resource");
+        };
+        self.api.download(message, key, kind, max).await
+    }
+
     async fn send_bytes(
         &self,
         chat: &str,
@@ -726,6 +762,7 @@ mod unit {
                 user: "ou_user".into(),
                 text: "run the tests".into(),
                 group: false,
+                file: None,
             }
         );
     }
@@ -763,6 +800,39 @@ mod unit {
             json!([mention("@_user_1", "ou_bot", "clibot")]),
         );
         assert!(matches!(parse_event(&bare, "ou_bot"), Event::Ignored(_)));
+    }
+
+    #[test]
+    fn an_image_or_a_file_message_carries_its_resource() {
+        let mut image = message("p2p", "x", json!([]));
+        image["event"]["message"]["message_type"] = json!("image");
+        image["event"]["message"]["content"] = json!(json!({"image_key": "img_1"}).to_string());
+        match parse_event(&image, "ou_bot") {
+            Event::Message {
+                file: Some(f),
+                text,
+                ..
+            } => {
+                assert!(text.is_empty());
+                assert_eq!((f.kind, f.name.as_str()), ("photo", "image.png"));
+                assert!(f.id.ends_with("/img_1/image"), "{}", f.id);
+            }
+            other => panic!("{other:?}"),
+        }
+        let mut file = image.clone();
+        file["event"]["message"]["message_type"] = json!("file");
+        file["event"]["message"]["content"] =
+            json!(json!({"file_key": "file_1", "file_name": "a b.pdf"}).to_string());
+        assert!(matches!(
+            parse_event(&file, "ou_bot"),
+            Event::Message {
+                file: Some(Attachment {
+                    kind: "document",
+                    ..
+                }),
+                ..
+            }
+        ));
     }
 
     #[test]
