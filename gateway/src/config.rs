@@ -29,6 +29,9 @@ pub struct GatewayConfig {
     /// The largest file passed from a chat to a session, in bytes (default 20 MB).
     #[serde(default)]
     pub max_file_bytes: Option<u64>,
+    /// How voice notes become text.
+    #[serde(default)]
+    pub transcribe: Option<crate::transcribe::TranscribeConfig>,
 }
 
 /// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"

@@ -20,6 +20,7 @@ mod relay;
 mod render;
 mod router;
 mod shown;
+mod transcribe;
 mod turn_status;
 mod verified;
 
@@ -237,6 +238,11 @@ fn main() -> ExitCode {
         rt.block_on(autostart_daemon(&socket));
     }
     turn_status::set_streaming(config.stream.unwrap_or(true));
+    if let Some(t) = config.transcribe.clone() {
+        // Its key never goes to a chat.
+        private.extend(t.api_key.clone());
+        transcribe::configure(t);
+    }
     files::set_max_in(config.max_file_bytes.unwrap_or(files::DEFAULT_MAX_IN));
     // Both were checked when the config was read.
     let bounds = (

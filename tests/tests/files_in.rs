@@ -96,7 +96,7 @@ fn files_from_the_phone_reach_the_session_by_path_and_nothing_else_gets_in() {
     tg.push_file(ADMIN, ADMIN, "document", "big.bin", &[7u8; 6000], "");
     said(&tg, ADMIN, "at most 5000 are passed");
     tg.push_file(ADMIN, ADMIN, "voice", "", b"OggS fake", "");
-    said(&tg, ADMIN, "voice notes are not passed");
+    said(&tg, ADMIN, "voice notes need [gateway.transcribe]");
     let before = inbox(&h).len();
     tg.push_file(STRANGER, STRANGER, "document", "x.txt", b"intruder\n", "");
     tg.wait_sent("the stranger's answer", |s| !texts(s, STRANGER).is_empty());
@@ -229,4 +229,65 @@ fn on_feishu_an_image_and_a_file_reach_the_session_by_path() {
     );
     let _ = g.kill();
     let _ = g.wait();
+}
+
+/// The buttons' callback data of the newest message to `chat` whose text holds `needle`.
+fn buttons(tg: &FakeTelegram, chat: i64, needle: &str) -> (i64, Vec<String>) {
+    let sent = tg.wait_sent(needle, |s| {
+        s.iter()
+            .any(|m| m.chat_id == chat && m.text.contains(needle) && m.reply_markup.is_some())
+    });
+    let m = sent
+        .iter()
+        .rev()
+        .find(|m| m.chat_id == chat && m.text.contains(needle) && m.reply_markup.is_some())
+        .expect("the message");
+    let data = m.reply_markup.as_ref().expect("buttons")["inline_keyboard"]
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+                .filter_map(|b| b["callback_data"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    (m.message_id, data)
+}
+
+#[test]
+fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n[gateway.transcribe]\ncommand = [\"sh\", \"-c\", \"cat \\\"$1\\\"\", \"sh\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new v bash {work}"));
+    said(&tg, ADMIN, "started v");
+
+    // The "transcriber" reads the recording back: its words are the note's bytes.
+    tg.push_file(ADMIN, ADMIN, "voice", "", b"echo from-voice-$((6*7))", "");
+    let (message, data) = buttons(&tg, ADMIN, "echo from-voice-$((6*7))");
+    assert_eq!(data.len(), 2, "Send and Cancel: {data:?}");
+    // Nothing is typed before the sender says so.
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!h.events().iter().any(|e| e["type"] == "input_sent"
+        && e["text"].as_str().is_some_and(|t| t.contains("from-voice"))));
+    tg.push_callback(ADMIN, ADMIN, message, &data[0]);
+    said(&tg, ADMIN, "sent to v");
+    h.wait_screen("v", "the transcribed command ran", |t| {
+        t.contains("from-voice-42")
+    });
+    // A second press of the same button: no longer waiting, nothing typed twice.
+    tg.push_callback(ADMIN, ADMIN, message, &data[0]);
+    said(&tg, ADMIN, "no longer waiting");
+
+    // Cancel: dropped.
+    tg.push_file(ADMIN, ADMIN, "voice", "", b"echo cancelled-$((1+1))", "");
+    let (message, data) = buttons(&tg, ADMIN, "echo cancelled-$((1+1))");
+    tg.push_callback(ADMIN, ADMIN, message, &data[1]);
+    said(&tg, ADMIN, "not sent");
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!h.events().iter().any(|e| e["type"] == "input_sent"
+        && e["text"].as_str().is_some_and(|t| t.contains("cancelled-"))));
 }

@@ -275,6 +275,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         }
                         continue;
                     }
+                    "transcribe" => &["command", "url", "model", "api_key"],
                     "telegram" | "discord" => &["token", "api_url", "default_chat"],
                     "feishu" => &["app_id", "app_secret", "api_url", "default_chat"],
                     _ => {
@@ -305,7 +306,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
         ));
     }
 }

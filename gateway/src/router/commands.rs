@@ -287,6 +287,10 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
                     return Ok(Some(self.adopt_found(c, msg, id, None).await?));
                 }
+                // A press on a transcription's Send / Cancel.
+                if let Some(id) = msg.prompt.as_deref().filter(|p| p.starts_with(crate::transcribe::VOICE)) {
+                    return Ok(Some(self.voice_answer(c, msg, id, &choice).await?));
+                }
                 if let Some(refusal) = answer_refusal(&choice) {
                     return Ok(Some(refusal));
                 }

@@ -14,6 +14,36 @@ use crate::platforms::{Attachment, Inbound};
 const CHUNK: usize = 1 << 20;
 
 impl Router {
+    /// A press on a transcription's button: Send types it into its session, Cancel drops it.
+    pub(super) async fn voice_answer(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        id: &str,
+        choice: &str,
+    ) -> Result<String, tonic::Status> {
+        let Some((session, text)) = crate::transcribe::take(&msg.chat, id) else {
+            return Ok(
+                "that transcription is no longer waiting (answered, or the gateway restarted since): send the voice note again".into(),
+            );
+        };
+        if choice != "1" {
+            return Ok("not sent".into());
+        }
+        let req = v1::SendInputRequest {
+            session: session.clone(),
+            text,
+            submit: true,
+            dedupe_key: String::new(),
+        };
+        let r = c.send_input(self.req(msg, req)).await?.into_inner();
+        Ok(if r.queued {
+            format!("[{session}] busy: it is queued and goes in when the current turn ends")
+        } else {
+            format!("sent to {session}")
+        })
+    }
+
     /// Passes `file` (with the message's caption) to `session`; a reply when there is one.
     pub(super) async fn file_in(
         &self,
@@ -23,9 +53,9 @@ impl Router {
         file: &Attachment,
     ) -> Result<Option<String>, tonic::Status> {
         let max = crate::files::max_in();
-        if file.kind == "voice" {
+        if file.kind == "voice" && crate::transcribe::configured().is_none() {
             return Ok(Some(
-                "voice notes are not passed to a session: send the text, or the recording as a file".into(),
+                "voice notes need [gateway.transcribe] on the machine (a command or an OpenAI-compatible endpoint): send the text, or the recording as a file".into(),
             ));
         }
         let too_big = |n: u64| {
@@ -49,6 +79,32 @@ impl Router {
         };
         if data.len() as u64 > max {
             return Ok(Some(too_big(data.len() as u64)));
+        }
+        if let (true, Some(t)) = (file.kind == "voice", crate::transcribe::configured()) {
+            let text = match t.text(&file.name, &data).await {
+                Ok(t) if !t.trim().is_empty() => t,
+                Ok(_) => return Ok(Some("the voice note has no words in it".into())),
+                Err(e) => {
+                    return Ok(Some(format!(
+                        "the voice note could not be transcribed: {e}"
+                    )));
+                }
+            };
+            // A transcription is a guess: shown first, typed only when the sender says so.
+            let id = crate::transcribe::hold(&msg.chat, session, &text);
+            let shown = format!("🎤 [{session}] {text}\nSend it to {session}?");
+            let options = ["Send".to_string(), "Cancel".to_string()];
+            if let Err(e) = self
+                .platform
+                .send_prompt(&msg.chat, &id, &shown, &options)
+                .await
+            {
+                eprintln!(
+                    "clibot-gateway: cannot show a transcription in {}: {e:#}",
+                    msg.chat
+                );
+            }
+            return Ok(None);
         }
         let mut chunks: Vec<v1::PutFileChunk> = data
             .chunks(CHUNK)
