@@ -666,15 +666,7 @@ impl Platform for Discord {
         text: &str,
         summary: &str,
     ) -> anyhow::Result<()> {
-        let channel = Self::channel(chat)?;
-        let summary: String = summary.chars().take(2000).collect();
-        self.send_message(channel, || {
-            CreateMessage::new()
-                .content(summary.clone())
-                .add_file(CreateAttachment::bytes(text.as_bytes().to_vec(), name))
-        })
-        .await
-        .map(|_| ())
+        self.send_image(chat, name, text.as_bytes(), summary).await
     }
 
     async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {

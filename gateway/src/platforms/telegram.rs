@@ -233,6 +233,47 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
     }
 }
 
+impl Telegram {
+    /// Sends `data` as a document (or, with `photo`, a picture) with a caption, waiting out
+    /// rate limits within the budget.
+    async fn upload(
+        &self,
+        chat: &str,
+        name: &str,
+        data: &[u8],
+        caption: &str,
+        photo: bool,
+    ) -> anyhow::Result<()> {
+        let chat_id = ChatId(
+            chat.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let caption: String = caption.chars().take(1024).collect();
+        let mut budget = Budget::new("Telegram");
+        loop {
+            let file = InputFile::memory(data.to_vec()).file_name(name.to_string());
+            let sent = if photo {
+                self.bot
+                    .send_photo(chat_id, file)
+                    .caption(caption.clone())
+                    .await
+                    .map(|_| ())
+            } else {
+                self.bot
+                    .send_document(chat_id, file)
+                    .caption(caption.clone())
+                    .await
+                    .map(|_| ())
+            };
+            match sent {
+                Ok(()) => return Ok(()),
+                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
+}
+
 /// The photo (its largest size), document or voice note a message carries.
 fn attachment(m: &teloxide::types::Message) -> Option<Attachment> {
     if let Some(p) = m
@@ -324,24 +365,8 @@ impl Platform for Telegram {
         text: &str,
         summary: &str,
     ) -> anyhow::Result<()> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
-        let mut budget = Budget::new("Telegram");
-        loop {
-            let file = InputFile::memory(text.as_bytes().to_vec()).file_name(name.to_string());
-            match self
-                .bot
-                .send_document(chat_id, file)
-                .caption(summary.to_string())
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
-                Err(e) => return Err(classify(e)),
-            }
-        }
+        self.upload(chat, name, text.as_bytes(), summary, false)
+            .await
     }
 
     async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {
@@ -372,25 +397,7 @@ impl Platform for Telegram {
         data: &[u8],
         caption: &str,
     ) -> anyhow::Result<()> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
-        let caption: String = caption.chars().take(1024).collect();
-        let mut budget = Budget::new("Telegram");
-        loop {
-            let file = InputFile::memory(data.to_vec()).file_name(name.to_string());
-            match self
-                .bot
-                .send_document(chat_id, file)
-                .caption(caption.clone())
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
-                Err(e) => return Err(classify(e)),
-            }
-        }
+        self.upload(chat, name, data, caption, false).await
     }
 
     async fn send_image(
@@ -400,25 +407,7 @@ impl Platform for Telegram {
         png: &[u8],
         caption: &str,
     ) -> anyhow::Result<()> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
-        let caption: String = caption.chars().take(1024).collect();
-        let mut budget = Budget::new("Telegram");
-        loop {
-            let file = InputFile::memory(png.to_vec()).file_name(name.to_string());
-            match self
-                .bot
-                .send_photo(chat_id, file)
-                .caption(caption.clone())
-                .await
-            {
-                Ok(_) => return Ok(()),
-                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
-                Err(e) => return Err(classify(e)),
-            }
-        }
+        self.upload(chat, name, png, caption, true).await
     }
 
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {

@@ -637,19 +637,7 @@ impl Platform for Feishu {
         text: &str,
         summary: &str,
     ) -> anyhow::Result<()> {
-        let key = self.api.upload(name, text.as_bytes().to_vec()).await?;
-        self.api
-            .create(
-                chat,
-                "file",
-                &json!({ "file_key": key }),
-                Wait::OutRateLimits,
-            )
-            .await?;
-        if !summary.trim().is_empty() {
-            self.send(chat, summary).await?;
-        }
-        Ok(())
+        self.send_bytes(chat, name, text.as_bytes(), summary).await
     }
 
     async fn download(&self, file: &Attachment, max: u64) -> anyhow::Result<Vec<u8>> {
