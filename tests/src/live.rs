@@ -329,6 +329,17 @@ pub fn cancel_long_turn(h: &Harness, name: &str, mock: &crate::mock_llm::MockLlm
     );
 }
 
+/// Every model request that carries `text`, as JSON text. Some CLIs also ask for a title
+/// with the new message alone: the turn's request is the one among them that carries the
+/// conversation.
+pub fn requests_with(mock: &crate::mock_llm::MockLlm, text: &str) -> Vec<String> {
+    mock.requests()
+        .iter()
+        .map(Value::to_string)
+        .filter(|r| r.contains(text))
+        .collect()
+}
+
 /// The rules [`hibernate_and_wake`] needs from the mock.
 pub fn wake_rules() -> Vec<crate::mock_llm::Rule> {
     vec![
@@ -414,14 +425,7 @@ pub fn hibernate_and_wake(
         .filter(|e| e["type"] == "input_sent" && e["submitted"] == true)
         .count();
     assert_eq!(typed, 1, "the message typed once: {after:#?}");
-    // Some CLIs also ask for a title with the new message alone: the turn's request is the
-    // one that carries the conversation.
-    let asked: Vec<String> = mock
-        .requests()
-        .iter()
-        .map(Value::to_string)
-        .filter(|r| r.contains("please say again"))
-        .collect();
+    let asked = requests_with(mock, "please say again");
     assert!(
         asked
             .iter()

@@ -7,27 +7,11 @@
 use std::time::Duration;
 
 use clibot_tests::Harness;
+use clibot_tests::asker::{ASK_FN, ASKER};
 use clibot_tests::fake_telegram::{self, FakeTelegram, Sent, texts};
 use serde_json::Value;
 
 const ADMIN: i64 = 100;
-
-/// A bash whose `Run: COMMAND [y/n]` lines are permission prompts about COMMAND.
-const ASKER: &str = r#"
-[cli.asker]
-argv = ["bash", "--norc", "--noprofile"]
-env = { PS1 = "$ ", HISTFILE = "/dev/null" }
-submit_delay_ms = 50
-quiet_ms = 300
-
-[cli.asker.patterns]
-prompts = [
-  { kind = "permission", pattern = '(?m)^Run: .+ \[y/n\]\s*$', options = ["y", "n"], answer = "line", subject = '(?m)^Run: (.+?) \[y/n\]\s*$' },
-]
-"#;
-
-/// Defines `ask CMD`, which asks about CMD and prints what it was told.
-const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
 
 fn said(tg: &FakeTelegram, what: &str, needle: &str) -> Vec<Sent> {
     tg.wait_sent(what, |s| texts(s, ADMIN).iter().any(|t| t.contains(needle)))

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use clibot_tests::Harness;
+use clibot_tests::asker::ASK_FN;
 use serde_json::Value;
 
 /// A bash whose `Run: COMMAND [y/n]` lines are permission prompts about COMMAND, and whose
@@ -40,9 +41,6 @@ action = "allow"
 subject = '^deploy'
 action = "ask"
 "#;
-
-/// Defines `ask CMD`, which asks about CMD and prints what it was told.
-const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
 
 fn report(h: &Harness) -> Value {
     serde_json::from_str(&h.ctl_ok(&["automation", "report", "--json"])).expect("report is JSON")

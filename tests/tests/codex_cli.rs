@@ -406,14 +406,7 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
         e["type"] == "turn_completed"
     });
     assert_eq!(done["text"], "Again.");
-    // Codex also asks for a title with the new message alone: the turn's request is the one
-    // that carries the conversation.
-    let asked: Vec<String> = mock
-        .requests()
-        .iter()
-        .map(Value::to_string)
-        .filter(|r| r.contains("please say again"))
-        .collect();
+    let asked = clibot_tests::live::requests_with(&mock, "please say again");
     assert!(
         asked
             .iter()

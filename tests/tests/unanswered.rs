@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use clibot_tests::Harness;
+use clibot_tests::asker::{ASK_FN, ASKER};
 use clibot_tests::fake_telegram::{self, texts};
 use serde_json::Value;
 
@@ -148,22 +149,6 @@ fn an_unanswered_prompt_is_reminded_escalated_to_the_admins_and_denied_at_its_ti
         assert!(audit.contains(action), "{action} in:\n{audit}");
     }
 }
-
-/// A bash whose `Run: COMMAND [y/n]` lines are permission prompts about COMMAND.
-const ASKER: &str = r#"
-[cli.asker]
-argv = ["bash", "--norc", "--noprofile"]
-env = { PS1 = "$ ", HISTFILE = "/dev/null" }
-submit_delay_ms = 50
-quiet_ms = 300
-
-[cli.asker.patterns]
-prompts = [
-  { kind = "permission", pattern = '(?m)^Run: .+ \[y/n\]\s*$', options = ["y", "n"], answer = "line", subject = '(?m)^Run: (.+?) \[y/n\]\s*$' },
-]
-"#;
-
-const ASK_FN: &str = r#"ask() { read -r -p "Run: $1 [y/n] " a; echo "decided $1: $a"; }"#;
 
 #[test]
 fn at_its_timeout_the_decider_answers_a_prompt_but_a_guarded_one_and_a_waiting_cli_keep_waiting() {
