@@ -167,19 +167,22 @@ impl Renderer {
     pub fn render(&self, screen: &str) -> (u32, u32, Vec<u8>) {
         let lines: Vec<&str> = screen.lines().collect();
         let rows = (lines.len().max(1) as u16).min(MAX_ROWS);
-        let cols = lines
-            .iter()
-            .map(|l| visible_width(l))
-            .max()
-            .unwrap_or(1)
-            .clamp(1, usize::from(MAX_COLS)) as u16;
-        let mut parser = vt100::Parser::new(rows, cols, 0);
+        // Read once at the widest size; the picture is as wide as the widest line drawn.
+        let mut parser = vt100::Parser::new(rows, MAX_COLS, 0);
         // Each line from column 0, attributes reset: a line of capture-pane starts afresh.
         for (i, l) in lines.iter().take(usize::from(rows)).enumerate() {
             parser.process(format!("\x1b[{};1H\x1b[0m", i + 1).as_bytes());
             parser.process(l.as_bytes());
         }
         let s = parser.screen();
+        let drawn = |c: u16| {
+            (0..rows).any(|r| {
+                s.cell(r, c).is_some_and(|cell| {
+                    !cell.contents().is_empty() || cell.bgcolor() != vt100::Color::Default
+                })
+            })
+        };
+        let cols = (0..MAX_COLS).rev().find(|&c| drawn(c)).map_or(1, |c| c + 1);
         let (width, height) = (u32::from(cols) * self.cell_w, u32::from(rows) * self.cell_h);
         let mut img = vec![0u8; (width * height * 3) as usize];
         for r in 0..rows {
@@ -232,23 +235,6 @@ fn get(img: &[u8], width: u32, x: u32, y: u32) -> Rgb {
         Some(p) => [p[0], p[1], p[2]],
         None => BACKGROUND,
     }
-}
-
-/// How many columns a line of `capture-pane -e` output fills: its characters without the
-/// escape sequences (wide characters count two).
-fn visible_width(line: &str) -> usize {
-    let mut p = vt100::Parser::new(1, MAX_COLS, 0);
-    p.process(line.as_bytes());
-    let s = p.screen();
-    (0..MAX_COLS)
-        .rev()
-        .find(|&c| {
-            s.cell(0, c).is_some_and(|cell| {
-                !cell.contents().is_empty() || cell.bgcolor() != vt100::Color::Default
-            })
-        })
-        .map(|c| usize::from(c) + 1)
-        .unwrap_or(0)
 }
 
 /// RGB pixels as a PNG file.
