@@ -133,6 +133,7 @@ mod tests {
             id: id.into(),
             prompt: prompt.map(str::to_string),
             group: true,
+            topics: false,
             file: None,
             ack: None,
         }

@@ -93,6 +93,10 @@ pub struct TokenPlatform {
     /// chat binds them (an admin's chat).
     #[serde(default)]
     pub default_chat: Option<String>,
+    /// Each session in a topic of its own (Telegram forum topics, Discord threads) in chats
+    /// that have them; the chat's general part is for `!!` commands. Off: one thread per chat.
+    #[serde(default)]
+    pub topics: bool,
 }
 
 /// `[gateway.feishu]`.
@@ -107,6 +111,9 @@ pub struct FeishuConfig {
     /// See [`TokenPlatform::default_chat`].
     #[serde(default)]
     pub default_chat: Option<String>,
+    /// Each session in a thread of its own in group chats; see [`TokenPlatform::topics`].
+    #[serde(default)]
+    pub topics: bool,
 }
 
 fn feishu_default_url() -> String {

@@ -327,6 +327,15 @@ impl Platform for Egress {
     async fn typing(&self, chat: &str) {
         self.inner.typing(chat).await
     }
+    async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
+        self.inner.open_topic(chat, name).await
+    }
+    async fn reopen_topic(&self, chat: &str) {
+        self.inner.reopen_topic(chat).await
+    }
+    async fn close_topic(&self, chat: &str) {
+        self.inner.close_topic(chat).await
+    }
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
         self.inner.status(chat, id, text).await
     }

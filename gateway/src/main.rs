@@ -20,6 +20,7 @@ mod relay;
 mod render;
 mod router;
 mod shown;
+mod topic;
 mod transcribe;
 mod turn_status;
 mod verified;
@@ -123,11 +124,13 @@ enum Spec {
         token: String,
         api_url: Option<String>,
         default_chat: Option<String>,
+        topics: bool,
     },
     Discord {
         token: String,
         api_url: Option<String>,
         default_chat: Option<String>,
+        topics: bool,
     },
     Feishu(config::FeishuConfig),
 }
@@ -349,6 +352,7 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
                 .telegram
                 .as_ref()
                 .and_then(|c| c.default_chat.clone()),
+            topics: config.telegram.as_ref().is_some_and(|c| c.topics),
         });
     }
     if args.discord || (!chosen && (config.discord.is_some() || args.discord_token.is_some())) {
@@ -356,6 +360,7 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
             token: token("discord", &args.discord_token, &config.discord)?,
             api_url: api_url(&args.discord_api_url, &config.discord),
             default_chat: config.discord.as_ref().and_then(|c| c.default_chat.clone()),
+            topics: config.discord.as_ref().is_some_and(|c| c.topics),
         });
     }
     if args.feishu || (!chosen && config.feishu.is_some()) {
@@ -431,21 +436,43 @@ async fn start(
             let (c, rx) = console::Console::start();
             (Arc::new(c), rx)
         }
-        Spec::Telegram { token, api_url, .. } => {
-            let (t, rx) =
-                telegram::Telegram::start(token, api_url.as_deref(), prefix, lock_dir, recv)
-                    .await?;
+        Spec::Telegram {
+            token,
+            api_url,
+            topics,
+            ..
+        } => {
+            let (t, rx) = telegram::Telegram::start(
+                token,
+                api_url.as_deref(),
+                *topics,
+                prefix,
+                lock_dir,
+                recv,
+            )
+            .await?;
             (Arc::new(t), rx)
         }
-        Spec::Discord { token, api_url, .. } => {
-            let (d, rx) =
-                discord::Discord::start(token, api_url.as_deref(), prefix, lock_dir, socket, recv)
-                    .await?;
+        Spec::Discord {
+            token,
+            api_url,
+            topics,
+            ..
+        } => {
+            let (d, rx) = discord::Discord::start(
+                token,
+                api_url.as_deref(),
+                *topics,
+                prefix,
+                lock_dir,
+                socket,
+                recv,
+            )
+            .await?;
             (Arc::new(d), rx)
         }
         Spec::Feishu(f) => {
-            let (p, rx) =
-                feishu::start(&f.app_id, &f.app_secret, &f.api_url, prefix, lock_dir, recv).await?;
+            let (p, rx) = feishu::start(f, prefix, lock_dir, recv).await?;
             (Arc::new(p), rx)
         }
     })

@@ -638,6 +638,23 @@ impl ChatDelivery {
             }
             self.shown.remove(i);
         }
+        // A session's own topic says it ended and closes (starting it again reopens it);
+        // other chats are not told (whoever stopped it was).
+        if matches!(&ev.kind, Some(Kind::Stopped(_)) | Some(Kind::Released(_))) {
+            if crate::topic::split(&self.chat).1.is_some() {
+                let text = format!(
+                    "■ [{}] ended: this topic is closed until the session starts again",
+                    ev.session
+                );
+                self.platform
+                    .send(&self.chat, &text)
+                    .await
+                    .map_err(Self::fail)?;
+                self.platform.close_topic(&self.chat).await;
+            }
+            self.ack(ev.seq, 0, "", "").await;
+            return Ok(());
+        }
         // A file from the session's outbox: read from the daemon and sent as it is.
         if let Some(Kind::FileSent(f)) = &ev.kind {
             let (platform, chat) = (self.platform.clone(), self.chat.clone());

@@ -148,6 +148,9 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::PromptTimedOut(_)
                 | Kind::Hibernated(_)
                 | Kind::FileSent(_)
+                // Only a session's own topic is told (and closed).
+                | Kind::Stopped(_)
+                | Kind::Released(_)
         )
     )
 }

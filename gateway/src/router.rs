@@ -419,6 +419,9 @@ impl Router {
             Some(b) if !sessions.iter().any(|s| s.name == b.session) => return Ok(Bound::Foreign),
             Some(b) if !b.broken => return Ok(Bound::Usable(b)),
             Some(b) => b.session,
+            // The general part of a chat with topics is for commands: sessions talk in their
+            // own topics.
+            None if msg.topics => return Ok(Bound::Nothing),
             // `[daemon] default_session`, which the daemon names only to those who may use it;
             // declared and not started yet, it is started (by an admin) first.
             None if !listed.default_session.is_empty() => {
@@ -488,9 +491,21 @@ impl Router {
         msg: &Inbound,
         session: &str,
     ) -> Result<(), tonic::Status> {
+        self.bind_chat(c, msg, &msg.chat, session).await
+    }
+
+    /// Binds chat `chat` (this message's chat, or a topic in it) to `session`, on behalf of
+    /// the message's sender.
+    async fn bind_chat(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        chat: &str,
+        session: &str,
+    ) -> Result<(), tonic::Status> {
         let req = v1::SetBindingRequest {
             platform: self.platform.name().into(),
-            chat: msg.chat.clone(),
+            chat: chat.to_string(),
             session: session.into(),
             group: msg.group,
         };
@@ -508,11 +523,73 @@ impl Router {
         }
     }
 
+    /// Binds a session chosen in this chat: this chat, or — in the general part of a chat
+    /// where sessions get topics — the session's own topic, opened (or reopened: the one it
+    /// had in this chat) as needed. Says where the session talks now.
+    async fn place(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        session: &str,
+    ) -> Result<String, tonic::Status> {
+        if !msg.topics {
+            self.bind(c, msg, session).await?;
+            return Ok("this chat now talks to it".into());
+        }
+        let req = v1::ListBindingsRequest {
+            platform: self.platform.name().into(),
+            chat: String::new(),
+            session: session.into(),
+            seq: 0,
+        };
+        let had = c
+            .list_bindings(req)
+            .await?
+            .into_inner()
+            .bindings
+            .into_iter()
+            .find(|b| !b.broken && crate::topic::is_in(&b.chat, &msg.chat));
+        let topic = match had {
+            Some(b) => {
+                self.platform.reopen_topic(&b.chat).await;
+                b.chat
+            }
+            None => {
+                let topic = self
+                    .platform
+                    .open_topic(&msg.chat, session)
+                    .await
+                    .map_err(|e| {
+                        tonic::Status::failed_precondition(format!(
+                            "no topic could be opened for {session}: {e:#}"
+                        ))
+                    })?;
+                self.bind_chat(c, msg, &topic, session).await?;
+                let p = self.parser.prefix();
+                let intro = format!(
+                    "▶ {session}: what you write here goes to it; {p}help lists the commands"
+                );
+                if let Err(e) = self.platform.send(&topic, &intro).await {
+                    eprintln!("clibot-gateway: cannot write in the new topic {topic}: {e:#}");
+                }
+                return Ok(format!("it talks in its own topic, {session}"));
+            }
+        };
+        self.bind_chat(c, msg, &topic, session).await?;
+        Ok(format!("it talks in its topic, {session}"))
+    }
+
     async fn no_session_hint(
         &self,
         c: &mut clibot_proto::Client,
         msg: &Inbound,
     ) -> Result<String, tonic::Status> {
+        if msg.topics {
+            let p = self.parser.prefix();
+            return Ok(format!(
+                "here, each session talks in a topic of its own: {p}use NAME opens a session's topic, {p}new NAME CLI [DIR] starts one ({p}sessions lists them)"
+            ));
+        }
         let sessions = c
             .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
             .await?
@@ -768,6 +845,7 @@ mod tests {
             id: String::new(),
             prompt: None,
             group: false,
+            topics: false,
             file: None,
             ack: None,
         }

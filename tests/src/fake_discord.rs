@@ -165,6 +165,8 @@ struct State {
     guild_channels: HashMap<u64, u64>,
     /// Channels the bot lost access to: every channel route answers 403 Missing Access.
     forbidden: HashSet<u64>,
+    /// Threads by id: (parent channel, name, archived).
+    threads: HashMap<u64, (u64, String, bool)>,
     interactions: HashMap<u64, Interaction>,
     /// Ready gateway sessions: (session number, sender).
     sessions: Vec<(u64, mpsc::UnboundedSender<Out>)>,
@@ -314,6 +316,7 @@ impl FakeDiscord {
                 dm_channels: HashMap::new(),
                 guild_channels: HashMap::new(),
                 forbidden: HashSet::new(),
+                threads: HashMap::new(),
                 interactions: HashMap::new(),
                 sessions: Vec::new(),
                 next_session: 1,
@@ -467,6 +470,32 @@ impl FakeDiscord {
         id
     }
 
+    /// A user writes `content` in thread `thread` of server `guild_id` (which the bot opened
+    /// with `POST channels/{id}/threads`): like [`FakeDiscord::send_as_user_in_guild`] with the
+    /// thread as the channel, which `GET channels/{id}` answers as a thread of its parent.
+    pub fn send_as_user_in_thread(
+        &self,
+        guild_id: u64,
+        thread: u64,
+        user_id: u64,
+        username: &str,
+        content: &str,
+    ) -> u64 {
+        self.user_writes(Some(guild_id), thread, user_id, username, content)
+    }
+
+    /// The threads the bot opened: (id, parent channel, name, archived), oldest first.
+    pub fn threads(&self) -> Vec<(u64, u64, String, bool)> {
+        let st = self.shared.lock();
+        let mut t: Vec<(u64, u64, String, bool)> = st
+            .threads
+            .iter()
+            .map(|(id, (parent, name, archived))| (*id, *parent, name.clone(), *archived))
+            .collect();
+        t.sort();
+        t
+    }
+
     /// The bot loses access to a channel: from now on every request about it
     /// (`channels/{id}/...`: sending, editing, typing, reading history) is answered 403
     /// `{"message": "Missing Access", "code": 50001}`, as Discord does.
@@ -503,13 +532,20 @@ impl FakeDiscord {
             .cloned()
             .unwrap_or_else(|| message_json(message_id, channel_id, bot_user(), ""));
         let user = message_user(&st, user_id);
-        let interaction = json!({
+        let channel = match st.threads.get(&channel_id) {
+            Some((parent, _, _)) => json!({
+                "id": channel_id.to_string(), "type": 11, "parent_id": parent.to_string(),
+            }),
+            None => json!({ "id": channel_id.to_string(), "type": 1 }),
+        };
+        let guild = st.guild_channels.get(&channel_id).copied();
+        let mut interaction = json!({
             "id": id.to_string(),
             "application_id": BOT_USER_ID.to_string(),
             "type": 3,
             "data": { "custom_id": custom_id, "component_type": 2 },
             "channel_id": channel_id.to_string(),
-            "channel": { "id": channel_id.to_string(), "type": 1 },
+            "channel": channel,
             "user": user,
             "token": token,
             "version": 1,
@@ -521,6 +557,9 @@ impl FakeDiscord {
             "context": 1,
             "attachment_size_limit": 10_485_760,
         });
+        if let Some(g) = guild {
+            interaction["guild_id"] = json!(g.to_string());
+        }
         st.interactions.insert(
             id,
             Interaction {
@@ -1054,8 +1093,38 @@ fn get_history(st: &State, channel: u64, query: &str) -> Response<Body> {
     json_response(200, &Value::Array(page.into_iter().cloned().collect()))
 }
 
-/// `GET channels/{id}`: a server text channel where users wrote with a `guild_id`, else a DM.
+/// A thread as Discord shows it (type 11, a public thread).
+fn thread_json(st: &State, id: u64) -> Value {
+    let (parent, name, archived) = st.threads.get(&id).cloned().unwrap_or_default();
+    let guild = st.guild_channels.get(&parent).copied().unwrap_or(1);
+    json!({
+        "id": id.to_string(),
+        "type": 11,
+        "guild_id": guild.to_string(),
+        "parent_id": parent.to_string(),
+        "owner_id": BOT_USER_ID.to_string(),
+        "name": name,
+        "last_message_id": null,
+        "rate_limit_per_user": 0,
+        "message_count": 0,
+        "member_count": 1,
+        "flags": 0,
+        "thread_metadata": {
+            "archived": archived,
+            "auto_archive_duration": 10080,
+            "archive_timestamp": timestamp(),
+            "locked": false,
+            "invitable": true,
+        },
+    })
+}
+
+/// `GET channels/{id}`: a thread the bot opened, a server text channel where users wrote with
+/// a `guild_id`, else a DM.
 fn get_channel(st: &State, channel: u64) -> Value {
+    if st.threads.contains_key(&channel) {
+        return thread_json(st, channel);
+    }
     if let Some(guild) = st.guild_channels.get(&channel) {
         return json!({
             "id": channel.to_string(),
@@ -1158,6 +1227,38 @@ fn route(
             None => not_found(),
         },
         ("POST", ["channels", _, "typing"]) => no_content(),
+        ("POST", ["channels", channel, "threads"]) => {
+            let Some(parent) = parse_id(channel) else {
+                return not_found();
+            };
+            if !st.guild_channels.contains_key(&parent) {
+                // A DM has no threads.
+                return json_response(
+                    400,
+                    &error_body(50024, "Cannot execute action on this channel type"),
+                );
+            }
+            let name = body["name"].as_str().unwrap_or_default().to_string();
+            if !(1..=100).contains(&name.chars().count()) {
+                return json_response(400, &error_body(50035, "Invalid Form Body"));
+            }
+            let id = st.new_id();
+            st.threads.insert(id, (parent, name, false));
+            let guild = st.guild_channels.get(&parent).copied().unwrap_or(1);
+            st.guild_channels.insert(id, guild);
+            json_response(201, &thread_json(st, id))
+        }
+        ("PATCH", ["channels", channel]) => {
+            let Some(thread) = parse_id(channel).filter(|c| st.threads.contains_key(c)) else {
+                return json_response(404, &error_body(10003, "Unknown Channel"));
+            };
+            if let (Some(archived), Some(t)) =
+                (body["archived"].as_bool(), st.threads.get_mut(&thread))
+            {
+                t.2 = archived;
+            }
+            json_response(200, &thread_json(st, thread))
+        }
         (_, ["channels", channel, "messages", id]) => {
             let (Some(channel), Some(id)) = (parse_id(channel), parse_id(id)) else {
                 return not_found();
@@ -1328,6 +1429,10 @@ fn create(
     let has_embeds = embeds.as_array().is_some_and(|e| !e.is_empty());
     if content.trim().is_empty() && files.is_empty() && !has_components && !has_embeds {
         return Err((400, error_body(50006, "Cannot send an empty message")));
+    }
+    // Sending into an archived (unlocked) thread unarchives it.
+    if let Some(t) = st.threads.get_mut(&channel) {
+        t.2 = false;
     }
     let id = st.new_id();
     let mut message = message_json(id, channel, bot_user(), &content);

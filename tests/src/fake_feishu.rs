@@ -179,6 +179,8 @@ pub struct Sent {
     /// `content`, parsed from its JSON string.
     pub content: Value,
     pub uuid: String,
+    /// The first message of the thread it went to (a reply in a thread); empty otherwise.
+    pub root: String,
 }
 
 /// A file the bot uploaded.
@@ -215,6 +217,8 @@ struct Message {
     chat: String,
     msg_type: String,
     content: Value,
+    /// The thread's first message, for a message in a thread.
+    root: String,
 }
 
 struct State {
@@ -330,6 +334,15 @@ pub fn text_event(
             },
         },
     })
+}
+
+/// `event` (a user's message event) as sent in the thread that message `root` heads.
+pub fn in_thread(mut event: Value, root: &str) -> Value {
+    let m = &mut event["event"]["message"];
+    m["root_id"] = json!(root);
+    m["parent_id"] = json!(root);
+    m["thread_id"] = json!(format!("omt_{}", root.trim_start_matches("om_")));
+    event
 }
 
 /// A user's `image` (`file_name` empty) or `file` message: `key` names the resource, which
@@ -1027,6 +1040,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
             None => code(400, 232010, "chat not exist"),
         },
         (&Method::POST, ["im", "v1", "messages"]) => create(&mut st, &query, &body, bytes.len()),
+        (&Method::POST, ["im", "v1", "messages", id, "reply"]) => {
+            reply_to(&mut st, id, &body, bytes.len())
+        }
         (&Method::PATCH, ["im", "v1", "messages", id]) => patch(&mut st, id, &body, bytes.len()),
         (&Method::POST, ["im", "v1", "files"]) => upload(&mut st, &body, files),
         (&Method::POST, ["im", "v1", "images"]) => upload_image(&mut st, &body, files),
@@ -1067,6 +1083,33 @@ fn create(st: &mut State, query: &str, body: &Value, size: usize) -> Response<Bo
     if chat.is_empty() {
         return code(400, 230001, "invalid receive_id");
     }
+    post(st, chat, id_type, String::new(), body, size)
+}
+
+/// `POST im/v1/messages/{id}/reply`: a reply to one of the bot's messages, in its chat; with
+/// `reply_in_thread` it goes to (or starts) the thread that message heads or is in.
+fn reply_to(st: &mut State, parent: &str, body: &Value, size: usize) -> Response<Body> {
+    let Some(m) = st.messages.get(parent) else {
+        return code(400, 230011, "The message was withdrawn or does not exist.");
+    };
+    let chat = m.chat.clone();
+    let root = match (body["reply_in_thread"].as_bool(), m.root.is_empty()) {
+        (Some(true), true) => parent.to_string(),
+        (Some(true), false) => m.root.clone(),
+        _ => String::new(),
+    };
+    post(st, chat, "chat_id", root, body, size)
+}
+
+/// Sends a message to `chat` (in the thread `root` heads, when not empty).
+fn post(
+    st: &mut State,
+    chat: String,
+    id_type: &str,
+    root: String,
+    body: &Value,
+    size: usize,
+) -> Response<Body> {
     if st.removed.contains(&chat) {
         return code(400, 230002, "The bot can not be outside the group.");
     }
@@ -1129,6 +1172,7 @@ fn create(st: &mut State, query: &str, body: &Value, size: usize) -> Response<Bo
             chat: chat.clone(),
             msg_type: msg_type.clone(),
             content: content.clone(),
+            root: root.clone(),
         },
     );
     st.sent.push(Sent {
@@ -1139,11 +1183,18 @@ fn create(st: &mut State, query: &str, body: &Value, size: usize) -> Response<Bo
         msg_type: msg_type.clone(),
         content,
         uuid,
+        root: root.clone(),
     });
+    let thread = if root.is_empty() {
+        String::new()
+    } else {
+        format!("omt_{}", root.trim_start_matches("om_"))
+    };
     reply(
         200,
         &json!({ "code": 0, "msg": "success", "data": {
             "message_id": id, "chat_id": chat, "msg_type": msg_type,
+            "root_id": root, "parent_id": root, "thread_id": thread,
             "create_time": now_ms().to_string(), "sender": { "id": APP_ID, "id_type": "app_id", "sender_type": "app" },
         }}),
     )
@@ -1189,6 +1240,7 @@ fn patch(st: &mut State, id: &str, body: &Value, size: usize) -> Response<Body> 
         msg_type: "interactive".into(),
         content: card,
         uuid: String::new(),
+        root: String::new(),
     });
     reply(200, &json!({ "code": 0, "msg": "success", "data": {} }))
 }

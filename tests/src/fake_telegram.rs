@@ -133,6 +133,8 @@ pub struct Sent {
     pub message_id: i64,
     /// When the fake received the call (for latency measurements).
     pub at: std::time::Instant,
+    /// The forum topic (`message_thread_id`) a new message went to, if any.
+    pub thread: Option<i64>,
 }
 
 /// The texts of the messages sent to `chat` (`sendMessage`), in order.
@@ -223,6 +225,8 @@ struct Chat {
     info: Value,
     next_message_id: i64,
     messages: BTreeMap<i64, StoredMessage>,
+    /// Forum topics by id (the id of the message that created each): (name, closed).
+    topics: BTreeMap<i64, (String, bool)>,
 }
 
 struct State {
@@ -263,6 +267,8 @@ struct State {
     history: Vec<Value>,
     commands: Value,
     next_file: u64,
+    /// The bot has topics in private chats (Bot API 9.3: `getMe`'s `has_topics_enabled`).
+    private_topics: bool,
 }
 
 /// A failed call: HTTP status and Telegram's description.
@@ -355,6 +361,7 @@ impl FakeTelegram {
                 history: Vec::new(),
                 commands: json!([]),
                 next_file: 1,
+                private_topics: false,
             }),
             changed: watch::Sender::new(0),
         });
@@ -399,9 +406,60 @@ impl FakeTelegram {
         self.shared.lock().me["id"].as_i64().unwrap_or_default()
     }
 
+    /// Makes group `chat_id` a forum supergroup (topics on), as a group's admin does.
+    pub fn make_forum(&self, chat_id: i64) {
+        let mut st = self.shared.lock();
+        st.chat(chat_id, None).info = json!({
+            "id": chat_id, "title": "Test forum", "type": "supergroup", "is_forum": true,
+        });
+    }
+
+    /// Turns on topics in private chats for the bot (BotFather's threaded mode, Bot API 9.3):
+    /// `getMe` says `has_topics_enabled`, and private chats take `createForumTopic`.
+    pub fn enable_private_topics(&self) {
+        let mut st = self.shared.lock();
+        st.private_topics = true;
+        st.me["has_topics_enabled"] = json!(true);
+    }
+
+    /// The topics of a chat: (id, name, closed), oldest first.
+    pub fn topics(&self, chat_id: i64) -> Vec<(i64, String, bool)> {
+        let st = self.shared.lock();
+        st.chats.get(&chat_id).map_or_else(Vec::new, |c| {
+            c.topics
+                .iter()
+                .map(|(id, (name, closed))| (*id, name.clone(), *closed))
+                .collect()
+        })
+    }
+
+    /// A user writes `text` in forum topic `thread` of chat `chat_id` (a topic message, as
+    /// Telegram marks it: `message_thread_id` and `is_topic_message`). Returns the update's id.
+    pub fn push_topic_message(
+        &self,
+        chat_id: i64,
+        thread: i64,
+        user_id: i64,
+        first_name: &str,
+        text: &str,
+    ) -> i64 {
+        self.push_message_with(chat_id, user_id, first_name, text, Some(thread))
+    }
+
     /// A user writes `text` to the bot. With `chat_id == user_id` (or any positive chat id) it
     /// is a private chat; a negative chat id makes it a group. Returns the update's id.
     pub fn push_message(&self, chat_id: i64, user_id: i64, first_name: &str, text: &str) -> i64 {
+        self.push_message_with(chat_id, user_id, first_name, text, None)
+    }
+
+    fn push_message_with(
+        &self,
+        chat_id: i64,
+        user_id: i64,
+        first_name: &str,
+        text: &str,
+        thread: Option<i64>,
+    ) -> i64 {
         let id = {
             let mut st = self.shared.lock();
             let user = json!({
@@ -421,6 +479,10 @@ impl FakeTelegram {
                 "date": now(),
                 "text": text,
             });
+            if let Some(t) = thread {
+                message["message_thread_id"] = json!(t);
+                message["is_topic_message"] = json!(true);
+            }
             if text.starts_with('/') {
                 let command = text.split_whitespace().next().unwrap_or(text);
                 message["entities"] = json!([{
@@ -788,6 +850,7 @@ impl State {
             },
             next_message_id: 1,
             messages: BTreeMap::new(),
+            topics: BTreeMap::new(),
         })
     }
 
@@ -1216,6 +1279,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
         "close" | "logout" => Ok(json!(true)),
         "sendmessage" => {
             let chat_id = chat_id(p)?;
+            let thread = thread_of(st, chat_id, p)?;
             let text = string(p, "text").unwrap_or_default();
             let parse_mode = string(p, "parse_mode");
             let plain = render(&text, parse_mode.as_deref(), MAX_TEXT, false)
@@ -1224,6 +1288,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             let markup = inline_markup(sent_markup.as_ref());
             let mut content = Map::new();
             content.insert("text".into(), json!(plain));
+            in_topic(&mut content, thread);
             let (message_id, message) = st.bot_message(
                 chat_id,
                 content,
@@ -1231,6 +1296,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             );
             st.sent.push(Sent {
                 at: std::time::Instant::now(),
+                thread,
                 method: method.into(),
                 chat_id,
                 text,
@@ -1271,6 +1337,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             let message = msg.json.clone();
             st.sent.push(Sent {
                 at: std::time::Instant::now(),
+                thread: None,
                 method: method.into(),
                 chat_id,
                 text,
@@ -1305,6 +1372,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             );
             st.sent.push(Sent {
                 at: std::time::Instant::now(),
+                thread: None,
                 method: method.into(),
                 chat_id,
                 text,
@@ -1323,6 +1391,7 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 .ok_or_else(|| bad_request("message to delete not found"))?;
             st.sent.push(Sent {
                 at: std::time::Instant::now(),
+                thread: None,
                 method: method.into(),
                 chat_id,
                 text: String::new(),
@@ -1343,13 +1412,55 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
             }
         }
         "sendchataction" => {
-            chat_id(p)?;
+            let chat = chat_id(p)?;
+            thread_of(st, chat, p)?;
             let action = string(p, "action").unwrap_or_default();
             if CHAT_ACTIONS.contains(&action.as_str()) {
                 Ok(json!(true))
             } else {
                 Err(bad_request("wrong parameter action in request"))
             }
+        }
+        "createforumtopic" => {
+            let chat = chat_id(p)?;
+            let name = string(p, "name").unwrap_or_default();
+            if !(1..=128).contains(&name.chars().count()) {
+                return Err(bad_request("TOPIC_NAME_INVALID"));
+            }
+            if !has_topics(st, chat) {
+                return Err(bad_request("the chat is not a forum"));
+            }
+            // A topic's id is that of the service message that opens it.
+            let mut content = Map::new();
+            content.insert(
+                "forum_topic_created".into(),
+                json!({ "name": name, "icon_color": 7322096 }),
+            );
+            let (id, _) = st.bot_message(chat, content, (String::new(), None, None, false));
+            if let Some(c) = st.chats.get_mut(&chat) {
+                c.topics.insert(id, (name.clone(), false));
+                if let Some(m) = c.messages.get_mut(&id) {
+                    m.json["message_thread_id"] = json!(id);
+                    m.json["is_topic_message"] = json!(true);
+                }
+            }
+            Ok(json!({ "message_thread_id": id, "name": name, "icon_color": 7322096 }))
+        }
+        "closeforumtopic" | "reopenforumtopic" => {
+            let chat = chat_id(p)?;
+            let thread = int(p, "message_thread_id")
+                .ok_or_else(|| bad_request("message thread not found"))?;
+            let close = method == "closeforumtopic";
+            let topic = st
+                .chats
+                .get_mut(&chat)
+                .and_then(|c| c.topics.get_mut(&thread))
+                .ok_or_else(|| bad_request("message thread not found"))?;
+            if topic.1 == close {
+                return Err(bad_request("TOPIC_NOT_MODIFIED"));
+            }
+            topic.1 = close;
+            Ok(json!(true))
         }
         "senddocument" => send_document(st, p, files, "document"),
         "sendphoto" => send_document(st, p, files, "photo"),
@@ -1398,6 +1509,7 @@ fn send_document(
     field: &str,
 ) -> Result<Value, Failure> {
     let chat_id = chat_id(p)?;
+    let thread = thread_of(st, chat_id, p)?;
     // The file is either "attach://<part>" (teloxide) or the file part itself.
     let file = match p.get(field) {
         Some(Value::String(s)) => match s.strip_prefix("attach://") {
@@ -1462,6 +1574,7 @@ fn send_document(
     if let Some(c) = plain_caption.filter(|c| !c.is_empty()) {
         fields.insert("caption".into(), json!(c));
     }
+    in_topic(&mut fields, thread);
     let raw_caption = caption.clone().unwrap_or_default();
     let (message_id, message) = st.bot_message(
         chat_id,
@@ -1482,6 +1595,7 @@ fn send_document(
     }
     st.sent.push(Sent {
         at: std::time::Instant::now(),
+        thread,
         method: format!("send{field}"),
         chat_id,
         text: raw_caption,
@@ -1490,6 +1604,43 @@ fn send_document(
         message_id,
     });
     Ok(message)
+}
+
+/// Whether a chat has topics: a forum supergroup, or a private chat when the bot has topics
+/// in private chats.
+fn has_topics(st: &State, chat: i64) -> bool {
+    match st.chats.get(&chat) {
+        Some(c) if c.info["is_forum"] == json!(true) => true,
+        _ => chat > 0 && st.private_topics,
+    }
+}
+
+/// The topic a call names (`message_thread_id`), which must exist in the chat (closed topics
+/// take the bot's messages: it manages them). In a chat without topics Telegram ignores it.
+fn thread_of(st: &State, chat: i64, p: &Value) -> Result<Option<i64>, Failure> {
+    let Some(thread) = int(p, "message_thread_id") else {
+        return Ok(None);
+    };
+    if !has_topics(st, chat) {
+        return Ok(None);
+    }
+    let known = st
+        .chats
+        .get(&chat)
+        .is_some_and(|c| c.topics.contains_key(&thread));
+    if known {
+        Ok(Some(thread))
+    } else {
+        Err(bad_request("message thread not found"))
+    }
+}
+
+/// Marks a new message as one in topic `thread`.
+fn in_topic(content: &mut Map<String, Value>, thread: Option<i64>) {
+    if let Some(t) = thread {
+        content.insert("message_thread_id".into(), json!(t));
+        content.insert("is_topic_message".into(), json!(true));
+    }
 }
 
 /// Parses a text (or caption) as Telegram does and returns the text the message will show.

@@ -349,9 +349,11 @@ impl Access {
             .then_some(false)
     }
 
-    /// Whether a group chat is enabled in `[access.PLATFORM] groups`.
+    /// Whether a group chat is enabled in `[access.PLATFORM] groups`. A topic in a group
+    /// (`CHAT/THREAD`: a forum topic, a thread) is enabled with its group.
     pub fn group_enabled(&self, platform: &str, chat: &str) -> bool {
-        self.platform(platform).groups.iter().any(|g| g == chat)
+        let group = group_of(chat);
+        self.platform(platform).groups.iter().any(|g| g == group)
     }
 
     /// Whether the group `chat` should be told (once per daemon run) that it is not enabled.
@@ -675,6 +677,11 @@ fn pairing_message(code: &str, ttl: Duration) -> String {
         "this chat is not paired with clibot yet. Your pairing code is {shown}; the owner approves it on the machine with `clibotctl pairing approve {code}` (it expires in {})",
         crate::duration::format_words(ttl)
     )
+}
+
+/// The group a chat key belongs to: `CHAT` of a topic `CHAT/THREAD`, else the key itself.
+pub fn group_of(chat: &str) -> &str {
+    chat.split_once('/').map_or(chat, |(g, _)| g)
 }
 
 #[cfg(test)]

@@ -53,13 +53,17 @@ pub(super) async fn check_access(
         // stranger gets no pairing code and no reply: pairing happens in a direct message.
         let access = svc.daemon.access();
         let refusal = if !access.group_enabled(&actor.platform, &actor.chat) {
-            let first = access.first_refusal_in_group(&actor.platform, &actor.chat);
+            let first = access.first_refusal_in_group(
+                &actor.platform,
+                crate::chat::access::group_of(&actor.chat),
+            );
             svc.daemon
                 .audit(&actor, "", "message", Err("group not enabled"));
             Some(if first {
                 format!(
                     "clibot is not enabled in this group: its owner can add the chat id {} to `groups` under [access.{}] in the config",
-                    actor.chat, actor.platform
+                    crate::chat::access::group_of(&actor.chat),
+                    actor.platform
                 )
             } else {
                 String::new()
@@ -260,7 +264,8 @@ pub(super) async fn set_binding(
         if r.group && !svc.daemon.access().group_enabled(&r.platform, &r.chat) {
             let why = format!(
                 "clibot is not enabled in this group: add the chat id {} to `groups` under [access.{}]",
-                r.chat, r.platform
+                crate::chat::access::group_of(&r.chat),
+                r.platform
             );
             svc.daemon.audit(&actor, &r.session, "bind", Err(&why));
             return Err(Status::permission_denied(why));

@@ -33,6 +33,7 @@ impl Console {
                     id: String::new(),
                     prompt: None,
                     group: false,
+                    topics: false,
                     file: None,
                     ack: None,
                 };

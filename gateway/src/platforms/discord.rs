@@ -34,6 +34,8 @@ use crate::progress::Progress;
 pub struct Discord {
     http: Arc<Http>,
     bot_id: u64,
+    /// `[gateway.discord] topics`: sessions get threads in server channels.
+    topics: bool,
     _lock: Arc<std::fs::File>,
 }
 
@@ -53,6 +55,8 @@ enum Event {
 struct Handler {
     events: mpsc::UnboundedSender<Event>,
     prefix: String,
+    /// `[gateway.discord] topics`.
+    topics: bool,
 }
 
 #[async_trait]
@@ -81,8 +85,20 @@ impl EventHandler for Handler {
             .create_response(&ctx.http, CreateInteractionResponse::Acknowledge)
             .await;
         if let Some((prompt, choice)) = crate::shown::parse_button(&c.data.custom_id) {
+            // A press in a thread: the thread's key, `CHANNEL/THREAD`.
+            let thread_parent = c
+                .channel
+                .as_ref()
+                .filter(|ch| self.topics && is_thread(ch.kind))
+                .and_then(|ch| ch.parent_id);
+            let chat = match thread_parent {
+                Some(parent) => {
+                    crate::topic::key(&parent.get().to_string(), &c.channel_id.get().to_string())
+                }
+                None => c.channel_id.get().to_string(),
+            };
             let inbound = Inbound {
-                chat: c.channel_id.get().to_string(),
+                chat,
                 user: c.user.id.get().to_string(),
                 user_name: c.user.name.clone(),
                 text: format!("{}answer {choice}", self.prefix),
@@ -90,6 +106,7 @@ impl EventHandler for Handler {
                 id: c.id.get().to_string(),
                 prompt: Some(prompt),
                 group: c.guild_id.is_some(),
+                topics: false,
                 file: None,
                 ack: None,
             };
@@ -152,6 +169,10 @@ struct Ingress {
     /// Whether a channel is a server channel (`true`) or a DM, as far as known: history
     /// messages do not say (only the gateway's carry `guild_id`).
     guild: Bounded<u64, bool>,
+    /// `[gateway.discord] topics`: messages in a thread are keyed `CHANNEL/THREAD`.
+    topics: bool,
+    /// The channel a server channel is a thread of (`None`: not a thread), as far as known.
+    parents: Bounded<u64, Option<u64>>,
 }
 
 impl Ingress {
@@ -326,6 +347,27 @@ impl Ingress {
         Ok(Some(g))
     }
 
+    /// The channel `channel` is a thread of, if it is one (asked of Discord once per channel:
+    /// messages do not say).
+    async fn parent(&mut self, channel: u64) -> Option<u64> {
+        if let Some(p) = self.parents.get(&channel) {
+            return *p;
+        }
+        let parent = match self.http.get_channel(ChannelId::new(channel)).await {
+            Ok(Channel::Guild(g)) if is_thread(g.kind) => g.parent_id.map(|p| p.get()),
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!(
+                    "clibot-gateway: cannot ask Discord whether channel {channel} is a thread: {e}"
+                );
+                // Not remembered: asked again with the next message.
+                return None;
+            }
+        };
+        self.parents.insert(channel, parent);
+        parent
+    }
+
     /// Hands one message to the router unless it was already: confirmed (at or below the
     /// channel's cursor) or handed over recently. Its confirmation follows once handled.
     async fn hand_over(&mut self, m: Message, group: bool) {
@@ -360,14 +402,28 @@ impl Ingress {
                 "document"
             },
         });
+        // With topics, a thread of a server channel is that channel's topic, and the channel
+        // itself is where sessions are chosen (each gets a thread).
+        let (chat, topics) = if self.topics && group {
+            match self.parent(channel).await {
+                Some(parent) => (
+                    crate::topic::key(&parent.to_string(), &channel.to_string()),
+                    false,
+                ),
+                None => (channel.to_string(), true),
+            }
+        } else {
+            (channel.to_string(), false)
+        };
         let inbound = Inbound {
-            chat: channel.to_string(),
+            chat,
             user: m.author.id.get().to_string(),
             user_name: m.author.name.clone(),
             text: m.content,
             id: id.to_string(),
             prompt: None,
             group,
+            topics,
             file,
             ack: Some(done),
         };
@@ -452,6 +508,7 @@ impl Discord {
     pub async fn start(
         token: &str,
         api_url: Option<&str>,
+        topics: bool,
         prefix: &str,
         lock_dir: &std::path::Path,
         socket: &std::path::Path,
@@ -486,6 +543,7 @@ impl Discord {
             .event_handler(Handler {
                 events: events.clone(),
                 prefix: prefix.to_string(),
+                topics,
             })
             .await
             .map_err(|e| anyhow::anyhow!("cannot start the Discord client: {e}"))?;
@@ -501,6 +559,8 @@ impl Discord {
             cursors,
             recent: Bounded::default(),
             guild: Bounded::default(),
+            topics,
+            parents: Bounded::default(),
         };
         recv.spawn(ingress.run(events_rx));
         recv.spawn(alive(
@@ -519,14 +579,18 @@ impl Discord {
             Discord {
                 http,
                 bot_id: me.id.get(),
+                topics,
                 _lock: lock,
             },
             rx,
         ))
     }
 
+    /// The channel a chat key sends to: a thread is a channel of its own.
     fn channel(chat: &str) -> anyhow::Result<ChannelId> {
-        let id: u64 = chat
+        let (c, thread) = crate::topic::split(chat);
+        let id: u64 = thread
+            .unwrap_or(c)
             .parse()
             .map_err(|_| anyhow::anyhow!("not a Discord channel id: {chat}"))?;
         Ok(ChannelId::new(id))
@@ -745,6 +809,51 @@ impl Platform for Discord {
             let _ = channel.broadcast_typing(&self.http).await;
         }
     }
+
+    async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
+        if !self.topics {
+            anyhow::bail!("threads are off: set [gateway.discord] topics = true");
+        }
+        let channel = Self::channel(chat)?;
+        let name: String = name.chars().take(100).collect();
+        // A public thread with no starting message; it stays listed a week after its last
+        // message (the longest auto-archive), and is archived when its session ends.
+        let builder = serenity::all::CreateThread::new(name)
+            .kind(serenity::all::ChannelType::PublicThread)
+            .auto_archive_duration(serenity::all::AutoArchiveDuration::OneWeek);
+        match channel.create_thread(&self.http, builder).await {
+            Ok(t) => Ok(crate::topic::key(chat, &t.id.get().to_string())),
+            Err(e) => anyhow::bail!(
+                "Discord did not create a thread ({e}): the bot needs the Create Public Threads right in this channel"
+            ),
+        }
+    }
+
+    async fn reopen_topic(&self, chat: &str) {
+        if crate::topic::split(chat).1.is_some()
+            && let Ok(thread) = Self::channel(chat)
+        {
+            let edit = serenity::all::EditThread::new().archived(false);
+            let _ = thread.edit_thread(&self.http, edit).await;
+        }
+    }
+
+    async fn close_topic(&self, chat: &str) {
+        if crate::topic::split(chat).1.is_some()
+            && let Ok(thread) = Self::channel(chat)
+        {
+            let edit = serenity::all::EditThread::new().archived(true);
+            if let Err(e) = thread.edit_thread(&self.http, edit).await {
+                eprintln!("clibot-gateway: Discord did not archive thread {chat}: {e}");
+            }
+        }
+    }
+}
+
+/// Whether a channel of this kind is a thread.
+fn is_thread(kind: serenity::all::ChannelType) -> bool {
+    use serenity::all::ChannelType as T;
+    matches!(kind, T::PublicThread | T::PrivateThread | T::NewsThread)
 }
 
 /// Errors that retrying cannot fix — the bot lost access to the channel (403: Missing Access,
@@ -792,6 +901,7 @@ mod tests {
         let discord = Discord {
             http: http(&fake),
             bot_id: fake.bot_user_id(),
+            topics: false,
             _lock: Arc::new(std::fs::File::open("/dev/null").expect("a file to hold")),
         };
         let e = discord.send("13", "hi").await.expect_err("403");
@@ -849,6 +959,8 @@ mod tests {
             cursors,
             recent: Bounded::default(),
             guild: Bounded::default(),
+            topics: false,
+            parents: Bounded::default(),
         };
         tokio::spawn(ingress.run(events_rx));
         Rig {

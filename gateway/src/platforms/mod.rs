@@ -32,6 +32,11 @@ pub struct Inbound {
     pub prompt: Option<String>,
     /// Sent in a group chat (or a server channel), where only enabled groups work.
     pub group: bool,
+    /// Sent in the general part of a chat where each session gets a topic of its own
+    /// (`[gateway.PLATFORM] topics`, in a chat that has topics): choosing a session here opens
+    /// (or reopens) its topic instead of binding this chat. A message inside a topic has
+    /// `CHAT/THREAD` as its chat and this false.
+    pub topics: bool,
     /// A photo, document or voice note the message carries (its text is the caption).
     pub file: Option<Attachment>,
     /// Fired once the message was handled (handed to the daemon, or refused with a reply):
@@ -142,6 +147,15 @@ pub trait Platform: Send + Sync + 'static {
     async fn delete_message(&self, _chat: &str, _message: &str) -> anyhow::Result<bool> {
         Ok(false)
     }
+    /// Opens a topic named `name` in chat `chat` (a forum topic, a thread) and returns the
+    /// key its messages go under, `CHAT/THREAD`. Platforms without topics refuse.
+    async fn open_topic(&self, chat: &str, _name: &str) -> anyhow::Result<String> {
+        anyhow::bail!("{} has no topics in chat {chat}", self.name())
+    }
+    /// Reopens a topic closed earlier (its session was started again). Best effort.
+    async fn reopen_topic(&self, _chat: &str) {}
+    /// Closes (archives) a topic whose session ended. Best effort.
+    async fn close_topic(&self, _chat: &str) {}
     /// Shows that the CLI is working (a typing indicator); a no-op where there is none.
     async fn typing(&self, _chat: &str) {}
     /// A status message: created when `id` is `None` (its id is returned where the platform can

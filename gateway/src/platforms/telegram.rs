@@ -12,12 +12,13 @@ use async_trait::async_trait;
 use clibot_gateway::telegram_html::render_chunks_with_plain;
 use teloxide::RequestError;
 use teloxide::payloads::{
-    GetUpdatesSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
+    GetUpdatesSetters, SendChatActionSetters, SendDocumentSetters, SendMessageSetters,
+    SendPhotoSetters,
 };
 use teloxide::prelude::Requester;
 use teloxide::types::{
     AllowedUpdate, ChatAction, ChatId, InlineKeyboardButton, InlineKeyboardMarkup, InputFile,
-    ParseMode, UpdateKind,
+    ParseMode, ThreadId, UpdateKind,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,6 +30,9 @@ pub struct Telegram {
     bot: teloxide::Bot,
     bot_id: u64,
     prefix: String,
+    /// `[gateway.telegram] topics`: each session in a topic of its own in forum supergroups
+    /// (and in private chats, where the bot has topics enabled).
+    topics: bool,
     /// Held while this process polls the bot: a second gateway for it is refused.
     _lock: std::sync::Arc<std::fs::File>,
 }
@@ -42,6 +46,7 @@ impl Telegram {
     pub async fn start(
         token: &str,
         api_url: Option<&str>,
+        topics: bool,
         prefix: &str,
         lock_dir: &std::path::Path,
         recv: &Receiving,
@@ -72,18 +77,28 @@ impl Telegram {
         })?;
         let lock =
             crate::platforms::single_poller(recv, lock_dir, &format!("telegram-{}", me.id.0))?;
+        // Topics in private chats (Bot API 9.3) are the bot's setting, which only `getMe`
+        // says (`has_topics_enabled`, newer than teloxide's types): asked with a request of
+        // our own.
+        let private_topics = topics && private_topics(&bot).await;
         let (tx, rx) = mpsc::channel(16);
+        let keys = Keys {
+            topics,
+            private_topics,
+        };
         recv.spawn(poll(
             bot.clone(),
             tx,
             prefix.to_string(),
             recv.progress.clone(),
+            keys,
         ));
         Ok((
             Telegram {
                 bot,
                 bot_id: me.id.0,
                 prefix: prefix.to_string(),
+                topics,
                 _lock: lock,
             },
             rx,
@@ -92,7 +107,7 @@ impl Telegram {
 
     async fn send_one(
         &self,
-        chat: ChatId,
+        chat: Place,
         html: &str,
         plain: &str,
         buttons: Option<InlineKeyboardMarkup>,
@@ -101,7 +116,10 @@ impl Telegram {
         let mut budget = Budget::new("Telegram");
         loop {
             let text = if use_html { html } else { plain };
-            let mut req = self.bot.send_message(chat, text);
+            let mut req = self.bot.send_message(chat.id, text);
+            if let Some(t) = chat.thread {
+                req = req.message_thread_id(t);
+            }
             if use_html {
                 req = req.parse_mode(ParseMode::Html);
             }
@@ -133,7 +151,13 @@ impl Telegram {
 /// `[gateway] stall_after` the gateway restarts the loop (the unconfirmed update comes again,
 /// and the daemon's claim keeps it from being acted on twice). The long poll waits at most a
 /// third of that bound, so a quiet bot still completes cycles.
-async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, progress: Progress) {
+async fn poll(
+    bot: teloxide::Bot,
+    tx: mpsc::Sender<Inbound>,
+    prefix: String,
+    progress: Progress,
+    keys: Keys,
+) {
     let mut offset: i32 = 0;
     let mut backoff = Duration::from_millis(500);
     let wait = progress.poll_timeout_secs();
@@ -179,14 +203,16 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
                         offset = next;
                         continue;
                     };
+                    let (chat, topics) = keys.of(&m);
                     Some(Inbound {
-                        chat: m.chat.id.0.to_string(),
+                        chat,
                         user: from.id.0.to_string(),
                         user_name: from.first_name.clone(),
                         text: text.to_string(),
                         id: m.id.0.to_string(),
                         prompt: None,
                         group: !m.chat.is_private(),
+                        topics,
                         file,
                         ack: None,
                     })
@@ -199,7 +225,10 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
                         q.message.as_ref(),
                     ) {
                         (Some((prompt, choice)), Some(m)) => Some(Inbound {
-                            chat: m.chat().id.0.to_string(),
+                            chat: match m.regular_message() {
+                                Some(m) => keys.of(m).0,
+                                None => m.chat().id.0.to_string(),
+                            },
                             user: q.from.id.0.to_string(),
                             user_name: q.from.first_name.clone(),
                             text: format!("{prefix}answer {choice}"),
@@ -207,6 +236,7 @@ async fn poll(bot: teloxide::Bot, tx: mpsc::Sender<Inbound>, prefix: String, pro
                             id: q.id.to_string(),
                             prompt: Some(prompt),
                             group: !m.chat().is_private(),
+                            topics: false,
                             file: None,
                             ack: None,
                         }),
@@ -244,26 +274,26 @@ impl Telegram {
         caption: &str,
         photo: bool,
     ) -> anyhow::Result<()> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
+        let place = Place::parse(chat)?;
         let caption: String = caption.chars().take(1024).collect();
         let mut budget = Budget::new("Telegram");
         loop {
             let file = InputFile::memory(data.to_vec()).file_name(name.to_string());
             let sent = if photo {
-                self.bot
-                    .send_photo(chat_id, file)
-                    .caption(caption.clone())
-                    .await
-                    .map(|_| ())
+                let mut req = self.bot.send_photo(place.id, file).caption(caption.clone());
+                if let Some(t) = place.thread {
+                    req = req.message_thread_id(t);
+                }
+                req.await.map(|_| ())
             } else {
-                self.bot
-                    .send_document(chat_id, file)
-                    .caption(caption.clone())
-                    .await
-                    .map(|_| ())
+                let mut req = self
+                    .bot
+                    .send_document(place.id, file)
+                    .caption(caption.clone());
+                if let Some(t) = place.thread {
+                    req = req.message_thread_id(t);
+                }
+                req.await.map(|_| ())
             };
             match sent {
                 Ok(()) => return Ok(()),
@@ -323,10 +353,7 @@ impl Platform for Telegram {
     }
 
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
-        let chat = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
+        let chat = Place::parse(chat)?;
         for c in render_chunks_with_plain(text, LIMIT) {
             self.send_one(chat, &c.html, &c.plain, None).await?;
         }
@@ -411,28 +438,71 @@ impl Platform for Telegram {
     }
 
     async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
-        let chat_id = ChatId(chat.parse().ok()?);
+        let place = Place::parse(chat).ok()?;
         match id {
-            None => self
-                .bot
-                .send_message(chat_id, text)
-                .await
-                .ok()
-                .map(|m| m.id.0.to_string()),
+            None => {
+                let mut req = self.bot.send_message(place.id, text);
+                if let Some(t) = place.thread {
+                    req = req.message_thread_id(t);
+                }
+                req.await.ok().map(|m| m.id.0.to_string())
+            }
             Some(id) => {
                 let mid = teloxide::types::MessageId(id.parse().ok()?);
-                let _ = self.bot.edit_message_text(chat_id, mid, text).await;
+                let _ = self.bot.edit_message_text(place.id, mid, text).await;
                 Some(id.to_string())
             }
         }
     }
 
     async fn typing(&self, chat: &str) {
-        if let Ok(id) = chat.parse() {
-            let _ = self
-                .bot
-                .send_chat_action(ChatId(id), ChatAction::Typing)
-                .await;
+        if let Ok(place) = Place::parse(chat) {
+            let mut req = self.bot.send_chat_action(place.id, ChatAction::Typing);
+            if let Some(t) = place.thread {
+                req = req.message_thread_id(t);
+            }
+            let _ = req.await;
+        }
+    }
+
+    async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
+        if !self.topics {
+            anyhow::bail!("topics are off: set [gateway.telegram] topics = true");
+        }
+        let place = Place::parse(chat)?;
+        let name: String = name.chars().take(128).collect();
+        let mut budget = Budget::new("Telegram");
+        loop {
+            match self.bot.create_forum_topic(place.id, name.clone()).await {
+                Ok(t) => return Ok(crate::topic::key(chat, &t.thread_id.0.0.to_string())),
+                Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
+                Err(RequestError::Api(e)) => anyhow::bail!(
+                    "Telegram did not create a topic ({e}): the chat must have topics, and the bot needs the Manage Topics right"
+                ),
+                Err(e) => return Err(classify(e)),
+            }
+        }
+    }
+
+    async fn reopen_topic(&self, chat: &str) {
+        if let Ok(Place {
+            id,
+            thread: Some(t),
+        }) = Place::parse(chat)
+        {
+            // "TOPIC_NOT_MODIFIED" when it is open: what was wanted.
+            let _ = self.bot.reopen_forum_topic(id, t).await;
+        }
+    }
+
+    async fn close_topic(&self, chat: &str) {
+        if let Ok(Place {
+            id,
+            thread: Some(t),
+        }) = Place::parse(chat)
+            && let Err(e) = self.bot.close_forum_topic(id, t).await
+        {
+            eprintln!("clibot-gateway: Telegram did not close topic {chat}: {e}");
         }
     }
 
@@ -443,10 +513,7 @@ impl Platform for Telegram {
         text: &str,
         options: &[String],
     ) -> anyhow::Result<Option<String>> {
-        let chat_id = ChatId(
-            chat.parse()
-                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-        );
+        let chat_id = Place::parse(chat)?;
         let rows: Vec<Vec<InlineKeyboardButton>> = options
             .iter()
             .enumerate()
@@ -502,6 +569,8 @@ fn classify(e: RequestError) -> anyhow::Error {
                     || t.contains("deactivated")
                     || t.contains("not enough rights")
                     || t.contains("have no rights")
+                    // A topic deleted (or a forum turned back into a group).
+                    || t.contains("thread not found")
             }
         },
         _ => false,
@@ -513,16 +582,156 @@ fn classify(e: RequestError) -> anyhow::Error {
     }
 }
 
+/// Where a message goes: a chat, and a topic in it (`CHAT/THREAD`).
+#[derive(Clone, Copy)]
+struct Place {
+    id: ChatId,
+    thread: Option<ThreadId>,
+}
+
+impl Place {
+    fn parse(chat: &str) -> anyhow::Result<Place> {
+        let (c, thread) = crate::topic::split(chat);
+        let id = ChatId(
+            c.parse()
+                .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
+        );
+        let thread = match thread {
+            Some(t) => Some(ThreadId(teloxide::types::MessageId(
+                t.parse()
+                    .map_err(|_| anyhow::anyhow!("not a Telegram topic id: {chat}"))?,
+            ))),
+            None => None,
+        };
+        Ok(Place { id, thread })
+    }
+}
+
+/// How the poller keys the chats messages come from.
+#[derive(Clone, Copy)]
+struct Keys {
+    /// `[gateway.telegram] topics`.
+    topics: bool,
+    /// The bot has topics in private chats too.
+    private_topics: bool,
+}
+
+impl Keys {
+    /// A message's chat key — `CHAT/THREAD` inside a forum topic — and whether it was sent
+    /// in the general part of a chat where sessions get topics. Without `topics`, every
+    /// message is its chat's (as before topics).
+    fn of(&self, m: &teloxide::types::Message) -> (String, bool) {
+        let chat = m.chat.id.0.to_string();
+        if !self.topics {
+            return (chat, false);
+        }
+        // A reply in a plain group carries a thread id too: only a topic message counts.
+        if let (true, Some(t)) = (m.is_topic_message, m.thread_id) {
+            return (crate::topic::key(&chat, &t.0.0.to_string()), false);
+        }
+        let forum = match &m.chat.kind {
+            teloxide::types::ChatKind::Public(p) => matches!(
+                &p.kind,
+                teloxide::types::PublicChatKind::Supergroup(s) if s.is_forum
+            ),
+            teloxide::types::ChatKind::Private(_) => self.private_topics,
+        };
+        (chat, forum)
+    }
+}
+
+/// Whether the bot has topics in private chats (`getMe`'s `has_topics_enabled`).
+async fn private_topics(bot: &teloxide::Bot) -> bool {
+    // Not `Url::join`: the token's `123:` would read as a URL scheme.
+    let base = bot.api_url().as_str().trim_end_matches('/').to_string();
+    let url = format!("{base}/bot{}/getMe", bot.token());
+    let got = async {
+        reqwest::Client::new()
+            .get(url)
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await?
+            .json::<serde_json::Value>()
+            .await
+    }
+    .await
+    // The URL holds the token: never in a message.
+    .map_err(|e| e.without_url());
+    match got {
+        Ok(v) => v["result"]["has_topics_enabled"].as_bool().unwrap_or(false),
+        Err(e) => {
+            eprintln!(
+                "clibot-gateway: cannot ask Telegram whether the bot has topics in private chats ({}); taking it has not",
+                clibot_proto::describe(&e)
+            );
+            false
+        }
+    }
+}
+
 /// A chat's and a message's ids as Telegram takes them.
 fn message_ids(chat: &str, message: &str) -> anyhow::Result<(ChatId, teloxide::types::MessageId)> {
-    let chat_id = ChatId(
-        chat.parse()
-            .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
-    );
+    let chat_id = Place::parse(chat)?.id;
     let mid = teloxide::types::MessageId(
         message
             .parse()
             .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
     );
     Ok((chat_id, mid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(chat: serde_json::Value, extra: serde_json::Value) -> teloxide::types::Message {
+        let mut m = serde_json::json!({
+            "message_id": 7, "date": 0, "chat": chat, "text": "hi",
+            "from": { "id": 1, "is_bot": false, "first_name": "A" },
+        });
+        if let (Some(m), Some(e)) = (m.as_object_mut(), extra.as_object()) {
+            m.extend(e.clone());
+        }
+        serde_json::from_value(m).expect("a message")
+    }
+
+    #[test]
+    fn chat_keys_name_a_topic_only_for_topic_messages() {
+        let forum =
+            serde_json::json!({ "id": -100, "title": "f", "type": "supergroup", "is_forum": true });
+        let group = serde_json::json!({ "id": -200, "title": "g", "type": "supergroup" });
+        let private = serde_json::json!({ "id": 5, "first_name": "A", "type": "private" });
+        let topic = serde_json::json!({ "message_thread_id": 42, "is_topic_message": true });
+        // A reply in a plain group carries a thread id, and is no topic.
+        let reply = serde_json::json!({ "message_thread_id": 3 });
+        let on = Keys {
+            topics: true,
+            private_topics: false,
+        };
+        let off = Keys {
+            topics: false,
+            private_topics: true,
+        };
+        for (keys, chat, extra, want) in [
+            (on, &forum, &topic, ("-100/42", false)),
+            (on, &forum, &serde_json::json!({}), ("-100", true)),
+            (on, &group, &reply, ("-200", false)),
+            (on, &private, &serde_json::json!({}), ("5", false)),
+            (off, &forum, &topic, ("-100", false)),
+            (off, &private, &serde_json::json!({}), ("5", false)),
+        ] {
+            let (key, general) = keys.of(&message(chat.clone(), extra.clone()));
+            assert_eq!((key.as_str(), general), want, "{chat} {extra}");
+        }
+        let private_on = Keys {
+            topics: true,
+            private_topics: true,
+        };
+        assert_eq!(
+            private_on.of(&message(private.clone(), serde_json::json!({}))),
+            ("5".to_string(), true)
+        );
+        assert!(Place::parse("-100/abc").is_err());
+        assert!(Place::parse("-100/42").is_ok_and(|p| p.thread.is_some()));
+    }
 }

@@ -19,9 +19,14 @@ impl Router {
         };
         let s = c.adopt_session(self.req(msg, req)).await?.into_inner();
         let took = format!("adopted {} ({}) where it runs, in {}", s.name, s.cli, s.dir);
-        Ok(match self.bind(c, msg, &s.name).await {
-            Ok(()) => format!("{took}; this chat now talks to it"),
-            Err(e) if e.code() == tonic::Code::PermissionDenied => {
+        Ok(match self.place(c, msg, &s.name).await {
+            Ok(place) => format!("{took}; {place}"),
+            Err(e)
+                if matches!(
+                    e.code(),
+                    tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition
+                ) =>
+            {
                 format!("{took}; {}", e.message())
             }
             Err(e) => return Err(e),
@@ -133,15 +138,15 @@ impl Router {
             }
             Command::Use { name } => {
                 c.get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() })).await?;
-                self.bind(c, msg, &name).await?;
-                format!("this chat now talks to {name}")
+                let place = self.place(c, msg, &name).await?;
+                if msg.topics { format!("{name}: {place}") } else { format!("this chat now talks to {name}") }
             }
             Command::New { name, cli, dir, delegate } => {
                 let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, ..Default::default() };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
-                match self.bind(c, msg, &name).await {
-                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
-                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                match self.place(c, msg, &name).await {
+                    Ok(place) => format!("started {} ({}) in {}; {place}", s.name, s.cli, s.dir),
+                    Err(e) if matches!(e.code(), tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition) => {
                         format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
                     }
                     Err(e) => return Err(e),
@@ -240,18 +245,18 @@ impl Router {
                     return Ok(Some(format!("{} ({}: {})", r.cli, r.by, r.why)));
                 };
                 let chose = format!("→ {} ({}: {}); started {} in {} with your task", r.cli, r.by, r.why, s.name, s.dir);
-                match self.bind(c, msg, &s.name).await {
-                    Ok(()) => format!("{chose}; this chat now talks to it"),
-                    Err(e) if e.code() == tonic::Code::PermissionDenied => format!("{chose}; {}", e.message()),
+                match self.place(c, msg, &s.name).await {
+                    Ok(place) => format!("{chose}; {place}"),
+                    Err(e) if matches!(e.code(), tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition) => format!("{chose}; {}", e.message()),
                     Err(e) => return Err(e),
                 }
             }
             Command::Start { name } => {
                 let req = v1::StartSessionRequest { name: name.clone() };
                 let s = c.start_session(self.req(msg, req)).await?.into_inner();
-                match self.bind(c, msg, &name).await {
-                    Ok(()) => format!("started {} ({}) in {}; this chat now talks to it", s.name, s.cli, s.dir),
-                    Err(e) if e.code() == tonic::Code::PermissionDenied => {
+                match self.place(c, msg, &name).await {
+                    Ok(place) => format!("started {} ({}) in {}; {place}", s.name, s.cli, s.dir),
+                    Err(e) if matches!(e.code(), tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition) => {
                         format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
                     }
                     Err(e) => return Err(e),

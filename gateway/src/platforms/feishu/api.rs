@@ -335,8 +335,10 @@ impl Api {
         Ok(id.to_string())
     }
 
-    /// Sends a message to chat `chat` (`oc_…`); returns its id (`om_…`). The `uuid` makes the
-    /// retries of this one call idempotent (Feishu sends a uuid at most once an hour).
+    /// Sends a message to chat `chat` (`oc_…`), or into a thread of it (`oc_…/om_ROOT`: a
+    /// reply in the thread its root message heads); returns its id (`om_…`). The `uuid`
+    /// makes the retries of this one call idempotent (Feishu sends a uuid at most once an
+    /// hour).
     pub async fn create(
         &self,
         chat: &str,
@@ -344,20 +346,28 @@ impl Api {
         content: &Value,
         wait: Wait,
     ) -> anyhow::Result<String> {
-        let body = Body::Json(json!({
-            "receive_id": chat,
-            "msg_type": msg_type,
-            "content": content.to_string(),
-            "uuid": uuid(),
-        }));
+        let (body, path) = match crate::topic::split(chat) {
+            (_, Some(root)) => (
+                Body::Json(json!({
+                    "msg_type": msg_type,
+                    "content": content.to_string(),
+                    "reply_in_thread": true,
+                    "uuid": uuid(),
+                })),
+                format!("/open-apis/im/v1/messages/{root}/reply"),
+            ),
+            (chat, None) => (
+                Body::Json(json!({
+                    "receive_id": chat,
+                    "msg_type": msg_type,
+                    "content": content.to_string(),
+                    "uuid": uuid(),
+                })),
+                "/open-apis/im/v1/messages?receive_id_type=chat_id".to_string(),
+            ),
+        };
         let v = self
-            .call(
-                Method::POST,
-                "/open-apis/im/v1/messages?receive_id_type=chat_id",
-                &body,
-                Scope::Send,
-                wait,
-            )
+            .call(Method::POST, &path, &body, Scope::Send, wait)
             .await?;
         match v["data"]["message_id"].as_str() {
             Some(id) if !id.is_empty() => Ok(id.to_string()),

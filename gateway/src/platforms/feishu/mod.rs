@@ -56,6 +56,8 @@ const RECENT_IDS: usize = 4096;
 pub struct Feishu {
     api: Arc<Api>,
     app_id: String,
+    /// `[gateway.feishu] topics`: each session in a thread of its own in group chats.
+    topics: bool,
     /// The text of prompt cards sent lately, by message id, oldest first.
     cards: Mutex<VecDeque<(String, String)>>,
     /// Held while this process holds the app's long connection: a second gateway for the same
@@ -67,13 +69,16 @@ pub struct Feishu {
 /// `api_url` is `https://open.feishu.cn` (or Lark's `https://open.larksuite.com`, or a test
 /// fake); empty means Feishu.
 pub async fn start(
-    app_id: &str,
-    app_secret: &str,
-    api_url: &str,
+    config: &crate::config::FeishuConfig,
     prefix: &str,
     lock_dir: &std::path::Path,
     recv: &Receiving,
 ) -> anyhow::Result<(Feishu, mpsc::Receiver<Inbound>)> {
+    let (app_id, app_secret, api_url) = (
+        config.app_id.as_str(),
+        config.app_secret.as_str(),
+        config.api_url.as_str(),
+    );
     if app_id.trim().is_empty() || app_secret.trim().is_empty() {
         anyhow::bail!(
             "Feishu needs an app id and secret: set [gateway.feishu] app_id and app_secret (the app's Credentials & Basic Info page)"
@@ -113,6 +118,7 @@ pub async fn start(
         bot,
         recent: Recent::default(),
         queue,
+        topics: config.topics,
     };
     recv.spawn(ws::run(
         api.clone(),
@@ -125,6 +131,7 @@ pub async fn start(
     Ok((
         Feishu {
             api,
+            topics: config.topics,
             app_id: app_id.to_string(),
             cards: Mutex::new(VecDeque::new()),
             _lock: lock,
@@ -146,6 +153,8 @@ enum Event {
         group: bool,
         /// A picture or a file it carries.
         file: Option<Attachment>,
+        /// The first message of the thread it was sent in (empty: not in a thread).
+        root: String,
     },
     /// A button pressed on a card: its prompt and option, when it is one of ours.
     Button {
@@ -245,6 +254,12 @@ fn parse_message(v: &Value, bot: &str, event_id: String) -> Event {
     if (text.is_empty() && file.is_none()) || chat.is_empty() || user.is_empty() {
         return Event::Ignored("a message without text, chat or sender".into());
     }
+    // A thread's messages name its first message (`root_id`) and the thread (`thread_id`);
+    // a reply outside a thread names a root but no thread.
+    let root = match str_at(m, &["thread_id"]) {
+        "" => "",
+        _ => str_at(m, &["root_id"]),
+    };
     Event::Message {
         event_id,
         message_id: message_id.to_string(),
@@ -253,6 +268,7 @@ fn parse_message(v: &Value, bot: &str, event_id: String) -> Event {
         text,
         group,
         file,
+        root: root.to_string(),
     }
 }
 
@@ -323,6 +339,8 @@ struct Ingress {
     bot: String,
     recent: Recent,
     queue: mpsc::UnboundedSender<Queued>,
+    /// `[gateway.feishu] topics`: a thread in a group is keyed `CHAT/ROOT_MESSAGE`.
+    topics: bool,
 }
 
 impl Ingress {
@@ -344,7 +362,13 @@ impl Ingress {
                 text,
                 group,
                 file,
+                root,
             } => {
+                let (chat, topics) = match (self.topics && group, root.is_empty()) {
+                    (true, false) => (crate::topic::key(&chat, &root), false),
+                    (true, true) => (chat, true),
+                    (false, _) => (chat, false),
+                };
                 // Feishu pushes again under the same event id, and at times under a new one
                 // with the same message.
                 if !self.recent.seen(&[&event_id, &message_id]) {
@@ -356,6 +380,7 @@ impl Ingress {
                         id: message_id,
                         prompt: None,
                         group,
+                        topics,
                         file,
                         ack: None,
                     }));
@@ -446,6 +471,7 @@ async fn dispatch(
                     id,
                     prompt: Some(prompt),
                     group,
+                    topics: false,
                     file: None,
                     ack: None,
                 }
@@ -710,6 +736,22 @@ impl Platform for Feishu {
         }
     }
 
+    async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
+        if !self.topics {
+            anyhow::bail!("threads are off: set [gateway.feishu] topics = true");
+        }
+        // A thread grows from a message: this one heads it, and what goes to the thread is
+        // a reply in it.
+        let head = defuse(&format!("🧵 {name}")).into_owned();
+        let root = self
+            .api
+            .create(chat, "text", &json!({ "text": head }), Wait::OutRateLimits)
+            .await?;
+        Ok(crate::topic::key(chat, &root))
+    }
+
+    // Feishu threads cannot be closed: the session's last message says it ended.
+
     // No typing indicator: Feishu has none (a reaction renewed in a loop burns the API quota).
 }
 
@@ -751,6 +793,7 @@ mod unit {
                 text: "run the tests".into(),
                 group: false,
                 file: None,
+                root: String::new(),
             }
         );
     }
@@ -871,12 +914,46 @@ mod unit {
     }
 
     #[test]
+    fn with_topics_a_thread_is_keyed_by_its_first_message() {
+        let (queue, mut queued) = mpsc::unbounded_channel();
+        let mut ingress = Ingress {
+            bot: "ou_bot".into(),
+            recent: Recent::default(),
+            queue,
+            topics: true,
+        };
+        let mentions = json!([mention("@_user_1", "ou_bot", "bot")]);
+        let mut threaded = message("group", "@_user_1 hi", mentions.clone());
+        threaded["event"]["message"]["root_id"] = json!("om_root");
+        threaded["event"]["message"]["thread_id"] = json!("omt_1");
+        threaded["header"]["event_id"] = json!("ev2");
+        threaded["event"]["message"]["message_id"] = json!("om_2");
+        // A reply outside a thread names a root too, but no thread: the chat's own.
+        let mut reply = message("group", "@_user_1 yo", mentions.clone());
+        reply["event"]["message"]["root_id"] = json!("om_root");
+        reply["header"]["event_id"] = json!("ev3");
+        reply["event"]["message"]["message_id"] = json!("om_3");
+        for (v, chat, topics) in [
+            (threaded, "oc_chat/om_root", false),
+            (reply, "oc_chat", true),
+            (message("p2p", "hi", json!([])), "oc_chat", false),
+        ] {
+            ingress.handle(v.to_string().as_bytes());
+            match queued.try_recv() {
+                Ok(Queued::Message(m)) => assert_eq!((m.chat.as_str(), m.topics), (chat, topics)),
+                _ => panic!("a message for {chat}"),
+            }
+        }
+    }
+
+    #[test]
     fn ingress_hands_each_message_over_once_and_answers_every_press() {
         let (queue, mut queued) = mpsc::unbounded_channel();
         let mut ingress = Ingress {
             bot: "ou_bot".into(),
             recent: Recent::default(),
             queue,
+            topics: false,
         };
         let m = message("p2p", "hi", json!([])).to_string();
         assert_eq!(ingress.handle(m.as_bytes()), None);

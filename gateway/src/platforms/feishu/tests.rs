@@ -19,14 +19,23 @@ struct Rig {
     _dir: tempfile::TempDir,
 }
 
+/// `[gateway.feishu]` for a fake.
+fn config(app_id: &str, app_secret: &str, api_url: &str) -> crate::config::FeishuConfig {
+    crate::config::FeishuConfig {
+        app_id: app_id.into(),
+        app_secret: app_secret.into(),
+        api_url: api_url.into(),
+        default_chat: None,
+        topics: false,
+    }
+}
+
 /// The platform started against a fake, its long connection up.
 async fn rig() -> Rig {
     let fake = FakeFeishu::start(APP_ID, APP_SECRET);
     let dir = tempfile::tempdir().expect("a lock directory");
     let (feishu, rx) = start(
-        APP_ID,
-        APP_SECRET,
-        &fake.url(),
+        &config(APP_ID, APP_SECRET, &fake.url()),
         "!!",
         dir.path(),
         &crate::platforms::Receiving::default(),
@@ -597,9 +606,7 @@ async fn a_wrong_secret_or_a_second_gateway_fails_the_start_with_the_reason() {
     let fake = FakeFeishu::start(APP_ID, APP_SECRET);
     let dir = tempfile::tempdir().expect("a lock directory");
     let e = start(
-        APP_ID,
-        "wrong",
-        &fake.url(),
+        &config(APP_ID, "wrong", &fake.url()),
         "!!",
         dir.path(),
         &crate::platforms::Receiving::default(),
@@ -610,9 +617,7 @@ async fn a_wrong_secret_or_a_second_gateway_fails_the_start_with_the_reason() {
     let msg = e.to_string();
     assert!(msg.contains("app_secret") && msg.contains(APP_ID), "{msg}");
     let e = start(
-        "",
-        "",
-        &fake.url(),
+        &config("", "", &fake.url()),
         "!!",
         dir.path(),
         &crate::platforms::Receiving::default(),
@@ -623,9 +628,7 @@ async fn a_wrong_secret_or_a_second_gateway_fails_the_start_with_the_reason() {
     assert!(e.to_string().contains("[gateway.feishu]"), "{e}");
 
     let (feishu, _rx) = start(
-        APP_ID,
-        APP_SECRET,
-        &fake.url(),
+        &config(APP_ID, APP_SECRET, &fake.url()),
         "!!",
         dir.path(),
         &crate::platforms::Receiving::default(),
@@ -636,9 +639,7 @@ async fn a_wrong_secret_or_a_second_gateway_fails_the_start_with_the_reason() {
     assert_eq!(feishu.consumer(), format!("feishu:{APP_ID}"));
     assert!(!feishu.is_local());
     let e = start(
-        APP_ID,
-        APP_SECRET,
-        &fake.url(),
+        &config(APP_ID, APP_SECRET, &fake.url()),
         "!!",
         dir.path(),
         &crate::platforms::Receiving::default(),
