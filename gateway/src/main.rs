@@ -13,6 +13,7 @@ mod down;
 mod egress;
 mod files;
 mod health;
+mod home_topic;
 mod platforms;
 mod poison;
 mod progress;

@@ -105,6 +105,7 @@ pub async fn run(
     // the new stream repeats they skip (each knows how far it got).
     let mut workers: HashMap<String, Worker> = HashMap::new();
     let mut poison = Poison::default();
+    let mut home_topics = crate::home_topic::HomeTopics::default();
     loop {
         let began = Instant::now();
         let result: anyhow::Result<()> = async {
@@ -180,11 +181,20 @@ pub async fn run(
                         continue;
                     }
                     if !ev.session.is_empty() && for_chats(&ev) {
-                        let chats = tolerate(
+                        let mut chats = tolerate(
                             bindings(&mut c, platform.name(), &ev.session, ev.seq).await,
                             ev.seq,
                             "listing the session's chats",
                         )?;
+                        if let Some(home) = &default_chat
+                            && let Some(list) = chats.take()
+                        {
+                            chats = Some(
+                                home_topics
+                                    .route(&mut c, &platform, home, &ev, list)
+                                    .await?,
+                            );
+                        }
                         for b in chats.into_iter().flatten().filter(|b| open_for(b, ev.seq)) {
                             let parts = if b.cursor + 1 == ev.seq { b.parts } else { 0 };
                             worker(&mut workers, &platform, &socket, &health, &b).send(Item {

@@ -198,13 +198,37 @@ fn telegram_forum_gives_each_session_its_own_topic() {
 
 #[test]
 fn telegram_private_chat_topics_and_a_chat_without_topics() {
-    let mut h = Harness::with_config(&config(""));
+    // The admin's private chat is the default chat: sessions started at the desk reach it.
+    let mut h = Harness::with_config(&config(&format!("default_chat = \"{ADMIN}\"")));
     h.start_daemon();
     let tg = FakeTelegram::start(TEST_TOKEN);
     // The bot has topics in private chats (Bot API 9.3), which only getMe says.
     tg.enable_private_topics();
-    let _g = gateway(&h, &tg);
+    let mut g = gateway(&h, &tg);
     let dir = h.work.clone();
+
+    // A session started at the desk gets a topic of its own in the default chat the first
+    // time it has something to say, and its replies go there.
+    let work = dir.display().to_string();
+    h.ctl_ok(&["spawn", "desk", "--cli", "asker", "--dir", &work]);
+    h.ctl_ok(&["send", "desk", "echo desk-$((2*21))"]);
+    let (desk, _) = topic(&tg, ADMIN, "desk");
+    said_in(&tg, ADMIN, Some(desk), "started on the machine");
+    said_in(&tg, ADMIN, Some(desk), "desk-42");
+    // The topic is the session's binding: a new gateway finds it, and a message written in
+    // it reaches the session.
+    let _ = g.kill();
+    let _ = g.wait();
+    let _g = gateway(&h, &tg);
+    tg.push_topic_message(ADMIN, desk, ADMIN, "Owner", "echo phone-$((3*7))");
+    said_in(&tg, ADMIN, Some(desk), "phone-21");
+    assert_eq!(tg.topics(ADMIN).len(), 1, "{:?}", tg.topics(ADMIN));
+    assert!(
+        in_topic(&tg.sent(), ADMIN, None)
+            .iter()
+            .all(|t| !t.contains("desk-42")),
+        "desk's reply went to the chat itself"
+    );
 
     tg.push_message(
         ADMIN,

@@ -33,17 +33,23 @@ impl Daemon {
         Ok(())
     }
 
-    /// An admin's private chat (its id is the admin's user id), or a chat an admin bound.
+    /// An admin's private chat (its id is the admin's user id), or a chat an admin bound (or
+    /// bound a topic of: a forum whose sessions each have a topic).
     fn is_admin_chat(&self, platform: &str, chat: &str) -> bool {
         let access = &self.inner.access;
         if access.known(platform, chat) == Some(true) {
             return true;
         }
-        self.chats().bindings(platform, chat, "").iter().any(|b| {
-            b.binder
-                .split_once(':')
-                .is_some_and(|(p, u)| p == platform && access.known(p, u) == Some(true))
-        })
+        let group_of = crate::chat::access::group_of;
+        self.chats()
+            .bindings(platform, "", "")
+            .iter()
+            .filter(|b| group_of(&b.chat) == chat)
+            .any(|b| {
+                b.binder
+                    .split_once(':')
+                    .is_some_and(|(p, u)| p == platform && access.known(p, u) == Some(true))
+            })
     }
 
     /// A chat an allowed user wrote from: an admin's private chat is where sessions clibot

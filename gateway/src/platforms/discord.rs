@@ -810,6 +810,10 @@ impl Platform for Discord {
         }
     }
 
+    fn topics(&self) -> bool {
+        self.topics
+    }
+
     async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
         if !self.topics {
             anyhow::bail!("threads are off: set [gateway.discord] topics = true");

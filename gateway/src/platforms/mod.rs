@@ -147,6 +147,10 @@ pub trait Platform: Send + Sync + 'static {
     async fn delete_message(&self, _chat: &str, _message: &str) -> anyhow::Result<bool> {
         Ok(false)
     }
+    /// Whether sessions get topics of their own (`[gateway.PLATFORM] topics`).
+    fn topics(&self) -> bool {
+        false
+    }
     /// Opens a topic named `name` in chat `chat` (a forum topic, a thread) and returns the
     /// key its messages go under, `CHAT/THREAD`. Platforms without topics refuse.
     async fn open_topic(&self, chat: &str, _name: &str) -> anyhow::Result<String> {

@@ -136,6 +136,9 @@ impl Platform for Redacting {
     async fn typing(&self, chat: &str) {
         self.inner.typing(chat).await
     }
+    fn topics(&self) -> bool {
+        self.inner.topics()
+    }
     async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
         self.inner.open_topic(chat, name).await
     }

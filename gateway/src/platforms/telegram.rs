@@ -465,6 +465,10 @@ impl Platform for Telegram {
         }
     }
 
+    fn topics(&self) -> bool {
+        self.topics
+    }
+
     async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
         if !self.topics {
             anyhow::bail!("topics are off: set [gateway.telegram] topics = true");

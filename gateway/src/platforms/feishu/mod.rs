@@ -736,6 +736,10 @@ impl Platform for Feishu {
         }
     }
 
+    fn topics(&self) -> bool {
+        self.topics
+    }
+
     async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
         if !self.topics {
             anyhow::bail!("threads are off: set [gateway.feishu] topics = true");
