@@ -111,7 +111,7 @@ fn on_discord_the_picture_is_an_attachment() {
     dc.push_message(DM, ADMIN, "owner", &format!("!!new s bash {work}"));
     dc.wait_sent("started", |s| {
         s.iter()
-            .any(|m| m.channel_id == DM && m.content.contains("started s"))
+            .any(|m| m.channel_id == DM && m.text().contains("started s"))
     });
     dc.push_message(DM, ADMIN, "owner", COLOURED);
     h.wait_screen("s", "the coloured line", |t| t.contains("RED plain BG"));
@@ -161,12 +161,8 @@ fn on_feishu_the_picture_is_an_image_message() {
     let work = h.work.display().to_string();
     say(1, &format!("!!new s bash {work}"));
     fs.wait_sent("started", |s| {
-        s.iter().any(|m| {
-            m.chat == CHAT
-                && m.content["text"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("started s"))
-        })
+        s.iter()
+            .any(|m| m.chat == CHAT && m.text().contains("started s"))
     });
     say(2, COLOURED);
     h.wait_screen("s", "the coloured line", |t| t.contains("RED plain BG"));

@@ -122,6 +122,26 @@ pub struct SentMessage {
     pub id: u64,
     /// Attached files: (filename, bytes).
     pub files: Vec<(String, Vec<u8>)>,
+    /// The embeds as sent (empty when none).
+    pub embeds: Vec<Value>,
+}
+
+impl SentMessage {
+    /// What the message shows as text: its content, then each embed's title and description.
+    pub fn text(&self) -> String {
+        let mut t = self.content.clone();
+        for e in &self.embeds {
+            for key in ["title", "description"] {
+                if let Some(s) = e[key].as_str() {
+                    if !t.is_empty() {
+                        t.push('\n');
+                    }
+                    t.push_str(s);
+                }
+            }
+        }
+        t
+    }
 }
 
 /// A running fake Discord. Dropping it stops both servers.
@@ -656,9 +676,8 @@ impl FakeDiscord {
     /// Waits until a message containing `needle` was posted in `channel`.
     pub fn wait_posted(&self, channel: u64, what: &str, needle: &str) {
         self.wait_sent(what, |s| {
-            s.iter().any(|m| {
-                m.channel_id == channel && m.kind == "create" && m.content.contains(needle)
-            })
+            s.iter()
+                .any(|m| m.channel_id == channel && m.kind == "create" && m.text().contains(needle))
         });
     }
 
@@ -1284,6 +1303,7 @@ fn route(
                         components: None,
                         id,
                         files: Vec::new(),
+                        embeds: Vec::new(),
                     });
                     no_content()
                 }
@@ -1427,6 +1447,17 @@ fn create(
         .and_then(Value::as_array)
         .is_some_and(|c| !c.is_empty());
     let has_embeds = embeds.as_array().is_some_and(|e| !e.is_empty());
+    // An embed's description holds at most 4096 characters.
+    let long_embed = embeds.as_array().is_some_and(|e| {
+        e.iter().any(|x| {
+            x["description"]
+                .as_str()
+                .is_some_and(|d| d.chars().count() > 4096)
+        })
+    });
+    if long_embed {
+        return Err(invalid_length());
+    }
     if content.trim().is_empty() && files.is_empty() && !has_components && !has_embeds {
         return Err((400, error_body(50006, "Cannot send an empty message")));
     }
@@ -1437,7 +1468,7 @@ fn create(
     let id = st.new_id();
     let mut message = message_json(id, channel, bot_user(), &content);
     message["attachments"] = attachments(st, channel, &files);
-    message["embeds"] = embeds;
+    message["embeds"] = embeds.clone();
     if let Some(c) = &components {
         message["components"] = c.clone();
     }
@@ -1449,6 +1480,7 @@ fn create(
         components,
         id,
         files: files.into_iter().map(|f| (f.filename, f.data)).collect(),
+        embeds: embeds.as_array().cloned().unwrap_or_default(),
     });
     Ok((id, message))
 }
@@ -1503,6 +1535,7 @@ fn edit(
         components,
         id,
         files: files.into_iter().map(|f| (f.filename, f.data)).collect(),
+        embeds: message["embeds"].as_array().cloned().unwrap_or_default(),
     });
     Ok(message)
 }

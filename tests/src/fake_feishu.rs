@@ -183,6 +183,43 @@ pub struct Sent {
     pub root: String,
 }
 
+impl Sent {
+    /// What the message shows as text: a text message's text, a rich-text message's
+    /// elements (`md`, `text`) line by line, a card's markdown and text elements.
+    pub fn text(&self) -> String {
+        fn walk(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(o) => {
+                    match (
+                        o.get("tag").and_then(Value::as_str),
+                        o.get("text"),
+                        o.get("content"),
+                    ) {
+                        (Some("md" | "text"), Some(Value::String(t)), _) => out.push(t.clone()),
+                        (
+                            Some("markdown" | "plain_text" | "lark_md"),
+                            _,
+                            Some(Value::String(t)),
+                        ) => out.push(t.clone()),
+                        _ => o.values().for_each(|x| walk(x, out)),
+                    }
+                }
+                Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+                _ => {}
+            }
+        }
+        if self.msg_type == "text" {
+            return self.content["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+        }
+        let mut out = Vec::new();
+        walk(&self.content, &mut out);
+        out.join("\n")
+    }
+}
+
 /// A file the bot uploaded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Upload {
@@ -1124,6 +1161,22 @@ fn post(
             content["text"].as_str().is_some_and(|t| !t.is_empty()),
         ),
         "interactive" => (CARD_LIMIT, content.is_object()),
+        // Rich text: a locale (`zh_cn`, `en_us`, …) holding rows of elements.
+        "post" => (
+            CARD_LIMIT,
+            content.as_object().is_some_and(|locales| {
+                !locales.is_empty()
+                    && locales.values().all(|l| {
+                        l["content"].as_array().is_some_and(|rows| {
+                            rows.iter().all(|r| {
+                                r.as_array().is_some_and(|els| {
+                                    els.iter().all(|e| e["tag"].as_str().is_some())
+                                })
+                            })
+                        })
+                    })
+            }),
+        ),
         "image" => (
             TEXT_LIMIT,
             content["image_key"]

@@ -25,7 +25,7 @@ fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
     sent.iter()
         .filter(|m| m.channel_id == channel)
-        .map(|m| m.content.clone())
+        .map(|m| m.text())
         .collect()
 }
 
@@ -74,13 +74,13 @@ fn a_discord_message_runs_in_the_cli_and_the_reply_comes_back() {
     );
     let sent = dc.wait_sent("the prompt", |s| {
         s.iter().any(|m| {
-            m.channel_id == ADMIN_DM && m.content.contains("Merge it?") && m.components.is_some()
+            m.channel_id == ADMIN_DM && m.text().contains("Merge it?") && m.components.is_some()
         })
     });
     let prompt = sent
         .iter()
         .rev()
-        .find(|m| m.channel_id == ADMIN_DM && m.content.contains("Merge it?"))
+        .find(|m| m.channel_id == ADMIN_DM && m.text().contains("Merge it?"))
         .expect("prompt")
         .clone();
     // Each button carries its prompt's id and its option: `a:<prompt id>:<n>`.

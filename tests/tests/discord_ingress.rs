@@ -25,7 +25,7 @@ fn gateway(h: &Harness, dc: &FakeDiscord) -> Child {
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
     sent.iter()
         .filter(|m| m.channel_id == channel && m.kind == "create")
-        .map(|m| m.content.clone())
+        .map(|m| m.text())
         .collect()
 }
 

@@ -20,11 +20,13 @@ fn gateway(h: &Harness) -> Child {
     h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)])
 }
 
-/// The text of every text message sent to `chat`.
+/// The text of every text or rich-text message sent to `chat`.
 fn texts(sent: &[Sent], chat: &str) -> Vec<String> {
     sent.iter()
-        .filter(|s| s.kind == "create" && s.chat == chat && s.msg_type == "text")
-        .filter_map(|s| s.content["text"].as_str().map(str::to_string))
+        .filter(|s| {
+            s.kind == "create" && s.chat == chat && matches!(s.msg_type.as_str(), "text" | "post")
+        })
+        .map(Sent::text)
         .collect()
 }
 

@@ -129,7 +129,7 @@ fn on_discord_an_attachment_reaches_the_session_by_path() {
     dc.push_message(DM, ADMIN, "owner", &format!("!!new d bash {work}"));
     dc.wait_sent("started", |s| {
         s.iter()
-            .any(|m| m.channel_id == DM && m.content.contains("started d"))
+            .any(|m| m.channel_id == DM && m.text().contains("started d"))
     });
     let data: Vec<u8> = (0..2000u32).map(|i| (i % 253) as u8).collect();
     dc.push_file(
@@ -186,11 +186,7 @@ fn on_feishu_an_image_and_a_file_reach_the_session_by_path() {
         &[],
     ));
     fs.wait_sent("started", |s| {
-        s.iter().any(|m| {
-            m.content["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("started f"))
-        })
+        s.iter().any(|m| m.text().contains("started f"))
     });
     fs.put_resource("om_m2", "img_v3_user1", b"a picture");
     fs.push_event(&file_event("ev2", "om_m2", CHAT, ADMIN, "img_v3_user1", ""));

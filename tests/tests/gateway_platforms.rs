@@ -77,7 +77,7 @@ fn one_gateway_serves_telegram_and_discord_from_one_config() {
     dc.push_message(DC_DM, DC_ADMIN, "owner", &format!("!!new d bash {work}"));
     dc.wait_sent("started on Discord", |s| {
         s.iter()
-            .any(|m| m.channel_id == DC_DM && m.content.contains("started d"))
+            .any(|m| m.channel_id == DC_DM && m.text().contains("started d"))
     });
     tg.push_message(TG_ADMIN, TG_ADMIN, "Owner", "echo tg-$((6*7))");
     dc.push_message(DC_DM, DC_ADMIN, "owner", "echo dc-$((6*7))");
@@ -87,7 +87,7 @@ fn one_gateway_serves_telegram_and_discord_from_one_config() {
     });
     dc.wait_sent("the Discord reply", |s| {
         s.iter()
-            .any(|m| m.channel_id == DC_DM && m.content.contains("dc-42"))
+            .any(|m| m.channel_id == DC_DM && m.text().contains("dc-42"))
     });
     wait_until("both platforms reported connected", || {
         let (ok, out) = gateway_status(&h);
@@ -247,14 +247,14 @@ fn a_platform_down_too_long_is_told_to_the_admins_through_another() {
     }
     let down = |s: &[clibot_tests::fake_discord::SentMessage]| {
         s.iter()
-            .filter(|m| m.channel_id == DC_DM && m.content.contains("Telegram has not worked for"))
+            .filter(|m| m.channel_id == DC_DM && m.text().contains("Telegram has not worked for"))
             .count()
     };
     dc.wait_sent("the down notice on Discord", |s| down(s) >= 1);
     tg.clear_stalls();
     let sent = dc.wait_sent("the recovery on Discord", |s| {
         s.iter()
-            .any(|m| m.channel_id == DC_DM && m.content.contains("Telegram works again"))
+            .any(|m| m.channel_id == DC_DM && m.text().contains("Telegram works again"))
     });
     assert_eq!(down(&sent), 1, "told once per outage");
     // And Telegram works: a message there is answered.

@@ -161,7 +161,7 @@ const DC_ANN_DM: u64 = 1_400_000_000_000_000_200;
 fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
     sent.iter()
         .filter(|m| m.channel_id == channel)
-        .map(|m| m.content.clone())
+        .map(|m| m.text())
         .collect()
 }
 

@@ -278,7 +278,7 @@ fn discord_channel_gives_each_session_its_own_thread() {
     let posted = |channel: u64, needle: &str| {
         dc.wait_sent(needle, |s: &[SentMessage]| {
             s.iter()
-                .any(|m| m.channel_id == channel && m.content.contains(needle))
+                .any(|m| m.channel_id == channel && m.text().contains(needle))
         });
     };
 
@@ -315,6 +315,13 @@ fn discord_channel_gives_each_session_its_own_thread() {
         .rev()
         .find(|m| m.channel_id == api && m.components.is_some())
         .expect("the prompt");
+    // The dialog is an embed, its buttons under it.
+    assert!(
+        prompt.embeds.iter().any(|e| e["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("rm -r build"))),
+        "{prompt:?}"
+    );
     let custom_id = prompt.components.as_ref().expect("buttons")[0]["components"][0]["custom_id"]
         .as_str()
         .expect("a button")
@@ -395,7 +402,7 @@ fn feishu_group_gives_each_session_its_own_thread() {
             None => ev,
         });
     };
-    let text_of = |m: &FSent| m.content["text"].as_str().unwrap_or_default().to_string();
+    let text_of = |m: &FSent| m.text();
     let posted = |root: &str, needle: &str| {
         fs.wait_sent(needle, |s: &[FSent]| {
             s.iter()
@@ -416,7 +423,12 @@ fn feishu_group_gives_each_session_its_own_thread() {
     posted(&root, "what you write here goes to it");
 
     say(Some(&root), "echo f-$((3*4))");
-    posted(&root, "f-12");
+    let sent = posted(&root, "f-12");
+    // Replies are rich text (Markdown).
+    assert!(
+        sent.iter()
+            .any(|m| m.root == root && m.msg_type == "post" && text_of(m).contains("f-12"))
+    );
     say(None, "echo nowhere");
     posted("", "each session talks in a topic of its own");
     assert!(!screen(&h, "api").contains("nowhere"));

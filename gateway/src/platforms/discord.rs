@@ -694,7 +694,18 @@ impl Platform for Discord {
             let last = i + 1 == n;
             let id = self
                 .send_message(channel, || {
-                    let mut m = CreateMessage::new().content(part.clone());
+                    // The dialog itself shows as an embed (set apart from the conversation,
+                    // its code blocks kept), its buttons under it; what comes before it is
+                    // plain text.
+                    let mut m = if last {
+                        CreateMessage::new().embed(
+                            serenity::all::CreateEmbed::new()
+                                .description(part.clone())
+                                .colour(PROMPT_COLOUR),
+                        )
+                    } else {
+                        CreateMessage::new().content(part.clone())
+                    };
                     if last {
                         // At most 5 buttons per row and 5 rows.
                         let rows: Vec<CreateActionRow> = options
@@ -853,6 +864,9 @@ impl Platform for Discord {
         }
     }
 }
+
+/// The bar beside a prompt's embed: amber, "waiting for you".
+const PROMPT_COLOUR: u32 = 0xF5A623;
 
 /// Whether a channel of this kind is a thread.
 fn is_thread(kind: serenity::all::ChannelType) -> bool {

@@ -26,6 +26,8 @@ const TOKEN_INVALID: [i64; 4] = [99991661, 99991663, 99991664, 99991671];
 
 /// "Failed to create card content": the card JSON was refused.
 pub const CARD_INVALID: i64 = 230099;
+/// Feishu's answer to content it cannot take for the message type ("invalid content").
+pub const CONTENT_INVALID: i64 = 230001;
 
 /// A failed call's Feishu code (as the error says it).
 #[derive(Debug)]

@@ -140,3 +140,9 @@ mod tests {
         assert_eq!(button_data(&json!(3)), None);
     }
 }
+
+/// A rich-text (`post`) message holding `md` as Markdown — code blocks, lists, emphasis and
+/// links show as such — for replies, which CLIs write in Markdown.
+pub fn post(md: &str) -> Value {
+    json!({ "zh_cn": { "title": "", "content": [[{ "tag": "md", "text": md }]] } })
+}

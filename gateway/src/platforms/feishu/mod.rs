@@ -537,6 +537,17 @@ impl Feishu {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// The rich-text messages for `text`, each within the post body limit (code fences
+    /// closed and reopened across parts by the chunker).
+    fn post_parts(text: &str) -> Vec<String> {
+        let text = defuse(text);
+        fit(
+            chunk(&text, &ChunkOptions::new(CARD_TEXT_CHARS, Measure::Chars)),
+            CARD_BODY_LIMIT,
+            &|p| body_size("post", &card::post(p)),
+        )
+    }
+
     /// The text messages for `text`, each within the body limit.
     fn text_parts(text: &str, max_chars: usize) -> Vec<String> {
         let text = defuse(text);
@@ -568,10 +579,33 @@ impl Platform for Feishu {
         MAX_TEXT_CHARS
     }
 
+    /// Text goes as rich text (Markdown: what CLIs reply in); a part Feishu cannot take as
+    /// rich text goes as plain text instead (retrying would fail the same way).
     async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
-        for part in Self::text_parts(text, MAX_TEXT_CHARS) {
-            if !part.trim().is_empty() {
-                self.send_text(chat, &part).await?;
+        for part in Self::post_parts(text) {
+            if part.trim().is_empty() {
+                continue;
+            }
+            let sent = self
+                .api
+                .create(chat, "post", &card::post(&part), Wait::OutRateLimits)
+                .await;
+            match sent {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        api::code_of(&e),
+                        Some(api::CONTENT_INVALID | api::CARD_INVALID)
+                    ) =>
+                {
+                    eprintln!(
+                        "clibot-gateway: Feishu refused a rich-text message in {chat} ({e:#}); sending it as text"
+                    );
+                    for p in Self::text_parts(&part, MAX_TEXT_CHARS) {
+                        self.send_text(chat, &p).await?;
+                    }
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(())

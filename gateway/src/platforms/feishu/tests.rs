@@ -427,8 +427,8 @@ async fn a_prompt_whose_card_feishu_refuses_goes_as_text() {
     let sent = r.fake.sent();
     let texts = created(&sent);
     assert_eq!(texts.len(), 1);
-    assert_eq!(texts[0].msg_type, "text");
-    assert_eq!(texts[0].content["text"], "Pick one:\n1. a\n2. b");
+    assert_eq!(texts[0].msg_type, "post");
+    assert_eq!(texts[0].text(), "Pick one:\n1. a\n2. b");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -443,21 +443,21 @@ async fn text_status_and_files_take_the_right_calls() {
             hello.receive_id_type.as_str(),
             hello.msg_type.as_str()
         ),
-        ("oc_g", "chat_id", "text")
+        ("oc_g", "chat_id", "post")
     );
-    assert_eq!(hello.content, json!({ "text": "hello" }));
+    assert_eq!(
+        hello.content,
+        json!({ "zh_cn": { "title": "", "content": [[{ "tag": "md", "text": "hello" }]] } })
+    );
     assert!(!hello.uuid.is_empty() && hello.uuid.len() <= 50);
 
     // Longer than one message: split, nothing lost.
     let long = "0123456789\n".repeat(MAX_TEXT_CHARS / 11 + 100);
     r.feishu.send("oc_g", &long).await.expect("sent");
     let sent = r.fake.sent();
-    let parts: Vec<&str> = created(&sent)[1..]
-        .iter()
-        .map(|s| s.content["text"].as_str().unwrap_or_default())
-        .collect();
-    assert_eq!(parts.len(), 2);
-    assert!(parts.iter().all(|p| p.chars().count() <= MAX_TEXT_CHARS));
+    let parts: Vec<String> = created(&sent)[1..].iter().map(|s| s.text()).collect();
+    assert!(parts.len() >= 2);
+    assert!(parts.iter().all(|p| p.chars().count() <= CARD_TEXT_CHARS));
     assert_eq!(
         parts.concat().replace('\n', ""),
         long.replace('\n', ""),
@@ -503,7 +503,46 @@ async fn text_status_and_files_take_the_right_calls() {
     assert_eq!(after.len(), 2);
     assert_eq!(after[0].msg_type, "file");
     assert_eq!(after[0].content["file_key"], uploads[0].file_key.as_str());
-    assert_eq!(after[1].content, json!({ "text": "the first lines" }));
+    assert_eq!(after[1].text(), "the first lines");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_go_as_markdown_with_code_blocks_kept_and_as_text_when_refused() {
+    let r = rig().await;
+    let reply = "Done:\n```rust\nfn main() {}\n```\n- **one** item";
+    r.feishu.send("oc_g", reply).await.expect("sent");
+    let sent = r.fake.sent();
+    let md = created(&sent)[0];
+    assert_eq!(md.msg_type, "post");
+    assert_eq!(
+        md.text(),
+        reply,
+        "the Markdown unchanged, its code block whole"
+    );
+    // A mention in a CLI's output does not ping anyone.
+    r.feishu
+        .send("oc_g", "<at user_id=\"all\"></at> hi")
+        .await
+        .expect("sent");
+    assert!(!r.fake.sent().last().expect("sent").text().contains("<at "));
+    // Rich text refused: the same part goes as plain text, once.
+    r.fake.fail_next("/open-apis/im/v1/messages", 400, 230001);
+    r.feishu
+        .send("oc_g", "plain after all")
+        .await
+        .expect("sent");
+    let sent = r.fake.sent();
+    let last = sent.last().expect("sent");
+    assert_eq!(
+        (last.msg_type.as_str(), last.text().as_str()),
+        ("text", "plain after all")
+    );
+    assert_eq!(
+        sent.iter()
+            .filter(|s| s.text() == "plain after all")
+            .count(),
+        1
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -529,10 +568,7 @@ async fn rate_limits_are_waited_out_and_the_message_still_goes() {
         );
         assert_eq!(posts() - before, 2, "sent again after the limit");
         let sent = r.fake.sent();
-        let n = sent
-            .iter()
-            .filter(|s| s.content["text"] == text.as_str())
-            .count();
+        let n = sent.iter().filter(|s| s.text() == text).count();
         assert_eq!(n, 1, "delivered once");
     }
     // The status card is best effort: a rate limit costs only that update.
@@ -553,7 +589,7 @@ async fn an_invalid_token_is_renewed_once() {
     assert_eq!(
         created(&r.fake.sent())
             .iter()
-            .filter(|s| s.content["text"] == "with a new token")
+            .filter(|s| s.text() == "with a new token")
             .count(),
         1
     );
