@@ -14,6 +14,7 @@ mod egress;
 mod files;
 mod health;
 mod home_topic;
+mod picture;
 mod platforms;
 mod poison;
 mod progress;

@@ -412,6 +412,7 @@ fn worker<'a>(
                 .collect(),
             progress: None,
             undelivered: 0,
+            pictured: 0,
         };
         tokio::spawn(chat.run(rx));
         workers.insert(b.chat.clone(), Worker { tx });
@@ -444,6 +445,9 @@ struct ChatDelivery {
     progress: Option<Progress>,
     /// Events given up to the platform's rate limit, not yet told.
     undelivered: u32,
+    /// The last prompt event whose dialog went as a picture (sent once, however often the
+    /// prompt is retried).
+    pictured: u64,
 }
 
 impl ChatDelivery {
@@ -691,6 +695,15 @@ impl ChatDelivery {
         if let Some(p) = shown_prompt(ev)
             && !p.options.is_empty()
         {
+            // A dialog with a diff or a table: its picture first, the buttons last.
+            if matches!(&ev.kind, Some(Kind::Waiting(_)))
+                && crate::picture::worth_a_picture(p)
+                && std::mem::replace(&mut self.pictured, ev.seq) != ev.seq
+            {
+                let (platform, chat) = (self.platform.clone(), self.chat.clone());
+                let c = self.client().await.ok();
+                crate::picture::before_prompt(&platform, c, &chat, ev).await;
+            }
             let options: Vec<String> = p
                 .options
                 .iter()

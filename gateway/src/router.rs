@@ -319,20 +319,8 @@ impl Router {
     /// `!!shot`: the screen (with its escape sequences) drawn as a PNG and sent as a picture,
     /// its secrets redacted before it is drawn; what to say instead when it cannot be sent.
     async fn shot(&self, msg: &Inbound, session: &str, screen: &str) -> Option<String> {
-        let redacted = self.platform.redact(screen).into_owned();
-        let rendered = tokio::task::spawn_blocking(move || {
-            let r = clibot_gateway::shot::Renderer::new();
-            let (w, h, rgb) = r.render(&redacted);
-            clibot_gateway::shot::png(w, h, &rgb)
-        })
-        .await;
-        let png = match rendered {
-            Ok(Ok(png)) => png,
-            Ok(Err(e)) => {
-                return Some(format!(
-                    "the picture could not be made ({e}): !!screen shows the text"
-                ));
-            }
+        let png = match crate::picture::draw(self.platform.as_ref(), screen).await {
+            Ok(png) => png,
             Err(e) => {
                 return Some(format!(
                     "the picture could not be made ({e}): !!screen shows the text"

@@ -156,6 +156,48 @@ fn telegram_forum_gives_each_session_its_own_topic() {
     h.wait_screen("api", "the answer ran", |s| {
         s.contains("decided make deploy: y")
     });
+    // A plain question goes without a picture; a dialog showing a table goes with one,
+    // drawn from the pane, before its buttons.
+    assert!(tg.photos().is_empty(), "a picture of a plain question");
+    tg.push_topic_message(
+        FORUM,
+        api,
+        ADMIN,
+        "Owner",
+        r"printf '\n| file | size | action |\n| a.txt | 10 | delete |\n| b.txt | 20 | delete |\n'; ask 'rm a.txt b.txt'",
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tg.photos().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "no picture of the table's dialog"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let photo = &tg.photos()[0];
+    assert_eq!(
+        (photo.chat_id, photo.filename.as_str()),
+        (FORUM, "dialog.png")
+    );
+    assert!(photo.content.starts_with(b"\x89PNG"));
+    let sent = tg.wait_sent("the table's prompt", |s| {
+        s.iter().any(|m| {
+            m.thread == Some(api) && m.reply_markup.is_some() && m.text.contains("rm a.txt")
+        })
+    });
+    let photo_at = sent
+        .iter()
+        .position(|m| m.method == "sendphoto" && m.thread == Some(api))
+        .expect("the picture went to api's topic");
+    let prompt_at = sent
+        .iter()
+        .position(|m| m.reply_markup.is_some() && m.text.contains("rm a.txt"))
+        .expect("the prompt");
+    assert!(photo_at < prompt_at, "the picture comes before the buttons");
+    tg.push_topic_message(FORUM, api, ADMIN, "Owner", "n");
+    h.wait_screen("api", "the answer ran", |s| {
+        s.contains("decided rm a.txt b.txt: n")
+    });
 
     // Another member of the group, allowed to use clibot, may not use the admin's session
     // by writing in its topic.

@@ -280,7 +280,14 @@ impl Pack {
             let question_line = caps.name("q").map_or(line_start, |q| {
                 tail[..q.start()].rfind('\n').map_or(0, |i| i + 1)
             });
-            let context = context_above(&tail[..question_line], &subject, start == 0);
+            // What explains a dialog may sit above the lines checked for prompts (a shell's
+            // question is checked on its own line): it is read from the whole screen.
+            let mut above = lines[..start].join("\n");
+            if start > 0 {
+                above.push('\n');
+            }
+            above.push_str(&tail[..question_line]);
+            let context = context_above(&above, &subject, true);
             a.prompt = Some(ScreenPrompt {
                 kind: rule.kind.clone(),
                 text,
@@ -451,6 +458,12 @@ pub(crate) mod tests {
             .prompt
             .expect("a prompt");
         assert_eq!(p.options, ["1", "2", "3"]);
+        // A shell's question is checked on its own line; what explains it above is read too.
+        let p = pack("generic")
+            .analyze("$ clean\n\n| file | size |\n| a.txt | 1 |\nDelete them? [y/n] ")
+            .prompt
+            .expect("a prompt");
+        assert_eq!(p.context, "| file | size |\n| a.txt | 1 |");
     }
 
     #[test]
@@ -789,6 +802,11 @@ pub(crate) mod tests {
             "Title\nModifies 3 files"
         );
         assert_eq!(c("x\n\nWarning: big\n", ""), "Warning: big");
+        // A table printed above a line-oriented question.
+        assert_eq!(
+            c("$ printf x\n\n| file | size |\n| a.txt | 1 |\n", "rm a.txt"),
+            "| file | size |\n| a.txt | 1 |"
+        );
         // Two blank lines: what is above is something else.
         assert_eq!(c("x\n\nWarning: big\n\n\n", ""), "");
         // The subject is shown as such, not twice.
