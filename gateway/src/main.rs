@@ -474,7 +474,13 @@ async fn start(
             (Arc::new(d), rx)
         }
         Spec::Feishu(f) => {
-            let (p, rx) = feishu::start(f, prefix, lock_dir, recv).await?;
+            let settings = feishu::Settings {
+                app_id: &f.app_id,
+                app_secret: &f.app_secret,
+                api_url: &f.api_url,
+                topics: f.topics,
+            };
+            let (p, rx) = feishu::start(&settings, prefix, lock_dir, recv).await?;
             (Arc::new(p), rx)
         }
     })

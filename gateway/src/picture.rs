@@ -47,41 +47,6 @@ pub fn worth_a_picture(p: &v1::Prompt) -> bool {
     hunk || changed >= 2 || rows >= 2
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn prompt(context: &str, text: &str) -> v1::Prompt {
-        v1::Prompt {
-            context: context.into(),
-            text: text.into(),
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn diffs_and_tables_are_worth_a_picture_and_plain_questions_are_not() {
-        assert!(worth_a_picture(&prompt(
-            "src/main.rs\n 12 - let a = 1;\n 12 + let a = 2;",
-            "Do you want to make this edit?"
-        )));
-        assert!(worth_a_picture(&prompt(
-            "@@ -1,3 +1,4 @@\n fn main",
-            "Apply?"
-        )));
-        assert!(worth_a_picture(&prompt(
-            "│ name │ size │\n│ a    │ 1    │\n│ b    │ 2    │",
-            "Delete these?"
-        )));
-        assert!(!worth_a_picture(&prompt("", "Do you want to proceed?")));
-        assert!(!worth_a_picture(&prompt(
-            "- install the package\nthen build",
-            "Run npm install?"
-        )));
-        assert!(!worth_a_picture(&prompt("--- a/x\n+++ b/x", "?")));
-    }
-}
-
 /// Sends the pane of a prompt's session as a picture before the prompt itself, when the
 /// prompt is fresh (a prompt replayed long after it was shown would show a screen that moved
 /// on). Best effort: the prompt goes either way.
@@ -126,5 +91,40 @@ pub async fn before_prompt(
             "clibot-gateway: no picture of {}'s dialog in {chat}: {e}",
             ev.session
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prompt(context: &str, text: &str) -> v1::Prompt {
+        v1::Prompt {
+            context: context.into(),
+            text: text.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn diffs_and_tables_are_worth_a_picture_and_plain_questions_are_not() {
+        assert!(worth_a_picture(&prompt(
+            "src/main.rs\n 12 - let a = 1;\n 12 + let a = 2;",
+            "Do you want to make this edit?"
+        )));
+        assert!(worth_a_picture(&prompt(
+            "@@ -1,3 +1,4 @@\n fn main",
+            "Apply?"
+        )));
+        assert!(worth_a_picture(&prompt(
+            "│ name │ size │\n│ a    │ 1    │\n│ b    │ 2    │",
+            "Delete these?"
+        )));
+        assert!(!worth_a_picture(&prompt("", "Do you want to proceed?")));
+        assert!(!worth_a_picture(&prompt(
+            "- install the package\nthen build",
+            "Run npm install?"
+        )));
+        assert!(!worth_a_picture(&prompt("--- a/x\n+++ b/x", "?")));
     }
 }

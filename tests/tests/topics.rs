@@ -62,13 +62,30 @@ fn screen(h: &Harness, name: &str) -> String {
     String::from_utf8_lossy(&h.ctl(&["screen", name, "--lines", "200"]).stdout).into_owned()
 }
 
-fn gateway(h: &Harness, tg: &FakeTelegram) -> std::process::Child {
+/// A running gateway, ended (killed and reaped) when dropped.
+struct Gateway(std::process::Child);
+
+impl Gateway {
+    /// `kill -9`, as a crash would.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn gateway(h: &Harness, tg: &FakeTelegram) -> Gateway {
     let g = clibot_tests::fake_telegram::gateway(h, tg);
     assert!(
         tg.wait_polling(Duration::from_secs(20)),
         "the gateway polls"
     );
-    g
+    Gateway(g)
 }
 
 fn config(extra: &str) -> String {
@@ -208,8 +225,7 @@ fn telegram_forum_gives_each_session_its_own_topic() {
 
     // The gateway holds nothing: killed with -9 and started again, the topics still lead to
     // their sessions.
-    let _ = g.kill();
-    let _ = g.wait();
+    g.kill();
     let _g = gateway(&h, &tg);
     tg.push_topic_message(FORUM, web, ADMIN, "Owner", "echo again-$((8*8))");
     h.wait_screen("web", "web's output after the restart", |s| {
@@ -259,8 +275,7 @@ fn telegram_private_chat_topics_and_a_chat_without_topics() {
     said_in(&tg, ADMIN, Some(desk), "desk-42");
     // The topic is the session's binding: a new gateway finds it, and a message written in
     // it reaches the session.
-    let _ = g.kill();
-    let _ = g.wait();
+    g.kill();
     let _g = gateway(&h, &tg);
     tg.push_topic_message(ADMIN, desk, ADMIN, "Owner", "echo phone-$((3*7))");
     said_in(&tg, ADMIN, Some(desk), "phone-21");
@@ -422,7 +437,7 @@ fn feishu_group_gives_each_session_its_own_thread() {
         fs.url()
     ));
     h.start_daemon();
-    let _g = h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]);
+    let _g = Gateway(h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]));
     assert!(
         fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
         "the gateway opens the long connection"

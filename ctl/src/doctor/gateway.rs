@@ -276,8 +276,8 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         continue;
                     }
                     "transcribe" => &["command", "url", "model", "api_key"],
-                    "telegram" | "discord" => &["token", "api_url", "default_chat"],
-                    "feishu" => &["app_id", "app_secret", "api_url", "default_chat"],
+                    "telegram" | "discord" => &["token", "api_url", "default_chat", "topics"],
+                    "feishu" => &["app_id", "app_secret", "api_url", "default_chat", "topics"],
                     _ => {
                         unknown.push(format!("gateway.{platform}"));
                         continue;
@@ -306,7 +306,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat; feishu takes app_id, app_secret, api_url, default_chat",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat, topics; feishu takes app_id, app_secret, api_url, default_chat, topics",
         ));
     }
 }
@@ -348,7 +348,7 @@ mod tests {
 
     #[test]
     fn gateway_keys() {
-        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntokn = \"y\"\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
+        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntopics = true\ntokn = \"y\"\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
             .parse()
             .expect("toml");
         let mut out = Vec::new();
@@ -362,7 +362,7 @@ mod tests {
         );
         assert!(out[0].detail.contains("gateway.slack"), "{}", out[0].detail);
         assert!(!out[0].detail.contains("feishu"), "{}", out[0].detail);
-        for known in ["stall_after", "down_notice_after", "default_chat"] {
+        for known in ["stall_after", "down_notice_after", "default_chat", "topics"] {
             assert!(!out[0].detail.contains(known), "{}", out[0].detail);
         }
     }

@@ -79,6 +79,12 @@ pub fn button_data(value: &Value) -> Option<&str> {
     }
 }
 
+/// A rich-text (`post`) message holding `md` as Markdown — code blocks, lists, emphasis and
+/// links show as such — for replies, which CLIs write in Markdown.
+pub fn post(md: &str) -> Value {
+    json!({ "zh_cn": { "title": "", "content": [[{ "tag": "md", "text": md }]] } })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,10 +145,4 @@ mod tests {
         assert_eq!(button_data(&json!({ "x": 1 })), None);
         assert_eq!(button_data(&json!(3)), None);
     }
-}
-
-/// A rich-text (`post`) message holding `md` as Markdown — code blocks, lists, emphasis and
-/// links show as such — for replies, which CLIs write in Markdown.
-pub fn post(md: &str) -> Value {
-    json!({ "zh_cn": { "title": "", "content": [[{ "tag": "md", "text": md }]] } })
 }

@@ -69,16 +69,12 @@ pub struct Feishu {
 /// `api_url` is `https://open.feishu.cn` (or Lark's `https://open.larksuite.com`, or a test
 /// fake); empty means Feishu.
 pub async fn start(
-    config: &crate::config::FeishuConfig,
+    config: &Settings<'_>,
     prefix: &str,
     lock_dir: &std::path::Path,
     recv: &Receiving,
 ) -> anyhow::Result<(Feishu, mpsc::Receiver<Inbound>)> {
-    let (app_id, app_secret, api_url) = (
-        config.app_id.as_str(),
-        config.app_secret.as_str(),
-        config.api_url.as_str(),
-    );
+    let (app_id, app_secret, api_url) = (config.app_id, config.app_secret, config.api_url);
     if app_id.trim().is_empty() || app_secret.trim().is_empty() {
         anyhow::bail!(
             "Feishu needs an app id and secret: set [gateway.feishu] app_id and app_secret (the app's Credentials & Basic Info page)"
@@ -138,6 +134,16 @@ pub async fn start(
         },
         rx,
     ))
+}
+
+/// What the platform starts with (`[gateway.feishu]`).
+pub struct Settings<'a> {
+    pub app_id: &'a str,
+    pub app_secret: &'a str,
+    /// Empty: Feishu's own.
+    pub api_url: &'a str,
+    /// Each session in a thread of its own in group chats.
+    pub topics: bool,
 }
 
 /// What an event is for the gateway.

@@ -20,12 +20,11 @@ struct Rig {
 }
 
 /// `[gateway.feishu]` for a fake.
-fn config(app_id: &str, app_secret: &str, api_url: &str) -> crate::config::FeishuConfig {
-    crate::config::FeishuConfig {
-        app_id: app_id.into(),
-        app_secret: app_secret.into(),
-        api_url: api_url.into(),
-        default_chat: None,
+fn config<'a>(app_id: &'a str, app_secret: &'a str, api_url: &'a str) -> Settings<'a> {
+    Settings {
+        app_id,
+        app_secret,
+        api_url,
         topics: false,
     }
 }
