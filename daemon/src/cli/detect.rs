@@ -281,13 +281,15 @@ impl Pack {
                 tail[..q.start()].rfind('\n').map_or(0, |i| i + 1)
             });
             // What explains a dialog may sit above the lines checked for prompts (a shell's
-            // question is checked on its own line): it is read from the whole screen.
+            // question is checked on its own line): it is read from the whole screen. Its block
+            // must start below a blank line or a border; the screen's top counts as one only
+            // when the checked lines reach it (else the block may run on into the history).
             let mut above = lines[..start].join("\n");
             if start > 0 {
                 above.push('\n');
             }
             above.push_str(&tail[..question_line]);
-            let context = context_above(&above, &subject, true);
+            let context = context_above(&above, &subject, start == 0);
             a.prompt = Some(ScreenPrompt {
                 kind: rule.kind.clone(),
                 text,
