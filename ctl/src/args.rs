@@ -17,6 +17,12 @@ pub struct Cli {
     /// $TMPDIR/clibot-$UID/clibotd.sock where XDG_RUNTIME_DIR is unset]
     #[arg(long, global = true, env = "CLIBOT_SOCKET", value_name = "PATH")]
     pub socket: Option<PathBuf>,
+    /// The daemon of another machine, over ssh: `ssh://user@host[:port]` or `user@host`. Runs
+    /// `ssh -o BatchMode=yes … HOST clibotctl dial-stdio` with your ssh configuration;
+    /// CLIBOT_SSH replaces the ssh command (`ssh -F ~/.ssh/work`), CLIBOT_REMOTE_CLIBOTCTL the
+    /// program run there (a non-interactive ssh often lacks ~/.cargo/bin on PATH).
+    #[arg(long, global = true, env = "CLIBOT_HOST", value_name = "URL")]
+    pub host: Option<String>,
     /// Do not start clibotd when none is running.
     #[arg(long, global = true, env = "CLIBOT_NO_AUTOSTART", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_autostart: bool,
@@ -471,6 +477,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Joins standard input and output to the daemon's socket, so that `ssh HOST clibotctl
+    /// dial-stdio` is a connection to HOST's daemon as that user (what `--host` and the
+    /// gateway's `[[gateway.machines]]` ssh entries run).
+    DialStdio,
     /// Entry point for CLI hooks: reads the hook's JSON from stdin and hands it to clibotd.
     /// Never fails the CLI: with no daemon it exits 0 at once.
     #[command(hide = true)]

@@ -27,6 +27,19 @@ pub async fn client(
     }
 }
 
+/// The daemon of another machine over ssh (`--host` / `CLIBOT_HOST`): `CLIBOT_SSH` is the ssh
+/// command (default `ssh`), `CLIBOT_REMOTE_CLIBOTCTL` the program run there (default
+/// `clibotctl`).
+pub fn remote(host: &str) -> anyhow::Result<clibot_proto::Target> {
+    let program: Vec<String> = std::env::var("CLIBOT_SSH")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let remote = std::env::var("CLIBOT_REMOTE_CLIBOTCTL").unwrap_or_default();
+    clibot_proto::Target::ssh(host, &program, &[], &remote, None).map_err(|e| anyhow!("--host {e}"))
+}
+
 /// `[daemon] socket` from the config file the daemon reads (`CLIBOT_CONFIG` or
 /// `~/.config/clibot/config.toml`), so that a socket moved in the config is found without flags.
 pub fn configured_socket() -> Option<PathBuf> {

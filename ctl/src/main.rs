@@ -78,6 +78,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let explicit = configured.is_some();
     let socket = configured.unwrap_or_else(clibot_proto::default_socket_path);
     match &cli.command {
+        Command::DialStdio => {
+            let r = commands::dial::dial_stdio(&socket).await;
+            // The reader of stdin holds a thread the runtime would wait for: leave now.
+            std::process::exit(match r {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("clibotctl: {}", clibot_proto::describe(e.as_ref()));
+                    1
+                }
+            });
+        }
         Command::Logs {
             follow,
             lines,
@@ -111,7 +122,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => return ops::audit(dir, session, user, since, *lines, *json),
         _ => {}
     }
-    let mut c = connect::client(&socket, !cli.no_autostart, explicit).await?;
+    let target = match &cli.host {
+        Some(host) if !host.trim().is_empty() => connect::remote(host)?,
+        _ => clibot_proto::Target::Socket(socket.clone()),
+    };
+    let mut c = match &target {
+        clibot_proto::Target::Socket(_) => {
+            connect::client(&socket, !cli.no_autostart, explicit).await?
+        }
+        remote => clibot_proto::connect_to(remote).await?,
+    };
+    let socket = &target;
     let c = &mut c;
     match cli.command {
         Command::Status { json } => ops::status(c, json).await,
@@ -147,13 +168,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             text,
             timeout,
             json,
-        } => script::ask(c, &socket, name, text, timeout, json).await,
+        } => script::ask(c, socket, name, text, timeout, json).await,
         Command::Wait {
             name,
             until,
             timeout,
             json,
-        } => script::wait(c, &socket, name, until, timeout, json).await,
+        } => script::wait(c, socket, name, until, timeout, json).await,
         Command::Keys { name, keys, json } => io::keys(c, name, keys, json).await,
         Command::Screen {
             name,
@@ -214,7 +235,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             since,
             sessions,
             json,
-        } => ops::events(c, &socket, follow, since, sessions, json).await,
+        } => ops::events(c, socket, follow, since, sessions, json).await,
         Command::Answer {
             name,
             answer,
@@ -230,6 +251,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => chat::share(c, name, user, revoke, json).await,
         Command::Chats { json } => chat::chats(c, json).await,
         Command::Hook { .. }
+        | Command::DialStdio
         | Command::Hooks { .. }
         | Command::Doctor { .. }
         | Command::Completions { .. }

@@ -6,7 +6,6 @@
 //! are told when a platform is down (see `down.rs`).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -144,11 +143,11 @@ impl Health {
     }
 
     /// Reports to the daemon for as long as the gateway runs (a missing daemon is retried).
-    pub async fn report(self, socket: PathBuf) {
+    pub async fn report(self, socket: clibot_proto::Target) {
         let mut client: Option<clibot_proto::Client> = None;
         loop {
             if client.is_none() {
-                client = clibot_proto::connect(&socket).await.ok();
+                client = clibot_proto::connect_to(&socket).await.ok();
             }
             if let Some(c) = client.as_mut() {
                 let req = v1::ReportGatewayRequest {

@@ -14,6 +14,7 @@ mod egress;
 mod files;
 mod health;
 mod home_topic;
+mod machines;
 mod picture;
 mod platforms;
 mod poison;
@@ -258,7 +259,14 @@ fn main() -> ExitCode {
             .down_notice_after()
             .unwrap_or(progress::DEFAULT_DOWN_NOTICE_AFTER),
     );
-    rt.block_on(serve(specs, socket, lock_dir, parser, private, bounds))
+    let machines = match machines::from_config(&config.machines, &socket, &lock_dir) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            eprintln!("clibot-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    rt.block_on(serve(specs, machines, lock_dir, parser, private, bounds))
 }
 
 /// `clibot-gateway config`: the effective configuration, secrets masked.
@@ -386,14 +394,17 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
 /// Serves every platform until the console's input ends (or forever, without a console).
 async fn serve(
     specs: Vec<Spec>,
-    socket: PathBuf,
+    machines: Arc<Vec<machines::Machine>>,
     lock_dir: PathBuf,
     parser: CommandParser,
     private: Vec<String>,
     (stall_after, down_notice_after): (Duration, Duration),
 ) -> ExitCode {
     let health = Health::new(stall_after);
-    tokio::spawn(health.clone().report(socket.clone()));
+    // Every machine's `clibotctl status` shows the gateway.
+    for m in machines.iter() {
+        tokio::spawn(health.clone().report(m.target.clone()));
+    }
     tokio::spawn(down::watch(health.clone(), down_notice_after));
     // Every platform's chats are kept from every configured credential, not only its own.
     let redactor = Arc::new(platforms::redacting::redactor(
@@ -407,7 +418,7 @@ async fn serve(
         let ph = health.platform(spec.name());
         let task = tokio::spawn(run_platform(
             spec.clone(),
-            socket.clone(),
+            machines.clone(),
             lock_dir.clone(),
             parser.clone(),
             ph,
@@ -430,7 +441,7 @@ async fn start(
     spec: &Spec,
     prefix: &str,
     lock_dir: &Path,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     recv: &platforms::Receiving,
 ) -> anyhow::Result<(Arc<dyn Platform>, mpsc::Receiver<Inbound>)> {
     Ok(match spec {
@@ -492,13 +503,14 @@ async fn start(
 /// `[gateway] stall_after` is aborted and started again the same way (see `progress.rs`).
 async fn run_platform(
     spec: Spec,
-    socket: PathBuf,
+    machines: Arc<Vec<machines::Machine>>,
     lock_dir: PathBuf,
     parser: CommandParser,
     health: PlatformHealth,
     redactor: Arc<Redactor>,
 ) {
     let name = spec.name();
+    let socket = machines::home_target(&machines);
     // Kept across reconnections: who the daemon accepted where, in this process.
     let verified = Arc::new(verified::Verified::default());
     let claims = Arc::new(claim::Claims::default());
@@ -510,7 +522,7 @@ async fn run_platform(
     // A default chat the daemon refuses (not an admin's) is a config mistake to fix now, not
     // something to retry: the gateway refuses to start. A daemon not up yet is checked later.
     if let Some(chat) = &default_chat
-        && let Ok(mut c) = clibot_proto::connect(&socket).await
+        && let Ok(mut c) = clibot_proto::connect_to(&socket).await
     {
         let req = v1::SetDefaultChatRequest {
             platform: name.to_string(),
@@ -536,26 +548,19 @@ async fn run_platform(
                 health.state("connected", "");
                 health.heard();
                 health.connected_through(Some(platform.clone()));
-                let relay = tokio::spawn(relay::run(
-                    platform.clone(),
-                    socket.clone(),
-                    health.clone(),
-                    default_chat.clone(),
-                ));
-                // Replies to chat messages go through a queue per chat: handling the next
-                // message never waits for a slow (rate-limited) chat.
-                let router = router::Router {
-                    platform: Arc::new(egress::Egress::new(platform.clone(), parser.prefix())),
-                    parser: parser.clone(),
-                    verified: verified.clone(),
-                    claims: claims.clone(),
-                };
                 let stalled = tokio::select! {
-                    () = route(&router, inbound, &socket, &health) => None,
+                    () = machines::serve_connection(
+                        platform.clone(),
+                        &machines,
+                        &health,
+                        default_chat.clone(),
+                        &parser,
+                        (verified.clone(), claims.clone()),
+                        inbound,
+                    ) => None,
                     idle = health.progress().stalled(), if !console => Some(idle),
                 };
                 recv.abort();
-                relay.abort();
                 health.connected_through(None);
                 if console {
                     return;
@@ -615,80 +620,6 @@ fn jitter(d: Duration) -> Duration {
         .map(|t| t.subsec_nanos())
         .unwrap_or(0);
     d + d.mul_f64(f64::from(nanos % 1000) / 4000.0)
-}
-
-/// Hands each message to the router, in order. While the daemon is away: keeps the message and
-/// tries again with backoff, telling the chat once — only a chat where this process saw the
-/// daemon accept the sender (anyone else hears nothing), and never where the socket is (that
-/// goes to the log). The platform's acknowledgement (Telegram's update offset) fires only once
-/// the message was handled.
-async fn route(
-    router: &router::Router,
-    mut inbound: mpsc::Receiver<Inbound>,
-    socket: &Path,
-    health: &PlatformHealth,
-) {
-    let mut client: Option<clibot_proto::Client> = None;
-    while let Some(mut msg) = inbound.recv().await {
-        health.heard();
-        // A message handled for longer than the bound stalls the platform (see progress.rs).
-        let mut handling = health.progress().handling();
-        let ack = msg.ack.take();
-        let mut waited = Duration::from_millis(200);
-        let mut told = false;
-        loop {
-            if client.is_none() {
-                match clibot_proto::connect(socket).await {
-                    Ok(c) => client = Some(c),
-                    Err(e) => {
-                        if !told {
-                            eprintln!(
-                                "clibot-gateway: {}: {e}; holding a message from chat {} until clibotd is back",
-                                health.name(),
-                                msg.chat
-                            );
-                            if router.platform.is_local()
-                                || router.verified.contains(&msg.chat, &msg.user)
-                            {
-                                let _ =
-                                    router.platform.send(&msg.chat, verified::DAEMON_DOWN).await;
-                            }
-                            told = true;
-                        }
-                        // The console's input ended and no daemon answers: nobody is left to
-                        // wait for, so say so and end instead of holding on for ever.
-                        if router.platform.is_local() && inbound.is_closed() {
-                            eprintln!(
-                                "clibot-gateway: {}: the input ended while clibotd was not running; what was typed was not sent",
-                                health.name()
-                            );
-                            return;
-                        }
-                        // Waiting for clibotd is no stall of the platform: it is known and said.
-                        health.progress().cycle();
-                        handling.renew();
-                        tokio::time::sleep(waited).await;
-                        waited = (waited * 2).min(Duration::from_secs(5));
-                        continue;
-                    }
-                }
-            }
-            let Some(c) = client.as_mut() else { continue };
-            match router.handle(c, &msg).await {
-                Ok(()) => break,
-                Err(e) => {
-                    eprintln!(
-                        "clibot-gateway: {}: lost the daemon ({e}); reconnecting",
-                        health.name()
-                    );
-                    client = None;
-                }
-            }
-        }
-        if let Some(ack) = ack {
-            let _ = ack.send(());
-        }
-    }
 }
 
 /// `--probe-api URL`: one request with the client the platforms use; prints "ok" or the

@@ -8,7 +8,6 @@
 //! chat. A gateway killed at any moment resumes each chat where its delivery stopped.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -95,7 +94,7 @@ fn tolerate<T>(
 /// Delivers events forever, reconnecting to the daemon when it goes away.
 pub async fn run(
     platform: Arc<dyn Platform>,
-    socket: PathBuf,
+    socket: clibot_proto::Target,
     health: PlatformHealth,
     default_chat: Option<String>,
 ) {
@@ -109,7 +108,7 @@ pub async fn run(
     loop {
         let began = Instant::now();
         let result: anyhow::Result<()> = async {
-            let mut c = clibot_proto::connect(&socket).await?;
+            let mut c = clibot_proto::connect_to(&socket).await?;
             // Named again on every connection: a restarted daemon does not keep it.
             if let Some(chat) = &default_chat {
                 let req = v1::SetDefaultChatRequest {
@@ -271,7 +270,7 @@ async fn skip(
     c: &mut clibot_proto::Client,
     workers: &mut HashMap<String, Worker>,
     platform: &Arc<dyn Platform>,
-    socket: &std::path::Path,
+    socket: &clibot_proto::Target,
     health: &PlatformHealth,
     at: u64,
     broke: &tonic::Status,
@@ -351,7 +350,7 @@ async fn sync_all(
     c: &mut clibot_proto::Client,
     workers: &mut HashMap<String, Worker>,
     platform: &Arc<dyn Platform>,
-    socket: &std::path::Path,
+    socket: &clibot_proto::Target,
     health: &PlatformHealth,
     seq: u64,
 ) -> Result<(), tonic::Status> {
@@ -391,7 +390,7 @@ impl Worker {
 fn worker<'a>(
     workers: &'a mut HashMap<String, Worker>,
     platform: &Arc<dyn Platform>,
-    socket: &std::path::Path,
+    socket: &clibot_proto::Target,
     health: &PlatformHealth,
     b: &v1::Binding,
 ) -> &'a Worker {
@@ -400,7 +399,7 @@ fn worker<'a>(
         let (tx, rx) = mpsc::unbounded_channel();
         let chat = ChatDelivery {
             platform: platform.clone(),
-            socket: socket.to_path_buf(),
+            socket: socket.clone(),
             health: health.clone(),
             chat: b.chat.clone(),
             client: None,
@@ -431,7 +430,7 @@ enum Stop {
 /// One chat's delivery state.
 struct ChatDelivery {
     platform: Arc<dyn Platform>,
-    socket: PathBuf,
+    socket: clibot_proto::Target,
     health: PlatformHealth,
     chat: String,
     client: Option<clibot_proto::Client>,
@@ -541,7 +540,7 @@ impl ChatDelivery {
 
     async fn client(&mut self) -> anyhow::Result<&mut clibot_proto::Client> {
         if self.client.is_none() {
-            self.client = Some(clibot_proto::connect(&self.socket).await?);
+            self.client = Some(clibot_proto::connect_to(&self.socket).await?);
         }
         self.client
             .as_mut()

@@ -27,6 +27,9 @@ pub struct Router {
     /// Messages with side effects this process claimed (handled once, however often the
     /// platform hands them over).
     pub claims: Arc<Claims>,
+    /// This daemon issues pairing codes (the only one, or the home one of several machines):
+    /// elsewhere an unknown user is told to be added there, not given a code to pass on.
+    pub issues_codes: bool,
 }
 
 /// A message in a chat bound to a session its sender may not use.
@@ -156,6 +159,12 @@ impl Router {
                 self.verified.accept(&msg.chat, &msg.user);
             } else {
                 self.verified.refuse(&msg.chat, &msg.user);
+                if !self.issues_codes && !a.pairing_code.is_empty() {
+                    return Ok(Some(format!(
+                        "this machine does not know you: its owner adds you to [access.{}] allow in its config (pairing is done on the home machine)",
+                        self.platform.name()
+                    )));
+                }
                 // An empty message: stay silent (a stranger in a group, a group told once).
                 return Ok((!a.message.is_empty()).then_some(a.message));
             }
@@ -847,7 +856,7 @@ mod tests {
         let platform: Arc<dyn Platform> = memory.clone();
         tokio::spawn(crate::relay::run(
             platform.clone(),
-            h.socket.clone(),
+            clibot_proto::Target::Socket(h.socket.clone()),
             crate::health::Health::default().platform("telegram"),
             None,
         ));
@@ -856,6 +865,7 @@ mod tests {
             parser: CommandParser::default(),
             verified: Default::default(),
             claims: Default::default(),
+            issues_codes: true,
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();

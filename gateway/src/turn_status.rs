@@ -9,7 +9,6 @@
 //! five per five seconds per channel and Feishu's five a second. Best effort throughout: a
 //! failure costs only the status.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -56,7 +55,7 @@ impl Progress {
     /// Posts the status message for `session`'s new turn and starts keeping it current.
     pub(crate) async fn start(
         platform: Arc<dyn Platform>,
-        socket: PathBuf,
+        socket: clibot_proto::Target,
         chat: String,
         session: String,
     ) -> Progress {
@@ -83,7 +82,7 @@ impl Progress {
 
 async fn keep(
     p: Arc<dyn Platform>,
-    socket: PathBuf,
+    socket: clibot_proto::Target,
     chat: String,
     session: String,
     id: Option<String>,
@@ -120,11 +119,11 @@ async fn keep(
 /// The newest lines the running turn printed; empty when they cannot be read.
 async fn turn_output(
     client: &mut Option<clibot_proto::Client>,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     session: &str,
 ) -> String {
     if client.is_none() {
-        *client = clibot_proto::connect(socket).await.ok();
+        *client = clibot_proto::connect_to(socket).await.ok();
     }
     let Some(c) = client.as_mut() else {
         return String::new();

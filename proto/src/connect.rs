@@ -27,6 +27,11 @@ pub enum ConnectError {
         "{path} is served by uid {uid}, not by you: refusing to talk to it; remove it, or point --socket / CLIBOT_SOCKET at your own daemon"
     )]
     ForeignServer { path: PathBuf, uid: u32 },
+    /// A daemon on another machine could not be reached through its command (ssh).
+    #[error(
+        "cannot reach clibotd through {target}: {detail} (the far side runs `clibotctl dial-stdio`: check that ssh logs in without a password, that clibotctl is on the remote PATH or named in full, and that clibotd runs there)"
+    )]
+    Remote { target: String, detail: String },
     /// Anything else the transport reported.
     #[error("cannot connect to clibotd at {path}: {source}")]
     Transport {
@@ -43,15 +48,13 @@ impl ConnectError {
     }
 }
 
-/// Connects to the daemon at `socket`. The connection is made eagerly, so an absent daemon is
-/// reported here rather than on the first call.
-pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
-    // Probe first: it yields a precise error (absent vs. refused vs. forbidden), which the
-    // transport error below would blur into "transport error".
+/// Opens the daemon's socket as a plain stream (what `clibotctl dial-stdio` forwards), refusing
+/// one served by another user.
+pub async fn open_socket(socket: &Path) -> Result<UnixStream, ConnectError> {
     match UnixStream::connect(socket).await {
-        Ok(probe) => {
+        Ok(stream) => {
             let me = rustix::process::getuid().as_raw();
-            if let Ok(cred) = probe.peer_cred()
+            if let Ok(cred) = stream.peer_cred()
                 && cred.uid() != me
             {
                 return Err(ConnectError::ForeignServer {
@@ -59,15 +62,24 @@ pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
                     uid: cred.uid(),
                 });
             }
+            Ok(stream)
         }
         Err(e) => {
             let path = socket.to_path_buf();
-            return Err(match e.kind() {
+            Err(match e.kind() {
                 std::io::ErrorKind::PermissionDenied => ConnectError::PermissionDenied { path },
                 _ => ConnectError::NoDaemon { path },
-            });
+            })
         }
     }
+}
+
+/// Connects to the daemon at `socket`. The connection is made eagerly, so an absent daemon is
+/// reported here rather than on the first call.
+pub async fn connect(socket: &Path) -> Result<Client, ConnectError> {
+    // Probe first: it yields a precise error (absent vs. refused vs. forbidden), which the
+    // transport error below would blur into "transport error".
+    drop(open_socket(socket).await?);
     let path = socket.to_path_buf();
     let connector_path = path.clone();
     // The URI is never resolved; the connector below ignores it.

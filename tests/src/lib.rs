@@ -13,6 +13,7 @@ pub mod mock_llm;
 pub mod mock_openai;
 pub mod opencode;
 pub mod procs;
+pub mod sshd;
 pub mod tmux_driver;
 
 use std::os::unix::net::UnixDatagram;

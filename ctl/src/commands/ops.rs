@@ -80,7 +80,7 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
 /// `events`: prints the log from `since` (with `follow` alone: from the newest event on).
 pub async fn events(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     follow: bool,
     since: Option<u64>,
     sessions: Vec<String>,
@@ -100,7 +100,7 @@ pub async fn events(
 /// sequence number seen.
 async fn watch_events(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     mut since: u64,
     sessions: Vec<String>,
     follow: bool,
@@ -137,7 +137,7 @@ async fn watch_events(
         // The daemon went away: wait for it to come back and resume after the last event.
         loop {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            if let Ok(nc) = clibot_proto::connect(socket).await {
+            if let Ok(nc) = clibot_proto::connect_to(socket).await {
                 *c = nc;
                 break;
             }

@@ -13,7 +13,6 @@
 //! or is gone.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -104,7 +103,7 @@ impl End {
 /// The session's events, from a position on, across daemon restarts, until a deadline.
 struct Follow {
     c: Client,
-    socket: PathBuf,
+    socket: clibot_proto::Target,
     name: String,
     since: u64,
     deadline: Option<Instant>,
@@ -115,10 +114,16 @@ struct Follow {
 const RECONNECT_FOR: Duration = Duration::from_secs(30);
 
 impl Follow {
-    fn new(c: &Client, socket: &Path, name: &str, since: u64, deadline: Option<Instant>) -> Self {
+    fn new(
+        c: &Client,
+        socket: &clibot_proto::Target,
+        name: &str,
+        since: u64,
+        deadline: Option<Instant>,
+    ) -> Self {
         Follow {
             c: c.clone(),
-            socket: socket.to_path_buf(),
+            socket: socket.clone(),
             name: name.to_string(),
             since,
             deadline,
@@ -197,7 +202,7 @@ impl Follow {
                 );
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
-            if let Ok(c) = clibot_proto::connect(&self.socket).await {
+            if let Ok(c) = clibot_proto::connect_to(&self.socket).await {
                 self.c = c;
             }
         }
@@ -312,7 +317,7 @@ fn judge_event(ev: &v1::Event, until: Until, error: &mut String) -> Option<End> 
 /// `wait`: until the session is in the state asked.
 pub async fn wait(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     name: String,
     until: Until,
     timeout: Option<Duration>,
@@ -372,7 +377,7 @@ fn until_word(until: Until) -> &'static str {
 /// the state as read, so the state read again decides instead.
 async fn follow_state(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     name: &str,
     until: Until,
     before: u64,
@@ -455,7 +460,7 @@ const TYPING_GRACE: Duration = Duration::from_secs(10);
 /// `ask`: sends `text`, follows the session until the turn of this message ends.
 pub async fn ask(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     name: String,
     text: String,
     timeout: Option<Duration>,
@@ -513,7 +518,7 @@ pub async fn ask(
 
 async fn follow_turn(
     c: &mut Client,
-    socket: &Path,
+    socket: &clibot_proto::Target,
     name: &str,
     text: String,
     sent: &v1::SendInputResponse,

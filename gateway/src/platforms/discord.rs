@@ -13,7 +13,6 @@
 //! order per channel and each id once (a live message and the same one from history).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -159,7 +158,7 @@ type PendingAck = (u64, u64, String, oneshot::Receiver<()>);
 /// channel missed — in id order per channel, each id once.
 struct Ingress {
     http: Arc<Http>,
-    socket: PathBuf,
+    socket: clibot_proto::Target,
     tx: mpsc::Sender<Inbound>,
     acks: mpsc::UnboundedSender<PendingAck>,
     cursors: Cursors,
@@ -249,7 +248,7 @@ impl Ingress {
     /// when the daemon cannot say where the channels stand; a channel whose history cannot be
     /// read is skipped (and tried again at the next reconnect).
     async fn catch_up(&mut self) -> anyhow::Result<()> {
-        let mut client = clibot_proto::connect(&self.socket).await?;
+        let mut client = clibot_proto::connect_to(&self.socket).await?;
         let list = match client
             .list_ingress(v1::ListIngressRequest {
                 platform: "discord".into(),
@@ -437,7 +436,11 @@ impl Ingress {
 /// Confirms handled messages to the daemon, in the order they were handed over: a message is
 /// recorded only once the router is done with it, so a gateway killed before that reads it
 /// again from the channel's history.
-async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedReceiver<PendingAck>) {
+async fn confirm(
+    socket: clibot_proto::Target,
+    cursors: Cursors,
+    mut acks: mpsc::UnboundedReceiver<PendingAck>,
+) {
     let mut client: Option<clibot_proto::Client> = None;
     while let Some((channel, id, user, handled)) = acks.recv().await {
         if handled.await.is_err() {
@@ -448,7 +451,7 @@ async fn confirm(socket: PathBuf, cursors: Cursors, mut acks: mpsc::UnboundedRec
         let mut wait = Duration::from_millis(200);
         for attempt in 1..=5 {
             if client.is_none() {
-                client = clibot_proto::connect(&socket).await.ok();
+                client = clibot_proto::connect_to(&socket).await.ok();
             }
             if let Some(c) = client.as_mut() {
                 let req = v1::AckIngressRequest {
@@ -511,7 +514,7 @@ impl Discord {
         topics: bool,
         prefix: &str,
         lock_dir: &std::path::Path,
-        socket: &std::path::Path,
+        socket: &clibot_proto::Target,
         recv: &Receiving,
     ) -> anyhow::Result<(Discord, mpsc::Receiver<Inbound>)> {
         let mut hb = HttpBuilder::new(token);
@@ -550,10 +553,10 @@ impl Discord {
         let http = client.http.clone();
         let cursors = Cursors::default();
         let (acks, acks_rx) = mpsc::unbounded_channel();
-        recv.spawn(confirm(socket.to_path_buf(), cursors.clone(), acks_rx));
+        recv.spawn(confirm(socket.clone(), cursors.clone(), acks_rx));
         let ingress = Ingress {
             http: http.clone(),
-            socket: socket.to_path_buf(),
+            socket: socket.clone(),
             tx,
             acks,
             cursors,
@@ -968,10 +971,14 @@ mod tests {
         let (events, events_rx) = mpsc::unbounded_channel();
         let cursors = Cursors::default();
         let (acks, acks_rx) = mpsc::unbounded_channel();
-        tokio::spawn(confirm(h.socket.clone(), cursors.clone(), acks_rx));
+        tokio::spawn(confirm(
+            clibot_proto::Target::Socket(h.socket.clone()),
+            cursors.clone(),
+            acks_rx,
+        ));
         let ingress = Ingress {
             http: http.clone(),
-            socket: h.socket.clone(),
+            socket: clibot_proto::Target::Socket(h.socket.clone()),
             tx,
             acks,
             cursors,

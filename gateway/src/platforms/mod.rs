@@ -5,6 +5,7 @@
 pub mod console;
 pub mod discord;
 pub mod feishu;
+pub mod labelled;
 pub mod ratelimit;
 pub mod reach;
 pub mod redacting;

@@ -1,0 +1,602 @@
+//! One gateway over several daemons (`[[gateway.machines]]`): one poller per bot, and a
+//! connection to each machine's daemon — its socket here, or `ssh HOST clibotctl dial-stdio`.
+//! Each daemon stays the owner of its sessions, bindings, cursors and access rules; the gateway
+//! only routes: a chat message goes to the machine whose session the chat is bound to, a
+//! command naming `MACHINE/NAME` to that machine, a list (`!!sessions`, `!!pending`) to all.
+//! A chat is bound on at most one machine: binding it on one unbinds it on the others. A
+//! machine that goes away is told once to the chats bound to its sessions, and again when it is
+//! back; the others go on.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use clibot_proto::{Target, v1};
+use tokio::sync::mpsc;
+
+use clibot_gateway::command::CommandParser;
+
+use crate::claim::Claims;
+use crate::egress::Egress;
+use crate::health::PlatformHealth;
+use crate::platforms::labelled::Labelled;
+use crate::platforms::{Inbound, Platform};
+use crate::router::Router;
+use crate::verified::Verified;
+
+/// A daemon the gateway serves.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    pub name: String,
+    pub target: Target,
+    /// Pairing codes are issued here, and unbound chats talk here.
+    pub home: bool,
+}
+
+/// The machines of `[[gateway.machines]]`; with none, the one daemon at `socket`. Each names
+/// exactly one way to its daemon; names are unique words (they lead session names:
+/// `MACHINE/NAME`); at most one is `home`.
+pub fn from_config(
+    list: &[crate::config::MachineConfig],
+    socket: &std::path::Path,
+    control_dir: &std::path::Path,
+) -> Result<Vec<Machine>, String> {
+    if list.is_empty() {
+        return Ok(vec![Machine {
+            name: "local".into(),
+            target: Target::Socket(socket.to_path_buf()),
+            home: true,
+        }]);
+    }
+    let mut out: Vec<Machine> = Vec::new();
+    for m in list {
+        let name = m.name.trim();
+        let valid = !name.is_empty()
+            && name.len() <= 32
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !valid {
+            return Err(format!(
+                "[[gateway.machines]] name {name:?}: use 1 to 32 letters, digits, '-' or '_' (it leads session names: NAME/SESSION)"
+            ));
+        }
+        if out.iter().any(|o| o.name == name) {
+            return Err(format!("[[gateway.machines]] name {name:?} is used twice"));
+        }
+        let target = match (&m.socket, &m.ssh, &m.command) {
+            (Some(s), None, None) => Target::Socket(s.into()),
+            (None, Some(ssh), None) => Target::ssh(
+                ssh,
+                &[],
+                &m.ssh_options,
+                m.remote_clibotctl.as_deref().unwrap_or("clibotctl"),
+                Some(control_dir),
+            )
+            .map_err(|e| format!("[[gateway.machines]] {name}: {e}"))?,
+            (None, None, Some(argv)) if !argv.is_empty() => Target::Command {
+                argv: argv.clone(),
+                label: argv.join(" "),
+            },
+            _ => {
+                return Err(format!(
+                    "[[gateway.machines]] {name}: give exactly one of socket = PATH, ssh = \"user@host\" or command = [...]"
+                ));
+            }
+        };
+        out.push(Machine {
+            name: name.to_string(),
+            target,
+            home: m.home,
+        });
+    }
+    if out.iter().filter(|m| m.home).count() > 1 {
+        return Err("[[gateway.machines]]: at most one machine is home = true".into());
+    }
+    Ok(out)
+}
+
+/// Whether a machine answers, as the watcher last saw it.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    pub down_since_ms: Option<i64>,
+}
+
+/// One machine as the dispatcher uses it.
+pub struct Member {
+    pub machine: Machine,
+    pub router: Router,
+    pub reach: Arc<Mutex<Reach>>,
+    client: Option<clibot_proto::Client>,
+}
+
+impl Member {
+    pub fn new(machine: Machine, router: Router, reach: Arc<Mutex<Reach>>) -> Member {
+        Member {
+            machine,
+            router,
+            reach,
+            client: None,
+        }
+    }
+
+    async fn client(&mut self) -> Result<&mut clibot_proto::Client, String> {
+        ensure(&mut self.client, &self.machine.target).await
+    }
+}
+
+/// The connection to `target`, made when there is none.
+async fn ensure<'a>(
+    client: &'a mut Option<clibot_proto::Client>,
+    target: &Target,
+) -> Result<&'a mut clibot_proto::Client, String> {
+    if client.is_none() {
+        let c = tokio::time::timeout(Duration::from_secs(20), clibot_proto::connect_to(target))
+            .await
+            .map_err(|_| "no answer in 20 s".to_string())?
+            .map_err(|e| e.to_string())?;
+        *client = Some(c);
+    }
+    client.as_mut().ok_or_else(|| "no connection".into())
+}
+
+/// Where a message goes.
+#[derive(Debug, PartialEq)]
+enum Pick {
+    /// To this machine, with this text (its `MACHINE/` taken off the session's name).
+    One(usize, String),
+    /// To every machine (a list), each answering for itself.
+    All,
+    /// To the machine the chat is bound on (else the home machine).
+    Bound,
+    /// To the home machine.
+    Home,
+}
+
+/// Commands whose first argument names a session (or, for `adopt`, a found CLI).
+const NAMED: &[&str] = &[
+    "use", "new", "start", "stop", "restart", "cancel", "share", "adopt",
+];
+/// Commands that list what each machine has.
+const LISTS: &[&str] = &["sessions", "pending", "discover", "rules"];
+/// Commands that change the chat's binding: afterwards, other machines let go of the chat.
+const BINDS: &[&str] = &["use", "new", "start", "adopt", "ask"];
+
+fn pick(members: &[Member], prefix: &str, text: &str) -> Pick {
+    let Some(rest) = text.trim_start().strip_prefix(prefix) else {
+        return Pick::Bound;
+    };
+    let mut words = rest.split_whitespace();
+    let cmd = words.next().unwrap_or_default().to_ascii_lowercase();
+    if LISTS.contains(&cmd.as_str()) {
+        return Pick::All;
+    }
+    if matches!(cmd.as_str(), "help" | "whoami" | "pair") {
+        return Pick::Home;
+    }
+    if NAMED.contains(&cmd.as_str())
+        && let Some(arg) = words.next()
+        && let Some((m, name)) = arg.split_once('/')
+        && let Some(i) = members.iter().position(|x| x.machine.name == m)
+        && !name.is_empty()
+    {
+        // The same text with `MACHINE/` taken off that one argument.
+        let at = text.find(arg).unwrap_or(0);
+        let rewritten = format!("{}{name}{}", &text[..at], &text[at + arg.len()..]);
+        return Pick::One(i, rewritten);
+    }
+    Pick::Bound
+}
+
+/// The home machine: the one marked `home`, else the first.
+fn home(members: &[Member]) -> usize {
+    members.iter().position(|m| m.machine.home).unwrap_or(0)
+}
+
+/// Routes each message to its machine, in order (see the module's doc). A machine that cannot
+/// be reached gets the message refused with a reply (the others are not held up by it).
+pub async fn route(
+    members: &mut [Member],
+    mut inbound: mpsc::Receiver<Inbound>,
+    health: &PlatformHealth,
+    prefix: &str,
+) {
+    while let Some(mut msg) = inbound.recv().await {
+        health.heard();
+        let mut handling = health.progress().handling();
+        let ack = msg.ack.take();
+        let h = home(members);
+        let picked = pick(members, prefix, &msg.text);
+        let targets: Vec<usize> = match &picked {
+            Pick::One(i, text) => {
+                msg.text = text.clone();
+                vec![*i]
+            }
+            Pick::All => (0..members.len()).collect(),
+            Pick::Home => vec![h],
+            Pick::Bound => vec![bound_on(members, &msg).await.unwrap_or(h)],
+        };
+        for &i in &targets {
+            handling.renew();
+            deliver(&mut members[i], &msg).await;
+        }
+        // Bound here now: the chat lets go of its sessions on the other machines.
+        let cmd = msg
+            .text
+            .trim_start()
+            .strip_prefix(prefix)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if BINDS.contains(&cmd.as_str())
+            && let [keep] = targets[..]
+            && has_binding(&mut members[keep], &msg).await
+        {
+            unbind_others(members, keep, &msg).await;
+        }
+        if let Some(ack) = ack {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// Hands a message to one machine's router; a machine that cannot be reached is said to be.
+async fn deliver(m: &mut Member, msg: &Inbound) {
+    let down = "this machine cannot be reached right now; try again when it is back (!!sessions shows which machines answer)";
+    if m.reach_down() {
+        let _ = m.router.platform.send(&msg.chat, down).await;
+        return;
+    }
+    for _ in 0..2 {
+        let Member {
+            machine,
+            router,
+            client,
+            ..
+        } = &mut *m;
+        let c = match ensure(client, &machine.target).await {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!(
+                    "clibot-gateway: machine {} ({}): {e}",
+                    machine.name,
+                    machine.target.describe()
+                );
+                let _ = router.platform.send(&msg.chat, down).await;
+                return;
+            }
+        };
+        match router.handle(c, msg).await {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!(
+                    "clibot-gateway: machine {}: lost its daemon ({e}); connecting again",
+                    machine.name
+                );
+                *client = None;
+            }
+        }
+    }
+}
+
+/// The machine where the message's chat is bound, if any (asked of each, in order; binding
+/// on one unbinds the others, so there is at most one).
+async fn bound_on(members: &mut [Member], msg: &Inbound) -> Option<usize> {
+    for (i, m) in members.iter_mut().enumerate() {
+        if !m.reach_down() && has_binding(m, msg).await {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// Whether the message's chat is bound to a session on this machine.
+async fn has_binding(m: &mut Member, msg: &Inbound) -> bool {
+    let platform = m.router.platform.name().to_string();
+    let Ok(c) = m.client().await else {
+        return false;
+    };
+    let req = v1::ListBindingsRequest {
+        platform,
+        chat: msg.chat.clone(),
+        session: String::new(),
+        seq: 0,
+    };
+    match c.list_bindings(req).await {
+        Ok(r) => r
+            .into_inner()
+            .bindings
+            .iter()
+            .any(|b| !b.session.is_empty()),
+        Err(_) => {
+            m.client = None;
+            false
+        }
+    }
+}
+
+/// Unbinds the message's chat on every machine but `keep`, as its sender (the daemons decide
+/// whether they may).
+async fn unbind_others(members: &mut [Member], keep: usize, msg: &Inbound) {
+    for (i, m) in members.iter_mut().enumerate() {
+        if i == keep || m.reach_down() {
+            continue;
+        }
+        if !has_binding(m, msg).await {
+            continue;
+        }
+        let platform = m.router.platform.name().to_string();
+        let Ok(c) = m.client().await else { continue };
+        let mut req = tonic::Request::new(v1::SetBindingRequest {
+            platform: platform.clone(),
+            chat: msg.chat.clone(),
+            session: String::new(),
+            group: msg.group,
+        });
+        for (k, v) in [
+            ("clibot-platform", platform.as_str()),
+            ("clibot-user", msg.user.as_str()),
+            ("clibot-chat", msg.chat.as_str()),
+        ] {
+            if let Ok(v) = v.parse() {
+                req.metadata_mut().insert(k, v);
+            }
+        }
+        if let Err(e) = c.set_binding(req).await {
+            eprintln!(
+                "clibot-gateway: machine {} kept chat {} bound: {}",
+                m.machine.name,
+                msg.chat,
+                e.message()
+            );
+        }
+    }
+}
+
+impl Member {
+    fn reach_down(&self) -> bool {
+        self.reach
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .down_since_ms
+            .is_some()
+    }
+}
+
+/// How often the watcher looks, and after how many failed looks in a row a machine is down.
+const LOOK_EVERY: Duration = Duration::from_secs(5);
+const DOWN_AFTER: u32 = 2;
+
+/// Watches one machine: keeps the chats bound to its sessions, and tells them once when the
+/// machine cannot be reached (and once when it is back).
+pub async fn watch(machine: Machine, platform: Arc<dyn Platform>, reach: Arc<Mutex<Reach>>) {
+    let mut client: Option<clibot_proto::Client> = None;
+    let mut chats: HashSet<String> = HashSet::new();
+    let mut failures = 0u32;
+    loop {
+        let looked = async {
+            if client.is_none() {
+                client = Some(
+                    tokio::time::timeout(
+                        Duration::from_secs(20),
+                        clibot_proto::connect_to(&machine.target),
+                    )
+                    .await
+                    .map_err(|_| "no answer in 20 s".to_string())?
+                    .map_err(|e| e.to_string())?,
+                );
+            }
+            let c = client.as_mut().ok_or("no connection")?;
+            let req = v1::ListBindingsRequest {
+                platform: platform.name().into(),
+                ..Default::default()
+            };
+            let r = c.list_bindings(req).await.map_err(|e| e.to_string())?;
+            Ok::<Vec<v1::Binding>, String>(r.into_inner().bindings)
+        }
+        .await;
+        match looked {
+            Ok(bindings) => {
+                failures = 0;
+                chats = bindings
+                    .into_iter()
+                    .filter(|b| !b.broken && !b.session.is_empty())
+                    .map(|b| b.chat)
+                    .collect();
+                let was_down = reach
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .down_since_ms
+                    .take()
+                    .is_some();
+                if was_down {
+                    eprintln!(
+                        "clibot-gateway: machine {} is reachable again",
+                        machine.name
+                    );
+                    for chat in &chats {
+                        let _ = platform
+                            .send(chat, "✓ this machine is reachable again; what its sessions said meanwhile follows")
+                            .await;
+                    }
+                }
+            }
+            Err(e) => {
+                client = None;
+                failures += 1;
+                let newly = {
+                    let mut r = reach.lock().unwrap_or_else(|p| p.into_inner());
+                    if failures >= DOWN_AFTER && r.down_since_ms.is_none() {
+                        r.down_since_ms = Some(crate::health::now_ms());
+                        true
+                    } else {
+                        false
+                    }
+                };
+                if newly {
+                    eprintln!(
+                        "clibot-gateway: machine {} ({}) cannot be reached: {e}",
+                        machine.name,
+                        machine.target.describe()
+                    );
+                    for chat in &chats {
+                        let _ = platform
+                            .send(chat, "⚠ this machine cannot be reached; its sessions go on, and what they say comes here when it is back")
+                            .await;
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+}
+
+/// The home machine's daemon: where pairing codes come from, and where the platform's own
+/// records (Discord's handled messages) are kept.
+pub fn home_target(machines: &[Machine]) -> Target {
+    machines
+        .iter()
+        .find(|m| m.home)
+        .or(machines.first())
+        .map(|m| m.target.clone())
+        .unwrap_or_else(|| Target::Socket(clibot_proto::default_socket_path()))
+}
+
+/// Tasks that end with the connection they serve (also when the caller drops it: a stalled
+/// receive loop is abandoned mid-way).
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}
+
+/// Relays and routes one platform connection until its messages end: a relay per machine (what
+/// each machine's sessions say labelled `[MACHINE]` when there are several), a router per
+/// machine, and with several machines the dispatcher and a watcher per machine.
+pub async fn serve_connection(
+    platform: Arc<dyn Platform>,
+    machines: &[Machine],
+    health: &PlatformHealth,
+    default_chat: Option<String>,
+    parser: &CommandParser,
+    (verified, claims): (Arc<Verified>, Arc<Claims>),
+    inbound: mpsc::Receiver<Inbound>,
+) {
+    let several = machines.len() > 1;
+    let mut tasks = Tasks(Vec::new());
+    let mut members = Vec::new();
+    for m in machines {
+        let p: Arc<dyn Platform> = if several {
+            Arc::new(Labelled::new(platform.clone(), &m.name))
+        } else {
+            platform.clone()
+        };
+        tasks.0.push(tokio::spawn(crate::relay::run(
+            p.clone(),
+            m.target.clone(),
+            health.clone(),
+            default_chat.clone(),
+        )));
+        // Replies to chat messages go through a queue per chat: handling the next message
+        // never waits for a slow (rate-limited) chat.
+        let router = Router {
+            platform: Arc::new(Egress::new(p.clone(), parser.prefix())),
+            parser: parser.clone(),
+            verified: verified.clone(),
+            claims: claims.clone(),
+            issues_codes: !several || m.home,
+        };
+        let reach: Arc<Mutex<Reach>> = Arc::default();
+        if several {
+            tasks
+                .0
+                .push(tokio::spawn(watch(m.clone(), p.clone(), reach.clone())));
+        }
+        members.push(Member::new(m.clone(), router, reach));
+    }
+    if several {
+        route(&mut members, inbound, health, parser.prefix()).await;
+    } else if let Some(one) = members.first() {
+        route_one(&one.router, inbound, &one.machine.target, health).await;
+    }
+}
+
+/// Hands each message to the router, in order. While the daemon is away: keeps the message and
+/// tries again with backoff, telling the chat once — only a chat where this process saw the
+/// daemon accept the sender (anyone else hears nothing), and never where the socket is (that
+/// goes to the log). The platform's acknowledgement (Telegram's update offset) fires only once
+/// the message was handled.
+async fn route_one(
+    router: &Router,
+    mut inbound: mpsc::Receiver<Inbound>,
+    socket: &Target,
+    health: &PlatformHealth,
+) {
+    let mut client: Option<clibot_proto::Client> = None;
+    while let Some(mut msg) = inbound.recv().await {
+        health.heard();
+        // A message handled for longer than the bound stalls the platform (see progress.rs).
+        let mut handling = health.progress().handling();
+        let ack = msg.ack.take();
+        let mut waited = Duration::from_millis(200);
+        let mut told = false;
+        loop {
+            if client.is_none() {
+                match clibot_proto::connect_to(socket).await {
+                    Ok(c) => client = Some(c),
+                    Err(e) => {
+                        if !told {
+                            eprintln!(
+                                "clibot-gateway: {}: {e}; holding a message from chat {} until clibotd is back",
+                                health.name(),
+                                msg.chat
+                            );
+                            if router.platform.is_local()
+                                || router.verified.contains(&msg.chat, &msg.user)
+                            {
+                                let _ = router
+                                    .platform
+                                    .send(&msg.chat, crate::verified::DAEMON_DOWN)
+                                    .await;
+                            }
+                            told = true;
+                        }
+                        // The console's input ended and no daemon answers: nobody is left to
+                        // wait for, so say so and end instead of holding on for ever.
+                        if router.platform.is_local() && inbound.is_closed() {
+                            eprintln!(
+                                "clibot-gateway: {}: the input ended while clibotd was not running; what was typed was not sent",
+                                health.name()
+                            );
+                            return;
+                        }
+                        // Waiting for clibotd is no stall of the platform: it is known and said.
+                        health.progress().cycle();
+                        handling.renew();
+                        tokio::time::sleep(waited).await;
+                        waited = (waited * 2).min(Duration::from_secs(5));
+                        continue;
+                    }
+                }
+            }
+            let Some(c) = client.as_mut() else { continue };
+            match router.handle(c, &msg).await {
+                Ok(()) => break,
+                Err(e) => {
+                    eprintln!(
+                        "clibot-gateway: {}: lost the daemon ({e}); reconnecting",
+                        health.name()
+                    );
+                    client = None;
+                }
+            }
+        }
+        if let Some(ack) = ack {
+            let _ = ack.send(());
+        }
+    }
+}

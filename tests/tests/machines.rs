@@ -1,0 +1,194 @@
+//! One gateway over two machines: two daemons on this machine stand in for two hosts, the second
+//! reached only through a real OpenSSH server on a loopback port (its own host key, one
+//! authorized key, its own config) running `clibotctl dial-stdio` there. With the fake Telegram:
+//! sessions addressed `MACHINE/NAME`, messages, replies and prompts routed to the right machine
+//! and labelled with it, a chat bound on one machine at a time; the ssh connections killed
+//! before a reply exists and that reply delivered once after the reconnect; the second daemon
+//! stopped while the first keeps working; `clibotctl --host ssh://…` listing the remote
+//! sessions.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use clibot_tests::asker::{ASK_FN, ASKER};
+use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
+use clibot_tests::sshd::Sshd;
+use clibot_tests::{Harness, bin};
+
+const ADMIN: i64 = 100;
+
+fn access() -> String {
+    format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\nsandbox = \"off\"\n{ASKER}"
+    )
+}
+
+fn said(tg: &FakeTelegram, needle: &str) {
+    tg.wait_sent(needle, |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains(needle))
+    });
+}
+
+fn count(tg: &FakeTelegram, needle: &str) -> usize {
+    texts(&tg.sent(), ADMIN)
+        .iter()
+        .filter(|t| t.contains(needle))
+        .count()
+}
+
+fn screen(h: &Harness, name: &str) -> String {
+    String::from_utf8_lossy(&h.ctl(&["screen", name, "--lines", "200"]).stdout).into_owned()
+}
+
+/// Kills every ssh client of this test's server (the gateway's connections and their shared
+/// master), as a dropped link would; true when there was one.
+fn kill_ssh(port: u16) -> bool {
+    Command::new("pkill")
+        .args(["-9", "-f", &format!("ssh .*-p {port} ")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn one_gateway_serves_two_machines_one_over_ssh() {
+    let ssh_dir = tempfile::tempdir().expect("a directory for sshd");
+    let sshd = Sshd::start(ssh_dir.path());
+    let mut b = Harness::with_config(&access());
+    b.start_daemon();
+    let remote = format!(
+        "env CLIBOT_SOCKET={} {}",
+        b.socket.display(),
+        bin("clibotctl").display()
+    );
+    let options: Vec<String> = sshd
+        .client_options()
+        .iter()
+        .map(|o| format!("{o:?}"))
+        .collect();
+    let mut a = Harness::with_config(&format!(
+        "{}\n[[gateway.machines]]\nname = \"a\"\nsocket = \"@A@\"\nhome = true\n\n[[gateway.machines]]\nname = \"b\"\nssh = \"{}\"\nssh_options = [{}]\nremote_clibotctl = \"{remote}\"\n",
+        access(),
+        sshd.url(),
+        options.join(", ")
+    ));
+    // The home machine's socket, known once its harness is made.
+    let config = std::fs::read_to_string(&a.config).expect("config");
+    std::fs::write(
+        &a.config,
+        config.replace("@A@", &a.socket.display().to_string()),
+    )
+    .expect("config");
+    a.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&a);
+    let (wa, wb) = (a.work.display().to_string(), b.work.display().to_string());
+
+    // A session on each machine, each started by naming its machine.
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new a/one asker {wa}"));
+    said(&tg, "[a] started one");
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new b/two asker {wb}"));
+    said(&tg, "[b] started two");
+    assert!(
+        a.ctl_ok(&["list"]).contains("one") && !a.ctl_ok(&["list"]).contains("two"),
+        "two is on b only"
+    );
+    assert!(b.ctl_ok(&["list"]).contains("two"));
+
+    // The chat is bound to b's session now (and not to a's any more): text goes there, and
+    // the reply comes back labelled with its machine.
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo bee-$((2*3))");
+    b.wait_screen("two", "b's output", |s| s.contains("bee-6"));
+    said(&tg, "[b] [two]");
+    said(&tg, "bee-6");
+    assert!(!screen(&a, "one").contains("bee-6"));
+
+    // Lists come from both machines.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");
+    said(&tg, "[a] ");
+    let listed = tg.wait_sent("both lists", |s| {
+        let t = texts(s, ADMIN);
+        t.iter().any(|x| x.starts_with("[a]") && x.contains("one"))
+            && t.iter().any(|x| x.starts_with("[b]") && x.contains("two"))
+    });
+    assert!(!listed.is_empty());
+
+    // Back to a: a's session gets the next message, b's does not.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use a/one");
+    said(&tg, "[a] this chat now talks to one");
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo ay-$((3*3))");
+    a.wait_screen("one", "a's output", |s| s.contains("ay-9"));
+    assert!(!screen(&b, "two").contains("ay-9"));
+
+    // A prompt on b reaches the chat with its buttons, and a press answers it there.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use b/two");
+    said(&tg, "[b] this chat now talks to two");
+    tg.push_message(ADMIN, ADMIN, "Owner", ASK_FN);
+    tg.push_message(ADMIN, ADMIN, "Owner", "ask 'deploy b'");
+    let sent = tg.wait_sent("b's prompt", |s| {
+        s.iter()
+            .any(|m| m.reply_markup.is_some() && m.text.contains("deploy b"))
+    });
+    let prompt = sent
+        .iter()
+        .rev()
+        .find(|m| m.reply_markup.is_some() && m.text.contains("deploy b"))
+        .expect("the prompt");
+    assert!(prompt.text.starts_with("[b]"), "{}", prompt.text);
+    let data =
+        prompt.reply_markup.as_ref().expect("buttons")["inline_keyboard"][0][0]["callback_data"]
+            .as_str()
+            .expect("a callback button")
+            .to_string();
+    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &data);
+    b.wait_screen("two", "the answer ran on b", |s| {
+        s.contains("decided deploy b: y")
+    });
+
+    // The ssh connections die before the reply exists; the reply comes once they are back.
+    tg.push_message(ADMIN, ADMIN, "Owner", "sleep 2; echo late-$((4*4))");
+    b.wait_screen("two", "the slow command typed", |s| {
+        s.contains("sleep 2; echo late")
+    });
+    assert!(kill_ssh(sshd.port), "no ssh connection to kill");
+    said(&tg, "late-16");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(count(&tg, "late-16"), 1, "{:#?}", texts(&tg.sent(), ADMIN));
+
+    // `clibotctl --host` reaches b's daemon over the same ssh.
+    let out = Command::new(bin("clibotctl"))
+        .args(["--host", &sshd.url(), "list"])
+        .env_remove("CLIBOT_SOCKET")
+        .env("CLIBOT_NO_AUTOSTART", "1")
+        .env(
+            "CLIBOT_SSH",
+            format!("ssh {}", sshd.client_options().join(" ")),
+        )
+        .env("CLIBOT_REMOTE_CLIBOTCTL", &remote)
+        .output()
+        .expect("clibotctl --host");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.contains("two") && !listed.contains("one"),
+        "{listed}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        sshd.log()
+    );
+
+    // b's daemon stops: the chat bound to it is told once; a goes on working.
+    b.kill_daemon();
+    said(&tg, "[b] ⚠ this machine cannot be reached");
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use a/one");
+    said(&tg, "[a] this chat now talks to one");
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo still-$((5*5))");
+    a.wait_screen("one", "a still works", |s| s.contains("still-25"));
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");
+    said(&tg, "[b] this machine cannot be reached right now");
+    let deadline = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert_eq!(
+        count(&tg, "⚠ this machine cannot be reached"),
+        1,
+        "told once"
+    );
+}
