@@ -162,7 +162,7 @@ const LISTS: &[&str] = &["sessions", "pending", "discover", "rules"];
 /// Commands that change the chat's binding: afterwards, other machines let go of the chat.
 const BINDS: &[&str] = &["use", "new", "start", "adopt", "ask"];
 
-fn pick(members: &[Member], prefix: &str, text: &str) -> Pick {
+fn pick(names: &[&str], prefix: &str, text: &str) -> Pick {
     let Some(rest) = text.trim_start().strip_prefix(prefix) else {
         return Pick::Bound;
     };
@@ -177,7 +177,7 @@ fn pick(members: &[Member], prefix: &str, text: &str) -> Pick {
     if NAMED.contains(&cmd.as_str())
         && let Some(arg) = words.next()
         && let Some((m, name)) = arg.split_once('/')
-        && let Some(i) = members.iter().position(|x| x.machine.name == m)
+        && let Some(i) = names.iter().position(|x| *x == m)
         && !name.is_empty()
     {
         // The same text with `MACHINE/` taken off that one argument.
@@ -206,7 +206,8 @@ pub async fn route(
         let mut handling = health.progress().handling();
         let ack = msg.ack.take();
         let h = home(members);
-        let picked = pick(members, prefix, &msg.text);
+        let names: Vec<&str> = members.iter().map(|m| m.machine.name.as_str()).collect();
+        let picked = pick(&names, prefix, &msg.text);
         let targets: Vec<usize> = match &picked {
             Pick::One(i, text) => {
                 msg.text = text.clone();
@@ -597,6 +598,66 @@ async fn route_one(
         }
         if let Some(ack) = ack {
             let _ = ack.send(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_naming_a_machine_go_there_lists_go_everywhere_the_rest_where_the_chat_is_bound() {
+        let names = ["laptop", "box"];
+        let p = |t: &str| pick(&names, "!!", t);
+        assert_eq!(p("!!use box/api"), Pick::One(1, "!!use api".into()));
+        assert_eq!(
+            p("!!new box/api claude ~/src/box/api"),
+            Pick::One(1, "!!new api claude ~/src/box/api".into())
+        );
+        assert_eq!(p("!!stop laptop/web"), Pick::One(0, "!!stop web".into()));
+        // Not a machine, or no name after it: the chat's own machine decides.
+        assert_eq!(p("!!use other/api"), Pick::Bound);
+        assert_eq!(p("!!use box/"), Pick::Bound);
+        assert_eq!(p("!!use api"), Pick::Bound);
+        assert_eq!(p("echo box/api"), Pick::Bound);
+        assert_eq!(p("!!sessions"), Pick::All);
+        assert_eq!(p("!!pending"), Pick::All);
+        assert_eq!(p("!!help"), Pick::Home);
+        assert_eq!(p("!!status"), Pick::Bound);
+    }
+
+    #[test]
+    fn machines_come_from_the_config_with_exactly_one_way_each() {
+        use crate::config::MachineConfig;
+        let dir = std::path::Path::new("/run/c");
+        let sock = std::path::Path::new("/run/c/clibotd.sock");
+        let one = from_config(&[], sock, dir).expect("the local daemon");
+        assert_eq!(
+            (one.len(), one[0].home, &one[0].target),
+            (1, true, &Target::Socket(sock.into()))
+        );
+        let m = |name: &str, socket: Option<&str>, ssh: Option<&str>| MachineConfig {
+            name: name.into(),
+            socket: socket.map(String::from),
+            ssh: ssh.map(String::from),
+            ..Default::default()
+        };
+        let two = from_config(
+            &[m("a", Some("/s"), None), m("b", None, Some("me@b"))],
+            sock,
+            dir,
+        )
+        .expect("two machines");
+        assert!(matches!(&two[1].target, Target::Command { label, .. } if label == "ssh://me@b"));
+        for bad in [
+            vec![m("a", Some("/s"), Some("me@b"))],
+            vec![m("a", None, None)],
+            vec![m("a/b", Some("/s"), None)],
+            vec![m("a", Some("/s"), None), m("a", Some("/t"), None)],
+            vec![m("a", None, Some("-oProxyCommand=x"))],
+        ] {
+            assert!(from_config(&bad, sock, dir).is_err(), "{bad:?}");
         }
     }
 }

@@ -276,6 +276,36 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         continue;
                     }
                     "transcribe" => &["command", "url", "model", "api_key"],
+                    "machines" => {
+                        const KEYS: &[&str] = &[
+                            "name",
+                            "socket",
+                            "ssh",
+                            "ssh_options",
+                            "remote_clibotctl",
+                            "command",
+                            "home",
+                        ];
+                        match v.as_array() {
+                            None => unknown.push(
+                                "gateway.machines (must be [[gateway.machines]] entries)".into(),
+                            ),
+                            Some(list) => {
+                                for m in list {
+                                    match m.as_table() {
+                                        None => unknown
+                                            .push("gateway.machines (each entry a table)".into()),
+                                        Some(t) => unknown.extend(
+                                            t.keys()
+                                                .filter(|k| !KEYS.contains(&k.as_str()))
+                                                .map(|k| format!("gateway.machines.{k}")),
+                                        ),
+                                    }
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     "telegram" | "discord" => &["token", "api_url", "default_chat", "topics"],
                     "feishu" => &["app_id", "app_secret", "api_url", "default_chat", "topics"],
                     _ => {
@@ -306,7 +336,7 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes; transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat, topics; feishu takes app_id, app_secret, api_url, default_chat, topics",
+            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes, machines (name, socket, ssh, ssh_options, remote_clibotctl, command, home); transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat, topics; feishu takes app_id, app_secret, api_url, default_chat, topics",
         ));
     }
 }
@@ -348,7 +378,7 @@ mod tests {
 
     #[test]
     fn gateway_keys() {
-        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntopics = true\ntokn = \"y\"\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
+        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntopics = true\ntokn = \"y\"\n[[gateway.machines]]\nname = \"b\"\nssh = \"me@b\"\nhome = true\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
             .parse()
             .expect("toml");
         let mut out = Vec::new();
