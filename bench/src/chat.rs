@@ -30,13 +30,13 @@ pub struct ChatReport {
 }
 
 /// Everything a pane prints, as a control client sees it, with the time each piece came.
-struct PaneOutput {
+pub(crate) struct PaneOutput {
     seen: Arc<Mutex<Vec<(Instant, String)>>>,
     child: std::process::Child,
 }
 
 impl PaneOutput {
-    fn attach(h: &Harness, session: &str) -> anyhow::Result<PaneOutput> {
+    pub(crate) fn attach(h: &Harness, session: &str) -> anyhow::Result<PaneOutput> {
         let mut child = Command::new("tmux")
             .arg("-S")
             .arg(&h.tmux_socket)
@@ -63,7 +63,7 @@ impl PaneOutput {
     }
 
     /// When `marker` (printable ASCII) had appeared in the output received after `from`.
-    async fn wait_for(&self, marker: &str, from: Instant) -> anyhow::Result<Instant> {
+    pub(crate) async fn wait_for(&self, marker: &str, from: Instant) -> anyhow::Result<Instant> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(v) = self.seen.lock() {
@@ -81,7 +81,7 @@ impl PaneOutput {
     }
 }
 
-struct KillOnDrop(std::process::Child);
+pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

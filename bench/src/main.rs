@@ -6,7 +6,8 @@
 //!
 //! Modes: no argument, the single-daemon report; `--sessions 25,100,200,500`, the scale sweep
 //! ([`scale`]); `--chat`, end to end through the fake Telegram ([`chat`]); `--wake`, waking a
-//! hibernated session ([`wake`]).
+//! hibernated session ([`wake`]); `--ssh`, what a gateway reaching the daemon over SSH adds
+//! ([`ssh`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,6 +15,7 @@ use std::time::{Duration, Instant};
 mod chat;
 mod detect;
 mod scale;
+mod ssh;
 mod wake;
 
 use anyhow::Context;
@@ -269,6 +271,12 @@ async fn main() -> anyhow::Result<()> {
             report.print();
             return Ok(());
         }
+        Some("--ssh") => {
+            let report = ssh::run().await?;
+            println!("{}\n", machine());
+            report.print();
+            return Ok(());
+        }
         Some("--wake") => {
             let rows = wake::run().await?;
             println!("{}\n", machine());
@@ -276,7 +284,7 @@ async fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Some(other) => anyhow::bail!(
-            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, --chat or --wake"
+            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, --chat, --wake or --ssh"
         ),
         None => {}
     }
