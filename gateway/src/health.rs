@@ -31,6 +31,8 @@ struct Inner {
     notice_chats: Mutex<Vec<String>>,
     /// The platforms connected now, to send such a notice through.
     senders: Mutex<BTreeMap<String, Arc<dyn Platform>>>,
+    /// With several machines: since when each cannot be reached (0: it answers).
+    machines: Mutex<BTreeMap<String, i64>>,
 }
 
 /// One platform's handle on [`Health`].
@@ -125,6 +127,13 @@ impl Health {
 
     fn snapshot(&self) -> Vec<v1::GatewayStatus> {
         let progress = lock(&self.0.progress).clone();
+        let machines: Vec<v1::GatewayMachine> = lock(&self.0.machines)
+            .iter()
+            .map(|(name, since)| v1::GatewayMachine {
+                name: name.clone(),
+                down_since_ms: *since,
+            })
+            .collect();
         lock(&self.0.platforms)
             .values()
             .cloned()
@@ -137,6 +146,7 @@ impl Health {
                     s.stalled = stalled;
                     s.stall_after_ms = p.stall_after().as_millis() as i64;
                 }
+                s.machines = machines.clone();
                 s
             })
             .collect()
@@ -188,6 +198,12 @@ impl PlatformHealth {
             s.state = state.to_string();
             s.detail = detail.to_string();
         });
+    }
+
+    /// Whether machine `name` answers (`down_since_ms` 0) or since when it does not; shown in
+    /// `clibotctl status` with every platform of the gateway.
+    pub fn machine(&self, name: &str, down_since_ms: i64) {
+        lock(&self.health.0.machines).insert(name.to_string(), down_since_ms);
     }
 
     /// The platform answered (a message arrived, a send was accepted).

@@ -370,7 +370,12 @@ const DOWN_AFTER: u32 = 2;
 
 /// Watches one machine: keeps the chats bound to its sessions, and tells them once when the
 /// machine cannot be reached (and once when it is back).
-pub async fn watch(machine: Machine, platform: Arc<dyn Platform>, reach: Arc<Mutex<Reach>>) {
+pub async fn watch(
+    machine: Machine,
+    platform: Arc<dyn Platform>,
+    reach: Arc<Mutex<Reach>>,
+    health: PlatformHealth,
+) {
     let mut client: Option<clibot_proto::Client> = None;
     let mut chats: HashSet<String> = HashSet::new();
     let mut failures = 0u32;
@@ -448,6 +453,12 @@ pub async fn watch(machine: Machine, platform: Arc<dyn Platform>, reach: Arc<Mut
                 }
             }
         }
+        let down = reach
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .down_since_ms
+            .unwrap_or(0);
+        health.machine(&machine.name, down);
         tokio::time::sleep(LOOK_EVERY).await;
     }
 }
@@ -513,9 +524,12 @@ pub async fn serve_connection(
         };
         let reach: Arc<Mutex<Reach>> = Arc::default();
         if several {
-            tasks
-                .0
-                .push(tokio::spawn(watch(m.clone(), p.clone(), reach.clone())));
+            tasks.0.push(tokio::spawn(watch(
+                m.clone(),
+                p.clone(),
+                reach.clone(),
+                health.clone(),
+            )));
         }
         members.push(Member::new(m.clone(), router, reach));
     }

@@ -72,6 +72,17 @@ impl v1::GatewayStatus {
         if !self.detail.is_empty() {
             line.push_str(&format!(" ({})", self.detail));
         }
+        if !self.machines.is_empty() {
+            let machines: Vec<String> = self
+                .machines
+                .iter()
+                .map(|m| match m.down_since_ms {
+                    0 => format!("{} ok", m.name),
+                    t => format!("{} UNREACHABLE for {}s", m.name, (now_ms - t).max(0) / 1000),
+                })
+                .collect();
+            line.push_str(&format!("; machines: {}", machines.join(", ")));
+        }
         line
     }
 }

@@ -49,6 +49,19 @@ fn kill_ssh(port: u16) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Waits until `clibotctl status` on `h` says `needle` (the gateway reports every 5 s).
+fn wait_status(h: &Harness, needle: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = h.ctl_ok(&["status"]);
+        if status.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "status never said {needle:?}:\n{status}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn one_gateway_serves_two_machines_one_over_ssh() {
     let ssh_dir = tempfile::tempdir().expect("a directory for sshd");
@@ -173,9 +186,13 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
         sshd.log()
     );
 
+    // `clibotctl status` on the home machine shows the gateway's machines.
+    wait_status(&a, "machines: a ok, b ok");
+
     // b's daemon stops: the chat bound to it is told once; a goes on working.
     b.kill_daemon();
     said(&tg, "[b] ⚠ this machine cannot be reached");
+    wait_status(&a, "b UNREACHABLE for");
     tg.push_message(ADMIN, ADMIN, "Owner", "!!use a/one");
     said(&tg, "[a] this chat now talks to one");
     tg.push_message(ADMIN, ADMIN, "Owner", "echo still-$((5*5))");

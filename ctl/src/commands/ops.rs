@@ -28,6 +28,9 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
                 "pid": g.pid, "last_progress_ms": g.last_progress_ms, "restarts": g.restarts,
                 "last_restart_ms": g.last_restart_ms, "stalled": g.stalled,
                 "stall_after_ms": g.stall_after_ms,
+                "machines": g.machines.iter().map(|m| serde_json::json!({
+                    "name": m.name, "reachable": m.down_since_ms == 0, "down_since_ms": m.down_since_ms,
+                })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
         }));
     }
