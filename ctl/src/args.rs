@@ -395,6 +395,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Pattern packs: how clibot reads a CLI's screen.
+    Patterns {
+        #[command(subcommand)]
+        action: PatternsAction,
+    },
     /// The approval rules with how often each fired, the guard, the decider and delegation.
     Rules {
         /// Print JSON instead of text.
@@ -559,4 +564,22 @@ pub fn parse_timeout(s: &str) -> Result<f64, String> {
     } else {
         Err("must be 0 (the default) or between 0.001 and 3600 seconds".into())
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PatternsAction {
+    /// Runs a captured screen through a CLI's pattern pack, as clibotd reads its panes: the
+    /// prompt it would see (kind, question, options, subject, context), busy or idle, errors.
+    /// Capture one with `tmux -L clibot capture-pane -p -t NAME > screen.txt` (or `clibotctl
+    /// screen NAME`), fix the pack (`[cli.NAME.patterns]`, then `clibotctl reload`), test again.
+    Test {
+        /// The screen's text; `-` reads it from stdin.
+        file: PathBuf,
+        /// The CLI whose pack reads it (as in the config) [default: the generic pack].
+        #[arg(long)]
+        cli: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -259,6 +259,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         | Command::Man { .. } => Ok(()),
         Command::Reload { json } => ops::reload(c, json).await,
         Command::Rules { json } => ops::rules(c, json).await,
+        Command::Patterns {
+            action: args::PatternsAction::Test { file, cli, json },
+        } => commands::patterns::test(c, &file, cli, json).await,
         Command::Delegate { name, cli, json } => sessions::delegate(c, name, cli, json).await,
         Command::Metrics => ops::metrics(c).await,
         Command::Transcript {

@@ -57,7 +57,10 @@ fn wait_status(h: &Harness, needle: &str) {
         if status.contains(needle) {
             return;
         }
-        assert!(Instant::now() < deadline, "status never said {needle:?}:\n{status}");
+        assert!(
+            Instant::now() < deadline,
+            "status never said {needle:?}:\n{status}"
+        );
         std::thread::sleep(Duration::from_millis(250));
     }
 }

@@ -18,6 +18,7 @@ pub mod io;
 pub mod logs;
 pub mod ops;
 mod output;
+pub mod patterns;
 pub mod prompts;
 pub mod script;
 pub mod sessions;

@@ -543,6 +543,23 @@ pub(crate) mod tests {
         );
         assert_eq!(p.subject, "touch /home/dev/proj/created_by_bash.txt");
         assert!(!a.busy);
+        // The current layout (saved by the real-CLI test): a tip and a description under
+        // "Bash command", the command between dashed rules. The subject is the command, never
+        // the tip: rules and the guard judge it.
+        let real = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures/claude_bash_permission.txt"),
+        )
+        .expect("the saved screen");
+        let p = pack("claude").analyze(&real).prompt.expect("prompt");
+        assert!(
+            p.subject.starts_with("touch ") && p.subject.ends_with("/marker.txt"),
+            "{}",
+            p.subject
+        );
+        let edit = "x\n Edit file\n hello.txt\n╌╌╌╌╌╌\n 1 + hi\n╌╌╌╌╌╌\n Do you want to make this edit to hello.txt?\n ❯ 1. Yes\n   2. No\n";
+        let p = pack("claude").analyze(edit).prompt.expect("prompt");
+        assert_eq!(p.subject, "hello.txt");
     }
 
     #[test]

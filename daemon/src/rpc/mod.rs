@@ -590,6 +590,13 @@ impl Clibot for Service {
             .map_err(|s| for_caller(chat, s))
     }
 
+    async fn test_patterns(
+        &self,
+        req: Request<v1::TestPatternsRequest>,
+    ) -> Result<Response<v1::TestPatternsResponse>, Status> {
+        ops::test_patterns(self, req).await
+    }
+
     async fn delegate(
         &self,
         req: Request<v1::DelegateRequest>,

@@ -52,6 +52,57 @@ pub(super) async fn reload(
     }))
 }
 
+/// `clibotctl patterns test`: a screen read by a CLI's pack, as the watcher reads panes.
+pub(super) async fn test_patterns(
+    svc: &Service,
+    req: Request<v1::TestPatternsRequest>,
+) -> Result<Response<v1::TestPatternsResponse>, Status> {
+    if !actor(&req).is_local() {
+        return Err(Status::permission_denied(
+            "patterns are tested on the machine: clibotctl patterns test FILE",
+        ));
+    }
+    let r = req.into_inner();
+    if r.screen.len() > 1 << 20 {
+        return Err(Status::invalid_argument(
+            "the screen is over 1 MiB: capture the pane (tmux capture-pane -p) instead",
+        ));
+    }
+    let (name, pack) = if r.cli.is_empty() {
+        let generic = crate::cli::detect::builtin_packs()
+            .get("generic")
+            .and_then(|c| crate::cli::detect::Pack::compile(c, None).ok())
+            .ok_or_else(|| Status::internal("the generic pack does not compile"))?;
+        ("generic".to_string(), std::sync::Arc::new(generic))
+    } else {
+        let (_, pack) = svc.daemon.kind_of(&r.cli).ok_or_else(|| {
+            Status::not_found(format!(
+                "no CLI named {:?} in the config: clibotctl status lists the configured CLIs",
+                r.cli
+            ))
+        })?;
+        (r.cli.clone(), pack)
+    };
+    let a = pack.analyze(&r.screen);
+    let prompt = a.prompt.map(|sp| {
+        let mut p = crate::session::shared::new_prompt(&sp, "screen");
+        p.id = String::new();
+        prompt_to_proto(p)
+    });
+    let (error_kind, error_line) = a.error.unwrap_or_default();
+    Ok(Response::new(v1::TestPatternsResponse {
+        pack: name,
+        busy: a.busy,
+        idle: a.idle,
+        ready: a.ready,
+        interrupted: a.interrupted,
+        settled: a.settled,
+        prompt,
+        error_kind,
+        error_line,
+    }))
+}
+
 pub(super) async fn list_rules(
     svc: &Service,
     _req: Request<v1::ListRulesRequest>,
