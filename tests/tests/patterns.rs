@@ -130,3 +130,61 @@ fn captured_screens_are_read_as_the_daemon_reads_panes() {
         "{e}"
     );
 }
+
+/// The screen corpus: every captured pane in `tests/fixtures/screens`, read by its CLI's pack,
+/// against `expected.toml` — the prompt's kind, its number of options and subject, busy, idle.
+#[test]
+fn the_screen_corpus_reads_as_expected() {
+    let mut h = Harness::with_config("");
+    h.start_daemon();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/screens");
+    let table: toml::Table = std::fs::read_to_string(dir.join("expected.toml"))
+        .expect("expected.toml")
+        .parse()
+        .expect("expected.toml is TOML");
+    let screens = table["screen"].as_array().expect("[[screen]] entries");
+    // Every captured screen has its expectation.
+    let listed: Vec<&str> = screens.iter().filter_map(|s| s["file"].as_str()).collect();
+    for f in std::fs::read_dir(&dir).expect("screens") {
+        let name = f.expect("entry").file_name().to_string_lossy().into_owned();
+        if name.ends_with(".txt") {
+            assert!(
+                listed.contains(&name.as_str()),
+                "{name} has no entry in expected.toml"
+            );
+        }
+    }
+    let mut wrong = Vec::new();
+    for s in screens {
+        let (file, cli) = (
+            s["file"].as_str().expect("file"),
+            s["cli"].as_str().expect("cli"),
+        );
+        let path = dir.join(file).display().to_string();
+        let v = json(&h.ctl_ok(&["patterns", "test", &path, "--cli", cli, "--json"]));
+        let got_kind = v["prompt"]["kind"].as_str().unwrap_or("none");
+        let mut check = |what: &str, got: String, want: String| {
+            if got != want {
+                wrong.push(format!("{file}: {what} {got:?}, expected {want:?}"));
+            }
+        };
+        check(
+            "prompt",
+            got_kind.into(),
+            s["prompt"].as_str().unwrap_or("none").into(),
+        );
+        if let Some(n) = s.get("options").and_then(toml::Value::as_integer) {
+            let got = v["prompt"]["options"].as_array().map_or(0, Vec::len);
+            check("options", got.to_string(), n.to_string());
+        }
+        if let Some(subject) = s.get("subject").and_then(toml::Value::as_str) {
+            let got = v["prompt"]["subject"].as_str().unwrap_or_default();
+            check("subject", got.into(), subject.into());
+        }
+        for flag in ["busy", "idle", "interrupted"] {
+            let want = s.get(flag).and_then(toml::Value::as_bool).unwrap_or(false);
+            check(flag, v[flag].to_string(), want.to_string());
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
