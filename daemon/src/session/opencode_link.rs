@@ -334,7 +334,7 @@ impl Daemon {
                     return;
                 }
                 let text = self.api_reply(http, &session).await;
-                self.complete_turn(name, text, "api");
+                self.complete_turn_once(name, text, "api");
             }
             ApiEvent::Asked(p) => {
                 // The TUI shows the dialog only in the conversation on its screen.
@@ -462,7 +462,7 @@ impl Daemon {
             return;
         };
         if let Some(text) = finished_turn_reply(&messages, since_ms) {
-            self.complete_turn(name, text, "api");
+            self.complete_turn_once(name, text, "api");
         }
     }
 

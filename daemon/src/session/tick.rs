@@ -174,6 +174,18 @@ impl Daemon {
 
     /// Records a finished turn and moves on to the next queued input.
     pub(crate) fn complete_turn(&self, name: &str, text: String, source: &str) {
+        self.complete_turn_if(name, text, source, false);
+    }
+
+    /// Completes the turn only if it still runs in this daemon's view: for a CLI whose API
+    /// reports a turn's end on two paths (its event stream, and the catch-up after a reconnect
+    /// or a daemon restart), which may race — whichever comes second finds it ended and does
+    /// nothing. The check and the mark are made under one lock.
+    pub(crate) fn complete_turn_once(&self, name: &str, text: String, source: &str) {
+        self.complete_turn_if(name, text, source, true);
+    }
+
+    fn complete_turn_if(&self, name: &str, text: String, source: &str, once: bool) {
         // A daemon shutting down has saved its sessions for the last time, the turn still
         // running: recorded now, it would be reported again by the next daemon, which finds
         // it running and sees it ended. Left to that daemon, it is reported once.
@@ -189,6 +201,9 @@ impl Daemon {
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };
+            if once && e.rt.turn.started.is_none() {
+                return;
+            }
             e.rt.turn.completed(Instant::now());
             e.rec.turn_anchor = None;
             e.rec.turn_input_lines = 0;
