@@ -215,7 +215,19 @@ pub async fn route(
             }
             Pick::All => (0..members.len()).collect(),
             Pick::Home => vec![h],
-            Pick::Bound => vec![bound_on(members, &msg).await.unwrap_or(h)],
+            // A button answers the prompt it belongs to, on the machine that shows it, wherever
+            // the chat is bound now (`!!pending` lists every machine's).
+            Pick::Bound => {
+                let shows = match msg.prompt.as_deref() {
+                    Some(id) => prompt_on(members, id).await,
+                    None => None,
+                };
+                let at = match shows {
+                    Some(i) => Some(i),
+                    None => bound_on(members, &msg).await,
+                };
+                vec![at.unwrap_or(h)]
+            }
         };
         for &i in &targets {
             handling.renew();
@@ -286,6 +298,30 @@ async fn bound_on(members: &mut [Member], msg: &Inbound) -> Option<usize> {
     for (i, m) in members.iter_mut().enumerate() {
         if !m.reach_down() && has_binding(m, msg).await {
             return Some(i);
+        }
+    }
+    None
+}
+
+/// The machine one of whose sessions shows prompt `id`, if any.
+async fn prompt_on(members: &mut [Member], id: &str) -> Option<usize> {
+    for (i, m) in members.iter_mut().enumerate() {
+        if m.reach_down() {
+            continue;
+        }
+        let Ok(c) = m.client().await else { continue };
+        match c.list_sessions(v1::ListSessionsRequest::default()).await {
+            Ok(r) => {
+                let shows = r
+                    .into_inner()
+                    .sessions
+                    .iter()
+                    .any(|s| s.prompt.as_ref().is_some_and(|p| p.id == id));
+                if shows {
+                    return Some(i);
+                }
+            }
+            Err(_) => m.client = None,
         }
     }
     None

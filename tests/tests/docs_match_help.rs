@@ -55,6 +55,7 @@ fn parse(words: &[String], commands: &BTreeSet<String>) -> Option<(Vec<String>, 
     let subs: &[&str] = match first.as_str() {
         "pairing" => &["list", "approve", "revoke"],
         "automation" => &["report"],
+        "patterns" => &["test"],
         "hooks" => &["install", "uninstall", "status"],
         _ => &[],
     };

@@ -29,6 +29,17 @@ fn said(tg: &FakeTelegram, needle: &str) {
     });
 }
 
+/// Waits until `needle` was said `n` times.
+fn said_times(tg: &FakeTelegram, needle: &str, n: usize) {
+    tg.wait_sent(needle, |s| {
+        texts(s, ADMIN)
+            .iter()
+            .filter(|t| t.contains(needle))
+            .count()
+            >= n
+    });
+}
+
 fn count(tg: &FakeTelegram, needle: &str) -> usize {
     texts(&tg.sent(), ADMIN)
         .iter()
@@ -168,6 +179,41 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
     said(&tg, "late-16");
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(count(&tg, "late-16"), 1, "{:#?}", texts(&tg.sent(), ADMIN));
+
+    // A prompt of b's, while the chat talks to a: `!!pending` shows it (from every machine) and
+    // its button answers it on b.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use a/one");
+    said_times(&tg, "[a] this chat now talks to one", 2);
+    b.ctl_ok(&["send", "two", "ask 'from the desk'"]);
+    b.wait_list("two waiting", |l| {
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "two" && s["state"] == "waiting")
+        })
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!pending");
+    let sent = tg.wait_sent("b's pending prompt", |s| {
+        s.iter()
+            .any(|m| m.reply_markup.is_some() && m.text.contains("from the desk"))
+    });
+    let pending = sent
+        .iter()
+        .rev()
+        .find(|m| m.reply_markup.is_some() && m.text.contains("from the desk"))
+        .expect("the pending prompt");
+    let data =
+        pending.reply_markup.as_ref().expect("buttons")["inline_keyboard"][0][0]["callback_data"]
+            .as_str()
+            .expect("a callback button")
+            .to_string();
+    tg.push_callback(ADMIN, ADMIN, pending.message_id, &data);
+    b.wait_screen("two", "the desk's question answered from the chat", |s| {
+        s.contains("decided from the desk: y")
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!use b/two");
+    said_times(&tg, "[b] this chat now talks to two", 2);
+    // The gateway learns which chats a machine's sessions have when it looks (every 5 s).
+    std::thread::sleep(Duration::from_secs(6));
 
     // `clibotctl --host` reaches b's daemon over the same ssh.
     let out = Command::new(bin("clibotctl"))
