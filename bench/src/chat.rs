@@ -81,6 +81,29 @@ impl PaneOutput {
     }
 }
 
+/// A completion hook fired by `fire` (a reply holding `text`) to the reply's `sendMessage` at the
+/// fake Telegram, in ms.
+pub(crate) fn hook_to_sent_ms(
+    tg: &FakeTelegram,
+    fire: impl FnOnce() -> anyhow::Result<std::process::Child>,
+    text: &str,
+) -> anyhow::Result<f64> {
+    let t0 = Instant::now();
+    let mut child = fire()?;
+    let needle = text.to_string();
+    let sent = tg.wait_sent("the reply", move |s| {
+        s.iter()
+            .any(|m| m.method == "sendmessage" && m.text.contains(&needle))
+    });
+    let _ = child.wait();
+    let at = sent
+        .iter()
+        .find(|m| m.method == "sendmessage" && m.text.contains(text))
+        .map(|m| m.at)
+        .context("sent")?;
+    Ok(at.duration_since(t0).as_secs_f64() * 1000.0)
+}
+
 pub(crate) struct KillOnDrop(pub(crate) std::process::Child);
 
 impl Drop for KillOnDrop {
@@ -175,23 +198,11 @@ pub async fn run() -> anyhow::Result<ChatReport> {
     let hook = |text: &str| crate::detect::fire_stop_hook(&h, &sid, &token, text);
     for i in 0..ROUNDS {
         // Through the chat.
-        let text = format!("reply-{i}-chat");
-        let t0 = Instant::now();
-        let mut child = hook(&text)?;
-        let needle = text.clone();
-        let sent = tg.wait_sent("the reply", move |s| {
-            s.iter()
-                .any(|m| m.method == "sendmessage" && m.text.contains(&needle))
-        });
-        let _ = child.wait();
-        let at = sent
-            .iter()
-            .find(|m| m.method == "sendmessage" && m.text.contains(&text))
-            .map(|m| m.at)
-            .context("sent")?;
-        report
-            .out_chat
-            .push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        report.out_chat.push(hook_to_sent_ms(
+            &tg,
+            || hook(&format!("reply-{i}-chat")),
+            &format!("reply-{i}-chat"),
+        )?);
         tokio::time::sleep(Duration::from_millis(300)).await;
 
         // The daemon alone.

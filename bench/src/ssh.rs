@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clibot_tests::Harness;
 use clibot_tests::fake_telegram::FakeTelegram;
 use clibot_tests::sshd::Sshd;
@@ -134,20 +133,8 @@ async fn measure(
     let mut out = Vec::new();
     for i in 0..ROUNDS {
         let text = format!("reply-{i}-{label}");
-        let t0 = Instant::now();
-        let mut child = crate::detect::fire_stop_hook(h, &sid, &token, &text)?;
-        let needle = text.clone();
-        let sent = tg.wait_sent("the reply", move |s| {
-            s.iter()
-                .any(|m| m.method == "sendmessage" && m.text.contains(&needle))
-        });
-        let _ = child.wait();
-        let at = sent
-            .iter()
-            .find(|m| m.method == "sendmessage" && m.text.contains(&text))
-            .map(|m| m.at)
-            .context("sent")?;
-        out.push(at.duration_since(t0).as_secs_f64() * 1000.0);
+        let fire = || crate::detect::fire_stop_hook(h, &sid, &token, &text);
+        out.push(crate::chat::hook_to_sent_ms(tg, fire, &text)?);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     for v in [&mut inn, &mut out] {
