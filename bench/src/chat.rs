@@ -18,8 +18,8 @@ use clibot_proto::v1;
 use clibot_tests::Harness;
 use clibot_tests::fake_telegram::FakeTelegram;
 
-const TOKEN: &str = "123456789:AAFakeTokenForClibotBenchOnly_0123456789";
-const ADMIN: i64 = 100;
+pub(crate) const TOKEN: &str = "123456789:AAFakeTokenForClibotBenchOnly_0123456789";
+pub(crate) const ADMIN: i64 = 100;
 const ROUNDS: usize = 30;
 
 pub struct ChatReport {

@@ -12,10 +12,8 @@ use clibot_tests::Harness;
 use clibot_tests::fake_telegram::FakeTelegram;
 use clibot_tests::sshd::Sshd;
 
-use crate::chat::{KillOnDrop, PaneOutput};
+use crate::chat::{ADMIN, KillOnDrop, PaneOutput, TOKEN};
 
-const TOKEN: &str = "123456789:AAFakeTokenForClibotBenchOnly_0123456789";
-const ADMIN: i64 = 100;
 const ROUNDS: usize = 20;
 
 /// Times in ms, sorted, per path: (local, over ssh).

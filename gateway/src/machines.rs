@@ -417,18 +417,7 @@ pub async fn watch(
     let mut failures = 0u32;
     loop {
         let looked = async {
-            if client.is_none() {
-                client = Some(
-                    tokio::time::timeout(
-                        Duration::from_secs(20),
-                        clibot_proto::connect_to(&machine.target),
-                    )
-                    .await
-                    .map_err(|_| "no answer in 20 s".to_string())?
-                    .map_err(|e| e.to_string())?,
-                );
-            }
-            let c = client.as_mut().ok_or("no connection")?;
+            let c = ensure(&mut client, &machine.target).await?;
             let req = v1::ListBindingsRequest {
                 platform: platform.name().into(),
                 ..Default::default()

@@ -131,22 +131,18 @@ fn on_discord_the_picture_is_an_attachment() {
 
 #[test]
 fn on_feishu_the_picture_is_an_image_message() {
-    use clibot_tests::fake_feishu::{APP_ID, APP_SECRET, FakeFeishu, text_event};
+    use clibot_tests::fake_feishu::{
+        APP_ID, APP_SECRET, FakeFeishu, gateway, gateway_config, text_event,
+    };
     const ADMIN: &str = "ou_admin000000000000000000000000000";
     const CHAT: &str = "oc_admin0000000000000000000000000000";
     let fs = FakeFeishu::start(APP_ID, APP_SECRET);
-    let mut h = Harness::with_config(&format!(
-        "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\n\
-         [access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n",
-        fs.url()
+    let mut h = Harness::with_config(&gateway_config(
+        &fs,
+        &format!("[access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"),
     ));
     h.start_daemon();
-    let mut g = h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]);
-    assert!(
-        fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
-        "the gateway opens the long connection; its log:\n{}",
-        h.gateway_log()
-    );
+    let mut g = gateway(&h, &fs);
     let say = |n: u32, text: &str| {
         fs.push_event(&text_event(
             &format!("ev{n}"),

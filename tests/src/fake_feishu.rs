@@ -373,6 +373,27 @@ pub fn text_event(
     })
 }
 
+/// `[gateway.feishu]` for this fake, with `more` lines in the section; the app secret comes
+/// from `TEST_FEISHU_SECRET`, which [`gateway`] sets.
+pub fn gateway_config(fs: &FakeFeishu, more: &str) -> String {
+    format!(
+        "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\n{more}",
+        fs.url()
+    )
+}
+
+/// Starts the real gateway of `h` (configured with [`gateway_config`]) and waits until it
+/// holds the long connection.
+pub fn gateway(h: &crate::Harness, fs: &FakeFeishu) -> std::process::Child {
+    let g = h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]);
+    assert!(
+        fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
+        "the gateway opens the long connection; its log:\n{}",
+        h.gateway_log()
+    );
+    g
+}
+
 /// `event` (a user's message event) as sent in the thread that message `root` heads.
 pub fn in_thread(mut event: Value, root: &str) -> Value {
     let m = &mut event["event"]["message"];

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clibot_tests::Harness;
 use clibot_tests::fake_feishu::{
-    APP_ID, APP_SECRET, FakeFeishu, Sent, button_values, card_action_event, text_event,
+    self, APP_ID, APP_SECRET, FakeFeishu, Sent, button_values, card_action_event, text_event,
 };
 
 const ADMIN: &str = "ou_admin000000000000000000000000000";
@@ -40,18 +40,12 @@ struct Setup {
 impl Setup {
     fn new() -> Setup {
         let fs = FakeFeishu::start(APP_ID, APP_SECRET);
-        let mut h = Harness::with_config(&format!(
-            "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\n\
-             [access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n",
-            fs.url()
+        let mut h = Harness::with_config(&fake_feishu::gateway_config(
+            &fs,
+            &format!("[access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"),
         ));
         h.start_daemon();
-        let g = gateway(&h);
-        assert!(
-            fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
-            "the gateway opens the long connection; its log:\n{}",
-            h.gateway_log()
-        );
+        let g = fake_feishu::gateway(&h, &fs);
         Setup {
             h,
             fs,

@@ -160,21 +160,18 @@ fn on_discord_an_attachment_reaches_the_session_by_path() {
 
 #[test]
 fn on_feishu_an_image_and_a_file_reach_the_session_by_path() {
-    use clibot_tests::fake_feishu::{APP_ID, APP_SECRET, FakeFeishu, file_event, text_event};
+    use clibot_tests::fake_feishu::{
+        APP_ID, APP_SECRET, FakeFeishu, file_event, gateway, gateway_config, text_event,
+    };
     const ADMIN: &str = "ou_admin000000000000000000000000000";
     const CHAT: &str = "oc_admin0000000000000000000000000000";
     let fs = FakeFeishu::start(APP_ID, APP_SECRET);
-    let mut h = Harness::with_config(&format!(
-        "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\n\
-         [access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n",
-        fs.url()
+    let mut h = Harness::with_config(&gateway_config(
+        &fs,
+        &format!("[access.feishu]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"),
     ));
     h.start_daemon();
-    let mut g = h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]);
-    assert!(
-        fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
-        "the gateway opens the long connection"
-    );
+    let mut g = gateway(&h, &fs);
     let work = h.work.display().to_string();
     fs.push_event(&text_event(
         "ev1",

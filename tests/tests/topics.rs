@@ -426,22 +426,20 @@ fn discord_channel_gives_each_session_its_own_thread() {
 #[test]
 fn feishu_group_gives_each_session_its_own_thread() {
     use clibot_tests::fake_feishu::{
-        APP_ID, APP_SECRET, BOT_OPEN_ID, FakeFeishu, Sent as FSent, in_thread, text_event,
+        APP_ID, APP_SECRET, BOT_OPEN_ID, FakeFeishu, Sent as FSent, gateway as feishu_gateway,
+        gateway_config, in_thread, text_event,
     };
     const F_ADMIN: &str = "ou_admin000000000000000000000000000";
     const GROUP: &str = "oc_group0000000000000000000000000000";
     let fs = FakeFeishu::start(APP_ID, APP_SECRET);
-    let mut h = Harness::with_config(&format!(
-        "\n[gateway.feishu]\napp_id = \"{APP_ID}\"\napp_secret = \"${{TEST_FEISHU_SECRET}}\"\napi_url = \"{}\"\ntopics = true\n\
-         [access.feishu]\npolicy = \"allowlist\"\nadmins = [\"{F_ADMIN}\"]\nclis = [\"*\"]\ngroups = [\"{GROUP}\"]\nsandbox = \"off\"\n{ASKER}",
-        fs.url()
+    let mut h = Harness::with_config(&gateway_config(
+        &fs,
+        &format!(
+            "topics = true\n[access.feishu]\npolicy = \"allowlist\"\nadmins = [\"{F_ADMIN}\"]\nclis = [\"*\"]\ngroups = [\"{GROUP}\"]\nsandbox = \"off\"\n{ASKER}"
+        ),
     ));
     h.start_daemon();
-    let _g = Gateway(h.gateway(&[], &[("TEST_FEISHU_SECRET", APP_SECRET)]));
-    assert!(
-        fs.wait_until(Duration::from_secs(30), |f| f.connections().1 > 0),
-        "the gateway opens the long connection"
-    );
+    let _g = Gateway(feishu_gateway(&h, &fs));
     let mut n = 0;
     let mut say = |root: Option<&str>, text: &str| {
         n += 1;
