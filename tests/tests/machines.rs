@@ -16,6 +16,7 @@ use clibot_tests::sshd::Sshd;
 use clibot_tests::{Harness, bin};
 
 const ADMIN: i64 = 100;
+const MEL: i64 = 300;
 
 fn access() -> String {
     format!(
@@ -94,7 +95,8 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
         .collect();
     let mut a = Harness::with_config(&format!(
         "{}\n[[gateway.machines]]\nname = \"a\"\nsocket = \"@A@\"\nhome = true\n\n[[gateway.machines]]\nname = \"b\"\nssh = \"{}\"\nssh_options = [{}]\nremote_clibotctl = \"{remote}\"\n",
-        access(),
+        // Mel may use clibot on a (the home machine) only.
+        access().replace("admins =", &format!("allow = [\"{MEL}\"]\nadmins =")),
         sshd.url(),
         options.join(", ")
     ));
@@ -127,6 +129,21 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
     said(&tg, "[b] [two]");
     said(&tg, "bee-6");
     assert!(!screen(&a, "one").contains("bee-6"));
+
+    // Access stays per machine: Mel, allowed on a only, gets nothing from b — no binding to
+    // b's session, no session of her own there, nothing typed.
+    tg.push_message(MEL, MEL, "Mel", "!!use b/two");
+    tg.push_message(MEL, MEL, "Mel", &format!("!!new b/mine asker {wb}"));
+    tg.wait_sent("b refusing Mel", |s| {
+        texts(s, MEL)
+            .iter()
+            .any(|t| t.starts_with("[b]") && t.contains("not on the allowlist"))
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!b.ctl_ok(&["list"]).contains("mine"));
+    tg.push_message(MEL, MEL, "Mel", "echo mel-$((7*7))");
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(!screen(&b, "two").contains("mel-49"));
 
     // Lists come from both machines.
     tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");

@@ -124,6 +124,9 @@ fn captured_screens_are_read_as_the_daemon_reads_panes() {
         e.contains("no CLI named \"nope\"") && e.contains("clibotctl status"),
         "{e}"
     );
+    std::fs::write(&file, "x".repeat(2 << 20)).expect("write");
+    let e = h.ctl_err(&["patterns", "test", &file.display().to_string()]);
+    assert!(e.contains("over 1 MiB"), "{e}");
     let e = h.ctl_err(&["patterns", "test", "/no/such/screen.txt"]);
     assert!(
         e.contains("cannot read the screen from /no/such/screen.txt"),
