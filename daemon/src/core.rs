@@ -385,13 +385,15 @@ impl Daemon {
 
     /// The metrics in the Prometheus text format, the session gauge read from the table now.
     pub fn metrics_text(&self) -> String {
-        let sessions: Vec<(String, State)> = lock(&self.inner.sessions)
+        let sessions: Vec<(String, String, State)> = lock(&self.inner.sessions)
             .values()
-            .map(|e| (e.rec.cli.clone(), e.rec.state))
+            .map(|e| (e.rec.cli.clone(), e.rec.cli_version.clone(), e.rec.state))
             .collect();
-        self.inner
-            .metrics
-            .encode(sessions.iter().map(|(cli, state)| (cli.as_str(), *state)))
+        self.inner.metrics.encode(
+            sessions
+                .iter()
+                .map(|(cli, version, state)| (cli.as_str(), version.as_str(), *state)),
+        )
     }
 
     /// Writes the registry (atomically). A failure is logged: the in-memory state and the event

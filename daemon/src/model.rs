@@ -48,6 +48,9 @@ pub struct SessionRecord {
     pub id: String,
     pub name: String,
     pub cli: String,
+    /// The version of the CLI's program when it was last started (empty: unknown).
+    #[serde(default)]
+    pub cli_version: String,
     pub dir: PathBuf,
     pub state: State,
     pub created_at_ms: i64,

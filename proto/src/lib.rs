@@ -7,6 +7,7 @@ mod errors;
 mod paths;
 mod remote;
 mod text;
+pub mod versions;
 
 pub use config_file::{MissingEnv, default_config_path, substitute_env};
 pub use connect::{ConnectError, connect, open_socket};

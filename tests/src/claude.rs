@@ -14,10 +14,6 @@ use std::path::{Path, PathBuf};
 /// "Detected a custom API key" question is pre-answered.
 pub const API_KEY: &str = "sk-ant-api03-clibot-mock-0123456789abcdefghij";
 
-/// The version pinned in `tests/node/package.json`; the on-screen texts the tests and fixtures
-/// rely on were observed with it.
-pub const CLAUDE_VERSION: &str = "2.1.328";
-
 /// Variables that must not reach Claude Code from the environment running the tests: a test run
 /// from inside Claude Code (`CLAUDECODE`, …), or with a real account configured, would otherwise
 /// change what the CLI does or where it keeps its state. tmux cannot unset a variable per
@@ -58,12 +54,12 @@ pub fn node_bin_dir() -> PathBuf {
 /// Checks that the pinned Claude Code is installed, and fails the calling test with the command
 /// that installs it when it is not (a test that needs the real CLI never passes by skipping).
 /// An installed CLI of another version (`tests/node` updated without reinstalling) fails too:
-/// the screens the tests expect belong to [`CLAUDE_VERSION`]. Returns true, for call sites that
+/// the screens the tests expect belong to `tests/cli-versions.toml`. Returns true, for call sites that
 /// read as a condition.
 pub fn claude_available() -> bool {
     crate::require_pinned(
         &claude_bin(),
-        CLAUDE_VERSION,
+        &crate::tested_version("claude"),
         &[
             ("DISABLE_AUTOUPDATER", "1"),
             ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
@@ -96,12 +92,12 @@ impl ClaudeHome {
         let config = serde_json::json!({
             // Skips the theme picker and the login screen (which would call api.anthropic.com).
             "hasCompletedOnboarding": true,
-            "lastOnboardingVersion": CLAUDE_VERSION,
+            "lastOnboardingVersion": crate::tested_version("claude"),
             // "Detected a custom API key in your environment. Do you want to use this API key?"
             "customApiKeyResponses": { "approved": [key_suffix], "rejected": [] },
             // Written by the CLI itself after a first start; seeded so that the first start
             // looks like any later one (no release notes, no marketplace install attempt).
-            "lastReleaseNotesSeen": CLAUDE_VERSION,
+            "lastReleaseNotesSeen": crate::tested_version("claude"),
             "officialMarketplaceAutoInstallAttempted": true,
             "officialMarketplaceAutoInstalled": false,
             "projects": {

@@ -23,10 +23,6 @@ const API_KEY_VAR: &str = "CLIBOT_MOCK_OPENAI_KEY";
 /// (`⚠ 1 warning · f2 to view` in the footer), which changes nothing else.
 pub const MODEL: &str = "mock-model";
 
-/// The version pinned in `tests/node/package.json`; the on-screen texts the tests rely on were
-/// observed with it.
-pub const CODEX_VERSION: &str = "0.169.0";
-
 /// Variables that must not reach Codex from the environment running the tests: another account,
 /// home, provider or sandbox (a test run from inside Codex has `CODEX_SANDBOX*` and
 /// `CODEX_THREAD_ID` set) would change what it does. tmux cannot unset a variable per session
@@ -57,10 +53,10 @@ pub fn codex_bin() -> PathBuf {
 }
 
 /// Panics unless the pinned Codex CLI is installed: the Codex tests never skip, so that a missing
-/// CLI cannot pass for a working one. The screens the tests expect belong to [`CODEX_VERSION`],
+/// CLI cannot pass for a working one. The screens the tests expect belong to `tests/cli-versions.toml`,
 /// so another version is a failure too.
 pub fn require_codex() {
-    crate::require_pinned(&codex_bin(), CODEX_VERSION, &[]);
+    crate::require_pinned(&codex_bin(), &crate::tested_version("codex"), &[]);
 }
 
 /// A private home directory in which Codex starts straight at its composer, talking to the mock.

@@ -18,10 +18,6 @@ use crate::claude::node_bin_dir;
 /// `x-goog-api-key`.
 pub const API_KEY: &str = "clibot-mock-gemini-api-key";
 
-/// The version pinned in `tests/node/package.json`; the on-screen texts the tests and fixtures
-/// rely on were observed with it.
-pub const GEMINI_VERSION: &str = "0.61.0";
-
 /// Variables that must not reach Gemini CLI from the environment running the tests: another
 /// account, model, settings location or sandbox would change what the CLI does. tmux cannot unset
 /// a variable per session (`new-session -e` only sets), so remove these from the environment of
@@ -67,11 +63,11 @@ pub fn gemini_bin() -> PathBuf {
 
 /// Panics unless the pinned Gemini CLI is installed: the Gemini tests never skip, so that a
 /// missing CLI cannot pass for a working one. The screens the tests expect belong to
-/// [`GEMINI_VERSION`], so another version is a failure too.
+/// `tests/cli-versions.toml`, so another version is a failure too.
 pub fn require_gemini() {
     crate::require_pinned(
         &gemini_bin(),
-        GEMINI_VERSION,
+        &crate::tested_version("gemini"),
         &[("GEMINI_CLI_NO_RELAUNCH", "true")],
     );
 }

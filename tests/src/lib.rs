@@ -506,6 +506,23 @@ fn newest_source() -> Option<std::time::SystemTime> {
     newest
 }
 
+/// The version clibot's tests run `cli` at, from `tests/cli-versions.toml` (which `.ci/run`
+/// installs from); empty for a CLI it does not name.
+pub fn tested_version(cli: &str) -> String {
+    tested_entry(cli, "version")
+}
+
+/// A field of `cli`'s entry in `tests/cli-versions.toml` (empty when absent).
+pub fn tested_entry(cli: &str, key: &str) -> String {
+    static VERSIONS: std::sync::OnceLock<toml::Table> = std::sync::OnceLock::new();
+    VERSIONS
+        .get_or_init(|| toml::from_str(include_str!("../cli-versions.toml")).unwrap_or_default())
+        .get(cli)
+        .and_then(|e| e.get(key)?.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
 /// Fails the calling test unless `bin --version` (run with `env`) prints `version` as its first
 /// word that starts with a digit: the on-screen texts and payloads the tests rely on were
 /// observed with that version.
@@ -528,6 +545,7 @@ pub fn require_pinned(bin: &Path, version: &str, env: &[(&str, &str)]) {
             .split_whitespace()
             .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
             .unwrap_or_default()
+            .trim_end_matches('.')
             .to_string(),
         Ok(o) => panic!(
             "{} --version failed ({}): run `npm install --prefix tests/node` in the workspace root",

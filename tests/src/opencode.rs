@@ -9,9 +9,6 @@ use serde_json::json;
 
 use crate::claude::node_bin_dir;
 
-/// The version pinned in `tests/node/package.json`.
-pub const OPENCODE_VERSION: &str = "1.18.33";
-
 /// Variables that must not reach OpenCode from the environment running the tests (a config or
 /// server password of the person running them, a surrounding tmux).
 pub const UNSET_ENV: &[&str] = &[
@@ -34,7 +31,7 @@ pub fn opencode_bin() -> PathBuf {
 
 /// Panics unless the pinned OpenCode is installed (tests never pass by skipping).
 pub fn require_opencode() {
-    crate::require_pinned(&opencode_bin(), OPENCODE_VERSION, &[]);
+    crate::require_pinned(&opencode_bin(), &crate::tested_version("opencode"), &[]);
 }
 
 /// A private home directory for OpenCode.

@@ -446,7 +446,11 @@ fn real_cli_a_claude_started_outside_clibot_is_discovered_and_resumed_with_its_h
                 .cloned()
         })
         .unwrap_or_else(|| panic!("claude not discovered: {found:#}"));
-    assert_eq!(found["version"], "2.1.328", "{found}");
+    assert_eq!(
+        found["version"],
+        clibot_tests::tested_version("claude").as_str(),
+        "{found}"
+    );
     assert_eq!(found["where"]["kind"], "tmux", "{found}");
     assert_eq!(
         found["where"]["server"],

@@ -390,7 +390,11 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
     assert_eq!(codexes.len(), 1, "once, as its wrapper: {all:#}");
     let found = &codexes[0];
     assert_eq!(found["where"]["kind"], "tmux", "{found}");
-    assert_eq!(found["version"], "0.169.0", "{found}");
+    assert_eq!(
+        found["version"],
+        clibot_tests::tested_version("codex").as_str(),
+        "{found}"
+    );
     let conversation = found["conversation_id"]
         .as_str()
         .unwrap_or_else(|| panic!("no conversation: {found}"))

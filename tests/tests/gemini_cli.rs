@@ -235,7 +235,11 @@ fn is_idle(screen: &str) -> bool {
 /// drawn once it has. A prompt submitted in between is queued (`ℹ Initializing... Prompts will
 /// be queued.`) and sent when initialization is done.
 fn is_ready(screen: &str) -> bool {
-    is_idle(screen) && screen.contains(&format!("Gemini CLI v{}", gemini::GEMINI_VERSION))
+    is_idle(screen)
+        && screen.contains(&format!(
+            "Gemini CLI v{}",
+            clibot_tests::tested_version("gemini")
+        ))
 }
 
 /// The spinner line: `⠦ <phrase> (esc to cancel, 2s)`.

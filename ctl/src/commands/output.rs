@@ -61,7 +61,7 @@ pub fn prompt_json(p: &v1::Prompt) -> Value {
 
 pub fn session_json(s: &v1::Session) -> Value {
     json!({
-        "id": s.id, "name": s.name, "cli": s.cli, "dir": s.dir, "state": state_name(s.state),
+        "id": s.id, "name": s.name, "cli": s.cli, "cli_version": s.cli_version, "dir": s.dir, "state": state_name(s.state),
         "created_at_ms": s.created_at_ms, "last_activity_ms": s.last_activity_ms,
         "tmux_session": s.tmux_session, "tmux_session_id": s.tmux_session_id, "pid": s.pid,
         "exit_status": s.exit_status, "adopted": s.adopted, "args": s.args,
@@ -87,7 +87,14 @@ pub fn session_details(s: &v1::Session) -> String {
         state.push_str(", stalled");
     }
     rows.push(("name", s.name.clone()));
-    rows.push(("cli", s.cli.clone()));
+    rows.push((
+        "cli",
+        if s.cli_version.is_empty() {
+            s.cli.clone()
+        } else {
+            format!("{} {}", s.cli, s.cli_version)
+        },
+    ));
     rows.push(("state", state));
     if !s.exit_reason.is_empty() {
         rows.push(("exit reason", s.exit_reason.clone()));
@@ -264,7 +271,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         ),
         Kind::Spawned(s) => (
             "spawned",
-            json!({"cli": s.cli, "dir": s.dir, "args": s.args}),
+            json!({"cli": s.cli, "dir": s.dir, "args": s.args, "cli_version": s.cli_version}),
         ),
         Kind::Adopted(a) => (
             "adopted",

@@ -5,14 +5,21 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use clibot_proto::v1;
+use clibot_proto::versions::{Fit, Range, from_output};
 
 use super::probe::{PROBE, find_program, probe};
 use super::report::{Check, Level, check};
 
+/// The versions clibot's end-to-end tests run each AI CLI at (`tests/cli-versions.toml`).
+const TESTED: &str = include_str!("../../../tests/cli-versions.toml");
+
+/// The built-in pattern packs, for the versions each was made for.
+const PACKS: &str = include_str!("../../../daemon/src/cli/patterns.toml");
+
 /// The programs the built-in CLIs run (daemon/src/config.rs).
 fn builtin_program(name: &str) -> Option<String> {
     match name {
-        "claude" | "codex" | "gemini" | "opencode" => Some(name.to_string()),
+        "claude" | "codex" | "gemini" | "opencode" | "copilot" | "qwen" => Some(name.to_string()),
         "shell" => Some(
             std::env::var("SHELL")
                 .ok()
@@ -51,6 +58,8 @@ fn knows_version(program: &Path) -> bool {
             | "codex"
             | "gemini"
             | "opencode"
+            | "copilot"
+            | "qwen"
             | "bash"
             | "zsh"
             | "fish"
@@ -76,14 +85,19 @@ pub(super) async fn clis_check(
             (name, prog)
         })
         .collect();
+    let cli_tables = config
+        .and_then(|c| c.get("cli")?.as_table().cloned())
+        .unwrap_or_default();
     // The file on disk counts as well as the running daemon: a [cli.X] added since it started
     // is checked before a reload or restart trips on it.
     let mut names: Vec<String> = match status {
         Some(s) => s.clis.clone(),
-        None => ["claude", "codex", "gemini", "opencode", "shell"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect(),
+        None => [
+            "claude", "codex", "gemini", "opencode", "copilot", "qwen", "shell",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
     };
     names.extend(configured.keys().cloned());
     names.sort();
@@ -117,24 +131,102 @@ pub(super) async fn clis_check(
                 format!("install it if you want to use {name}; otherwise ignore this"),
             )),
             Some(found) => {
-                let version = if knows_version(&found) {
+                let (version, printed) = if knows_version(&found) {
                     match probe(&found.display().to_string(), &["--version"]).await {
-                        Ok(v) if !v.is_empty() => format!(", {v}"),
-                        Ok(_) => String::new(),
-                        Err(e) => format!(", --version failed: {e}"),
+                        Ok(v) if !v.is_empty() => (from_output(&v), format!(", {v}")),
+                        Ok(_) => (None, String::new()),
+                        Err(e) => (None, format!(", --version failed: {e}")),
                     }
                 } else {
-                    String::new()
+                    (None, String::new())
                 };
-                out.push(check(
-                    format!("cli {name}"),
-                    Level::Ok,
-                    format!("{}{version}", found.display()),
-                    "",
+                let table = cli_tables.get(&name).and_then(toml::Value::as_table);
+                out.push(version_check(
+                    &name,
+                    format!("{}{printed}", found.display()),
+                    version.as_deref(),
+                    table,
                 ));
             }
         }
     }
+}
+
+/// The version clibot was tested with for `cli`, and its npm package.
+fn tested(cli: &str) -> Option<(String, String)> {
+    let t: toml::Table = toml::from_str(TESTED).ok()?;
+    let e = t.get(cli)?.as_table()?;
+    Some((
+        e.get("version")?.as_str()?.to_string(),
+        e.get("package")?.as_str()?.to_string(),
+    ))
+}
+
+/// The versions the pack a CLI uses was made for: `[cli.NAME.patterns] versions`, else the
+/// built-in pack's (`[cli.NAME] pattern_pack`, else the CLI's own name).
+fn pack_range(cli: &str, table: Option<&toml::Table>) -> Option<String> {
+    if let Some(v) = table
+        .and_then(|t| t.get("patterns")?.get("versions")?.as_str())
+        .map(str::to_string)
+    {
+        return Some(v);
+    }
+    let pack = table
+        .and_then(|t| t.get("pattern_pack")?.as_str())
+        .unwrap_or(cli);
+    let packs: toml::Table = toml::from_str(PACKS).ok()?;
+    packs
+        .get(pack)?
+        .get("versions")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// One CLI's line: where its program is and what it printed, with the version clibot was
+/// tested with; a warning when the version is outside what its screen patterns were made for.
+fn version_check(
+    cli: &str,
+    seen: String,
+    version: Option<&str>,
+    table: Option<&toml::Table>,
+) -> Check {
+    let tested = tested(cli);
+    let mut detail = seen;
+    if let Some((t, _)) = &tested {
+        detail.push_str(&format!(" (tested with {t})"));
+    }
+    let (Some(version), Some(range)) = (version, pack_range(cli, table)) else {
+        return check(format!("cli {cli}"), Level::Ok, detail, "");
+    };
+    let Ok(range) = Range::parse(&range) else {
+        return check(
+            format!("cli {cli}"),
+            Level::Warn,
+            format!("{detail}; [cli.{cli}.patterns] versions = {range:?} is not a version range"),
+            "write a semver range, e.g. versions = \">=2.1, <3\"",
+        );
+    };
+    let how = match range.fit(version) {
+        Fit::Newer => "newer than",
+        Fit::Older => "older than",
+        Fit::Inside | Fit::Unknown => return check(format!("cli {cli}"), Level::Ok, detail, ""),
+    };
+    let install = tested
+        .map(|(t, package)| {
+            format!(", or install the tested version: npm install -g {package}@{t}")
+        })
+        .unwrap_or_default();
+    check(
+        format!("cli {cli}"),
+        Level::Warn,
+        format!(
+            "{detail}: {version} is {how} the versions its screen patterns were made for ({}), so a dialog it draws differently may go unseen",
+            range.text
+        ),
+        format!(
+            "if a prompt does not reach you, save its screen (clibotctl screen NAME > screen.txt), try it with `clibotctl patterns test screen.txt --cli {cli}` and add patterns under [cli.{cli}.patterns]{install}"
+        ),
+    )
 }
 
 /// A hook with a session id no session has: the daemon must answer (with a refusal).
@@ -179,5 +271,45 @@ pub(super) async fn hook_check(c: &mut clibot_proto::Client, out: &mut Vec<Check
             ),
             "",
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_outside_the_packs_range_is_a_warning_that_says_what_to_do() {
+        let ok = version_check("claude", "/x/claude".into(), Some("2.1.332"), None);
+        assert_eq!(ok.level, Level::Ok, "{ok:?}");
+        assert!(ok.detail.contains("(tested with "), "{ok:?}");
+        let newer = version_check("claude", "/x/claude".into(), Some("3.0.1"), None);
+        assert_eq!(newer.level, Level::Warn, "{newer:?}");
+        assert!(newer.detail.contains("3.0.1 is newer than"), "{newer:?}");
+        assert!(
+            newer.fix.contains("patterns test")
+                && newer
+                    .fix
+                    .contains("npm install -g @anthropic-ai/claude-code@"),
+            "{newer:?}"
+        );
+        // The config's own range wins over the built-in pack's.
+        let table: toml::Table = toml::from_str("[patterns]\nversions = \"<2\"").expect("toml");
+        let own = version_check("claude", "/x/claude".into(), Some("2.1.332"), Some(&table));
+        assert_eq!(own.level, Level::Warn, "{own:?}");
+        let bad: toml::Table = toml::from_str("[patterns]\nversions = \"soon\"").expect("toml");
+        let bad = version_check("claude", "/x/claude".into(), Some("2.1.332"), Some(&bad));
+        assert!(bad.detail.contains("not a version range"), "{bad:?}");
+        // Every CLI clibot tests has a tested version and a pack range.
+        for cli in ["claude", "codex", "gemini", "opencode", "copilot", "qwen"] {
+            assert!(tested(cli).is_some(), "{cli} in tests/cli-versions.toml");
+            let range = pack_range(cli, None).unwrap_or_default();
+            let (t, _) = tested(cli).unwrap_or_default();
+            assert_eq!(
+                Range::parse(&range).map(|r| r.fit(&t)).ok(),
+                Some(Fit::Inside),
+                "{cli}: the tested version {t} is inside its pack's range {range:?}"
+            );
+        }
     }
 }

@@ -44,6 +44,10 @@ pub struct ErrorRuleConfig {
 #[serde(deny_unknown_fields)]
 pub struct PackConfig {
     pub check_lines: Option<usize>,
+    /// The CLI versions the pack was made for (`">=2.1, <3"`): a session whose CLI is outside
+    /// says so once ([`crate::cli::version`]).
+    #[serde(default)]
+    pub versions: Option<String>,
     #[serde(default)]
     pub busy: Vec<String>,
     #[serde(default)]
@@ -74,6 +78,7 @@ struct PromptRule {
 #[derive(Debug, Clone)]
 pub struct Pack {
     check_lines: usize,
+    versions: Option<crate::cli::version::Range>,
     busy: Vec<Regex>,
     idle: Vec<Regex>,
     interrupted: Vec<Regex>,
@@ -131,6 +136,11 @@ pub fn builtin_packs() -> BTreeMap<String, PackConfig> {
 }
 
 impl Pack {
+    /// The CLI versions the pack was made for, when it says.
+    pub fn versions(&self) -> Option<&crate::cli::version::Range> {
+        self.versions.as_ref()
+    }
+
     /// The pack can tell a busy screen (a spinner, "esc to interrupt") from an idle one.
     pub fn shows_busy(&self) -> bool {
         !self.busy.is_empty()
@@ -176,6 +186,12 @@ impl Pack {
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Pack {
             check_lines: extra.check_lines.or(base.check_lines).unwrap_or(20).max(1),
+            versions: extra
+                .versions
+                .as_deref()
+                .or(base.versions.as_deref())
+                .map(crate::cli::version::Range::parse)
+                .transpose()?,
             busy: compile_all(&join(&base.busy, &extra.busy), "busy pattern")?,
             idle: compile_all(&join(&base.idle, &extra.idle), "idle pattern")?,
             interrupted: compile_all(

@@ -11,6 +11,7 @@
 pub mod detect;
 pub mod local_http;
 pub mod program;
+pub mod version;
 
 use serde_json::Value;
 

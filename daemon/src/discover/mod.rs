@@ -8,7 +8,7 @@
 mod conversation;
 mod scan;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 pub use scan::scan;
 
@@ -114,28 +114,12 @@ pub(crate) fn exe_and_argv(pid: u32) -> Option<(String, Vec<String>)> {
     Some((exe, argv))
 }
 
-/// The version of the package `path` belongs to: the nearest `package.json` above it with a
-/// `version` (at most six levels up). Empty when there is none.
-pub fn package_version(path: &Path) -> String {
-    // `node_modules/.bin/codex` is a link into the package: look from where it points.
-    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut dir = real.parent();
-    for _ in 0..6 {
-        let Some(d) = dir else { break };
-        if let Ok(text) = std::fs::read_to_string(d.join("package.json"))
-            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
-            && let Some(version) = v["version"].as_str()
-        {
-            return version.to_string();
-        }
-        dir = d.parent();
-    }
-    String::new()
-}
+pub use crate::cli::version::package_version;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn args(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

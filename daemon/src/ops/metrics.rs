@@ -90,6 +90,8 @@ pub struct Metrics {
     prompt_reminders: Family<Labels, Counter>,
     prompt_escalations: Family<Labels, Counter>,
     prompt_timeouts: Family<Labels, Counter>,
+    cli_versions: Family<Labels, Gauge>,
+    detection_failures: Family<Labels, Counter>,
     resident: Gauge,
     open: Mutex<Open>,
     /// One encoding at a time: the gauges read at scrape time are cleared and set under it.
@@ -132,6 +134,8 @@ impl Metrics {
             prompt_reminders: Family::default(),
             prompt_escalations: Family::default(),
             prompt_timeouts: Family::default(),
+            cli_versions: Family::default(),
+            detection_failures: Family::default(),
             resident: Gauge::default(),
             open: Mutex::default(),
             encoding: Mutex::default(),
@@ -217,6 +221,16 @@ impl Metrics {
             "prompt_timeouts",
             "Prompts nobody answered within prompt_timeout, by CLI and what followed (wait, deny, decider)",
             m.prompt_timeouts.clone(),
+        );
+        registry.register(
+            "cli_sessions",
+            "Live sessions (not exited), by CLI and the version of its program (empty: unknown)",
+            m.cli_versions.clone(),
+        );
+        registry.register(
+            "detection_failures",
+            "What the screen patterns missed, by CLI, its version and kind: no_completion (a turn ended by the idle safety net, its completion signal never came), no_options (a prompt published without its choices)",
+            m.detection_failures.clone(),
         );
         registry.register(
             "process_resident_memory_bytes",
@@ -359,6 +373,17 @@ impl Metrics {
         };
     }
 
+    /// Screen detection missed something for `cli` at `version` (see `detection_failures`).
+    pub(crate) fn detection_failure(&self, cli: &str, version: &str, kind: &str) {
+        self.detection_failures
+            .get_or_create(&vec![
+                ("cli", cli.to_string()),
+                ("version", version.to_string()),
+                ("kind", kind.to_string()),
+            ])
+            .inc();
+    }
+
     /// A gateway's report: how many deliveries it made and saw fail on `platform`.
     pub(crate) fn gateway_report(&self, platform: &str, deliveries: u64, deliveries_failed: u64) {
         self.gateway_delivered
@@ -392,12 +417,25 @@ impl Metrics {
     /// resident memory read now.
     pub(crate) fn encode<'a>(
         &self,
-        sessions: impl IntoIterator<Item = (&'a str, State)>,
+        sessions: impl IntoIterator<Item = (&'a str, &'a str, State)>,
     ) -> String {
         let _one = lock(&self.encoding);
         let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
-        for (cli, state) in sessions {
+        let mut versions: HashMap<(&str, &str), i64> = HashMap::new();
+        for (cli, version, state) in sessions {
             *counts.entry((cli, state.as_str())).or_default() += 1;
+            if state != State::Exited {
+                *versions.entry((cli, version)).or_default() += 1;
+            }
+        }
+        self.cli_versions.clear();
+        for ((cli, version), n) in versions {
+            self.cli_versions
+                .get_or_create(&vec![
+                    ("cli", cli.to_string()),
+                    ("version", version.to_string()),
+                ])
+                .set(n);
         }
         self.sessions.clear();
         for ((cli, state), n) in counts {
@@ -559,19 +597,22 @@ mod tests {
                 kind: String::new(),
             },
         );
+        m.detection_failure("claude", "2.1.332", "no_options");
         m.gateway_report("telegram", 40, 3);
         m.gateway_progress("telegram", crate::store::now_ms() - 12_000, 2);
         m.gateway_progress("discord", 0, 0);
         m.rpc("/clibot.v1.Clibot/Status", Duration::from_millis(2));
         m.rpc("/evil/made-up", Duration::from_millis(2));
         let text = m.encode([
-            ("bash", State::Idle),
-            ("bash", State::Idle),
-            ("claude", State::Working),
+            ("bash", "", State::Idle),
+            ("bash", "", State::Idle),
+            ("claude", "2.1.332", State::Working),
         ]);
         for line in [
             "clibot_sessions{cli=\"bash\",state=\"idle\"} 2",
             "clibot_sessions{cli=\"claude\",state=\"working\"} 1",
+            "clibot_cli_sessions{cli=\"claude\",version=\"2.1.332\"} 1",
+            "clibot_detection_failures_total{cli=\"claude\",version=\"2.1.332\",kind=\"no_options\"} 1",
             "clibot_turns_total{cli=\"bash\"} 1",
             "clibot_turn_duration_seconds_count{cli=\"bash\"} 1",
             "clibot_prompts_total{kind=\"confirm\"} 1",
@@ -602,7 +643,7 @@ mod tests {
         );
         assert!(!text.contains("clibot_gateway_last_progress_seconds{platform=\"discord\"}"));
         // A session gone from the table is gone from the gauge.
-        let text = m.encode([("bash", State::Exited)]);
+        let text = m.encode([("bash", "", State::Exited)]);
         assert!(!text.contains("state=\"idle\""), "{text}");
         assert!(
             text.contains("clibot_sessions{cli=\"bash\",state=\"exited\"} 1"),

@@ -294,6 +294,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         resumable,
         server: r.server.clone(),
         unmanaged: r.unmanaged,
+        cli_version: r.cli_version,
     }
 }
 
@@ -309,9 +310,17 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             version,
             readopted,
         }),
-        EventKind::Spawned { cli, dir, args } => {
-            Kind::Spawned(v1::SessionSpawned { cli, dir, args })
-        }
+        EventKind::Spawned {
+            cli,
+            dir,
+            args,
+            cli_version,
+        } => Kind::Spawned(v1::SessionSpawned {
+            cli,
+            dir,
+            args,
+            cli_version,
+        }),
         EventKind::Adopted { cli, tmux_session } => {
             Kind::Adopted(v1::SessionAdopted { cli, tmux_session })
         }

@@ -43,6 +43,17 @@ impl Daemon {
         p.since_ms = first
             .or((p.since_ms > 0).then_some(p.since_ms))
             .unwrap_or_else(crate::store::now_ms);
+        // A dialog that offers choices but was published without them: the pack missed them
+        // (an open question or a password has none).
+        if first.is_none()
+            && p.options.is_empty()
+            && !e.rec.unmanaged
+            && !matches!(p.kind.as_str(), "question" | crate::model::SECRET)
+        {
+            self.inner
+                .metrics
+                .detection_failure(&e.rec.cli, &e.rec.cli_version, "no_options");
+        }
         // What was done while nobody answered it ([`super::unanswered`]) stays done.
         if let Some(c) = e.rec.prompt.as_ref().filter(|c| c.id == p.id) {
             p.reminded = p.reminded.max(c.reminded);

@@ -11,6 +11,7 @@ mod answer;
 mod auto_answer;
 mod bind_rights;
 mod cancel;
+mod cli_version;
 mod confine;
 mod crash_restart;
 mod declared;

@@ -158,9 +158,11 @@ impl Daemon {
                 cli: rec.cli.clone(),
                 dir: rec.dir.display().to_string(),
                 args: rec.args.clone(),
+                cli_version: rec.cli_version.clone(),
             },
         );
-        info!(cli = %rec.cli, dir = %rec.dir.display(), "spawned");
+        info!(cli = %rec.cli, version = %rec.cli_version, dir = %rec.dir.display(), "spawned");
+        self.check_cli_version(&rec);
         // A CLI with hooks is ready when its screen says so; any other program at once.
         let by_hook = self
             .kind_of(&rec.cli)
@@ -315,8 +317,10 @@ impl Daemon {
         if !has_locale && !env.iter().any(|(k, _)| k == "LANG" || k == "LC_ALL") {
             env.push(("LANG".into(), "C.UTF-8".into()));
         }
-        self.check_program(&cli.name, argv.first().map(String::as_str), &env, &rec.dir)
+        let program = self
+            .check_program(&cli.name, argv.first().map(String::as_str), &env, &rec.dir)
             .await?;
+        let version_argv = argv.clone();
         env.push(("CLIBOT_SESSION".into(), rec.name.clone()));
         env.push(("CLIBOT_HOOK_TOKEN".into(), rec.hook_token.clone()));
         env.push(("CLIBOT_SESSION_ID".into(), rec.id.clone()));
@@ -335,18 +339,25 @@ impl Daemon {
             .map(|(_, p)| p.clone())
             .or_else(|| lock(&self.inner.global_path).clone())
             .unwrap_or_default();
-        let socket = match self.jail_for(&rec.owner, &path_for_jail)? {
+        let (socket, jailed) = match self.jail_for(&rec.owner, &path_for_jail)? {
             Some(bwrap) => {
                 let (jailed, hook_socket) = self.jailed_argv(&bwrap, rec, cli, &home, &argv)?;
                 argv = jailed;
                 self.set_jail_home(&rec.name, &home.display().to_string());
-                hook_socket
+                (hook_socket, true)
             }
             None => {
                 self.set_jail_home(&rec.name, "");
-                self.inner.settings.socket.clone()
+                (self.inner.settings.socket.clone(), false)
             }
         };
+        // `PROGRAM --version` runs outside any jail: never for a jailed session (its owner may
+        // have chosen what the program name resolves to) nor for a plain program.
+        let probe = !jailed && cli.adapter != "generic";
+        let version = crate::cli::version::read(&program, &version_argv, probe).await;
+        if let Some(e) = lock(&self.inner.sessions).get_mut(&rec.name) {
+            e.rec.cli_version = version;
+        }
         env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
         let (argv, env) = self.through_launcher(&rec.id, argv, env)?;
         let meta = SessionMeta {
@@ -416,7 +427,7 @@ impl Daemon {
         program: Option<&str>,
         env: &[(String, String)],
         dir: &Path,
-    ) -> Result<(), CoreError> {
+    ) -> Result<PathBuf, CoreError> {
         let program = program.unwrap_or("");
         // tmux's global PATH is asked once and kept: every tmux call costs the server time in
         // proportion to its sessions. A program not found on the kept PATH is looked up again
@@ -433,7 +444,7 @@ impl Daemon {
             (None, _) => self.fresh_global_path().await,
         };
         match crate::cli::program::find(program, &path, dir) {
-            Ok(_) => Ok(()),
+            Ok(found) => Ok(found),
             Err(crate::cli::program::Missing::NotFound) => Err(CoreError::ProgramNotFound {
                 cli: cli.to_string(),
                 program: program.to_string(),

@@ -157,6 +157,9 @@ impl Daemon {
             }
             e.rec.clone()
         };
+        self.inner
+            .metrics
+            .detection_failure(&cli, &rec.cli_version, "no_completion");
         let reply = self
             .kind_of(&cli)
             .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok().as_deref()))

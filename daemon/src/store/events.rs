@@ -48,6 +48,9 @@ pub enum EventKind {
         cli: String,
         dir: String,
         args: Vec<String>,
+        /// The CLI's version (empty: unknown).
+        #[serde(default)]
+        cli_version: String,
     },
     Adopted {
         cli: String,

@@ -1,0 +1,153 @@
+//! Which version of a CLI a session runs, and whether its pattern pack was made for it.
+//!
+//! A CLI that redraws its dialogs breaks screen detection silently: a prompt nobody sees, a
+//! turn that never ends. Knowing the version turns that into something said: each pack names
+//! the versions it was made for (`versions = ">=2.1, <3"` in `patterns.toml`), a session whose
+//! CLI is outside that range says so once, and detection failures are counted per version.
+//!
+//! The version comes from the npm package the program belongs to (instant, no process), else
+//! from `PROGRAM --version` (at most a few seconds, once): cached per binary path, modification
+//! time and size, so a CLI updated in place is read again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+pub use clibot_proto::versions::{Fit, Range, from_output};
+use std::time::{Duration, SystemTime};
+
+/// How long `PROGRAM --version` may take.
+const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The longest version kept (a metric label, an event field).
+const MAX_LEN: usize = 40;
+
+type Key = (PathBuf, Option<SystemTime>, u64);
+
+fn cache() -> &'static Mutex<HashMap<Key, String>> {
+    static CACHE: OnceLock<Mutex<HashMap<Key, String>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The version of the package `path` belongs to: the nearest `package.json` above it with a
+/// `version` (at most six levels up). Empty when there is none.
+pub fn package_version(path: &Path) -> String {
+    // `node_modules/.bin/codex` is a link into the package: look from where it points.
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut dir = real.parent();
+    for _ in 0..6 {
+        let Some(d) = dir else { break };
+        if let Ok(text) = std::fs::read_to_string(d.join("package.json"))
+            && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
+            && let Some(version) = v["version"].as_str()
+        {
+            return clean(version);
+        }
+        dir = d.parent();
+    }
+    String::new()
+}
+
+/// Interpreters a CLI may be started through (`node /x/qwen/cli.js`): the version is the
+/// script's, not theirs.
+const INTERPRETERS: &[&str] = &["node", "nodejs", "bun", "deno", "python", "python3", "env"];
+
+/// The version of the CLI `argv` runs, `program` being `argv[0]` resolved on the session's
+/// PATH. Empty when neither its package nor `--version` tells. `probe`: whether running
+/// `PROGRAM --version` is allowed (not for plain programs such as shells, whose version no
+/// pack depends on).
+pub async fn read(program: &Path, argv: &[String], probe: bool) -> String {
+    let base = program
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let target = match argv.get(1) {
+        Some(script) if INTERPRETERS.contains(&base) && script.contains('/') => {
+            PathBuf::from(script)
+        }
+        _ => program.to_path_buf(),
+    };
+    let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
+    let meta = std::fs::metadata(&real).ok();
+    let key: Key = (
+        real.clone(),
+        meta.as_ref().and_then(|m| m.modified().ok()),
+        meta.as_ref().map_or(0, std::fs::Metadata::len),
+    );
+    if let Some(v) = crate::locking::lock(cache()).get(&key) {
+        return v.clone();
+    }
+    let mut version = package_version(&target);
+    if version.is_empty() && probe && target == program {
+        version = run_version(program).await;
+    }
+    let mut c = crate::locking::lock(cache());
+    if c.len() > 256 {
+        c.clear();
+    }
+    c.insert(key, version.clone());
+    version
+}
+
+/// `PROGRAM --version`, its first version-looking word; empty on failure or timeout.
+async fn run_version(program: &Path) -> String {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    match tokio::time::timeout(VERSION_TIMEOUT, cmd.output()).await {
+        Ok(Ok(out)) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            from_output(&text)
+                .or_else(|| from_output(&String::from_utf8_lossy(&out.stderr)))
+                .unwrap_or_default()
+        }
+        _ => String::new(),
+    }
+}
+
+/// A version as kept: printable, short, without a leading `v`.
+fn clean(v: &str) -> String {
+    v.trim()
+        .trim_start_matches('v')
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        .take(MAX_LEN)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_package_tells_the_version_and_is_cached() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let pkg = d.path().join("node_modules/@x/cli");
+        std::fs::create_dir_all(pkg.join("bin")).expect("mkdir");
+        std::fs::write(
+            pkg.join("package.json"),
+            r#"{"name":"@x/cli","version":"1.4.2"}"#,
+        )
+        .expect("write");
+        let script = pkg.join("bin/cli.js");
+        std::fs::write(&script, "").expect("write");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let argv = ["node".to_string(), script.display().to_string()];
+        assert_eq!(
+            rt.block_on(read(Path::new("/usr/bin/node"), &argv, true)),
+            "1.4.2",
+            "the script's package, not node's"
+        );
+        assert_eq!(
+            rt.block_on(read(&script, &[script.display().to_string()], false)),
+            "1.4.2"
+        );
+        assert_eq!(package_version(Path::new("/nonexistent/x/y")), "");
+    }
+}
