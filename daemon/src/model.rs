@@ -266,6 +266,14 @@ pub enum AnswerStyle {
     Enter,
     /// Right arrow N-1 times, then Enter (a horizontal button row).
     Arrows,
+    /// Press the option's number; the last option is a field for feedback ("No, and tell
+    /// Copilot what to do differently"): its number, a line of text (`No`, or the person's own
+    /// words), Enter. Free text answers through it too.
+    DigitFeedback,
+    /// Down arrow N-1 times from the first, then Enter (a vertical menu without numbers, its
+    /// options the lines below the question up to the key hints); free text goes to its last
+    /// option ("Other (type your answer)").
+    Down,
 }
 
 /// Who asks: the local user, or a chat user relayed by the gateway.

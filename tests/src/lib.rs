@@ -4,11 +4,13 @@
 pub mod asker;
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod fake_discord;
 pub mod fake_feishu;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod live;
+pub mod mock_chat;
 pub mod mock_llm;
 pub mod mock_openai;
 pub mod opencode;

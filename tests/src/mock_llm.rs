@@ -7,7 +7,8 @@
 //! and `POST /v1/messages/count_tokens`. For Gemini CLI (`GOOGLE_GEMINI_BASE_URL`) it speaks
 //! `POST /v1beta/models/{model}:streamGenerateContent?alt=sse` (server-sent `data:` chunks),
 //! `:generateContent` and `:countTokens`. For Codex CLI it speaks `POST /v1/responses`
-//! ([`crate::mock_openai`]). Which reply a request gets is decided by the same [`Rule`]s for all
+//! ([`crate::mock_openai`]); for OpenAI-compatible CLIs (Qwen Code) `POST /v1/chat/completions`
+//! ([`crate::mock_chat`]). Which reply a request gets is decided by the same [`Rule`]s for all
 //! three, matched against the latest user text, so a test can say "when the user writes RUNBASH,
 //! call the shell tool with `touch x`, then say done".
 //!
@@ -302,6 +303,10 @@ async fn handle(
         (&Method::POST, "/v1/responses") => {
             Ok(crate::mock_openai::handle_responses(&state, &bytes).await)
         }
+        (&Method::POST, "/v1/chat/completions") => {
+            Ok(crate::mock_chat::handle_chat(&state, &bytes).await)
+        }
+        (&Method::GET, "/v1/models") => Ok(crate::mock_chat::models()),
         (&Method::POST, "/v1/messages") => {
             let body: Value = match serde_json::from_slice(&bytes) {
                 Ok(v) => v,

@@ -146,6 +146,9 @@ fn the_screen_corpus_reads_as_expected() {
         .parse()
         .expect("expected.toml is TOML");
     let screens = table["screen"].as_array().expect("[[screen]] entries");
+    let packs: toml::Table = include_str!("../../daemon/src/cli/patterns.toml")
+        .parse()
+        .expect("patterns.toml");
     // Every captured screen has its expectation.
     let listed: Vec<&str> = screens.iter().filter_map(|s| s["file"].as_str()).collect();
     for f in std::fs::read_dir(&dir).expect("screens") {
@@ -174,7 +177,10 @@ fn the_screen_corpus_reads_as_expected() {
         check(
             "prompt",
             got_kind.into(),
-            s["prompt"].as_str().unwrap_or("none").into(),
+            s.get("prompt")
+                .and_then(toml::Value::as_str)
+                .unwrap_or("none")
+                .into(),
         );
         if let Some(n) = s.get("options").and_then(toml::Value::as_integer) {
             let got = v["prompt"]["options"].as_array().map_or(0, Vec::len);
@@ -187,6 +193,27 @@ fn the_screen_corpus_reads_as_expected() {
         for flag in ["busy", "idle", "interrupted"] {
             let want = s.get(flag).and_then(toml::Value::as_bool).unwrap_or(false);
             check(flag, v[flag].to_string(), want.to_string());
+        }
+        check(
+            "error",
+            v["error"]["kind"].as_str().unwrap_or("none").into(),
+            s.get("error")
+                .and_then(toml::Value::as_str)
+                .unwrap_or("none")
+                .into(),
+        );
+        // Each screen belongs to a version its CLI's pack was made for.
+        let version = s.get("version").and_then(toml::Value::as_str).unwrap_or("");
+        let range = packs
+            .get(cli)
+            .and_then(|p| p.get("versions"))
+            .and_then(toml::Value::as_str)
+            .unwrap_or("");
+        let fit = clibot_proto::versions::Range::parse(range).map(|r| r.fit(version));
+        if fit != Ok(clibot_proto::versions::Fit::Inside) {
+            wrong.push(format!(
+                "{file}: captured with {cli} {version:?}, outside its pack's versions {range:?}"
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -356,6 +356,7 @@ mod tests {
             api_secret: "",
             resume: false,
             conversation: "",
+            env: &Default::default(),
         });
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");

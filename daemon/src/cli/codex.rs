@@ -199,6 +199,7 @@ mod tests {
             api_secret: "",
             resume: false,
             conversation: "",
+            env: &Default::default(),
         });
         assert_eq!(
             l.args,
@@ -219,6 +220,7 @@ mod tests {
             api_secret: "",
             resume: true,
             conversation: "",
+            env: &Default::default(),
         });
         assert_eq!(resumed.args, ["resume", "--last", "--no-daemon"]);
         // A named conversation (`spawn --resume`, `clibotctl resume`) is resumed by its id.
@@ -233,6 +235,7 @@ mod tests {
             api_secret: "",
             resume: true,
             conversation: "0199-thread",
+            env: &Default::default(),
         });
         assert_eq!(named.args, ["resume", "0199-thread", "--no-daemon"]);
     }

@@ -262,6 +262,15 @@ impl Pack {
                 Vec::new()
             } else if !rule.options.is_empty() {
                 rule.options.clone()
+            } else if rule.answer == AnswerStyle::Down {
+                // Below the question's own line (a pattern may start matching above it).
+                let after = caps.name("q").map_or(line_end, |q| {
+                    tail[q.end()..]
+                        .find('\n')
+                        .map_or(tail.len(), |i| q.end() + i)
+                });
+                let below: Vec<&str> = tail[after..].lines().collect();
+                menu_options(&below)
             } else {
                 let below = numbered_options(&from_match);
                 // Only a line-oriented menu ("Select an option [1-3]:") lists its options
@@ -428,6 +437,24 @@ fn range_options(question: &str) -> Vec<String> {
         (Ok(a), Ok(b)) if a <= b && b - a < 20 => (a..=b).map(|n| n.to_string()).collect(),
         _ => Vec::new(),
     }
+}
+
+/// The options of a vertical menu without numbers: the lines below the question up to its
+/// key hints (`↑/↓ select`), the cursor `❯` taken off; a field label ending in `:` is not one.
+fn menu_options(lines: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in lines {
+        let l = clean_line(l);
+        if l.contains("↑/↓") || l.starts_with('─') {
+            break;
+        }
+        let label = l.trim_start_matches(['❯', '›', '>']).trim();
+        if label.is_empty() || label.ends_with(':') {
+            continue;
+        }
+        out.push(label.to_string());
+    }
+    if out.len() > 20 { Vec::new() } else { out }
 }
 
 /// The options of a numbered menu ("❯ 1. Yes", "  2) No"), in order, numbered from 1 without

@@ -84,6 +84,7 @@ impl Adapter for Gemini {
             env: vec![("GEMINI_CLI_HOME".into(), home.display().to_string())],
             files: vec![(dir.join("settings.json"), settings.to_string())],
             links,
+            dirs: Vec::new(),
         }
     }
 
@@ -235,6 +236,7 @@ mod tests {
             api_secret: "",
             resume: false,
             conversation: "",
+            env: &Default::default(),
         });
         assert_eq!(
             l.env,

@@ -43,6 +43,16 @@ pub struct LaunchContext<'a> {
     /// The conversation to continue, when one was named (`spawn --resume ID`, `resume`);
     /// empty: the CLI's own choice (clibot's id for Claude Code, the latest for the others).
     pub conversation: &'a str,
+    /// The environment the CLI is given by its `[cli.NAME] env` and the spawn request (the
+    /// latter wins), before clibot's own variables.
+    pub env: &'a std::collections::BTreeMap<String, String>,
+}
+
+impl LaunchContext<'_> {
+    /// A variable of [`LaunchContext::env`].
+    pub fn env_value(&self, key: &str) -> Option<&str> {
+        self.env.get(key).map(String::as_str)
+    }
 }
 
 /// Extra arguments and environment for a launch.
@@ -54,6 +64,9 @@ pub struct Launch {
     pub files: Vec<(std::path::PathBuf, String)>,
     /// Symbolic links to create (link, target) before the CLI starts.
     pub links: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// Directories to create (mode 0700, when missing) before the links: targets the CLI
+    /// would create itself on a first run.
+    pub dirs: Vec<std::path::PathBuf>,
 }
 
 /// What a hook call means.
@@ -63,6 +76,14 @@ pub enum HookSignal {
     TurnStarted,
     /// A turn ended with this final reply.
     TurnCompleted { text: String },
+    /// A turn ended; its reply is in the CLI's records at `path`, which the CLI may write only
+    /// after the hook returns: the daemon reads it with `read(path, stamp)` (`None`: not there
+    /// yet) for a few seconds, after answering the hook.
+    TurnCompletedIn {
+        path: std::path::PathBuf,
+        stamp: i64,
+        read: ReplyReader,
+    },
     /// The CLI asks for permission or asks a question; the hook can carry the answer back.
     Prompt {
         kind: String,
@@ -77,6 +98,23 @@ pub enum HookSignal {
     Error { kind: String, message: String },
     /// Nothing the daemon acts on.
     Ignore,
+}
+
+/// Reads a turn's reply from a CLI's records ([`HookSignal::TurnCompletedIn`]). Code, not
+/// data: any two compare equal.
+#[derive(Clone, Copy)]
+pub struct ReplyReader(pub fn(&std::path::Path, i64) -> Option<String>);
+
+impl PartialEq for ReplyReader {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for ReplyReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplyReader")
+    }
 }
 
 /// A chosen answer.
@@ -152,11 +190,13 @@ pub(crate) use spec::builtin_clis;
 pub use spec::{CliOverride, CliSpec, OnPromptTimeout, OnTurnTimeout, PromptPolicy, RestartPolicy};
 mod claude;
 mod codex;
+mod copilot;
 mod gemini;
 pub mod opencode;
 
 pub use claude::{Claude, claude_transcript_reply};
 pub use codex::Codex;
+pub use copilot::{Copilot, copilot_transcript_reply};
 pub use gemini::{Gemini, gemini_transcript_reply};
 pub use opencode::OpenCode;
 
@@ -179,12 +219,15 @@ pub fn adapter(name: &str) -> Box<dyn Adapter> {
         "gemini" => Box::new(Gemini),
         "codex" => Box::new(Codex),
         "opencode" => Box::new(OpenCode),
+        "copilot" => Box::new(Copilot),
         _ => Box::new(Generic),
     }
 }
 
 /// Known adapter names, for config validation.
-pub const ADAPTERS: &[&str] = &["generic", "claude", "gemini", "codex", "opencode"];
+pub const ADAPTERS: &[&str] = &[
+    "generic", "claude", "gemini", "codex", "opencode", "copilot", "qwen",
+];
 
 /// Turns the person's answer into a choice: an option number, a word ("yes", "no",
 /// "always"), an option's label, or free text where the prompt takes it.
@@ -231,7 +274,8 @@ pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
     if let Some(i) = pick {
         return Ok(Choice::Option(i));
     }
-    if p.kind == "question" {
+    // Words that pick no option: an open question's answer, or the feedback that says no.
+    if p.kind == "question" || (p.answer == AnswerStyle::DigitFeedback && n > 0) {
         return Ok(Choice::Text(a.to_string()));
     }
     Err(format!(
@@ -285,10 +329,23 @@ pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String
         };
     }
     Ok(match (p.answer, choice) {
+        (AnswerStyle::DigitFeedback, Choice::Option(i)) if *i < 9 => {
+            let digit = Stroke::Key(Key::Char(char::from(b'1' + *i as u8)));
+            if *i + 1 == p.options.len() {
+                vec![digit, Stroke::Text("No".into()), enter]
+            } else {
+                vec![digit]
+            }
+        }
+        (AnswerStyle::DigitFeedback, Choice::Text(t)) if (1..=9).contains(&p.options.len()) => {
+            let last = char::from(b'0' + p.options.len() as u8);
+            let line = t.replace(['\n', '\r'], " ");
+            vec![Stroke::Key(Key::Char(last)), Stroke::Text(line), enter]
+        }
         (AnswerStyle::Digit, Choice::Option(i)) if *i < 9 => {
             vec![Stroke::Key(Key::Char(char::from(b'1' + *i as u8)))]
         }
-        (AnswerStyle::Digit, Choice::Option(i)) => {
+        (AnswerStyle::Digit | AnswerStyle::DigitFeedback, Choice::Option(i)) => {
             // Menus longer than nine: move down from the first option.
             let mut v = vec![Stroke::Key(Key::Named("Home".into()))];
             v.extend((0..*i).map(|_| Stroke::Key(Key::Named("Down".into()))));
@@ -303,6 +360,21 @@ pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String
         }
         (AnswerStyle::Line, Choice::Text(t)) => vec![Stroke::Text(t.clone()), enter],
         (AnswerStyle::Enter, _) => vec![enter],
+        (AnswerStyle::Down, Choice::Option(i)) => {
+            let mut v: Vec<Stroke> = (0..*i)
+                .map(|_| Stroke::Key(Key::Named("Down".into())))
+                .collect();
+            v.push(enter);
+            v
+        }
+        (AnswerStyle::Down, Choice::Text(t)) if !p.options.is_empty() => {
+            let mut v: Vec<Stroke> = (1..p.options.len())
+                .map(|_| Stroke::Key(Key::Named("Down".into())))
+                .collect();
+            v.push(Stroke::Text(t.replace(['\n', '\r'], " ")));
+            v.push(enter);
+            v
+        }
         (AnswerStyle::Arrows, Choice::Option(i)) => {
             let mut v: Vec<Stroke> = (0..*i)
                 .map(|_| Stroke::Key(Key::Named("Right".into())))

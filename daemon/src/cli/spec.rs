@@ -181,6 +181,14 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
         mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
         mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
         mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),
+        mk(
+            "copilot",
+            vec!["copilot".into()],
+            300,
+            &["C-c", "C-c"],
+            None,
+        ),
+        mk("qwen", vec!["qwen".into()], 300, &["C-c", "C-c"], None),
         mk("shell", vec![shell], 50, &["C-c"], Some("exit")),
     ]
     .into_iter()

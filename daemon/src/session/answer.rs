@@ -126,7 +126,7 @@ impl Daemon {
             // By keys or through the hook, the dialog may linger while the CLI closes it.
             let sig = hook_reply
                 .is_none()
-                .then(|| signature(&p.kind, &p.text, &p.options, &p.subject));
+                .then(|| signature(&p.kind, &p.text, &p.subject));
             e.rt.answered_screen = Some((sig, Instant::now(), false));
             e.rec.prompt = None;
             e.rt.turn.prompt_resolved();
@@ -248,7 +248,16 @@ impl Daemon {
         target: &str,
         strokes: &[Stroke],
     ) -> Result<(), CoreError> {
-        for s in strokes {
+        let mut last_text = false;
+        for (i, s) in strokes.iter().enumerate() {
+            // A TUI may switch to a text field on the key before the text (Copilot's "No, and
+            // tell…" option), and take an Enter that follows typed text too quickly as part of
+            // it: a moment between them.
+            let text = matches!(s, Stroke::Text(_));
+            if i > 0 && (text || last_text) {
+                tokio::time::sleep(Duration::from_millis(120)).await;
+            }
+            last_text = text;
             match s {
                 Stroke::Key(k) => {
                     self.mux_of(name)

@@ -63,7 +63,7 @@ impl Daemon {
                     .collect::<Result<_, _>>()?;
                 let _g = input.lock().await;
                 let mux = self.mux_of(name);
-                mux.send_keys(rec.target(), &parsed).await?;
+                press_apart(mux.as_ref(), rec.target(), &parsed).await?;
                 // A TUI may not take the key yet (Gemini CLI ignores Esc for a moment after a
                 // request starts): while its screen still says it works, pressed again.
                 let pack = self.kind_of(&rec.cli).map(|(_, p)| p);
@@ -82,7 +82,7 @@ impl Daemon {
                             session = name,
                             "still working after the cancel keys; pressing them again"
                         );
-                        mux.send_keys(rec.target(), &parsed).await?;
+                        press_apart(mux.as_ref(), rec.target(), &parsed).await?;
                     }
                 }
                 let after: Vec<Key> = adapter
@@ -187,4 +187,20 @@ impl Daemon {
         }
         Ok((dropped, left))
     }
+}
+
+/// Presses `keys` one at a time, a moment apart: a TUI that wants Esc twice (Copilot CLI) reads
+/// two that arrive together as one escape sequence.
+async fn press_apart(
+    mux: &dyn crate::tmux::Mux,
+    target: &str,
+    keys: &[Key],
+) -> Result<(), crate::tmux::MuxError> {
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        }
+        mux.send_keys(target, std::slice::from_ref(k)).await?;
+    }
+    Ok(())
 }

@@ -16,6 +16,9 @@ use crate::store::events::EventKind;
 
 use super::shared::*;
 
+/// How long a turn's reply is looked for in the CLI's records after its completion hook.
+const RECORDS_WAIT: Duration = Duration::from_secs(5);
+
 impl Daemon {
     /// A hook call from a CLI: authenticated by the session id and token given at spawn.
     pub async fn hook(
@@ -37,10 +40,12 @@ impl Daemon {
         };
         // A jailed CLI reports paths as it sees them; its transcripts lie in its own copy of
         // its state on the host.
-        if !rec.jail_home.is_empty()
-            && let Some(Value::String(p)) = payload.get_mut("transcript_path")
-        {
-            *p = self.host_path(&rec, p);
+        if !rec.jail_home.is_empty() {
+            for key in ["transcript_path", "transcriptPath"] {
+                if let Some(Value::String(p)) = payload.get_mut(key) {
+                    *p = self.host_path(&rec, p);
+                }
+            }
         }
         let event = if event.is_empty() {
             payload
@@ -57,11 +62,30 @@ impl Daemon {
         let span = info_span!("session", session = %name);
         async {
             debug!(event, "hook");
-            let signal = adapter.hook(&event, &payload);
+            // Interpreting may read the CLI's files (its transcript, which may still be
+            // being written): off the async threads.
+            let (ev, body) = (event.clone(), payload.clone());
+            let signal = tokio::task::spawn_blocking(move || adapter.hook(&ev, &body))
+                .await
+                .unwrap_or(HookSignal::Ignore);
             self.apply_signal(&name, signal, payload).await
         }
         .instrument(span)
         .await
+    }
+
+    /// A completion hook's reply: the turn ends with it, unless the safety net already ended
+    /// this turn with this very reply (the hook is late, not a new turn).
+    fn hook_completed(&self, name: &str, text: String) {
+        let late = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
+            let same = e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
+            e.rt.turn.hook_completed_late(same)
+        });
+        if late {
+            debug!("a completion hook for a turn already ended; ignored");
+        } else {
+            self.complete_turn(name, text, "hook");
+        }
     }
 
     /// What a hook call (or the CLI's API) says happened, applied to the session.
@@ -83,18 +107,31 @@ impl Daemon {
                     Ok(String::new())
                 }
                 HookSignal::TurnCompleted { text } => {
-                    // The safety net already ended this turn with this very reply: the hook is
-                    // late, not a new turn.
-                    let late = lock(&self.inner.sessions).get_mut(&name).is_some_and(|e| {
-                        let same =
-                            e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
-                        e.rt.turn.hook_completed_late(same)
+                    self.hook_completed(&name, text);
+                    Ok(String::new())
+                }
+                HookSignal::TurnCompletedIn { path, stamp, read } => {
+                    // The hook is answered now: the CLI may write its records only after it.
+                    let (d, name) = (self.clone(), name.clone());
+                    tokio::spawn(async move {
+                        let deadline = Instant::now() + RECORDS_WAIT;
+                        let text = loop {
+                            let p = path.clone();
+                            let got = tokio::task::spawn_blocking(move || (read.0)(&p, stamp))
+                                .await
+                                .ok()
+                                .flatten();
+                            if let Some(text) = got {
+                                break text;
+                            }
+                            if Instant::now() >= deadline || d.inner.shutdown.is_cancelled() {
+                                info!("the turn's reply never reached the CLI's records");
+                                break String::new();
+                            }
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        };
+                        d.hook_completed(&name, text);
                     });
-                    if late {
-                        debug!("a completion hook for a turn already ended; ignored");
-                    } else {
-                        self.complete_turn(&name, text, "hook");
-                    }
                     Ok(String::new())
                 }
                 HookSignal::Error { kind, message } => {

@@ -83,9 +83,9 @@ impl Daemon {
                     // frames): not a new prompt. One still there after that is published.
                     let lingering = e.rt.answered_screen.as_ref().is_some_and(|(sig, at, _)| {
                         now.duration_since(*at) < ANSWERED_LINGER
-                            && sig.as_ref().is_none_or(|s| {
-                                *s == signature(&sp.kind, &sp.text, &sp.options, &sp.subject)
-                            })
+                            && sig
+                                .as_ref()
+                                .is_none_or(|s| *s == signature(&sp.kind, &sp.text, &sp.subject))
                     });
                     // Looked at again when the lingering ends (no output may come to wake the
                     // watcher: the CLI waits for its answer).

@@ -268,6 +268,8 @@ impl Daemon {
             .map(PathBuf::from)
             .unwrap_or_else(|| expand_home(Path::new("~")));
         if let Some((adapter, _)) = self.kind_of(&cli.name) {
+            let mut given = cli.env.clone();
+            given.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             let (hook_command, hook_argv) = self.hook_command(&cli.name);
             let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
             let launch = adapter.launch(&crate::cli::LaunchContext {
@@ -281,6 +283,7 @@ impl Daemon {
                 api_secret: &rec.hook_token,
                 resume: resume || !req.resume.is_empty(),
                 conversation: &req.resume,
+                env: &given,
             });
             let state_err = |path: &Path| {
                 let path = path.to_path_buf();
@@ -291,6 +294,9 @@ impl Daemon {
                     create_private_dir(parent).map_err(state_err(parent))?;
                 }
                 write_private(path, content).map_err(state_err(path))?;
+            }
+            for dir in &launch.dirs {
+                create_private_dir(dir).map_err(state_err(dir))?;
             }
             for (link, target) in &launch.links {
                 if let Some(parent) = link.parent() {
