@@ -15,6 +15,7 @@ pub mod mock_llm;
 pub mod mock_openai;
 pub mod opencode;
 pub mod procs;
+pub mod qwen;
 pub mod sshd;
 pub mod tmux_driver;
 

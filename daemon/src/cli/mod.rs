@@ -96,6 +96,9 @@ pub enum HookSignal {
     },
     /// The turn ended with an error.
     Error { kind: String, message: String },
+    /// The CLI waits for input again: a turn that ended without its completion hook (refused
+    /// at a dialog, cancelled at the desk) is over, if the screen agrees.
+    Idle,
     /// Nothing the daemon acts on.
     Ignore,
 }
@@ -193,12 +196,14 @@ mod codex;
 mod copilot;
 mod gemini;
 pub mod opencode;
+mod qwen;
 
 pub use claude::{Claude, claude_transcript_reply};
 pub use codex::Codex;
 pub use copilot::{Copilot, copilot_transcript_reply};
 pub use gemini::{Gemini, gemini_transcript_reply};
 pub use opencode::OpenCode;
+pub use qwen::{Qwen, qwen_transcript_reply};
 
 /// Any program: completion by quiescence, prompts by patterns.
 pub struct Generic;
@@ -220,6 +225,7 @@ pub fn adapter(name: &str) -> Box<dyn Adapter> {
         "codex" => Box::new(Codex),
         "opencode" => Box::new(OpenCode),
         "copilot" => Box::new(Copilot),
+        "qwen" => Box::new(Qwen),
         _ => Box::new(Generic),
     }
 }

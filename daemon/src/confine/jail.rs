@@ -21,6 +21,8 @@ pub fn cli_state_paths(adapter: &str) -> &'static [(&'static str, bool)] {
         "claude" => &[(".claude", true), (".claude.json", false)],
         "codex" => &[(".codex", true)],
         "gemini" => &[(".gemini", true)],
+        "copilot" => &[(".copilot", true)],
+        "qwen" => &[(".qwen", true)],
         "opencode" => &[
             (".config/opencode", true),
             (".local/share/opencode", true),

@@ -62,6 +62,12 @@ const KINDS: &[(&str, &[&str], &[&str])] = &[
         &["/opencode-ai/", "/opencode-linux-", "/opencode-darwin-"],
         &["opencode", "opencode.exe"],
     ),
+    (
+        "copilot",
+        &["/@github/copilot/", "/@github/copilot-"],
+        &["copilot"],
+    ),
+    ("qwen", &["/@qwen-code/qwen-code/"], &["qwen"]),
 ];
 
 /// Interpreters that run a CLI's script (the script is then the next argument).

@@ -88,6 +88,31 @@ impl Daemon {
         }
     }
 
+    /// The CLI says it waits for input: a turn still running in clibot's view ended without
+    /// its completion hook (a refusal at a dialog, a cancel at the desk) and is over — when the
+    /// screen agrees. The notice may come late, after the next input was typed: then the
+    /// screen shows that turn working (or the typed text) and nothing is ended.
+    async fn idle_again(&self, name: &str) {
+        let Some((target, pack, running)) = lock(&self.inner.sessions).get(name).and_then(|e| {
+            let running = e.rt.turn.started.is_some() && e.rec.prompt.is_none();
+            self.kind_of(&e.rec.cli)
+                .map(|(_, p)| (e.rec.target().to_string(), p, running))
+        }) else {
+            return;
+        };
+        if !running {
+            return;
+        }
+        let Ok(screen) = self.mux_of(name).capture(&target, None, false).await else {
+            return;
+        };
+        let a = pack.analyze(&screen);
+        if a.settled && a.idle && a.prompt.is_none() {
+            info!("the CLI waits for input and no completion hook came: the turn is over");
+            self.complete_turn_once(name, String::new(), "hook");
+        }
+    }
+
     /// What a hook call (or the CLI's API) says happened, applied to the session.
     pub(crate) async fn apply_signal(
         &self,
@@ -108,6 +133,10 @@ impl Daemon {
                 }
                 HookSignal::TurnCompleted { text } => {
                     self.hook_completed(&name, text);
+                    Ok(String::new())
+                }
+                HookSignal::Idle => {
+                    self.idle_again(&name).await;
                     Ok(String::new())
                 }
                 HookSignal::TurnCompletedIn { path, stamp, read } => {

@@ -1,0 +1,275 @@
+//! End to end with the real Qwen Code (pinned in tests/node, run with tests/node-runtime's
+//! Node.js) driven by clibotd, offline, against the mock's Chat Completions API: the reply from
+//! the `Stop` hook, a shell command's dialog answered Yes and No from the fake Telegram (a No
+//! ends the turn without `Stop`: the idle notification does) and at the terminal, messages sent
+//! the instant each reply lands, a daemon killed mid-turn, a cancel, and a hibernated session
+//! woken with its conversation.
+//!
+//! Never skipped: without `tests/node` installed they fail and say how to install it.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clibot_tests::fake_telegram::{self, FakeTelegram, Sent, texts};
+use clibot_tests::live;
+use clibot_tests::mock_llm::{MockLlm, Rule};
+use clibot_tests::qwen::{QwenHome, UNSET_ENV, require_qwen};
+use clibot_tests::{Harness, tested_version};
+use serde_json::{Value, json};
+
+/// The clibot session every test runs.
+const SESSION: &str = "qw";
+
+const ADMIN: i64 = 100;
+
+const REPLY: &str = "Hello from the mock model.\nThis is line two.";
+const DONE: &str = "All done: the command ran.";
+
+struct Setup {
+    h: Harness,
+    mock: MockLlm,
+    work: PathBuf,
+    home: QwenHome,
+}
+
+/// A daemon whose `qwen` CLI is the pinned Qwen Code in a seeded private home, talking to a
+/// mock with `rules(work_dir)`; session `qw` spawned in the work directory and ready.
+fn setup(rules: impl Fn(&Path) -> Vec<Rule>, extra: &str) -> Setup {
+    require_qwen();
+    let mut h = Harness::with_config(extra);
+    let work = h.work.clone();
+    let mock = MockLlm::start(rules(&work));
+    let home = QwenHome::new(&h.dir.path().join("qwen"), &mock.url());
+    h.add_cli("qwen", &home.argv(), &home.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", SESSION, "--cli", "qwen", "--dir", &w]);
+    wait_event(&h, "the session to be ready", |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    Setup {
+        h,
+        mock,
+        work,
+        home,
+    }
+}
+
+fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    h.wait_event(SESSION, what, Duration::from_secs(60), pred)
+}
+
+fn wait_event_after(h: &Harness, seq: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    wait_event(h, what, |e| {
+        e["seq"].as_u64().is_some_and(|s| s > seq) && pred(e)
+    })
+}
+
+/// The model runs `touch <work>/<file>` with Qwen Code's shell tool, which asks first; after
+/// it, the model says [`DONE`].
+fn touch_rule(work: &Path, trigger: &str, file: &str) -> Rule {
+    Rule::tool(
+        trigger,
+        "run_shell_command",
+        json!({
+            "command": format!("touch {}", work.join(file).display()),
+            "description": "Create a marker file",
+            "is_background": false,
+        }),
+        DONE,
+    )
+}
+
+fn rules(work: &Path) -> Vec<Rule> {
+    vec![
+        Rule::text("say hello", REPLY),
+        touch_rule(work, "RUNCMD one", "one.txt"),
+        touch_rule(work, "RUNCMD two", "two.txt"),
+        touch_rule(work, "RUNCMD desk", "desk.txt"),
+        Rule::text("after the no", "Understood, nothing ran."),
+    ]
+}
+
+#[test]
+fn real_cli_a_reply_arrives_as_turn_completed_with_the_exact_text() {
+    let s = setup(rules, "");
+    let since = live::last_seq(&s.h);
+    s.h.ctl_ok(&["send", SESSION, "please say hello"]);
+    let done = wait_event_after(&s.h, since, "the reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], REPLY, "{done}");
+    assert_eq!(done["source"], "hook", "the Stop hook ended it: {done}");
+    // The version the session runs, read from the package.
+    let list: Value = serde_json::from_str(&s.h.ctl_ok(&["list", "--json"])).expect("json");
+    assert_eq!(
+        list[0]["cli_version"],
+        tested_version("qwen").as_str(),
+        "{list}"
+    );
+    // The user's own settings were not edited (clibot's hooks are in the session's own), and
+    // the conversation is in the user's own projects, under the id clibot chose.
+    let settings =
+        std::fs::read_to_string(s.home.qwen_dir().join("settings.json")).expect("settings.json");
+    assert!(!settings.contains("clibotctl"), "{settings}");
+    let chats: Vec<PathBuf> = std::fs::read_dir(s.home.qwen_dir().join("projects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|p| {
+            std::fs::read_dir(p.path().join("chats"))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(chats.len(), 1, "{chats:?}");
+}
+
+fn said(tg: &FakeTelegram, what: &str, needle: &str) -> Vec<Sent> {
+    tg.wait_sent(what, |s| texts(s, ADMIN).iter().any(|t| t.contains(needle)))
+}
+
+/// The prompt message in the chat whose text holds `needle`, with its buttons.
+fn prompt_message(tg: &FakeTelegram, needle: &str) -> Sent {
+    let sent = tg.wait_sent("the prompt with buttons", |s| {
+        s.iter()
+            .any(|m| m.chat_id == ADMIN && m.text.contains(needle) && m.reply_markup.is_some())
+    });
+    sent.into_iter()
+        .rev()
+        .find(|m| m.chat_id == ADMIN && m.text.contains(needle) && m.reply_markup.is_some())
+        .expect("prompt")
+}
+
+/// The callback data of the button on row `row`.
+fn button(m: &Sent, row: usize) -> String {
+    m.reply_markup.as_ref().expect("buttons")["inline_keyboard"][row][0]["callback_data"]
+        .as_str()
+        .expect("callback data")
+        .to_string()
+}
+
+#[test]
+fn real_cli_a_permission_answered_yes_then_no_from_telegram() {
+    let s = setup(
+        rules,
+        &format!("\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\n"),
+    );
+    let (tg, mut g) = fake_telegram::with_gateway(&s.h);
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!use {SESSION}"));
+    said(&tg, "bound", SESSION);
+
+    // Yes: the command runs and the turn's reply reaches the chat.
+    tg.push_message(ADMIN, ADMIN, "Owner", "please RUNCMD one");
+    let prompt = prompt_message(&tg, "one.txt");
+    assert!(
+        prompt.text.contains("touch ") && prompt.text.contains("Yes"),
+        "{}",
+        prompt.text
+    );
+    let rows = prompt.reply_markup.as_ref().expect("buttons")["inline_keyboard"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(
+        rows, 4,
+        "Yes, always here, always for this user, No: {prompt:?}"
+    );
+    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &button(&prompt, 0));
+    said(&tg, "the reply after Yes", DONE);
+    assert!(s.work.join("one.txt").exists(), "the command ran");
+
+    // No: nothing runs and the turn ends (Qwen Code sends no Stop: its idle notification
+    // ends it), and the session answers the next message.
+    let since = live::last_seq(&s.h);
+    tg.push_message(ADMIN, ADMIN, "Owner", "please RUNCMD two");
+    let prompt = prompt_message(&tg, "two.txt");
+    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &button(&prompt, 3));
+    let resolved = wait_event_after(&s.h, since, "the No", |e| e["type"] == "prompt_resolved");
+    assert_eq!(resolved["by"], "clibot", "{resolved}");
+    wait_event_after(&s.h, since, "the turn after the No", |e| {
+        e["type"] == "turn_completed"
+    });
+    assert!(!s.work.join("two.txt").exists(), "the command did not run");
+    tg.push_message(ADMIN, ADMIN, "Owner", "please say hello");
+    said(&tg, "the next reply", "This is line two.");
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
+    let s = setup(rules, "");
+    let since = live::last_seq(&s.h);
+    s.h.ctl_ok(&["send", SESSION, "please RUNCMD desk"]);
+    let waiting = wait_event_after(&s.h, since, "the dialog", |e| {
+        e["type"] == "waiting" && e["options"].as_array().is_some_and(|o| o.len() == 4)
+    });
+    assert_eq!(waiting["kind"], "permission", "{waiting}");
+    assert!(
+        waiting["subject"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("desk.txt")),
+        "{waiting}"
+    );
+    // The person at the desk reads the dialog, then presses 1 in the real terminal.
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        s.h.tmux(&["send-keys", "-t", SESSION, "1"])
+            .status
+            .success()
+    );
+    let resolved = wait_event_after(&s.h, since, "resolved at the terminal", |e| {
+        e["type"] == "prompt_resolved"
+    });
+    assert_eq!(resolved["by"], "terminal", "{resolved}");
+    let done = wait_event_after(&s.h, since, "the turn", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], DONE, "{done}");
+    assert!(s.work.join("desk.txt").exists());
+    // A late answer through clibot is refused: the prompt is gone.
+    let late = s.h.ctl_err(&["answer", SESSION, "1"]);
+    assert!(!late.is_empty());
+}
+
+#[test]
+fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies() {
+    let s = setup(|_| live::numbered_rules(5), "");
+    live::rapid_turns(&s.h, SESSION, 5, true, Duration::from_secs(60));
+}
+
+#[test]
+fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
+    let mut s = setup(
+        |_| {
+            vec![
+                Rule::text("slow question", "The slow answer."),
+                Rule::text("next question", "The next answer."),
+            ]
+        },
+        "",
+    );
+    live::restart_mid_turn(
+        &mut s.h,
+        &s.mock,
+        SESSION,
+        ("please answer the slow question", "The slow answer."),
+        ("please answer the next question", "The next answer."),
+        true,
+        UNSET_ENV,
+        Duration::from_secs(60),
+    );
+}
+
+#[test]
+fn real_cli_cancel_interrupts_a_long_turn_and_the_next_one_runs() {
+    let s = setup(|_| live::cancel_rules(), "");
+    live::cancel_long_turn(&s.h, SESSION, &s.mock, "keys C-u Escape");
+}
+
+#[test]
+fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
+    let s = setup(|_| live::wake_rules(), "");
+    live::hibernate_and_wake(&s.h, SESSION, "qwen", &s.mock, |text| {
+        s.h.ctl_ok(&["send", SESSION, text]);
+    });
+}
