@@ -14,6 +14,8 @@ pub enum Cli {
     Codex,
     Gemini,
     OpenCode,
+    Copilot,
+    Qwen,
 }
 
 /// One event clibot hooks: its name, its timeout in the CLI's unit, and the matcher (if any)
@@ -58,11 +60,37 @@ const GEMINI_EVENTS: &[Event] = &[
     ev("Notification", 10_000, Some("")),
 ];
 
+/// Copilot CLI's timeouts are seconds (`timeoutSec`); its hooks name no event in their
+/// payload, so the command carries it.
+const COPILOT_EVENTS: &[Event] = &[
+    ev("userPromptSubmitted", 30, None),
+    ev("agentStop", 30, None),
+    ev("permissionRequest", 30, None),
+    ev("errorOccurred", 30, None),
+];
+
+/// Qwen Code reads Claude Code's hook names and shape; timeouts in seconds.
+const QWEN_EVENTS: &[Event] = &[
+    ev("UserPromptSubmit", 30, Some("*")),
+    ev("Stop", 30, Some("*")),
+    ev("StopFailure", 30, Some("*")),
+    ev("Notification", 30, Some("*")),
+    ev("PermissionRequest", 30, Some("*")),
+];
+
 impl Cli {
-    pub const ALL: [Cli; 4] = [Cli::Claude, Cli::Codex, Cli::Gemini, Cli::OpenCode];
+    pub const ALL: [Cli; 6] = [
+        Cli::Claude,
+        Cli::Codex,
+        Cli::Gemini,
+        Cli::OpenCode,
+        Cli::Copilot,
+        Cli::Qwen,
+    ];
 
     /// The names `--cli` accepts.
-    pub const NAMES: [&'static str; 4] = ["claude", "codex", "gemini", "opencode"];
+    pub const NAMES: [&'static str; 6] =
+        ["claude", "codex", "gemini", "opencode", "copilot", "qwen"];
 
     pub fn from_name(name: &str) -> Option<Cli> {
         Cli::ALL.into_iter().find(|c| c.name() == name)
@@ -74,6 +102,8 @@ impl Cli {
             Cli::Codex => "codex",
             Cli::Gemini => "gemini",
             Cli::OpenCode => "opencode",
+            Cli::Copilot => "copilot",
+            Cli::Qwen => "qwen",
         }
     }
 
@@ -84,6 +114,8 @@ impl Cli {
             Cli::Codex => CODEX_EVENTS,
             Cli::Gemini => GEMINI_EVENTS,
             Cli::OpenCode => &[],
+            Cli::Copilot => COPILOT_EVENTS,
+            Cli::Qwen => QWEN_EVENTS,
         }
     }
 
@@ -106,6 +138,15 @@ impl Cli {
                 "OpenCode has no hooks: clibot discovers and resumes OpenCode sessions instead \
                  (`clibotctl discover`, then `clibotctl resume ID`)"
             }
+            Cli::Copilot => {
+                "watch-only: Copilot CLI draws its dialog only once its hook returns, so its \
+                 prompts are answered at the terminal; the hooks are a file of clibot's own \
+                 in its hooks folder"
+            }
+            Cli::Qwen => {
+                "watch-only: Qwen Code draws its dialog only once its hook returns, so its \
+                 prompts are answered at the terminal"
+            }
         }
     }
 
@@ -122,6 +163,8 @@ impl Cli {
             Cli::Codex => env("CODEX_HOME")?.unwrap_or(home()?.join(".codex")),
             Cli::Gemini => env("GEMINI_CLI_HOME")?.unwrap_or(home()?).join(".gemini"),
             Cli::OpenCode => return Ok(None),
+            Cli::Copilot => env("COPILOT_HOME")?.unwrap_or(home()?.join(".copilot")),
+            Cli::Qwen => env("QWEN_HOME")?.unwrap_or(home()?.join(".qwen")),
         }))
     }
 
@@ -129,6 +172,7 @@ impl Cli {
     pub fn settings_file(self) -> anyhow::Result<Option<PathBuf>> {
         let name = match self {
             Cli::Codex => "hooks.json",
+            Cli::Copilot => "hooks/clibot.json",
             _ => "settings.json",
         };
         Ok(self.config_dir()?.map(|d| d.join(name)))
@@ -136,6 +180,14 @@ impl Cli {
 
     /// The entry clibot adds to `event`'s list, running `command`.
     pub fn entry(self, event: &Event, command: &str) -> Json {
+        if self == Cli::Copilot {
+            // A flat entry; the payload names no event, the command does.
+            return Json::object(vec![
+                ("type", Json::str("command")),
+                ("bash", Json::str(&format!("{command} {}", event.name))),
+                ("timeoutSec", Json::num(event.timeout)),
+            ]);
+        }
         let mut hook = vec![
             ("type", Json::str("command")),
             ("command", Json::str(command)),
@@ -179,7 +231,7 @@ pub fn hook_command(exe: &Path, cli: Cli) -> String {
 pub fn is_clibot_command(command: &str) -> bool {
     command.contains("clibotctl")
         && command.contains(" hook --cli ")
-        && command.ends_with(" --global")
+        && (command.ends_with(" --global") || command.contains(" --global "))
 }
 
 #[cfg(test)]

@@ -47,6 +47,10 @@ pub fn install(text: Option<&str>, cli: Cli, command: &str) -> Result<Option<Str
         strip(list);
         list.push(expected);
     }
+    if cli == Cli::Copilot {
+        // Copilot CLI reads a hooks file with its format's version.
+        after.member_or("version", Json::num(1));
+    }
     if cli == Cli::Gemini {
         let config = after
             .member_or("hooksConfig", Json::Object(Vec::new()))
@@ -103,6 +107,9 @@ pub fn uninstall(
     }
     if after.get("hooks").is_some_and(Json::is_empty_container) && !had(&["hooks"]) {
         after.remove("hooks");
+        if cli == Cli::Copilot && !had(&["version"]) {
+            after.remove("version");
+        }
     }
     if cli == Cli::Gemini && original.is_some() && !had(&["hooksConfig", "enabled"]) {
         if let Some(config) = after.get_mut("hooksConfig")
@@ -149,15 +156,19 @@ fn root(text: &str) -> Result<Json, String> {
     }
 }
 
-/// Whether an event's entry holds one of clibot's hooks.
+/// Whether an event's entry holds one of clibot's hooks (nested in its `hooks`, or, in Copilot
+/// CLI's flat shape, the entry itself).
 fn has_clibot_hook(entry: &Json) -> bool {
-    matches!(entry.get("hooks"), Some(Json::Array(hooks)) if hooks.iter().any(is_clibot_hook))
+    is_clibot_hook(entry)
+        || matches!(entry.get("hooks"), Some(Json::Array(hooks)) if hooks.iter().any(is_clibot_hook))
 }
 
 fn is_clibot_hook(hook: &Json) -> bool {
-    hook.get("command")
-        .and_then(Json::as_str)
-        .is_some_and(is_clibot_command)
+    ["command", "bash"].iter().any(|k| {
+        hook.get(k)
+            .and_then(Json::as_str)
+            .is_some_and(is_clibot_command)
+    })
 }
 
 /// Takes clibot's hooks out of an event's list: from each entry, and the entry itself when
@@ -165,6 +176,10 @@ fn is_clibot_hook(hook: &Json) -> bool {
 fn strip(list: &mut Vec<Json>) -> bool {
     let mut removed = false;
     list.retain_mut(|entry| {
+        if is_clibot_hook(entry) {
+            removed = true;
+            return false;
+        }
         let Some(Json::Array(hooks)) = entry.get_mut("hooks") else {
             return true;
         };

@@ -1,6 +1,6 @@
 //! `clibotctl hooks install|uninstall|status`: clibot's hooks in the CLIs' own settings files, so
-//! that every session of Claude Code, Codex and Gemini CLI on the machine (one in a plain
-//! terminal too) reports its turns and prompts to clibotd. File operations only; no daemon.
+//! that every session of Claude Code, Codex, Gemini CLI, Copilot CLI and Qwen Code on the
+//! machine (one in a plain terminal too) reports its turns and prompts to clibotd. File operations only; no daemon.
 //!
 //! `clis` knows each CLI's file, events and entry shape; `merge` edits a file's text (pure);
 //! `doc` keeps a file's key order and layout; `backup` keeps what uninstall restores; `files`
@@ -26,8 +26,8 @@ pub enum Action {
     /// Add clibot's hooks to the CLIs' settings files, next to your own hooks; the file as it
     /// was is kept for `uninstall`.
     Install {
-        /// claude, codex, gemini or opencode (repeatable) [default: those of claude, codex and
-        /// gemini whose config directory exists].
+        /// claude, codex, gemini, opencode, copilot or qwen (repeatable) [default: those of
+        /// claude, codex, gemini, copilot and qwen whose config directory exists].
         #[arg(long = "cli", value_name = "CLI", value_parser = Cli::NAMES)]
         clis: Vec<String>,
         /// Print JSON instead of text.
@@ -37,8 +37,8 @@ pub enum Action {
     /// Take clibot's hooks out again: the file is put back byte for byte when it was not
     /// edited since install, else only clibot's entries are taken out.
     Uninstall {
-        /// claude, codex, gemini or opencode (repeatable) [default: those of claude, codex and
-        /// gemini whose config directory exists].
+        /// claude, codex, gemini, opencode, copilot or qwen (repeatable) [default: those of
+        /// claude, codex, gemini, copilot and qwen whose config directory exists].
         #[arg(long = "cli", value_name = "CLI", value_parser = Cli::NAMES)]
         clis: Vec<String>,
         /// Print JSON instead of text.
@@ -48,7 +48,7 @@ pub enum Action {
     /// Per CLI: its settings file, whether clibot's hooks are in it (which events), whether a
     /// backup is kept, and what to know about it.
     Status {
-        /// claude, codex, gemini or opencode (repeatable) [default: all four].
+        /// claude, codex, gemini, opencode, copilot or qwen (repeatable) [default: all six].
         #[arg(long = "cli", value_name = "CLI", value_parser = Cli::NAMES)]
         clis: Vec<String>,
         /// Print JSON instead of text.
@@ -78,7 +78,7 @@ fn chosen(names: &[String], verb: &str) -> anyhow::Result<Vec<Cli>> {
     let mut clis: Vec<Cli> = Vec::new();
     for name in names {
         let cli = Cli::from_name(name).ok_or_else(|| {
-            anyhow!("unknown CLI {name:?}: use claude, codex, gemini or opencode")
+            anyhow!("unknown CLI {name:?}: use claude, codex, gemini, opencode, copilot or qwen")
         })?;
         if !clis.contains(&cli) {
             clis.push(cli);
@@ -87,15 +87,22 @@ fn chosen(names: &[String], verb: &str) -> anyhow::Result<Vec<Cli>> {
     if !clis.is_empty() {
         return Ok(clis);
     }
-    for cli in [Cli::Claude, Cli::Codex, Cli::Gemini] {
+    for cli in [
+        Cli::Claude,
+        Cli::Codex,
+        Cli::Gemini,
+        Cli::Copilot,
+        Cli::Qwen,
+    ] {
         if cli.config_dir()?.is_some_and(|d| d.is_dir()) {
             clis.push(cli);
         }
     }
     if clis.is_empty() {
         bail!(
-            "none of Claude Code, Codex or Gemini CLI has a config directory here (~/.claude, \
-             ~/.codex, ~/.gemini): name the CLI, e.g. `clibotctl hooks {verb} --cli claude`"
+            "none of Claude Code, Codex, Gemini CLI, Copilot CLI or Qwen Code has a config \
+             directory here (~/.claude, ~/.codex, ~/.gemini, ~/.copilot, ~/.qwen): name the CLI, \
+             e.g. `clibotctl hooks {verb} --cli claude`"
         );
     }
     Ok(clis)

@@ -133,3 +133,54 @@ fn a_symlinked_settings_file_is_edited_where_it_points() {
     uninstall(Cli::Claude, &target, &p.store).expect("uninstall");
     assert_eq!(std::fs::read_to_string(&p.file).expect("read"), "{}\n");
 }
+
+#[test]
+fn copilots_hooks_are_a_file_of_clibots_own_in_its_flat_shape() {
+    let p = place("copilot/hooks/clibot.json");
+    let cmd = "'/usr/local/bin/clibotctl' hook --cli copilot --global";
+    let o = install(Cli::Copilot, &p.file, cmd, &p.store).expect("install");
+    assert_eq!(o.action, "installed");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p.file).expect("read")).expect("json");
+    assert_eq!(v["version"], 1, "{v}");
+    assert_eq!(
+        v["hooks"]["agentStop"],
+        serde_json::json!([{"type": "command", "bash": format!("{cmd} agentStop"), "timeoutSec": 30}]),
+        "{v}"
+    );
+    let again = install(Cli::Copilot, &p.file, cmd, &p.store).expect("install again");
+    assert_eq!(again.action, "already_installed");
+    let text = std::fs::read_to_string(&p.file).expect("read");
+    assert_eq!(
+        merge::installed_events(&text).expect("events"),
+        [
+            "userPromptSubmitted",
+            "agentStop",
+            "permissionRequest",
+            "errorOccurred"
+        ]
+    );
+    // Without its backup, uninstall still takes clibot's entries (and the version it added) out.
+    let bare = merge::uninstall(&text, Cli::Copilot, Some(None)).expect("uninstall");
+    assert_eq!(bare.as_deref().map(str::trim), Some("{}"));
+    uninstall(Cli::Copilot, &p.file, &p.store).expect("uninstall");
+    assert!(!p.file.exists(), "the file install made is gone");
+}
+
+#[test]
+fn qwens_hooks_go_into_its_settings_beside_the_users() {
+    let p = place("qwen/settings.json");
+    std::fs::create_dir_all(p.file.parent().expect("dir")).expect("mkdir");
+    std::fs::write(&p.file, ODD).expect("write");
+    let cmd = "'/usr/local/bin/clibotctl' hook --cli qwen --global";
+    install(Cli::Qwen, &p.file, cmd, &p.store).expect("install");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p.file).expect("read")).expect("json");
+    assert_eq!(v["hooks"]["Stop"][0]["hooks"][0]["command"], "say done");
+    assert_eq!(
+        v["hooks"]["Stop"][1],
+        serde_json::json!({"matcher": "*", "hooks": [{"type": "command", "command": cmd, "timeout": 30}]})
+    );
+    uninstall(Cli::Qwen, &p.file, &p.store).expect("uninstall");
+    assert_eq!(std::fs::read(&p.file).expect("read"), ODD.as_bytes());
+}

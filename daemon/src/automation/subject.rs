@@ -7,9 +7,11 @@ use serde_json::Value;
 /// The kind of subject a hook payload's tool works on, when the payload says which tool.
 pub fn from_payload(payload: &Value) -> Option<&'static str> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    // Claude Code and Codex: tool_name; Gemini CLI: details.type; OpenCode: type.
+    // Claude Code, Codex and Qwen Code: tool_name; Copilot CLI: toolName; Gemini CLI:
+    // details.type; OpenCode: type.
     let tool = [
         s(payload, "tool_name"),
+        s(payload, "toolName"),
         payload
             .get("details")
             .map(|d| s(d, "type"))
@@ -82,6 +84,12 @@ mod tests {
         assert_eq!(
             from_payload(&json!({"details": {"type": "edit"}})),
             Some("path")
+        );
+        assert_eq!(from_payload(&json!({"toolName": "bash"})), Some("command"));
+        assert_eq!(from_payload(&json!({"toolName": "create"})), Some("path"));
+        assert_eq!(
+            from_payload(&json!({"tool_name": "run_shell_command"})),
+            Some("command")
         );
         assert_eq!(from_payload(&json!({"tool_name": "Mystery"})), None);
         assert_eq!(from_payload(&json!({})), None);

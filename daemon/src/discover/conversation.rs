@@ -118,8 +118,73 @@ pub fn guess(cli: &str, pid: u32, dir: &Path, started_ms: i64) -> Option<String>
                 .join(".gemini");
             gemini_conversation(&base, dir, since)
         }
+        "copilot" => {
+            if let Some(id) = flag_value(&argv, &["--resume", "--session-id"])
+                .or_else(|| flag_eq_value(&argv, &["--resume", "--session-id"]))
+            {
+                return Some(id);
+            }
+            let base = env_of(pid, "COPILOT_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".copilot")))?;
+            copilot_conversation(&base.join("session-state"), pid)
+        }
+        "qwen" => {
+            if let Some(id) = flag_value(&argv, &["--resume", "-r", "--session-id"]) {
+                return Some(id);
+            }
+            let base = env_of(pid, "QWEN_HOME")
+                .map(PathBuf::from)
+                .or_else(|| home.map(|h| h.join(".qwen")))?;
+            qwen_conversation(&base, dir, pid)
+        }
         _ => None,
     }
+}
+
+/// The value of `--flag=VALUE` on the command line.
+fn flag_eq_value(argv: &[String], flags: &[&str]) -> Option<String> {
+    argv.iter().find_map(|a| {
+        flags.iter().find_map(|f| {
+            a.strip_prefix(f)
+                .and_then(|rest| rest.strip_prefix('='))
+                .filter(|v| !v.is_empty())
+                .map(str::to_string)
+        })
+    })
+}
+
+/// Copilot CLI marks the conversation a process holds open with `inuse.<pid>.lock` in its
+/// `session-state/<id>/` (the pid of the native program, which the npm launcher starts as its
+/// child): certain, not a guess.
+pub fn copilot_conversation(state: &Path, pid: u32) -> Option<String> {
+    // The process and its descendants (`tree` lists both).
+    let mut pids = crate::procs::tree(pid);
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
+    std::fs::read_dir(state).ok()?.flatten().find_map(|e| {
+        let holds = pids
+            .iter()
+            .any(|p| e.path().join(format!("inuse.{p}.lock")).exists());
+        holds.then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
+/// Qwen Code writes `<id>.runtime.json` (with the process's `pid`) beside each conversation
+/// in `projects/<the directory, every / a ->/chats/`: certain, not a guess.
+pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
+    let chats = base
+        .join("projects")
+        .join(dir.display().to_string().replace('/', "-"))
+        .join("chats");
+    std::fs::read_dir(chats).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let id = name.strip_suffix(".runtime.json")?;
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+        (v["pid"].as_u64() == Some(u64::from(pid))).then(|| id.to_string())
+    })
 }
 
 /// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
@@ -178,6 +243,39 @@ mod tests {
         assert_eq!(
             claude_project_dir(Path::new("/h/.claude"), Path::new("/home/dev/my.proj")),
             Path::new("/h/.claude/projects/-home-dev-my-proj")
+        );
+    }
+
+    #[test]
+    fn copilot_and_qwen_say_which_conversation_a_process_holds() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let state = d.path().join("session-state");
+        for (id, pid) in [("aaaa", 41), ("bbbb", 42)] {
+            std::fs::create_dir_all(state.join(id)).expect("mkdir");
+            std::fs::write(state.join(id).join(format!("inuse.{pid}.lock")), "").expect("write");
+        }
+        assert_eq!(copilot_conversation(&state, 42).as_deref(), Some("bbbb"));
+        assert_eq!(copilot_conversation(&state, 43), None);
+        let chats = d.path().join("q/projects/-home-dev-proj/chats");
+        std::fs::create_dir_all(&chats).expect("mkdir");
+        std::fs::write(
+            chats.join("1111.runtime.json"),
+            r#"{"pid": 7, "session_id": "1111"}"#,
+        )
+        .expect("write");
+        std::fs::write(chats.join("2222.runtime.json"), r#"{"pid": 8}"#).expect("write");
+        let base = d.path().join("q");
+        assert_eq!(
+            qwen_conversation(&base, Path::new("/home/dev/proj"), 8).as_deref(),
+            Some("2222")
+        );
+        assert_eq!(
+            qwen_conversation(&base, Path::new("/home/dev/proj"), 9),
+            None
+        );
+        assert_eq!(
+            flag_eq_value(&["copilot".into(), "--resume=abc".into()], &["--resume"]).as_deref(),
+            Some("abc")
         );
     }
 
