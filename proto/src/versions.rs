@@ -17,10 +17,11 @@ pub fn from_output(text: &str) -> Option<String> {
         } else {
             i
         };
-        if boundary && b[start].is_ascii_digit() {
-            if let Some(end) = version_end(b, start) {
-                return Some(text[start..end].to_string());
-            }
+        if boundary
+            && b[start].is_ascii_digit()
+            && let Some(end) = version_end(b, start)
+        {
+            return Some(text[start..end].to_string());
         }
         i += 1;
     }

@@ -433,3 +433,79 @@ pub fn hibernate_and_wake(
         "the model saw the conversation from before the hibernation: {asked:#?}"
     );
 }
+
+/// A CLI started by hand in a tmux server that is not clibot's (`argv` with `env`, in the
+/// harness's work directory), where the person asks `please say hello` and gets `hello_reply`
+/// (`idle` tells its idle screen): `discover` finds it once, as the CLI the user started (not a
+/// launcher's child), with the version of its package and the conversation it holds; `resume`
+/// continues that conversation in the managed session `session`, and the model's request for
+/// the next message carries the exchange held at the desk. The mock needs a rule answering
+/// `please say again` with `Again.`.
+#[allow(clippy::too_many_arguments)]
+pub fn discovered_and_resumed(
+    h: &Harness,
+    mock: &crate::mock_llm::MockLlm,
+    cli: &str,
+    (argv, env): (&[String], &[(String, String)]),
+    unset: &'static [&'static str],
+    idle: impl Fn(&str) -> bool,
+    hello_reply: &str,
+    session: &str,
+) {
+    let desk = crate::tmux_driver::TmuxDriver {
+        socket: h.dir.path().join("desk.sock"),
+        target: "desk",
+        unset,
+    };
+    let w = h.work.display().to_string();
+    desk.start(&w, env, argv);
+    let within = Duration::from_secs(60);
+    desk.wait("the idle prompt", within, &idle);
+    desk.submit("please say hello");
+    desk.wait("the reply", within, |s| s.contains(hello_reply) && idle(s));
+
+    let all: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
+    // Other tests' CLIs run on this machine too: this one is the CLI in this work dir.
+    let mine: Vec<Value> = all
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|f| f["cli"] == cli && f["dir"] == w.as_str())
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(mine.len(), 1, "once, as the CLI the user started: {all:#}");
+    let found = &mine[0];
+    assert_eq!(found["where"]["kind"], "tmux", "{found}");
+    assert_eq!(
+        found["version"],
+        crate::tested_version(cli).as_str(),
+        "{found}"
+    );
+    let conversation = found["conversation_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no conversation: {found}"))
+        .to_string();
+    let id = found["id"].as_str().expect("id").to_string();
+    let out = h.ctl_ok(&["resume", &id, "--name", session, "--quit"]);
+    assert!(out.contains(&conversation), "{out}");
+    h.wait_event(session, "the resumed session to be ready", within, |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", session, "please say again"]);
+    let done = h.wait_event(
+        session,
+        "the reply in the resumed conversation",
+        within,
+        |e| e["type"] == "turn_completed",
+    );
+    assert_eq!(done["text"], "Again.", "{done}");
+    let asked = requests_with(mock, "please say again");
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.contains("please say hello") && r.contains(hello_reply)),
+        "the model saw the exchange held at the desk: {asked:#?}"
+    );
+}

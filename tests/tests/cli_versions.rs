@@ -115,6 +115,14 @@ fn a_cli_newer_than_its_packs_versions_says_so_once_with_what_to_do() {
         h.ctl_ok(&["show", "a"]).contains("fake 2.3.0"),
         "show names the version"
     );
+    h.wait_event(
+        "a",
+        "the version notice",
+        std::time::Duration::from_secs(20),
+        |e| e["type"] == "notice" && e["kind"] == "version",
+    );
+    // Time for a second one to show up, were it (wrongly) told again.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
     let events = h.events();
     let spawned: Vec<&Value> = events.iter().filter(|e| e["type"] == "spawned").collect();
     assert!(
@@ -156,4 +164,31 @@ fn a_cli_newer_than_its_packs_versions_says_so_once_with_what_to_do() {
         metrics.contains("clibot_cli_sessions{cli=\"fake\",version=\"2.3.0\"} 2"),
         "{metrics}"
     );
+}
+
+/// A chat that starts a session whose CLI is newer than its pack's range reads the warning.
+#[test]
+fn a_chat_starting_a_cli_newer_than_its_pack_reads_the_warning() {
+    let mut h =
+        Harness::with_config("\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"100\"]\n");
+    let bin = fake_cli(&h, "3.1.0");
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        text + &format!(
+            "\n[cli.fake]\nargv = [\"{bin}\"]\nquiet_ms = 300\n[cli.fake.patterns]\nversions = \">=2, <3\"\n"
+        ),
+    )
+    .expect("write config");
+    h.start_daemon();
+    let (tg, mut g) = clibot_tests::fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(100, 100, "Owner", &format!("!!new v fake {work}"));
+    tg.wait_sent("the warning in the chat", |s| {
+        clibot_tests::fake_telegram::texts(s, 100)
+            .iter()
+            .any(|t| t.contains("fake 3.1.0 is newer than") && t.contains("patterns test"))
+    });
+    let _ = g.kill();
+    let _ = g.wait();
 }

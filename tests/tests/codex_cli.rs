@@ -359,63 +359,18 @@ fn real_cli_a_codex_started_outside_clibot_is_discovered_and_resumed_with_its_hi
     h.add_cli("codex", &codex.argv(), &codex.env(), "");
     h.start_daemon_without(UNSET_ENV);
 
-    // Its own tmux server, killed when the driver goes.
-    let desk = clibot_tests::tmux_driver::TmuxDriver {
-        socket: h.dir.path().join("desk.sock"),
-        target: "desk",
-        unset: UNSET_ENV,
-    };
-    let w = work.display().to_string();
     let mut argv = codex.argv();
     argv.push("--no-daemon".into());
-    desk.start(&w, &codex.env(), &argv);
     let idle = |s: &str| s.contains("? for shortcuts") && !s.contains("esc to interrupt");
-    desk.wait("the idle prompt", Duration::from_secs(60), idle);
-    desk.submit("please say hello");
-    desk.wait("the reply", Duration::from_secs(60), |s| {
-        s.contains("This is line two.") && idle(s)
-    });
-
-    let all: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
-    let codexes: Vec<Value> = all
-        .as_array()
-        // Other tests' CLIs run on this machine too: this one is the CLI in this work dir.
-        .map(|a| {
-            a.iter()
-                .filter(|f| f["cli"] == "codex" && f["dir"] == w.as_str())
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
-    assert_eq!(codexes.len(), 1, "once, as its wrapper: {all:#}");
-    let found = &codexes[0];
-    assert_eq!(found["where"]["kind"], "tmux", "{found}");
-    assert_eq!(
-        found["version"],
-        clibot_tests::tested_version("codex").as_str(),
-        "{found}"
-    );
-    let conversation = found["conversation_id"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no conversation: {found}"))
-        .to_string();
-    let id = found["id"].as_str().expect("id").to_string();
-    let out = h.ctl_ok(&["resume", &id, "--name", SESSION, "--quit"]);
-    assert!(out.contains(&conversation), "{out}");
-    wait_event(&h, "the resumed session to be ready", |e| {
-        e["type"] == "state_changed" && e["to"] == "idle"
-    });
-    h.ctl_ok(&["send", SESSION, "please say again"]);
-    let done = wait_event(&h, "the reply in the resumed conversation", |e| {
-        e["type"] == "turn_completed"
-    });
-    assert_eq!(done["text"], "Again.");
-    let asked = clibot_tests::live::requests_with(&mock, "please say again");
-    assert!(
-        asked
-            .iter()
-            .any(|r| r.contains("please say hello") && r.contains("This is line two.")),
-        "the model saw the exchange held at the desk: {asked:#?}"
+    clibot_tests::live::discovered_and_resumed(
+        &h,
+        &mock,
+        "codex",
+        (&argv, &codex.env()),
+        UNSET_ENV,
+        idle,
+        "This is line two.",
+        SESSION,
     );
 }
 

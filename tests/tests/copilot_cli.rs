@@ -279,3 +279,31 @@ fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
         s.h.ctl_ok(&["send", SESSION, text]);
     });
 }
+
+/// Copilot CLI started by hand in a tmux server that is not clibot's: `discover` finds it once
+/// (its npm launcher, not the native program under it), with its version and the conversation
+/// it holds open; `resume` continues that conversation under clibot.
+#[test]
+fn real_cli_a_copilot_started_outside_clibot_is_discovered_and_resumed_with_its_history() {
+    require_copilot();
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![
+        Rule::text("say hello", REPLY),
+        Rule::text("say again", "Again."),
+    ]);
+    let home = CopilotHome::new(&h.dir.path().join("copilot"), &work, &mock.url());
+    h.add_cli("copilot", &home.argv(), &home.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let idle = |s: &str| s.contains("/ commands · ? help") && !s.contains("Working");
+    live::discovered_and_resumed(
+        &h,
+        &mock,
+        "copilot",
+        (&home.argv(), &home.env()),
+        UNSET_ENV,
+        idle,
+        "This is line two.",
+        SESSION,
+    );
+}

@@ -273,3 +273,31 @@ fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
         s.h.ctl_ok(&["send", SESSION, text]);
     });
 }
+
+/// Qwen Code started by hand in a tmux server that is not clibot's: `discover` finds it once
+/// (not the copy of itself it relaunches as), with its version and the conversation it holds;
+/// `resume` continues that conversation under clibot.
+#[test]
+fn real_cli_a_qwen_started_outside_clibot_is_discovered_and_resumed_with_its_history() {
+    require_qwen();
+    let mut h = Harness::with_config("");
+    let mock = MockLlm::start(vec![
+        Rule::text("say hello", REPLY),
+        Rule::text("say again", "Again."),
+    ]);
+    let home = QwenHome::new(&h.dir.path().join("qwen"), &mock.url());
+    h.add_cli("qwen", &home.argv(), &home.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let idle =
+        |s: &str| s.contains("Type your message or @path/to/file") && !s.contains("esc to cancel");
+    live::discovered_and_resumed(
+        &h,
+        &mock,
+        "qwen",
+        (&home.argv(), &home.env()),
+        UNSET_ENV,
+        idle,
+        "This is line two.",
+        SESSION,
+    );
+}

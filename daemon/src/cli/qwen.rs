@@ -187,6 +187,7 @@ impl Adapter for Qwen {
 pub fn qwen_transcript_reply(path: &std::path::Path) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     text.lines()
+        .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v.get("type").and_then(Value::as_str) == Some("assistant"))
         .filter_map(|v| {
@@ -198,7 +199,7 @@ pub fn qwen_transcript_reply(path: &std::path::Path) -> Option<String> {
                 .collect();
             (!text.trim().is_empty()).then_some(text)
         })
-        .last()
+        .next()
 }
 
 #[cfg(test)]

@@ -171,9 +171,14 @@ pub fn copilot_conversation(state: &Path, pid: u32) -> Option<String> {
     })
 }
 
-/// Qwen Code writes `<id>.runtime.json` (with the process's `pid`) beside each conversation
-/// in `projects/<the directory, every / a ->/chats/`: certain, not a guess.
+/// Qwen Code writes `<id>.runtime.json` (with the process's `pid`: the one it relaunches itself
+/// as, below the one started) beside each conversation in `projects/<the directory, every / a
+/// ->/chats/`: certain, not a guess.
 pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
+    let mut pids = crate::procs::tree(pid);
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
     let chats = base
         .join("projects")
         .join(dir.display().to_string().replace('/', "-"))
@@ -183,7 +188,10 @@ pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
         let id = name.strip_suffix(".runtime.json")?;
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
-        (v["pid"].as_u64() == Some(u64::from(pid))).then(|| id.to_string())
+        let held = v["pid"]
+            .as_u64()
+            .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
+        held.then(|| id.to_string())
     })
 }
 

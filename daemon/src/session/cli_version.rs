@@ -11,6 +11,9 @@ use crate::locking::lock;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
 
+/// How long after its start a session says its CLI is outside its patterns' versions.
+const TELL_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
 impl Daemon {
     /// Compares the session's CLI version with its pack's range; says so when it is outside,
     /// the first time this daemon sees that CLI at that version.
@@ -41,16 +44,26 @@ impl Daemon {
             ));
         }
         warn!(cli = %cli, version = %version, range = %range.text, "a CLI outside its pattern pack's versions");
-        self.event(
-            &rec.name,
-            &rec.id,
-            EventKind::Notice {
-                text: format!(
-                    "⚠ {head}. If a prompt goes unseen, !!screen shows it; at the machine `clibotctl screen {} > screen.txt` and `clibotctl patterns test screen.txt --cli {cli}` check a fix ([cli.{cli}.patterns]).",
-                    rec.name
-                ),
-                kind: "version".into(),
-            },
+        let text = format!(
+            "⚠ {head}. If a prompt goes unseen, !!screen shows it; at the machine `clibotctl screen {} > screen.txt` and `clibotctl patterns test screen.txt --cli {cli}` check a fix ([cli.{cli}.patterns]).",
+            rec.name
         );
+        // Told a moment after the start, so that a chat that binds the session as it starts
+        // it (`!!new`) is told too.
+        let (d, name) = (self.clone(), rec.name.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(TELL_AFTER).await;
+            let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
+            if let Some(id) = id {
+                d.event(
+                    &name,
+                    &id,
+                    EventKind::Notice {
+                        text,
+                        kind: "version".into(),
+                    },
+                );
+            }
+        });
     }
 }
