@@ -3,7 +3,9 @@
 //! permission prompts as the unmanaged session `u-claude-PID`; the prompt reaches the admin's
 //! Telegram chat and a button press lets the tool run; clibot never types into it; with the
 //! daemon stopped the CLI runs as if clibot were not there; discovery offers it for resume,
-//! which continues its conversation; `hooks uninstall` leaves the settings as they were.
+//! which continues its conversation; `hooks uninstall` leaves the settings as they were. Codex is
+//! approved through its hook too; Copilot CLI and Qwen Code, whose hooks are watch-only, report
+//! their turns and dialogs, answered at their terminal.
 
 use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -346,4 +348,137 @@ fn real_cli_a_codex_in_a_plain_terminal_is_approved_through_its_global_hook() {
         e["type"] == "turn_completed" && e["text"] == "All done: the marker exists."
     });
     assert!(marker.exists(), "the command ran");
+}
+
+/// A CLI whose global hooks are watch-only (Copilot CLI, Qwen Code) started by hand in a plain
+/// terminal: its turn's reply reaches clibotd as the unmanaged session `u-CLI-PID`, its
+/// permission dialog is published from the hook (to be answered at the terminal, which draws
+/// it), a 1 typed there lets the command run, and that turn's reply follows.
+fn watch_only_cli_reports_through_its_global_hooks(
+    h: &Harness,
+    cli: &str,
+    (home, env): (&std::path::Path, &[(String, String)]),
+    argv: &[String],
+    idle: &str,
+    marker: &std::path::Path,
+) {
+    let out = h
+        .ctl_command(&["hooks", "install", "--cli", cli])
+        .env("HOME", home)
+        .output()
+        .expect("clibotctl");
+    assert!(out.status.success(), "{out:?}");
+    let mut term = Terminal::start(h, env, argv, &h.work);
+    term.wait("the input", |o| o.contains(idle));
+    term.submit("please say hello");
+    let prefix = format!("u-{cli}-");
+    let mine = |e: &Value| {
+        e["session"]
+            .as_str()
+            .is_some_and(|s| s.starts_with(&prefix))
+    };
+    let done = h.wait_event("", "the reply", Duration::from_secs(60), |e| {
+        mine(e) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Hello from the unmanaged session.", "{done}");
+    let name = done["session"].as_str().expect("session").to_string();
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    assert!(
+        list.as_array().is_some_and(|a| a
+            .iter()
+            .any(|s| s["name"] == name.as_str() && s["unmanaged"] == true)),
+        "{list:#}"
+    );
+    term.submit("please make marker");
+    let w = h.wait_event(
+        &name,
+        "the dialog from the hook",
+        Duration::from_secs(60),
+        |e| e["type"] == "waiting",
+    );
+    assert_eq!(w["source"], "hook", "{w}");
+    assert!(
+        w["subject"]
+            .as_str()
+            .is_some_and(|s| s.contains("marker.txt")),
+        "{w}"
+    );
+    // Answered where it is drawn.
+    std::thread::sleep(Duration::from_millis(800));
+    term.stdin.write_all(b"1").expect("type");
+    term.stdin.flush().expect("flush");
+    h.wait_event(&name, "the final reply", Duration::from_secs(60), |e| {
+        e["type"] == "turn_completed" && e["text"] == "All done: the marker exists."
+    });
+    assert!(marker.exists(), "the command ran");
+    let out = h
+        .ctl_command(&["hooks", "uninstall", "--cli", cli])
+        .env("HOME", home)
+        .output()
+        .expect("clibotctl");
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn unmanaged_rules(tool: &str, input: Value) -> Vec<Rule> {
+    vec![
+        Rule::text("say hello", "Hello from the unmanaged session."),
+        Rule::tool("make marker", tool, input, "All done: the marker exists."),
+    ]
+}
+
+#[test]
+fn real_cli_a_copilot_in_a_plain_terminal_reports_through_its_global_hooks() {
+    clibot_tests::copilot::require_copilot();
+    let mut h = Harness::with_config("");
+    let marker = h.work.join("marker.txt");
+    let mock = MockLlm::start(unmanaged_rules(
+        "bash",
+        json!({ "command": format!("touch {}", marker.display()), "description": "Create a marker file" }),
+    ));
+    let home = clibot_tests::copilot::CopilotHome::new(
+        &h.dir.path().join("copilot"),
+        &h.work,
+        &mock.url(),
+    );
+    h.start_daemon();
+    let hooks = home.copilot_dir().join("hooks/clibot.json");
+    watch_only_cli_reports_through_its_global_hooks(
+        &h,
+        "copilot",
+        (&h.dir.path().join("copilot/home"), &home.env()),
+        &home.argv(),
+        "/commands·?help",
+        &marker,
+    );
+    assert!(!hooks.exists(), "uninstall took clibot's hooks file away");
+}
+
+#[test]
+fn real_cli_a_qwen_in_a_plain_terminal_reports_through_its_global_hooks() {
+    clibot_tests::qwen::require_qwen();
+    let mut h = Harness::with_config("");
+    let marker = h.work.join("marker.txt");
+    let mock = MockLlm::start(unmanaged_rules(
+        "run_shell_command",
+        json!({ "command": format!("touch {}", marker.display()), "description": "Create a marker file", "is_background": false }),
+    ));
+    let home = clibot_tests::qwen::QwenHome::new(&h.dir.path().join("qwen"), &mock.url());
+    let settings = home.qwen_dir().join("settings.json");
+    h.start_daemon();
+    watch_only_cli_reports_through_its_global_hooks(
+        &h,
+        "qwen",
+        (&h.dir.path().join("qwen/home"), &home.env()),
+        &home.argv(),
+        "Typeyourmessage",
+        &marker,
+    );
+    // Qwen Code writes its own settings version in (an edit since install): only clibot's
+    // entries are taken out.
+    let after = std::fs::read_to_string(&settings).expect("settings");
+    assert!(!after.contains("clibotctl"), "{after}");
+    assert!(
+        after.contains("approvalMode"),
+        "the user's settings stay: {after}"
+    );
 }
