@@ -107,6 +107,9 @@ impl Range {
         let Some(v) = parse_loose(version) else {
             return Fit::Unknown;
         };
+        // A pre-release (a nightly) stands where its release does: semver would keep it out
+        // of every range that does not name a pre-release.
+        let v = semver::Version::new(v.major, v.minor, v.patch);
         if self.req.matches(&v) {
             return Fit::Inside;
         }
@@ -179,5 +182,9 @@ mod tests {
         assert_eq!(r.fit("0.62.0"), Fit::Newer);
         assert_eq!(r.fit("0.59.1"), Fit::Older);
         assert!(Range::parse("about two").is_err());
+        let r = Range::parse(">=0.24, <0.30").expect("range");
+        assert_eq!(r.fit("0.24.4-nightly.2"), Fit::Inside);
+        let r = Range::parse(">=2.1, <3").expect("range");
+        assert_eq!(r.fit("3.0.0-beta.1"), Fit::Newer);
     }
 }

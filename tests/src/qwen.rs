@@ -41,11 +41,16 @@ pub fn qwen_bin() -> PathBuf {
     node_bin_dir().join("qwen")
 }
 
-/// The directory holding the Node.js Qwen Code runs with.
+/// The directory holding the Node.js Qwen Code runs with (the file names linux-x64's package;
+/// `.ci/run` installs the arm64 one on such a machine).
 pub fn node_dir() -> PathBuf {
+    let mut package = crate::tested_entry("qwen", "node_package");
+    if std::env::consts::ARCH == "aarch64" {
+        package = package.replace("-x64", "-arm64");
+    }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("node-runtime/node_modules")
-        .join(crate::tested_entry("qwen", "node_package"))
+        .join(package)
         .join("bin")
 }
 

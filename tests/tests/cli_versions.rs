@@ -28,7 +28,11 @@ fn the_pinned_packages_are_the_ones_the_versions_file_names() {
             tested_entry(cli, "package"),
             Value::String(tested_entry(cli, "version")),
         );
-        let node = tested_entry(cli, "node_package");
+        let mut node = tested_entry(cli, "node_package");
+        if std::env::consts::ARCH == "aarch64" {
+            // `.ci/run` installs the arm64 package there.
+            node = node.replace("-x64", "-arm64");
+        }
         if !node.is_empty() {
             runtimes.insert(node, Value::String(tested_entry(cli, "node_version")));
         }

@@ -191,19 +191,19 @@ pub fn copilot_turn_reply(path: &std::path::Path, stamp: i64) -> Option<String> 
     if stamp == 0 {
         return copilot_transcript_reply(path);
     }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = read_records(path)?;
     let mut upto = None;
     let mut at = 0;
-    for line in text.lines() {
-        at += line.len() + 1;
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+    for line in text.split_inclusive('\n') {
+        at += line.len();
+        let Ok(v) = serde_json::from_str::<Value>(line.trim_end()) else {
             continue;
         };
         if v.get("type").and_then(Value::as_str) == Some("hook.start")
             && v.pointer("/data/hookType").and_then(Value::as_str) == Some("agentStop")
             && v.pointer("/data/input/timestamp").and_then(Value::as_i64) == Some(stamp)
         {
-            upto = Some(at.min(text.len()));
+            upto = Some(at);
             break;
         }
     }
@@ -214,7 +214,26 @@ pub fn copilot_turn_reply(path: &std::path::Path, stamp: i64) -> Option<String> 
 /// `user.message`, the last `assistant.message` with text and no tool requests (the last with
 /// text at all, when every one asked for a tool).
 pub fn copilot_transcript_reply(path: &std::path::Path) -> Option<String> {
-    reply_in(&std::fs::read_to_string(path).ok()?)
+    reply_in(&read_records(path)?)
+}
+
+/// The largest events file read (a long session's): past it, no reply is read.
+const MAX_RECORDS: u64 = 64 << 20;
+
+/// An events file's text: a regular file only (never a device or a pipe a hook named), at most
+/// [`MAX_RECORDS`].
+fn read_records(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    if !std::fs::metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(MAX_RECORDS)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 /// [`copilot_transcript_reply`] of the events in `text`.
@@ -345,6 +364,20 @@ mod tests {
             copilot_turn_reply(&p, 42),
             None,
             "that call is not written yet"
+        );
+        // Lines ended by CRLF, text in other scripts: never cut inside a character.
+        let crlf = dir.path().join("crlf.jsonl");
+        let text = std::fs::read_to_string(&p)
+            .expect("read")
+            .replace('\n', "\r\n");
+        std::fs::write(&crlf, text.replace("Old.", "Старый ответ.")).expect("write");
+        assert_eq!(
+            copilot_turn_reply(&crlf, 1795780530260).as_deref(),
+            Some("Command done.\nTwo lines.")
+        );
+        assert_eq!(
+            copilot_turn_reply(std::path::Path::new("/dev/zero"), 0),
+            None
         );
         let stop = json!({"transcriptPath": p.display().to_string(), "stopReason": "end_turn", "timestamp": 1795780530260_i64});
         let HookSignal::TurnCompletedIn { path, stamp, read } = Copilot.hook("agentStop", &stop)

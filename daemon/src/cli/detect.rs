@@ -489,6 +489,14 @@ pub(crate) mod tests {
     use super::*;
 
     #[test]
+    fn a_copilot_reply_that_asks_is_no_dialog() {
+        let screen = " ❯ please help\n ● I can do that.\n   Do you want to run this command?\n   1. Yes\n   2. No\n /home/dev/proj\n────────\n❯\n────────\n ← open sidebar · Interactive · / commands · ? help";
+        let a = pack("copilot").analyze(screen);
+        assert!(a.prompt.is_none(), "{a:?}");
+        assert!(a.idle && a.settled, "{a:?}");
+    }
+
+    #[test]
     fn a_range_in_the_question_is_its_options() {
         assert_eq!(range_options("Select an option [1-3]:"), ["1", "2", "3"]);
         assert_eq!(range_options("Pick [2 - 4]"), ["2", "3", "4"]);

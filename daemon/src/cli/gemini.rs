@@ -37,11 +37,7 @@ impl Adapter for Gemini {
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let user_dir = ctx.home.join(".gemini");
-        let mut settings: Value = std::fs::read_to_string(user_dir.join("settings.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+        let mut settings = super::read_settings(&user_dir.join("settings.json"));
         for event in GEMINI_HOOKS {
             // Gemini's hook timeouts are milliseconds.
             let hook = json!({ "name": format!("clibot-{event}"), "type": "command", "command": ctx.hook_command, "timeout": 10_000 });

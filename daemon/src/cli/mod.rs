@@ -203,7 +203,7 @@ pub use codex::Codex;
 pub use copilot::{Copilot, copilot_transcript_reply};
 pub use gemini::{Gemini, gemini_transcript_reply};
 pub use opencode::OpenCode;
-pub use qwen::{Qwen, qwen_transcript_reply};
+pub use qwen::{Qwen, qwen_chats, qwen_transcript_reply};
 
 /// Any program: completion by quiescence, prompts by patterns.
 pub struct Generic;
@@ -263,6 +263,28 @@ pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
     }
     let lower = a.to_lowercase();
     let find = |pred: &dyn Fn(&str) -> bool| p.options.iter().position(|o| pred(&o.to_lowercase()));
+    // Where free words are feedback that says no, plainer ways of saying yes are yes.
+    if p.answer == AnswerStyle::DigitFeedback
+        && n > 0
+        && matches!(
+            lower.trim_end_matches(['.', '!']),
+            "yep"
+                | "yeah"
+                | "sure"
+                | "go"
+                | "go ahead"
+                | "do it"
+                | "yes please"
+                | "please do"
+                | "run it"
+                | "proceed"
+                | "approved"
+                | "allowed"
+                | "👍"
+        )
+    {
+        return Ok(Choice::Option(0));
+    }
     let pick = match lower.as_str() {
         "y" | "yes" | "ok" | "allow" | "approve" => {
             find(&|o| o.starts_with("yes") || o.starts_with("allow") || o == "y")
@@ -373,7 +395,13 @@ pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String
             v.push(enter);
             v
         }
-        (AnswerStyle::Down, Choice::Text(t)) if !p.options.is_empty() => {
+        // Free words go to the menu's own field ("Other (type your answer)"), when it has one.
+        (AnswerStyle::Down, Choice::Text(t))
+            if p.options.last().is_some_and(|o| {
+                let o = o.to_lowercase();
+                o.starts_with("other") || o.contains("type your")
+            }) =>
+        {
             let mut v: Vec<Stroke> = (1..p.options.len())
                 .map(|_| Stroke::Key(Key::Named("Down".into())))
                 .collect();
@@ -392,6 +420,71 @@ pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String
             return Err("this prompt takes an option number, not free text".into());
         }
     })
+}
+
+/// A user's JSON settings file (Gemini CLI, Qwen Code), read as those CLIs read it: comments
+/// (`//`, `/* */`) allowed. An object, or `{}` — said in the log — when it is missing or
+/// unreadable, so that the session still starts.
+pub fn read_settings(path: &std::path::Path) -> Value {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Value::Object(Default::default());
+    };
+    match serde_json::from_str::<Value>(&strip_json_comments(&text)) {
+        Ok(v) if v.is_object() => v,
+        _ => {
+            tracing::warn!(path = %path.display(), "settings that are not a JSON object are left out of the session's own copy");
+            Value::Object(Default::default())
+        }
+    }
+}
+
+/// `text` with its `//` and `/* */` comments blanked out (never inside strings).
+fn strip_json_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                '\\' => {
+                    if let Some(n) = chars.next() {
+                        out.push(n);
+                    }
+                }
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                out.push(c);
+            }
+            ('/', Some('/')) => {
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+                out.push(' ');
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Recognises common failure messages.
@@ -498,6 +591,62 @@ mod tests {
     }
 
     #[test]
+    fn feedback_and_menus() {
+        let p = test_prompt(
+            "permission",
+            &[
+                "Yes",
+                "Yes, and don't ask again",
+                "No, and tell Copilot what to do differently (Esc to stop)",
+            ],
+            AnswerStyle::DigitFeedback,
+        );
+        assert_eq!(parse_choice("go ahead", &p), Ok(Choice::Option(0)));
+        assert_eq!(parse_choice("no", &p), Ok(Choice::Option(2)));
+        assert_eq!(
+            answer_strokes(&p, &Choice::Option(2)),
+            Ok(vec![
+                Stroke::Key(Key::Char('3')),
+                Stroke::Text("No".into()),
+                Stroke::Key(Key::Named("Enter".into()))
+            ])
+        );
+        assert_eq!(
+            parse_choice("use echo instead", &p),
+            Ok(Choice::Text("use echo instead".into()))
+        );
+        assert_eq!(
+            answer_strokes(&p, &Choice::Text("use echo\ninstead".into())),
+            Ok(vec![
+                Stroke::Key(Key::Char('3')),
+                Stroke::Text("use echo instead".into()),
+                Stroke::Key(Key::Named("Enter".into()))
+            ])
+        );
+        let menu = test_prompt(
+            "question",
+            &["Red", "Blue", "Other (type your answer)"],
+            AnswerStyle::Down,
+        );
+        assert_eq!(
+            answer_strokes(&menu, &Choice::Option(1)),
+            Ok(vec![
+                Stroke::Key(Key::Named("Down".into())),
+                Stroke::Key(Key::Named("Enter".into()))
+            ])
+        );
+        assert_eq!(
+            answer_strokes(&menu, &Choice::Text("Green".into())).map(|s| s.len()),
+            Ok(4)
+        );
+        let closed = test_prompt("question", &["Red", "Blue"], AnswerStyle::Down);
+        assert!(
+            answer_strokes(&closed, &Choice::Text("Green".into())).is_err(),
+            "no field for free words: never the last option instead"
+        );
+    }
+
+    #[test]
     fn strokes() {
         let p = test_prompt("permission", &["Yes", "No"], AnswerStyle::Digit);
         assert_eq!(
@@ -522,6 +671,24 @@ mod tests {
             3
         );
         assert!(answer_strokes(&p, &Choice::Text("x".into())).is_err());
+    }
+
+    #[test]
+    fn settings_may_hold_comments() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let p = d.path().join("settings.json");
+        std::fs::write(
+            &p,
+            "{\n  // the provider\n  \"url\": \"http://x//y\", /* a \"quoted\" note */\n  \"n\": 1\n}",
+        )
+        .expect("write");
+        assert_eq!(
+            read_settings(&p),
+            serde_json::json!({"url": "http://x//y", "n": 1})
+        );
+        std::fs::write(&p, "[1]").expect("write");
+        assert_eq!(read_settings(&p), serde_json::json!({}));
+        assert_eq!(read_settings(&d.path().join("none")), serde_json::json!({}));
     }
 
     #[test]

@@ -60,11 +60,7 @@ impl Adapter for Qwen {
 
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let user = user_home(ctx);
-        let mut settings: Value = std::fs::read_to_string(user.join("settings.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+        let mut settings = super::read_settings(&user.join("settings.json"));
         for event in QWEN_HOOKS {
             // Seconds; PermissionRequest returns at once, the others too.
             let hook = json!({ "type": "command", "command": ctx.hook_command, "timeout": 30 });
@@ -170,16 +166,22 @@ impl Adapter for Qwen {
             Some(h) => std::path::PathBuf::from(h),
             None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".qwen"),
         };
-        // `projects/<the directory, every / a ->/chats/<id>.jsonl`.
-        let project = rec.dir.display().to_string().replace('/', "-");
         qwen_transcript_reply(
-            &home
-                .join("projects")
-                .join(project)
-                .join("chats")
-                .join(format!("{}.jsonl", rec.cli_session_id)),
+            &qwen_chats(&home, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)),
         )
     }
+}
+
+/// Where Qwen Code (in its home `base`) keeps the conversations of directory `dir`:
+/// `projects/<the directory, every character not a letter or digit made "-">/chats`.
+pub fn qwen_chats(base: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let project: String = dir
+        .display()
+        .to_string()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    base.join("projects").join(project).join("chats")
 }
 
 /// The last reply in a Qwen Code conversation file: the text parts (not thoughts) of the last

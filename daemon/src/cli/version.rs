@@ -22,7 +22,7 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(3);
 /// The longest version kept (a metric label, an event field).
 const MAX_LEN: usize = 40;
 
-type Key = (PathBuf, Option<SystemTime>, u64);
+type Key = (String, PathBuf, Option<SystemTime>, u64);
 
 fn cache() -> &'static Mutex<HashMap<Key, String>> {
     static CACHE: OnceLock<Mutex<HashMap<Key, String>>> = OnceLock::new();
@@ -32,31 +32,52 @@ fn cache() -> &'static Mutex<HashMap<Key, String>> {
 /// The version of the package `path` belongs to: the nearest `package.json` above it with a
 /// `version` (at most six levels up). Empty when there is none.
 pub fn package_version(path: &Path) -> String {
+    package_of(path).map(|(_, v)| v).unwrap_or_default()
+}
+
+/// The name and version of the package `path` belongs to (see [`package_version`]).
+fn package_of(path: &Path) -> Option<(String, String)> {
     // `node_modules/.bin/codex` is a link into the package: look from where it points.
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let mut dir = real.parent();
     for _ in 0..6 {
-        let Some(d) = dir else { break };
+        let d = dir?;
         if let Ok(text) = std::fs::read_to_string(d.join("package.json"))
             && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
             && let Some(version) = v["version"].as_str()
         {
-            return clean(version);
+            let name = v["name"].as_str().unwrap_or_default().to_string();
+            return Some((name, clean(version)));
         }
         dir = d.parent();
     }
-    String::new()
+    None
+}
+
+/// Whether a package named `name` is the CLI of `adapter` (a wrapper or a project around it is
+/// not: its version says nothing of the CLI's screens).
+fn is_package_of(adapter: &str, name: &str) -> bool {
+    let prefixes: &[&str] = match adapter {
+        "claude" => &["@anthropic-ai/claude-code"],
+        "codex" => &["@openai/codex"],
+        "gemini" => &["@google/gemini-cli"],
+        "opencode" => &["opencode"],
+        "copilot" => &["@github/copilot"],
+        "qwen" => &["@qwen-code/qwen-code"],
+        _ => &[""],
+    };
+    prefixes.iter().any(|p| name.starts_with(p))
 }
 
 /// Interpreters a CLI may be started through (`node /x/qwen/cli.js`): the version is the
 /// script's, not theirs.
 const INTERPRETERS: &[&str] = &["node", "nodejs", "bun", "deno", "python", "python3", "env"];
 
-/// The version of the CLI `argv` runs, `program` being `argv[0]` resolved on the session's
-/// PATH. Empty when neither its package nor `--version` tells. `probe`: whether running
-/// `PROGRAM --version` is allowed (not for plain programs such as shells, whose version no
-/// pack depends on).
-pub async fn read(program: &Path, argv: &[String], probe: bool) -> String {
+/// The version of the CLI of `adapter` that `argv` runs, `program` being `argv[0]` resolved on
+/// the session's PATH: its npm package's, or what `PROGRAM --version` prints when `probe` allows
+/// running it and the program is named after the CLI (`claude`, not a wrapper such as `env` or
+/// `docker`, whose version says nothing of the CLI). Empty when neither tells.
+pub async fn read(adapter: &str, program: &Path, argv: &[String], probe: bool) -> String {
     let base = program
         .file_name()
         .and_then(|n| n.to_str())
@@ -70,6 +91,7 @@ pub async fn read(program: &Path, argv: &[String], probe: bool) -> String {
     let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
     let meta = std::fs::metadata(&real).ok();
     let key: Key = (
+        adapter.to_string(),
         real.clone(),
         meta.as_ref().and_then(|m| m.modified().ok()),
         meta.as_ref().map_or(0, std::fs::Metadata::len),
@@ -77,9 +99,12 @@ pub async fn read(program: &Path, argv: &[String], probe: bool) -> String {
     if let Some(v) = crate::locking::lock(cache()).get(&key) {
         return v.clone();
     }
-    let mut version = package_version(&target);
-    if version.is_empty() && probe && target == program {
-        version = run_version(program).await;
+    let mut version = package_of(&target)
+        .filter(|(name, _)| is_package_of(adapter, name))
+        .map(|(_, v)| v)
+        .unwrap_or_default();
+    if version.is_empty() && probe && target == program && base.starts_with(adapter) {
+        version = clean(&run_version(program).await);
     }
     let mut c = crate::locking::lock(cache());
     if c.len() > 256 {
@@ -140,13 +165,34 @@ mod tests {
             .expect("runtime");
         let argv = ["node".to_string(), script.display().to_string()];
         assert_eq!(
-            rt.block_on(read(Path::new("/usr/bin/node"), &argv, true)),
+            rt.block_on(read("generic", Path::new("/usr/bin/node"), &argv, true)),
             "1.4.2",
             "the script's package, not node's"
         );
         assert_eq!(
-            rt.block_on(read(&script, &[script.display().to_string()], false)),
+            rt.block_on(read(
+                "generic",
+                &script,
+                &[script.display().to_string()],
+                false
+            )),
             "1.4.2"
+        );
+        // Not the package of the CLI named: a wrapper's version is none.
+        assert_eq!(
+            rt.block_on(read(
+                "claude",
+                &script,
+                &[script.display().to_string()],
+                true
+            )),
+            ""
+        );
+        // `env FOO=1 claude`: env's own --version is never taken for the CLI's.
+        let env = ["env".to_string(), "FOO=1".into(), "claude".into()];
+        assert_eq!(
+            rt.block_on(read("claude", Path::new("/usr/bin/env"), &env, true)),
+            ""
         );
         assert_eq!(package_version(Path::new("/nonexistent/x/y")), "");
     }

@@ -100,15 +100,6 @@ pub fn argv(bwrap: &Path, spec: &JailSpec, program: &[String]) -> Vec<String> {
     a
 }
 
-/// Translates a path the jailed CLI reported (a transcript's) to where it lies on the host:
-/// below its home, in the session's own home when the file is there.
-pub fn host_path(own_home: &Path, home: &Path, seen: &Path) -> PathBuf {
-    match seen.strip_prefix(home) {
-        Ok(rest) if own_home.join(rest).exists() => own_home.join(rest),
-        _ => seen.to_path_buf(),
-    }
-}
-
 /// Pairs of (source on the host, where the jail sees it).
 pub type Binds = Vec<(PathBuf, PathBuf)>;
 
@@ -245,27 +236,6 @@ mod tests {
         let j = argv(Path::new("bwrap"), &spec, &["sh".into()]).join(" ");
         let parent = format!("--tmpfs {} ", t.path().join("a").display());
         assert!(!j.contains(&parent), "{j}");
-    }
-
-    #[test]
-    fn reported_paths_map_to_the_sessions_own_home() {
-        let t = tempfile::tempdir().expect("tempdir");
-        let own = t.path().join("own");
-        std::fs::create_dir_all(own.join(".claude/projects")).expect("dirs");
-        std::fs::write(own.join(".claude/projects/x.jsonl"), "{}").expect("write");
-        let home = Path::new("/home/u");
-        assert_eq!(
-            host_path(&own, home, Path::new("/home/u/.claude/projects/x.jsonl")),
-            own.join(".claude/projects/x.jsonl")
-        );
-        assert_eq!(
-            host_path(&own, home, Path::new("/home/u/src/y")),
-            PathBuf::from("/home/u/src/y")
-        );
-        assert_eq!(
-            host_path(&own, home, Path::new("/elsewhere")),
-            PathBuf::from("/elsewhere")
-        );
     }
 
     #[test]

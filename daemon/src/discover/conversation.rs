@@ -172,27 +172,26 @@ pub fn copilot_conversation(state: &Path, pid: u32) -> Option<String> {
 }
 
 /// Qwen Code writes `<id>.runtime.json` (with the process's `pid`: the one it relaunches itself
-/// as, below the one started) beside each conversation in `projects/<the directory, every / a
-/// ->/chats/`: certain, not a guess.
+/// as, below the one started) beside each conversation ([`crate::cli::qwen_chats`]): certain,
+/// not a guess.
 pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
     let mut pids = crate::procs::tree(pid);
     if !pids.contains(&pid) {
         pids.push(pid);
     }
-    let chats = base
-        .join("projects")
-        .join(dir.display().to_string().replace('/', "-"))
-        .join("chats");
-    std::fs::read_dir(chats).ok()?.flatten().find_map(|e| {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let id = name.strip_suffix(".runtime.json")?;
-        let v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
-        let held = v["pid"]
-            .as_u64()
-            .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
-        held.then(|| id.to_string())
-    })
+    std::fs::read_dir(crate::cli::qwen_chats(base, dir))
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".runtime.json")?;
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+            let held = v["pid"]
+                .as_u64()
+                .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
+            held.then(|| id.to_string())
+        })
 }
 
 /// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
@@ -264,7 +263,7 @@ mod tests {
         }
         assert_eq!(copilot_conversation(&state, 42).as_deref(), Some("bbbb"));
         assert_eq!(copilot_conversation(&state, 43), None);
-        let chats = d.path().join("q/projects/-home-dev-proj/chats");
+        let chats = d.path().join("q/projects/-home-dev-my-proj/chats");
         std::fs::create_dir_all(&chats).expect("mkdir");
         std::fs::write(
             chats.join("1111.runtime.json"),
@@ -274,11 +273,11 @@ mod tests {
         std::fs::write(chats.join("2222.runtime.json"), r#"{"pid": 8}"#).expect("write");
         let base = d.path().join("q");
         assert_eq!(
-            qwen_conversation(&base, Path::new("/home/dev/proj"), 8).as_deref(),
+            qwen_conversation(&base, Path::new("/home/dev/my.proj"), 8).as_deref(),
             Some("2222")
         );
         assert_eq!(
-            qwen_conversation(&base, Path::new("/home/dev/proj"), 9),
+            qwen_conversation(&base, Path::new("/home/dev/my.proj"), 9),
             None
         );
         assert_eq!(

@@ -19,6 +19,10 @@ use super::shared::*;
 /// How long a turn's reply is looked for in the CLI's records after its completion hook.
 const RECORDS_WAIT: Duration = Duration::from_secs(5);
 
+/// A CLI's "waiting for input" notice ends no turn younger than this: it belongs to the turn
+/// before, arriving late (a turn that truly ends so soon is ended by the screen's safety net).
+const IDLE_NOT_BEFORE: Duration = Duration::from_millis(700);
+
 impl Daemon {
     /// A hook call from a CLI: authenticated by the session id and token given at spawn.
     pub async fn hook(
@@ -39,11 +43,15 @@ impl Daemon {
             (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone())
         };
         // A jailed CLI reports paths as it sees them; its transcripts lie in its own copy of
-        // its state on the host.
+        // its state on the host — and nowhere else: a path outside it is dropped, so that a
+        // jailed session cannot have the daemon read another file for it.
         if !rec.jail_home.is_empty() {
             for key in ["transcript_path", "transcriptPath"] {
                 if let Some(Value::String(p)) = payload.get_mut(key) {
-                    *p = self.host_path(&rec, p);
+                    *p = self
+                        .jailed_record_path(&rec, p)
+                        .map(|h| h.display().to_string())
+                        .unwrap_or_default();
                 }
             }
         }
@@ -94,7 +102,12 @@ impl Daemon {
     /// screen shows that turn working (or the typed text) and nothing is ended.
     async fn idle_again(&self, name: &str) {
         let Some((target, pack, running)) = lock(&self.inner.sessions).get(name).and_then(|e| {
-            let running = e.rt.turn.started.is_some() && e.rec.prompt.is_none();
+            // A turn that began a moment ago is the next one, whose input was just typed.
+            let running =
+                e.rt.turn
+                    .started
+                    .is_some_and(|t| t.elapsed() >= IDLE_NOT_BEFORE)
+                    && e.rec.prompt.is_none();
             self.kind_of(&e.rec.cli)
                 .map(|(_, p)| (e.rec.target().to_string(), p, running))
         }) else {
@@ -140,7 +153,18 @@ impl Daemon {
                     Ok(String::new())
                 }
                 HookSignal::TurnCompletedIn { path, stamp, read } => {
-                    // The hook is answered now: the CLI may write its records only after it.
+                    // Mostly the records hold the reply already: the turn ends now.
+                    let p = path.clone();
+                    let now = tokio::task::spawn_blocking(move || (read.0)(&p, stamp))
+                        .await
+                        .ok()
+                        .flatten();
+                    if let Some(text) = now {
+                        self.hook_completed(&name, text);
+                        return Ok(String::new());
+                    }
+                    // Else the hook is answered first: the CLI may write its records only
+                    // after it (a new conversation's file).
                     let (d, name) = (self.clone(), name.clone());
                     tokio::spawn(async move {
                         let deadline = Instant::now() + RECORDS_WAIT;
@@ -154,8 +178,15 @@ impl Daemon {
                                 break text;
                             }
                             if Instant::now() >= deadline || d.inner.shutdown.is_cancelled() {
-                                info!("the turn's reply never reached the CLI's records");
-                                break String::new();
+                                info!(
+                                    "the CLI's records never held that stop; reading them as they are"
+                                );
+                                let p = path.clone();
+                                break tokio::task::spawn_blocking(move || (read.0)(&p, 0))
+                                    .await
+                                    .ok()
+                                    .flatten()
+                                    .unwrap_or_default();
                             }
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         };

@@ -260,6 +260,7 @@ impl Daemon {
         self.check_cli_allowed(&rec.owner, &cli.name)?;
         let mut argv = cli.argv.clone();
         let mut launch_env = Vec::new();
+        let mut launch_dirs = Vec::new();
         // The home the CLI will see: its own HOME setting, else the daemon's.
         let home = req
             .env
@@ -298,6 +299,7 @@ impl Daemon {
             for dir in &launch.dirs {
                 create_private_dir(dir).map_err(state_err(dir))?;
             }
+            launch_dirs.clone_from(&launch.dirs);
             for (link, target) in &launch.links {
                 if let Some(parent) = link.parent() {
                     create_private_dir(parent).map_err(state_err(parent))?;
@@ -348,6 +350,20 @@ impl Daemon {
         let (socket, jailed) = match self.jail_for(&rec.owner, &path_for_jail)? {
             Some(bwrap) => {
                 let (jailed, hook_socket) = self.jailed_argv(&bwrap, rec, cli, &home, &argv)?;
+                // What the CLI's links point to in its home is made in the jail's own home too,
+                // which the jail shows there.
+                let own = (self.inner.settings.state_dir.join("jails"))
+                    .join(&rec.id)
+                    .join("home");
+                for dir in &launch_dirs {
+                    if let Ok(rest) = dir.strip_prefix(&home) {
+                        let mine = own.join(rest);
+                        create_private_dir(&mine).map_err(|source| CoreError::State {
+                            path: mine.clone(),
+                            source,
+                        })?;
+                    }
+                }
                 argv = jailed;
                 self.set_jail_home(&rec.name, &home.display().to_string());
                 (hook_socket, true)
@@ -360,7 +376,7 @@ impl Daemon {
         // `PROGRAM --version` runs outside any jail: never for a jailed session (its owner may
         // have chosen what the program name resolves to) nor for a plain program.
         let probe = !jailed && cli.adapter != "generic";
-        let version = crate::cli::version::read(&program, &version_argv, probe).await;
+        let version = crate::cli::version::read(&cli.adapter, &program, &version_argv, probe).await;
         if let Some(e) = lock(&self.inner.sessions).get_mut(&rec.name) {
             e.rec.cli_version = version;
         }

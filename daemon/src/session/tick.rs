@@ -157,9 +157,13 @@ impl Daemon {
             }
             e.rec.clone()
         };
-        self.inner
-            .metrics
-            .detection_failure(&cli, &rec.cli_version, "no_completion");
+        // A turn cancelled or failed may end without its completion signal by design (Copilot
+        // CLI's): only one whose screen shows neither is a detection failure.
+        if !a.interrupted && a.error.is_none() {
+            self.inner
+                .metrics
+                .detection_failure(&cli, &rec.cli_version, "no_completion");
+        }
         let reply = self
             .kind_of(&cli)
             .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok().as_deref()))

@@ -96,9 +96,10 @@ impl Daemon {
     /// The unmanaged session of `cli` process `pid`, made on its first report.
     fn unmanaged_session(&self, cli: &str, pid: u32, payload: &Value) -> String {
         let name = format!("u-{cli}-{pid}");
-        let conversation = payload
-            .get("session_id")
-            .and_then(Value::as_str)
+        // Copilot CLI names it `sessionId`.
+        let conversation = ["session_id", "sessionId"]
+            .iter()
+            .find_map(|k| payload.get(*k).and_then(Value::as_str))
             .unwrap_or("")
             .to_string();
         let rec = {
@@ -130,8 +131,8 @@ impl Daemon {
             rec
         };
         let how = match cli {
-            "gemini" => {
-                "its prompts are shown here but answered at its terminal (Gemini CLI's hooks cannot carry an answer)"
+            "gemini" | "copilot" | "qwen" => {
+                "its prompts are shown here but answered at its terminal (its hooks cannot carry an answer while its dialog stays answerable there)"
             }
             _ => "its permission prompts can be answered here",
         };
