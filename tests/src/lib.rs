@@ -1,6 +1,7 @@
 //! Test harness: the real `clibotd` and `clibotctl` binaries on a private socket, state directory
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
+pub mod approvals;
 pub mod asker;
 pub mod claude;
 pub mod codex;

@@ -6,28 +6,23 @@
 //!
 //! Never skipped: without `tests/node` installed they fail and say how to install it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use clibot_tests::copilot::{CopilotHome, UNSET_ENV, require_copilot};
-use clibot_tests::fake_telegram::{self, FakeTelegram, Sent, texts};
-use clibot_tests::live;
 use clibot_tests::mock_llm::{MockLlm, Rule};
 use clibot_tests::{Harness, tested_version};
+use clibot_tests::{approvals, live};
 use serde_json::{Value, json};
 
 /// The clibot session every test runs.
 const SESSION: &str = "cp";
 
-const ADMIN: i64 = 100;
-
 const REPLY: &str = "Hello from the mock model.\nThis is line two.";
-const DONE: &str = "All done: the command ran.";
 
 struct Setup {
     h: Harness,
     mock: MockLlm,
-    work: PathBuf,
     home: CopilotHome,
 }
 
@@ -46,12 +41,7 @@ fn setup(rules: impl Fn(&Path) -> Vec<Rule>, extra: &str) -> Setup {
     wait_event(&h, "the session to be ready", |e| {
         e["type"] == "state_changed" && e["to"] == "idle"
     });
-    Setup {
-        h,
-        mock,
-        work,
-        home,
-    }
+    Setup { h, mock, home }
 }
 
 fn wait_event(h: &Harness, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
@@ -64,28 +54,13 @@ fn wait_event_after(h: &Harness, seq: u64, what: &str, pred: impl Fn(&Value) -> 
     })
 }
 
-/// The model runs `touch <work>/<file>` with Copilot's shell tool (`bash`), which asks first;
-/// after it, the model says [`DONE`].
-fn touch_rule(work: &Path, trigger: &str, file: &str) -> Rule {
-    Rule::tool(
-        trigger,
-        "bash",
-        json!({
-            "command": format!("touch {}", work.join(file).display()),
-            "description": "Create a marker file",
-        }),
-        DONE,
-    )
-}
-
 fn rules(work: &Path) -> Vec<Rule> {
-    vec![
-        Rule::text("say hello", REPLY),
-        touch_rule(work, "RUNCMD one", "one.txt"),
-        touch_rule(work, "RUNCMD two", "two.txt"),
-        touch_rule(work, "RUNCMD desk", "desk.txt"),
-        Rule::text("after the no", "Understood, nothing ran."),
-    ]
+    approvals::rules(
+        work,
+        "bash",
+        json!({ "description": "Create a marker file" }),
+        REPLY,
+    )
 }
 
 #[test]
@@ -130,111 +105,23 @@ fn real_cli_a_reply_arrives_as_turn_completed_with_the_exact_text() {
     );
 }
 
-fn said(tg: &FakeTelegram, what: &str, needle: &str) -> Vec<Sent> {
-    tg.wait_sent(what, |s| texts(s, ADMIN).iter().any(|t| t.contains(needle)))
-}
-
-/// The prompt message in the chat whose text holds `needle`, with its buttons.
-fn prompt_message(tg: &FakeTelegram, needle: &str) -> Sent {
-    let sent = tg.wait_sent("the prompt with buttons", |s| {
-        s.iter()
-            .any(|m| m.chat_id == ADMIN && m.text.contains(needle) && m.reply_markup.is_some())
-    });
-    sent.into_iter()
-        .rev()
-        .find(|m| m.chat_id == ADMIN && m.text.contains(needle) && m.reply_markup.is_some())
-        .expect("prompt")
-}
-
-/// The callback data of the button on row `row`.
-fn button(m: &Sent, row: usize) -> String {
-    m.reply_markup.as_ref().expect("buttons")["inline_keyboard"][row][0]["callback_data"]
-        .as_str()
-        .expect("callback data")
-        .to_string()
-}
-
 #[test]
 fn real_cli_a_permission_answered_yes_then_no_from_telegram() {
-    let s = setup(
-        rules,
-        &format!("\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\n"),
-    );
-    let (tg, mut g) = fake_telegram::with_gateway(&s.h);
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!use {SESSION}"));
-    said(&tg, "bound", SESSION);
-
-    // Yes: the command runs and the turn's reply reaches the chat.
-    tg.push_message(ADMIN, ADMIN, "Owner", "please RUNCMD one");
-    let prompt = prompt_message(&tg, "one.txt");
-    assert!(
-        prompt.text.contains("touch ") && prompt.text.contains("Yes"),
-        "{}",
-        prompt.text
-    );
-    let rows = prompt.reply_markup.as_ref().expect("buttons")["inline_keyboard"]
-        .as_array()
-        .map_or(0, Vec::len);
-    assert!(rows >= 3, "Yes, Yes and don't ask again, No: {prompt:?}");
-    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &button(&prompt, 0));
-    said(&tg, "the reply after Yes", DONE);
-    assert!(s.work.join("one.txt").exists(), "the command ran");
-
-    // No: nothing runs, the model is told so, and the session answers the next message.
-    let since = live::last_seq(&s.h);
-    tg.push_message(ADMIN, ADMIN, "Owner", "please RUNCMD two");
-    let prompt = prompt_message(&tg, "two.txt");
-    tg.push_callback(ADMIN, ADMIN, prompt.message_id, &button(&prompt, 2));
-    let resolved = wait_event_after(&s.h, since, "the No", |e| e["type"] == "prompt_resolved");
-    assert_eq!(resolved["by"], "clibot", "{resolved}");
-    wait_event_after(&s.h, since, "the turn after the No", |e| {
-        e["type"] == "turn_completed"
+    let s = setup(rules, approvals::ACCESS);
+    approvals::yes_then_no_from_telegram(&s.h, SESSION, 3, || {
+        assert!(
+            live::requests_with(&s.mock, "rejected this tool call")
+                .iter()
+                .any(|r| r.contains("User feedback: No")),
+            "Copilot told the model the user said no"
+        );
     });
-    assert!(!s.work.join("two.txt").exists(), "the command did not run");
-    assert!(
-        live::requests_with(&s.mock, "rejected this tool call")
-            .iter()
-            .any(|r| r.contains("User feedback: No")),
-        "Copilot told the model the user said no"
-    );
-    tg.push_message(ADMIN, ADMIN, "Owner", "please say hello");
-    said(&tg, "the next reply", "This is line two.");
-    let _ = g.kill();
-    let _ = g.wait();
 }
 
 #[test]
 fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(rules, "");
-    let since = live::last_seq(&s.h);
-    s.h.ctl_ok(&["send", SESSION, "please RUNCMD desk"]);
-    let waiting = wait_event_after(&s.h, since, "the dialog", |e| {
-        e["type"] == "waiting" && e["options"].as_array().is_some_and(|o| o.len() == 3)
-    });
-    assert_eq!(waiting["kind"], "permission", "{waiting}");
-    assert!(
-        waiting["subject"]
-            .as_str()
-            .is_some_and(|t| t.ends_with("desk.txt")),
-        "{waiting}"
-    );
-    // The person at the desk reads the dialog, then presses 1 in the real terminal.
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        s.h.tmux(&["send-keys", "-t", SESSION, "1"])
-            .status
-            .success()
-    );
-    let resolved = wait_event_after(&s.h, since, "resolved at the terminal", |e| {
-        e["type"] == "prompt_resolved"
-    });
-    assert_eq!(resolved["by"], "terminal", "{resolved}");
-    let done = wait_event_after(&s.h, since, "the turn", |e| e["type"] == "turn_completed");
-    assert_eq!(done["text"], DONE, "{done}");
-    assert!(s.work.join("desk.txt").exists());
-    // A late answer through clibot is refused: the prompt is gone.
-    let late = s.h.ctl_err(&["answer", SESSION, "1"]);
-    assert!(!late.is_empty());
+    approvals::answered_at_the_terminal(&s.h, SESSION, 3);
 }
 
 #[test]

@@ -73,25 +73,14 @@ impl Adapter for Copilot {
         // Conversations are kept in the user's own session state, so that `copilot --resume`
         // outside clibot (and discovery) sees them; it is made when the user has none yet.
         let state = user.join("session-state");
-        let mut links: Vec<(std::path::PathBuf, std::path::PathBuf)> = std::fs::read_dir(&user)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter(|e| e.file_name() != "hooks" && e.file_name() != "session-state")
-                    .map(|e| (home.join(e.file_name()), e.path()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut links = super::link_entries(&user, &home, &["hooks", "session-state"]);
         links.push((home.join("session-state"), state.clone()));
         // The user's own hooks keep running beside clibot's.
-        if let Ok(entries) = std::fs::read_dir(user.join("hooks")) {
-            links.extend(
-                entries
-                    .flatten()
-                    .filter(|e| e.file_name() != "clibot.json")
-                    .map(|e| (home.join("hooks").join(e.file_name()), e.path())),
-            );
-        }
+        links.extend(super::link_entries(
+            &user.join("hooks"),
+            &home.join("hooks"),
+            &["clibot.json"],
+        ));
         let conversation = if ctx.conversation.is_empty() {
             ctx.cli_session_id
         } else {

@@ -38,36 +38,15 @@ impl Adapter for Gemini {
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let user_dir = ctx.home.join(".gemini");
         let mut settings = super::read_settings(&user_dir.join("settings.json"));
-        for event in GEMINI_HOOKS {
+        super::add_hooks(&mut settings, GEMINI_HOOKS, |event| {
             // Gemini's hook timeouts are milliseconds.
             let hook = json!({ "name": format!("clibot-{event}"), "type": "command", "command": ctx.hook_command, "timeout": 10_000 });
-            let entry = json!({ "matcher": "", "hooks": [hook] });
-            match settings
-                .pointer_mut(&format!("/hooks/{event}"))
-                .and_then(Value::as_array_mut)
-            {
-                // The user's own hooks keep running, before clibot's.
-                Some(list) => list.push(entry),
-                None => {
-                    if !settings.get("hooks").is_some_and(Value::is_object) {
-                        settings["hooks"] = json!({});
-                    }
-                    settings["hooks"][*event] = json!([entry]);
-                }
-            }
-        }
+            json!({ "matcher": "", "hooks": [hook] })
+        });
         settings["hooksConfig"] = json!({ "enabled": true });
         let home = ctx.files_dir.join("gemini-home");
         let dir = home.join(".gemini");
-        let links = std::fs::read_dir(&user_dir)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter(|e| e.file_name() != "settings.json")
-                    .map(|e| (dir.join(e.file_name()), e.path()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let links = super::link_entries(&user_dir, &dir, &["settings.json"]);
         Launch {
             // The most recent conversation in this directory.
             args: if ctx.resume && !ctx.conversation.is_empty() {

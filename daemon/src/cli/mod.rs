@@ -438,6 +438,41 @@ pub fn read_settings(path: &std::path::Path) -> Value {
     }
 }
 
+/// Adds clibot's hook (`entry(event)`) to each of `events` in a settings object's
+/// `hooks.EVENT` lists, after the user's own hooks, which keep running first.
+pub(crate) fn add_hooks(settings: &mut Value, events: &[&str], entry: impl Fn(&str) -> Value) {
+    if !settings.get("hooks").is_some_and(Value::is_object) {
+        settings["hooks"] = Value::Object(Default::default());
+    }
+    for event in events {
+        match settings
+            .pointer_mut(&format!("/hooks/{event}"))
+            .and_then(Value::as_array_mut)
+        {
+            Some(list) => list.push(entry(event)),
+            None => settings["hooks"][*event] = Value::Array(vec![entry(event)]),
+        }
+    }
+}
+
+/// Links in a per-session home `private` to each entry of the user's CLI home `user` but those
+/// named in `except` (what the session's own copy replaces).
+pub(crate) fn link_entries(
+    user: &std::path::Path,
+    private: &std::path::Path,
+    except: &[&str],
+) -> Vec<(std::path::PathBuf, std::path::PathBuf)> {
+    std::fs::read_dir(user)
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| !except.iter().any(|x| e.file_name() == *x))
+                .map(|e| (private.join(e.file_name()), e.path()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// `text` with its `//` and `/* */` comments blanked out (never inside strings).
 fn strip_json_comments(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -61,37 +61,16 @@ impl Adapter for Qwen {
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         let user = user_home(ctx);
         let mut settings = super::read_settings(&user.join("settings.json"));
-        for event in QWEN_HOOKS {
-            // Seconds; PermissionRequest returns at once, the others too.
+        super::add_hooks(&mut settings, QWEN_HOOKS, |_| {
+            // Seconds; every one returns at once.
             let hook = json!({ "type": "command", "command": ctx.hook_command, "timeout": 30 });
-            let entry = json!({ "matcher": "*", "hooks": [hook] });
-            match settings
-                .pointer_mut(&format!("/hooks/{event}"))
-                .and_then(Value::as_array_mut)
-            {
-                // The user's own hooks keep running, before clibot's.
-                Some(list) => list.push(entry),
-                None => {
-                    if !settings.get("hooks").is_some_and(Value::is_object) {
-                        settings["hooks"] = json!({});
-                    }
-                    settings["hooks"][*event] = json!([entry]);
-                }
-            }
-        }
+            json!({ "matcher": "*", "hooks": [hook] })
+        });
         let home = ctx.files_dir.join("qwen-home");
         // Conversations stay in the user's own `projects/` (where `qwen --resume` and discovery
         // find them); it is made when the user has none yet.
         let projects = user.join("projects");
-        let mut links: Vec<(std::path::PathBuf, std::path::PathBuf)> = std::fs::read_dir(&user)
-            .map(|entries| {
-                entries
-                    .flatten()
-                    .filter(|e| e.file_name() != "settings.json" && e.file_name() != "projects")
-                    .map(|e| (home.join(e.file_name()), e.path()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut links = super::link_entries(&user, &home, &["settings.json", "projects"]);
         links.push((home.join("projects"), projects.clone()));
         let id = if ctx.conversation.is_empty() {
             ctx.cli_session_id
