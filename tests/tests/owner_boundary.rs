@@ -359,3 +359,58 @@ fn real_cli_a_non_admins_claude_code_runs_jailed_and_its_hooks_still_report() {
         .expect("find");
     assert!(String::from_utf8_lossy(&given.stdout).trim().is_empty());
 }
+
+/// From inside a jailed session, a forged completion hook names another file as its
+/// transcript (the admin's session's records, a device): the daemon reads none of them for it.
+#[test]
+fn a_jailed_session_cannot_have_the_daemon_read_a_file_for_it() {
+    let h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n\n\
+         [cli.cpshell]\nadapter = \"copilot\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n"
+    ));
+    let mut h = h;
+    h.start_daemon();
+    let adm_dir = mkdir(&h, "adm");
+    let records = adm_dir.join("events.jsonl");
+    std::fs::write(
+        &records,
+        "{\"type\":\"user.message\",\"data\":{\"content\":\"hi\"}}\n{\"type\":\"assistant.message\",\"data\":{\"content\":\"THE ADMIN'S SECRET\",\"toolRequests\":[]}}\n",
+    )
+    .expect("write");
+    let ann_dir = mkdir(&h, "ann");
+    let (ok, out) = as_user(
+        &h,
+        ANN,
+        &["spawn", "ann", "cpshell", ann_dir.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{out}\n{}", h.daemon_log());
+    h.wait_screen("ann", "the shell", |s| s.contains('$'));
+    let ctl = bin("clibotctl");
+    let ctl = ctl.display();
+    let records = records.display();
+    let script = format!(
+        "for p in {records} /dev/zero /proc/self/environ; do \
+           printf '{{\"transcriptPath\":\"%s\",\"timestamp\":0}}' \"$p\" | {ctl} hook --cli cpshell agentStop; \
+         done; echo sent > out"
+    );
+    let out = run_in(&h, "ann", &ann_dir, &script);
+    assert!(out.contains("sent"), "{out}");
+    // The daemon gave up on each (they are not the session's records) within its wait.
+    std::thread::sleep(Duration::from_secs(7));
+    let said: Vec<String> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["session"] == "ann" && e["type"] == "turn_completed")
+        .map(|e| e["text"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        said.len(),
+        3,
+        "each forged hook reached the daemon: {said:?}"
+    );
+    assert!(
+        said.iter().all(|t| t.is_empty()),
+        "nothing read for the jailed session: {said:?}"
+    );
+    assert!(h.daemon_pid().is_some(), "the daemon lives on");
+}
