@@ -360,6 +360,82 @@ fn real_cli_a_non_admins_claude_code_runs_jailed_and_its_hooks_still_report() {
     assert!(String::from_utf8_lossy(&given.stdout).trim().is_empty());
 }
 
+/// A non-admin's Copilot CLI runs jailed: its per-session home's links point into the jail's
+/// own home, where it keeps its conversation, and its reply still comes through its hooks.
+#[test]
+fn real_cli_a_non_admins_copilot_runs_jailed_and_its_reply_comes_through() {
+    use clibot_tests::copilot::{CopilotHome, UNSET_ENV, require_copilot};
+    use clibot_tests::mock_llm::{MockLlm, Rule};
+    require_copilot();
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    let work = mkdir(&h, "ann");
+    let reply = "Jailed, and still answering.";
+    let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
+    let copilot = CopilotHome::new(&h.dir.path().join("copilot"), &work, &mock.url());
+    h.add_cli("copilot", &copilot.argv(), &copilot.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let (ok, out) = as_user(
+        &h,
+        ANN,
+        &["spawn", "cp", "copilot", work.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{out}");
+    h.wait_event("cp", "Copilot ready", Duration::from_secs(60), |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", "cp", "hello there"]);
+    let done = h.wait_event("cp", "the reply", Duration::from_secs(60), |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(
+        done["text"], reply,
+        "read from the jail's own session state"
+    );
+    assert!(
+        !copilot.copilot_dir().join("session-state").exists()
+            || std::fs::read_dir(copilot.copilot_dir().join("session-state"))
+                .map(|d| d
+                    .flatten()
+                    .all(|e| e.file_name().to_string_lossy().starts_with('.')))
+                .unwrap_or(true),
+        "nothing written into the home the test gave it"
+    );
+}
+
+/// A non-admin's Qwen Code runs jailed, with the Node.js it needs, and answers.
+#[test]
+fn real_cli_a_non_admins_qwen_runs_jailed_and_its_reply_comes_through() {
+    use clibot_tests::mock_llm::{MockLlm, Rule};
+    use clibot_tests::qwen::{QwenHome, UNSET_ENV, require_qwen};
+    require_qwen();
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    let work = mkdir(&h, "ann");
+    let reply = "Jailed, and still answering.";
+    let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
+    let qwen = QwenHome::new(&h.dir.path().join("qwen"), &mock.url());
+    h.add_cli("qwen", &qwen.argv(), &qwen.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let (ok, out) = as_user(
+        &h,
+        ANN,
+        &["spawn", "qw", "qwen", work.to_str().expect("utf-8")],
+    );
+    assert!(ok, "{out}");
+    h.wait_event("qw", "Qwen Code ready", Duration::from_secs(60), |e| {
+        e["type"] == "state_changed" && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", "qw", "hello there"]);
+    let done = h.wait_event("qw", "the reply", Duration::from_secs(60), |e| {
+        e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], reply);
+    assert_eq!(done["source"], "hook");
+}
+
 /// From inside a jailed session, a forged completion hook names another file as its
 /// transcript (the admin's session's records, a device): the daemon reads none of them for it.
 #[test]
