@@ -269,6 +269,33 @@ pub fn restart_mid_turn(
     assert_eq!(done["text"], next_reply, "{done:#}");
 }
 
+/// The rules [`killed_mid_turn`] needs from the mock.
+pub fn restart_rules() -> Vec<crate::mock_llm::Rule> {
+    vec![
+        crate::mock_llm::Rule::text("slow question", "The slow answer."),
+        crate::mock_llm::Rule::text("next question", "The next answer."),
+    ]
+}
+
+/// [`restart_mid_turn`] by `kill -9`, with the questions [`restart_rules`] answers.
+pub fn killed_mid_turn(
+    h: &mut Harness,
+    mock: &crate::mock_llm::MockLlm,
+    session: &str,
+    unset: &[&str],
+) {
+    restart_mid_turn(
+        h,
+        mock,
+        session,
+        ("please answer the slow question", "The slow answer."),
+        ("please answer the next question", "The next answer."),
+        true,
+        unset,
+        Duration::from_secs(60),
+    );
+}
+
 /// The rules [`cancel_long_turn`] needs from the mock: a slow question, and the next one.
 pub fn cancel_rules() -> Vec<crate::mock_llm::Rule> {
     // The next message may share a user turn with the cancelled one (an interrupted turn

@@ -137,6 +137,47 @@ impl State {
     }
 }
 
+/// A model request taken in: recorded, numbered (`id` is `prefix` and the number), answered by
+/// `decide`, and held for the configured latency — what every API the mock speaks does first.
+pub(crate) struct Taken {
+    pub(crate) id: String,
+    pub(crate) completion: Completion,
+    pub(crate) chunk_chars: usize,
+}
+
+pub(crate) async fn take_request(
+    state: &Mutex<State>,
+    body: &Value,
+    prefix: &str,
+    decide: impl FnOnce(&mut State, &Value) -> Completion,
+) -> Taken {
+    let (taken, latency) = {
+        let mut st = lock(state);
+        st.requests.push(body.clone());
+        st.counter += 1;
+        let id = format!("{prefix}{:06}", st.counter);
+        let completion = decide(&mut st, body);
+        let chunk_chars = st.chunk_chars.unwrap_or(CHUNK_CHARS);
+        (
+            Taken {
+                id,
+                completion,
+                chunk_chars,
+            },
+            st.latency,
+        )
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    taken
+}
+
+/// The model a request names, else `default`.
+pub(crate) fn model_of<'a>(body: &'a Value, default: &'a str) -> &'a str {
+    body.get("model").and_then(Value::as_str).unwrap_or(default)
+}
+
 /// Locks the state even if a handler panicked while holding it: the data stays usable for the
 /// assertions that follow.
 pub(crate) fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -317,27 +358,12 @@ async fn handle(
                     ));
                 }
             };
-            let (id, completion, latency, chunk_chars) = {
-                let mut st = lock(&state);
-                st.requests.push(body.clone());
-                st.counter += 1;
-                let id = format!("msg_mock_{:06}", st.counter);
-                let completion = decide(&mut st, &body);
-                (
-                    id,
-                    completion,
-                    st.latency,
-                    st.chunk_chars.unwrap_or(CHUNK_CHARS),
-                )
-            };
-            if !latency.is_zero() {
-                tokio::time::sleep(latency).await;
-            }
-            let model = body
-                .get("model")
-                .and_then(Value::as_str)
-                .unwrap_or(DEFAULT_MODEL)
-                .to_string();
+            let Taken {
+                id,
+                completion,
+                chunk_chars,
+            } = take_request(&state, &body, "msg_mock_", decide).await;
+            let model = model_of(&body, DEFAULT_MODEL).to_string();
             if body.get("stream").and_then(Value::as_bool) == Some(true) {
                 let frames = sse_events(&id, &model, &completion, chunk_chars)
                     .iter()
@@ -716,22 +742,11 @@ async fn handle_gemini(
         // A rough figure is enough: the client only budgets its context with it.
         return json_response(StatusCode::OK, &json!({ "totalTokens": bytes.len() / 4 }));
     }
-    let (id, completion, latency, chunk_chars) = {
-        let mut st = lock(state);
-        st.requests.push(body.clone());
-        st.counter += 1;
-        let id = format!("mock-response-{:06}", st.counter);
-        let completion = decide_gemini(&mut st, &body);
-        (
-            id,
-            completion,
-            st.latency,
-            st.chunk_chars.unwrap_or(CHUNK_CHARS),
-        )
-    };
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
+    let Taken {
+        id,
+        completion,
+        chunk_chars,
+    } = take_request(state, &body, "mock-response-", decide_gemini).await;
     if call == GeminiCall::StreamGenerate {
         let frames = gemini_chunks(&id, model, &completion, chunk_chars)
             .iter()

@@ -21,8 +21,8 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 
 use crate::mock_llm::{
-    Block, Body, CHUNK_CHARS, Completion, State, UserTurn, chunks, decide_turn, example_of_schema,
-    json_response, lock, sse_frame, stream_response,
+    Block, Body, Completion, State, Taken, UserTurn, chunks, decide_turn, example_of_schema,
+    json_response, model_of, sse_frame, stream_response, take_request,
 };
 
 /// The model name reported when a request names none.
@@ -35,26 +35,12 @@ pub(crate) async fn handle_responses(state: &Mutex<State>, bytes: &[u8]) -> Resp
         Ok(v) => v,
         Err(e) => return error(StatusCode::BAD_REQUEST, &format!("body is not JSON: {e}")),
     };
-    let (id, completion, latency, chunk_chars) = {
-        let mut st = lock(state);
-        st.requests.push(body.clone());
-        st.counter += 1;
-        let id = format!("resp_mock_{:06}", st.counter);
-        let completion = decide(&mut st, &body);
-        (
-            id,
-            completion,
-            st.latency,
-            st.chunk_chars.unwrap_or(CHUNK_CHARS),
-        )
-    };
-    if !latency.is_zero() {
-        tokio::time::sleep(latency).await;
-    }
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or(DEFAULT_MODEL);
+    let Taken {
+        id,
+        completion,
+        chunk_chars,
+    } = take_request(state, &body, "resp_mock_", decide).await;
+    let model = model_of(&body, DEFAULT_MODEL);
     if body.get("stream").and_then(Value::as_bool) == Some(true) {
         let frames = events(&id, model, &completion, chunk_chars)
             .iter()
@@ -269,7 +255,7 @@ fn error(status: StatusCode, message: &str) -> Response<Body> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mock_llm::{DEFAULT_REPLY, MockLlm, Rule};
+    use crate::mock_llm::{CHUNK_CHARS, DEFAULT_REPLY, MockLlm, Rule};
 
     fn user(text: &str) -> Value {
         json!({ "type": "message", "role": "user",

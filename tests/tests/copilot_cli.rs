@@ -132,25 +132,8 @@ fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies() {
 
 #[test]
 fn real_cli_a_turn_across_a_daemon_kill_9_is_reported_once() {
-    let mut s = setup(
-        |_| {
-            vec![
-                Rule::text("slow question", "The slow answer."),
-                Rule::text("next question", "The next answer."),
-            ]
-        },
-        "",
-    );
-    live::restart_mid_turn(
-        &mut s.h,
-        &s.mock,
-        SESSION,
-        ("please answer the slow question", "The slow answer."),
-        ("please answer the next question", "The next answer."),
-        true,
-        UNSET_ENV,
-        Duration::from_secs(60),
-    );
+    let mut s = setup(|_| live::restart_rules(), "");
+    live::killed_mid_turn(&mut s.h, &s.mock, SESSION, UNSET_ENV);
 }
 
 #[test]

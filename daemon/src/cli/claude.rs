@@ -345,19 +345,12 @@ mod tests {
 
     #[test]
     fn claude_launch_injects_hooks() {
-        let l = Claude.launch(&LaunchContext {
-            hook_command: "'/x/clibotctl' hook --cli claude",
-            cli_session_id: "u-1",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: std::path::Path::new("/tmp"),
-            home: std::path::Path::new("/tmp"),
-            api_port: 0,
-            api_secret: "",
-            resume: false,
-            conversation: "",
-            env: &Default::default(),
-        });
+        let l = Claude.launch(&crate::cli::test_ctx(
+            "'/x/clibotctl' hook --cli claude",
+            "u-1",
+            std::path::Path::new("/tmp"),
+            std::path::Path::new("/tmp"),
+        ));
         assert_eq!(&l.args[..2], ["--session-id", "u-1"]);
         let s: Value = serde_json::from_str(&l.args[3]).expect("settings json");
         assert_eq!(

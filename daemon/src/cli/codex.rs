@@ -189,17 +189,13 @@ mod tests {
             "codex".into(),
         ];
         let l = Codex.launch(&LaunchContext {
-            hook_command: "",
-            cli_session_id: "u",
-            permission_wait_secs: 600,
             hook_argv: &argv,
-            files_dir: std::path::Path::new("/tmp"),
-            home: std::path::Path::new("/tmp"),
-            api_port: 0,
-            api_secret: "",
-            resume: false,
-            conversation: "",
-            env: &Default::default(),
+            ..crate::cli::test_ctx(
+                "",
+                "u",
+                std::path::Path::new("/tmp"),
+                std::path::Path::new("/tmp"),
+            )
         });
         assert_eq!(
             l.args,
@@ -210,32 +206,25 @@ mod tests {
             ]
         );
         let resumed = Codex.launch(&LaunchContext {
-            hook_command: "",
-            cli_session_id: "u",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: std::path::Path::new("/tmp"),
-            home: std::path::Path::new("/tmp"),
-            api_port: 0,
-            api_secret: "",
             resume: true,
-            conversation: "",
-            env: &Default::default(),
+            ..crate::cli::test_ctx(
+                "",
+                "u",
+                std::path::Path::new("/tmp"),
+                std::path::Path::new("/tmp"),
+            )
         });
         assert_eq!(resumed.args, ["resume", "--last", "--no-daemon"]);
         // A named conversation (`spawn --resume`, `clibotctl resume`) is resumed by its id.
         let named = Codex.launch(&LaunchContext {
-            hook_command: "",
-            cli_session_id: "u",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: std::path::Path::new("/tmp"),
-            home: std::path::Path::new("/tmp"),
-            api_port: 0,
-            api_secret: "",
             resume: true,
             conversation: "0199-thread",
-            env: &Default::default(),
+            ..crate::cli::test_ctx(
+                "",
+                "u",
+                std::path::Path::new("/tmp"),
+                std::path::Path::new("/tmp"),
+            )
         });
         assert_eq!(named.args, ["resume", "0199-thread", "--no-daemon"]);
     }

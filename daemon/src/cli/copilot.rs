@@ -387,19 +387,12 @@ mod tests {
         std::fs::write(user.join("config.json"), "{}").expect("write");
         std::fs::write(user.join("hooks/mine.json"), "{}").expect("write");
         let files = home.path().join("state");
-        let l = Copilot.launch(&LaunchContext {
-            hook_command: "'/x/clibotctl' hook --cli copilot",
-            cli_session_id: "0cb916db-26aa-40f2-86b5-1ba81b225fd2",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: &files,
-            home: home.path(),
-            api_port: 0,
-            api_secret: "",
-            resume: false,
-            conversation: "",
-            env: &Default::default(),
-        });
+        let l = Copilot.launch(&crate::cli::test_ctx(
+            "'/x/clibotctl' hook --cli copilot",
+            "0cb916db-26aa-40f2-86b5-1ba81b225fd2",
+            &files,
+            home.path(),
+        ));
         let private = files.join("copilot-home");
         assert_eq!(
             l.args,

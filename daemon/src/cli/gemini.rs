@@ -200,19 +200,12 @@ mod tests {
         std::fs::write(user.join("settings.json"), r#"{"security":{"auth":{"selectedType":"gemini-api-key"}},"hooks":{"AfterAgent":[{"matcher":"","hooks":[{"type":"command","command":"mine"}]}]}}"#).expect("write");
         std::fs::write(user.join("trustedFolders.json"), "{}").expect("write");
         let files = home.path().join("state");
-        let l = Gemini.launch(&LaunchContext {
-            hook_command: "'/x/clibotctl' hook --cli gemini",
-            cli_session_id: "u",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: &files,
-            home: home.path(),
-            api_port: 0,
-            api_secret: "",
-            resume: false,
-            conversation: "",
-            env: &Default::default(),
-        });
+        let l = Gemini.launch(&crate::cli::test_ctx(
+            "'/x/clibotctl' hook --cli gemini",
+            "u",
+            &files,
+            home.path(),
+        ));
         assert_eq!(
             l.env,
             vec![(

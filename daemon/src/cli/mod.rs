@@ -549,6 +549,30 @@ pub fn classify_error(message: &str) -> &'static str {
     }
 }
 
+/// A launch context for the adapters' tests: no API, no resume, an empty environment.
+#[cfg(test)]
+pub(crate) fn test_ctx<'a>(
+    hook_command: &'a str,
+    cli_session_id: &'a str,
+    files_dir: &'a std::path::Path,
+    home: &'a std::path::Path,
+) -> LaunchContext<'a> {
+    static NO_ENV: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    LaunchContext {
+        hook_command,
+        cli_session_id,
+        permission_wait_secs: 600,
+        hook_argv: &[],
+        files_dir,
+        home,
+        api_port: 0,
+        api_secret: "",
+        resume: false,
+        conversation: "",
+        env: &NO_ENV,
+    }
+}
+
 /// A prompt for the adapters' tests.
 #[cfg(test)]
 pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> Prompt {

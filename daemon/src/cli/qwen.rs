@@ -262,19 +262,12 @@ mod tests {
         .expect("write");
         std::fs::write(user.join("trustedFolders.json"), "{}").expect("write");
         let files = home.path().join("state");
-        let mut ctx = LaunchContext {
-            hook_command: "'/x/clibotctl' hook --cli qwen",
-            cli_session_id: "11111111-2222-4333-8444-555555555555",
-            permission_wait_secs: 600,
-            hook_argv: &[],
-            files_dir: &files,
-            home: home.path(),
-            api_port: 0,
-            api_secret: "",
-            resume: false,
-            conversation: "",
-            env: &Default::default(),
-        };
+        let mut ctx = crate::cli::test_ctx(
+            "'/x/clibotctl' hook --cli qwen",
+            "11111111-2222-4333-8444-555555555555",
+            &files,
+            home.path(),
+        );
         let l = Qwen.launch(&ctx);
         let private = files.join("qwen-home");
         assert_eq!(
