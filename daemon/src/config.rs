@@ -86,6 +86,9 @@ pub struct DaemonConfig {
     pub socket: Option<PathBuf>,
     /// State directory; the command line and `CLIBOT_STATE_DIR` win over it.
     pub state_dir: Option<PathBuf>,
+    /// Data directory (members' workspaces); the command line and `CLIBOT_DATA_DIR` win
+    /// over it.
+    pub data_dir: Option<PathBuf>,
     /// Working directories must lie inside one of these (`~` is the home directory).
     pub allowed_roots: Vec<PathBuf>,
     /// Largest text accepted by one `send`, in bytes.
@@ -168,6 +171,7 @@ impl Default for DaemonConfig {
         DaemonConfig {
             socket: None,
             state_dir: None,
+            data_dir: None,
             allowed_roots: vec![PathBuf::from("~")],
             max_input_bytes: 64 * 1024,
             max_queued_inputs: 100,
@@ -240,6 +244,8 @@ pub struct Settings {
     pub config: Config,
     pub config_file: Option<PathBuf>,
     pub state_dir: PathBuf,
+    /// Where members' workspaces are made (`members/PLATFORM-USER`).
+    pub data_dir: PathBuf,
     /// The gRPC socket, passed to CLIs as `CLIBOT_SOCKET` so their hooks can reach the daemon.
     pub socket: PathBuf,
 }

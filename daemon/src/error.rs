@@ -41,6 +41,20 @@ pub enum CoreError {
     )]
     SecretDir { dir: PathBuf, secret: PathBuf },
     #[error(
+        "directory {dir} is not in your workspace: your sessions work in {roots} (leave the directory out to start in your own workspace; an admin can add roots in [access.PLATFORM] member_roots)"
+    )]
+    NotMemberDir { dir: PathBuf, roots: String },
+    #[error(
+        "directory {dir} holds, or lies in, the directory of a session that is not yours: choose a directory of your own"
+    )]
+    OthersDir { dir: PathBuf },
+    #[error("{0}")]
+    SessionFiles(#[from] crate::confine::beneath::BeneathError),
+    #[error(
+        "{cli} cannot run in the jail of a non-admin's session: {why}; an admin can show its installation with [access.PLATFORM] jail_read, or install it outside the home directory"
+    )]
+    NotRunnableInJail { cli: String, why: String },
+    #[error(
         "a session named {0:?} already exists: choose another name, or remove it first with `clibotctl stop {0}`"
     )]
     AlreadyExists(String),

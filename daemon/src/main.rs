@@ -37,6 +37,9 @@ struct Args {
     /// State directory: session registry and event log [default: ~/.local/state/clibot]
     #[arg(long, env = "CLIBOT_STATE_DIR", value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Data directory: members' workspaces [default: ~/.local/share/clibot]
+    #[arg(long, env = "CLIBOT_DATA_DIR", value_name = "DIR")]
+    data_dir: Option<PathBuf>,
     /// tmux server socket (tmux -S) [default: tmux -L clibot]
     #[arg(long, env = "CLIBOT_TMUX_SOCKET", value_name = "PATH")]
     tmux_socket: Option<PathBuf>,
@@ -170,6 +173,12 @@ fn default_state_dir() -> anyhow::Result<PathBuf> {
         .to_path_buf())
 }
 
+fn default_data_dir() -> anyhow::Result<PathBuf> {
+    let dirs = directories::ProjectDirs::from("", "", "clibot")
+        .ok_or_else(|| anyhow!("cannot find the home directory; pass --data-dir"))?;
+    Ok(dirs.data_local_dir().to_path_buf())
+}
+
 fn run(
     args: Args,
     activated: std::io::Result<Option<std::os::unix::net::UnixListener>>,
@@ -198,6 +207,13 @@ fn run(
     {
         Some(d) => d,
         None => default_state_dir()?,
+    };
+    let data_dir = match args
+        .data_dir
+        .or_else(|| config.daemon.data_dir.as_deref().map(expand_home))
+    {
+        Some(d) => d,
+        None => default_data_dir()?,
     };
     let tmux_socket = match args
         .tmux_socket
@@ -284,6 +300,7 @@ fn run(
             config,
             config_file,
             state_dir: state_dir.clone(),
+            data_dir,
             socket: socket.clone(),
         };
         let daemon = Daemon::start(settings, Arc::new(tmux)).await?;

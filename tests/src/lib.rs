@@ -128,7 +128,8 @@ impl Harness {
         let work = root.join("work");
         std::fs::create_dir_all(&work).expect("mkdir work");
         let config = root.join("config.toml");
-        let text = BASE_CONFIG.replace("@WORK@", &work.display().to_string()) + extra;
+        // `@WORK@` stands for the work directory in the extra TOML too.
+        let text = (BASE_CONFIG.to_string() + extra).replace("@WORK@", &work.display().to_string());
         std::fs::write(&config, text).expect("write config");
         Harness {
             socket: root.join("run/clibotd.sock"),
@@ -139,6 +140,11 @@ impl Harness {
             dir,
             daemon: None,
         }
+    }
+
+    /// Where this installation's daemon keeps members' workspaces.
+    pub fn data_dir(&self) -> PathBuf {
+        self.state_dir.with_file_name("data")
     }
 
     pub fn new() -> Harness {
@@ -174,6 +180,7 @@ impl Harness {
     fn envs(&self, cmd: &mut Command) {
         cmd.env("CLIBOT_SOCKET", &self.socket)
             .env("CLIBOT_STATE_DIR", &self.state_dir)
+            .env("CLIBOT_DATA_DIR", self.data_dir())
             .env("CLIBOT_TMUX_SOCKET", &self.tmux_socket)
             .env("CLIBOT_CONFIG", &self.config)
             .env("CLIBOT_LOG", "debug")

@@ -28,10 +28,15 @@ fn as_user(h: &Harness, user: &str, args: &[&str]) -> (bool, String) {
     )
 }
 
+/// Ann's access: allowed, not an admin, working below the work directory's `members`.
+fn access(extra: &str) -> String {
+    format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nmember_roots = [\"@WORK@/members\"]\n{extra}\n"
+    )
+}
+
 fn harness(sandbox: &str) -> Harness {
-    let mut h = Harness::with_config(&format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n{sandbox}\n"
-    ));
+    let mut h = Harness::with_config(&access(&format!("clis = [\"*\"]\n{sandbox}")));
     h.start_daemon();
     h
 }
@@ -66,7 +71,7 @@ fn two_sessions(h: &Harness, ann_name: &str) -> (PathBuf, PathBuf) {
     let adm_dir = mkdir(h, "adm");
     let d = adm_dir.to_str().expect("utf-8");
     h.ctl_ok(&["spawn", "adm", "--cli", "bash", "--dir", d]);
-    let ann_dir = mkdir(h, ann_name);
+    let ann_dir = mkdir(h, &format!("members/{ann_name}"));
     let d = ann_dir.to_str().expect("utf-8");
     let (ok, out) = as_user(h, ANN, &["spawn", ann_name, "bash", d]);
     assert!(ok, "Ann may start a session: {out}\n{}", h.daemon_log());
@@ -140,11 +145,9 @@ fn a_non_admins_jailed_session_reaches_neither_clibot_nor_tmux_nor_other_session
     // The jail's home is the session's own: what it writes there never reaches the user's.
     let home = std::env::var_os("HOME").map(PathBuf::from).expect("HOME");
     assert!(!home.join("planted-by-jail").exists(), "{out}");
-    if home.join(".profile").exists() {
-        assert_ne!(rc("rc_rc"), "0", "the user's rc files are read-only: {out}");
-        let profile = std::fs::read_to_string(home.join(".profile")).unwrap_or_default();
-        assert!(!profile.contains("evil"));
-    }
+    // Its rc files are its own home's: the user's are not even there.
+    let profile = std::fs::read_to_string(home.join(".profile")).unwrap_or_default();
+    assert!(!profile.contains("evil"), "{out}");
     assert_ne!(rc("rc_state"), "0", "the state dir is hidden: {out}");
     assert!(!out.contains("hook_token"), "{out}");
     std::thread::sleep(Duration::from_millis(500));
@@ -292,20 +295,26 @@ fn no_token_ever_stands_on_a_command_line() {
 #[test]
 fn secret_directories_are_never_session_directories() {
     let mut h = Harness::new();
+    // The state directory inside the only allowed root: nothing but the secret paths keeps a
+    // session out of it.
+    h.state_dir = h.work.join("state");
     h.start_daemon();
-    // The state directory is a secret path; so is a `.ssh` below the home.
-    let e = h.ctl_err(&[
-        "spawn",
-        "x",
-        "--cli",
-        "bash",
-        "--dir",
-        h.state_dir.to_str().expect("utf-8"),
-    ]);
-    assert!(
-        e.contains("holds secrets") || e.contains("outside the allowed roots"),
-        "{e}"
-    );
+    let link = h.work.join("innocent");
+    std::os::unix::fs::symlink(&h.state_dir, &link).expect("link");
+    for dir in [h.state_dir.clone(), h.state_dir.join("launch"), link] {
+        std::fs::create_dir_all(h.state_dir.join("launch")).expect("dir");
+        let e = h.ctl_err(&[
+            "spawn",
+            "x",
+            "--cli",
+            "bash",
+            "--dir",
+            dir.to_str().expect("utf-8"),
+        ]);
+        assert!(e.contains("holds secrets"), "{}: {e}", dir.display());
+    }
+    // An ordinary directory in the same root starts.
+    h.ctl_ok(&["spawn", "x", "--cli", "bash", "--dir", h.work.to_str().expect("utf-8")]);
 }
 
 #[test]
@@ -313,10 +322,8 @@ fn real_cli_a_non_admins_claude_code_runs_jailed_and_its_hooks_still_report() {
     use clibot_tests::claude::{ClaudeHome, UNSET_ENV};
     use clibot_tests::mock_llm::{MockLlm, Rule};
     assert!(clibot_tests::claude::claude_available());
-    let mut h = Harness::with_config(&format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
-    ));
-    let work = mkdir(&h, "ann");
+    let mut h = Harness::with_config(&access(""));
+    let work = mkdir(&h, "members/ann");
     let reply = "Jailed, and still answering.";
     let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
     let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
@@ -367,10 +374,8 @@ fn real_cli_a_non_admins_copilot_runs_jailed_and_its_reply_comes_through() {
     use clibot_tests::copilot::{CopilotHome, UNSET_ENV, require_copilot};
     use clibot_tests::mock_llm::{MockLlm, Rule};
     require_copilot();
-    let mut h = Harness::with_config(&format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
-    ));
-    let work = mkdir(&h, "ann");
+    let mut h = Harness::with_config(&access(""));
+    let work = mkdir(&h, "members/ann");
     let reply = "Jailed, and still answering.";
     let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
     let copilot = CopilotHome::new(&h.dir.path().join("copilot"), &work, &mock.url());
@@ -410,10 +415,8 @@ fn real_cli_a_non_admins_qwen_runs_jailed_and_its_reply_comes_through() {
     use clibot_tests::mock_llm::{MockLlm, Rule};
     use clibot_tests::qwen::{QwenHome, UNSET_ENV, require_qwen};
     require_qwen();
-    let mut h = Harness::with_config(&format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\n"
-    ));
-    let work = mkdir(&h, "ann");
+    let mut h = Harness::with_config(&access(""));
+    let work = mkdir(&h, "members/ann");
     let reply = "Jailed, and still answering.";
     let mock = MockLlm::start(vec![Rule::text("hello", reply)]);
     let qwen = QwenHome::new(&h.dir.path().join("qwen"), &mock.url());
@@ -441,8 +444,9 @@ fn real_cli_a_non_admins_qwen_runs_jailed_and_its_reply_comes_through() {
 #[test]
 fn a_jailed_session_cannot_have_the_daemon_read_a_file_for_it() {
     let h = Harness::with_config(&format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n\n\
-         [cli.cpshell]\nadapter = \"copilot\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n"
+        "{}\n\
+         [cli.cpshell]\nadapter = \"copilot\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n",
+        access("clis = [\"*\"]")
     ));
     let mut h = h;
     h.start_daemon();
@@ -453,7 +457,7 @@ fn a_jailed_session_cannot_have_the_daemon_read_a_file_for_it() {
         "{\"type\":\"user.message\",\"data\":{\"content\":\"hi\"}}\n{\"type\":\"assistant.message\",\"data\":{\"content\":\"THE ADMIN'S SECRET\",\"toolRequests\":[]}}\n",
     )
     .expect("write");
-    let ann_dir = mkdir(&h, "ann");
+    let ann_dir = mkdir(&h, "members/ann");
     let (ok, out) = as_user(
         &h,
         ANN,

@@ -79,6 +79,18 @@ pub struct PlatformAccess {
     pub pairing_ttl: Duration,
     /// Pending pairing codes at most; a new request then takes the place of the oldest.
     pub pairing_max_pending: usize,
+    /// Where non-admins' sessions may work; unset: a workspace of each member's own under
+    /// the data directory (`members/PLATFORM-USER`), made on first use.
+    pub member_roots: Option<Vec<PathBuf>>,
+    /// More paths a non-admin's jail shows, read-only.
+    pub jail_read: Vec<PathBuf>,
+    /// Whether a non-admin's jail shares the machine's network.
+    pub network: crate::confine::policy::Network,
+    /// The size of a non-admin's jail's `/tmp`, `/var/tmp` and `/dev/shm`, each.
+    pub jail_tmp: crate::confine::policy::Bytes,
+    /// What a non-admin's session may keep in its directory and its own home together; over
+    /// it, the session is stopped.
+    pub jail_disk: crate::confine::policy::Bytes,
 }
 
 impl PlatformAccess {
@@ -125,6 +137,11 @@ impl Default for PlatformAccess {
             clis: None,
             pairing_ttl: DEFAULT_PAIRING_TTL,
             pairing_max_pending: DEFAULT_MAX_PENDING,
+            member_roots: None,
+            jail_read: Vec::new(),
+            network: Default::default(),
+            jail_tmp: crate::confine::policy::Bytes(crate::confine::policy::DEFAULT_JAIL_TMP),
+            jail_disk: crate::confine::policy::Bytes(crate::confine::policy::DEFAULT_JAIL_DISK),
         }
     }
 }

@@ -18,6 +18,11 @@ pub struct LaunchSpec {
     pub argv: Vec<String>,
     /// Set on top of the environment tmux gives the pane.
     pub env: Vec<(String, String)>,
+    /// The program is `bwrap` building a jail: hand it the seccomp filter that refuses
+    /// `TIOCSTI` (`--seccomp FD`, inserted after the program), and open the path after each
+    /// `--bind-fd` / `--ro-bind-fd` with no link followed, putting its descriptor in its place.
+    #[serde(default)]
+    pub seccomp: bool,
 }
 
 /// The folder of pending launch files.
@@ -66,6 +71,8 @@ pub enum LaunchError {
     },
     #[error("the launch file {0} is not valid: {1}")]
     Invalid(String, String),
+    #[error("cannot build the session's jail: {0}; the session is not started")]
+    Seccomp(String),
     #[error("cannot run {program}: {source}")]
     Exec {
         program: String,
@@ -94,13 +101,26 @@ pub fn run(file: &Path) -> LaunchError {
     let Some((program, args)) = spec.argv.split_first() else {
         return LaunchError::Invalid(file.display().to_string(), "no program".into());
     };
+    let mut args = args.to_vec();
+    if spec.seccomp {
+        if let Err(e) = pin_bound_paths(&mut args) {
+            return LaunchError::Seccomp(e);
+        }
+        match seccomp_fd() {
+            Ok(fd) => {
+                args.insert(0, fd.to_string());
+                args.insert(0, "--seccomp".into());
+            }
+            Err(e) => return LaunchError::Seccomp(e),
+        }
+    }
     // Best effort: without it, callers that escape the pane's process tree are not traced to
     // their session (they are then treated as the chat metadata they claim is ignored anyway
     // only for traced callers), which the jail, not this, is the boundary for.
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     use std::os::unix::process::CommandExt;
     let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
+    cmd.args(&args);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
@@ -109,6 +129,43 @@ pub fn run(file: &Path) -> LaunchError {
         program: program.clone(),
         source,
     }
+}
+
+/// Replaces the path after each `--bind-fd` / `--ro-bind-fd` by a descriptor of it, opened
+/// with no link followed and left open across `exec`.
+fn pin_bound_paths(args: &mut [String]) -> Result<(), String> {
+    use crate::confine::jail::{BIND_FD, RO_BIND_FD};
+    use std::os::fd::IntoRawFd;
+    let mut i = 0;
+    while i + 1 < args.len() {
+        if args[i] == BIND_FD || args[i] == RO_BIND_FD {
+            let path = std::path::PathBuf::from(&args[i + 1]);
+            let fd = crate::confine::beneath::Dir::pin(&path).map_err(|e| e.to_string())?;
+            rustix::io::fcntl_setfd(&fd, rustix::io::FdFlags::empty())
+                .map_err(|e| e.to_string())?;
+            args[i + 1] = fd.into_raw_fd().to_string();
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The seccomp filter in a memory file left open across `exec` (bubblewrap reads it from
+/// there); its descriptor number.
+fn seccomp_fd() -> Result<i32, String> {
+    use std::io::{Seek, Write};
+    use std::os::fd::IntoRawFd;
+    let prog = crate::confine::seccomp::tiocsti_filter()
+        .ok_or_else(|| format!("no filter is known for {}", std::env::consts::ARCH))?;
+    let fd = rustix::fs::memfd_create("clibot-seccomp", rustix::fs::MemfdFlags::empty())
+        .map_err(|e| e.to_string())?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&prog).map_err(|e| e.to_string())?;
+    file.rewind().map_err(|e| e.to_string())?;
+    // Kept open on purpose: the program about to be executed reads it.
+    Ok(file.into_raw_fd())
 }
 
 #[cfg(test)]
@@ -122,6 +179,7 @@ mod tests {
         let spec = LaunchSpec {
             argv: vec!["sh".into(), "-c".into(), "echo hi".into()],
             env: vec![("CLIBOT_HOOK_TOKEN".into(), "0123".into())],
+            seccomp: false,
         };
         let path = write(dir.path(), "abc", &spec).expect("write");
         let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;

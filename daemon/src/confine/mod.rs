@@ -5,13 +5,16 @@
 //! Who runs where: whether a session's program is jailed, what non-admins may start, and how
 //! the program is handed to tmux (through the launcher, so that no secret is on a command line).
 
+pub mod beneath;
+pub mod install;
 pub mod jail;
 pub mod launch;
+pub mod policy;
+pub mod seccomp;
 pub mod secrets;
 
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixListener;
-use std::path::Path;
 
 use tokio_util::sync::CancellationToken;
 
@@ -56,11 +59,3 @@ pub(crate) const TMUX_ENV: &[&str] = &[
     "CLIBOT_SOCKET",
     "LANG",
 ];
-
-/// A directory that holds only clibot's or tmux's own sockets (safe to hide whole).
-pub(crate) fn is_private_dir(p: &Path) -> bool {
-    p.file_name().is_some_and(|n| {
-        let n = n.to_string_lossy();
-        n.starts_with("clibot") || n.starts_with("tmux-")
-    })
-}

@@ -228,6 +228,7 @@ impl Env {
             config,
             config_file: None,
             state_dir: self.dir.path().join("state"),
+            data_dir: self.dir.path().join("data"),
             socket: self.dir.path().join("d.sock"),
         }
     }

@@ -121,6 +121,9 @@ impl From<CoreError> for Status {
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
             CoreError::DirNotAllowed { .. }
             | CoreError::SecretDir { .. }
+            | CoreError::NotMemberDir { .. }
+            | CoreError::OthersDir { .. }
+            | CoreError::SessionFiles(_)
             | CoreError::CliNotAllowed { .. }
             | CoreError::NotYours(_)
             | CoreError::PermissionDenied(_)
@@ -137,6 +140,7 @@ impl From<CoreError> for Status {
             | CoreError::UnknownPrompt(_)
             | CoreError::ProgramNotFound { .. }
             | CoreError::NoSandbox
+            | CoreError::NotRunnableInJail { .. }
             | CoreError::ProgramNotExecutable { .. }
             | CoreError::FailedPrecondition(_)
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,

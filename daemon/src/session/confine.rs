@@ -9,6 +9,7 @@ use crate::locking::lock;
 use crate::model::SessionRecord;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
+use tracing::warn;
 
 impl Daemon {
     /// Whether chat user `owner` ("PLATFORM:USER"; empty on the machine) is a non-admin, with
@@ -82,12 +83,9 @@ impl Daemon {
         };
         crate::paths::create_private_dir(&dir).map_err(err(&dir))?;
         let _ = std::fs::remove_file(&path);
+        // The socket's mode is not set by path: the jail can replace the name with a link in
+        // between. Its directory is 0700, which is what keeps others out.
         let listener = UnixListener::bind(&path).map_err(err(&path))?;
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-                .map_err(err(&path))?;
-        }
         listener.set_nonblocking(true).map_err(err(&path))?;
         let stop = self.inner.shutdown.child_token();
         if let Some(old) = hs.served.insert(id.to_string(), stop.clone()) {
@@ -118,43 +116,24 @@ impl Daemon {
         lock(&self.inner.hook_sockets).rx.take()
     }
 
-    /// What a jailed session may not see besides `/tmp`: the secret paths (clibot's config and
-    /// state among them), the daemon's and tmux's sockets, and the other sessions' directories.
-    pub(crate) fn hidden_from(&self, rec: &SessionRecord) -> Vec<PathBuf> {
-        let mut hide = self.inner.secrets.clone();
-        // The user's runtime directory: the session bus there would let a jailed process ask
-        // systemd to run anything outside the jail.
-        hide.push(PathBuf::from(format!(
-            "/run/user/{}",
-            rustix::process::getuid().as_raw()
-        )));
-        hide.extend(std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from));
-        let sock = &self.inner.settings.socket;
-        hide.extend(
-            sock.parent()
-                .filter(|p| is_private_dir(p))
-                .map(Path::to_path_buf),
-        );
-        hide.push(sock.clone());
-        if let Some(s) = self.inner.mux.server_socket() {
-            hide.extend(
-                s.parent()
-                    .filter(|p| is_private_dir(p))
-                    .map(Path::to_path_buf),
-            );
-            hide.push(s);
-        }
-        let sessions = lock(&self.inner.sessions);
-        for e in sessions.values() {
-            if e.rec.id != rec.id && !rec.dir.starts_with(&e.rec.dir) {
-                hide.push(e.rec.dir.clone());
-            }
-        }
-        hide
+    /// Whether showing `p` read-only in a jail would show a secret: the home directory itself
+    /// or a parent of it, a secret path, or a directory holding one (clibot's state and config
+    /// among them).
+    fn shows_secret(&self, p: &Path) -> bool {
+        let home = crate::paths::expand_home(Path::new("~"));
+        let canon = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+        home.starts_with(&canon)
+            || self
+                .inner
+                .secrets
+                .iter()
+                .any(|s| s.starts_with(&canon) || canon.starts_with(s))
     }
 
-    /// Wraps `argv` in the jail for session `rec` whose CLI sees `home`; prepares the CLI's
-    /// per-session state and the hook socket. Returns the new argv and the hook socket path.
+    /// Wraps `argv` in the jail for session `rec` whose CLI sees `home` and finds programs on
+    /// `path`; prepares the CLI's per-session home and the hook socket. Returns the new argv
+    /// and the hook socket path. Runs blocking file work: call it off the async workers.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn jailed_argv(
         &self,
         bwrap: &Path,
@@ -162,6 +141,8 @@ impl Daemon {
         cli: &CliSpec,
         home: &Path,
         argv: &[String],
+        path: &str,
+        conf: &crate::chat::access::PlatformAccess,
     ) -> Result<(Vec<String>, PathBuf), CoreError> {
         let state = &self.inner.settings.state_dir;
         let state_err = |path: &Path| {
@@ -169,30 +150,52 @@ impl Daemon {
             move |source| CoreError::State { path, source }
         };
         let own = state.join("jails").join(&rec.id).join("home");
-        let hide = self.hidden_from(rec);
-        let (entries, mut rw) = crate::confine::jail::prepare_home(&cli.adapter, home, &own, &hide)
-            .map_err(state_err(&own))?;
+        crate::confine::jail::prepare_home(&cli.adapter, home, &own)?;
         let files = state.join("sessions").join(&rec.id);
         crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
-        rw.push((files.clone(), files));
+        let mut rw = vec![(files.clone(), files)];
         let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
         rw.push((hook_dir.clone(), hook_dir));
-        let mut early_ro = Vec::new();
-        // `/tmp` is the jail's own: a program kept there is shown again, read-only.
-        if let Some(p) = argv
-            .first()
-            .map(PathBuf::from)
-            .filter(|p| p.starts_with("/tmp"))
-            && let Some(parent) = p.parent()
+        let mut needs = crate::confine::install::needs(argv, path, &rec.dir);
+        // The program the CLI's hooks run (`clibotctl hook`), where it is.
+        let (_, hook_argv) = self.hook_command(&cli.name);
+        if let Some(p) = hook_argv.first().map(PathBuf::from).filter(|p| p.is_absolute())
+            && !crate::confine::install::in_system(&p)
         {
-            early_ro.push(parent.to_path_buf());
+            needs.read_only.push(p);
         }
+        for p in &conf.jail_read {
+            let p = crate::paths::expand_home(p);
+            if p.exists() {
+                needs.read_only.push(p);
+            }
+        }
+        let mut read_only = Vec::new();
+        for p in needs.read_only {
+            if self.shows_secret(&p) {
+                warn!(
+                    session = %rec.name,
+                    "{} is not shown in the jail: it is the home directory, a parent of it, or holds secrets",
+                    p.display()
+                );
+            } else if !read_only.contains(&p) {
+                read_only.push(p);
+            }
+        }
+        let links = needs
+            .links
+            .into_iter()
+            .filter(|(_, link)| !read_only.iter().any(|r| link.starts_with(r)))
+            .collect();
         let spec = crate::confine::jail::JailSpec {
             session_dir: rec.dir.clone(),
-            early_ro,
-            home: Some((own, home.to_path_buf(), entries)),
-            hide,
+            read_only,
+            links,
+            home: Some((own, home.to_path_buf())),
             rw,
+            read_only_inside: crate::confine::jail::read_only_inside(&rec.dir),
+            network: conf.network.shared_for(&cli.adapter),
+            tmp_bytes: conf.jail_tmp.0,
         };
         Ok((crate::confine::jail::argv(bwrap, &spec, argv), hook_path))
     }
@@ -248,6 +251,7 @@ impl Daemon {
         id: &str,
         argv: Vec<String>,
         env: Vec<(String, String)>,
+        jailed: bool,
     ) -> Result<(Vec<String>, Env), CoreError> {
         let tmux_env: Vec<(String, String)> = env
             .iter()
@@ -255,7 +259,11 @@ impl Daemon {
             .cloned()
             .collect();
         let state = &self.inner.settings.state_dir;
-        let spec = crate::confine::launch::LaunchSpec { argv, env };
+        let spec = crate::confine::launch::LaunchSpec {
+            argv,
+            env,
+            seccomp: jailed,
+        };
         let file =
             crate::confine::launch::write(state, id, &spec).map_err(|source| CoreError::State {
                 path: crate::confine::launch::dir(state),
@@ -263,6 +271,13 @@ impl Daemon {
             })?;
         match crate::confine::launch::launcher_argv(&file) {
             Some(a) => Ok((a, tmux_env)),
+            // A jail is never started without the launcher, which hands it its seccomp filter.
+            None if jailed => {
+                let _ = std::fs::remove_file(&file);
+                Err(CoreError::FailedPrecondition(
+                    "clibotd's own binary cannot be found to start a jailed session: reinstall clibot (./install.sh)".into(),
+                ))
+            }
             None => {
                 let _ = std::fs::remove_file(&file);
                 tracing::warn!(

@@ -40,6 +40,7 @@ mod tick;
 mod unanswered;
 mod unmanaged;
 mod watch;
+mod workspace;
 
 pub use answer::Answered;
 pub use cancel::Cancelled;

@@ -16,7 +16,6 @@ use crate::model::{SessionRecord, State};
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::paths::create_private_dir;
 use crate::paths::expand_home;
-use crate::paths::write_private;
 use crate::store::events::EventKind;
 use crate::store::now_ms;
 use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta};
@@ -34,7 +33,10 @@ impl Daemon {
         }
         crate::ops::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
-        let dir = self.resolve_dir(&req.dir, &cli)?;
+        let dir = match self.non_admin(&req.owner) {
+            Some(conf) => self.member_dir(&req.owner, &conf, &req.dir)?,
+            None => self.resolve_dir(&req.dir, &cli)?,
+        };
         for (k, v) in &req.env {
             if !is_valid_env_key(k) {
                 return Err(CoreError::InvalidArgument(format!(
@@ -286,27 +288,17 @@ impl Daemon {
                 conversation: &req.resume,
                 env: &given,
             });
-            let state_err = |path: &Path| {
-                let path = path.to_path_buf();
-                move |source| CoreError::State { path, source }
-            };
-            for (path, content) in &launch.files {
-                if let Some(parent) = path.parent() {
-                    create_private_dir(parent).map_err(state_err(parent))?;
-                }
-                write_private(path, content).map_err(state_err(path))?;
-            }
-            for dir in &launch.dirs {
-                create_private_dir(dir).map_err(state_err(dir))?;
-            }
+            let (files, dirs, links) = (
+                launch.files.clone(),
+                launch.dirs.clone(),
+                launch.links.clone(),
+            );
+            let fd = files_dir.clone();
+            crate::confine::beneath::blocking("the session's launch files", move || {
+                write_launch_files(&fd, &files, &dirs, &links)
+            })
+            .await?;
             launch_dirs.clone_from(&launch.dirs);
-            for (link, target) in &launch.links {
-                if let Some(parent) = link.parent() {
-                    create_private_dir(parent).map_err(state_err(parent))?;
-                }
-                let _ = std::fs::remove_file(link);
-                std::os::unix::fs::symlink(target, link).map_err(state_err(link))?;
-            }
             argv.extend(launch.args);
             launch_env = launch.env;
         }
@@ -349,21 +341,40 @@ impl Daemon {
             .unwrap_or_default();
         let (socket, jailed) = match self.jail_for(&rec.owner, &path_for_jail)? {
             Some(bwrap) => {
-                let (jailed, hook_socket) = self.jailed_argv(&bwrap, rec, cli, &home, &argv)?;
-                // What the CLI's links point to in its home is made in the jail's own home too,
-                // which the jail shows there.
-                let own = (self.inner.settings.state_dir.join("jails"))
-                    .join(&rec.id)
-                    .join("home");
-                for dir in &launch_dirs {
-                    if let Ok(rest) = dir.strip_prefix(&home) {
-                        let mine = own.join(rest);
-                        create_private_dir(&mine).map_err(|source| CoreError::State {
-                            path: mine.clone(),
-                            source,
-                        })?;
-                    }
-                }
+                let conf = self
+                    .non_admin(&rec.owner)
+                    .unwrap_or_else(|| self.inner.access.platform(""));
+                let (d, rec2, cli2, home2, argv2) = (
+                    self.clone(),
+                    rec.clone(),
+                    cli.clone(),
+                    home.clone(),
+                    argv.clone(),
+                );
+                let path2 = path_for_jail.clone();
+                let dirs = launch_dirs.clone();
+                let (jailed, hook_socket) =
+                    crate::confine::beneath::blocking("preparing the jail", move || {
+                        let r = d.jailed_argv(
+                            &bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf,
+                        );
+                        // What the CLI's links point to in its home is made in the jail's own
+                        // home too, which the jail shows there.
+                        let own = (d.inner.settings.state_dir.join("jails"))
+                            .join(&rec2.id)
+                            .join("home");
+                        if r.is_ok()
+                            && let Ok(own) = crate::confine::beneath::Dir::open(&own)
+                        {
+                            for dir in &dirs {
+                                if let Ok(rest) = dir.strip_prefix(&home2) {
+                                    own.create_dir_all(rest, 0o700)?;
+                                }
+                            }
+                        }
+                        Ok(r)
+                    })
+                    .await??;
                 argv = jailed;
                 self.set_jail_home(&rec.name, &home.display().to_string());
                 (hook_socket, true)
@@ -381,7 +392,7 @@ impl Daemon {
             e.rec.cli_version = version;
         }
         env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
-        let (argv, env) = self.through_launcher(&rec.id, argv, env)?;
+        let (argv, env) = self.through_launcher(&rec.id, argv, env, jailed)?;
         let meta = SessionMeta {
             id: rec.id.clone(),
             name: rec.name.clone(),
@@ -520,4 +531,48 @@ impl Daemon {
         *lock(&self.inner.global_path) = Some(path.clone());
         path
     }
+}
+
+/// Writes what a CLI's launch needs in the session's files directory `files_dir` — which the
+/// session can write (it is bound into its jail), so everything there is reached beneath it
+/// with no link followed: a link planted in place of a settings file is replaced, never
+/// written through. `dirs` are the user's own (made when missing, outside any jail's reach).
+fn write_launch_files(
+    files_dir: &Path,
+    files: &[(PathBuf, String)],
+    dirs: &[PathBuf],
+    links: &[(PathBuf, PathBuf)],
+) -> Result<(), crate::confine::beneath::BeneathError> {
+    use crate::confine::beneath::{BeneathError, Dir};
+    create_private_dir(files_dir).map_err(|source| BeneathError::Io {
+        path: files_dir.to_path_buf(),
+        source,
+    })?;
+    let root = Dir::open(files_dir)?;
+    let below = |p: &Path| -> Result<PathBuf, BeneathError> {
+        p.strip_prefix(files_dir)
+            .map(Path::to_path_buf)
+            .map_err(|_| BeneathError::BadPath(p.to_path_buf()))
+    };
+    for (path, content) in files {
+        let rel = below(path)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            root.create_dir_all(parent, 0o700)?;
+        }
+        root.write(&rel, content.as_bytes(), 0o600)?;
+    }
+    for dir in dirs {
+        create_private_dir(dir).map_err(|source| BeneathError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    for (link, target) in links {
+        let rel = below(link)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            root.create_dir_all(parent, 0o700)?;
+        }
+        root.symlink(target, &rel)?;
+    }
+    Ok(())
 }
