@@ -157,6 +157,9 @@ impl Daemon {
         chats.place_unplaced(events.last_seq());
 
         let secrets = crate::confine::secrets::for_settings(&settings);
+        // Sessions' own homes and files: what lies there is read with no link followed.
+        crate::confine::beneath::confine_below(state_dir.join("jails"));
+        crate::confine::beneath::confine_below(state_dir.join("sessions"));
         let (live, w) = crate::core::live::Live::build(&settings.config, &secrets)?;
         warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {

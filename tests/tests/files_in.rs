@@ -108,7 +108,7 @@ fn files_from_the_phone_reach_the_session_by_path_and_nothing_else_gets_in() {
     std::fs::remove_dir_all(h.work.join(".clibot/inbox")).expect("rm inbox");
     std::os::unix::fs::symlink(&elsewhere, h.work.join(".clibot/inbox")).expect("symlink");
     tg.push_file(ADMIN, ADMIN, "document", "sneaky.txt", b"where am I\n", "");
-    said(&tg, ADMIN, "leads elsewhere");
+    said(&tg, ADMIN, "symbolic link");
     assert_eq!(
         std::fs::read_dir(&elsewhere).expect("dir").count(),
         0,

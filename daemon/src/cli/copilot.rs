@@ -209,20 +209,10 @@ pub fn copilot_transcript_reply(path: &std::path::Path) -> Option<String> {
 /// The largest events file read (a long session's): past it, no reply is read.
 const MAX_RECORDS: u64 = 64 << 20;
 
-/// An events file's text: a regular file only (never a device or a pipe a hook named), at most
-/// [`MAX_RECORDS`].
+/// An events file's text: a regular file only (never a device or a pipe a hook named), its
+/// last [`MAX_RECORDS`] at most.
 fn read_records(path: &std::path::Path) -> Option<String> {
-    use std::io::Read;
-    if !std::fs::metadata(path).ok()?.is_file() {
-        return None;
-    }
-    let mut text = String::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_RECORDS)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text)
+    crate::confine::beneath::read_record_tail(path, MAX_RECORDS).ok()
 }
 
 /// [`copilot_transcript_reply`] of the events in `text`.

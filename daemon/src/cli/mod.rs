@@ -426,7 +426,7 @@ pub fn answer_strokes(p: &Prompt, choice: &Choice) -> Result<Vec<Stroke>, String
 /// (`//`, `/* */`) allowed. An object, or `{}` — said in the log — when it is missing or
 /// unreadable, so that the session still starts.
 pub fn read_settings(path: &std::path::Path) -> Value {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    let Ok(text) = crate::confine::beneath::read_record(path, 4 << 20) else {
         return Value::Object(Default::default());
     };
     match serde_json::from_str::<Value>(&strip_json_comments(&text)) {

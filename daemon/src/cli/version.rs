@@ -42,7 +42,7 @@ fn package_of(path: &Path) -> Option<(String, String)> {
     let mut dir = real.parent();
     for _ in 0..6 {
         let d = dir?;
-        if let Ok(text) = std::fs::read_to_string(d.join("package.json"))
+        if let Ok(text) = crate::confine::beneath::read_record(&d.join("package.json"), 1 << 20)
             && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
             && let Some(version) = v["version"].as_str()
         {

@@ -528,6 +528,109 @@ fn split(rel: &Path) -> Result<(&Path, &std::ffi::OsStr)> {
     }
 }
 
+/// Folders whose every child is one session's area, writable by that session's jail (the
+/// state directory's `jails` and `sessions`): a record below one is read beneath the child
+/// with no link followed. Registered by each daemon at its start.
+static CONFINED: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
+
+/// Registers `folder` as one whose children are sessions' areas (see [`read_record`]).
+pub fn confine_below(folder: PathBuf) {
+    let mut c = CONFINED.write().unwrap_or_else(|p| p.into_inner());
+    if !c.contains(&folder) {
+        c.push(folder);
+    }
+}
+
+/// The session area `path` lies in, as (the area, the rest below it), if it lies in one.
+fn confined_area(path: &Path) -> Option<(PathBuf, PathBuf)> {
+    let c = CONFINED.read().unwrap_or_else(|p| p.into_inner());
+    c.iter().find_map(|folder| {
+        let rest = path.strip_prefix(folder).ok()?;
+        let mut parts = rest.components();
+        let first = parts.next()?;
+        Some((folder.join(first), parts.as_path().to_path_buf()))
+    })
+}
+
+/// Opens a record a CLI keeps (a transcript, an events file) for reading: in a session's area
+/// beneath it with no link followed; elsewhere (a file the user's own, unjailed CLI named)
+/// following links as that CLI does — but always a regular file only, never a FIFO or a device.
+fn open_record(path: &Path) -> Result<(std::fs::File, u64)> {
+    if let Some((area, rest)) = confined_area(path) {
+        return Dir::open(&area)?.open_file(&rest, u64::MAX);
+    }
+    let pinned = rustix::fs::open(path, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| BeneathError::io(path, e))?;
+    let st = rustix::fs::fstat(&pinned).map_err(|e| BeneathError::io(path, e))?;
+    let t = FileType::from_raw_mode(st.st_mode);
+    if t != FileType::RegularFile {
+        return Err(BeneathError::NotRegular(path.to_path_buf(), kind_name(t)));
+    }
+    let fd = rustix::fs::openat(
+        rustix::fs::CWD,
+        format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&pinned)),
+        OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| BeneathError::io(path, e))?;
+    Ok((std::fs::File::from(fd), st.st_size.max(0) as u64))
+}
+
+/// The whole record at `path` as text, refused over `max` bytes (a document that must be read
+/// whole: a JSON file).
+pub fn read_record(path: &Path, max: u64) -> Result<String> {
+    let (file, len) = open_record(path)?;
+    if len > max {
+        return Err(BeneathError::TooBig {
+            path: path.to_path_buf(),
+            len,
+            max,
+        });
+    }
+    let mut data = Vec::with_capacity(len as usize);
+    file.take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| BeneathError::io(path, e))?;
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+/// The end of the line-oriented record at `path` as text: its last `max` bytes at most, from
+/// the first whole line in them (a transcript that grew long: its end holds the last turn).
+pub fn read_record_tail(path: &Path, max: u64) -> Result<String> {
+    use std::io::{Seek, SeekFrom};
+    let (mut file, len) = open_record(path)?;
+    let skip = len.saturating_sub(max);
+    if skip > 0 {
+        file.seek(SeekFrom::Start(skip))
+            .map_err(|e| BeneathError::io(path, e))?;
+    }
+    let mut data = Vec::with_capacity(len.min(max) as usize);
+    file.take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| BeneathError::io(path, e))?;
+    if skip > 0 {
+        let cut = data.iter().position(|b| *b == b'\n').map_or(data.len(), |i| i + 1);
+        data.drain(..cut);
+    }
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+/// The beginning of the record at `path` as text: its first `max` bytes at most (a record
+/// whose first line says what it is).
+pub fn read_record_head(path: &Path, max: u64) -> Result<String> {
+    let (file, len) = open_record(path)?;
+    let mut data = Vec::with_capacity(len.min(max) as usize);
+    file.take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| BeneathError::io(path, e))?;
+    Ok(String::from_utf8_lossy(&data).into_owned())
+}
+
+/// The most of a transcript read to find a turn's reply (its end).
+pub const TRANSCRIPT_TAIL: u64 = 32 << 20;
+/// The largest record read whole (a JSON document).
+pub const RECORD_MAX: u64 = 64 << 20;
+
 /// The absolute path `path` split at `root`: the held `root` and the rest below it. `None`
 /// when `path` does not lie below `root` (compared by name: both are the daemon's own, kept
 /// canonical).

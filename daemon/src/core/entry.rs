@@ -79,6 +79,8 @@ pub(crate) struct Runtime {
     /// The files in the outbox at the last look, with their sizes: one the same size at the
     /// next look is complete and is sent.
     pub(crate) outbox: Vec<(String, u64)>,
+    /// The outbox was refused (a link, not a folder) and the chats were told.
+    pub(crate) outbox_refused: bool,
 }
 
 impl Default for Runtime {
@@ -103,6 +105,7 @@ impl Default for Runtime {
             waking: false,
             hibernating: false,
             outbox: Vec::new(),
+            outbox_refused: false,
         }
     }
 }

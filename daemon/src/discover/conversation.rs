@@ -94,7 +94,7 @@ pub fn guess(cli: &str, pid: u32, dir: &Path, started_ms: i64) -> Option<String>
             collect_rollouts(&root, 0, &mut files);
             // Only the rollouts of this directory (their first line records it).
             files.retain(|f| {
-                std::fs::read_to_string(f)
+                crate::confine::beneath::read_record_head(f, 1 << 20)
                     .ok()
                     .and_then(|t| {
                         t.lines()
@@ -186,7 +186,7 @@ pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
             let name = e.file_name().to_string_lossy().into_owned();
             let id = name.strip_suffix(".runtime.json")?;
             let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+                serde_json::from_str(&crate::confine::beneath::read_record(&e.path(), 1 << 20).ok()?).ok()?;
             let held = v["pid"]
                 .as_u64()
                 .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
@@ -199,7 +199,8 @@ pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
 /// (what `gemini --resume` takes).
 pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
     let projects: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(base.join("projects.json")).ok()?).ok()?;
+        serde_json::from_str(&crate::confine::beneath::read_record(&base.join("projects.json"), 4 << 20).ok()?)
+            .ok()?;
     let short = projects["projects"][dir.display().to_string()].as_str()?;
     if short.is_empty() || short.contains('/') || short.contains("..") {
         return None;
@@ -215,7 +216,7 @@ pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<Str
         })
         .collect();
     let f = only_recent(files, since_ms)?;
-    let first = std::fs::read_to_string(f).ok()?;
+    let first = crate::confine::beneath::read_record_head(&f, crate::confine::beneath::RECORD_MAX).ok()?;
     let meta: serde_json::Value = serde_json::from_str(first.lines().next()?).ok()?;
     meta["sessionId"].as_str().map(str::to_string)
 }

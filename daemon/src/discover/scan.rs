@@ -84,12 +84,17 @@ fn tmux_servers(procs: &[Proc], uid: u32) -> BTreeSet<PathBuf> {
             }
         }
     }
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt").ok();
     for p in procs {
         let is_tmux = p
             .argv
             .first()
             .is_some_and(|a| a.rsplit('/').next().is_some_and(|b| b.starts_with("tmux")));
-        if !is_tmux {
+        // A path named by a process that sees other mounts (a jailed session's) means
+        // something else there: a socket it names is never connected to.
+        let same_mounts = own_ns.is_some()
+            && std::fs::read_link(format!("/proc/{}/ns/mnt", p.pid)).ok() == own_ns;
+        if !is_tmux || !same_mounts {
             continue;
         }
         let mut it = p.argv.iter();

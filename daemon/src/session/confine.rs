@@ -210,7 +210,9 @@ impl Daemon {
     /// Where a record a jailed CLI names (its transcript) lies on the host, when it lies in the
     /// session's own home or files; `None` otherwise: a jailed session names no other file for
     /// the daemon to read. A link in the session's files that points into the home as the jail
-    /// shows it (the CLI's per-session home links into its home) is followed as the jail does.
+    /// shows it (the CLI's per-session home links into its home) is followed as the jail does;
+    /// any other link is not. What is returned lies in a session area, which the readers open
+    /// beneath it with no link followed (`confine::beneath::read_record`).
     pub(crate) fn jailed_record_path(&self, rec: &SessionRecord, seen: &str) -> Option<PathBuf> {
         let state = &self.inner.settings.state_dir;
         let own = state.join("jails").join(&rec.id).join("home");
@@ -224,23 +226,22 @@ impl Daemon {
         {
             return None;
         }
-        let mut host = seen.to_path_buf();
         if let Ok(rest) = seen.strip_prefix(&files) {
-            let mut at = files.clone();
+            let root = crate::confine::beneath::Dir::open(&files).ok()?;
+            let mut at = PathBuf::new();
             for c in rest.components() {
                 at.push(c);
-                if let Ok(target) = std::fs::read_link(&at) {
-                    if let Ok(in_home) = target.strip_prefix(home) {
-                        let after = seen.strip_prefix(&at).unwrap_or(Path::new(""));
-                        host = own.join(in_home).join(after);
-                    }
-                    break;
+                if let Some(target) = root.read_link(&at) {
+                    // A link into the home as the jail shows it: the jail's own home.
+                    let in_home = target.strip_prefix(home).ok()?;
+                    let after = rest.strip_prefix(&at).unwrap_or(Path::new(""));
+                    return Some(own.join(in_home).join(after));
                 }
             }
-        } else if let Ok(rest) = seen.strip_prefix(home) {
-            host = own.join(rest);
+            return Some(seen.to_path_buf());
         }
-        confined(&host, &[&own, &files]).then_some(host)
+        let rest = seen.strip_prefix(home).ok()?;
+        Some(own.join(rest))
     }
 
     /// Hands `argv` with `env` to the launcher through a private file; returns what tmux runs
@@ -286,43 +287,5 @@ impl Daemon {
                 Ok((spec.argv, spec.env))
             }
         }
-    }
-}
-
-/// Whether `path` — what it is now, or its nearest existing ancestor, links resolved — lies
-/// under one of `roots`.
-pub(crate) fn confined(path: &Path, roots: &[&Path]) -> bool {
-    let mut at = Some(path);
-    while let Some(p) = at {
-        if let Ok(real) = std::fs::canonicalize(p) {
-            return roots
-                .iter()
-                .any(|r| std::fs::canonicalize(r).is_ok_and(|root| real.starts_with(root)));
-        }
-        at = p.parent();
-    }
-    false
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_path_is_confined_by_where_it_really_is() {
-        let t = tempfile::tempdir().expect("tempdir");
-        let own = t.path().join("own");
-        std::fs::create_dir_all(own.join(".copilot/session-state")).expect("dirs");
-        let roots: [&Path; 1] = [&own];
-        assert!(
-            confined(&own.join(".copilot/session-state/x/events.jsonl"), &roots),
-            "not yet written"
-        );
-        assert!(!confined(Path::new("/etc/passwd"), &roots));
-        // A link the jailed CLI made in its own home to a file outside it.
-        std::os::unix::fs::symlink("/etc/passwd", own.join("evil")).expect("link");
-        assert!(!confined(&own.join("evil"), &roots));
-        std::os::unix::fs::symlink("/etc", own.join("evil-dir")).expect("link");
-        assert!(!confined(&own.join("evil-dir/missing"), &roots));
     }
 }

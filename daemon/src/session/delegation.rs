@@ -217,7 +217,14 @@ impl Daemon {
         self.inner
             .metrics
             .delegated(&old.cli, &target, reason, &new_name, since);
-        let handoff = handoff_text(&old, reason, detail, &git_status(&old.dir).await);
+        // git runs only where no jail can change the repository under it (its config names
+        // programs git runs, and a jailed session could add one between any check and the run).
+        let status = if old.jail_home.is_empty() {
+            git_status(&old.dir).await
+        } else {
+            None
+        };
+        let handoff = handoff_text(&old, reason, detail, &status);
         if let Err(e) = self.send_input(&new_name, &handoff, true).await {
             warn!(session = %new_name, "the handoff could not be typed: {e}");
             self.notice(

@@ -3,21 +3,22 @@
 //! `.clibot/sent/` and announced by a `file_sent` event, which the gateway delivers to the
 //! session's chats like a reply.
 //!
-//! A file is sent unchanged, and only from the session's own directory: the path is opened
-//! first and then checked where it really is (`/proc/self/fd`), so neither `..` nor a symlink
-//! — nor one swapped in between a check and the read — reaches outside it. Never sent: a file
+//! A file is sent unchanged, and only from the session's own directory: it is reached beneath
+//! the directory with no link followed (`confine::beneath`), so neither `..` nor a symlink —
+//! nor one swapped in between a check and the read — reaches outside it, and only a regular
+//! file is opened (a FIFO or a device is refused at once, never waited on). Never sent: a file
 //! in a secret path, and a file whose name says it holds keys or passwords (`.env`, `*.pem`,
 //! `id_rsa`, …). Not sent without `force` (admins): a git-ignored file (generated, or kept out
 //! of the repository on purpose; asked through the safe git). The gateway refuses, likewise, a
 //! text file in which its redactor finds a secret.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tracing::{info, warn};
 
+use crate::confine::beneath::{BeneathError, Dir, Kind};
 use crate::core::Daemon;
 use crate::error::CoreError;
 use crate::locking::lock;
@@ -97,37 +98,20 @@ impl Daemon {
                 "name a file: !!get PATH, relative to the session's directory".into(),
             ));
         }
-        let dir = rec.dir.canonicalize().map_err(|e| {
-            CoreError::FailedPrecondition(format!(
-                "{name}'s directory {} cannot be read: {e}",
-                rec.dir.display()
-            ))
-        })?;
+        let dir = rec.dir.clone();
         let asked = Path::new(path);
-        let full = if asked.is_absolute() {
-            asked.to_path_buf()
+        let rel = if asked.is_absolute() {
+            asked.strip_prefix(&dir).map(Path::to_path_buf).map_err(|_| {
+                CoreError::PermissionDenied(format!(
+                    "{path} is outside {name}'s directory ({}): only files in it are sent",
+                    dir.display()
+                ))
+            })?
         } else {
-            dir.join(asked)
-        };
-        let file = std::fs::File::open(&full).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => CoreError::NotFound(format!(
-                "there is no {path} in {name}'s directory ({})",
-                dir.display()
-            )),
-            _ => CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")),
-        })?;
-        // Where the opened file really is: no `..`, symlink or swap can move it afterwards.
-        let real = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
-            .or_else(|_| full.canonicalize())
-            .map_err(|e| CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")))?;
-        let Ok(rel) = real.strip_prefix(&dir).map(Path::to_path_buf) else {
-            return Err(CoreError::PermissionDenied(format!(
-                "{path} is outside {name}'s directory ({}): only files in it are sent",
-                dir.display()
-            )));
+            asked.to_path_buf()
         };
         if let Some(secret) = crate::confine::secrets::secret_containing(
-            &real,
+            &dir.join(&rel),
             &self.inner.secrets,
             &self.live().lifted_secrets,
         ) {
@@ -141,22 +125,21 @@ impl Daemon {
                 "{path} is never sent: {why}"
             )));
         }
-        let meta = file
-            .metadata()
-            .map_err(|e| CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")))?;
-        if !meta.is_file() {
-            return Err(CoreError::InvalidArgument(format!(
-                "{path} is not a file (!!screen shows the screen; `ls` in the session lists a directory)"
-            )));
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(CoreError::InvalidArgument(format!(
-                "{path} has {} bytes; at most {} MiB are sent",
-                meta.len(),
-                MAX_FILE_BYTES >> 20
-            )));
-        }
-        if !force && !rel.starts_with(SENT) && git_ignored(&dir, &rel).await {
+        // Opened beneath the directory with no link followed, a regular file only: nothing the
+        // session put there (a link to ~/.ssh, a FIFO, a device) is followed, opened or waited on.
+        let (d, r) = (dir.clone(), rel.clone());
+        let opened = crate::confine::beneath::blocking("reading the file", move || {
+            Dir::open(&d)?.open_file(&r, MAX_FILE_BYTES)
+        })
+        .await;
+        let (file, _len) = opened.map_err(|e| file_error(e, path, name, &dir))?;
+        // git runs only where no jail can change the repository under it (its config names
+        // programs git runs): a jailed session's files are sent without asking it.
+        if !force
+            && rec.jail_home.is_empty()
+            && !rel.starts_with(SENT)
+            && git_ignored(&dir, &rel).await
+        {
             return Err(CoreError::FailedPrecondition(format!(
                 "{path} is ignored by git (generated, or kept out of the repository on purpose): !!get --force {path} sends it anyway (admins)"
             )));
@@ -165,21 +148,26 @@ impl Daemon {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "file".into());
-        let data = tokio::task::spawn_blocking(move || {
+        let data = crate::confine::beneath::blocking("reading the file", move || {
             let mut data = Vec::new();
             (&file)
                 .take(MAX_FILE_BYTES)
                 .read_to_end(&mut data)
                 .map(|_| data)
+                .map_err(|source| crate::confine::beneath::BeneathError::Io {
+                    path: PathBuf::from("the file"),
+                    source,
+                })
         })
         .await
-        .map_err(|e| CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")))?
         .map_err(|e| CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")))?;
         Ok(FileOut { name, data })
     }
 
     /// Stores a file from a chat in session `name`'s inbox (`.clibot/inbox/`), under a name
     /// that says when and cannot climb out; its path relative to the session's directory.
+    /// The inbox is reached beneath the session's directory with no link followed, and the
+    /// file is made new (`O_EXCL`): a link swapped in at any moment only makes it fail.
     pub async fn write_inbox(
         &self,
         name: &str,
@@ -187,7 +175,6 @@ impl Daemon {
         data: Vec<u8>,
     ) -> Result<String, CoreError> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let rec = self.get(name)?;
         self.refuse_unmanaged(&rec)?;
         if data.len() as u64 > MAX_FILE_BYTES {
@@ -197,64 +184,50 @@ impl Daemon {
                 MAX_FILE_BYTES >> 20
             )));
         }
-        let dir = rec.dir.canonicalize().map_err(|e| {
-            CoreError::FailedPrecondition(format!(
-                "{name}'s directory {} cannot be used: {e}",
-                rec.dir.display()
-            ))
-        })?;
-        let inbox = dir.join(INBOX);
-        std::fs::create_dir_all(&inbox).map_err(|e| {
-            CoreError::FailedPrecondition(format!(
-                "{INBOX} cannot be made in {name}'s directory: {e}"
-            ))
-        })?;
-        // A process in the session could have made the inbox a link to elsewhere.
-        let real = inbox
-            .canonicalize()
-            .map_err(|e| CoreError::FailedPrecondition(format!("{INBOX}: {e}")))?;
-        if real != dir.join(INBOX) {
-            return Err(CoreError::PermissionDenied(format!(
-                "{INBOX} in {name}'s directory leads elsewhere ({}): remove it and send the file again",
-                real.display()
-            )));
-        }
         let stamp = crate::duration::stamp(crate::store::now_ms());
         let safe = safe_name(file_name);
         let data_len = data.len();
-        let (file, stored) = (1..100)
-            .find_map(|n| {
+        let dir = rec.dir.clone();
+        let stored = crate::confine::beneath::blocking("storing the file", move || {
+            let inbox = Dir::open(&dir)?.create_dir_all(Path::new(INBOX), 0o700)?;
+            let mut last = None;
+            for n in 1..100 {
                 let f = if n == 1 {
                     format!("{stamp}-{safe}")
                 } else {
                     format!("{stamp}-{n}-{safe}")
                 };
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .custom_flags(libc_o_nofollow())
-                    .mode(0o600)
-                    .open(real.join(&f))
-                    .ok()
-                    .map(|file| (file, f))
-            })
-            .ok_or_else(|| {
-                CoreError::FailedPrecondition(format!("no new file can be made in {INBOX}"))
-            })?;
-        tokio::task::spawn_blocking(move || {
-            let mut file = file;
-            file.write_all(&data)?;
-            file.sync_data()
+                match inbox.create_new(Path::new(&f), 0o600) {
+                    Ok(mut file) => {
+                        file.write_all(&data)
+                            .and_then(|()| file.sync_data())
+                            .map_err(|source| crate::confine::beneath::BeneathError::Io {
+                                path: inbox.path().join(&f),
+                                source,
+                            })?;
+                        return Ok(f);
+                    }
+                    Err(e) => last = Some(e),
+                }
+            }
+            Err(last.unwrap_or(crate::confine::beneath::BeneathError::BadPath(
+                PathBuf::from(INBOX),
+            )))
         })
         .await
-        .map_err(|e| CoreError::FailedPrecondition(format!("the file cannot be written: {e}")))?
-        .map_err(|e| CoreError::FailedPrecondition(format!("the file cannot be written: {e}")))?;
+        .map_err(|e| {
+            CoreError::FailedPrecondition(format!(
+                "the file cannot be stored in {INBOX} of {name}'s directory: {e}"
+            ))
+        })?;
         info!(session = name, file = %stored, bytes = data_len, "a file from a chat");
         Ok(format!("{INBOX}/{stored}"))
     }
 
     /// Looks into every running session's outbox: each file that has stopped growing since
     /// the last look is moved to `.clibot/sent/` (under a name that says when) and announced.
+    /// Both are reached beneath the session's directory with no link followed, so an outbox
+    /// or a sent folder that is a link to elsewhere is refused, not used.
     pub(crate) async fn scan_outboxes(&self) {
         let dirs: Vec<(String, String, PathBuf)> = lock(&self.inner.sessions)
             .values()
@@ -262,25 +235,44 @@ impl Daemon {
             .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.dir.clone()))
             .collect();
         for (name, id, dir) in dirs {
-            let outbox = dir.join(OUTBOX);
-            let Ok(entries) = std::fs::read_dir(&outbox) else {
-                continue;
-            };
-            let mut seen: Vec<(String, u64)> = Vec::new();
-            for entry in entries.flatten() {
-                let Ok(meta) = entry.metadata() else { continue };
-                let file = entry.file_name().to_string_lossy().into_owned();
-                // Not a plain file (a symlink is not followed), or one being written (`.x.tmp`).
-                if !meta.is_file() || file.starts_with('.') {
+            let d = dir.clone();
+            let listed = crate::confine::beneath::blocking("the outbox", move || {
+                let entries = Dir::open(&d)?.entries(Path::new(OUTBOX))?;
+                Ok(entries
+                    .into_iter()
+                    .filter(|e| e.kind == Kind::File)
+                    .map(|e| (e.name.to_string_lossy().into_owned(), e.len))
+                    // One being written (`.x.tmp`) waits.
+                    .filter(|(f, _)| !f.starts_with('.'))
+                    .collect::<Vec<_>>())
+            })
+            .await;
+            let seen = match listed {
+                Ok(seen) => seen,
+                Err(e) if e.is_not_found() => continue,
+                Err(e) => {
+                    let mut sessions = lock(&self.inner.sessions);
+                    let told = sessions.get_mut(&name).is_some_and(|e| {
+                        std::mem::replace(&mut e.rt.outbox_refused, true)
+                    });
+                    drop(sessions);
+                    if !told {
+                        warn!(session = %name, "the outbox is not used: {e}");
+                        self.notice(
+                            &name,
+                            "outbox",
+                            &format!("files in {OUTBOX} are not sent: {e}"),
+                        );
+                    }
                     continue;
                 }
-                seen.push((file, meta.len()));
-            }
+            };
             let ready: Vec<(String, u64)> = {
                 let mut sessions = lock(&self.inner.sessions);
                 let Some(e) = sessions.get_mut(&name) else {
                     continue;
                 };
+                e.rt.outbox_refused = false;
                 // Ready: the same size as at the last look.
                 let ready = seen
                     .iter()
@@ -291,35 +283,39 @@ impl Daemon {
                 ready
             };
             for (file, bytes) in ready {
-                self.send_outbox_file(&name, &id, &dir, &file, bytes);
+                self.send_outbox_file(&name, &id, &dir, &file, bytes).await;
             }
         }
     }
 
-    fn send_outbox_file(&self, name: &str, id: &str, dir: &Path, file: &str, bytes: u64) {
-        let sent_dir = dir.join(SENT);
-        if let Err(e) = std::fs::create_dir_all(&sent_dir) {
-            warn!(session = name, "cannot make {}: {e}", sent_dir.display());
-            return;
-        }
+    async fn send_outbox_file(&self, name: &str, id: &str, dir: &Path, file: &str, bytes: u64) {
         let stamp = crate::duration::stamp(crate::store::now_ms());
-        let mut target = sent_dir.join(format!("{stamp}-{file}"));
-        let mut n = 1;
-        while target.exists() {
-            n += 1;
-            target = sent_dir.join(format!("{stamp}-{n}-{file}"));
-        }
-        if let Err(e) = std::fs::rename(dir.join(OUTBOX).join(file), &target) {
-            warn!(session = name, "cannot move {file} out of the outbox: {e}");
-            return;
-        }
+        let (d, f) = (dir.to_path_buf(), file.to_string());
+        let moved = crate::confine::beneath::blocking("the outbox", move || {
+            let root = Dir::open(&d)?;
+            let outbox = root.open_dir(Path::new(OUTBOX))?;
+            let sent = root.create_dir_all(Path::new(SENT), 0o700)?;
+            let mut target = format!("{stamp}-{f}");
+            let mut n = 1;
+            while sent.exists(Path::new(&target)) {
+                n += 1;
+                target = format!("{stamp}-{n}-{f}");
+            }
+            outbox.rename(Path::new(&f), &sent, Path::new(&target))?;
+            Ok(target)
+        })
+        .await;
+        let target = match moved {
+            Ok(t) => t,
+            Err(e) => {
+                warn!(session = name, "cannot move {file} out of the outbox: {e}");
+                return;
+            }
+        };
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             e.rt.outbox.retain(|(f, _)| f != file);
         }
-        let rel = target
-            .strip_prefix(dir)
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
+        let rel = format!("{SENT}/{target}");
         info!(
             session = name,
             file, bytes, "a file from the outbox goes to the chats"
@@ -336,9 +332,32 @@ impl Daemon {
     }
 }
 
-/// `O_NOFOLLOW`: a name that is a symlink is not opened (Linux's value).
-fn libc_o_nofollow() -> i32 {
-    0o400000
+/// A file that could not be opened for a chat, in words that say why and what to do.
+fn file_error(e: BeneathError, path: &str, name: &str, dir: &Path) -> CoreError {
+    match e {
+        BeneathError::NotFound(_) => CoreError::NotFound(format!(
+            "there is no {path} in {name}'s directory ({})",
+            dir.display()
+        )),
+        BeneathError::NotRegular(_, "a directory") => CoreError::InvalidArgument(format!(
+            "{path} is not a file (!!screen shows the screen; `ls` in the session lists a directory)"
+        )),
+        BeneathError::NotRegular(_, what) => CoreError::InvalidArgument(format!(
+            "{path} is {what}, not a regular file: only regular files are sent"
+        )),
+        BeneathError::TooBig { len, .. } => CoreError::InvalidArgument(format!(
+            "{path} has {len} bytes; at most {} MiB are sent",
+            MAX_FILE_BYTES >> 20
+        )),
+        BeneathError::Link(_) => CoreError::PermissionDenied(format!(
+            "{path} is, or passes through, a symbolic link: only files that really are in {name}'s directory are sent"
+        )),
+        BeneathError::BadPath(_) => CoreError::PermissionDenied(format!(
+            "{path} is outside {name}'s directory ({}): only files in it are sent (no `..`)",
+            dir.display()
+        )),
+        other => CoreError::FailedPrecondition(format!("{path} cannot be read: {other}")),
+    }
 }
 
 /// A file name from a chat, made safe: letters, digits, `.`, `-` and `_` kept, the rest `_`;

@@ -28,6 +28,37 @@ impl Daemon {
         })
     }
 
+    /// The final reply of `rec`'s turn from its CLI's own records, when no hook gave it — read
+    /// where the CLI keeps them: for a jailed session in its own home (the home it sees is
+    /// that one), never in the user's. Off the async workers.
+    pub(crate) async fn recovered_reply(
+        &self,
+        rec: &crate::model::SessionRecord,
+    ) -> Option<String> {
+        let (adapter, _) = self.kind_of(&rec.cli)?;
+        let mut cli = self.cli(&rec.cli).ok().map(|c| (*c).clone());
+        if !rec.jail_home.is_empty() {
+            let own = (self.inner.settings.state_dir.join("jails"))
+                .join(&rec.id)
+                .join("home");
+            let home = std::path::PathBuf::from(&rec.jail_home);
+            let c = cli.as_mut()?;
+            // Every setting that names a place in the home the jail shows names the same
+            // place in its own home; the home itself is that one.
+            for v in c.env.values_mut() {
+                if let Ok(rest) = std::path::Path::new(v.as_str()).strip_prefix(&home) {
+                    *v = own.join(rest).display().to_string();
+                }
+            }
+            c.env.insert("HOME".into(), own.display().to_string());
+        }
+        let rec = rec.clone();
+        tokio::task::spawn_blocking(move || adapter.recover_reply(&rec, cli.as_ref()))
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Removes blobs no retained event names, keeping every session's last reply.
     pub(crate) fn expire_blobs(&self) {
         let pinned: std::collections::HashSet<String> = lock(&self.inner.sessions)

@@ -176,14 +176,17 @@ impl Daemon {
             self.event(name, &id, ev);
         }
         if recovered_turn {
+            // The reply is read from the CLI's records off the async workers; the turn ends
+            // once it is read.
             let rec = lock(&self.inner.sessions).get(name).map(|e| e.rec.clone());
-            let text = rec
-                .and_then(|r| {
-                    self.kind_of(&r.cli)
-                        .and_then(|(ad, _)| ad.recover_reply(&r, self.cli(&r.cli).ok().as_deref()))
-                })
-                .unwrap_or_default();
-            self.complete_turn(name, text, "transcript");
+            let (d, name) = (self.clone(), name.to_string());
+            tokio::spawn(async move {
+                let text = match rec {
+                    Some(r) => d.recovered_reply(&r).await.unwrap_or_default(),
+                    None => String::new(),
+                };
+                d.complete_turn(&name, text, "transcript");
+            });
         } else if deliver {
             self.deliver_queued(name);
         }

@@ -234,12 +234,21 @@ impl Daemon {
         if let Err(e) = self.inner.queues.remove(id) {
             warn!("cannot remove the queued input of session {id}: {e}");
         }
-        let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("jails").join(id));
+        // A jail may have left any number of files there: removed on the blocking pool (std's
+        // removal never follows a link out of the tree), without holding anything up.
+        let jail = self.inner.settings.state_dir.join("jails").join(id);
         let dir = self.inner.settings.state_dir.join("sessions").join(id);
-        if dir.exists()
-            && let Err(e) = std::fs::remove_dir_all(&dir)
-        {
-            warn!(dir = %dir.display(), "cannot remove session files: {e}");
+        let remove = move || {
+            let _ = std::fs::remove_dir_all(&jail);
+            if dir.exists()
+                && let Err(e) = std::fs::remove_dir_all(&dir)
+            {
+                warn!(dir = %dir.display(), "cannot remove session files: {e}");
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(remove)),
+            Err(_) => remove(),
         }
     }
 

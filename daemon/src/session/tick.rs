@@ -165,8 +165,8 @@ impl Daemon {
                 .detection_failure(&cli, &rec.cli_version, "no_completion");
         }
         let reply = self
-            .kind_of(&cli)
-            .and_then(|(ad, _)| ad.recover_reply(&rec, self.cli(&cli).ok().as_deref()))
+            .recovered_reply(&rec)
+            .await
             .filter(|r| rec.last_reply.as_ref() != Some(r))
             .unwrap_or_default();
         warn!(

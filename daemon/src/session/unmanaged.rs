@@ -82,7 +82,11 @@ impl Daemon {
         let span = info_span!("session", session = %name);
         async {
             debug!(event, "global hook");
-            let signal = adapter.hook(&event, &payload);
+            // Interpreting may read the CLI's records: off the async workers.
+            let (ev, body) = (event.clone(), payload.clone());
+            let signal = tokio::task::spawn_blocking(move || adapter.hook(&ev, &body))
+                .await
+                .unwrap_or(crate::cli::HookSignal::Ignore);
             let out = self.apply_signal(&name, signal, payload).await;
             if event == "SessionEnd" {
                 self.end_unmanaged(&name);

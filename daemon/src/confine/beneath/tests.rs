@@ -190,3 +190,53 @@ fn the_walk_refuses_links_as_openat2_does() {
     ));
     assert!(d.walk(Path::new("a.txt"), flags, Mode::empty()).is_ok());
 }
+
+#[test]
+fn records_in_a_session_area_are_read_with_no_link_followed() {
+    let (_t, root) = setup();
+    let area = root.join("jails");
+    std::fs::create_dir_all(area.join("id1/home/.claude")).expect("dirs");
+    confine_below(area.clone());
+    let lines = "{\"a\":1}\n{\"b\":2}\n";
+    std::fs::write(area.join("id1/home/.claude/t.jsonl"), lines).expect("write");
+    assert_eq!(
+        read_record(&area.join("id1/home/.claude/t.jsonl"), 100).expect("read"),
+        lines
+    );
+    assert_eq!(
+        read_record_tail(&area.join("id1/home/.claude/t.jsonl"), 10).expect("tail"),
+        "{\"b\":2}\n",
+        "the partial first line is dropped"
+    );
+    std::os::unix::fs::symlink(root.join("outside"), area.join("id1/home/.claude/o"))
+        .expect("link");
+    assert!(matches!(
+        read_record(&area.join("id1/home/.claude/o/secret"), 100),
+        Err(BeneathError::Link(_))
+    ));
+    // Outside every area: links followed (the user's own CLI named it), regular files only.
+    std::os::unix::fs::symlink(root.join("outside/secret"), root.join("s/l")).expect("link");
+    assert_eq!(read_record(&root.join("s/l"), 100).expect("read"), "key");
+    assert!(matches!(
+        read_record(Path::new("/dev/zero"), 100),
+        Err(BeneathError::NotRegular(..))
+    ));
+    // A sparse file far larger than the cap: only its tail is read.
+    let big = area.join("id1/home/big.jsonl");
+    let f = std::fs::File::create(&big).expect("create");
+    f.set_len(20 << 30).expect("sparse");
+    drop(f);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&big)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"\n{\"last\":1}\n"))
+        .expect("append");
+    assert_eq!(
+        read_record_tail(&big, 1 << 10).expect("tail"),
+        "{\"last\":1}\n"
+    );
+    assert!(matches!(
+        read_record(&big, RECORD_MAX),
+        Err(BeneathError::TooBig { .. })
+    ));
+}
