@@ -143,6 +143,10 @@ pub trait Mux: Send + Sync + 'static {
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
     /// The name of the pane's foreground process (`sleep` while a shell runs it).
     async fn foreground(&self, target: &str) -> Result<String, MuxError>;
+    /// The terminal device of the pane (`/dev/pts/N`).
+    async fn pane_tty(&self, _target: &str) -> Result<String, MuxError> {
+        Err(MuxError::NoSuchTarget("pane_tty".into()))
+    }
     /// The environment tmux gives new panes: a session's own (`Some(target)`), or the
     /// server's global one (`None`), which is what a new session's command inherits.
     async fn environment(
@@ -287,10 +291,27 @@ impl Tmux {
         text: &str,
         bracketed: bool,
     ) -> Result<(), MuxError> {
+        self.load_and_paste(target, buffer, text, bracketed, false)
+            .await
+    }
+
+    /// [`Tmux::paste_from_stdin`]; `raw`: line feeds go as they are (as `send-keys -l` types
+    /// them), not as carriage returns.
+    async fn load_and_paste(
+        &self,
+        target: &str,
+        buffer: &str,
+        text: &str,
+        bracketed: bool,
+        raw: bool,
+    ) -> Result<(), MuxError> {
         let load = LoadBuffer::new().buffer_name(buffer).path("-").build();
         let mut paste = PasteBuffer::new().delete();
         if bracketed {
             paste = paste.bracket_codes();
+        }
+        if raw {
+            paste = paste.no_replacement();
         }
         let paste = paste.buffer_name(buffer).target_pane(target).build();
         self.run(vec![load, paste], Some(text.as_bytes()))
@@ -570,14 +591,27 @@ impl Mux for Tmux {
         self.run(cmds, None).await.map(|_| ())
     }
 
+    /// Typed text never stands on a command line (`/proc/PID/cmdline` is readable by every
+    /// local user, and an API key pasted from a phone is text): it is loaded into a buffer of
+    /// its own from the client's standard input and pasted raw (no bracket codes, line feeds
+    /// as they are), which puts the same bytes into the pane as `send-keys -l` would.
     async fn send_text(&self, target: &str, text: &str) -> Result<(), MuxError> {
-        let cmd = SendKeys::new()
-            .disable_lookup()
-            .target_pane(target)
-            .key("--")
-            .key(escape_arg(text))
-            .build();
-        self.run(vec![cmd], None).await.map(|_| ())
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        if text.is_empty() {
+            return Ok(());
+        }
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let buffer = format!("clibot-text-{}-{n}", std::process::id());
+        self.load_and_paste(target, &buffer, text, false, true).await
+    }
+
+    async fn pane_tty(&self, target: &str) -> Result<String, MuxError> {
+        let mut d = TmuxCommand::new();
+        d.name("display-message");
+        d.push_flag("-p");
+        d.push_option("-t", target);
+        d.push_param("#{pane_tty}");
+        Ok(self.query(vec![d]).await?.trim().to_string())
     }
 
     async fn paste(&self, target: &str, buffer: &str, text: &str) -> Result<(), MuxError> {

@@ -172,3 +172,58 @@ fn a_password_typed_from_chat_reaches_the_program_and_is_kept_nowhere() {
         "{resolved:?}"
     );
 }
+
+/// A password prompt drawn by text alone — printed by a program that reads with echo on, as a
+/// session shared with someone else could draw to phish the owner — gets no 🔒 answer: the
+/// terminal would show it (and so the chat, the log and whoever shares the session). Only a
+/// terminal that reads a line hidden, as `read -s`, `sudo` or `ssh` do, is typed into.
+#[test]
+fn a_secret_is_typed_only_where_the_terminal_hides_it() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "ph", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["send", "ph", "printf '[sudo] password for root: '; cat > stolen"]);
+    let waiting = h.wait_event(
+        "ph",
+        "the look-alike prompt",
+        std::time::Duration::from_secs(30),
+        |e| e["type"] == "waiting" && e["kind"] == "secret",
+    );
+    assert!(
+        waiting["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("[sudo] password for root:")),
+        "{waiting}"
+    );
+    let secret = "hunter2-never-typed";
+    let e = h.ctl_err(&["send", "ph", secret]);
+    assert!(e.contains("would show what you type"), "{e}");
+    // Nothing reached the program; the prompt still waits.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "ph"]).stdout).into_owned();
+    assert!(!screen.contains(secret), "{screen}");
+    assert!(files_containing(h.dir.path(), secret).is_empty());
+    let list = h.ctl_ok(&["list", "--json"]);
+    assert!(list.contains("\"waiting\""), "{list}");
+
+    // A program that reads hidden is answered, as before.
+    h.ctl_ok(&["keys", "ph", "C-c"]);
+    h.wait_list("the look-alike gone", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "ph" && s["state"] != "waiting"))
+    });
+    h.ctl_ok(&[
+        "send",
+        "ph",
+        "read -rs -p '[sudo] password for root: ' pw; echo; echo n=${#pw}",
+    ]);
+    h.wait_event(
+        "ph",
+        "the real prompt",
+        std::time::Duration::from_secs(30),
+        |e| e["type"] == "waiting" && e["kind"] == "secret" && e["seq"].as_u64() > waiting["seq"].as_u64(),
+    );
+    h.ctl_ok(&["send", "ph", secret]);
+    h.wait_screen("ph", "the password read", |t| lines(t).contains(&"n=19"));
+}

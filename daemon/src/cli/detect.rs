@@ -533,6 +533,18 @@ pub(crate) mod tests {
             "Retype new password:",
             "Enter your API token: ",
             "token:",
+            "Vault password: ",
+            "Bitwarden master password: ",
+            "MySQL password: ",
+            "Password (again): ",
+            "Enter passphrase (empty for no passphrase): ",
+            "AWS Secret Access Key [None]: ",
+            "Enter PIN for 'PIV Card Holder pin (PIV_II)': ",
+            "Enter PIN: ",
+            "GitHub token: ",
+            "Enter the OTP: ",
+            "Paste your access token: ",
+            "Private key passphrase: ",
         ] {
             let screen = format!("$ some command\n1. listed\n2. lines\n{line}");
             let got = p
@@ -548,6 +560,12 @@ pub(crate) mod tests {
             "Username for 'https://github.com': ",
             "the password: was changed",
             "Select an option [1-3]:",
+            "AWS Access Key ID [None]: ",
+            "Default region name [None]: ",
+            "Username: ",
+            "Enter your name: ",
+            "Token count: 512",
+            "Processed 5 tokens: done",
         ] {
             let got = p.analyze(&format!("x\n{line}")).prompt;
             assert!(

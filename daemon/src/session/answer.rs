@@ -61,6 +61,18 @@ impl Daemon {
             name
         };
         self.await_api_link(name).await;
+        // A secret is typed only where the program reads it hidden: checked before anything is
+        // resolved, so a refused answer leaves the prompt waiting.
+        let secret_at = lock(&self.inner.sessions).get(name).and_then(|e| {
+            e.rec
+                .prompt
+                .as_ref()
+                .filter(|p| p.is_secret() && (prompt_id.is_empty() || p.id == prompt_id))
+                .map(|_| e.rec.target().to_string())
+        });
+        if let Some(target) = secret_at {
+            self.check_reads_hidden(name, &target).await?;
+        }
         let (prompt, choice, hook_reply, input, target, id) = {
             let mut sessions = lock(&self.inner.sessions);
             let e = sessions
@@ -311,3 +323,53 @@ impl Daemon {
         true
     }
 }
+
+impl Daemon {
+    /// Refuses to type a 🔒 answer into `target` unless its terminal reads a line without
+    /// showing it — echo off, line mode on — as a password prompt does (`sudo`, `ssh`,
+    /// `read -s`, getpass). Text that merely looks like a password prompt (printed by a program,
+    /// or typed by someone the session is shared with) leaves the terminal echoing, or in the
+    /// raw mode of a shell's line editor or a TUI: what was typed would be shown, echoed into
+    /// the chat and kept in the logs.
+    async fn check_reads_hidden(&self, name: &str, target: &str) -> Result<(), CoreError> {
+        let tty = self
+            .mux_of(name)
+            .pane_tty(target)
+            .await
+            .map_err(|e| {
+                CoreError::FailedPrecondition(format!(
+                    "cannot tell whether {name}'s terminal hides what is typed ({e}): the 🔒 answer is not typed"
+                ))
+            })?;
+        let modes = tokio::task::spawn_blocking(move || reads_hidden(&tty))
+            .await
+            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+        match modes {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(CoreError::FailedPrecondition(format!(
+                "{name}'s terminal would show what you type (no program is reading a hidden password there): the 🔒 answer is not typed. If this is not a password prompt, send ordinary text — it will be shown and kept"
+            ))),
+            Err(e) => Err(CoreError::FailedPrecondition(format!(
+                "cannot tell whether {name}'s terminal hides what is typed ({e}): the 🔒 answer is not typed"
+            ))),
+        }
+    }
+}
+
+/// Whether the terminal `tty` reads a line without echoing it: `ECHO` off, `ICANON` on.
+fn reads_hidden(tty: &str) -> Result<bool, String> {
+    use rustix::fs::{Mode, OFlags};
+    use rustix::termios::LocalModes;
+    if !tty.starts_with("/dev/") {
+        return Err(format!("{tty:?} is not a terminal device"));
+    }
+    let fd = rustix::fs::open(
+        tty,
+        OFlags::RDONLY | OFlags::NOCTTY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("{tty}: {e}"))?;
+    let t = rustix::termios::tcgetattr(&fd).map_err(|e| format!("{tty}: {e}"))?;
+    Ok(!t.local_modes.contains(LocalModes::ECHO) && t.local_modes.contains(LocalModes::ICANON))
+}
+
