@@ -322,6 +322,7 @@ fn run(
             ));
         }
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
+        tokio::spawn(daemon.clone().run_disk_watch(shutdown.clone()));
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(reload_on_hangup(daemon.clone(), shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));

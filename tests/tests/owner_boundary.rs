@@ -1,32 +1,15 @@
 //! The owner boundary, tried as an attacker with an ordinary (non-admin) chat account would:
 //! from inside their own session they reach nothing they were not given.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use clibot_tests::attack::{as_user, forge, rc, run_in};
 use clibot_tests::{Harness, bin};
 
 const ADMIN: &str = "100";
 const ANN: &str = "200";
-
-fn forge() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_clibot-forge"))
-}
-
-/// Runs the forging client from the test (outside every session) as `user`.
-fn as_user(h: &Harness, user: &str, args: &[&str]) -> (bool, String) {
-    let out = Command::new(forge())
-        .arg(&h.socket)
-        .args(["telegram", user])
-        .args(args)
-        .output()
-        .expect("run clibot-forge");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
 
 /// Ann's access: allowed, not an admin, working below the work directory's `members`.
 fn access(extra: &str) -> String {
@@ -39,24 +22,6 @@ fn harness(sandbox: &str) -> Harness {
     let mut h = Harness::with_config(&access(&format!("clis = [\"*\"]\n{sandbox}")));
     h.start_daemon();
     h
-}
-
-/// Types `script` into session `name` (as the machine's user) and waits for it to write
-/// `done` into its directory; returns the text of `out` there.
-fn run_in(h: &Harness, name: &str, dir: &Path, script: &str) -> String {
-    let _ = std::fs::remove_file(dir.join("done"));
-    h.ctl_ok(&["send", name, &format!("{script}; touch done")]);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !dir.join("done").exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the script did not finish in {name}; screen:\n{}\nlog:\n{}",
-            String::from_utf8_lossy(&h.ctl(&["screen", name]).stdout),
-            h.daemon_log()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::fs::read_to_string(dir.join("out")).unwrap_or_default()
 }
 
 fn mkdir(h: &Harness, name: &str) -> PathBuf {
@@ -82,14 +47,6 @@ fn two_sessions(h: &Harness, ann_name: &str) -> (PathBuf, PathBuf) {
         })
     });
     (adm_dir, ann_dir)
-}
-
-/// The value the script printed as `KEY=value`.
-fn rc(out: &str, key: &str) -> String {
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}=")))
-        .unwrap_or_else(|| panic!("{key} in {out}"))
-        .to_string()
 }
 
 #[test]

@@ -79,8 +79,9 @@ pub(crate) struct Runtime {
     /// The files in the outbox at the last look, with their sizes: one the same size at the
     /// next look is complete and is sent.
     pub(crate) outbox: Vec<(String, u64)>,
-    /// The outbox was refused (a link, not a folder) and the chats were told.
-    pub(crate) outbox_refused: bool,
+    /// Why the outbox was last refused (a link, not a folder), as its chats were told: the
+    /// same refusal is not told again.
+    pub(crate) outbox_told: Option<String>,
 }
 
 impl Default for Runtime {
@@ -105,7 +106,7 @@ impl Default for Runtime {
             waking: false,
             hibernating: false,
             outbox: Vec::new(),
-            outbox_refused: false,
+            outbox_told: None,
         }
     }
 }

@@ -251,19 +251,7 @@ impl Daemon {
                 Ok(seen) => seen,
                 Err(e) if e.is_not_found() => continue,
                 Err(e) => {
-                    let mut sessions = lock(&self.inner.sessions);
-                    let told = sessions.get_mut(&name).is_some_and(|e| {
-                        std::mem::replace(&mut e.rt.outbox_refused, true)
-                    });
-                    drop(sessions);
-                    if !told {
-                        warn!(session = %name, "the outbox is not used: {e}");
-                        self.notice(
-                            &name,
-                            "outbox",
-                            &format!("files in {OUTBOX} are not sent: {e}"),
-                        );
-                    }
+                    self.tell_outbox_once(&name, format!("files in {OUTBOX} are not sent: {e}"));
                     continue;
                 }
             };
@@ -272,7 +260,6 @@ impl Daemon {
                 let Some(e) = sessions.get_mut(&name) else {
                     continue;
                 };
-                e.rt.outbox_refused = false;
                 // Ready: the same size as at the last look.
                 let ready = seen
                     .iter()
@@ -308,12 +295,13 @@ impl Daemon {
         let target = match moved {
             Ok(t) => t,
             Err(e) => {
-                warn!(session = name, "cannot move {file} out of the outbox: {e}");
+                self.tell_outbox_once(name, format!("{file} in {OUTBOX} is not sent: {e}"));
                 return;
             }
         };
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             e.rt.outbox.retain(|(f, _)| f != file);
+            e.rt.outbox_told = None;
         }
         let rel = format!("{SENT}/{target}");
         info!(
@@ -329,6 +317,19 @@ impl Daemon {
                 bytes,
             },
         );
+    }
+}
+
+impl Daemon {
+    /// Tells session `name`'s chats why its outbox is not used, once for the same reason.
+    fn tell_outbox_once(&self, name: &str, why: String) {
+        let told = lock(&self.inner.sessions)
+            .get_mut(name)
+            .is_none_or(|e| e.rt.outbox_told.replace(why.clone()).as_ref() == Some(&why));
+        if !told {
+            warn!(session = name, "{why}");
+            self.notice(name, "outbox", &why);
+        }
     }
 }
 

@@ -17,6 +17,7 @@ mod crash_restart;
 mod declared;
 mod default_chat;
 mod delegation;
+mod disk;
 mod discover;
 mod files;
 mod hibernate;
