@@ -231,8 +231,99 @@ pub async fn serve(
         .await
 }
 
+/// Connections one session's hook socket serves at once; more wait in the socket's backlog.
+/// A hook call is one call on one connection, and a CLI runs a few hooks at a time: the bound
+/// only stops a session from making the daemon hold its payloads without limit.
+pub const HOOK_CONNECTIONS: usize = 8;
+
+/// An accepted connection that holds one of its socket's places while it is open.
+struct Placed {
+    stream: tokio::net::UnixStream,
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl tokio::io::AsyncRead for Placed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Placed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+impl tonic::transport::server::Connected for Placed {
+    type ConnectInfo = UdsConnectInfo;
+    fn connect_info(&self) -> UdsConnectInfo {
+        self.stream.connect_info()
+    }
+}
+
+/// [`accept_same_uid`] with at most `places` connections open at once: the next is accepted
+/// only when one closes.
+fn accept_placed(
+    listener: UnixListener,
+    shutdown: CancellationToken,
+    places: usize,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<Placed>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let sem = Arc::new(tokio::sync::Semaphore::new(places));
+    let me = rustix::process::getuid().as_raw();
+    tokio::spawn(async move {
+        loop {
+            let place = tokio::select! {
+                p = sem.clone().acquire_owned() => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = shutdown.cancelled() => return,
+            };
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                _ = shutdown.cancelled() => return,
+            };
+            match accepted {
+                Ok((stream, _)) => match stream.peer_cred() {
+                    Ok(c) if c.uid() == me => {
+                        let placed = Placed {
+                            stream,
+                            _place: place,
+                        };
+                        if tx.send(Ok(placed)).await.is_err() {
+                            return;
+                        }
+                    }
+                    _ => {}
+                },
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
 /// Serves each jailed session's hook socket (hook calls of that session only) until the
-/// session ends or the daemon stops.
+/// session ends or the daemon stops: [`HOOK_CONNECTIONS`] connections at once, one call
+/// each.
 async fn serve_hook_sockets(
     mut hooks: tokio::sync::mpsc::UnboundedReceiver<crate::confine::HookListener>,
     service: Service,
@@ -245,11 +336,11 @@ async fn serve_hook_sockets(
                 continue;
             }
         };
-        let incoming = accept_same_uid(listener, h.stop.clone());
+        let incoming = accept_placed(listener, h.stop.clone(), HOOK_CONNECTIONS);
         let (service, daemon, id) = (service.clone(), service.daemon(), h.id.clone());
         tokio::spawn(async move {
             let served = Server::builder()
-                .concurrency_limit_per_connection(CALLS_PER_CONNECTION)
+                .concurrency_limit_per_connection(1)
                 .layer(tower::layer::layer_fn(move |inner| Gate {
                     inner,
                     daemon: daemon.clone(),

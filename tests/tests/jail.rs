@@ -423,3 +423,62 @@ fn sockets_of_the_machine_are_out_of_reach() {
     assert!(!out.contains("rc=0"), "{out}");
     assert!(out.contains("No such file"), "{out}");
 }
+
+/// The daemon's resident memory in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_flood_of_large_hook_calls_from_a_jail_keeps_the_daemon_bounded() {
+    let j = jail(
+        "\n[cli.ccshell]\nadapter = \"claude\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n",
+    );
+    let said = j.ann("!!new c ccshell", "started");
+    assert!(said.contains("started c"), "{said}");
+    j.h.wait_screen("c", "the shell", |s| s.contains('$'));
+    let ws = j.workspace().canonicalize().expect("workspace");
+    let pid = j.h.daemon_pid().expect("daemon");
+    let before = rss_kib(pid);
+    let ctl = clibot_tests::bin("clibotctl");
+    // 200 permission requests of 4 MB each, all at once, from inside the jail; and a payload
+    // of countless tiny values.
+    j.h.ctl_ok(&[
+        "send",
+        "c",
+        &format!(
+            "{{ printf '{{\"hook_event_name\":\"PermissionRequest\",\"tool_name\":\"Bash\",\"tool_input\":{{\"command\":\"'; head -c 4000000 /dev/zero | tr '\\0' a; printf '\"}}}}'; }} > big.json; \
+             {{ printf '['; head -c 1000000 /dev/zero | tr '\\0' 1 | sed 's/./1,/g'; printf '1]'; }} > many.json; \
+             {ctl} hook --cli ccshell PermissionRequest < many.json > /dev/null 2>&1; \
+             for i in $(seq 1 200); do {ctl} hook --cli ccshell PermissionRequest < big.json > /dev/null 2>&1 & done; touch flooded",
+            ctl = ctl.display()
+        ),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !ws.join("flooded").exists() {
+        assert!(Instant::now() < deadline, "the flood did not start");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut peak = before;
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        peak = peak.max(rss_kib(pid));
+        let t = Instant::now();
+        j.h.ctl_ok(&["list"]);
+        assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("the daemon's memory: {before} KiB before the flood, {peak} KiB at most during it");
+    assert!(
+        peak < before + 400 * 1024,
+        "the daemon grew from {before} KiB to {peak} KiB"
+    );
+    assert!(j.h.daemon_pid().is_some(), "the daemon lives on");
+}

@@ -32,6 +32,7 @@ impl Daemon {
         event: &str,
         payload: &str,
     ) -> Result<String, CoreError> {
+        check_payload_shape(payload)?;
         let mut payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
         let (name, cli, rec) = {
@@ -251,6 +252,15 @@ impl Daemon {
         let subject_kind = crate::automation::subject::from_payload(&payload)
             .unwrap_or_else(|| crate::automation::subject::infer(&text, &subject))
             .to_string();
+        // What a prompt shows is bounded (it goes to the event log and every chat); a subject
+        // cut short is marked so, and no rule or decider answers for what it cannot see.
+        let text = cut(text, MAX_PROMPT_TEXT).0;
+        let (subject, subject_partial) = cut(subject, MAX_PROMPT_TEXT);
+        let options = options
+            .into_iter()
+            .take(MAX_PROMPT_OPTIONS)
+            .map(|o| cut(o, 1024).0)
+            .collect();
         let prompt = Prompt {
             id: crate::ids::new_id(),
             subject_kind,
@@ -258,6 +268,7 @@ impl Daemon {
             text,
             options,
             subject,
+            subject_partial,
             source: "hook".into(),
             answer: AnswerStyle::Digit,
             ..Default::default()
@@ -270,6 +281,10 @@ impl Daemon {
             };
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
+                // The hook that announced it waits no longer: its dialog is gone.
+                if let Some((tx, _)) = e.rt.waiters.remove(&old.id) {
+                    let _ = tx.send(String::new());
+                }
             }
             e.rec.prompt = Some(prompt.clone());
             e.rt.turn.prompt_announced(Instant::now());
@@ -318,3 +333,73 @@ impl Daemon {
         }
     }
 }
+
+/// The most of a hook prompt's text or subject kept, in bytes.
+const MAX_PROMPT_TEXT: usize = 64 * 1024;
+/// The most options a hook prompt offers.
+const MAX_PROMPT_OPTIONS: usize = 32;
+
+/// `s` cut to at most `max` bytes at a character boundary, and whether it was cut.
+fn cut(mut s: String, max: usize) -> (String, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut at = max;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    s.truncate(at);
+    s.push('…');
+    (s, true)
+}
+
+/// The most JSON values (objects, arrays and their members) one hook payload may hold. A
+/// CLI's payloads are small trees with long strings (a file's content is one string); a
+/// payload of millions of tiny values would cost the daemon many times its size to parse.
+const MAX_PAYLOAD_VALUES: usize = 200_000;
+
+/// Refuses a hook payload with more than [`MAX_PAYLOAD_VALUES`] values, counted on its text
+/// (commas and openings outside strings) before anything is parsed.
+pub(crate) fn check_payload_shape(payload: &str) -> Result<(), CoreError> {
+    let (mut in_str, mut escaped, mut n) = (false, false, 0usize);
+    for b in payload.bytes() {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' | b',' => {
+                n += 1;
+                if n > MAX_PAYLOAD_VALUES {
+                    return Err(CoreError::InvalidArgument(format!(
+                        "the hook payload holds more than {MAX_PAYLOAD_VALUES} JSON values: refused"
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_of_countless_tiny_values_are_refused_before_parsing() {
+        let big_string = format!("{{\"tool_input\":{{\"content\":\"{}\"}}}}", "a,b,[{".repeat(500_000));
+        assert!(check_payload_shape(&big_string).is_ok(), "commas in a string are text");
+        let many = format!("[{}1]", "1,".repeat(MAX_PAYLOAD_VALUES + 1));
+        assert!(check_payload_shape(&many).is_err());
+        let escaped = r#"{"a":"quote \" then , , ,"}"#;
+        assert!(check_payload_shape(escaped).is_ok());
+    }
+}
+
