@@ -22,6 +22,10 @@ pub enum Caller {
     Session { name: String, owner: String },
     /// Through the per-session hook socket of session id `id`: hook calls of it only.
     HookSocket { id: String },
+    /// A process whose ancestry cannot be followed to the top (it exited after connecting,
+    /// handing its connection to a child; or `/proc` would not say): refused, never taken for
+    /// the machine's user.
+    Unknown,
 }
 
 /// `pid`'s parent, from `/proc/PID/stat` (the field after the command name, which may hold
@@ -32,27 +36,30 @@ fn parent(pid: i32) -> Option<i32> {
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// `pid` and its ancestors, nearest first, up to (not including) pid 1.
-pub fn ancestry(pid: i32) -> Vec<i32> {
+/// `pid` and its ancestors, nearest first, up to (not including) pid 1; `None` when the walk
+/// does not reach the top (a process on the way is gone, or unreadable, or the chain loops).
+pub fn ancestry(pid: i32) -> Option<Vec<i32>> {
     let mut out = Vec::new();
     let mut p = pid;
-    while p > 1 && out.len() < MAX_DEPTH && !out.contains(&p) {
-        out.push(p);
-        match parent(p) {
-            Some(pp) => p = pp,
-            None => break,
+    while p > 1 {
+        if out.len() >= MAX_DEPTH || out.contains(&p) {
+            return None;
         }
+        out.push(p);
+        p = parent(p)?;
     }
-    out
+    Some(out)
 }
 
 impl Daemon {
     /// The caller behind process `pid`.
     pub fn caller_of(&self, pid: Option<i32>) -> Caller {
         let Some(pid) = pid.filter(|p| *p > 1) else {
-            return Caller::Outside;
+            return Caller::Unknown;
         };
-        let chain = ancestry(pid);
+        let Some(chain) = ancestry(pid) else {
+            return Caller::Unknown;
+        };
         let sessions = lock(&self.inner.sessions);
         for p in chain {
             if let Some(e) = sessions.values().find(|e| {
@@ -75,13 +82,13 @@ mod tests {
     #[test]
     fn the_ancestry_of_this_process_reaches_its_parent() {
         let me = std::process::id() as i32;
-        let chain = ancestry(me);
+        let chain = ancestry(me).expect("this process's ancestry reaches the top");
         assert_eq!(chain.first(), Some(&me));
         let ppid = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
         if let Some(pp) = ppid.filter(|p| *p > 1) {
             assert_eq!(chain.get(1), Some(&pp), "{chain:?}");
         }
-        assert!(ancestry(0).is_empty());
-        assert!(ancestry(i32::MAX).len() <= 1);
+        assert_eq!(ancestry(0), Some(vec![]));
+        assert_eq!(ancestry(i32::MAX), None, "a process that does not exist");
     }
 }

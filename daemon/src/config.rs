@@ -316,6 +316,12 @@ impl Config {
                     s.name
                 )));
             }
+            if crate::names::is_reserved(&s.name) {
+                return Err(invalid(format!(
+                    "[[sessions]] name = {:?}: names starting with \"u-\" are clibot's own, for CLIs started outside it; choose another",
+                    s.name
+                )));
+            }
             if !declared.insert(s.name.as_str()) {
                 return Err(invalid(format!(
                     "[[sessions]]: {:?} is declared twice; give each session its own name",

@@ -11,6 +11,10 @@ pub enum CoreError {
     #[error("invalid session name {0:?}: use 1 to 64 characters from A-Z a-z 0-9 _ -")]
     InvalidName(String),
     #[error(
+        "session names starting with \"u-\" are clibot's own (CLIs started outside clibot): choose another name than {0:?}"
+    )]
+    ReservedName(String),
+    #[error(
         "unknown CLI {name:?}: the configured CLIs are {known}; add a [cli.{name}] section with argv to the config to allow it"
     )]
     UnknownCli { name: String, known: String },

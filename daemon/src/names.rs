@@ -12,6 +12,13 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Names clibot gives sessions itself: `u-CLI-PID`, the CLIs started outside clibot that report
+/// through its global hooks. Nobody may take one, or a terminal's CLI would take over a session
+/// someone named so (and its chats).
+pub fn is_reserved(name: &str) -> bool {
+    name.starts_with("u-")
+}
+
 /// `[A-Za-z_][A-Za-z0-9_]*`: an environment variable name.
 pub fn is_valid_env_key(key: &str) -> bool {
     let mut bytes = key.bytes();

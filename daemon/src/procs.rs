@@ -82,6 +82,55 @@ pub fn kill_all(pids: &[u32]) -> usize {
     n
 }
 
+/// Whether the TCP socket listening on local `port` where a connection to 127.0.0.1 lands
+/// (bound to 127.0.0.1, to any address, or to `::`/`::ffff:127.0.0.1`) is held by `root` or
+/// one of its descendants: the server a session started, not whatever else took the port (a
+/// process of another session, or of another user, after the session's server went away).
+pub fn listener_in_tree(port: u16, root: u32) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let listening = *state == "0A";
+            // Where a connection to 127.0.0.1 can land.
+            let addr = local.rsplit_once(':').map_or("", |(a, _)| a);
+            let loopback = matches!(
+                addr,
+                "0100007F"
+                    | "00000000"
+                    | "00000000000000000000000000000000"
+                    | "0000000000000000FFFF00000100007F"
+            );
+            let on_port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+                == Some(port);
+            if listening && loopback && on_port && *inode != "0" {
+                inodes.push(format!("socket:[{inode}]"));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return false;
+    }
+    tree(root).into_iter().any(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|t| inodes.iter().any(|i| t.as_os_str() == i.as_str()))
+            })
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,5 +152,21 @@ mod tests {
         assert_eq!(kill_all(&t[1..]), 2);
         let _ = child.kill();
         let _ = child.wait();
+    }
+
+    #[test]
+    fn a_listener_is_found_only_in_the_tree_that_holds_it() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = l.local_addr().expect("addr").port();
+        assert!(listener_in_tree(port, std::process::id()));
+        let mut other = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .expect("sleep");
+        assert!(!listener_in_tree(port, other.id()), "not the child's");
+        let _ = other.kill();
+        let _ = other.wait();
+        drop(l);
+        assert!(!listener_in_tree(port, std::process::id()), "nobody listens");
     }
 }

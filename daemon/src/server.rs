@@ -421,6 +421,9 @@ where
         let path = req.uri().path().to_string();
         let method = path.rsplit('/').next().unwrap_or("").to_string();
         let refusal = match &caller {
+            Caller::Unknown => Some(
+                "the calling process cannot be traced (it is gone, or its ancestry is unreadable): calls are taken only from a process that still runs",
+            ),
             Caller::HookSocket { .. } if method != "Hook" => {
                 Some("this socket serves only its session's hook calls")
             }

@@ -626,14 +626,31 @@ impl Mux for Tmux {
         if keys.is_empty() {
             return Ok(());
         }
-        let cmds = send_key_commands(target, keys);
-        // Named keys are checked against a fixed list; a typed character (a person's text)
-        // never passes through tmux's command parser.
-        if keys.iter().all(|k| matches!(k, Key::Named(_))) {
-            self.query(cmds).await.map(|_| ())
-        } else {
-            self.run(cmds, None).await.map(|_| ())
+        // Named keys are checked against a fixed list and go over the control connection;
+        // typed characters (a person's text, an answer's digit) go as text, from stdin: never
+        // on a command line nor through tmux's command parser. Order is kept.
+        let mut i = 0;
+        while i < keys.len() {
+            let run = keys[i..]
+                .iter()
+                .take_while(|k| matches!(k, Key::Named(_)) == matches!(keys[i], Key::Named(_)))
+                .count();
+            let part = &keys[i..i + run];
+            if matches!(keys[i], Key::Named(_)) {
+                self.query(send_key_commands(target, part)).await?;
+            } else {
+                let text: String = part
+                    .iter()
+                    .filter_map(|k| match k {
+                        Key::Char(c) => Some(*c),
+                        Key::Named(_) => None,
+                    })
+                    .collect();
+                self.send_text(target, &text).await?;
+            }
+            i += run;
         }
+        Ok(())
     }
 
     async fn capture(

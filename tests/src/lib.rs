@@ -197,6 +197,11 @@ impl Harness {
     /// [`Harness::start_daemon`], with these variables removed from the daemon's environment
     /// (and so from the tmux server it starts).
     pub fn start_daemon_without(&mut self, unset: &[&str]) {
+        self.start_daemon_env(unset, &[]);
+    }
+
+    /// [`Harness::start_daemon_without`], with `env` set in the daemon's environment too.
+    pub fn start_daemon_env(&mut self, unset: &[&str], env: &[(&str, &str)]) {
         assert!(self.daemon.is_none(), "daemon already running");
         let notify_path = self
             .dir
@@ -216,6 +221,9 @@ impl Harness {
         self.envs(&mut cmd);
         for v in unset {
             cmd.env_remove(v);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
         }
         cmd.env("NOTIFY_SOCKET", &notify_path)
             .stdin(Stdio::null())

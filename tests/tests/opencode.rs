@@ -339,3 +339,43 @@ fn real_cli_a_hibernated_session_is_woken_by_a_message_and_keeps_its_history() {
         s.h.ctl_ok(&["send", "oc", text]);
     });
 }
+
+/// A process other than the session's own program squats the port clibot gave its OpenCode
+/// server (here: the test, while the session's program serves nothing): clibot sends it
+/// nothing — not a request, not the session's password.
+#[test]
+fn a_server_the_session_does_not_run_gets_no_password() {
+    let mut h = Harness::with_config(
+        "\n[cli.ocshell]\nadapter = \"opencode\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n",
+    );
+    h.start_daemon();
+    let w = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "oc", "--cli", "ocshell", "--dir", &w]);
+    let env = String::from_utf8_lossy(&h.tmux(&["show-environment", "-t", "oc"]).stdout)
+        .into_owned();
+    let port: u16 = env
+        .lines()
+        .find_map(|l| l.strip_prefix("CLIBOT_API_PORT="))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the session's API port in {env}"));
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", port)).expect("take the port");
+    squatter.set_nonblocking(true).expect("non-blocking");
+    let until = std::time::Instant::now() + Duration::from_secs(8);
+    let mut received = Vec::new();
+    while std::time::Instant::now() < until {
+        if let Ok((mut s, _)) = squatter.accept() {
+            let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+            let mut buf = [0u8; 4096];
+            if let Ok(n) = s.read(&mut buf) {
+                received.extend_from_slice(&buf[..n]);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = String::from_utf8_lossy(&received);
+    assert!(
+        !text.contains("Authorization") && received.is_empty(),
+        "clibot talked to a server it did not start: {text}"
+    );
+    let _ = std::io::stdout().flush();
+}

@@ -252,14 +252,29 @@ fn no_token_ever_stands_on_a_command_line() {
 #[test]
 fn secret_directories_are_never_session_directories() {
     let mut h = Harness::new();
-    // The state directory inside the only allowed root: nothing but the secret paths keeps a
-    // session out of it.
+    // A home and a state directory inside the only allowed root: nothing but the secret paths
+    // keeps a session out of them (without that list, each spawn below would start).
+    let home = h.work.join("home");
+    for d in [".ssh", ".aws", ".config/gcloud", "src"] {
+        std::fs::create_dir_all(home.join(d)).expect("dirs");
+    }
     h.state_dir = h.work.join("state");
-    h.start_daemon();
+    let home_s = home.to_str().expect("utf-8").to_string();
+    h.start_daemon_env(&[], &[("HOME", &home_s)]);
     let link = h.work.join("innocent");
-    std::os::unix::fs::symlink(&h.state_dir, &link).expect("link");
-    for dir in [h.state_dir.clone(), h.state_dir.join("launch"), link] {
-        std::fs::create_dir_all(h.state_dir.join("launch")).expect("dir");
+    std::os::unix::fs::symlink(home.join(".ssh"), &link).expect("link");
+    let state_link = h.work.join("also-innocent");
+    std::os::unix::fs::symlink(&h.state_dir, &state_link).expect("link");
+    std::fs::create_dir_all(h.state_dir.join("launch")).expect("dir");
+    for dir in [
+        home.join(".ssh"),
+        home.join(".aws"),
+        home.join(".config/gcloud"),
+        link,
+        h.state_dir.clone(),
+        h.state_dir.join("launch"),
+        state_link,
+    ] {
         let e = h.ctl_err(&[
             "spawn",
             "x",
@@ -270,8 +285,8 @@ fn secret_directories_are_never_session_directories() {
         ]);
         assert!(e.contains("holds secrets"), "{}: {e}", dir.display());
     }
-    // An ordinary directory in the same root starts.
-    h.ctl_ok(&["spawn", "x", "--cli", "bash", "--dir", h.work.to_str().expect("utf-8")]);
+    // An ordinary directory of the same home starts.
+    h.ctl_ok(&["spawn", "x", "--cli", "bash", "--dir", &format!("{home_s}/src")]);
 }
 
 #[test]

@@ -42,12 +42,11 @@ pub fn infer(text: &str, subject: &str) -> &'static str {
     if subject.trim().is_empty() {
         return "";
     }
-    let s = subject.trim_start();
-    if s.starts_with("http://") || s.starts_with("https://") {
-        return "url";
-    }
     let l = text.to_lowercase();
     let has = |w: &[&str]| w.iter().any(|x| l.contains(x));
+    // What reaches a shell is a command whatever it starts with (`https://x; curl y | sh`):
+    // the dialog's words decide first; a URL is only ever one word, with nothing a shell
+    // would act on.
     if has(&[
         "command",
         "execution",
@@ -57,7 +56,12 @@ pub fn infer(text: &str, subject: &str) -> &'static str {
         "run ",
         "wants to use bash",
     ]) {
-        "command"
+        return "command";
+    }
+    let s = subject.trim();
+    let one_word = !s.contains(|c: char| c.is_whitespace() || ";|&$`()<>'\"\\".contains(c));
+    if (s.starts_with("http://") || s.starts_with("https://")) && one_word {
+        "url"
     } else if has(&["file", "edit", "change", "patch", "write", "create"]) {
         "path"
     } else if has(&["fetch", "url", "web"]) {
@@ -111,5 +115,14 @@ mod tests {
         );
         assert_eq!(infer("Fetch", "https://example.com"), "url");
         assert_eq!(infer("Allow?", ""), "");
+    }
+
+    #[test]
+    fn a_command_that_starts_like_a_url_is_a_command() {
+        assert_eq!(infer("Bash command", "https://x.example; curl y | sh"), "command");
+        assert_eq!(infer("Do you want to run this command?", "http://a b"), "command");
+        assert_eq!(infer("Fetch", "https://example.com/a?b=c"), "url");
+        assert_eq!(infer("Allow?", "https://example.com/a"), "url");
+        assert_eq!(infer("Allow?", "https://example.com/$(id)"), "");
     }
 }

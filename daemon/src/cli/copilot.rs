@@ -158,10 +158,13 @@ impl Adapter for Copilot {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
-        let env_home = cli.and_then(|c| c.env.get("COPILOT_HOME").cloned());
-        let home = match env_home {
+        let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
+        let home = match env("COPILOT_HOME") {
             Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".copilot"),
+            None => std::path::PathBuf::from(
+                env("HOME").or_else(|| std::env::var("HOME").ok())?,
+            )
+            .join(".copilot"),
         };
         copilot_transcript_reply(
             &home

@@ -545,6 +545,9 @@ pub(crate) mod tests {
             "Enter the OTP: ",
             "Paste your access token: ",
             "Private key passphrase: ",
+            "Enter MFA code for arn:aws:iam::123456789012:mfa/dev: ",
+            "Enter verification code: ",
+            "2FA code: ",
         ] {
             let screen = format!("$ some command\n1. listed\n2. lines\n{line}");
             let got = p

@@ -41,13 +41,26 @@ pub enum HttpError {
     Timeout(SocketAddr, Duration),
     #[error("invalid request: {0}")]
     Request(String),
+    #[error(
+        "{0} is not served by the session's own program: clibot sends it nothing (its password included)"
+    )]
+    NotTheSessions(SocketAddr),
+    #[error("{0} answered more than {1} bytes: not read")]
+    TooLarge(SocketAddr, usize),
 }
+
+/// The most bytes of one JSON answer read.
+pub const MAX_RESPONSE: usize = 64 << 20;
+/// The most bytes of one server-sent event, or of a line of the stream.
+pub const MAX_EVENT: usize = 16 << 20;
 
 /// A server on 127.0.0.1:`port` that takes basic auth.
 #[derive(Clone, Debug)]
 pub struct LocalHttp {
     addr: SocketAddr,
     authorization: String,
+    /// The process whose tree must hold the listening socket before anything is sent.
+    owner: Option<u32>,
 }
 
 impl LocalHttp {
@@ -56,7 +69,15 @@ impl LocalHttp {
         LocalHttp {
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
             authorization: format!("Basic {token}"),
+            owner: None,
         }
+    }
+
+    /// Sends nothing unless the port's listening socket is held by `pid` or a descendant (a
+    /// pid of 0, unknown, holds nothing).
+    pub fn owned_by(mut self, pid: u32) -> LocalHttp {
+        self.owner = Some(pid);
+        self
     }
 
     async fn send(
@@ -66,6 +87,16 @@ impl LocalHttp {
         body: Option<&Value>,
     ) -> Result<hyper::Response<Incoming>, HttpError> {
         let addr = self.addr;
+        if let Some(pid) = self.owner {
+            let port = addr.port();
+            let owned = pid != 0
+                && tokio::task::spawn_blocking(move || crate::procs::listener_in_tree(port, pid))
+                    .await
+                    .unwrap_or(false);
+            if !owned {
+                return Err(HttpError::NotTheSessions(addr));
+            }
+        }
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|source| HttpError::Connect { addr, source })?;
@@ -98,8 +129,8 @@ impl LocalHttp {
             .map_err(|source| HttpError::Http { addr, source })?;
         if !resp.status().is_success() {
             let status = resp.status();
-            let body = match tokio::time::timeout(REQUEST_TIMEOUT, resp.into_body().collect()).await
-            {
+            let limited = http_body_util::Limited::new(resp.into_body(), 4096);
+            let body = match tokio::time::timeout(REQUEST_TIMEOUT, limited.collect()).await {
                 Ok(Ok(b)) => String::from_utf8_lossy(&b.to_bytes())
                     .chars()
                     .take(300)
@@ -124,14 +155,10 @@ impl LocalHttp {
     ) -> Result<Value, HttpError> {
         let exchange = async {
             let resp = self.send(method, path, body).await?;
-            let bytes = resp
-                .into_body()
+            let bytes = http_body_util::Limited::new(resp.into_body(), MAX_RESPONSE)
                 .collect()
                 .await
-                .map_err(|source| HttpError::Http {
-                    addr: self.addr,
-                    source,
-                })?
+                .map_err(|_| HttpError::TooLarge(self.addr, MAX_RESPONSE))?
                 .to_bytes();
             if bytes.is_empty() {
                 return Ok(Value::Null);
@@ -178,6 +205,9 @@ impl EventStream {
             if let Some(v) = self.parser.next_event() {
                 return Ok(Some(v));
             }
+            if self.parser.overfull() {
+                return Err(HttpError::TooLarge(self.addr, MAX_EVENT));
+            }
             match self.body.frame().await {
                 Some(Ok(frame)) => {
                     if let Ok(bytes) = frame.into_data() {
@@ -206,6 +236,12 @@ pub struct SseParser {
 impl SseParser {
     pub fn feed(&mut self, bytes: &[u8]) {
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Whether an event (or a line) has grown past [`MAX_EVENT`]: the stream is not read on.
+    pub fn overfull(&self) -> bool {
+        self.data.len() > MAX_EVENT
+            || (self.buf.len() > MAX_EVENT && !self.buf.contains(&b'\n'))
     }
 
     /// The next complete event's data as JSON. Data that is not JSON is skipped: one odd

@@ -141,9 +141,13 @@ impl Adapter for Qwen {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
-        let home = match cli.and_then(|c| c.env.get("QWEN_HOME").cloned()) {
+        let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
+        let home = match env("QWEN_HOME") {
             Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(std::env::var_os("HOME")?).join(".qwen"),
+            None => std::path::PathBuf::from(
+                env("HOME").or_else(|| std::env::var("HOME").ok())?,
+            )
+            .join(".qwen"),
         };
         qwen_transcript_reply(
             &qwen_chats(&home, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)),

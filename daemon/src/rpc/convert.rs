@@ -108,6 +108,7 @@ impl From<CoreError> for Status {
     fn from(e: CoreError) -> Status {
         let code = match &e {
             CoreError::InvalidName(_)
+            | CoreError::ReservedName(_)
             | CoreError::DirNotFound(_)
             | CoreError::NotADirectory(_)
             | CoreError::DirNotAbsolute(_)

@@ -40,13 +40,10 @@ pub(super) async fn send_keys(
     // Control keys can interrupt or quit a CLI: from a chat, admins, and owners in their own
     // sessions; never someone it is only shared with.
     svc.owned(&actor, &r.session, "keys", false)?;
-    if !actor.is_local()
-        && !svc.daemon.is_admin(&actor)
-        && svc.daemon.get(&r.session)?.owner != actor.key()
-    {
-        let why = "control keys are for admins and the session's owner";
-        svc.daemon.audit(&actor, &r.session, "keys", Err(why));
-        return Err(Status::permission_denied(why));
+    if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
+        svc.daemon
+            .audit(&actor, &r.session, "keys", Err("not the owner or an admin"));
+        return Err(e.into());
     }
     let session = r.session.clone();
     let seq = svc

@@ -9,8 +9,13 @@ pub(super) async fn cancel_turn(
 ) -> Result<Response<v1::CancelTurnResponse>, Status> {
     let actor = actor(&req);
     let r = req.into_inner();
-    // Whoever may send to the session may stop what they started there.
+    // A cancel presses keys: the same people as `keys` may.
     svc.owned(&actor, &r.session, "cancel", false)?;
+    if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
+        svc.daemon
+            .audit(&actor, &r.session, "cancel", Err("not the owner or an admin"));
+        return Err(e.into());
+    }
     let by = if actor.is_local() {
         "local".to_string()
     } else {

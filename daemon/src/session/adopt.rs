@@ -53,6 +53,9 @@ impl Daemon {
                 "{name:?} is not a valid session name (1 to 64 of A-Z a-z 0-9 _ -): pass --name"
             )));
         }
+        if crate::names::is_reserved(&name) {
+            return Err(CoreError::ReservedName(name));
+        }
         let rec = {
             let mut sessions = lock(&self.inner.sessions);
             if let Some(e) = sessions

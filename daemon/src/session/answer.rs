@@ -103,6 +103,16 @@ impl Daemon {
                 });
             }
             let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
+            // A line break would submit the first part and type the rest into whatever reads
+            // next, where it is shown.
+            if p.is_secret()
+                && let Choice::Text(t) = &choice
+                && t.contains(['\n', '\r'])
+            {
+                return Err(CoreError::InvalidArgument(
+                    "a password is one line: send it without line breaks".into(),
+                ));
+            }
             // A CLI clibot does not run is answered through its waiting hook, or not at all.
             if e.rec.unmanaged && !e.rt.waiters.contains_key(&p.id) {
                 return Err(CoreError::FailedPrecondition(format!(
@@ -110,7 +120,9 @@ impl Daemon {
                     e.rec.cli
                 )));
             }
-            let waiter = e.rt.waiters.remove(&p.id);
+            // A hook whose caller went away (its own timeout, killed) waits no more: the
+            // answer goes by keys, not into a channel nobody reads.
+            let waiter = e.rt.waiters.remove(&p.id).filter(|(tx, _)| !tx.is_closed());
             let hook_reply = match waiter {
                 Some((tx, payload)) => {
                     let adapter = self.kind_of(&e.rec.cli).map(|(a, _)| a);

@@ -114,6 +114,9 @@ impl Daemon {
                 req.name
             )));
         }
+        if crate::names::is_reserved(req.name) {
+            return Err(CoreError::ReservedName(req.name.to_string()));
+        }
         let server_s = server.display().to_string();
         let mux = if own.as_deref() == Some(server.as_path()) {
             self.inner.mux.clone()

@@ -65,16 +65,29 @@ struct Seen {
     failed: bool,
 }
 
+/// Whether OpenCode says `session` is busy (or retrying) now; yes when it cannot be asked.
+async fn busy_now(http: &LocalHttp, session: &str) -> bool {
+    match http.get_json("/session/status").await {
+        Ok(v) => v
+            .get(session)
+            .and_then(|s| s.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t != "idle"),
+        Err(_) => true,
+    }
+}
+
 impl Daemon {
     /// Follows session `name`'s OpenCode server on 127.0.0.1:`port` until the session ends.
     pub(crate) async fn api_link(self, name: &str, port: u16, cancel: CancellationToken) {
-        let Some(secret) = lock(&self.inner.sessions)
+        let Some((secret, pid)) = lock(&self.inner.sessions)
             .get(name)
-            .map(|e| e.rec.hook_token.clone())
+            .map(|e| (e.rec.hook_token.clone(), e.rec.pid))
         else {
             return;
         };
-        let http = LocalHttp::new(port, API_USER, &secret);
+        // The password goes only to the server the session's own program runs.
+        let http = LocalHttp::new(port, API_USER, &secret).owned_by(pid);
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(100);
         let mut seen = Seen::default();
@@ -308,7 +321,16 @@ impl Daemon {
                 seen.roots.insert(session, parent.is_none());
             }
             ApiEvent::Busy { session } => {
-                if !seen.busy && self.is_root(http, seen, &session).await {
+                // A busy event read after a catch-up may be older than the turn's end the
+                // catch-up already reported: while clibot sees no turn running, one starts
+                // only when OpenCode says the session is busy now.
+                let idle_here = lock(&self.inner.sessions)
+                    .get(name)
+                    .is_some_and(|e| !matches!(e.rec.state, State::Working | State::Waiting));
+                if !seen.busy
+                    && self.is_root(http, seen, &session).await
+                    && (!idle_here || busy_now(http, &session).await)
+                {
                     seen.busy = true;
                     seen.failed = false;
                     self.note_cli_session(name, &session);

@@ -45,6 +45,19 @@ impl Daemon {
         }
     }
 
+    /// Refuses `actor` key presses into session `name` (control keys, and a cancel, which
+    /// presses them): they interrupt or quit a CLI, so they are for the machine's user,
+    /// admins and the session's owner — never someone it is only shared with.
+    pub fn check_keys(&self, actor: &Actor, name: &str) -> Result<(), CoreError> {
+        if actor.is_local() || self.is_admin(actor) || self.get(name)?.owner == actor.key() {
+            return Ok(());
+        }
+        Err(CoreError::PermissionDenied(
+            "control keys (and !!cancel, which presses them) are for admins and the session's owner"
+                .into(),
+        ))
+    }
+
     /// Shares session `name` with `user` ("PLATFORM:USER"), or takes the share back; only its
     /// owner, an admin or the local user may. Returns who it is shared with now.
     pub fn share(

@@ -37,6 +37,10 @@ impl Daemon {
     ) -> Option<String> {
         let (adapter, _) = self.kind_of(&rec.cli)?;
         let mut cli = self.cli(&rec.cli).ok().map(|c| (*c).clone());
+        // What the session was started with wins over the CLI's configuration, as at spawn.
+        if let Some(c) = cli.as_mut() {
+            c.env.extend(rec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         if !rec.jail_home.is_empty() {
             let own = (self.inner.settings.state_dir.join("jails"))
                 .join(&rec.id)
@@ -51,6 +55,19 @@ impl Daemon {
                 }
             }
             c.env.insert("HOME".into(), own.display().to_string());
+            // The CLIs' own homes: in the jail's home, never one of the machine's (a setting
+            // of the daemon's environment, or one elsewhere, is not the jail's).
+            for (var, rel) in [
+                ("CLAUDE_CONFIG_DIR", ".claude"),
+                ("COPILOT_HOME", ".copilot"),
+                ("QWEN_HOME", ".qwen"),
+                ("CODEX_HOME", ".codex"),
+            ] {
+                let inside = c.env.get(var).is_some_and(|v| std::path::Path::new(v).starts_with(&own));
+                if !inside {
+                    c.env.insert(var.into(), own.join(rel).display().to_string());
+                }
+            }
         }
         let rec = rec.clone();
         tokio::task::spawn_blocking(move || adapter.recover_reply(&rec, cli.as_ref()))

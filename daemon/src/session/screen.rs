@@ -52,6 +52,13 @@ impl Daemon {
                         }
                         if cur.subject.is_empty() {
                             cur.subject = sp.subject.clone();
+                            cur.subject_partial |= sp.subject_partial;
+                        } else if !sp.subject.is_empty() && !subjects_agree(&cur.subject, sp) {
+                            // The hook said one thing, the dialog shows another: the dialog
+                            // is what an answer by keys acts on, and nothing automatic
+                            // answers a prompt whose two accounts disagree.
+                            cur.subject = sp.subject.clone();
+                            cur.subject_partial = true;
                         }
                         if cur.context.is_empty() {
                             cur.context = sp.context.clone();
@@ -192,3 +199,12 @@ impl Daemon {
         }
     }
 }
+
+/// Whether a hook's subject and the one its dialog shows are the same, spaces aside (the
+/// screen's may be cut short: then a beginning of the hook's).
+fn subjects_agree(hook: &str, screen: &crate::cli::detect::ScreenPrompt) -> bool {
+    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (h, s) = (norm(hook), norm(&screen.subject));
+    h == s || (screen.subject_partial && h.starts_with(s.trim_end_matches('…')))
+}
+

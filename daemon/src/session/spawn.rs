@@ -31,6 +31,9 @@ impl Daemon {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
+        if crate::names::is_reserved(&req.name) {
+            return Err(CoreError::ReservedName(req.name));
+        }
         crate::ops::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
         let dir = match self.non_admin(&req.owner) {

@@ -39,7 +39,7 @@ impl Daemon {
         payload: &str,
     ) -> Result<String, CoreError> {
         let pid = caller.filter(|p| *p > 1).ok_or(CoreError::HookDenied)?;
-        let chain = crate::caller::ancestry(pid);
+        let chain = crate::caller::ancestry(pid).ok_or(CoreError::HookDenied)?;
         // The CLI it reports about: the nearest ancestor that is `cli` (a hook runs under a
         // shell the CLI started), or the launcher above it that is the same CLI (Codex's node
         // script above its native binary: the process the user started, as discovery names it).
@@ -66,7 +66,10 @@ impl Daemon {
             // Its hooks speak the session's CLI's language only.
             Some((name, session_cli)) if session_cli == cli => name,
             Some(_) => return Ok(String::new()),
-            None => self.unmanaged_session(cli, cli_pid, &payload),
+            None => match self.unmanaged_session(cli, cli_pid, &payload) {
+                n if n.is_empty() => return Ok(String::new()),
+                n => n,
+            },
         };
         let event = if event.is_empty() {
             payload
@@ -116,6 +119,9 @@ impl Daemon {
                     }
                     return name;
                 }
+                // A session clibot manages holds the name (one from before names were
+                // reserved): it is never replaced by a terminal's CLI.
+                Some(e) if !e.rec.unmanaged => return String::new(),
                 _ => {}
             }
             let now = now_ms();
