@@ -284,3 +284,30 @@ fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
     assert!(!h.events().iter().any(|e| e["type"] == "input_sent"
         && e["text"].as_str().is_some_and(|t| t.contains("cancelled-"))));
 }
+
+/// A slow transcription (here 20 s) holds up nothing: another chat's message is answered at
+/// once meanwhile, and the transcription still arrives, with its buttons.
+#[test]
+fn a_slow_transcription_holds_up_no_other_chat() {
+    const OTHER: i64 = 300;
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{OTHER}\"]\nadmins = [\"{ADMIN}\"]\n[gateway.transcribe]\ncommand = [\"sh\", \"-c\", \"sleep 20; cat \\\"$1\\\"\", \"sh\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new v bash {work}"));
+    said(&tg, ADMIN, "started v");
+    tg.push_file(ADMIN, ADMIN, "voice", "", b"echo slow-voice", "");
+    std::thread::sleep(Duration::from_millis(500));
+    let asked = std::time::Instant::now();
+    tg.push_message(OTHER, OTHER, "Other", "!!whoami");
+    tg.wait_sent("the other chat's answer", |s| !texts(s, OTHER).is_empty());
+    assert!(
+        asked.elapsed() < Duration::from_secs(10),
+        "the other chat waited {:?}",
+        asked.elapsed()
+    );
+    let (_, data) = buttons(&tg, ADMIN, "echo slow-voice");
+    assert_eq!(data.len(), 2, "{data:?}");
+}

@@ -81,29 +81,43 @@ impl Router {
             return Ok(Some(too_big(data.len() as u64)));
         }
         if let (true, Some(t)) = (file.kind == "voice", crate::transcribe::configured()) {
-            let text = match t.text(&file.name, &data).await {
-                Ok(t) if !t.trim().is_empty() => t,
-                Ok(_) => return Ok(Some("the voice note has no words in it".into())),
-                Err(e) => {
-                    return Ok(Some(format!(
-                        "the voice note could not be transcribed: {e}"
-                    )));
+            // Transcribing takes seconds to minutes: done beside the chat's receive loop, so
+            // no other message (of this chat or any other) waits for it; a few at a time.
+            static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
+            let (platform, chat, session) =
+                (self.platform.clone(), msg.chat.clone(), session.to_string());
+            let name = file.name.clone();
+            tokio::spawn(async move {
+                let Ok(_turn) = RUNNING.acquire().await else {
+                    return;
+                };
+                let said = match t.text(&name, &data).await {
+                    Ok(text) if !text.trim().is_empty() => {
+                        // A transcription is a guess: shown first, typed only when the sender
+                        // says so.
+                        let id = crate::transcribe::hold(&chat, &session, &text);
+                        let shown = format!("🎤 [{session}] {text}\nSend it to {session}?");
+                        let options = ["Send".to_string(), "Cancel".to_string()];
+                        platform.send_prompt(&chat, &id, &shown, &options).await.map(|_| ())
+                    }
+                    Ok(_) => {
+                        platform
+                            .send(&chat, "the voice note has no words in it")
+                            .await
+                    }
+                    Err(e) => {
+                        platform
+                            .send(
+                                &chat,
+                                &format!("the voice note could not be transcribed: {e}"),
+                            )
+                            .await
+                    }
+                };
+                if let Err(e) = said {
+                    eprintln!("clibot-gateway: cannot show a transcription in {chat}: {e:#}");
                 }
-            };
-            // A transcription is a guess: shown first, typed only when the sender says so.
-            let id = crate::transcribe::hold(&msg.chat, session, &text);
-            let shown = format!("🎤 [{session}] {text}\nSend it to {session}?");
-            let options = ["Send".to_string(), "Cancel".to_string()];
-            if let Err(e) = self
-                .platform
-                .send_prompt(&msg.chat, &id, &shown, &options)
-                .await
-            {
-                eprintln!(
-                    "clibot-gateway: cannot show a transcription in {}: {e:#}",
-                    msg.chat
-                );
-            }
+            });
             return Ok(None);
         }
         let mut chunks: Vec<v1::PutFileChunk> = data
