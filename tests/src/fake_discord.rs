@@ -1060,6 +1060,10 @@ fn query_param<'a>(query: &'a str, key: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
+/// In a message's content, stands for a lone UTF-16 surrogate: the history serves `\ud800` in
+/// its place, as Discord's JSON sometimes holds (a Rust string cannot).
+pub const LONE_SURROGATE: &str = "\u{E000}lone\u{E000}";
+
 /// `GET channels/{id}/messages`: at most `limit` messages, newest first — the newest ones, the
 /// ones right before `before`, right after `after`, or around `around`.
 fn get_history(st: &State, channel: u64, query: &str) -> Response<Body> {
@@ -1109,7 +1113,14 @@ fn get_history(st: &State, channel: u64, query: &str) -> Response<Body> {
             .collect()
     };
     page.reverse();
-    json_response(200, &Value::Array(page.into_iter().cloned().collect()))
+    let body = Value::Array(page.into_iter().cloned().collect())
+        .to_string()
+        .replace(LONE_SURROGATE, "\\ud800");
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
 }
 
 /// A thread as Discord shows it (type 11, a public thread).

@@ -215,3 +215,47 @@ fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies(
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// One message in a channel's history that serenity cannot read (a lone surrogate in its
+/// text, as Discord's JSON sometimes holds): catch-up reads it with a replacement character
+/// and goes on to the next, instead of failing the channel at that page for ever.
+#[test]
+fn one_unreadable_message_in_the_history_does_not_stop_the_catch_up() {
+    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
+    h.start_daemon();
+    let (dc, mut g) = fake_discord::with_gateway(&h);
+    let work = h.work.display().to_string();
+    dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
+    dc.wait_sent("started", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("started i"))
+    });
+    let warm = dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo warm-$((0+1))");
+    wait_cursor(&h, ADMIN_DM, warm);
+    let _ = g.kill();
+    let _ = g.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dc.ready_sessions() > 0 {
+        assert!(Instant::now() < deadline, "the killed gateway's session ends");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    dc.send_as_user(
+        ADMIN_DM,
+        ADMIN,
+        "owner",
+        &format!("echo odd-{}-$((1+1))", fake_discord::LONE_SURROGATE),
+    );
+    let last = dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo after-$((2+2))");
+    let mut g = gateway(&h, &dc);
+    dc.wait_sent("the reply to the message after the odd one", |s| {
+        contents(s, ADMIN_DM).iter().any(|t| t.contains("after-4"))
+    });
+    wait_cursor(&h, ADMIN_DM, last);
+    let inputs = typed(&h, "i");
+    assert!(
+        inputs.iter().any(|t| t.starts_with("echo odd-\u{FFFD}")),
+        "{inputs:?}"
+    );
+    let _ = g.kill();
+    let _ = g.wait();
+}
+

@@ -21,8 +21,8 @@ use clibot_gateway::chunk::{ChunkOptions, chunk};
 use clibot_proto::v1;
 use serenity::all::{
     Channel, ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton,
-    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, GetMessages, Http,
-    HttpBuilder, Interaction, Message, MessageId, Ready, ResumedEvent,
+    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, Http,
+    HttpBuilder, Interaction, Message, Ready, ResumedEvent,
 };
 use tokio::sync::{mpsc, oneshot};
 
@@ -51,8 +51,49 @@ enum Event {
     Ended,
 }
 
+/// Live messages not yet taken up, bounded: while the daemon is away (catch-up fails) or the
+/// router is slow, strangers and floods cannot make the gateway keep every message in memory.
+/// What is dropped is read back from the channels' history once catch-up works (a recorded
+/// channel's cursor did not move); a stranger's message is simply gone.
+#[derive(Default)]
+struct Backlog {
+    pending: std::sync::atomic::AtomicUsize,
+    overflowed: std::sync::atomic::AtomicBool,
+}
+
+/// Live messages waiting at most, queued and held together.
+const BACKLOG: usize = 2048;
+
+impl Backlog {
+    /// Takes a place for one more message; `false` (and a catch-up is due) when full.
+    fn admit(&self) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.pending.fetch_add(1, SeqCst) >= BACKLOG {
+            self.pending.fetch_sub(1, SeqCst);
+            self.overflowed.store(true, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// Gives a message's place back.
+    fn release(&self, n: usize) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let _ = self
+            .pending
+            .fetch_update(SeqCst, SeqCst, |p| Some(p.saturating_sub(n)));
+    }
+
+    /// Whether messages were dropped since the last call.
+    fn took_overflow(&self) -> bool {
+        self.overflowed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 struct Handler {
     events: mpsc::UnboundedSender<Event>,
+    backlog: Arc<Backlog>,
     prefix: String,
     /// `[gateway.discord] topics`.
     topics: bool,
@@ -61,7 +102,7 @@ struct Handler {
 #[async_trait]
 impl EventHandler for Handler {
     async fn message(&self, _ctx: Context, msg: Message) {
-        if msg.author.bot {
+        if msg.author.bot || !self.backlog.admit() {
             return;
         }
         let _ = self.events.send(Event::Live(Box::new(msg)));
@@ -172,6 +213,8 @@ struct Ingress {
     topics: bool,
     /// The channel a server channel is a thread of (`None`: not a thread), as far as known.
     parents: Bounded<u64, Option<u64>>,
+    /// The live messages waiting, shared with the event handler.
+    backlog: Arc<Backlog>,
 }
 
 impl Ingress {
@@ -192,6 +235,7 @@ impl Ingress {
                         for m in std::mem::take(&mut held) {
                             let group = m.guild_id.is_some();
                             self.hand_over(*m, group).await;
+                            self.backlog.release(1);
                         }
                     }
                     Err(e) => {
@@ -232,6 +276,13 @@ impl Ingress {
                     Event::Ended => return,
                 }
             }
+            // Messages were dropped for want of room: their channels' history has them.
+            if self.backlog.took_overflow() {
+                eprintln!(
+                    "clibot-gateway: too many Discord messages waiting; the newest are read back from the channels' history"
+                );
+                due = true;
+            }
             if due {
                 held.append(&mut live);
                 continue;
@@ -240,6 +291,7 @@ impl Ingress {
             for m in live {
                 let group = m.guild_id.is_some();
                 self.hand_over(*m, group).await;
+                self.backlog.release(1);
             }
         }
     }
@@ -284,17 +336,18 @@ impl Ingress {
     async fn catch_up_channel(&mut self, channel: u64) -> anyhow::Result<()> {
         let mut after = self.cursors.get(channel);
         loop {
-            let mut page = self.history(channel, after).await?;
-            let full = page.len() >= usize::from(PAGE);
+            let (mut page, top, held) =
+                crate::platforms::discord_history::page(&self.http, channel, after, PAGE)
+                    .await
+                    .map_err(classify)?;
+            let full = held >= usize::from(PAGE);
             // Discord answers newest first.
             page.sort_by_key(|m| m.id);
-            let Some(last) = page.last().map(|m| m.id.get()) else {
-                return Ok(());
-            };
-            if last <= after {
+            // Past every message of the page, read or skipped.
+            if top <= after {
                 return Ok(());
             }
-            after = last;
+            after = top;
             for m in page {
                 if m.author.bot {
                     continue;
@@ -306,26 +359,6 @@ impl Ingress {
             }
             if !full {
                 return Ok(());
-            }
-        }
-    }
-
-    /// One page of history after `after`, waiting out rate limits.
-    async fn history(&self, channel: u64, after: u64) -> anyhow::Result<Vec<Message>> {
-        let mut wait = Duration::from_millis(500);
-        loop {
-            let get = GetMessages::new()
-                .after(MessageId::new(after.max(1)))
-                .limit(PAGE);
-            match ChannelId::new(channel).messages(&self.http, get).await {
-                Ok(page) => return Ok(page),
-                Err(serenity::Error::Http(e))
-                    if e.status_code().is_some_and(|s| s.as_u16() == 429) =>
-                {
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(Duration::from_secs(10));
-                }
-                Err(e) => return Err(classify(e)),
             }
         }
     }
@@ -539,12 +572,14 @@ impl Discord {
             crate::platforms::single_poller(recv, lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);
         let (events, events_rx) = mpsc::unbounded_channel();
+        let backlog = Arc::new(Backlog::default());
         let intents = GatewayIntents::DIRECT_MESSAGES
             | GatewayIntents::GUILD_MESSAGES
             | GatewayIntents::MESSAGE_CONTENT;
         let mut client = ClientBuilder::new_with_http(http, intents)
             .event_handler(Handler {
                 events: events.clone(),
+                backlog: backlog.clone(),
                 prefix: prefix.to_string(),
                 topics,
             })
@@ -564,6 +599,7 @@ impl Discord {
             guild: Bounded::default(),
             topics,
             parents: Bounded::default(),
+            backlog,
         };
         recv.spawn(ingress.run(events_rx));
         recv.spawn(alive(
@@ -900,6 +936,7 @@ mod tests {
 
     use clibot_tests::Harness;
     use clibot_tests::fake_discord::FakeDiscord;
+    use serenity::all::MessageId;
 
     use super::*;
 
@@ -986,6 +1023,7 @@ mod tests {
             guild: Bounded::default(),
             topics: false,
             parents: Bounded::default(),
+            backlog: Arc::default(),
         };
         tokio::spawn(ingress.run(events_rx));
         Rig {

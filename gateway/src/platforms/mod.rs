@@ -4,6 +4,7 @@
 
 pub mod console;
 pub mod discord;
+mod discord_history;
 pub mod feishu;
 pub mod labelled;
 pub mod ratelimit;

@@ -7,7 +7,8 @@
 //! reported [`Gone`](crate::platforms::Gone).
 //!
 //! Events are acknowledged as soon as they are parsed and queued for the router (Feishu pushes
-//! again what is not acknowledged within 3 s). Delivery is at least once: an event id or
+//! again what is not acknowledged within 3 s); when the queue is full (a flood, or a daemon
+//! that is away) an event is left unacknowledged, so memory stays bounded and nothing is lost. Delivery is at least once: an event id or
 //! message id seen lately is not handed over again, and the message id goes to the daemon as
 //! the message's id, whose de-duplication covers a gateway restart.
 //!
@@ -34,6 +35,7 @@ use tokio::sync::mpsc;
 
 use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use api::{Api, Wait};
+use ws::Handled;
 
 /// Feishu's API (Lark's is `https://open.larksuite.com`).
 pub const DEFAULT_API_URL: &str = "https://open.feishu.cn";
@@ -108,7 +110,7 @@ pub async fn start(
         }
     };
     let (tx, rx) = mpsc::channel(16);
-    let (queue, queued) = mpsc::unbounded_channel();
+    let (queue, queued) = mpsc::channel(QUEUED);
     recv.spawn(dispatch(api.clone(), queued, tx, prefix.to_string()));
     let mut ingress = Ingress {
         bot,
@@ -326,6 +328,15 @@ impl Recent {
     }
 }
 
+impl Recent {
+    /// Forgets `ids`: an event that could not be taken is taken when pushed again.
+    fn forget(&mut self, ids: &[&str]) {
+        for id in ids {
+            self.set.remove(*id);
+        }
+    }
+}
+
 /// What the connection hands on: a message, or a button press whose chat kind may need
 /// asking.
 enum Queued {
@@ -339,24 +350,41 @@ enum Queued {
     },
 }
 
+/// Events waiting for the router at most: beyond, an event is left unacknowledged (Feishu
+/// pushes it again later), so a flood — or a daemon that is away — costs bounded memory.
+const QUEUED: usize = 1024;
+
 /// Runs on the connection task: reads events, drops repeats, queues the rest (never waits:
-/// the acknowledgement follows at once).
+/// the acknowledgement follows at once, or none when the queue is full).
 struct Ingress {
     bot: String,
     recent: Recent,
-    queue: mpsc::UnboundedSender<Queued>,
+    queue: mpsc::Sender<Queued>,
     /// `[gateway.feishu] topics`: a thread in a group is keyed `CHAT/ROOT_MESSAGE`.
     topics: bool,
 }
 
 impl Ingress {
-    /// Handles an event payload; returns the callback answer of a button press.
-    fn handle(&mut self, payload: &[u8]) -> Option<Value> {
+    /// Queues `q` unless the queue is full; then `ids` are forgotten (the event is pushed
+    /// again and must be taken then) and it is left unacknowledged.
+    fn enqueue(&mut self, q: Queued, ids: &[&str], answer: Option<Value>) -> Handled {
+        match self.queue.try_send(q) {
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.recent.forget(ids);
+                Handled::Later
+            }
+            _ => Handled::Ack(answer),
+        }
+    }
+
+    /// Handles an event payload; says whether it was taken, with the callback answer of a
+    /// button press.
+    fn handle(&mut self, payload: &[u8]) -> Handled {
         let v: Value = match serde_json::from_slice(payload) {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("clibot-gateway: a Feishu event that is not JSON ({e}); ignored");
-                return None;
+                return Handled::Ack(None);
             }
         };
         match parse_event(&v, &self.bot) {
@@ -378,7 +406,8 @@ impl Ingress {
                 // Feishu pushes again under the same event id, and at times under a new one
                 // with the same message.
                 if !self.recent.seen(&[&event_id, &message_id]) {
-                    let _ = self.queue.send(Queued::Message(Inbound {
+                    let ids = [event_id.clone(), message_id.clone()];
+                    let q = Queued::Message(Inbound {
                         chat,
                         user_name: user.clone(),
                         user,
@@ -389,9 +418,10 @@ impl Ingress {
                         topics,
                         file,
                         ack: None,
-                    }));
+                    });
+                    return self.enqueue(q, &[&ids[0], &ids[1]], None);
                 }
-                None
+                Handled::Ack(None)
             }
             Event::Button {
                 event_id,
@@ -402,24 +432,26 @@ impl Ingress {
                 let Some((prompt, choice)) =
                     answer.filter(|_| !chat.is_empty() && !user.is_empty())
                 else {
-                    return Some(toast(
+                    return Handled::Ack(Some(toast(
                         "warning",
                         "This button does not belong to a clibot prompt.",
-                    ));
+                    )));
                 };
                 let reply = toast("info", &format!("Answer {choice} sent."));
                 if !self.recent.seen(&[&event_id]) {
-                    let _ = self.queue.send(Queued::Button {
+                    let id = event_id.clone();
+                    let q = Queued::Button {
                         chat,
                         user,
                         prompt,
                         choice,
                         id: event_id,
-                    });
+                    };
+                    return self.enqueue(q, &[&id], Some(reply));
                 }
-                Some(reply)
+                Handled::Ack(Some(reply))
             }
-            Event::Ignored(_) => None,
+            Event::Ignored(_) => Handled::Ack(None),
         }
     }
 }
@@ -433,7 +465,7 @@ fn toast(kind: &str, content: &str) -> Value {
 /// group: the chats messages came from are remembered, others are asked of Feishu.
 async fn dispatch(
     api: Arc<Api>,
-    mut queued: mpsc::UnboundedReceiver<Queued>,
+    mut queued: mpsc::Receiver<Queued>,
     tx: mpsc::Sender<Inbound>,
     prefix: String,
 ) {
@@ -959,7 +991,7 @@ mod unit {
 
     #[test]
     fn with_topics_a_thread_is_keyed_by_its_first_message() {
-        let (queue, mut queued) = mpsc::unbounded_channel();
+        let (queue, mut queued) = mpsc::channel(QUEUED);
         let mut ingress = Ingress {
             bot: "ou_bot".into(),
             recent: Recent::default(),
@@ -991,8 +1023,32 @@ mod unit {
     }
 
     #[test]
+    fn a_full_queue_leaves_an_event_unacknowledged_and_takes_it_when_pushed_again() {
+        let (queue, mut queued) = mpsc::channel(1);
+        let mut ingress = Ingress {
+            bot: "ou_bot".into(),
+            recent: Recent::default(),
+            queue,
+            topics: false,
+        };
+        let first = message("p2p", "one", json!([])).to_string();
+        let mut second = message("p2p", "two", json!([]));
+        second["header"]["event_id"] = json!("ev-2");
+        second["event"]["message"]["message_id"] = json!("om_2");
+        let second = second.to_string();
+        assert_eq!(ingress.handle(first.as_bytes()), Handled::Ack(None));
+        assert_eq!(ingress.handle(second.as_bytes()), Handled::Later);
+        assert!(matches!(queued.try_recv(), Ok(Queued::Message(m)) if m.text == "one"));
+        // Feishu pushes it again: taken now, once.
+        assert_eq!(ingress.handle(second.as_bytes()), Handled::Ack(None));
+        assert!(matches!(queued.try_recv(), Ok(Queued::Message(m)) if m.text == "two"));
+        assert_eq!(ingress.handle(second.as_bytes()), Handled::Ack(None));
+        assert!(queued.try_recv().is_err(), "a repeat is not handed over");
+    }
+
+    #[test]
     fn ingress_hands_each_message_over_once_and_answers_every_press() {
-        let (queue, mut queued) = mpsc::unbounded_channel();
+        let (queue, mut queued) = mpsc::channel(QUEUED);
         let mut ingress = Ingress {
             bot: "ou_bot".into(),
             recent: Recent::default(),
@@ -1000,12 +1056,12 @@ mod unit {
             topics: false,
         };
         let m = message("p2p", "hi", json!([])).to_string();
-        assert_eq!(ingress.handle(m.as_bytes()), None);
-        assert_eq!(ingress.handle(m.as_bytes()), None);
+        assert_eq!(ingress.handle(m.as_bytes()), Handled::Ack(None));
+        assert_eq!(ingress.handle(m.as_bytes()), Handled::Ack(None));
         // Pushed again under a new event id: the same message.
         let mut again = message("p2p", "hi", json!([]));
         again["header"]["event_id"] = json!("ev-new");
-        assert_eq!(ingress.handle(again.to_string().as_bytes()), None);
+        assert_eq!(ingress.handle(again.to_string().as_bytes()), Handled::Ack(None));
         let press = json!({
             "header": { "event_id": "ev3", "event_type": "card.action.trigger" },
             "event": {
@@ -1016,10 +1072,12 @@ mod unit {
         })
         .to_string();
         for _ in 0..2 {
-            let answer = ingress.handle(press.as_bytes()).expect("a toast");
+            let Handled::Ack(Some(answer)) = ingress.handle(press.as_bytes()) else {
+                panic!("a toast");
+            };
             assert_eq!(answer["toast"]["type"], "info");
         }
-        assert!(ingress.handle(b"not json").is_none());
+        assert_eq!(ingress.handle(b"not json"), Handled::Ack(None));
         let mut got = Vec::new();
         while let Ok(q) = queued.try_recv() {
             got.push(q);

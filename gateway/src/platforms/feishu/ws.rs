@@ -242,7 +242,17 @@ const STABLE: Duration = Duration::from_secs(30);
 const FATAL_WAIT: Duration = Duration::from_secs(60);
 
 /// Keeps a connection up forever. `first` is an endpoint already discovered (at start);
-/// `handle` gets every complete event payload and returns what a card callback answers.
+/// What handling an event payload says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Handled {
+    /// Taken (or a repeat): acknowledged, with what a card callback answers.
+    Ack(Option<Value>),
+    /// Not taken now: left unacknowledged, so that Feishu pushes it again.
+    Later,
+}
+
+/// `handle` gets every complete event payload and says whether it was taken, and what a card
+/// callback answers.
 pub async fn run<H>(
     api: std::sync::Arc<Api>,
     app_id: String,
@@ -251,7 +261,7 @@ pub async fn run<H>(
     progress: crate::progress::Progress,
     mut handle: H,
 ) where
-    H: FnMut(&[u8]) -> Option<Value> + Send,
+    H: FnMut(&[u8]) -> Handled + Send,
 {
     let mut timing = Timing::default();
     let mut reassembly = Reassembly::default();
@@ -317,7 +327,7 @@ async fn session<H>(
     handle: &mut H,
 ) -> String
 where
-    H: FnMut(&[u8]) -> Option<Value> + Send,
+    H: FnMut(&[u8]) -> Handled + Send,
 {
     let (mut sink, mut stream) = ws.split();
     let mut next_ping = Instant::now();
@@ -386,7 +396,7 @@ fn on_frame<H>(
     handle: &mut H,
 ) -> Option<Frame>
 where
-    H: FnMut(&[u8]) -> Option<Value>,
+    H: FnMut(&[u8]) -> Handled,
 {
     let started = std::time::Instant::now();
     let frame = match Frame::decode(bytes) {
@@ -442,7 +452,10 @@ where
                 );
                 return None;
             }
-            let answer = handle(&whole);
+            // Not taken now (the queue is full): unacknowledged, Feishu pushes it again.
+            let Handled::Ack(answer) = handle(&whole) else {
+                return None;
+            };
             Some(Frame::ack(
                 &frame,
                 started.elapsed().as_millis(),
@@ -554,7 +567,7 @@ mod tests {
         let got = std::cell::RefCell::new(Vec::<Vec<u8>>::new());
         let mut handle = |p: &[u8]| {
             got.borrow_mut().push(p.to_vec());
-            Some(json!({ "toast": {} }))
+            Handled::Ack(Some(json!({ "toast": {} })))
         };
         let part = |seq: &str, p: &[u8]| {
             data(
