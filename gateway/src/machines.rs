@@ -352,42 +352,64 @@ async fn has_binding(m: &mut Member, msg: &Inbound) -> bool {
     }
 }
 
-/// Unbinds the message's chat on every machine but `keep`, as its sender (the daemons decide
-/// whether they may).
-async fn unbind_others(members: &mut [Member], keep: usize, msg: &Inbound) {
-    for (i, m) in members.iter_mut().enumerate() {
-        if i == keep || m.reach_down() {
-            continue;
-        }
-        if !has_binding(m, msg).await {
-            continue;
-        }
-        let platform = m.router.platform.name().to_string();
-        let Ok(c) = m.client().await else { continue };
-        let mut req = tonic::Request::new(v1::SetBindingRequest {
-            platform: platform.clone(),
-            chat: msg.chat.clone(),
-            session: String::new(),
-            group: msg.group,
-        });
-        for (k, v) in [
-            ("clibot-platform", platform.as_str()),
-            ("clibot-user", msg.user.as_str()),
-            ("clibot-chat", msg.chat.as_str()),
-        ] {
-            if let Ok(v) = v.parse() {
-                req.metadata_mut().insert(k, v);
-            }
-        }
-        if let Err(e) = c.set_binding(req).await {
-            eprintln!(
-                "clibot-gateway: machine {} kept chat {} bound: {}",
-                m.machine.name,
-                msg.chat,
-                e.message()
-            );
+/// Unbinds the message's chat on `m`, as its sender (the daemon decides whether they may).
+async fn unbind_on(m: &mut Member, msg: &Inbound) -> Result<(), String> {
+    let platform = m.router.platform.name().to_string();
+    let c = m.client().await.map_err(|e| e.to_string())?;
+    let mut req = tonic::Request::new(v1::SetBindingRequest {
+        platform: platform.clone(),
+        chat: msg.chat.clone(),
+        session: String::new(),
+        group: msg.group,
+    });
+    for (k, v) in [
+        ("clibot-platform", platform.as_str()),
+        ("clibot-user", msg.user.as_str()),
+        ("clibot-chat", msg.chat.as_str()),
+    ] {
+        if let Ok(v) = v.parse() {
+            req.metadata_mut().insert(k, v);
         }
     }
+    c.set_binding(req)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.message().to_string())
+}
+
+/// Unbinds the message's chat on every machine but `keep`, as its sender. A chat is bound on
+/// one machine at a time: when a machine refuses to let go (the sender may not unbind it
+/// there: an admin bound a group to a session of theirs), the new binding on `keep` is undone
+/// and the chat is told, so that it stays bound where it was — on that machine only.
+async fn unbind_others(members: &mut [Member], keep: usize, msg: &Inbound) {
+    let mut refused = None;
+    for (i, m) in members.iter_mut().enumerate() {
+        if i == keep || m.reach_down() || !has_binding(m, msg).await {
+            continue;
+        }
+        if let Err(why) = unbind_on(m, msg).await {
+            eprintln!(
+                "clibot-gateway: machine {} kept chat {} bound: {why}",
+                m.machine.name, msg.chat
+            );
+            refused = Some((m.machine.name.clone(), why));
+            break;
+        }
+    }
+    let Some((machine, why)) = refused else {
+        return;
+    };
+    let m = &mut members[keep];
+    if let Err(e) = unbind_on(m, msg).await {
+        eprintln!(
+            "clibot-gateway: cannot undo chat {}'s binding on {}: {e}",
+            msg.chat, m.machine.name
+        );
+    }
+    let said = format!(
+        "this chat stays with its session on {machine}: {why} (a chat talks to one machine at a time)"
+    );
+    let _ = m.router.platform.send(&msg.chat, &said).await;
 }
 
 impl Member {

@@ -417,8 +417,11 @@ impl Router {
             Some(b) if !b.broken => return Ok(Bound::Usable(b)),
             Some(b) => b.session,
             // The general part of a chat with topics is for commands: sessions talk in their
-            // own topics.
-            None if msg.topics => return Ok(Bound::Nothing),
+            // own topics. A topic is one session's: with none bound (its session ended, its
+            // name now another's), it is bound to nothing by itself.
+            None if msg.topics || crate::topic::split(&msg.chat).1.is_some() => {
+                return Ok(Bound::Nothing);
+            }
             // `[daemon] default_session`, which the daemon names only to those who may use it;
             // declared and not started yet, it is started (by an admin) first.
             None if !listed.default_session.is_empty() => {

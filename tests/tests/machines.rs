@@ -17,10 +17,11 @@ use clibot_tests::{Harness, bin};
 
 const ADMIN: i64 = 100;
 const MEL: i64 = 300;
+const GROUP: i64 = -500;
 
 fn access() -> String {
     format!(
-        "\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\nsandbox = \"off\"\n{ASKER}"
+        "\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\nsandbox = \"off\"\ngroups = [\"{GROUP}\"]\n{ASKER}"
     )
 }
 
@@ -144,6 +145,20 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
     tg.push_message(MEL, MEL, "Mel", "echo mel-$((7*7))");
     std::thread::sleep(Duration::from_secs(1));
     assert!(!screen(&b, "two").contains("mel-49"));
+
+    // A group the admin bound to b's session: Mel binding it to a session of hers on a does
+    // not move it (she may not unbind it on b), so the admin's next message still goes to b.
+    tg.push_message(GROUP, ADMIN, "Owner", "!!use b/two");
+    tg.wait_sent("the group bound to b/two", |s| !texts(s, GROUP).is_empty());
+    tg.push_message(GROUP, MEL, "Mel", "!!new a/mine asker");
+    tg.wait_sent("the group staying with b", |s| {
+        texts(s, GROUP)
+            .iter()
+            .any(|t| t.contains("stays with its session on b"))
+    });
+    tg.push_message(GROUP, ADMIN, "Owner", "echo grp-$((5*5))");
+    b.wait_screen("two", "the admin's group text on b", |s| s.contains("grp-25"));
+    assert!(!screen(&a, "mine").contains("grp-25"), "typed into Mel's session");
 
     // Lists come from both machines.
     tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");

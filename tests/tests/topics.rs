@@ -497,3 +497,53 @@ fn feishu_group_gives_each_session_its_own_thread() {
     say(Some(&root), "echo again-$((6*6))");
     posted(&root, "again-36");
 }
+
+/// A session name the admin freed hands nothing to the member who takes it next: the member's
+/// new session gets a topic of its own, the admin's old topic stays closed and leads nowhere,
+/// and what the admin writes there never reaches the member's session.
+#[test]
+fn a_freed_name_hands_neither_topic_nor_binding_to_whoever_reuses_it() {
+    let mut h = Harness::with_config(&config(""));
+    h.start_daemon();
+    let tg = FakeTelegram::start(TEST_TOKEN);
+    tg.make_forum(FORUM);
+    let _g = gateway(&h, &tg);
+    let dir = h.work.clone();
+    tg.push_message(
+        FORUM,
+        ADMIN,
+        "Owner",
+        &format!("!!new a1 asker {}", dir.display()),
+    );
+    let (admins, _) = topic(&tg, FORUM, "a1");
+    tg.push_topic_message(FORUM, admins, ADMIN, "Owner", "!!stop");
+    wait_closed(&tg, FORUM, "a1", true);
+    tg.push_message(FORUM, ANN, "Ann", "!!new a1 bash");
+    said_in(&tg, FORUM, None, "started a1");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let theirs = loop {
+        let named: Vec<(i64, String, bool)> = tg
+            .topics(FORUM)
+            .into_iter()
+            .filter(|(_, n, _)| n == "a1")
+            .collect();
+        if let Some((id, _, _)) = named.iter().find(|(id, _, _)| *id != admins) {
+            assert!(
+                named.iter().any(|(id, _, closed)| *id == admins && *closed),
+                "the admin's topic stays closed: {named:?}"
+            );
+            break *id;
+        }
+        assert!(Instant::now() < deadline, "Ann's own topic: {named:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_ne!(theirs, admins);
+    tg.push_topic_message(FORUM, admins, ADMIN, "Owner", "echo admin-$((2*3))");
+    tg.push_topic_message(FORUM, theirs, ANN, "Ann", "echo ann-$((3*4))");
+    h.wait_screen("a1", "Ann's own text", |s| s.contains("ann-12"));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !screen(&h, "a1").contains("admin-6"),
+        "the admin's old topic typed into Ann's session"
+    );
+}

@@ -360,6 +360,34 @@ impl Chats {
         self.save(&st);
     }
 
+    /// Who bound chats to `session` (each once).
+    pub fn binders_of(&self, session: &str) -> Vec<String> {
+        let st = self.lock();
+        let mut out: Vec<String> = st
+            .bindings
+            .iter()
+            .filter(|b| b.session == session)
+            .map(|b| b.binder.clone())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// Ends the bindings to `session` that one of `binders` made: a new session that took a
+    /// freed name inherits no other person's chats or topics. Returns how many ended.
+    pub fn end_bindings_by(&self, session: &str, binders: &[String]) -> usize {
+        let mut st = self.lock();
+        let before = st.bindings.len();
+        st.bindings
+            .retain(|b| b.session != session || !binders.contains(&b.binder));
+        let ended = before - st.bindings.len();
+        if ended > 0 {
+            self.save(&st);
+        }
+        ended
+    }
+
     /// Gives `chat` a binding to no session (a "home" binding: a delivery cursor, starting at
     /// `last_seq`) if it has none, so that the events it is sent without being bound (a default
     /// chat's) are delivered to it once, from where it was set. A chat with a binding keeps it.

@@ -130,6 +130,24 @@ impl Daemon {
         match result {
             Ok(s) => {
                 drop(sessions);
+                // A new session under a name someone else held before gets none of their chats:
+                // a chat user's session keeps only the chats they bound; the machine user's
+                // keeps those of the machine's user and the admins.
+                let owner = req.owner.as_str();
+                let others: Vec<String> = (self.inner.chats.binders_of(&req.name))
+                    .into_iter()
+                    .filter(|binder| {
+                        let admin = binder == "local"
+                            || binder.split_once(':').is_some_and(|(p, u)| {
+                                self.inner.access.known(p, u) == Some(true)
+                            });
+                        if owner.is_empty() { !admin } else { binder != owner }
+                    })
+                    .collect();
+                let ended = self.inner.chats.end_bindings_by(&req.name, &others);
+                if ended > 0 {
+                    info!(ended, "chats bound to a former session of this name were let go");
+                }
                 self.launched(&req.name, s).await
             }
             Err(e) => {
