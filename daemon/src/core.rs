@@ -156,7 +156,10 @@ impl Daemon {
         // the log's end, not at its beginning.
         chats.place_unplaced(events.last_seq());
 
-        let secrets = crate::confine::secrets::for_settings(&settings);
+        let secrets = crate::confine::secrets::for_daemon(
+            settings.config_file.as_deref(),
+            &settings.state_dir,
+        );
         // Sessions' own homes and files: what lies there is read with no link followed.
         crate::confine::beneath::confine_below(state_dir.join("jails"));
         crate::confine::beneath::confine_below(state_dir.join("sessions"));

@@ -58,19 +58,17 @@ pub fn secret_containing(dir: &Path, secrets: &[PathBuf], lifted: &[PathBuf]) ->
         .cloned()
 }
 
-/// The secret paths of a daemon with `settings`.
-pub fn for_settings(settings: &crate::config::Settings) -> Vec<PathBuf> {
+/// The secret paths of a daemon reading `config_file` and keeping its state in `state_dir`.
+pub fn for_daemon(config_file: Option<&Path>, state_dir: &Path) -> Vec<PathBuf> {
     let home = crate::paths::expand_home(Path::new("~"));
-    let config = config_paths(settings.config_file.as_deref());
-    secret_paths(&home, &config, &settings.state_dir)
+    let config = config_paths(config_file);
+    secret_paths(&home, &config, state_dir)
 }
 
-/// The secret paths `config`'s `allowed_roots` name exactly (each both as written and
+/// The secret paths the `allowed_roots` name exactly (each both as written and
 /// canonicalised): these, and only these, sessions may start in.
-pub fn lifted(config: &crate::config::Config) -> Vec<PathBuf> {
-    config
-        .daemon
-        .allowed_roots
+pub fn lifted(allowed_roots: &[PathBuf]) -> Vec<PathBuf> {
+    allowed_roots
         .iter()
         .map(|r| crate::paths::expand_home(r))
         .flat_map(|r| {

@@ -82,7 +82,7 @@ impl Live {
         .map_err(CoreError::InvalidArgument)?
         .with_secrets(secrets.to_vec());
         warnings.extend(automation.warnings.iter().cloned());
-        let lifted_secrets = crate::confine::secrets::lifted(config);
+        let lifted_secrets = crate::confine::secrets::lifted(&config.daemon.allowed_roots);
         let routes = crate::automation::routing::Routes::compile(&config.routes, &clis)
             .map_err(CoreError::InvalidArgument)?;
         Ok((

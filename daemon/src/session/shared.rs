@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::core::Entry;
+use crate::error::CoreError;
 use crate::model::Prompt;
 
 /// Quiet time after output before the screen is read.
@@ -84,6 +85,41 @@ pub(crate) fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &
     }
 }
 
+/// The most JSON values (objects, arrays and their members) one hook payload may hold. A
+/// CLI's payloads are small trees with long strings (a file's content is one string); a
+/// payload of millions of tiny values would cost the daemon many times its size to parse.
+const MAX_PAYLOAD_VALUES: usize = 200_000;
+
+/// Refuses a hook payload with more than [`MAX_PAYLOAD_VALUES`] values, counted on its text
+/// (commas and openings outside strings) before anything is parsed.
+pub(crate) fn check_payload_shape(payload: &str) -> Result<(), CoreError> {
+    let (mut in_str, mut escaped, mut n) = (false, false, 0usize);
+    for b in payload.bytes() {
+        if in_str {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_str = true,
+            b'{' | b'[' | b',' => {
+                n += 1;
+                if n > MAX_PAYLOAD_VALUES {
+                    return Err(CoreError::InvalidArgument(format!(
+                        "the hook payload holds more than {MAX_PAYLOAD_VALUES} JSON values: refused"
+                    )));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +131,15 @@ mod tests {
         let c = "$ echo one\n> echo two\none\ntwo\n$\n";
         assert_eq!(reply_from_screen(c, 2), "one\ntwo");
         assert_eq!(reply_from_screen(">>> 1+1\n2\n>>>\n", 1), "2");
+    }
+
+    #[test]
+    fn payloads_of_countless_tiny_values_are_refused_before_parsing() {
+        let big_string = format!("{{\"tool_input\":{{\"content\":\"{}\"}}}}", "a,b,[{".repeat(500_000));
+        assert!(check_payload_shape(&big_string).is_ok(), "commas in a string are text");
+        let many = format!("[{}1]", "1,".repeat(MAX_PAYLOAD_VALUES + 1));
+        assert!(check_payload_shape(&many).is_err());
+        let escaped = r#"{"a":"quote \" then , , ,"}"#;
+        assert!(check_payload_shape(escaped).is_ok());
     }
 }

@@ -50,7 +50,7 @@ impl Daemon {
             .ok_or(CoreError::HookDenied)?;
         let last = chain[first..].iter().take_while(|p| is_cli(**p)).count() + first - 1;
         let cli_pid = chain[last] as u32;
-        super::hooks::check_payload_shape(payload)?;
+        super::shared::check_payload_shape(payload)?;
         let payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
         let managed = lock(&self.inner.sessions)
