@@ -160,9 +160,9 @@ impl Daemon {
             settings.config_file.as_deref(),
             &settings.state_dir,
         );
-        // Sessions' own homes and files: what lies there is read with no link followed.
+        // Jailed sessions' own homes: what lies there is read with no link followed (their
+        // files, `sessions/ID`, are registered as each is jailed or names a record).
         crate::confine::beneath::confine_below(state_dir.join("jails"));
-        crate::confine::beneath::confine_below(state_dir.join("sessions"));
         let (live, w) = crate::core::live::Live::build(&settings.config, &secrets)?;
         warnings.extend(w);
         match mux.ensure_server(settings.config.tmux.history_limit).await {

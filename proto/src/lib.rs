@@ -4,6 +4,7 @@
 mod config_file;
 mod connect;
 mod errors;
+pub mod members;
 mod paths;
 mod remote;
 mod text;

@@ -482,3 +482,45 @@ fn a_flood_of_large_hook_calls_from_a_jail_keeps_the_daemon_bounded() {
     );
     assert!(j.h.daemon_pid().is_some(), "the daemon lives on");
 }
+
+/// From inside a jail, forged completion hooks name a FIFO and a sparse 20 GB file in the
+/// jail's own home as their transcript: the daemon opens neither whole (the FIFO is refused at
+/// once, of the huge file only the tail is read), stays small and answers throughout.
+#[test]
+fn a_forged_hook_naming_a_fifo_or_a_huge_file_costs_the_daemon_nothing() {
+    let j = jail(
+        "\n[cli.ccshell]\nadapter = \"claude\"\nargv = [\"sh\", \"-c\", \"PS1='$ ' exec bash --norc --noprofile\", \"sh\"]\nquiet_ms = 300\n",
+    );
+    let said = j.ann("!!new c ccshell", "started");
+    assert!(said.contains("started c"), "{said}");
+    j.h.wait_screen("c", "the shell", |s| s.contains('$'));
+    let ws = j.workspace().canonicalize().expect("workspace");
+    let pid = j.h.daemon_pid().expect("daemon");
+    let before = rss_kib(pid);
+    let ctl = clibot_tests::bin("clibotctl");
+    let out = run_in(
+        &j.h,
+        "c",
+        &ws,
+        &format!(
+            "{{ mkfifo ~/fifo.jsonl; truncate -s 20G ~/huge.jsonl; \
+               printf '\\n{{\"type\":\"assistant\",\"message\":{{\"id\":\"m\",\"content\":[{{\"type\":\"text\",\"text\":\"END OF HUGE\"}}]}}}}\\n' >> ~/huge.jsonl; \
+               for p in ~/fifo.jsonl ~/huge.jsonl; do \
+                 printf '{{\"hook_event_name\":\"Stop\",\"transcript_path\":\"%s\"}}' \"$p\" | {ctl} hook --cli ccshell Stop; \
+               done; echo sent; }} > out 2>&1",
+            ctl = ctl.display()
+        ),
+    );
+    assert!(out.contains("sent"), "{out}");
+    for _ in 0..5 {
+        let t = Instant::now();
+        j.h.ctl_ok(&["list"]);
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 200 * 1024,
+        "the daemon grew from {before} KiB to {after} KiB"
+    );
+    assert!(j.h.daemon_pid().is_some(), "the daemon lives on");
+}

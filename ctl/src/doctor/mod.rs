@@ -66,6 +66,8 @@ async fn collect(socket: &Path) -> Vec<Check> {
         config::roots_check(c, &mut out);
     }
     sandbox::sandbox_checks(config.as_ref(), &mut out).await;
+    sandbox::member_root_checks(config.as_ref(), &mut out);
+    sandbox::escape_checks(config.as_ref(), &mut out);
 
     // The daemon first: most other checks read its status.
     let (mut client, status) = daemon::daemon_check(socket, &mut out).await;

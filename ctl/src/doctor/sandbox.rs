@@ -1,5 +1,7 @@
-//! `doctor`'s look at the jail non-admins' sessions run in: is it off anywhere, and does
-//! bubblewrap work on this machine (it needs unprivileged user namespaces)?
+//! `doctor`'s look at the jail non-admins' sessions run in: is it off anywhere, does
+//! bubblewrap work on this machine (it needs unprivileged user namespaces), which configured
+//! member roots are not used, and what of the machine the jail's walls do not cover (the
+//! docker group, a display).
 
 use super::report::{Check, Level, check};
 
@@ -75,6 +77,103 @@ pub(super) async fn sandbox_checks(table: Option<&toml::Table>, out: &mut Vec<Ch
     }
 }
 
+/// What of the machine a jail's walls do not cover, for a user to know: membership of the
+/// `docker` group (root through the engine's socket for any process that reaches it — jails
+/// do not, your unjailed sessions and admins' do), and a display whose abstract socket jails
+/// that share the network can reach.
+pub(super) fn escape_checks(table: Option<&toml::Table>, out: &mut Vec<Check>) {
+    if in_group("docker") {
+        out.push(check(
+            "sandbox",
+            Level::Warn,
+            "you are in the docker group: any process of yours that reaches the engine's socket is root on this machine (jails do not show it; your own and admins' sessions do)",
+            "use rootless Docker, or leave the docker group (`sudo gpasswd -d $USER docker`) and use sudo",
+        ));
+    }
+    let display = std::env::var_os("DISPLAY").is_some_and(|d| !d.is_empty())
+        || std::fs::read_dir("/tmp/.X11-unix").is_ok_and(|d| d.flatten().next().is_some());
+    let shared = shared_network(table);
+    if display && !shared.is_empty() {
+        out.push(check(
+            "sandbox",
+            Level::Warn,
+            format!(
+                "a display server runs here, and jails that share the network ({}) can reach its abstract socket (they lack ~/.Xauthority, so only a server that lets local users in without it — `xhost +local:` — is open to them)",
+                shared.join(", ")
+            ),
+            "set [access.PLATFORM] network = \"off\" for programs that need no network, or run the X server with `-nolisten local`",
+        ));
+    }
+}
+
+/// Platforms whose non-admins' jails share the machine's network for some programs.
+fn shared_network(table: Option<&toml::Table>) -> Vec<String> {
+    let Some(access) = table
+        .and_then(|t| t.get("access"))
+        .and_then(|a| a.as_table())
+    else {
+        return Vec::new();
+    };
+    access
+        .iter()
+        .filter(|(_, v)| v.get("network").and_then(|s| s.as_str()) != Some("off"))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// Whether this user is in the group named `name` (from `/etc/group`).
+fn in_group(name: &str) -> bool {
+    let Ok(groups) = rustix::process::getgroups() else {
+        return false;
+    };
+    let mut mine: Vec<u32> = groups.iter().map(|g| g.as_raw()).collect();
+    mine.push(rustix::process::getgid().as_raw());
+    std::fs::read_to_string("/etc/group").is_ok_and(|text| {
+        text.lines().any(|l| {
+            let mut f = l.split(':');
+            let (n, gid) = (f.next(), f.nth(1));
+            n == Some(name) && gid.and_then(|g| g.parse::<u32>().ok()).is_some_and(|g| mine.contains(&g))
+        })
+    })
+}
+
+/// Configured member roots a member's session will not use, and why.
+pub(super) fn member_root_checks(table: Option<&toml::Table>, out: &mut Vec<Check>) {
+    let Some(access) = table
+        .and_then(|t| t.get("access"))
+        .and_then(|a| a.as_table())
+    else {
+        return;
+    };
+    let home = directories::BaseDirs::new().map(|b| b.home_dir().to_path_buf());
+    let Some(home) = home else { return };
+    let mut owner = vec![];
+    if let Some(b) = directories::BaseDirs::new() {
+        owner.push(b.config_dir().join("clibot"));
+        owner.push(b.home_dir().join(".local/state/clibot"));
+    }
+    for (platform, v) in access {
+        let Some(roots) = v.get("member_roots").and_then(|r| r.as_array()) else {
+            continue;
+        };
+        for r in roots.iter().filter_map(|r| r.as_str()) {
+            let path = match r.strip_prefix("~") {
+                Some(rest) => home.join(rest.trim_start_matches('/')),
+                None => std::path::PathBuf::from(r),
+            };
+            let path = path.canonicalize().unwrap_or(path);
+            if let Some(why) = clibot_proto::members::unfit_root(&path, &home, &owner) {
+                out.push(check(
+                    "sandbox",
+                    Level::Warn,
+                    format!("[access.{platform}] member_roots: {why}; members' sessions do not use it"),
+                    "choose a directory of its own for members (a folder such as /srv/members), or leave member_roots unset: each member then gets a workspace under clibot's data directory",
+                ));
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +186,25 @@ mod tests {
         .expect("toml");
         assert_eq!(unjailed(Some(&t)), vec!["telegram".to_string()]);
         assert!(unjailed(None).is_empty());
+    }
+
+    #[test]
+    fn platforms_whose_jails_share_the_network_are_found() {
+        let t: toml::Table = toml::from_str(
+            "[access.telegram]\nnetwork = \"off\"\n[access.discord]\nallow = []\n",
+        )
+        .expect("toml");
+        assert_eq!(shared_network(Some(&t)), vec!["discord".to_string()]);
+    }
+
+    #[test]
+    fn a_member_root_in_the_home_is_reported() {
+        let t: toml::Table =
+            toml::from_str("[access.telegram]\nmember_roots = [\"~\", \"/srv/members\"]\n")
+                .expect("toml");
+        let mut out = Vec::new();
+        member_root_checks(Some(&t), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].detail.contains("home directory"), "{out:?}");
     }
 }

@@ -528,27 +528,44 @@ fn split(rel: &Path) -> Result<(&Path, &std::ffi::OsStr)> {
     }
 }
 
-/// Folders whose every child is one session's area, writable by that session's jail (the
-/// state directory's `jails` and `sessions`): a record below one is read beneath the child
-/// with no link followed. Registered by each daemon at its start.
-static CONFINED: std::sync::RwLock<Vec<PathBuf>> = std::sync::RwLock::new(Vec::new());
+/// Folders whose every child is one jailed session's area (the state directory's `jails`),
+/// and single areas (a jailed session's files, `sessions/ID`): writable by that session's jail,
+/// so a record below one is read beneath the area with no link followed. A session that runs
+/// unjailed is not confined: it can do anything the user can, and the links clibot itself
+/// makes in its files (a CLI's per-session home) are followed.
+static CONFINED: std::sync::RwLock<(Vec<PathBuf>, Vec<PathBuf>)> =
+    std::sync::RwLock::new((Vec::new(), Vec::new()));
 
-/// Registers `folder` as one whose children are sessions' areas (see [`read_record`]).
+/// Registers `folder` as one whose children are jailed sessions' areas (see [`read_record`]).
 pub fn confine_below(folder: PathBuf) {
     let mut c = CONFINED.write().unwrap_or_else(|p| p.into_inner());
-    if !c.contains(&folder) {
-        c.push(folder);
+    if !c.0.contains(&folder) {
+        c.0.push(folder);
+    }
+}
+
+/// Registers `area` as a jailed session's (see [`read_record`]).
+pub fn confine_area(area: PathBuf) {
+    let mut c = CONFINED.write().unwrap_or_else(|p| p.into_inner());
+    if !c.1.contains(&area) {
+        c.1.push(area);
     }
 }
 
 /// The session area `path` lies in, as (the area, the rest below it), if it lies in one.
 fn confined_area(path: &Path) -> Option<(PathBuf, PathBuf)> {
     let c = CONFINED.read().unwrap_or_else(|p| p.into_inner());
-    c.iter().find_map(|folder| {
+    let folder = c.0.iter().find_map(|folder| {
         let rest = path.strip_prefix(folder).ok()?;
         let mut parts = rest.components();
         let first = parts.next()?;
         Some((folder.join(first), parts.as_path().to_path_buf()))
+    });
+    folder.or_else(|| {
+        c.1.iter().find_map(|area| {
+            let rest = path.strip_prefix(area).ok()?;
+            Some((area.clone(), rest.to_path_buf()))
+        })
     })
 }
 

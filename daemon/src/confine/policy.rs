@@ -113,38 +113,7 @@ pub fn member_workspace(data_dir: &Path, platform: &str, user: &str) -> PathBuf 
     data_dir.join("members").join(safe.trim_start_matches('.'))
 }
 
-/// Why `root` may not hold members' sessions, if it may not: the home directory, a parent of
-/// it, a dot-directory of it (or anything below one), or a directory that holds (or lies in)
-/// the owner's config or clibot's state.
-pub fn unfit_member_root(root: &Path, home: &Path, owner_dirs: &[PathBuf]) -> Option<String> {
-    if home.starts_with(root) {
-        return Some(format!(
-            "{} is the home directory or a parent of it: members would write where the owner's programs read their settings",
-            root.display()
-        ));
-    }
-    if let Ok(rest) = root.strip_prefix(home)
-        && rest
-            .components()
-            .next()
-            .is_some_and(|c| c.as_os_str().to_string_lossy().starts_with('.'))
-    {
-        return Some(format!(
-            "{} lies in a dot-directory of the home, where programs keep their settings",
-            root.display()
-        ));
-    }
-    for d in owner_dirs {
-        if d.starts_with(root) || root.starts_with(d) {
-            return Some(format!(
-                "{} holds or lies in {}, the owner's config or clibot's state",
-                root.display(),
-                d.display()
-            ));
-        }
-    }
-    None
-}
+pub use clibot_proto::members::unfit_root as unfit_member_root;
 
 #[cfg(test)]
 mod tests {
@@ -166,31 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn member_roots_never_reach_the_owners_settings() {
-        let home = Path::new("/home/u");
-        let owner = [
-            PathBuf::from("/home/u/.config/clibot"),
-            PathBuf::from("/home/u/.local/state/clibot"),
-        ];
-        for bad in [
-            "/home/u",
-            "/home",
-            "/",
-            "/home/u/.config",
-            "/home/u/.claude/projects",
-            "/home/u/.local/share/clibot",
-        ] {
-            assert!(
-                unfit_member_root(Path::new(bad), home, &owner).is_some(),
-                "{bad}"
-            );
-        }
-        for good in ["/home/u/work/team", "/srv/members"] {
-            assert!(
-                unfit_member_root(Path::new(good), home, &owner).is_none(),
-                "{good}"
-            );
-        }
+    fn a_members_workspace_is_named_safely() {
         assert_eq!(
             member_workspace(Path::new("/d"), "telegram", "../12 3"),
             PathBuf::from("/d/members/telegram-.._12_3")

@@ -153,6 +153,7 @@ impl Daemon {
         crate::confine::jail::prepare_home(&cli.adapter, home, &own)?;
         let files = state.join("sessions").join(&rec.id);
         crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
+        crate::confine::beneath::confine_area(files.clone());
         let mut rw = vec![(files.clone(), files)];
         let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
         rw.push((hook_dir.clone(), hook_dir));
@@ -217,6 +218,9 @@ impl Daemon {
         let state = &self.inner.settings.state_dir;
         let own = state.join("jails").join(&rec.id).join("home");
         let files = state.join("sessions").join(&rec.id);
+        // What this returns is read beneath these areas (a daemon restarted since the jail
+        // was made learns the files' area here).
+        crate::confine::beneath::confine_area(files.clone());
         let home = Path::new(&rec.jail_home);
         let seen = Path::new(seen);
         if !seen.is_absolute()

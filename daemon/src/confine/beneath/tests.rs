@@ -197,6 +197,27 @@ fn records_in_a_session_area_are_read_with_no_link_followed() {
     let area = root.join("jails");
     std::fs::create_dir_all(area.join("id1/home/.claude")).expect("dirs");
     confine_below(area.clone());
+    // A single area (a jailed session's files), and one not registered (an unjailed one's).
+    std::fs::create_dir_all(root.join("sessions/j/copilot-home")).expect("dirs");
+    std::fs::create_dir_all(root.join("sessions/u/copilot-home")).expect("dirs");
+    std::fs::write(root.join("outside/events.jsonl"), "{}\n").expect("write");
+    for s in ["j", "u"] {
+        std::os::unix::fs::symlink(
+            root.join("outside"),
+            root.join(format!("sessions/{s}/copilot-home/state")),
+        )
+        .expect("link");
+    }
+    confine_area(root.join("sessions/j"));
+    assert!(matches!(
+        read_record(&root.join("sessions/j/copilot-home/state/events.jsonl"), 100),
+        Err(BeneathError::Link(_))
+    ));
+    assert_eq!(
+        read_record(&root.join("sessions/u/copilot-home/state/events.jsonl"), 100).expect("read"),
+        "{}\n",
+        "an unjailed session's own links are followed"
+    );
     let lines = "{\"a\":1}\n{\"b\":2}\n";
     std::fs::write(area.join("id1/home/.claude/t.jsonl"), lines).expect("write");
     assert_eq!(
