@@ -318,7 +318,7 @@ impl Config {
             }
             if crate::names::is_reserved(&s.name) {
                 return Err(invalid(format!(
-                    "[[sessions]] name = {:?}: names starting with \"u-\" are clibot's own, for CLIs started outside it; choose another",
+                    "[[sessions]] name = {:?}: names of the form u-CLI-NUMBER are clibot's own, for CLIs started outside it; choose another",
                     s.name
                 )));
             }

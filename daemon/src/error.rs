@@ -11,7 +11,7 @@ pub enum CoreError {
     #[error("invalid session name {0:?}: use 1 to 64 characters from A-Z a-z 0-9 _ -")]
     InvalidName(String),
     #[error(
-        "session names starting with \"u-\" are clibot's own (CLIs started outside clibot): choose another name than {0:?}"
+        "names of the form u-CLI-NUMBER are clibot's own (CLIs started outside clibot, u-claude-4242): choose another name than {0:?}"
     )]
     ReservedName(String),
     #[error(

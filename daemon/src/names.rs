@@ -12,11 +12,15 @@ pub fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Names clibot gives sessions itself: `u-CLI-PID`, the CLIs started outside clibot that report
+/// Names clibot gives sessions itself: `u-CLI-PID` (a number last), the CLIs started outside clibot that report
 /// through its global hooks. Nobody may take one, or a terminal's CLI would take over a session
 /// someone named so (and its chats).
 pub fn is_reserved(name: &str) -> bool {
-    name.starts_with("u-")
+    name.strip_prefix("u-")
+        .and_then(|rest| rest.rsplit_once('-'))
+        .is_some_and(|(cli, pid)| {
+            !cli.is_empty() && !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: an environment variable name.
@@ -48,5 +52,14 @@ mod tests {
         assert!(!is_valid_env_key("1X"));
         assert!(!is_valid_env_key("A=B"));
         assert!(!is_valid_env_key(""));
+    }
+
+    #[test]
+    fn only_the_names_of_outside_clis_are_reserved() {
+        assert!(is_reserved("u-claude-4242"));
+        assert!(is_reserved("u-copilot-1"));
+        assert!(!is_reserved("u-ghost"), "a delegation's u-NAME");
+        assert!(!is_reserved("u-claude-x"));
+        assert!(!is_reserved("user-1"));
     }
 }

@@ -161,7 +161,8 @@ fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
     let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.session_bound_to_channel((ADMIN, ADMIN_DM), (GUILD, CHANNEL), "f", &work);
-    dc.send_as_user(MEMBER_DM, MEMBER, "mel", &format!("!!new mine bash {work}"));
+    // A member works in a workspace of their own: no directory given.
+    dc.send_as_user(MEMBER_DM, MEMBER, "mel", "!!new mine bash");
     dc.wait_sent("the member's own session", |s| {
         contents(s, MEMBER_DM)
             .iter()

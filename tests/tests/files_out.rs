@@ -124,18 +124,25 @@ fn get_sends_files_from_the_session_directory_and_refuses_the_rest() {
         "a file outside the directory was sent"
     );
 
-    // A non-admin: their own session's files, but no --force.
+    // A non-admin: not in the admin's session's directory, but their own session's files
+    // (in their workspace), and no --force.
     tg.push_message(
         ANN,
         ANN,
         "Ann",
         &format!("!!new mine bash {}", proj.display()),
     );
+    said(&tg, ANN, "not in your workspace");
+    let ws = h.data_dir().join("members/telegram-200");
+    std::fs::create_dir_all(ws.join("build")).expect("workspace");
+    std::fs::write(ws.join("notes with space.txt"), "her notes\n").expect("write");
+    std::fs::write(ws.join("build/out.txt"), "built\n").expect("write");
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
     said(&tg, ANN, "started mine");
     tg.push_message(ANN, ANN, "Ann", "!!get --force build/out.txt");
     said(&tg, ANN, "only admins");
     tg.push_message(ANN, ANN, "Ann", "!!get notes with space.txt");
-    assert_eq!(document(&tg, ANN, "notes with space.txt"), b"hello notes\n");
+    assert_eq!(document(&tg, ANN, "notes with space.txt"), b"her notes\n");
     // And nobody else's session.
     tg.push_message(ANN, ANN, "Ann", "!!use p");
     said(&tg, ANN, "no session named \"p\" that you may use");

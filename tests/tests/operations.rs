@@ -90,13 +90,12 @@ async fn a_chat_user_runs_at_most_max_sessions_per_user() {
         "\n[access.telegram]\nallow = [\"777\"]\nclis = [\"*\"]\nmax_sessions_per_user = 1\n",
     );
     h.start_daemon();
-    let work = h.work.display().to_string();
     let mut c = h.client().await;
     let as_user = |user: &str, name: &str| {
+        // A member's session starts in their own workspace.
         let mut req = tonic::Request::new(v1::SpawnSessionRequest {
             name: name.into(),
             cli: "bash".into(),
-            dir: work.clone(),
             ..Default::default()
         });
         let md = req.metadata_mut();

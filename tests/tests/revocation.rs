@@ -81,8 +81,7 @@ fn a_revoked_share_stops_the_output_at_once_and_keys_are_never_a_shares() {
 #[test]
 fn an_allowlist_removal_applies_on_reload_and_an_invalid_file_changes_nothing() {
     let (h, tg, mut g) = setup("");
-    let work = h.work.display().to_string();
-    tg.push_message(ANN, ANN, "Ann", &format!("!!new mine bash {work}"));
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
     says(&tg, ANN, "started mine");
     // A jailed bash takes a moment to start; what is typed before it reads may be dropped.
     h.wait_screen("mine", "bash ready", |s| s.contains('$'));
@@ -136,11 +135,10 @@ fn a_revoked_pairing_stops_the_output() {
     ));
     h.start_daemon();
     let (tg, mut g) = fake_telegram::with_gateway(&h);
-    let work = h.work.display().to_string();
     tg.push_message(ANN, ANN, "Ann", "hello");
     let code = fake_telegram::pairing_code(&tg, ANN);
     h.ctl_ok(&["pairing", "approve", &code]);
-    tg.push_message(ANN, ANN, "Ann", &format!("!!new p bash {work}"));
+    tg.push_message(ANN, ANN, "Ann", "!!new p bash");
     says(&tg, ANN, "started p");
     h.wait_screen("p", "bash ready", |s| s.contains('$'));
     tg.push_message(ANN, ANN, "Ann", "echo paired-$((1+6))");

@@ -582,8 +582,7 @@ fn a_user_cannot_see_or_use_another_users_session_until_it_is_shared() {
     let (h, tg, mut g) = setup_with(&format!(
         "policy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]"
     ));
-    let work = h.work.display().to_string();
-    tg.push_message(ANN, ANN, "Ann", &format!("!!new mine bash {work}"));
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
     tg.wait_sent("Ann's session", |s| {
         texts(s, ANN).iter().any(|t| t.contains("started mine"))
     });
@@ -791,7 +790,7 @@ fn a_member_cannot_take_over_a_group_bound_to_the_admins_session() {
     tg.wait_sent("the group bound", |s| {
         texts(s, GROUP).iter().any(|t| t.contains("now talks to p"))
     });
-    tg.push_message(MEMBER, MEMBER, "Mel", &format!("!!new mine bash {work}"));
+    tg.push_message(MEMBER, MEMBER, "Mel", "!!new mine bash");
     tg.wait_sent("the member's own session", |s| {
         texts(s, MEMBER).iter().any(|t| t.contains("started mine"))
     });

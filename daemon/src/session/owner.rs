@@ -53,7 +53,7 @@ impl Daemon {
             return Ok(());
         }
         Err(CoreError::PermissionDenied(
-            "control keys (and !!cancel, which presses them) are for admins and the session's owner"
+            "control keys are for admins and the session's owner (a cancel too: it presses them)"
                 .into(),
         ))
     }
