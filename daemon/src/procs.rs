@@ -167,6 +167,9 @@ mod tests {
         let _ = other.kill();
         let _ = other.wait();
         drop(l);
-        assert!(!listener_in_tree(port, std::process::id()), "nobody listens");
+        assert!(
+            !listener_in_tree(port, std::process::id()),
+            "nobody listens"
+        );
     }
 }

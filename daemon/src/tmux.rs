@@ -602,7 +602,8 @@ impl Mux for Tmux {
         }
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let buffer = format!("clibot-text-{}-{n}", std::process::id());
-        self.load_and_paste(target, &buffer, text, false, true).await
+        self.load_and_paste(target, &buffer, text, false, true)
+            .await
     }
 
     async fn pane_tty(&self, target: &str) -> Result<String, MuxError> {

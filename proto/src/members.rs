@@ -58,7 +58,10 @@ mod tests {
             assert!(unfit_root(Path::new(bad), home, &owner).is_some(), "{bad}");
         }
         for good in ["/home/u/work/team", "/srv/members"] {
-            assert!(unfit_root(Path::new(good), home, &owner).is_none(), "{good}");
+            assert!(
+                unfit_root(Path::new(good), home, &owner).is_none(),
+                "{good}"
+            );
         }
     }
 }

@@ -2,8 +2,8 @@
 //! and tmux server (`tmux -S <tempdir>/tmux.sock -f /dev/null`), all removed on drop.
 
 pub mod approvals;
-pub mod attack;
 pub mod asker;
+pub mod attack;
 pub mod claude;
 pub mod codex;
 pub mod copilot;

@@ -506,19 +506,23 @@ pub(crate) fn decide_turn(
     has_tools: bool,
     id_prefix: &str,
 ) -> Completion {
-    // A tool result we asked for: finish that rule with its closing text.
-    if let Some(then) = turn
+    // A tool result we asked for: finish that rule with its closing text — unless the same
+    // message brings a new request (a call refused at the desk comes back as a result along
+    // with the user's next message): that request is answered.
+    let closed = turn
         .tool_results
         .iter()
-        .find_map(|id| st.pending_tools.remove(id))
-    {
-        return Completion::text(&then);
-    }
+        .find_map(|id| st.pending_tools.remove(id));
     let rule = st
         .rules
         .iter()
         .find(|r| !turn.text.is_empty() && turn.text.contains(&r.trigger))
         .cloned();
+    if let Some(then) = closed
+        && rule.is_none()
+    {
+        return Completion::text(&then);
+    }
     match rule.map(|r| r.reply) {
         Some(Reply::Text(text)) => Completion::text(&text),
         Some(Reply::Tool { name, input, then }) if has_tools => {

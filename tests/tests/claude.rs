@@ -586,3 +586,98 @@ fn real_cli_a_photo_from_the_phone_reaches_claude_by_path() {
             .any(|t| t.contains("A picture of bytes."))
     });
 }
+
+/// A dialog refused at the desk leaves `⎿ Interrupted · What should Claude do instead?` on
+/// screen; each later turn's dialog, and a phone message sent 50–300 ms after the request that
+/// raised it, must not meet: the message waits for the turn, the dialog is published as a
+/// prompt (listed by `pending`) and is answered by nobody but a person.
+#[test]
+fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog() {
+    let gaps = [50u64, 150, 300];
+    let s = setup(
+        |w| {
+            let mut rules = vec![touch_rule(w, "make first", "first.txt")];
+            for (i, _) in gaps.iter().enumerate() {
+                rules.push(touch_rule(
+                    w,
+                    &format!("make round{i}"),
+                    &format!("round{i}.txt"),
+                ));
+                rules.push(Rule::text(
+                    &format!("what about round{i}"),
+                    &format!("Round {i} is fine."),
+                ));
+            }
+            rules
+        },
+        "",
+    );
+    wait_idle(&s.h);
+    s.h.ctl_ok(&["send", "cc", "please make first"]);
+    wait_event(&s.h, "the first dialog", |e| e["type"] == "waiting");
+    // Refused at the desk.
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(
+        s.h.tmux(&["send-keys", "-t", "cc", "Escape"])
+            .status
+            .success()
+    );
+    s.h.wait_screen("cc", "the refusal on screen", |t| t.contains("Interrupted"));
+    std::thread::sleep(Duration::from_millis(1500));
+    for (i, gap) in gaps.iter().enumerate() {
+        let since = last_seq(&s.h);
+        s.h.ctl_ok(&["send", "cc", &format!("please make round{i}")]);
+        std::thread::sleep(Duration::from_millis(*gap));
+        s.h.ctl_ok(&["send", "cc", &format!("what about round{i}")]);
+        let w =
+            s.h.wait_event("cc", "the round's dialog", Duration::from_secs(60), |e| {
+                e["type"] == "waiting" && e["seq"].as_u64().is_some_and(|q| q > since)
+            });
+        assert!(
+            w["subject"]
+                .as_str()
+                .is_some_and(|t| t.contains(&format!("round{i}.txt"))),
+            "{w}"
+        );
+        // Nobody answers for a while: nothing runs, the message waits, the prompt is pending.
+        std::thread::sleep(Duration::from_secs(3));
+        assert!(
+            !s.work.join(format!("round{i}.txt")).exists(),
+            "the command ran unapproved (gap {gap} ms)"
+        );
+        let pending = s.h.ctl_ok(&["pending"]);
+        let events = s.h.events();
+        assert!(
+            pending.contains("cc"),
+            "gap {gap} ms: {pending}\n{}\n{:#?}",
+            String::from_utf8_lossy(&s.h.ctl(&["screen", "cc"]).stdout),
+            events
+                .iter()
+                .filter(|e| e["seq"].as_u64() > Some(since))
+                .collect::<Vec<_>>()
+        );
+        let after = |e: &&Value| e["seq"].as_u64().is_some_and(|q| q > since);
+        assert!(
+            !events
+                .iter()
+                .filter(after)
+                .any(|e| e["type"] == "prompt_resolved"),
+            "gap {gap} ms: nobody answered: {events:#?}"
+        );
+        assert!(
+            !events
+                .iter()
+                .filter(after)
+                .any(|e| e["type"] == "input_sent"
+                    && e["text"] == format!("what about round{i}").as_str()),
+            "gap {gap} ms: the message was typed into the turn"
+        );
+        // A person answers; the turn ends; then the message is typed and answered.
+        s.h.ctl_ok(&["answer", "cc", "1"]);
+        s.h.wait_event("cc", "the message's reply", Duration::from_secs(60), |e| {
+            e["type"] == "turn_completed" && e["text"] == format!("Round {i} is fine.").as_str()
+        });
+        assert!(s.work.join(format!("round{i}.txt")).exists());
+    }
+    assert!(!s.work.join("first.txt").exists());
+}

@@ -227,7 +227,9 @@ fn one_unreadable_message_in_the_history_does_not_stop_the_catch_up() {
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
     dc.wait_sent("started", |s| {
-        contents(s, ADMIN_DM).iter().any(|t| t.contains("started i"))
+        contents(s, ADMIN_DM)
+            .iter()
+            .any(|t| t.contains("started i"))
     });
     let warm = dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo warm-$((0+1))");
     wait_cursor(&h, ADMIN_DM, warm);
@@ -235,7 +237,10 @@ fn one_unreadable_message_in_the_history_does_not_stop_the_catch_up() {
     let _ = g.wait();
     let deadline = Instant::now() + Duration::from_secs(10);
     while dc.ready_sessions() > 0 {
-        assert!(Instant::now() < deadline, "the killed gateway's session ends");
+        assert!(
+            Instant::now() < deadline,
+            "the killed gateway's session ends"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     dc.send_as_user(
@@ -258,4 +263,3 @@ fn one_unreadable_message_in_the_history_does_not_stop_the_catch_up() {
     let _ = g.kill();
     let _ = g.wait();
 }
-

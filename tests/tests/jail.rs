@@ -82,8 +82,14 @@ impl Jail {
         let d = self.h.work.join(name);
         std::fs::create_dir_all(&d).expect("mkdir");
         std::fs::write(d.join("secret.txt"), "the admin's file").expect("write");
-        self.h
-            .ctl_ok(&["spawn", name, "--cli", "bash", "--dir", d.to_str().expect("utf-8")]);
+        self.h.ctl_ok(&[
+            "spawn",
+            name,
+            "--cli",
+            "bash",
+            "--dir",
+            d.to_str().expect("utf-8"),
+        ]);
         d
     }
 }
@@ -108,7 +114,11 @@ fn a_members_session_never_writes_where_the_owners_programs_read() {
     assert!(said.contains(&ws.display().to_string()), "{said}");
     // The home, a dot-directory of it, the owner's config: never.
     let h = home().display().to_string();
-    for dir in [h.clone(), format!("{h}/.config"), format!("{ws}/../..", ws = ws.display())] {
+    for dir in [
+        h.clone(),
+        format!("{h}/.config"),
+        format!("{ws}/../..", ws = ws.display()),
+    ] {
         let said = j.ann(&format!("!!new z bash {dir}"), "workspace");
         assert!(said.contains("not in your workspace"), "{dir}: {said}");
     }
@@ -131,7 +141,11 @@ fn a_members_session_never_writes_where_the_owners_programs_read() {
         !home().join(".config/autostart/x.desktop").exists(),
         "{out}"
     );
-    assert_ne!(rc(&out, "rc_ls"), "0", "the owner's home is not there: {out}");
+    assert_ne!(
+        rc(&out, "rc_ls"),
+        "0",
+        "the owner's home is not there: {out}"
+    );
     // The jail's home is its own, kept in the state directory, not the owner's.
     let own = j.h.state_dir.join("jails");
     let found = std::process::Command::new("find")
@@ -151,10 +165,7 @@ fn a_member_reaches_no_other_session_not_even_one_started_later() {
     let adm = j.admin_bash("adm");
     let ws = j.ann_bash("x", "");
     // Another's session directory is not a member's to start in.
-    let said = j.ann(
-        &format!("!!new y bash {}", adm.display()),
-        "workspace",
-    );
+    let said = j.ann(&format!("!!new y bash {}", adm.display()), "workspace");
     assert!(said.contains("not in your workspace"), "{said}");
     // A session the admin starts after Ann's jail exists is out of its reach too.
     let late = j.admin_bash("late");
@@ -200,7 +211,10 @@ fn links_planted_in_the_outbox_and_sent_folders_are_never_followed() {
         &j.h,
         "x",
         &ws,
-        &format!("mkdir -p .clibot && ln -s {} .clibot/outbox", keys.display()),
+        &format!(
+            "mkdir -p .clibot && ln -s {} .clibot/outbox",
+            keys.display()
+        ),
     );
     j.h.wait_event("x", "the outbox refused", Duration::from_secs(20), |e| {
         e["type"] == "notice" && e["text"].as_str().is_some_and(|t| t.contains("not sent"))
@@ -217,9 +231,12 @@ fn links_planted_in_the_outbox_and_sent_folders_are_never_followed() {
             project.display()
         ),
     );
-    j.h.wait_event("x", "the sent folder refused", Duration::from_secs(20), |e| {
-        e["type"] == "notice" && e["text"].as_str().is_some_and(|t| t.contains("note.txt"))
-    });
+    j.h.wait_event(
+        "x",
+        "the sent folder refused",
+        Duration::from_secs(20),
+        |e| e["type"] == "notice" && e["text"].as_str().is_some_and(|t| t.contains("note.txt")),
+    );
     assert_eq!(
         std::fs::read_dir(&project).expect("dir").count(),
         0,

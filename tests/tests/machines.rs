@@ -157,8 +157,13 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
             .any(|t| t.contains("stays with its session on b"))
     });
     tg.push_message(GROUP, ADMIN, "Owner", "echo grp-$((5*5))");
-    b.wait_screen("two", "the admin's group text on b", |s| s.contains("grp-25"));
-    assert!(!screen(&a, "mine").contains("grp-25"), "typed into Mel's session");
+    b.wait_screen("two", "the admin's group text on b", |s| {
+        s.contains("grp-25")
+    });
+    assert!(
+        !screen(&a, "mine").contains("grp-25"),
+        "typed into Mel's session"
+    );
 
     // Lists come from both machines.
     tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");

@@ -351,8 +351,8 @@ fn a_server_the_session_does_not_run_gets_no_password() {
     h.start_daemon();
     let w = h.work.display().to_string();
     h.ctl_ok(&["spawn", "oc", "--cli", "ocshell", "--dir", &w]);
-    let env = String::from_utf8_lossy(&h.tmux(&["show-environment", "-t", "oc"]).stdout)
-        .into_owned();
+    let env =
+        String::from_utf8_lossy(&h.tmux(&["show-environment", "-t", "oc"]).stdout).into_owned();
     let port: u16 = env
         .lines()
         .find_map(|l| l.strip_prefix("CLIBOT_API_PORT="))

@@ -286,7 +286,14 @@ fn secret_directories_are_never_session_directories() {
         assert!(e.contains("holds secrets"), "{}: {e}", dir.display());
     }
     // An ordinary directory of the same home starts.
-    h.ctl_ok(&["spawn", "x", "--cli", "bash", "--dir", &format!("{home_s}/src")]);
+    h.ctl_ok(&[
+        "spawn",
+        "x",
+        "--cli",
+        "bash",
+        "--dir",
+        &format!("{home_s}/src"),
+    ]);
 }
 
 #[test]

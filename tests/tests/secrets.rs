@@ -183,7 +183,11 @@ fn a_secret_is_typed_only_where_the_terminal_hides_it() {
     h.start_daemon();
     let work = h.work.display().to_string();
     h.ctl_ok(&["spawn", "ph", "--cli", "bash", "--dir", &work]);
-    h.ctl_ok(&["send", "ph", "printf '[sudo] password for root: '; cat > stolen"]);
+    h.ctl_ok(&[
+        "send",
+        "ph",
+        "printf '[sudo] password for root: '; cat > stolen",
+    ]);
     let waiting = h.wait_event(
         "ph",
         "the look-alike prompt",
@@ -210,8 +214,10 @@ fn a_secret_is_typed_only_where_the_terminal_hides_it() {
     // A program that reads hidden is answered, as before.
     h.ctl_ok(&["keys", "ph", "C-c"]);
     h.wait_list("the look-alike gone", |l| {
-        l.as_array()
-            .is_some_and(|a| a.iter().any(|s| s["name"] == "ph" && s["state"] != "waiting"))
+        l.as_array().is_some_and(|a| {
+            a.iter()
+                .any(|s| s["name"] == "ph" && s["state"] != "waiting")
+        })
     });
     h.ctl_ok(&[
         "send",
@@ -222,7 +228,11 @@ fn a_secret_is_typed_only_where_the_terminal_hides_it() {
         "ph",
         "the real prompt",
         std::time::Duration::from_secs(30),
-        |e| e["type"] == "waiting" && e["kind"] == "secret" && e["seq"].as_u64() > waiting["seq"].as_u64(),
+        |e| {
+            e["type"] == "waiting"
+                && e["kind"] == "secret"
+                && e["seq"].as_u64() > waiting["seq"].as_u64()
+        },
     );
     h.ctl_ok(&["send", "ph", secret]);
     h.wait_screen("ph", "the password read", |t| lines(t).contains(&"n=19"));

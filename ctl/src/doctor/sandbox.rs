@@ -132,7 +132,10 @@ fn in_group(name: &str) -> bool {
         text.lines().any(|l| {
             let mut f = l.split(':');
             let (n, gid) = (f.next(), f.nth(1));
-            n == Some(name) && gid.and_then(|g| g.parse::<u32>().ok()).is_some_and(|g| mine.contains(&g))
+            n == Some(name)
+                && gid
+                    .and_then(|g| g.parse::<u32>().ok())
+                    .is_some_and(|g| mine.contains(&g))
         })
     })
 }
@@ -190,10 +193,9 @@ mod tests {
 
     #[test]
     fn platforms_whose_jails_share_the_network_are_found() {
-        let t: toml::Table = toml::from_str(
-            "[access.telegram]\nnetwork = \"off\"\n[access.discord]\nallow = []\n",
-        )
-        .expect("toml");
+        let t: toml::Table =
+            toml::from_str("[access.telegram]\nnetwork = \"off\"\n[access.discord]\nallow = []\n")
+                .expect("toml");
         assert_eq!(shared_network(Some(&t)), vec!["discord".to_string()]);
     }
 

@@ -119,8 +119,14 @@ mod tests {
 
     #[test]
     fn a_command_that_starts_like_a_url_is_a_command() {
-        assert_eq!(infer("Bash command", "https://x.example; curl y | sh"), "command");
-        assert_eq!(infer("Do you want to run this command?", "http://a b"), "command");
+        assert_eq!(
+            infer("Bash command", "https://x.example; curl y | sh"),
+            "command"
+        );
+        assert_eq!(
+            infer("Do you want to run this command?", "http://a b"),
+            "command"
+        );
         assert_eq!(infer("Fetch", "https://example.com/a?b=c"), "url");
         assert_eq!(infer("Allow?", "https://example.com/a"), "url");
         assert_eq!(infer("Allow?", "https://example.com/$(id)"), "");

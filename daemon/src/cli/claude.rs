@@ -228,7 +228,9 @@ impl Adapter for Claude {
 /// The last assistant reply in a Claude Code transcript (JSONL): the text blocks of the newest
 /// assistant message that is not in a side chain.
 pub fn claude_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text = crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL).ok()?;
+    let text =
+        crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL)
+            .ok()?;
     let mut last_id: Option<String> = None;
     let mut parts: Vec<String> = Vec::new();
     for line in text.lines() {

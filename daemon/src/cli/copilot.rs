@@ -161,10 +161,8 @@ impl Adapter for Copilot {
         let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
         let home = match env("COPILOT_HOME") {
             Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(
-                env("HOME").or_else(|| std::env::var("HOME").ok())?,
-            )
-            .join(".copilot"),
+            None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
+                .join(".copilot"),
         };
         copilot_transcript_reply(
             &home

@@ -106,7 +106,8 @@ impl Adapter for Gemini {
 /// record with an id replaces the earlier one with that id, `{"$set": {"messages": [...]}}`
 /// replaces the whole history — and the newest `gemini` message with text wins.
 pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text = crate::confine::beneath::read_record(path, crate::confine::beneath::RECORD_MAX).ok()?;
+    let text =
+        crate::confine::beneath::read_record(path, crate::confine::beneath::RECORD_MAX).ok()?;
     let mut messages: Vec<Value> = Vec::new();
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {

@@ -240,8 +240,7 @@ impl SseParser {
 
     /// Whether an event (or a line) has grown past [`MAX_EVENT`]: the stream is not read on.
     pub fn overfull(&self) -> bool {
-        self.data.len() > MAX_EVENT
-            || (self.buf.len() > MAX_EVENT && !self.buf.contains(&b'\n'))
+        self.data.len() > MAX_EVENT || (self.buf.len() > MAX_EVENT && !self.buf.contains(&b'\n'))
     }
 
     /// The next complete event's data as JSON. Data that is not JSON is skipped: one odd

@@ -144,10 +144,8 @@ impl Adapter for Qwen {
         let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
         let home = match env("QWEN_HOME") {
             Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(
-                env("HOME").or_else(|| std::env::var("HOME").ok())?,
-            )
-            .join(".qwen"),
+            None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
+                .join(".qwen"),
         };
         qwen_transcript_reply(
             &qwen_chats(&home, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)),
@@ -170,7 +168,9 @@ pub fn qwen_chats(base: &std::path::Path, dir: &std::path::Path) -> std::path::P
 /// The last reply in a Qwen Code conversation file: the text parts (not thoughts) of the last
 /// `assistant` record that has any.
 pub fn qwen_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text = crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL).ok()?;
+    let text =
+        crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL)
+            .ok()?;
     text.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -179,7 +179,9 @@ impl Dir {
     /// refusing a link in any component, the last included (for `bwrap --bind-fd`, so that
     /// what is bound is what was checked).
     pub fn pin(path: &Path) -> Result<OwnedFd> {
-        let parent = path.parent().ok_or_else(|| BeneathError::BadPath(path.to_path_buf()))?;
+        let parent = path
+            .parent()
+            .ok_or_else(|| BeneathError::BadPath(path.to_path_buf()))?;
         let name = path
             .file_name()
             .ok_or_else(|| BeneathError::BadPath(path.to_path_buf()))?;
@@ -510,9 +512,7 @@ impl Dir {
             if name == "." || name == ".." {
                 continue;
             }
-            let (kind, len) = listing
-                .kind(Path::new(&name))
-                .unwrap_or((Kind::Other, 0));
+            let (kind, len) = listing.kind(Path::new(&name)).unwrap_or((Kind::Other, 0));
             out.push(Entry { name, kind, len });
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -626,7 +626,10 @@ pub fn read_record_tail(path: &Path, max: u64) -> Result<String> {
         .read_to_end(&mut data)
         .map_err(|e| BeneathError::io(path, e))?;
     if skip > 0 {
-        let cut = data.iter().position(|b| *b == b'\n').map_or(data.len(), |i| i + 1);
+        let cut = data
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(data.len(), |i| i + 1);
         data.drain(..cut);
     }
     Ok(String::from_utf8_lossy(&data).into_owned())

@@ -13,7 +13,16 @@ use std::path::{Path, PathBuf};
 /// The directories the jail shows of the system, read-only (a link among them is made again
 /// as a link: `/bin -> usr/bin`).
 pub const SYSTEM_DIRS: &[&str] = &[
-    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/nix/store",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/etc",
+    "/opt",
+    "/nix/store",
 ];
 
 /// What the jail must show for a program to run.
@@ -175,11 +184,7 @@ mod tests {
         std::fs::create_dir_all(nodehome.join("lib/node_modules")).expect("lib");
         let localbin = root.join("home/.local/bin");
         std::fs::create_dir_all(&localbin).expect("dir");
-        symlink(
-            prefix.join("node_modules/.bin/xcli"),
-            localbin.join("xcli"),
-        )
-        .expect("link");
+        symlink(prefix.join("node_modules/.bin/xcli"), localbin.join("xcli")).expect("link");
         let path = format!("{}:{}", localbin.display(), nodehome.join("bin").display());
         let n = needs(&["xcli".into(), "--flag".into()], &path, &root);
         assert!(n.read_only.contains(&prefix), "{n:?}");
@@ -204,11 +209,7 @@ mod tests {
         let root = t.path().canonicalize().expect("canonical");
         let bin = root.join("share/claude/versions/2.1.0");
         exe(&bin, "\x7fELF");
-        let n = needs(
-            &[bin.display().to_string()],
-            "/usr/bin",
-            Path::new("/"),
-        );
+        let n = needs(&[bin.display().to_string()], "/usr/bin", Path::new("/"));
         assert_eq!(n.read_only, vec![bin]);
         let n = needs(&["sh".into(), "-c".into()], "/usr/bin:/bin", Path::new("/"));
         assert_eq!(n, Needs::default());

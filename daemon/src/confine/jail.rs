@@ -138,7 +138,12 @@ pub fn argv(bwrap: &Path, spec: &JailSpec, program: &[String]) -> Vec<String> {
         a.extend(["--ro-bind".into(), s(dir), s(dir)]);
     }
     let size = spec.tmp_bytes.to_string();
-    a.extend(["--proc".into(), "/proc".into(), "--dev".into(), "/dev".into()]);
+    a.extend([
+        "--proc".into(),
+        "/proc".into(),
+        "--dev".into(),
+        "/dev".into(),
+    ]);
     for tmp in ["/tmp", "/var/tmp", "/dev/shm"] {
         a.extend(["--size".into(), size.clone(), "--tmpfs".into(), tmp.into()]);
     }
@@ -257,9 +262,16 @@ mod tests {
             network: false,
             tmp_bytes: 1024,
         };
-        let a = argv(Path::new("/usr/bin/bwrap"), &spec, &["claude".into(), "-x".into()]);
+        let a = argv(
+            Path::new("/usr/bin/bwrap"),
+            &spec,
+            &["claude".into(), "-x".into()],
+        );
         let j = a.join(" ");
-        assert!(j.starts_with("/usr/bin/bwrap --die-with-parent --unshare-pid"), "{j}");
+        assert!(
+            j.starts_with("/usr/bin/bwrap --die-with-parent --unshare-pid"),
+            "{j}"
+        );
         assert!(j.contains("--unshare-net"), "{j}");
         assert!(!j.contains("--ro-bind / /"), "never the whole machine: {j}");
         assert!(!j.contains("--dev-bind"), "never the host's devices: {j}");
@@ -319,7 +331,10 @@ mod tests {
             std::fs::read_to_string(own.join(".claude/settings.json")).expect("seeded"),
             "{\"a\":1}"
         );
-        assert!(!own.join(".claude/projects").exists(), "history is not copied");
+        assert!(
+            !own.join(".claude/projects").exists(),
+            "history is not copied"
+        );
         assert!(!own.join(".ssh").exists(), "nothing else of the home");
         assert_eq!(
             std::fs::read_to_string(own.join(".claude.json")).expect("made"),
@@ -351,7 +366,10 @@ mod tests {
         std::os::unix::fs::symlink(t.path(), own.join(".codex")).expect("link");
         let _ = prepare_home("claude", &home, &own);
         let _ = prepare_home("codex", &home, &own);
-        assert!(!t.path().join("planted").exists(), "no file made through the link");
+        assert!(
+            !t.path().join("planted").exists(),
+            "no file made through the link"
+        );
         assert_eq!(std::fs::read_to_string(&victim).expect("read"), "keep");
     }
 }

@@ -185,8 +185,10 @@ pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
         .find_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let id = name.strip_suffix(".runtime.json")?;
-            let v: serde_json::Value =
-                serde_json::from_str(&crate::confine::beneath::read_record(&e.path(), 1 << 20).ok()?).ok()?;
+            let v: serde_json::Value = serde_json::from_str(
+                &crate::confine::beneath::read_record(&e.path(), 1 << 20).ok()?,
+            )
+            .ok()?;
             let held = v["pid"]
                 .as_u64()
                 .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
@@ -198,9 +200,10 @@ pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
 /// the short name from `~/.gemini/projects.json`; a chat's first line holds its `sessionId`
 /// (what `gemini --resume` takes).
 pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
-    let projects: serde_json::Value =
-        serde_json::from_str(&crate::confine::beneath::read_record(&base.join("projects.json"), 4 << 20).ok()?)
-            .ok()?;
+    let projects: serde_json::Value = serde_json::from_str(
+        &crate::confine::beneath::read_record(&base.join("projects.json"), 4 << 20).ok()?,
+    )
+    .ok()?;
     let short = projects["projects"][dir.display().to_string()].as_str()?;
     if short.is_empty() || short.contains('/') || short.contains("..") {
         return None;
@@ -216,7 +219,8 @@ pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<Str
         })
         .collect();
     let f = only_recent(files, since_ms)?;
-    let first = crate::confine::beneath::read_record_head(&f, crate::confine::beneath::RECORD_MAX).ok()?;
+    let first =
+        crate::confine::beneath::read_record_head(&f, crate::confine::beneath::RECORD_MAX).ok()?;
     let meta: serde_json::Value = serde_json::from_str(first.lines().next()?).ok()?;
     meta["sessionId"].as_str().map(str::to_string)
 }

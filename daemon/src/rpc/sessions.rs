@@ -122,8 +122,12 @@ pub(super) async fn spawn_session(
     // permission prompts, a preloaded library): never from inside a session, whose program
     // could otherwise start a sibling freer than itself.
     if actor.via.starts_with("session:") && (!r.args.is_empty() || !r.env.is_empty()) {
-        svc.daemon
-            .audit(&actor, &name, "spawn", Err("args or env from inside a session"));
+        svc.daemon.audit(
+            &actor,
+            &name,
+            "spawn",
+            Err("args or env from inside a session"),
+        );
         return Err(Status::permission_denied(
             "a session started from inside a session takes no arguments or environment: start it from the machine (clibotctl at a terminal) or from a chat",
         ));

@@ -12,8 +12,12 @@ pub(super) async fn cancel_turn(
     // A cancel presses keys: the same people as `keys` may.
     svc.owned(&actor, &r.session, "cancel", false)?;
     if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
-        svc.daemon
-            .audit(&actor, &r.session, "cancel", Err("not the owner or an admin"));
+        svc.daemon.audit(
+            &actor,
+            &r.session,
+            "cancel",
+            Err("not the owner or an admin"),
+        );
         return Err(e.into());
     }
     let by = if actor.is_local() {

@@ -384,4 +384,3 @@ fn reads_hidden(tty: &str) -> Result<bool, String> {
     let t = rustix::termios::tcgetattr(&fd).map_err(|e| format!("{tty}: {e}"))?;
     Ok(!t.local_modes.contains(LocalModes::ECHO) && t.local_modes.contains(LocalModes::ICANON))
 }
-

@@ -160,7 +160,10 @@ impl Daemon {
         let mut needs = crate::confine::install::needs(argv, path, &rec.dir);
         // The program the CLI's hooks run (`clibotctl hook`), where it is.
         let (_, hook_argv) = self.hook_command(&cli.name);
-        if let Some(p) = hook_argv.first().map(PathBuf::from).filter(|p| p.is_absolute())
+        if let Some(p) = hook_argv
+            .first()
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
             && !crate::confine::install::in_system(&p)
         {
             needs.read_only.push(p);

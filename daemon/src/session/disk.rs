@@ -19,7 +19,8 @@ use crate::locking::lock;
 /// How often the jailed sessions' use of the disk is measured: fifteen safety-net periods
 /// (`[daemon] poll_interval_ms`), 30 s at the default, never more often than every 3 s.
 fn disk_check_every(poll_ms: u64) -> Duration {
-    Duration::from_millis(poll_ms.saturating_mul(15)).clamp(Duration::from_secs(3), Duration::from_secs(30))
+    Duration::from_millis(poll_ms.saturating_mul(15))
+        .clamp(Duration::from_secs(3), Duration::from_secs(30))
 }
 /// The most entries one measurement looks at; a tree with more counts as over any limit.
 const MAX_ENTRIES: usize = 2_000_000;
@@ -151,6 +152,9 @@ mod tests {
         std::os::unix::fs::symlink(&outside, a.join("link")).expect("link");
         let used = disk_use(&[a]).expect("counted");
         assert!(used >= 64 * 1024, "{used}");
-        assert!(used < 1 << 20, "no sparse gigabytes, nothing through the link: {used}");
+        assert!(
+            used < 1 << 20,
+            "no sparse gigabytes, nothing through the link: {used}"
+        );
     }
 }

@@ -101,12 +101,15 @@ impl Daemon {
         let dir = rec.dir.clone();
         let asked = Path::new(path);
         let rel = if asked.is_absolute() {
-            asked.strip_prefix(&dir).map(Path::to_path_buf).map_err(|_| {
-                CoreError::PermissionDenied(format!(
-                    "{path} is outside {name}'s directory ({}): only files in it are sent",
-                    dir.display()
-                ))
-            })?
+            asked
+                .strip_prefix(&dir)
+                .map(Path::to_path_buf)
+                .map_err(|_| {
+                    CoreError::PermissionDenied(format!(
+                        "{path} is outside {name}'s directory ({}): only files in it are sent",
+                        dir.display()
+                    ))
+                })?
         } else {
             asked.to_path_buf()
         };
@@ -210,9 +213,11 @@ impl Daemon {
                     Err(e) => last = Some(e),
                 }
             }
-            Err(last.unwrap_or(crate::confine::beneath::BeneathError::BadPath(
-                PathBuf::from(INBOX),
-            )))
+            Err(
+                last.unwrap_or(crate::confine::beneath::BeneathError::BadPath(
+                    PathBuf::from(INBOX),
+                )),
+            )
         })
         .await
         .map_err(|e| {

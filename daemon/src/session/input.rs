@@ -15,6 +15,15 @@ use crate::store::now_ms;
 
 use super::shared::*;
 
+/// What [`Daemon::deliver`] did with a message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Delivery {
+    /// Typed: the event that records it.
+    Typed(u64),
+    /// Not typed: a dialog is up (it was published as a prompt); the message waits.
+    Held,
+}
+
 /// What became of a message sent to a session.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sent {
@@ -95,8 +104,58 @@ impl Daemon {
             self.wake_if_hibernated(name);
             return Ok((seq, true));
         }
-        let seq = self.deliver(name, &text, submit).await?;
-        Ok((seq, false))
+        match self.deliver(name, &text, submit).await? {
+            Delivery::Typed(seq) => Ok((seq, false)),
+            // A dialog came up between the check above and the typing: the message waits for
+            // the turn like any other.
+            Delivery::Held => self.queue_held(name, text).await,
+        }
+    }
+
+    /// Queues a message a dialog held back (at the queue's head: it came first).
+    async fn queue_held(&self, name: &str, text: String) -> Result<(u64, bool), CoreError> {
+        let (id, file) = {
+            let mut sessions = lock(&self.inner.sessions);
+            let e = sessions
+                .get_mut(name)
+                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+            e.rec.queue.insert(0, text.clone());
+            let file = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue);
+            (e.rec.id.clone(), file)
+        };
+        if let Err(err) = file {
+            warn!("cannot keep the held message on disk (it is kept in memory): {err}");
+        }
+        let seq = self.event(name, &id, EventKind::InputQueued { text, position: 1 });
+        info!("input held: a dialog is up; it is typed when the turn ends");
+        Ok((seq, true))
+    }
+
+    /// Whether the session shows a dialog right now (a hook said it waits, or its screen shows
+    /// one): then nothing is typed — a message would answer it. A dialog seen on the screen is
+    /// published as a prompt. A password prompt does not hold a message: it is typed hidden.
+    async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
+        let waiting = lock(&self.inner.sessions).get(name).is_some_and(|e| {
+            e.rec.state == State::Waiting && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
+        });
+        if waiting {
+            return true;
+        }
+        let Some((_, pack)) = self.kind_of(cli) else {
+            return false;
+        };
+        let Ok(screen) = self.mux_of(name).capture(target, None, false).await else {
+            return false;
+        };
+        let a = pack.analyze(&screen);
+        match &a.prompt {
+            Some(p) if p.kind != crate::model::SECRET => {
+                info!(kind = %p.kind, "a dialog is up: the input waits");
+                self.on_screen(name, a);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Types the text (and Enter) now, serialised with all other input to this session.
@@ -105,11 +164,15 @@ impl Daemon {
         name: &str,
         text: &str,
         submit: bool,
-    ) -> Result<u64, CoreError> {
+    ) -> Result<Delivery, CoreError> {
         let (rec, input) = self.lookup(name)?;
         self.refuse_unmanaged(&rec)?;
         let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
         let _turn = input.lock().await;
+        // Right before typing, the pane is read: nothing is ever typed into a dialog.
+        if self.dialog_up(name, rec.target(), &rec.cli).await {
+            return Ok(Delivery::Held);
+        }
         let mux = self.mux_of(name);
         // Where this turn's output will begin, for CLIs whose reply is read off the screen.
         let anchor = match mux.cursor(rec.target()).await {
@@ -176,10 +239,12 @@ impl Daemon {
             // it working, with where its output begins, and reports it when it ends.
             self.persist();
         }
-        Ok(seq)
+        Ok(Delivery::Typed(seq))
     }
 
-    /// Delivers the oldest queued input if the session is ready for it.
+    /// Delivers the oldest queued input if the session is ready for it. The message leaves the
+    /// queue (in memory and on disk) only once it was typed: a daemon killed while typing it
+    /// finds it queued still, and a dialog that holds it keeps it first in line.
     pub(crate) fn deliver_queued(&self, name: &str) {
         let next = {
             let mut sessions = lock(&self.inner.sessions);
@@ -193,18 +258,29 @@ impl Daemon {
                 return;
             }
             e.rt.delivering = true;
-            let next = e.rec.queue.remove(0);
-            if let Err(err) = self.inner.queues.pop(&e.rec.id, &e.rec.queue) {
-                warn!("cannot record on disk that a queued message was typed: {err}");
-            }
-            next
+            e.rec.queue[0].clone()
         };
         let d = self.clone();
         let name = name.to_string();
         tokio::spawn(async move {
+            let taken = |d: &Daemon| {
+                if let Some(e) = lock(&d.inner.sessions).get_mut(&name)
+                    && e.rec.queue.first() == Some(&next)
+                {
+                    e.rec.queue.remove(0);
+                    if let Err(err) = d.inner.queues.pop(&e.rec.id, &e.rec.queue) {
+                        warn!("cannot record on disk that a queued message was typed: {err}");
+                    }
+                }
+            };
             let failed = match d.deliver(&name, &next, true).await {
-                Ok(_) => false,
+                Ok(Delivery::Typed(_)) => {
+                    taken(&d);
+                    false
+                }
+                Ok(Delivery::Held) => false,
                 Err(e) => {
+                    taken(&d);
                     warn!(session = %name, "queued input could not be delivered: {e}");
                     let id = lock(&d.inner.sessions)
                         .get(&name)

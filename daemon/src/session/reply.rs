@@ -39,7 +39,8 @@ impl Daemon {
         let mut cli = self.cli(&rec.cli).ok().map(|c| (*c).clone());
         // What the session was started with wins over the CLI's configuration, as at spawn.
         if let Some(c) = cli.as_mut() {
-            c.env.extend(rec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            c.env
+                .extend(rec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         if !rec.jail_home.is_empty() {
             let own = (self.inner.settings.state_dir.join("jails"))
@@ -63,9 +64,13 @@ impl Daemon {
                 ("QWEN_HOME", ".qwen"),
                 ("CODEX_HOME", ".codex"),
             ] {
-                let inside = c.env.get(var).is_some_and(|v| std::path::Path::new(v).starts_with(&own));
+                let inside = c
+                    .env
+                    .get(var)
+                    .is_some_and(|v| std::path::Path::new(v).starts_with(&own));
                 if !inside {
-                    c.env.insert(var.into(), own.join(rel).display().to_string());
+                    c.env
+                        .insert(var.into(), own.join(rel).display().to_string());
                 }
             }
         }

@@ -207,4 +207,3 @@ fn subjects_agree(hook: &str, screen: &crate::cli::detect::ScreenPrompt) -> bool
     let (h, s) = (norm(hook), norm(&screen.subject));
     h == s || (screen.subject_partial && h.starts_with(s.trim_end_matches('…')))
 }
-

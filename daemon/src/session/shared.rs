@@ -135,8 +135,14 @@ mod tests {
 
     #[test]
     fn payloads_of_countless_tiny_values_are_refused_before_parsing() {
-        let big_string = format!("{{\"tool_input\":{{\"content\":\"{}\"}}}}", "a,b,[{".repeat(500_000));
-        assert!(check_payload_shape(&big_string).is_ok(), "commas in a string are text");
+        let big_string = format!(
+            "{{\"tool_input\":{{\"content\":\"{}\"}}}}",
+            "a,b,[{".repeat(500_000)
+        );
+        assert!(
+            check_payload_shape(&big_string).is_ok(),
+            "commas in a string are text"
+        );
         let many = format!("[{}1]", "1,".repeat(MAX_PAYLOAD_VALUES + 1));
         assert!(check_payload_shape(&many).is_err());
         let escaped = r#"{"a":"quote \" then , , ,"}"#;

@@ -138,15 +138,22 @@ impl Daemon {
                     .into_iter()
                     .filter(|binder| {
                         let admin = binder == "local"
-                            || binder.split_once(':').is_some_and(|(p, u)| {
-                                self.inner.access.known(p, u) == Some(true)
-                            });
-                        if owner.is_empty() { !admin } else { binder != owner }
+                            || binder
+                                .split_once(':')
+                                .is_some_and(|(p, u)| self.inner.access.known(p, u) == Some(true));
+                        if owner.is_empty() {
+                            !admin
+                        } else {
+                            binder != owner
+                        }
                     })
                     .collect();
                 let ended = self.inner.chats.end_bindings_by(&req.name, &others);
                 if ended > 0 {
-                    info!(ended, "chats bound to a former session of this name were let go");
+                    info!(
+                        ended,
+                        "chats bound to a former session of this name were let go"
+                    );
                 }
                 self.launched(&req.name, s).await
             }
@@ -376,9 +383,7 @@ impl Daemon {
                 let dirs = launch_dirs.clone();
                 let (jailed, hook_socket) =
                     crate::confine::beneath::blocking("preparing the jail", move || {
-                        let r = d.jailed_argv(
-                            &bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf,
-                        );
+                        let r = d.jailed_argv(&bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf);
                         // What the CLI's links point to in its home is made in the jail's own
                         // home too, which the jail shows there.
                         let own = (d.inner.settings.state_dir.join("jails"))

@@ -46,9 +46,8 @@ impl Daemon {
         };
         let home = expand_home(Path::new("~"));
         let home = home.canonicalize().unwrap_or(home);
-        let mut owner_dirs = crate::confine::secrets::config_paths(
-            self.inner.settings.config_file.as_deref(),
-        );
+        let mut owner_dirs =
+            crate::confine::secrets::config_paths(self.inner.settings.config_file.as_deref());
         owner_dirs.push(self.inner.settings.state_dir.clone());
         let owner_dirs: Vec<PathBuf> = owner_dirs
             .into_iter()

@@ -21,8 +21,8 @@ use clibot_gateway::chunk::{ChunkOptions, chunk};
 use clibot_proto::v1;
 use serenity::all::{
     Channel, ChannelId, ClientBuilder, Context, CreateActionRow, CreateAttachment, CreateButton,
-    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, Http,
-    HttpBuilder, Interaction, Message, Ready, ResumedEvent,
+    CreateInteractionResponse, CreateMessage, EventHandler, GatewayIntents, Http, HttpBuilder,
+    Interaction, Message, Ready, ResumedEvent,
 };
 use tokio::sync::{mpsc, oneshot};
 

@@ -98,7 +98,10 @@ impl Router {
                         let id = crate::transcribe::hold(&chat, &session, &text);
                         let shown = format!("🎤 [{session}] {text}\nSend it to {session}?");
                         let options = ["Send".to_string(), "Cancel".to_string()];
-                        platform.send_prompt(&chat, &id, &shown, &options).await.map(|_| ())
+                        platform
+                            .send_prompt(&chat, &id, &shown, &options)
+                            .await
+                            .map(|_| ())
                     }
                     Ok(_) => {
                         platform

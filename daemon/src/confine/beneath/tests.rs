@@ -42,7 +42,10 @@ fn a_regular_file_is_read_and_nothing_else() {
         d.read(Path::new("sub"), 100),
         Err(BeneathError::NotRegular(_, "a directory"))
     ));
-    assert!(d.read(Path::new("missing"), 100).is_err_and(|e| e.is_not_found()));
+    assert!(
+        d.read(Path::new("missing"), 100)
+            .is_err_and(|e| e.is_not_found())
+    );
 }
 
 #[test]
@@ -140,7 +143,8 @@ fn chmod_and_rename_never_follow() {
     d.chmod(Path::new("sub"), 0o700).expect("chmod dir");
     // A rename moves the link itself.
     let sent = d.create_dir_all(Path::new("sent"), 0o700).expect("sent");
-    d.rename(Path::new("k"), &sent, Path::new("k2")).expect("rename");
+    d.rename(Path::new("k"), &sent, Path::new("k2"))
+        .expect("rename");
     assert!(
         std::fs::symlink_metadata(root.join("s/sent/k2"))
             .expect("meta")
@@ -210,11 +214,18 @@ fn records_in_a_session_area_are_read_with_no_link_followed() {
     }
     confine_area(root.join("sessions/j"));
     assert!(matches!(
-        read_record(&root.join("sessions/j/copilot-home/state/events.jsonl"), 100),
+        read_record(
+            &root.join("sessions/j/copilot-home/state/events.jsonl"),
+            100
+        ),
         Err(BeneathError::Link(_))
     ));
     assert_eq!(
-        read_record(&root.join("sessions/u/copilot-home/state/events.jsonl"), 100).expect("read"),
+        read_record(
+            &root.join("sessions/u/copilot-home/state/events.jsonl"),
+            100
+        )
+        .expect("read"),
         "{}\n",
         "an unjailed session's own links are followed"
     );

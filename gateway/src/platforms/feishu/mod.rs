@@ -1061,7 +1061,10 @@ mod unit {
         // Pushed again under a new event id: the same message.
         let mut again = message("p2p", "hi", json!([]));
         again["header"]["event_id"] = json!("ev-new");
-        assert_eq!(ingress.handle(again.to_string().as_bytes()), Handled::Ack(None));
+        assert_eq!(
+            ingress.handle(again.to_string().as_bytes()),
+            Handled::Ack(None)
+        );
         let press = json!({
             "header": { "event_id": "ev3", "event_type": "card.action.trigger" },
             "event": {
