@@ -586,7 +586,10 @@ mod tests {
         )
         .expect("parses");
         let clis = c.clis();
-        assert_eq!(clis["claude"].argv, vec!["claude".to_string()]);
+        assert_eq!(
+            clis["claude"].argv,
+            ["claude", "--permission-mode", "default"].map(String::from)
+        );
         assert_eq!(clis["claude"].env["A"], "1");
         assert_eq!(
             clis["mytool"].argv,

@@ -681,3 +681,42 @@ fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog(
     }
     assert!(!s.work.join("first.txt").exists());
 }
+
+/// Claude Code's own default, auto mode, asks nothing: a session started so is ready as soon
+/// as its footer shows (not after a long wait for a footer it never draws), and its chats are
+/// told once that no permission prompt will reach them.
+#[test]
+fn real_cli_a_session_in_auto_mode_is_ready_and_says_that_it_asks_nothing() {
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![Rule::text("hello", "hi")]);
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    let argv = vec![clibot_tests::claude::claude_bin().display().to_string()];
+    h.add_cli("claude", &argv, &claude.env(), "");
+    h.start_daemon_without(UNSET_ENV);
+    let started = std::time::Instant::now();
+    h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &work.display().to_string()]);
+    wait_idle(&h);
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "ready after {:?}",
+        started.elapsed()
+    );
+    let told = wait_event(&h, "the mode notice", |e| {
+        e["type"] == "notice" && e["kind"] == "mode"
+    });
+    assert!(
+        told["text"].as_str().is_some_and(|t| t.contains("auto mode on")),
+        "{told}"
+    );
+    h.ctl_ok(&["send", "cc", "hello"]);
+    let done = wait_event(&h, "the reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "hi");
+    let notices = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "notice" && e["kind"] == "mode")
+        .count();
+    assert_eq!(notices, 1, "told once");
+}

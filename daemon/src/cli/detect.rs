@@ -58,6 +58,10 @@ pub struct PackConfig {
     /// box before they accept input). Empty: idle means ready.
     #[serde(default)]
     pub ready: Vec<String>,
+    /// The CLI runs in a mode where its tool calls are not asked (Claude Code's auto mode):
+    /// no permission prompt reaches a chat, which its chats are told once.
+    #[serde(default)]
+    pub unasked: Vec<String>,
     #[serde(default)]
     pub prompts: Vec<PromptRuleConfig>,
     #[serde(default)]
@@ -83,6 +87,7 @@ pub struct Pack {
     idle: Vec<Regex>,
     interrupted: Vec<Regex>,
     ready: Vec<Regex>,
+    unasked: Vec<Regex>,
     prompts: Vec<PromptRule>,
     errors: Vec<(String, Regex)>,
 }
@@ -119,6 +124,8 @@ pub struct Analysis {
     pub settled: bool,
     /// (kind, the line that matched)
     pub error: Option<(String, String)>,
+    /// The words that say the CLI runs its tools without asking (its mode), if shown.
+    pub unasked: Option<String>,
 }
 
 fn compile(p: &str, what: &str) -> Result<Regex, String> {
@@ -199,6 +206,7 @@ impl Pack {
                 "interrupted pattern",
             )?,
             ready: compile_all(&join(&base.ready, &extra.ready), "ready pattern")?,
+            unasked: compile_all(&join(&base.unasked, &extra.unasked), "unasked pattern")?,
             prompts,
             errors,
         })
@@ -227,6 +235,7 @@ impl Pack {
             idle: self.idle.iter().any(|r| r.is_match(&tail)),
             interrupted: self.interrupted.iter().any(|r| r.is_match(&tail)),
             ready: self.ready.is_empty() || self.ready.iter().any(|r| r.is_match(screen)),
+            unasked: self.unasked.iter().find_map(|r| r.find(&tail)).map(|m| m.as_str().to_string()),
             ..Default::default()
         };
         a.settled = !a.busy && (a.idle || self.idle.is_empty());
@@ -774,10 +783,14 @@ pub(crate) mod tests {
         assert!(a.idle && !a.busy);
         let a = c.analyze("  ⎿  API Error: 429 rate_limit_error\n❯ \n? for shortcuts");
         assert_eq!(a.error.map(|e| e.0), Some("rate_limit".to_string()));
-        assert!(
-            c.analyze("  ⎿  Interrupted · What should Claude do instead?\n❯ ")
-                .interrupted
-        );
+        // Interrupted while the line is the last thing above the composer; not once the
+        // next message was typed under it.
+        assert!(c.analyze(&screen("claude_interrupted.txt")).interrupted);
+        assert!(!c.analyze(&screen("claude_interrupted_then_working.txt")).interrupted);
+        // Auto mode's footer is idle too, and says that nothing is asked.
+        let a = c.analyze("❯ \n  ⏵⏵ auto mode on (shift+tab to cycle)");
+        assert!(a.idle && a.unasked.as_deref() == Some("auto mode on"));
+        assert!(c.analyze("❯ \n  ⏸ manual mode on · ? for shortcuts").unasked.is_none());
     }
 
     #[test]

@@ -177,7 +177,19 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             prompts: PromptPolicy::default(),
         };
     [
-        mk("claude", vec!["claude".into()], 300, &["C-c", "C-c"], None),
+        // Claude Code 2.1.3xx starts in auto mode (tool calls vetted by the model, never asked):
+        // clibot asks for its classic mode, where each tool call is a prompt for the phone.
+        mk(
+            "claude",
+            vec![
+                "claude".into(),
+                "--permission-mode".into(),
+                "default".into(),
+            ],
+            300,
+            &["C-c", "C-c"],
+            None,
+        ),
         mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
         mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
         mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),

@@ -82,6 +82,8 @@ pub(crate) struct Runtime {
     /// Why the outbox was last refused (a link, not a folder), as its chats were told: the
     /// same refusal is not told again.
     pub(crate) outbox_told: Option<String>,
+    /// The chats were told that the CLI runs its tools without asking.
+    pub(crate) unasked_told: bool,
 }
 
 impl Default for Runtime {
@@ -107,6 +109,7 @@ impl Default for Runtime {
             hibernating: false,
             outbox: Vec::new(),
             outbox_told: None,
+            unasked_told: false,
         }
     }
 }

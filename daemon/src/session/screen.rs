@@ -25,6 +25,19 @@ impl Daemon {
             };
             id = e.rec.id.clone();
             let now = Instant::now();
+            // A CLI that runs its tools without asking: its chats are told once, since no
+            // permission prompt will ever reach them.
+            if let Some(mode) = &a.unasked
+                && !std::mem::replace(&mut e.rt.unasked_told, true)
+            {
+                events.push(EventKind::Notice {
+                    text: format!(
+                        "{} runs in a mode that does not ask before it uses tools (\"{mode}\"): no permission prompt reaches this chat, commands and edits just run. To be asked, start it with its asking mode (Claude Code: --permission-mode default, clibot's default) or switch modes in the session (Shift+Tab).",
+                        e.rec.cli
+                    ),
+                    kind: "mode".into(),
+                });
+            }
             // With the CLI's API connected, prompts come and go through it; the screen's view
             // of a dialog (drawn late, or lingering after an answer) would only add noise.
             let screen_prompt = if e.rt.api.is_some() {
