@@ -238,6 +238,63 @@ impl Default for TmuxConfig {
     }
 }
 
+/// The top-level sections the daemon reads.
+pub const DAEMON_SECTIONS: &[&str] = &[
+    "daemon",
+    "tmux",
+    "cli",
+    "access",
+    "rules",
+    "guard",
+    "decider",
+    "delegation",
+    "sessions",
+    "routes",
+];
+
+/// Top-level sections of the config file that neither the daemon nor the gateway reads (a
+/// misspelled `[acess.telegram]`), each with what was probably meant.
+pub fn unknown_sections(text: &str) -> Vec<String> {
+    let Ok(value) = toml::from_str::<toml::Table>(text) else {
+        return Vec::new();
+    };
+    let known: Vec<&str> = DAEMON_SECTIONS.iter().copied().chain(["gateway"]).collect();
+    value
+        .keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .map(|k| {
+            let near = known
+                .iter()
+                .min_by_key(|n| edit_distance(k, n))
+                .filter(|n| edit_distance(k, n) <= 2);
+            match near {
+                Some(n) => format!("[{k}] is no section clibot reads (did you mean [{n}]?): it is ignored"),
+                None => format!("[{k}] is no section clibot reads: it is ignored"),
+            }
+        })
+        .collect()
+}
+
+/// Levenshtein distance, for naming the section a misspelling meant.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = if ca == *cb {
+                prev
+            } else {
+                1 + prev.min(row[j]).min(cur)
+            };
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
 /// What the daemon was started with.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -274,21 +331,7 @@ impl Config {
         })?;
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
-        value.retain(|k, _| {
-            matches!(
-                k,
-                "daemon"
-                    | "tmux"
-                    | "cli"
-                    | "access"
-                    | "rules"
-                    | "guard"
-                    | "decider"
-                    | "delegation"
-                    | "sessions"
-                    | "routes"
-            )
-        });
+        value.retain(|k, _| DAEMON_SECTIONS.iter().any(|s| *s == k));
         clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
             path: path.to_path_buf(),
             key: e.key,

@@ -55,6 +55,10 @@ struct Args {
     /// Internal: print the manual page clibotd(1) (`clibotctl man --dir` collects it).
     #[arg(long, hide = true)]
     print_man: bool,
+    /// Check the config file (`--config`, `CLIBOT_CONFIG` or the default) as a starting daemon
+    /// would read it, print what is wrong and exit: 0 when it would be accepted.
+    #[arg(long)]
+    check_config: bool,
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,9 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if args.check_config {
+        return check_config(args.config.as_deref());
     }
     if let Some(file) = &args.launch {
         let e = clibotd::confine::launch::run(file);
@@ -171,6 +178,39 @@ fn default_state_dir() -> anyhow::Result<PathBuf> {
         .state_dir()
         .unwrap_or_else(|| dirs.data_local_dir())
         .to_path_buf())
+}
+
+/// `--check-config`: the file read with the daemon's own parser; what a start would refuse is
+/// printed with the key it names, sections nobody reads as warnings.
+fn check_config(path: Option<&std::path::Path>) -> ExitCode {
+    let (path, required) = match path {
+        Some(p) => (p.to_path_buf(), true),
+        None => match clibot_proto::default_config_path() {
+            Some(p) => (p, false),
+            None => {
+                println!("ok: no config file (built-in defaults)");
+                return ExitCode::SUCCESS;
+            }
+        },
+    };
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    for w in clibotd::config::unknown_sections(&text) {
+        println!("warning: {w}");
+    }
+    match Config::load(&path, required) {
+        Ok(None) => {
+            println!("ok: no config file at {} (built-in defaults)", path.display());
+            ExitCode::SUCCESS
+        }
+        Ok(Some(_)) => {
+            println!("ok: {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn default_data_dir() -> anyhow::Result<PathBuf> {

@@ -355,3 +355,56 @@ fn doctor_says_why_a_platform_api_cannot_be_reached() {
     let (_, v) = doctor(&h);
     assert_eq!(status_of(&v, "gateway telegram api"), "ok", "{v:#}");
 }
+
+/// A file the daemon would refuse at its next start fails doctor — daemon running or not —
+/// naming the key; a misspelled section is a warning that names what was meant.
+#[test]
+fn doctor_fails_on_a_config_the_daemon_would_refuse_running_or_not() {
+    let fails = |v: &Value| -> Vec<String> {
+        v["checks"]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter(|c| c["status"] == "fail" || c["status"] == "warn")
+                    .map(|c| c["detail"].as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut h = Harness::new();
+    h.start_daemon();
+    let good = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        format!("{good}\n[acess.telegram]\nadmins = [\"1\"]\n[access.discord]\npairing_ttl = \"0\"\n"),
+    )
+    .expect("config");
+    for running in [true, false] {
+        if !running {
+            h.terminate_daemon();
+        }
+        let (code, v) = doctor(&h);
+        assert_eq!(code, Some(1), "running: {running}: {v:#}");
+        let said = fails(&v).join("\n");
+        assert!(said.contains("pairing_ttl"), "running: {running}: {said}");
+        assert!(said.contains("[acess]") && said.contains("did you mean [access]"), "{said}");
+    }
+}
+
+/// `reload` of a file whose access section was misspelled keeps the admins, says why, and
+/// names the section that was probably meant.
+#[test]
+fn reload_refuses_to_drop_every_admin_of_a_platform_unsaid() {
+    let mut h = Harness::with_config("\n[access.telegram]\nadmins = [\"100\"]\n");
+    h.start_daemon();
+    let good = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(&h.config, good.replace("[access.telegram]", "[acess.telegram]"))
+        .expect("config");
+    let e = h.ctl_err(&["reload"]);
+    assert!(e.contains("drop every admin of telegram"), "{e}");
+    assert!(e.contains("did you mean [access]"), "{e}");
+    // Meant: an explicit empty list is taken.
+    std::fs::write(&h.config, good.replace("admins = [\"100\"]", "admins = []"))
+        .expect("config");
+    h.ctl_ok(&["reload"]);
+}

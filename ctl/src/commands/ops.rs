@@ -217,9 +217,13 @@ pub async fn reload(c: &mut Client, json: bool) -> anyhow::Result<()> {
             serde_json::to_string_pretty(&serde_json::json!({
                 "reloaded": r.reloaded,
                 "needs_restart": r.needs_restart,
+                "warnings": r.warnings,
             }))?
         );
         return Ok(());
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
     }
     if r.reloaded.is_empty() && r.needs_restart.is_empty() {
         println!("reloaded: nothing changed");

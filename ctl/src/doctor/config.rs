@@ -44,35 +44,6 @@ pub(super) fn read_config(path: Option<&Path>, out: &mut Vec<Check>) -> Option<t
     };
     match text.parse::<toml::Table>() {
         Ok(t) => {
-            let unknown: Vec<&String> = t
-                .keys()
-                .filter(|k| {
-                    !matches!(
-                        k.as_str(),
-                        "daemon"
-                            | "tmux"
-                            | "cli"
-                            | "access"
-                            | "gateway"
-                            | "rules"
-                            | "guard"
-                            | "decider"
-                            | "delegation"
-                    )
-                })
-                .collect();
-            if !unknown.is_empty() {
-                out.push(check(
-                    "config sections",
-                    Level::Warn,
-                    format!(
-                        "{}: unknown top-level keys {:?} are ignored by every part of clibot",
-                        path.display(),
-                        unknown
-                    ),
-                    "check their spelling: the sections are [daemon], [tmux], [cli.NAME], [access.PLATFORM], [gateway.PLATFORM]",
-                ));
-            }
             Some(t)
         }
         Err(e) => {
@@ -142,3 +113,65 @@ pub(super) fn roots_check(config: &toml::Table, out: &mut Vec<Check>) {
         ));
     }
 }
+
+/// The file on disk read by the daemon's own parser (`clibotd --check-config`), whether a
+/// daemon runs or not: what its next start would refuse fails here, naming the key; sections
+/// nobody reads are warnings.
+pub(super) async fn parser_check(path: Option<&Path>, out: &mut Vec<Check>) {
+    let Some(path) = path.filter(|p| p.exists()) else {
+        return;
+    };
+    let daemon = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("clibotd")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("clibotd"));
+    let run = tokio::process::Command::new(&daemon)
+        .arg("--check-config")
+        .arg("--config")
+        .arg(path)
+        .stdin(std::process::Stdio::null())
+        .output();
+    let out_text = match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
+        Ok(Ok(o)) => (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned()),
+        _ => {
+            out.push(check(
+                "config",
+                Level::Warn,
+                format!(
+                    "cannot run {} --check-config: the file was not checked with the daemon's parser",
+                    daemon.display()
+                ),
+                "install clibotd next to clibotctl (./install.sh)",
+            ));
+            return;
+        }
+    };
+    let (ok, text) = out_text;
+    for line in text.lines() {
+        if let Some(w) = line.strip_prefix("warning: ") {
+            out.push(check(
+                "config sections",
+                Level::Warn,
+                format!("{}: {w}", path.display()),
+                "check the spelling: the sections are [daemon], [tmux], [cli.NAME], [access.PLATFORM], [gateway.PLATFORM], [[rules]], [guard], [decider], [delegation], [[sessions]], [[routes]]",
+            ));
+        } else if let Some(e) = line.strip_prefix("error: ") {
+            out.push(check(
+                "config",
+                Level::Fail,
+                format!("the daemon would refuse to start on it: {e}"),
+                "fix what it names, then `clibotctl reload` (or restart the daemon)",
+            ));
+        }
+    }
+    if ok {
+        out.push(check(
+            "config",
+            Level::Ok,
+            format!("{}: the daemon's parser accepts it", path.display()),
+            "",
+        ));
+    }
+}
+

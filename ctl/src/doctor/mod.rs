@@ -62,6 +62,7 @@ async fn collect(socket: &Path) -> Vec<Check> {
     let mut out = Vec::new();
     let config_path = config::config_path();
     let config = config::read_config(config_path.as_deref(), &mut out);
+    config::parser_check(config_path.as_deref(), &mut out).await;
     if let Some(c) = &config {
         config::roots_check(c, &mut out);
     }

@@ -107,6 +107,8 @@ pub struct ReloadReport {
     pub reloaded: Vec<String>,
     /// Sections that changed and apply only after a restart of the daemon.
     pub needs_restart: Vec<String>,
+    /// What in the file was not taken, and why.
+    pub warnings: Vec<String>,
 }
 
 /// The sections of two configs that differ, as `[daemon] allowed_roots`-style names.

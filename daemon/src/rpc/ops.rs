@@ -49,6 +49,7 @@ pub(super) async fn reload(
     Ok(Response::new(v1::ReloadResponse {
         reloaded: r.reloaded,
         needs_restart: r.needs_restart,
+        warnings: r.warnings,
     }))
 }
 

@@ -31,7 +31,33 @@ impl Daemon {
                 .unwrap_or_default(),
             None => Config::default(),
         };
-        self.reload(config)
+        let unknown = path
+            .as_deref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+            .map(|t| crate::config::unknown_sections(&t))
+            .unwrap_or_default();
+        // A platform whose admins would all go because its section is gone (misspelled, cut
+        // out) is not reloaded: nobody would be told, and the admins would find out by being
+        // refused. An explicit `admins = []` is taken as meant.
+        let old = self.live();
+        for (platform, a) in &old.config.access {
+            if !a.admins.is_empty() && !config.access.contains_key(platform) {
+                let mut why = format!(
+                    "the file has no [access.{platform}] any more, which would drop every admin of {platform} ({}): nothing was changed; to mean it, keep the section with `admins = []`",
+                    a.admins.join(", ")
+                );
+                if !unknown.is_empty() {
+                    why.push_str(&format!("; {}", unknown.join("; ")));
+                }
+                return Err(CoreError::InvalidArgument(why));
+            }
+        }
+        let mut report = self.reload(config)?;
+        for w in unknown {
+            tracing::warn!("{w}");
+            report.warnings.push(w);
+        }
+        Ok(report)
     }
 
     /// [`Daemon::reload_from_file`], then starts the `auto_start` sessions it declares that do
@@ -61,6 +87,7 @@ impl Daemon {
         Ok(ReloadReport {
             reloaded,
             needs_restart,
+            warnings: Vec::new(),
         })
     }
 }
