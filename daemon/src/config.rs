@@ -268,7 +268,9 @@ pub fn unknown_sections(text: &str) -> Vec<String> {
                 .min_by_key(|n| edit_distance(k, n))
                 .filter(|n| edit_distance(k, n) <= 2);
             match near {
-                Some(n) => format!("[{k}] is no section clibot reads (did you mean [{n}]?): it is ignored"),
+                Some(n) => {
+                    format!("[{k}] is no section clibot reads (did you mean [{n}]?): it is ignored")
+                }
                 None => format!("[{k}] is no section clibot reads: it is ignored"),
             }
         })

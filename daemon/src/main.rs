@@ -199,7 +199,10 @@ fn check_config(path: Option<&std::path::Path>) -> ExitCode {
     }
     match Config::load(&path, required) {
         Ok(None) => {
-            println!("ok: no config file at {} (built-in defaults)", path.display());
+            println!(
+                "ok: no config file at {} (built-in defaults)",
+                path.display()
+            );
             ExitCode::SUCCESS
         }
         Ok(Some(_)) => {

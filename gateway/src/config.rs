@@ -26,6 +26,10 @@ pub struct GatewayConfig {
     /// While a turn runs, its status message shows the newest lines it printed (default on).
     #[serde(default)]
     pub stream: Option<bool>,
+    /// How long one outgoing message may wait out a platform's rate limits ("10m", the
+    /// default): a 429 costs time, never a try; past it the message is given up.
+    #[serde(default)]
+    pub rate_limit_wait: Option<String>,
     /// The largest file passed from a chat to a session, in bytes (default 20 MB).
     #[serde(default)]
     pub max_file_bytes: Option<u64>,
@@ -94,6 +98,18 @@ impl GatewayConfig {
                 Ok(d) if d.is_zero() => Ok(crate::progress::DEFAULT_STALL_AFTER),
                 Ok(d) => Ok(d),
                 Err(e) => Err(format!("[gateway] stall_after: {e}")),
+            },
+        }
+    }
+
+    /// `[gateway] rate_limit_wait` (default 10 min; at least 1 s).
+    pub fn rate_limit_wait(&self) -> Result<Duration, String> {
+        match &self.rate_limit_wait {
+            None => Ok(crate::platforms::ratelimit::DEFAULT_MAX_WAIT),
+            Some(t) => match parse_duration(t) {
+                Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+                Ok(_) => Err("[gateway] rate_limit_wait: at least \"1s\"".into()),
+                Err(e) => Err(format!("[gateway] rate_limit_wait: {e}")),
             },
         }
     }
@@ -227,6 +243,7 @@ impl GatewayConfig {
         })?;
         config.stall_after().map_err(invalid)?;
         config.down_notice_after().map_err(invalid)?;
+        config.rate_limit_wait().map_err(invalid)?;
         Ok(config)
     }
 }
@@ -309,6 +326,7 @@ impl GatewayConfig {
         for (key, value) in [
             ("stall_after", self.stall_after()),
             ("down_notice_after", self.down_notice_after()),
+            ("rate_limit_wait", self.rate_limit_wait()),
         ] {
             if let Ok(d) = value {
                 let text = if d.is_zero() {

@@ -250,6 +250,11 @@ fn main() -> ExitCode {
         transcribe::configure(t);
     }
     files::set_max_in(config.max_file_bytes.unwrap_or(files::DEFAULT_MAX_IN));
+    platforms::ratelimit::set_max_wait(
+        config
+            .rate_limit_wait()
+            .unwrap_or(platforms::ratelimit::DEFAULT_MAX_WAIT),
+    );
     // Both were checked when the config was read.
     let bounds = (
         config

@@ -696,7 +696,14 @@ fn real_cli_a_session_in_auto_mode_is_ready_and_says_that_it_asks_nothing() {
     h.add_cli("claude", &argv, &claude.env(), "");
     h.start_daemon_without(UNSET_ENV);
     let started = std::time::Instant::now();
-    h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &work.display().to_string()]);
+    h.ctl_ok(&[
+        "spawn",
+        "cc",
+        "--cli",
+        "claude",
+        "--dir",
+        &work.display().to_string(),
+    ]);
     wait_idle(&h);
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -707,7 +714,9 @@ fn real_cli_a_session_in_auto_mode_is_ready_and_says_that_it_asks_nothing() {
         e["type"] == "notice" && e["kind"] == "mode"
     });
     assert!(
-        told["text"].as_str().is_some_and(|t| t.contains("auto mode on")),
+        told["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("auto mode on")),
         "{told}"
     );
     h.ctl_ok(&["send", "cc", "hello"]);

@@ -376,7 +376,9 @@ fn doctor_fails_on_a_config_the_daemon_would_refuse_running_or_not() {
     let good = std::fs::read_to_string(&h.config).expect("config");
     std::fs::write(
         &h.config,
-        format!("{good}\n[acess.telegram]\nadmins = [\"1\"]\n[access.discord]\npairing_ttl = \"0\"\n"),
+        format!(
+            "{good}\n[acess.telegram]\nadmins = [\"1\"]\n[access.discord]\npairing_ttl = \"0\"\n"
+        ),
     )
     .expect("config");
     for running in [true, false] {
@@ -387,7 +389,10 @@ fn doctor_fails_on_a_config_the_daemon_would_refuse_running_or_not() {
         assert_eq!(code, Some(1), "running: {running}: {v:#}");
         let said = fails(&v).join("\n");
         assert!(said.contains("pairing_ttl"), "running: {running}: {said}");
-        assert!(said.contains("[acess]") && said.contains("did you mean [access]"), "{said}");
+        assert!(
+            said.contains("[acess]") && said.contains("did you mean [access]"),
+            "{said}"
+        );
     }
 }
 
@@ -398,13 +403,15 @@ fn reload_refuses_to_drop_every_admin_of_a_platform_unsaid() {
     let mut h = Harness::with_config("\n[access.telegram]\nadmins = [\"100\"]\n");
     h.start_daemon();
     let good = std::fs::read_to_string(&h.config).expect("config");
-    std::fs::write(&h.config, good.replace("[access.telegram]", "[acess.telegram]"))
-        .expect("config");
+    std::fs::write(
+        &h.config,
+        good.replace("[access.telegram]", "[acess.telegram]"),
+    )
+    .expect("config");
     let e = h.ctl_err(&["reload"]);
     assert!(e.contains("drop every admin of telegram"), "{e}");
     assert!(e.contains("did you mean [access]"), "{e}");
     // Meant: an explicit empty list is taken.
-    std::fs::write(&h.config, good.replace("admins = [\"100\"]", "admins = []"))
-        .expect("config");
+    std::fs::write(&h.config, good.replace("admins = [\"100\"]", "admins = []")).expect("config");
     h.ctl_ok(&["reload"]);
 }

@@ -60,7 +60,7 @@ impl Drop for Gateway {
 /// still in order), while another chat's commands are answered at once.
 #[test]
 fn a_chat_in_flood_control_holds_up_no_other_chat() {
-    let (h, tg, g) = setup("");
+    let (h, tg, g) = setup("[gateway]\nrate_limit_wait = \"5s\"\n");
     let g = Gateway(g);
     // Both chats work.
     for chat in [ADMIN, OTHER] {
@@ -71,8 +71,9 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
                 .any(|t| t.contains(&format!("in chat {chat}")))
         });
     }
-    // Five tries of 3 s each: 12 s of waiting, then the reply is given up.
-    tg.throttle(ADMIN, 3, 5);
+    // A 429 that says "retry after 8 s": past the 5 s a message may wait, the reply is given up
+    // at once, and the chat's next messages wait for the cooldown.
+    tg.throttle(ADMIN, 8, 1);
     tg.push_message(ADMIN, ADMIN, "Owner", "!!sessions");
     tg.push_message(ADMIN, ADMIN, "Owner", "!!help");
     let t0 = Instant::now();
@@ -87,10 +88,8 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
         took < Duration::from_secs(6),
         "the other chat waited {took:?} for the limited one"
     );
-    assert!(
-        tg.throttled_left(ADMIN) > 0,
-        "the limited chat is still limited"
-    );
+    let cooling = |tg: &FakeTelegram| !texts(&tg.sent(), ADMIN).iter().any(|t| t.contains("!!new"));
+    assert!(cooling(&tg), "the limited chat is still cooling down");
     tg.push_message(OTHER, OTHER, "Owner", "!!whoami");
     tg.wait_sent("the other chat's second reply", |s| {
         texts(s, OTHER)
@@ -99,10 +98,7 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
             .count()
             == 2
     });
-    assert!(
-        tg.throttled_left(ADMIN) > 0,
-        "the limited chat is still limited"
-    );
+    assert!(cooling(&tg), "the limited chat is still cooling down");
 
     // The limited chat: one notice after the cooldown, then the reply that waited behind.
     let sent = tg.wait_sent("the notice and the next reply", |s| {
@@ -133,6 +129,51 @@ fn a_chat_in_flood_control_holds_up_no_other_chat() {
         1,
         "{said:?}"
     );
+    drop(g);
+    drop(h);
+}
+
+/// Flood control costs time, not tries: 25 answers of 429 in a row, each saying "retry after
+/// 1 s", and four replies queued behind them are each delivered once, in order.
+#[test]
+fn four_replies_get_through_twenty_five_429s_each_once() {
+    let (h, tg, g) = setup("");
+    let g = Gateway(g);
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!whoami");
+    tg.wait_sent("whoami", |s| !texts(s, ADMIN).is_empty());
+    tg.throttle(ADMIN, 1, 25);
+    // Four commands, four distinct replies (each says which argument it refused).
+    for i in 0..4 {
+        tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!whoami {i}"));
+    }
+    let reply = |i: usize| format!("(got \"{i}\")");
+    let count = |tg: &FakeTelegram, i: usize| {
+        texts(&tg.sent(), ADMIN)
+            .iter()
+            .filter(|t| t.contains(&reply(i)))
+            .count()
+    };
+    // 25 waits of a second each: longer than the fake's usual patience.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while (0..4).any(|i| count(&tg, i) == 0) {
+        assert!(Instant::now() < deadline, "{:?}", texts(&tg.sent(), ADMIN));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let said = texts(&tg.sent(), ADMIN);
+    for i in 0..4 {
+        assert_eq!(count(&tg, i), 1, "reply {i} once: {said:?}");
+    }
+    let at = |i: usize| said.iter().position(|t| t.contains(&reply(i)));
+    assert!(
+        at(0) < at(1) && at(1) < at(2) && at(2) < at(3),
+        "in order: {said:?}"
+    );
+    assert!(
+        !said.iter().any(|t| t.contains("could not be delivered")),
+        "nothing given up: {said:?}"
+    );
+    assert_eq!(tg.throttled_left(ADMIN), 0);
     drop(g);
     drop(h);
 }

@@ -43,9 +43,7 @@ pub(super) fn read_config(path: Option<&Path>, out: &mut Vec<Check>) -> Option<t
         }
     };
     match text.parse::<toml::Table>() {
-        Ok(t) => {
-            Some(t)
-        }
+        Ok(t) => Some(t),
         Err(e) => {
             out.push(check(
                 "config",
@@ -133,7 +131,10 @@ pub(super) async fn parser_check(path: Option<&Path>, out: &mut Vec<Check>) {
         .stdin(std::process::Stdio::null())
         .output();
     let out_text = match tokio::time::timeout(std::time::Duration::from_secs(10), run).await {
-        Ok(Ok(o)) => (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned()),
+        Ok(Ok(o)) => (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        ),
         _ => {
             out.push(check(
                 "config",
@@ -174,4 +175,3 @@ pub(super) async fn parser_check(path: Option<&Path>, out: &mut Vec<Check>) {
         ));
     }
 }
-

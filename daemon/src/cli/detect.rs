@@ -235,7 +235,11 @@ impl Pack {
             idle: self.idle.iter().any(|r| r.is_match(&tail)),
             interrupted: self.interrupted.iter().any(|r| r.is_match(&tail)),
             ready: self.ready.is_empty() || self.ready.iter().any(|r| r.is_match(screen)),
-            unasked: self.unasked.iter().find_map(|r| r.find(&tail)).map(|m| m.as_str().to_string()),
+            unasked: self
+                .unasked
+                .iter()
+                .find_map(|r| r.find(&tail))
+                .map(|m| m.as_str().to_string()),
             ..Default::default()
         };
         a.settled = !a.busy && (a.idle || self.idle.is_empty());
@@ -786,11 +790,18 @@ pub(crate) mod tests {
         // Interrupted while the line is the last thing above the composer; not once the
         // next message was typed under it.
         assert!(c.analyze(&screen("claude_interrupted.txt")).interrupted);
-        assert!(!c.analyze(&screen("claude_interrupted_then_working.txt")).interrupted);
+        assert!(
+            !c.analyze(&screen("claude_interrupted_then_working.txt"))
+                .interrupted
+        );
         // Auto mode's footer is idle too, and says that nothing is asked.
         let a = c.analyze("❯ \n  ⏵⏵ auto mode on (shift+tab to cycle)");
         assert!(a.idle && a.unasked.as_deref() == Some("auto mode on"));
-        assert!(c.analyze("❯ \n  ⏸ manual mode on · ? for shortcuts").unasked.is_none());
+        assert!(
+            c.analyze("❯ \n  ⏸ manual mode on · ? for shortcuts")
+                .unasked
+                .is_none()
+        );
     }
 
     #[test]

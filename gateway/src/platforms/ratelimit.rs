@@ -2,8 +2,9 @@
 //!
 //! Platforms answer flood control with "retry after N seconds". Waiting that out forever holds
 //! everything queued behind the message (and, before egress got per-chat queues, every chat's
-//! incoming messages too). So each message gets a [`Budget`]: at most [`MAX_TRIES`] tries and
-//! [`MAX_WAIT`] from its first try. When the budget is spent the send fails with
+//! incoming messages too). So each message gets a [`Budget`] of time: `[gateway] rate_limit_wait`
+//! (10 minutes) from its first try, however many times the platform asks to wait within it — a 429 says when to try
+//! again, so it costs time, never a try. When the budget is spent the send fails with
 //! [`RateLimited`], which says how long the platform wants the chat left alone; the caller
 //! gives the message up, counts it, and tells the chat once that cooldown is over.
 
@@ -11,10 +12,25 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// Tries per message, the first one included.
-pub const MAX_TRIES: u32 = 5;
-/// Longest a message may spend waiting out rate limits.
-pub const MAX_WAIT: Duration = Duration::from_secs(120);
+/// Longest a message may spend waiting out rate limits, unless `[gateway] rate_limit_wait`
+/// says otherwise.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(600);
+
+/// `[gateway] rate_limit_wait`, in milliseconds, for every platform of this gateway.
+static MAX_WAIT_MS: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(DEFAULT_MAX_WAIT.as_millis() as u64);
+
+/// Sets how long one message may wait out rate limits.
+pub fn set_max_wait(d: Duration) {
+    MAX_WAIT_MS.store(
+        d.as_millis().min(u128::from(u64::MAX)) as u64,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+fn max_wait() -> Duration {
+    Duration::from_millis(MAX_WAIT_MS.load(std::sync::atomic::Ordering::Relaxed))
+}
 
 /// A message given up because the platform kept rate-limiting its chat.
 #[derive(Debug, Clone)]
@@ -30,9 +46,9 @@ impl std::fmt::Display for RateLimited {
         let left = self.until.saturating_duration_since(Instant::now());
         write!(
             f,
-            "{} kept rate-limiting this chat ({MAX_TRIES} tries or {}s per message); the chat may be written to again in {}s",
+            "{} kept rate-limiting this chat (for over {}s); the chat may be written to again in {}s",
             self.platform,
-            MAX_WAIT.as_secs(),
+            max_wait().as_secs(),
             left.as_secs()
         )
     }
@@ -49,7 +65,6 @@ pub fn rate_limited(e: &anyhow::Error) -> Option<&RateLimited> {
 #[derive(Debug)]
 pub struct Budget {
     platform: &'static str,
-    tries: u32,
     deadline: Instant,
 }
 
@@ -57,22 +72,20 @@ impl Budget {
     pub fn new(platform: &'static str) -> Budget {
         Budget {
             platform,
-            tries: 1,
-            deadline: Instant::now() + MAX_WAIT,
+            deadline: Instant::now() + max_wait(),
         }
     }
 
-    /// The platform asked to wait `d` before the next try: waits it out when the budget
-    /// allows another try after it, else gives the message up.
+    /// The platform asked to wait `d` before the next try: waits it out when the next try
+    /// still falls within the budget's time, else gives the message up.
     pub async fn wait(&mut self, d: Duration) -> Result<(), RateLimited> {
         let next = Instant::now() + d;
-        if self.tries >= MAX_TRIES || next > self.deadline {
+        if next > self.deadline {
             return Err(RateLimited {
                 platform: self.platform,
                 until: next,
             });
         }
-        self.tries += 1;
         tokio::time::sleep_until(next).await;
         Ok(())
     }
@@ -83,23 +96,25 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn five_tries_or_two_minutes_then_given_up() {
+    async fn many_waits_cost_time_not_tries_and_a_wait_past_the_budget_is_not_begun() {
         let mut b = Budget::new("Telegram");
-        for _ in 1..MAX_TRIES {
+        for _ in 0..25 {
             b.wait(Duration::from_millis(1))
                 .await
-                .expect("within budget");
+                .expect("within the time");
         }
-        let e = b.wait(Duration::from_millis(1)).await.expect_err("5 tries");
+        let e = b
+            .wait(DEFAULT_MAX_WAIT)
+            .await
+            .expect_err("past the budget's time");
         assert!(e.to_string().contains("Telegram kept rate-limiting"), "{e}");
-        // A wait that would pass the deadline is not even begun.
         let mut b = Budget::new("Discord");
         let t0 = Instant::now();
         let e = b
-            .wait(Duration::from_secs(600))
+            .wait(DEFAULT_MAX_WAIT + Duration::from_secs(1))
             .await
             .expect_err("too long");
         assert!(t0.elapsed() < Duration::from_secs(1), "nothing waited");
-        assert!(e.until >= t0 + Duration::from_secs(600));
+        assert!(e.until >= t0 + DEFAULT_MAX_WAIT);
     }
 }
