@@ -99,7 +99,8 @@ pub(crate) struct Inner {
     /// False when the registry exists but could not be read at start: it is not saved over.
     pub(crate) registry_writable: bool,
     /// Serialises registry writes so an older snapshot never overwrites a newer one.
-    pub(crate) persist: Mutex<()>,
+    /// The registry is being written (true), and changed meanwhile (true): see `persist`.
+    pub(crate) persist: Mutex<(bool, bool)>,
     pub(crate) started: Instant,
     pub(crate) warnings: Mutex<Vec<String>>,
     /// The per-session hook sockets of jailed sessions.
@@ -211,7 +212,7 @@ impl Daemon {
                 events,
                 registry_path,
                 registry_writable,
-                persist: Mutex::new(()),
+                persist: Mutex::new((false, false)),
                 started: Instant::now(),
                 warnings: Mutex::new(warnings),
                 hook_sockets: Mutex::new(crate::confine::HookSockets::new()),
@@ -404,22 +405,42 @@ impl Daemon {
 
     /// Writes the registry (atomically). A failure is logged: the in-memory state and the event
     /// log stay authoritative, and the next change retries.
+    ///
+    /// Writes are coalesced: while one is under way, a second caller only marks the registry
+    /// changed and returns; the writer then writes once more with the newest state. So a slow
+    /// disk costs one writer, not every caller (each would otherwise wait its turn on a
+    /// worker thread), and the file always ends with the newest state.
     pub(crate) fn persist(&self) {
         if !self.inner.registry_writable {
             return;
         }
-        let _guard = lock(&self.inner.persist);
-        let file = RegistryFile {
-            version: 1,
-            last_seq: self.inner.events.last_seq(),
-            sessions: lock(&self.inner.sessions)
-                .values()
-                .filter(|e| !e.rec.unmanaged)
-                .map(|e| e.rec.clone())
-                .collect(),
-        };
-        if let Err(e) = save_registry(&self.inner.registry_path, &file) {
-            tracing::error!(path = %self.inner.registry_path.display(), "cannot save the session registry: {e}");
+        {
+            let mut p = lock(&self.inner.persist);
+            if p.0 {
+                p.1 = true;
+                return;
+            }
+            *p = (true, false);
+        }
+        loop {
+            let file = RegistryFile {
+                version: 1,
+                last_seq: self.inner.events.last_seq(),
+                sessions: lock(&self.inner.sessions)
+                    .values()
+                    .filter(|e| !e.rec.unmanaged)
+                    .map(|e| e.rec.clone())
+                    .collect(),
+            };
+            if let Err(e) = save_registry(&self.inner.registry_path, &file) {
+                tracing::error!(path = %self.inner.registry_path.display(), "cannot save the session registry: {e}");
+            }
+            let mut p = lock(&self.inner.persist);
+            if std::mem::take(&mut p.1) {
+                continue;
+            }
+            p.0 = false;
+            return;
         }
     }
 

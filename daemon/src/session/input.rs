@@ -96,7 +96,7 @@ impl Daemon {
             }
         };
         if let Some((position, file)) = queued {
-            if let Err(e) = file.and_then(|f| f.sync_data()) {
+            if let Err(e) = file.and_then(|f| crate::store::off_worker(|| f.sync_data())) {
                 warn!("cannot keep the queued message on disk (it is kept in memory): {e}");
             }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });

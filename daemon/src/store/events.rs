@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -20,7 +21,7 @@ use tokio::sync::watch;
 
 use crate::model::{Prompt, State};
 use crate::store::blobs::{Blobs, EVENT_TEXT_MAX};
-use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside, write_atomic};
+use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside};
 
 /// One event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,6 +225,8 @@ struct Inner {
     /// The last append left part of its line in the file and it could not be cut off: the
     /// next append starts with a newline, so that its event is on a line of its own.
     torn: bool,
+    /// A compaction is writing the new file (outside the lock).
+    compacting: bool,
 }
 
 /// The log. Cheap to share behind an `Arc`.
@@ -395,14 +398,15 @@ impl EventLog {
                 // What was read back is on disk; numbers above the file's end were never written.
                 synced_seq: last_seq,
                 torn: false,
+                compacting: false,
             }),
             notify: watch::channel(last_seq).0,
         };
+        if rewrite && let Err(e) = log.compact(log.lock()) {
+            warnings.push(format!("cannot rewrite event log {}: {e}", path.display()));
+        }
         {
             let mut inner = log.lock();
-            if rewrite && let Err(e) = log.compact(&mut inner) {
-                warnings.push(format!("cannot rewrite event log {}: {e}", path.display()));
-            }
             if readable && let Err(e) = log.open_append(&mut inner) {
                 warnings.push(format!(
                     "cannot open event log {} for writing: {e}; events are kept in memory only",
@@ -431,18 +435,52 @@ impl EventLog {
         Ok(())
     }
 
-    /// Rewrites the file with just the events kept in memory.
-    fn compact(&self, inner: &mut Inner) -> std::io::Result<()> {
+    /// Rewrites the file with just the events kept in memory. The slow part — writing and
+    /// syncing the new file — runs without the log's lock, so appends and readers go on; the
+    /// events appended meanwhile are added to it, and it takes the old file's place, under the
+    /// lock.
+    fn compact(&self, mut inner: std::sync::MutexGuard<'_, Inner>) -> std::io::Result<()> {
         let mut buf = Vec::new();
         for ev in &inner.mem {
             serde_json::to_writer(&mut buf, ev).map_err(std::io::Error::other)?;
             buf.push(b'\n');
         }
-        write_atomic(&self.path, &buf)?;
-        inner.lines_in_file = inner.mem.len();
-        inner.synced_seq = inner.last_seq;
+        let upto = inner.last_seq;
+        inner.compacting = true;
+        drop(inner);
+        let tmp = self.path.with_extension(format!("compact.{}", std::process::id()));
+        let written = crate::store::off_worker(|| -> std::io::Result<File> {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(&buf)?;
+            f.sync_data()?;
+            Ok(f)
+        });
+        let mut inner = self.lock();
+        inner.compacting = false;
+        let mut f = match written {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
+        };
+        let mut lines = inner.mem.iter().filter(|ev| ev.seq <= upto).count();
+        for ev in inner.mem.iter().filter(|ev| ev.seq > upto) {
+            let mut line = serde_json::to_vec(ev).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            f.write_all(&line)?;
+            lines += 1;
+        }
+        std::fs::rename(&tmp, &self.path)?;
+        inner.lines_in_file = lines;
+        inner.synced_seq = upto;
         inner.torn = false;
-        self.open_append(inner)
+        self.open_append(&mut inner)
     }
 
     /// Appends an event and wakes every reader. Returns it with its sequence number. A text
@@ -469,13 +507,20 @@ impl EventLog {
         }
         // Without a file open (it could not be read or opened) there is nothing to compact,
         // and writing one would replace what is there.
-        if inner.file.is_some()
-            && inner.lines_in_file >= self.retention.saturating_mul(2).max(16)
-            && let Err(e) = self.compact(&mut inner)
-        {
-            tracing::error!(path = %self.path.display(), "cannot compact the event log: {e}");
-        }
+        let due = inner.file.is_some()
+            && !inner.compacting
+            && inner.lines_in_file >= self.retention.saturating_mul(2).max(16);
         let seq = ev.seq;
+        if due {
+            // Readers learn of the event before the compaction's slow part.
+            drop(inner);
+            self.notify.send_replace(seq);
+            let inner = self.lock();
+            if let Err(e) = self.compact(inner) {
+                tracing::error!(path = %self.path.display(), "cannot compact the event log: {e}");
+            }
+            return ev;
+        }
         drop(inner);
         self.notify.send_replace(seq);
         ev
@@ -600,7 +645,7 @@ impl EventLog {
             (file, inner.last_seq)
         };
         if let Some(f) = file {
-            f.sync_data()?;
+            crate::store::off_worker(|| f.sync_data())?;
         }
         let mut inner = self.lock();
         inner.synced_seq = inner.synced_seq.max(upto);

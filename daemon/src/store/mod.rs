@@ -32,6 +32,23 @@ pub fn now_ms() -> i64 {
 /// Replaces `path` with `data` so that a reader (or a crash) sees the old or the new content,
 /// never a mix: write a temporary file beside it, flush it to disk, rename it over.
 pub fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    off_worker(|| write_atomic_here(path, data))
+}
+
+/// Runs blocking disk work (writes, fsyncs) without holding up the async runtime: on one of
+/// its worker threads, the worker first hands its other tasks to a thread of their own
+/// (`block_in_place`), so a slow disk stalls only this call; elsewhere (a test on a
+/// single-threaded runtime, a plain thread) it just runs.
+pub fn off_worker<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
+fn write_atomic_here(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let result = (|| {
         // State files hold hook tokens, spawn environments and unredacted text: owner only.
