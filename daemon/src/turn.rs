@@ -64,6 +64,10 @@ pub struct Turn {
     pub last_completed: Option<Instant>,
     /// The last turn was ended by the safety net: its completion hook may still come late.
     pub net_closed: bool,
+    /// Since when the screen has shown the "interrupted" look without a break.
+    pub interrupted_since: Option<Instant>,
+    /// When a hook last said the turn runs (it started, it asks).
+    pub hook_at: Option<Instant>,
 }
 
 /// What the CLI's integration and the config make of turns.
@@ -158,6 +162,8 @@ impl Turn {
             idle_since: None,
             last_completed: None,
             net_closed: false,
+            interrupted_since: None,
+            hook_at: None,
         }
     }
 
@@ -205,6 +211,7 @@ impl Turn {
     /// The CLI's start hook says it took the input: the turn runs, nothing to confirm, and a
     /// completion the safety net may have closed early is a new turn's.
     pub fn hook_started(&mut self, now: Instant) {
+        self.hook_at = Some(now);
         self.confirm_by = None;
         self.net_closed = false;
         self.started.get_or_insert(now);
@@ -226,6 +233,7 @@ impl Turn {
     /// A hook announced a prompt at `now`; the screen has yet to show it. The prompt answers
     /// the Enter, so there is nothing left to confirm.
     pub fn prompt_announced(&mut self, now: Instant) {
+        self.hook_at = Some(now);
         self.prompt_pending_since = Some(now);
         self.confirm_by = None;
     }
@@ -331,6 +339,19 @@ impl Turn {
     /// A screen read: what it means for the turn (prompts aside: the driver handles dialogs).
     pub fn screen(&mut self, f: &Facts, s: &ScreenFacts, c: &Caps, now: Instant) -> ScreenOutcome {
         let mut out = ScreenOutcome::default();
+        // An interrupted look means this turn was interrupted only when it appeared after the
+        // turn began and after a hook last said the turn runs: one left on screen by an
+        // earlier refusal (it stays there, text typed under it) never ends a later turn — the
+        // hook wins over the screen.
+        let since = if s.interrupted {
+            *self.interrupted_since.get_or_insert(now)
+        } else {
+            self.interrupted_since = None;
+            now
+        };
+        let fresh_interrupt = s.interrupted
+            && self.started.is_none_or(|t| since > t)
+            && self.hook_at.is_none_or(|t| since > t);
         // The CLI shows it works on the input: submitted.
         if s.busy && self.confirm_by.is_some() && self.started.is_some() && c.confirms_by_screen {
             self.confirm_by = None;
@@ -348,7 +369,7 @@ impl Turn {
                     out.state_to = Some((State::Idle, "ready"));
                     out.deliver = true;
                 }
-                State::Working | State::Waiting if s.interrupted && c.by_hook => {
+                State::Working | State::Waiting if fresh_interrupt && c.by_hook => {
                     // Claude Code fires no Stop hook for an interrupted turn.
                     out.state_to = Some((State::Idle, "interrupted"));
                     self.started = None;
@@ -568,6 +589,39 @@ mod tests {
             !t.tick(&facts(State::Working), &caps(false), t0 + 3 * CONFIRM_AFTER)
                 .retry_enter
         );
+    }
+
+    #[test]
+    fn an_interrupted_look_older_than_the_turn_or_its_hook_ends_nothing() {
+        let t0 = Instant::now();
+        let interrupted = ScreenFacts {
+            interrupted: true,
+            idle: true,
+            ready: true,
+            settled: true,
+            ..Default::default()
+        };
+        let hooked = Caps {
+            start_hook: true,
+            ..caps(true)
+        };
+        // Left on screen by a refusal before this turn was submitted: the turn goes on.
+        let mut t = Turn::new(t0);
+        t.screen(&facts(State::Idle), &interrupted, &hooked, t0 + 100 * MS);
+        t.submitted(t0 + 200 * MS, None, 1, false);
+        let out = t.screen(&facts(State::Working), &interrupted, &hooked, t0 + 300 * MS);
+        assert_eq!(out.state_to, None);
+        t.hook_started(t0 + 400 * MS);
+        let out = t.screen(&facts(State::Working), &interrupted, &hooked, t0 + 500 * MS);
+        assert_eq!(out.state_to, None, "the hook says it runs");
+        // Gone, then shown again after the hook: an interrupt of this turn.
+        let busy = ScreenFacts {
+            busy: true,
+            ..Default::default()
+        };
+        t.screen(&facts(State::Working), &busy, &hooked, t0 + 600 * MS);
+        let out = t.screen(&facts(State::Working), &interrupted, &hooked, t0 + 700 * MS);
+        assert_eq!(out.state_to.map(|(s, _)| s), Some(State::Idle));
     }
 
     #[test]

@@ -615,20 +615,22 @@ fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog(
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make first"]);
     wait_event(&s.h, "the first dialog", |e| e["type"] == "waiting");
-    // Refused at the desk.
+    // Refused at the desk: "No" (the last option).
     std::thread::sleep(Duration::from_millis(800));
-    assert!(
-        s.h.tmux(&["send-keys", "-t", "cc", "Escape"])
-            .status
-            .success()
-    );
+    assert!(s.h.tmux(&["send-keys", "-t", "cc", "4"]).status.success());
     s.h.wait_screen("cc", "the refusal on screen", |t| t.contains("Interrupted"));
     std::thread::sleep(Duration::from_millis(1500));
     for (i, gap) in gaps.iter().enumerate() {
         let since = last_seq(&s.h);
-        s.h.ctl_ok(&["send", "cc", &format!("please make round{i}")]);
-        std::thread::sleep(Duration::from_millis(*gap));
-        s.h.ctl_ok(&["send", "cc", &format!("what about round{i}")]);
+        // The second message goes while the first is still being typed, as two chats (or a
+        // phone and a script) would send them.
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                s.h.ctl_ok(&["send", "cc", &format!("please make round{i}")])
+            });
+            std::thread::sleep(Duration::from_millis(*gap));
+            s.h.ctl_ok(&["send", "cc", &format!("what about round{i}")]);
+        });
         let w =
             s.h.wait_event("cc", "the round's dialog", Duration::from_secs(60), |e| {
                 e["type"] == "waiting" && e["seq"].as_u64().is_some_and(|q| q > since)
@@ -671,6 +673,13 @@ fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog(
                 .any(|e| e["type"] == "input_sent"
                     && e["text"] == format!("what about round{i}").as_str()),
             "gap {gap} ms: the message was typed into the turn"
+        );
+        assert!(
+            !events
+                .iter()
+                .filter(after)
+                .any(|e| e["type"] == "state_changed" && e["reason"] == "interrupted"),
+            "gap {gap} ms: the turn flapped to idle on the old refusal"
         );
         // A person answers; the turn ends; then the message is typed and answered.
         s.h.ctl_ok(&["answer", "cc", "1"]);

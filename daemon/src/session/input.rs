@@ -134,7 +134,7 @@ impl Daemon {
     /// Whether the session shows a dialog right now (a hook said it waits, or its screen shows
     /// one): then nothing is typed — a message would answer it. A dialog seen on the screen is
     /// published as a prompt. A password prompt does not hold a message: it is typed hidden.
-    async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
+    pub(crate) async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
         let waiting = lock(&self.inner.sessions).get(name).is_some_and(|e| {
             e.rec.state == State::Waiting && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
         });
@@ -169,8 +169,19 @@ impl Daemon {
         self.refuse_unmanaged(&rec)?;
         let delay = self.cli(&rec.cli).map(|c| c.submit_delay_ms).unwrap_or(300);
         let _turn = input.lock().await;
+        // Another message may have started a turn while this one waited for the lock: a
+        // submitted message then waits for that turn (its Enter could meet its dialog).
+        let state = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
+        if submit && !matches!(state, Some(State::Idle | State::Error)) {
+            return Ok(Delivery::Held);
+        }
         // Right before typing, the pane is read: nothing is ever typed into a dialog.
         if self.dialog_up(name, rec.target(), &rec.cli).await {
+            if !submit {
+                return Err(CoreError::FailedPrecondition(format!(
+                    "{name} shows a dialog: nothing was typed (answer it first: clibotctl pending, or !!pending)"
+                )));
+            }
             return Ok(Delivery::Held);
         }
         let mux = self.mux_of(name);

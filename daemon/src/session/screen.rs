@@ -153,6 +153,17 @@ impl Daemon {
                     e.rt.answered_screen = None;
                 }
             }
+            // A dialog is up and the session has its prompt, yet something (input typed under
+            // it before this check existed, a late state change) says working: it waits, and
+            // `pending` lists it.
+            if state_to.is_none()
+                && screen_prompt.is_some()
+                && e.rec.prompt.is_some()
+                && e.rec.state == State::Working
+                && e.rt.turn.prompt_pending_since.is_none()
+            {
+                state_to = Some((State::Waiting, "the CLI asks"));
+            }
             // The turn itself: the state machine decides ([`crate::turn`]).
             if let Some(caps) = self.turn_caps(e) {
                 let facts = crate::turn::Facts {

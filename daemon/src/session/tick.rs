@@ -70,12 +70,19 @@ impl Daemon {
             let input = lock(&self.inner.sessions)
                 .get(name)
                 .map(|e| e.input.clone());
+            let cli = lock(&self.inner.sessions)
+                .get(name)
+                .map(|e| e.rec.cli.clone())
+                .unwrap_or_default();
             if let Some(input) = input {
                 let _g = input.lock().await;
-                let _ = self
-                    .mux_of(name)
-                    .send_keys(target, &[Key::Named("Enter".into())])
-                    .await;
+                // Never an Enter into a dialog that came up meanwhile: it would answer it.
+                if !self.dialog_up(name, target, &cli).await {
+                    let _ = self
+                        .mux_of(name)
+                        .send_keys(target, &[Key::Named("Enter".into())])
+                        .await;
+                }
             }
         }
         if ready {

@@ -11,8 +11,8 @@
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -448,7 +448,9 @@ impl EventLog {
         let upto = inner.last_seq;
         inner.compacting = true;
         drop(inner);
-        let tmp = self.path.with_extension(format!("compact.{}", std::process::id()));
+        let tmp = self
+            .path
+            .with_extension(format!("compact.{}", std::process::id()));
         let written = crate::store::off_worker(|| -> std::io::Result<File> {
             let mut f = OpenOptions::new()
                 .write(true)
