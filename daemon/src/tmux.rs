@@ -143,6 +143,11 @@ pub trait Mux: Send + Sync + 'static {
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
     /// The name of the pane's foreground process (`sleep` while a shell runs it).
     async fn foreground(&self, target: &str) -> Result<String, MuxError>;
+    /// When a person last did something in a client attached to the pane's session (Unix
+    /// seconds; clibot's own control client left out); `None` when none is attached.
+    async fn desk_activity(&self, _target: &str) -> Option<i64> {
+        None
+    }
     /// The terminal device of the pane (`/dev/pts/N`).
     async fn pane_tty(&self, _target: &str) -> Result<String, MuxError> {
         Err(MuxError::NoSuchTarget("pane_tty".into()))
@@ -604,6 +609,20 @@ impl Mux for Tmux {
         let buffer = format!("clibot-text-{}-{n}", std::process::id());
         self.load_and_paste(target, &buffer, text, false, true)
             .await
+    }
+
+    async fn desk_activity(&self, target: &str) -> Option<i64> {
+        let mut c = TmuxCommand::new();
+        c.name("list-clients");
+        c.push_option("-t", target);
+        c.push_option("-F", "#{client_control_mode} #{client_activity}");
+        let out = self.query(vec![c]).await.ok()?;
+        out.lines()
+            .filter_map(|l| {
+                let (control, at) = l.trim().split_once(' ')?;
+                (control == "0").then(|| at.parse::<i64>().ok()).flatten()
+            })
+            .max()
     }
 
     async fn pane_tty(&self, target: &str) -> Result<String, MuxError> {

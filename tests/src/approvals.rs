@@ -140,7 +140,8 @@ pub fn answered_at_the_terminal(h: &Harness, session: &str, options: usize) {
     );
     // The person at the desk reads the dialog, then presses 1 in the real terminal.
     std::thread::sleep(Duration::from_millis(500));
-    assert!(h.tmux(&["send-keys", "-t", session, "1"]).status.success());
+    let mut desk = crate::desk::Desk::attach(h, session);
+    desk.type_text("1");
     let resolved = wait_after(h, session, since, "resolved at the terminal", |e| {
         e["type"] == "prompt_resolved"
     });

@@ -7,6 +7,7 @@ pub mod attack;
 pub mod claude;
 pub mod codex;
 pub mod copilot;
+pub mod desk;
 pub mod fake_discord;
 pub mod fake_feishu;
 pub mod fake_telegram;

@@ -236,7 +236,8 @@ fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let w = wait_event(&s.h, "waiting", |e| e["type"] == "waiting");
     // The person at the desk reads the dialog, then presses 1 in the real terminal.
     std::thread::sleep(Duration::from_millis(1000));
-    assert!(s.h.tmux(&["send-keys", "-t", "cc", "1"]).status.success());
+    let mut desk = clibot_tests::desk::Desk::attach(&s.h, "cc");
+    desk.type_text("1");
     let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
         e["type"] == "prompt_resolved"
     });
@@ -617,7 +618,8 @@ fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog(
     wait_event(&s.h, "the first dialog", |e| e["type"] == "waiting");
     // Refused at the desk: "No" (the last option).
     std::thread::sleep(Duration::from_millis(800));
-    assert!(s.h.tmux(&["send-keys", "-t", "cc", "4"]).status.success());
+    let mut desk = clibot_tests::desk::Desk::attach(&s.h, "cc");
+    desk.type_text("4");
     s.h.wait_screen("cc", "the refusal on screen", |t| t.contains("Interrupted"));
     std::thread::sleep(Duration::from_millis(1500));
     for (i, gap) in gaps.iter().enumerate() {

@@ -207,11 +207,8 @@ fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let w = ask_for_approval(&s, "please make marker", "desk.txt");
     let id = w["prompt_id"].as_str().expect("prompt id").to_string();
     // The person at the desk presses 1 in the real terminal: Codex takes a digit at once.
-    assert!(
-        s.h.tmux(&["send-keys", "-t", SESSION, "1"])
-            .status
-            .success()
-    );
+    let mut desk = clibot_tests::desk::Desk::attach(&s.h, SESSION);
+    desk.type_text("1");
     let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
         e["type"] == "prompt_resolved"
     });

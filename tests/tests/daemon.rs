@@ -931,11 +931,8 @@ fn a_shell_turn_completes_and_its_prompts_wait_for_an_answer() {
     let w2 = wait_event(&h, "second waiting", |e| {
         e["type"] == "waiting" && e["text"] == "Really? (y/n)"
     });
-    assert!(
-        h.tmux(&["send-keys", "-t", "p", "n", "Enter"])
-            .status
-            .success()
-    );
+    let mut desk = clibot_tests::desk::Desk::attach(&h, "p");
+    desk.type_text("n\r");
     let by_terminal = wait_event(&h, "resolved at the terminal", |e| {
         e["type"] == "prompt_resolved" && e["prompt_id"] == w2["prompt_id"]
     });

@@ -191,7 +191,8 @@ fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     // The person at the desk reads the dialog, then presses 1 in the real terminal.
     s.h.wait_screen("gm", "the dialog", |t| t.contains("1. Allow once"));
     std::thread::sleep(Duration::from_millis(1000));
-    assert!(s.h.tmux(&["send-keys", "-t", "gm", "1"]).status.success());
+    let mut desk = clibot_tests::desk::Desk::attach(&s.h, "gm");
+    desk.type_text("1");
     let resolved = wait_event(&s.h, "resolved at the terminal", |e| {
         e["type"] == "prompt_resolved"
     });

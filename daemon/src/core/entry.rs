@@ -84,6 +84,12 @@ pub(crate) struct Runtime {
     pub(crate) outbox_told: Option<String>,
     /// The chats were told that the CLI runs its tools without asking.
     pub(crate) unasked_told: bool,
+    /// When a person last did something in a client attached at the desk (Unix seconds), as
+    /// read when the session's dialog went away.
+    pub(crate) desk_at: Option<i64>,
+    /// Keys pressed through clibot (when, and by whom): a dialog gone right after was
+    /// answered by them, not at the terminal.
+    pub(crate) keys_by: Option<(i64, String)>,
 }
 
 impl Default for Runtime {
@@ -110,6 +116,8 @@ impl Default for Runtime {
             outbox: Vec::new(),
             outbox_told: None,
             unasked_told: false,
+            desk_at: None,
+            keys_by: None,
         }
     }
 }

@@ -46,9 +46,14 @@ pub(super) async fn send_keys(
         return Err(e.into());
     }
     let session = r.session.clone();
+    let by = if actor.is_local() {
+        "local".to_string()
+    } else {
+        actor.key()
+    };
     let seq = svc
         .detached(&actor, &session, "keys", move |d| async move {
-            d.send_keys(&r.session, &r.keys).await
+            d.send_keys_by(&r.session, &r.keys, &by).await
         })
         .await?;
     Ok(Response::new(v1::SendKeysResponse { seq }))

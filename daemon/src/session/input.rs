@@ -453,6 +453,17 @@ impl Daemon {
     /// C-c interrupts the running turn. Only input being typed right now goes first (keys
     /// wait for the paste or the keystrokes in progress, never inside them).
     pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
+        self.send_keys_by(name, keys, "local").await
+    }
+
+    /// [`Daemon::send_keys`] on behalf of `by` ("local", or "PLATFORM:USER"): a dialog that
+    /// goes away after is said to be answered by them.
+    pub async fn send_keys_by(
+        &self,
+        name: &str,
+        keys: &[String],
+        by: &str,
+    ) -> Result<u64, CoreError> {
         if keys.is_empty() {
             return Err(CoreError::InvalidArgument(
                 "no keys given: name at least one, e.g. Enter or Escape".into(),
@@ -472,6 +483,9 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rt.keys_by = Some((crate::store::now_ms(), by.to_string()));
+        }
         self.mux_of(&rec.name)
             .send_keys(rec.target(), &parsed)
             .await?;

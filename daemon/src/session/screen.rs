@@ -131,21 +131,33 @@ impl Daemon {
                 }
                 (None, Some(cur)) => {
                     if e.rt.turn.prompt_pending_since.is_none() && e.rt.api.is_none() {
-                        // Gone from the screen, and nobody answered through clibot: the person at
-                        // the terminal did (or the CLI withdrew it).
+                        // Gone from the screen, and nobody answered through clibot's answer:
+                        // keys pressed through clibot since it was shown answered it; else a
+                        // person at the terminal did, if a client there was active since; else
+                        // the CLI withdrew it.
+                        let since_s = cur.since_ms / 1000 - 1;
+                        let (by, actor, reason) = match &e.rt.keys_by {
+                            Some((at, who)) if *at >= cur.since_ms => {
+                                ("clibot", who.clone(), "answered by keys")
+                            }
+                            _ if e.rt.desk_at.is_some_and(|t| t >= since_s) => {
+                                ("terminal", String::new(), "answered at the terminal")
+                            }
+                            _ => ("cli", String::new(), "the dialog closed"),
+                        };
                         e.rec.prompt = None;
-                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
+                        remember_resolved(&mut e.rt.resolved, &cur.id, by);
                         if let Some((tx, _)) = e.rt.waiters.remove(&cur.id) {
                             let _ = tx.send(String::new());
                         }
                         events.push(EventKind::PromptResolved {
                             prompt_id: cur.id.clone(),
-                            by: "terminal".into(),
+                            by: by.into(),
                             answer: String::new(),
-                            actor: String::new(),
+                            actor,
                             note: String::new(),
                         });
-                        state_to = Some((State::Working, "answered at the terminal"));
+                        state_to = Some((State::Working, reason));
                     }
                 }
                 (None, None) => {

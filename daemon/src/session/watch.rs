@@ -227,6 +227,17 @@ impl Daemon {
         match self.mux_of(name).capture(target, None, false).await {
             Ok(screen) => {
                 let a = pack.analyze(&screen);
+                // A prompt gone from the screen: was someone at the desk? Asked only then.
+                let gone = a.prompt.is_none()
+                    && lock(&self.inner.sessions)
+                        .get(name)
+                        .is_some_and(|e| e.rec.prompt.is_some());
+                if gone {
+                    let at = self.mux_of(name).desk_activity(target).await;
+                    if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                        e.rt.desk_at = at;
+                    }
+                }
                 self.on_screen(name, a);
                 if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
                     e.rt.last_screen = screen;
