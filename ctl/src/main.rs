@@ -20,6 +20,7 @@ use crate::args::{AutomationAction, Cli, Command, PairingAction};
 use crate::commands::{chat, docs, hook, io, ops, prompts, script, sessions};
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     let cli = Cli::parse();
     match &cli.command {
         Command::Hook {
@@ -356,4 +357,23 @@ mod tests {
         assert!(parse_timeout("-1").is_err());
         assert!(parse_timeout("soon").is_err());
     }
+}
+
+/// `clibotctl events | head -1`: once the reader is gone, writing to stdout fails, which
+/// `println!` turns into a panic. That is no error of the user's: the command ends quietly,
+/// with the status a shell gives a command ended by SIGPIPE.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }

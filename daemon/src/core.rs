@@ -279,6 +279,7 @@ impl Daemon {
         for n in names {
             daemon.start_watcher(&n);
         }
+        daemon.take_up_at_start();
         Ok(daemon)
     }
 

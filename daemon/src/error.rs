@@ -171,6 +171,11 @@ pub enum CoreError {
         "session {name:?} cannot queue more input: {detail}; wait for the running turn, or interrupt it (`clibotctl keys {name} Escape` / C-c)"
     )]
     QueueFull { name: String, detail: String },
+    /// Input that could not be kept on disk is not confirmed as queued: a restart would lose it.
+    #[error(
+        "the message was not queued: it could not be written to clibot's state directory ({0}); free space there (is the disk full?) and send it again"
+    )]
+    NotQueued(#[source] std::io::Error),
     #[error("no free port on 127.0.0.1 for the CLI's own server: {0}")]
     NoPort(#[source] std::io::Error),
     #[error("state directory {path}: {source}")]

@@ -142,6 +142,10 @@ pub struct SessionRecord {
     /// Why it exited ("the CLI exited", "idle for 12h"); empty while it runs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub exit_reason: String,
+    /// When a restart after a failure is due (Unix ms; 0: none): a daemon restarted during
+    /// the backoff makes it all the same.
+    #[serde(default, skip_serializing_if = "is_zero_i64")]
+    pub restart_due_ms: i64,
     /// The last text typed and submitted through clibot: the request a delegation repeats.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub last_input: String,

@@ -572,20 +572,45 @@ pub fn is_no(option: &str) -> bool {
     says_no(&label(option))
 }
 
+/// Whether an option's label says no, in the languages the packs read: its first word, or
+/// for languages written without spaces its first characters.
 fn says_no(l: &str) -> bool {
-    const NO: &[&str] = &["no", "n", "reject", "deny", "cancel", "decline", "abort"];
+    const NO: &[&str] = &[
+        "no",
+        "n",
+        "reject",
+        "deny",
+        "cancel",
+        "decline",
+        "abort",
+        "nein",
+        "non",
+        "não",
+        "nao",
+        "нет",
+        "отмена",
+    ];
+    const NO_UNSPACED: &[&str] = &[
+        "否",
+        "不",
+        "拒绝",
+        "取消",
+        "いいえ",
+        "拒否",
+        "キャンセル",
+        "아니요",
+    ];
     NO.iter()
         .any(|y| l == *y || l.starts_with(&format!("{y} ")) || l.starts_with(&format!("{y},")))
+        || NO_UNSPACED.iter().any(|y| l.starts_with(y))
 }
 
-/// The option that means "no": the first whose label says no/reject; for a prompt whose labels
-/// say neither, the last option (when there are at least two).
+/// The option that means "no": the first whose label says so by its words. Never one chosen by
+/// its place: in `1) deploy to staging 2) deploy to production 3) wipe the database` the last
+/// option is no refusal, so such a prompt has none (a timeout leaves it waiting, a deny rule
+/// asks a person).
 pub fn deny_option(options: &[String]) -> Option<usize> {
-    let labels: Vec<String> = options.iter().map(|o| label(o)).collect();
-    if let Some(i) = labels.iter().position(|l| says_no(l)) {
-        return Some(i);
-    }
-    (options.len() >= 2).then(|| options.len() - 1)
+    options.iter().map(|o| label(o)).position(|l| says_no(&l))
 }
 
 /// `api*` → `^api.*$`.
@@ -859,14 +884,23 @@ mod tests {
             (allow_option(&s(&["y", "n"])), deny_option(&s(&["y", "n"]))),
             (Some(0), Some(1))
         );
-        // A generic prompt: first and last; a single option cannot be denied.
+        // A generic prompt: its first option may be allowed, but none says no, so none is
+        // denied by its place (the last one here would wipe the database).
         assert_eq!(
             (
                 allow_option(&s(&["red", "blue"])),
                 deny_option(&s(&["red", "blue"]))
             ),
-            (Some(0), Some(1))
+            (Some(0), None)
         );
+        let menu = [
+            "deploy to staging",
+            "deploy to production",
+            "wipe the database",
+        ];
+        assert_eq!(deny_option(&s(&menu)), None);
+        assert_eq!(deny_option(&s(&["Ja", "Nein, abbrechen"])), Some(1));
+        assert_eq!(deny_option(&s(&["是", "否"])), Some(1));
         assert_eq!(deny_option(&s(&["continue"])), None);
         // Only a wider yes: a rule does not take it.
         assert_eq!(allow_option(&s(&["Yes, always", "No"])), None);

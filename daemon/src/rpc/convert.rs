@@ -152,7 +152,8 @@ impl From<CoreError> for Status {
             CoreError::Mux(MuxError::NoServer(_))
             | CoreError::Mux(MuxError::Spawn { .. })
             | CoreError::NoPort(_)
-            | CoreError::NoRandom(_) => Code::Unavailable,
+            | CoreError::NoRandom(_)
+            | CoreError::NotQueued(_) => Code::Unavailable,
             CoreError::Mux(MuxError::NoSuchTarget(_)) => Code::FailedPrecondition,
             CoreError::Mux(MuxError::DuplicateSession(_)) => Code::AlreadyExists,
             CoreError::Mux(MuxError::Failed { .. }) | CoreError::State { .. } => Code::Internal,

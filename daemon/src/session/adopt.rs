@@ -202,10 +202,12 @@ impl Daemon {
                         if !rec.state.is_exited() {
                             readopted += 1;
                             if s.dead {
+                                let mid_turn = matches!(rec.state, State::Working | State::Waiting);
                                 exited.push((
                                     rec.name.clone(),
                                     s.dead_status,
                                     "the CLI exited while the daemon was down",
+                                    Some(mid_turn),
                                 ));
                             }
                         }
@@ -215,6 +217,7 @@ impl Daemon {
                             rec.name.clone(),
                             None,
                             "its tmux session is gone (was the tmux server restarted?)",
+                            None,
                         ));
                     }
                     None => {}
@@ -260,8 +263,14 @@ impl Daemon {
                 sessions.insert(rec.name.clone(), Entry::new(rec));
             }
         }
-        for (name, status, reason) in exited {
-            self.mark_exited(&name, status, reason);
+        // A CLI that died while no daemon watched gets its restart policy as if it had been
+        // seen dying (its pane is still there to start it in again).
+        for (name, status, reason, crashed) in exited {
+            if self.mark_exited(&name, status, reason)
+                && let Some(mid_turn) = crashed
+            {
+                self.consider_crash_restart(&name, status, mid_turn);
+            }
         }
         // Jailed sessions' hooks reach the daemon through sockets of their own: serve them
         // again.

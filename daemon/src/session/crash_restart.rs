@@ -74,6 +74,11 @@ impl Daemon {
             return;
         }
         let wait = Duration::from_secs(1u64 << (attempt - 1).min(5)).min(MAX_BACKOFF);
+        // On disk before it is told: a daemon stopped during the backoff makes it all the same.
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rec.restart_due_ms = crate::store::now_ms() + wait.as_millis() as i64;
+        }
+        self.persist();
         let how = if resume {
             ", resuming its conversation"
         } else {
@@ -91,6 +96,30 @@ impl Daemon {
                 kind: "restart".into(),
             },
         );
+        self.schedule_crash_restart(name, wait, resume);
+    }
+
+    /// Restarts after a failure that a daemon stopped during the backoff had scheduled (the
+    /// restart is due when it said).
+    pub(crate) fn resume_crash_restarts(&self) {
+        let due: Vec<(String, i64, String)> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| e.rec.restart_due_ms > 0 && e.rec.state == crate::model::State::Exited)
+            .map(|e| (e.rec.name.clone(), e.rec.restart_due_ms, e.rec.cli.clone()))
+            .collect();
+        for (name, at, cli) in due {
+            let wait =
+                Duration::from_millis(at.saturating_sub(crate::store::now_ms()).max(0) as u64);
+            let resume = lock(&self.inner.sessions)
+                .get(&name)
+                .is_some_and(|e| !e.rec.cli_session_id.is_empty())
+                && self.resumes_conversations(&cli);
+            info!(session = %name, ?wait, "a restart after a failure was due: made now");
+            self.schedule_crash_restart(&name, wait, resume);
+        }
+    }
+
+    fn schedule_crash_restart(&self, name: &str, wait: Duration, resume: bool) {
         let d = self.clone();
         let name = name.to_string();
         tokio::spawn(async move {
@@ -99,16 +128,25 @@ impl Daemon {
                 _ = d.inner.shutdown.cancelled() => return,
             }
             // Stopped, released or restarted by hand meanwhile: nothing to do.
-            let still_exited = lock(&d.inner.sessions)
-                .get(&name)
-                .is_some_and(|e| e.rec.state.is_exited() && !e.stopping);
+            let (still_exited, id) = match lock(&d.inner.sessions).get_mut(&name) {
+                Some(e) => {
+                    let due = e.rec.restart_due_ms > 0;
+                    e.rec.restart_due_ms = 0;
+                    (
+                        due && e.rec.state.is_exited() && !e.stopping,
+                        e.rec.id.clone(),
+                    )
+                }
+                None => (false, String::new()),
+            };
             if !still_exited {
                 return;
             }
             match d.restart(&name, resume).await {
-                Ok(_) => info!(session = %name, attempt, "started again after a failure"),
+                Ok(_) => info!(session = %name, "started again after a failure"),
                 Err(e) => {
                     warn!(session = %name, "could not start it again: {e}");
+                    d.persist();
                     d.event(
                         &name,
                         &id,

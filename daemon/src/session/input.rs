@@ -97,7 +97,17 @@ impl Daemon {
         };
         if let Some((position, file)) = queued {
             if let Err(e) = file.and_then(|f| crate::store::off_worker(|| f.sync_data())) {
-                warn!("cannot keep the queued message on disk (it is kept in memory): {e}");
+                // Not on disk, so not confirmed: the sender keeps it and is told why.
+                warn!("cannot keep the queued message on disk; not queued: {e}");
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+                    && let Some(i) = e.rec.queue.iter().rposition(|t| *t == text)
+                {
+                    e.rec.queue.remove(i);
+                    if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
+                        warn!("cannot rewrite the queue file either: {err}");
+                    }
+                }
+                return Err(CoreError::NotQueued(e));
             }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });
             info!(position, "input queued behind the running turn");

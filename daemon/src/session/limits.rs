@@ -52,7 +52,10 @@ impl Daemon {
                     };
                     let output = self.last_words(&name, &s.pane).await;
                     let crashed = mid_turn(&name).then(|| crash_detail(status, &output));
-                    self.mark_exited_with(&name, status, "the CLI exited", output);
+                    if !self.mark_exited_with(&name, status, "the CLI exited", output) {
+                        // Another check saw this exit first and handled it.
+                        continue;
+                    }
                     let delegates = crashed.is_some()
                         && self.live().config.delegation.chain_for("crash").is_some()
                         && lock(&self.inner.sessions)
@@ -67,7 +70,9 @@ impl Daemon {
                     }
                 }
                 Some(_) => {}
-                None => self.mark_exited(&name, None, "its tmux session is gone"),
+                None => {
+                    self.mark_exited(&name, None, "its tmux session is gone");
+                }
             }
         }
     }
@@ -106,7 +111,7 @@ impl Daemon {
                 }
                 Some(_) => {}
                 None => {
-                    self.mark_exited(&rec.name, None, "its pane on the other tmux server is gone")
+                    self.mark_exited(&rec.name, None, "its pane on the other tmux server is gone");
                 }
             }
             if lock(&self.inner.sessions)

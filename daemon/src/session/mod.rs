@@ -37,6 +37,7 @@ mod screen;
 pub(crate) mod shared;
 mod spawn;
 mod stop;
+mod take_up;
 mod tick;
 mod unanswered;
 mod unmanaged;

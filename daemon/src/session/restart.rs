@@ -34,6 +34,8 @@ impl Daemon {
         let mut sessions = lock(&self.inner.sessions);
         let e = usable(&mut sessions, name)?;
         e.stopping = true;
+        // Stopped or restarted by hand: a restart after a failure that was due is not made.
+        e.rec.restart_due_ms = 0;
         Ok(e.rec.clone())
     }
 
@@ -53,6 +55,7 @@ impl Daemon {
             }
             let e = usable(&mut sessions, name)?;
             e.stopping = true;
+            e.rec.restart_due_ms = 0;
             e.rec.clone()
         };
         let release = |d: &Daemon| {

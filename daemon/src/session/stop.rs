@@ -252,8 +252,10 @@ impl Daemon {
         }
     }
 
-    pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) {
-        self.mark_exited_with(name, status, reason, String::new());
+    /// Records that session `name`'s CLI ended; `false` when it was already recorded (one exit
+    /// is handled once, however many checks saw it).
+    pub(crate) fn mark_exited(&self, name: &str, status: Option<i32>, reason: &str) -> bool {
+        self.mark_exited_with(name, status, reason, String::new())
     }
 
     /// Records that session `name`'s CLI ended, with what its pane last showed.
@@ -263,8 +265,8 @@ impl Daemon {
         status: Option<i32>,
         reason: &str,
         output: String,
-    ) {
-        self.mark_ended(name, State::Exited, status, reason, output);
+    ) -> bool {
+        self.mark_ended(name, State::Exited, status, reason, output)
     }
 
     /// Records that idle session `name` was stopped to be woken by its next message
@@ -274,7 +276,15 @@ impl Daemon {
     }
 
     /// Session `name`'s CLI is gone: `Exited`, or `Hibernated` with its conversation kept.
-    fn mark_ended(&self, name: &str, to: State, status: Option<i32>, reason: &str, output: String) {
+    /// `false` when it had ended already: the caller then does nothing more about this exit.
+    fn mark_ended(
+        &self,
+        name: &str,
+        to: State,
+        status: Option<i32>,
+        reason: &str,
+        output: String,
+    ) -> bool {
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             match sessions.get_mut(name) {
@@ -283,7 +293,7 @@ impl Daemon {
                     e.rec.exit_reason = reason.to_string();
                     e.rec.id.clone()
                 }
-                _ => return,
+                _ => return false,
             }
         };
         info!(session = name, ?status, "{reason}");
@@ -314,6 +324,7 @@ impl Daemon {
         };
         self.event(name, &id, kind);
         self.persist();
+        true
     }
 
     /// The last lines an exited CLI left in its pane (tmux keeps a dead pane visible): what it

@@ -1,0 +1,43 @@
+//! What a daemon that stopped (killed, or restarted by systemd) left half done is taken up by
+//! the next one: nothing waits for an event that already happened.
+//!
+//! The events that drive a session — a turn's end, a CLI that became ready, a wake that
+//! finished — came while no daemon listened, so what they would have set off is set off at
+//! start instead: input queued for a ready session is typed, a hibernated session with input
+//! queued is woken, and a restart after a failure that was due is made.
+
+use tracing::info;
+
+use crate::core::Daemon;
+use crate::locking::lock;
+use crate::model::State;
+
+impl Daemon {
+    /// Called once at start, after every session is watched again.
+    pub(crate) fn take_up_at_start(&self) {
+        let (ready, sleeping): (Vec<String>, Vec<String>) = {
+            let sessions = lock(&self.inner.sessions);
+            let with_queue = |s: State| {
+                sessions
+                    .values()
+                    .filter(move |e| e.rec.state == s && !e.rec.queue.is_empty() && !e.stopping)
+                    .map(|e| e.rec.name.clone())
+            };
+            (
+                with_queue(State::Idle)
+                    .chain(with_queue(State::Error))
+                    .collect(),
+                with_queue(State::Hibernated).collect(),
+            )
+        };
+        for name in ready {
+            info!(session = %name, "input was queued for a ready session: typed now");
+            self.deliver_queued(&name);
+        }
+        for name in sleeping {
+            info!(session = %name, "input was queued for a hibernated session: waking it");
+            self.wake_if_hibernated(&name);
+        }
+        self.resume_crash_restarts();
+    }
+}

@@ -1,0 +1,184 @@
+//! What a stopped daemon left half done is taken up by the next one: input queued for a
+//! ready session is typed, a CLI that failed while no daemon ran is started again by its
+//! restart policy, a restart due during the backoff is made. Real clibotd, clibotctl and bash
+//! in tmux; the daemon is killed with SIGKILL, so no shutdown code runs.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::Duration;
+
+use clibot_tests::{Harness, lines};
+use serde_json::Value;
+
+fn harness_with(daemon_keys: &str) -> Harness {
+    let h = Harness::new();
+    let config = std::fs::read_to_string(&h.config).expect("read config");
+    std::fs::write(
+        &h.config,
+        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
+    )
+    .expect("write config");
+    h
+}
+
+fn spawn_bash(h: &Harness, name: &str) -> String {
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
+    h.wait_screen(name, "the prompt", |s| s.contains("$"));
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    list[0]["id"].as_str().expect("an id").to_string()
+}
+
+/// A daemon killed between a turn's end and typing the next queued message leaves an idle
+/// session with input queued (its queue file on disk, as written here). The next daemon types
+/// it at once — before, nothing ever did, and every later message queued behind it.
+#[test]
+fn input_queued_for_an_idle_session_is_typed_when_the_daemon_starts() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let id = spawn_bash(&h, "r");
+    h.kill_daemon();
+    let queues = h.state_dir.join("queues");
+    std::fs::create_dir_all(&queues).expect("queues dir");
+    std::fs::write(
+        queues.join(format!("{id}.jsonl")),
+        "{\"push\":\"echo left-$((2*3))\"}\n{\"push\":\"echo left-$((2*4))\"}\n",
+    )
+    .expect("queue file");
+    h.start_daemon();
+    h.wait_screen("r", "both queued messages typed, in order", |s| {
+        let l = lines(s);
+        let (a, b) = (
+            l.iter().position(|x| *x == "left-6"),
+            l.iter().position(|x| *x == "left-8"),
+        );
+        matches!((a, b), (Some(a), Some(b)) if a < b)
+    });
+    // Nothing is stuck behind them: a new message is typed, not queued.
+    h.wait_list("idle again", |l| l[0]["state"] == "idle");
+    let out = h.ctl(&["send", "r", "echo fresh-$((3*3))"]);
+    assert!(out.status.success(), "{out:?}");
+    h.wait_screen("r", "a later message", |s| lines(s).contains(&"fresh-9"));
+    let queued = h.ctl_ok(&["queue", "r"]);
+    assert!(!queued.contains("left-"), "the queue is empty: {queued}");
+}
+
+/// `restart = "on-failure"`: a CLI that exits with a failure while no daemon runs is found
+/// dead by the next daemon, which says so and starts it again — once.
+#[test]
+fn a_cli_that_failed_while_no_daemon_ran_is_started_again() {
+    let mut h = harness_with("restart = \"on-failure\"");
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let tmux = list[0]["tmux_session"].as_str().unwrap_or("r").to_string();
+    h.kill_daemon();
+    let out = h.tmux(&["send-keys", "-t", &format!("={tmux}:"), "-l", "exit 3"]);
+    assert!(out.status.success(), "{out:?}");
+    h.tmux(&["send-keys", "-t", &format!("={tmux}:"), "Enter"]);
+    // The pane is kept dead (remain-on-exit) for the next daemon to read.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let o = h.tmux(&[
+            "list-panes",
+            "-t",
+            &format!("={tmux}:"),
+            "-F",
+            "#{pane_dead}",
+        ]);
+        if String::from_utf8_lossy(&o.stdout).trim() == "1" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shell did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.start_daemon();
+    let notice = h.wait_event("r", "the restart notice", Duration::from_secs(30), |e| {
+        e["type"] == "notice" && e["kind"] == "restart"
+    });
+    let text = notice["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("status 3") && text.contains("starting it again"),
+        "{notice}"
+    );
+    h.wait_list("started again", |l| l[0]["state"] == "idle");
+    h.ctl_ok(&["send", "r", "echo back-$((5*5))"]);
+    h.wait_screen("r", "the new shell answers", |s| {
+        lines(s).contains(&"back-25")
+    });
+    let restarts = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "notice" && e["kind"] == "restart")
+        .count();
+    assert_eq!(restarts, 1, "one exit, one restart: {:#?}", h.events());
+}
+
+/// A daemon killed during the backoff before a restart after a failure: the restart it had
+/// scheduled is on disk, and the next daemon makes it (once).
+#[test]
+fn a_restart_due_when_the_daemon_died_is_made_by_the_next() {
+    let mut h = harness_with("restart = \"on-failure\"");
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    h.ctl_ok(&["send", "r", "exit 4"]);
+    h.wait_event("r", "the restart notice", Duration::from_secs(30), |e| {
+        e["type"] == "notice" && e["kind"] == "restart"
+    });
+    h.kill_daemon();
+    h.start_daemon();
+    h.wait_list("started again", |l| l[0]["state"] == "idle");
+    h.ctl_ok(&["send", "r", "echo again-$((6*6))"]);
+    h.wait_screen("r", "the new shell answers", |s| {
+        lines(s).contains(&"again-36")
+    });
+    let spawned = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "exited" && e["session"] == "r")
+        .count();
+    assert_eq!(
+        spawned,
+        1,
+        "the one exit is reported once: {:#?}",
+        h.events()
+    );
+}
+
+/// `clibotctl events --follow | head -1`: the reader goes away, and clibotctl ends quietly
+/// (no panic about a broken pipe).
+#[test]
+fn clibotctl_ends_quietly_on_a_closed_pipe() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    let mut child = h
+        .ctl_command(&["events", "--follow", "--since", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clibotctl");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    out.read_line(&mut first).expect("a first line");
+    assert!(!first.is_empty());
+    drop(out);
+    // More events, so clibotctl writes into the closed pipe.
+    for i in 0..5 {
+        h.ctl_ok(&["send", "r", &format!("echo more-{i}")]);
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("try_wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("clibotctl events --follow did not end after its reader went away");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let done = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&done.stderr);
+    assert!(!err.contains("panicked") && err.trim().is_empty(), "{err}");
+}
