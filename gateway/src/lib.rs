@@ -15,6 +15,7 @@
 pub mod chunk;
 pub mod command;
 mod fence;
+pub mod phone_screen;
 pub mod redact;
 pub mod shot;
 pub mod telegram_html;

@@ -158,7 +158,16 @@ impl Router {
             if a.allowed {
                 self.verified.accept(&msg.chat, &msg.user);
             } else {
-                self.verified.refuse(&msg.chat, &msg.user);
+                if self.verified.refuse(&msg.chat, &msg.user) {
+                    eprintln!(
+                        "clibot-gateway: {}: refused a message from user {} ({:?}) in chat {}: clibot does not know them (pairing: `clibotctl pair list`; or add the user to [access.{}] allow)",
+                        self.platform.name(),
+                        msg.user,
+                        msg.user_name,
+                        msg.chat,
+                        self.platform.name()
+                    );
+                }
                 if !self.issues_codes && !a.pairing_code.is_empty() {
                     return Ok(Some(format!(
                         "this machine does not know you: its owner adds you to [access.{}] allow in its config (pairing is done on the home machine)",

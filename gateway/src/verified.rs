@@ -21,6 +21,8 @@ pub struct Verified {
 struct Pairs {
     set: HashSet<(String, String)>,
     order: VecDeque<(String, String)>,
+    /// Users refused so far (forgotten all at once when full): their first message is logged.
+    refused: HashSet<String>,
 }
 
 impl Verified {
@@ -41,12 +43,20 @@ impl Verified {
     }
 
     /// The daemon refused `user` in `chat` (access revoked, a group taken out of the config).
-    pub fn refuse(&self, chat: &str, user: &str) {
-        let Ok(mut p) = self.inner.lock() else { return };
+    /// Returns whether this is the first refusal of `user` this process saw (worth a line in
+    /// the log: someone unknown writes to the bot).
+    pub fn refuse(&self, chat: &str, user: &str) -> bool {
+        let Ok(mut p) = self.inner.lock() else {
+            return false;
+        };
         let key = (chat.to_string(), user.to_string());
         if p.set.remove(&key) {
             p.order.retain(|k| *k != key);
         }
+        if p.refused.len() >= MAX_VERIFIED {
+            p.refused.clear();
+        }
+        p.refused.insert(user.to_string())
     }
 
     pub fn contains(&self, chat: &str, user: &str) -> bool {

@@ -188,3 +188,37 @@ argv = ["sh", "-c", "echo 'fatal: no API key configured (set FOO_API_KEY)'; slee
         "{exited}"
     );
 }
+
+/// Stopping a session with a dialog up never types the quit into the dialog: the shell's
+/// `exit` typed into `read -p "Proceed? [y/n]"` would have answered it. The dialog is
+/// dismissed (Escape) when it can be; this one cannot, so nothing is typed and the session is
+/// ended after the timeout.
+#[test]
+fn a_stop_types_nothing_into_a_dialog() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    spawn_bash(&h, "d");
+    let answered = h.work.join("answered.txt");
+    h.ctl_ok(&[
+        "send",
+        "d",
+        &format!(
+            "read -p 'Proceed? [y/n] ' a; echo \"$a\" > {}",
+            answered.display()
+        ),
+    ]);
+    wait_event(&h, "d", "the dialog", |e| e["type"] == "waiting");
+    let out = h.ctl(&["stop", "d", "--timeout", "1"]);
+    assert!(out.status.success(), "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        !answered.exists(),
+        "the dialog was answered by the stop: {:?}",
+        std::fs::read_to_string(&answered)
+    );
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    assert!(
+        list.as_array().is_some_and(|a| a.is_empty()),
+        "the session is gone: {list}"
+    );
+}

@@ -490,6 +490,19 @@ pub async fn ask(
             End::new(Outcome::Exited, 0, e.message())
         }
     };
+    // A turn that ended with nothing read is no reply: a script must not take the empty line
+    // for one (a CLI adopted before it wrote a conversation, a reply lost with the screen).
+    let end = if end.outcome == Outcome::Done && end.text.trim().is_empty() {
+        End::new(
+            Outcome::Error,
+            end.seq,
+            format!(
+                "{name}'s turn ended but no reply could be read: `clibotctl screen {name}` shows what it shows (a CLI adopted before its first conversation has none to read until it writes one)"
+            ),
+        )
+    } else {
+        end
+    };
     let code = end.outcome.code();
     if json {
         print_json(&end_json(&name, &end, "replied"))?;

@@ -64,10 +64,32 @@ impl Daemon {
 
     /// The CLI's own quit: its stop keys, then its stop text. Failures are ignored: the
     /// session may already be gone, which the caller's wait sees.
+    ///
+    /// A dialog on screen is dismissed first (Escape, its "no"): the quit keys and text typed
+    /// into it would answer it — `/exit` and Enter could take its first option. One that stays
+    /// up gets nothing typed: the caller's wait ends and the session is ended instead.
     pub(crate) async fn ask_to_quit(&self, mux: &dyn crate::tmux::Mux, rec: &SessionRecord) {
         let Ok(cli) = self.cli(&rec.cli) else {
             return;
         };
+        if self.dialog_on(mux, rec).await {
+            let _ = mux
+                .send_keys(rec.target(), &[Key::Named("Escape".into())])
+                .await;
+            let mut gone = false;
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if !self.dialog_on(mux, rec).await {
+                    gone = true;
+                    break;
+                }
+            }
+            if !gone {
+                warn!(session = %rec.name, "a dialog stays on screen: nothing typed to quit");
+                return;
+            }
+            info!(session = %rec.name, "the dialog on screen was dismissed before quitting");
+        }
         let keys = cli
             .stop_keys
             .iter()
@@ -81,6 +103,20 @@ impl Daemon {
             let _ = mux
                 .send_keys(rec.target(), &[Key::Named("Enter".into())])
                 .await;
+        }
+    }
+
+    /// Whether `rec`'s pane shows a dialog (a prompt its pack reads, not a password prompt).
+    async fn dialog_on(&self, mux: &dyn crate::tmux::Mux, rec: &SessionRecord) -> bool {
+        let Some((_, pack)) = self.kind_of(&rec.cli) else {
+            return false;
+        };
+        match mux.capture(rec.target(), None, false).await {
+            Ok(screen) => pack
+                .analyze(&screen)
+                .prompt
+                .is_some_and(|p| p.kind != "secret"),
+            Err(_) => false,
         }
     }
 

@@ -190,6 +190,68 @@ impl CommandName {
         }
     }
 
+    /// `help COMMAND`: the usage line, what it does, and an example or what to know. `{p}`
+    /// in the text stands for the prefix.
+    pub fn help(self, prefix: &str) -> String {
+        let more = match self {
+            CommandName::Help => "{p}help new shows how to start a session.",
+            CommandName::Sessions => {
+                "Each line: name, CLI, state, and whether this chat talks to it."
+            }
+            CommandName::Discover => "Then {p}adopt ID [NAME] takes one over where it runs.",
+            CommandName::Adopt => {
+                "Example: {p}adopt 3 api. Its replies may be empty until the CLI writes its first conversation."
+            }
+            CommandName::Pending => {
+                "Answer with the buttons, or 1–9, y or n in the session's chat."
+            }
+            CommandName::Use => "Example: {p}use api. Messages without the prefix then go to api.",
+            CommandName::New => {
+                "Example: {p}new api claude ~/src/api. Without DIR it starts in your workspace."
+            }
+            CommandName::Whoami => {
+                "Give the id to an admin to be allowed in, or to share a session with you."
+            }
+            CommandName::Status => "The state, the running turn and what waits in the queue.",
+            CommandName::Screen => "Example: {p}screen 20. Blank rows are left out.",
+            CommandName::Shot => "Sent as an image.",
+            CommandName::Get => {
+                "Example: {p}get target/report.html. A path outside the session's directory is refused."
+            }
+            CommandName::Keys => "Example: {p}keys Escape, {p}keys C-c, {p}keys Down Enter.",
+            CommandName::Stop => {
+                "A dialog on screen is dismissed first; the CLI is asked to quit before it is ended."
+            }
+            CommandName::Cancel => {
+                "Like Escape at the desk: the queue stays, {p}drop all empties it."
+            }
+            CommandName::Queue => "Numbered: {p}drop N takes one back.",
+            CommandName::Drop => "Example: {p}drop 2, or {p}drop all.",
+            CommandName::Restart => "Example: {p}restart api fresh starts a new conversation.",
+            CommandName::Start => "Example: {p}start api.",
+            CommandName::Ask => "Example: {p}ask write tests for the parser.",
+            CommandName::Last => "Long replies come as a file.",
+            CommandName::Answer => {
+                "Example: {p}answer 2. A bare 1–9, y or n does the same while a prompt waits."
+            }
+            CommandName::Pair => {
+                "Send {p}pair, then give the code to the machine's owner: clibotctl pair approve CODE."
+            }
+            CommandName::Share => {
+                "Example: {p}share api 123456789, then {p}share api 123456789 off."
+            }
+            CommandName::History => "Example: {p}history 50.",
+            CommandName::Rules => "Rules are set in the machine's config ([[rules]]).",
+            CommandName::Delegate => "Example: {p}delegate codex.",
+        };
+        format!(
+            "{} — {}\n{}",
+            self.usage(prefix),
+            self.summary(),
+            more.replace("{p}", prefix)
+        )
+    }
+
     /// The usage line with `prefix`: `!!new NAME CLI [DIR]`.
     pub fn usage(self, prefix: &str) -> String {
         match self.args() {

@@ -568,6 +568,11 @@ impl Discord {
             }
             _ => anyhow::anyhow!("Discord did not accept the bot token: {e}"),
         })?;
+        eprintln!(
+            "clibot-gateway: connected to Discord as {} (bot id {})",
+            me.name,
+            me.id.get()
+        );
         let lock =
             crate::platforms::single_poller(recv, lock_dir, &format!("discord-{}", me.id.get()))?;
         let (tx, rx) = mpsc::channel(16);

@@ -75,6 +75,11 @@ impl Telegram {
             }
             _ => anyhow::anyhow!("Telegram did not accept the bot token (getMe): {e}"),
         })?;
+        eprintln!(
+            "clibot-gateway: connected to Telegram as @{} (bot id {})",
+            me.username.as_deref().unwrap_or("?"),
+            me.id.0
+        );
         let lock =
             crate::platforms::single_poller(recv, lock_dir, &format!("telegram-{}", me.id.0))?;
         // Topics in private chats (Bot API 9.3) are the bot's setting, which only `getMe`

@@ -54,7 +54,8 @@ impl Router {
             })
         };
         Ok(Some(match cmd {
-            Command::Help { .. } => self.parser.help_text(),
+            Command::Help { topic: None } => self.parser.help_text(),
+            Command::Help { topic: Some(t) } => t.help(self.parser.prefix()),
             Command::Discover => {
                 let found = c.discover(self.req(msg, v1::DiscoverRequest {})).await?.into_inner().found;
                 if found.is_empty() {
@@ -166,6 +167,8 @@ impl Router {
                 let session = need(&bound)?;
                 let req = v1::CaptureRequest { session, lines: lines.unwrap_or(0), ..Default::default() };
                 let text = c.capture(self.req(msg, req)).await?.into_inner().text;
+                // Blank rows and full-width rules push what matters off a phone's screen.
+                let text = clibot_gateway::phone_screen::compact(&text);
                 // A long screen goes as one file, not as a stream of messages.
                 return Ok(self.maybe_file(msg, "screen.txt", text).await);
             }

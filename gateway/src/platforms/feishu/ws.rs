@@ -278,7 +278,9 @@ pub async fn run<H>(
                 let (service, device) = url_ids(&e.url);
                 match dial(&e.url).await {
                     Ok(ws) => {
-                        eprintln!("clibot-gateway: Feishu connected (device {device})");
+                        eprintln!(
+                            "clibot-gateway: connected to Feishu as app {app_id} (device {device})"
+                        );
                         let up = Instant::now();
                         let why = session(
                             ws,
