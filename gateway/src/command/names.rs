@@ -273,3 +273,22 @@ impl fmt::Display for CommandName {
         f.write_str(self.as_str())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `help COMMAND` gives the usage with the chat's prefix, what it does, and more; every
+    /// command has its own words.
+    #[test]
+    fn each_command_has_its_help() {
+        let new = CommandName::New.help("!!");
+        assert!(new.starts_with("!!new NAME CLI [DIR]"), "{new}");
+        assert!(new.contains("Example: !!new api claude ~/src/api"), "{new}");
+        assert!(CommandName::Keys.help("/").contains("/keys Escape"));
+        for c in CommandName::ALL {
+            let h = c.help("!!");
+            assert!(h.contains(c.summary()) && !h.contains("{p}"), "{h}");
+        }
+    }
+}
