@@ -541,3 +541,39 @@ fn a_forged_hook_naming_a_fifo_or_a_huge_file_costs_the_daemon_nothing() {
     );
     assert!(j.h.daemon_pid().is_some(), "the daemon lives on");
 }
+
+/// A CLI installed where the jail shows nothing (here clibot's own state directory, a place
+/// holding secrets) would die at once inside it, saying nothing the user sees: the spawn is
+/// refused instead, naming where it is installed and what to do.
+#[test]
+fn a_cli_installed_where_the_jail_hides_it_is_refused_with_the_reason() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n[cli.hidden]\nargv = [\"@STATE@/tools/hidden.sh\"]\n"
+    ));
+    let tools = h.state_dir.join("tools");
+    std::fs::create_dir_all(&tools).expect("tools dir");
+    let tool = tools.join("hidden.sh");
+    std::fs::write(&tool, "#!/bin/sh\nexec bash --norc --noprofile\n").expect("tool");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let config = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        config.replace("@STATE@", &h.state_dir.display().to_string()),
+    )
+    .expect("config");
+    h.start_daemon();
+    let (tg, g) = fake_telegram::with_gateway(&h);
+    let j = Jail { h, tg, _g: g };
+    let said = j.ann("!!new x hidden", "cannot run in the jail");
+    assert!(said.contains("hidden") && said.contains("tools"), "{said}");
+    let list: serde_json::Value =
+        serde_json::from_str(&j.h.ctl_ok(&["list", "--json"])).expect("json");
+    assert!(
+        list.as_array()
+            .is_none_or(|a| a.iter().all(|s| s["name"] != "x" || s["state"] != "idle")),
+        "{list}"
+    );
+}

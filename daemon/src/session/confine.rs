@@ -168,6 +168,17 @@ impl Daemon {
         {
             needs.read_only.push(p);
         }
+        // What the program itself needs must be shown, or it dies at once in the jail with
+        // an error the user never sees: refused here, saying where it is installed.
+        if let Some(p) = needs.read_only.iter().find(|p| self.shows_secret(p)) {
+            return Err(CoreError::NotRunnableInJail {
+                cli: cli.name.clone(),
+                why: format!(
+                    "its program is installed in {}, which the jail does not show (the home directory itself, a parent of it, or a place holding secrets)",
+                    p.display()
+                ),
+            });
+        }
         for p in &conf.jail_read {
             let p = crate::paths::expand_home(p);
             if p.exists() {
