@@ -106,6 +106,9 @@ pub struct NewSession<'a> {
     pub width: u16,
     pub height: u16,
     pub meta: &'a SessionMeta,
+    /// Where the pane's first output is also kept (`pipe-pane` runs this shell command from
+    /// the first byte on): see `session::early`.
+    pub early_pipe: Option<&'a str>,
 }
 
 /// The multiplexer operations the core needs.
@@ -533,6 +536,14 @@ impl Mux for Tmux {
         // without them.
         let mut cmds = vec![new];
         cmds.extend(meta_commands(None, spec.meta));
+        if let Some(pipe) = spec.early_pipe {
+            // In the same call as new-session: tmux reads the pane's output only once this
+            // command list is done, so the pipe sees it from its first byte.
+            let mut p = TmuxCommand::new();
+            p.name("pipe-pane");
+            p.push_param(escape_arg(&escape_format(pipe)).into_owned());
+            cmds.push(p);
+        }
         let out = self.run(cmds, None).await?;
         let f: Vec<&str> = out.trim_end().split(SEP).collect();
         match f.as_slice() {

@@ -189,6 +189,40 @@ argv = ["sh", "-c", "echo 'fatal: no API key configured (set FOO_API_KEY)'; slee
     );
 }
 
+/// A CLI that prints why and wipes its screen as it dies (a full-screen program leaving its
+/// alternate screen) leaves a blank pane: the reason comes from its first output, kept outside
+/// tmux, and the file holds it with its escapes taken out.
+#[test]
+fn a_cli_that_dies_with_a_blank_screen_still_says_why() {
+    let mut h = Harness::with_config(
+        r#"
+[cli.wiped]
+argv = ["sh", "-c", '''printf '\033[1;31merror:\033[0m the model API refused the key (401)\r\n'; sleep 0.3; printf '\033[2J\033[3J\033[H'; exit 2''']
+"#,
+    );
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "w", "--cli", "wiped", "--dir", &work]);
+    let exited = wait_event(&h, "w", "exited", |e| e["type"] == "exited");
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let id = list[0]["id"].as_str().expect("id");
+    let early = std::fs::read(h.state_dir.join("early").join(format!("{id}.log")))
+        .expect("the first output is kept");
+    assert!(
+        String::from_utf8_lossy(&early).contains("refused the key"),
+        "{early:?}\n{}",
+        h.daemon_log()
+    );
+    assert_eq!(exited["status"], 2);
+    assert!(
+        exited["output"]
+            .as_str()
+            .is_some_and(|o| o.contains("error: the model API refused the key (401)")),
+        "{exited}\n{}",
+        h.daemon_log()
+    );
+}
+
 /// Stopping a session with a dialog up never types the quit into the dialog: the shell's
 /// `exit` typed into `read -p "Proceed? [y/n]"` would have answered it. The dialog is
 /// dismissed (Escape) when it can be; this one cannot, so nothing is typed and the session is

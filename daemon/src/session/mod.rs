@@ -19,6 +19,7 @@ mod default_chat;
 mod delegation;
 mod discover;
 mod disk;
+mod early;
 mod files;
 mod hibernate;
 mod hooks;

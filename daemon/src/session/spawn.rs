@@ -426,8 +426,20 @@ impl Daemon {
             dir: rec.dir.display().to_string(),
             created_ms: rec.created_at_ms.to_string(),
         };
+        let early = super::early::path(&self.inner.settings.state_dir, &rec.id);
+        let early_pipe = match super::early::prepare(&early) {
+            Ok(()) => Some(super::early::pipe_command(&early)),
+            Err(e) => {
+                warn!(
+                    "the CLI's first output cannot be kept ({}): {e}",
+                    early.display()
+                );
+                None
+            }
+        };
         let t = &self.inner.settings.config.tmux;
         let spec = NewSession {
+            early_pipe: early_pipe.as_deref(),
             name: &rec.name,
             dir: &rec.dir,
             argv: &argv,

@@ -273,6 +273,7 @@ impl Daemon {
         // A jail may have left any number of files there: removed on the blocking pool (std's
         // removal never follows a link out of the tree), without holding anything up.
         let jail = self.inner.settings.state_dir.join("jails").join(id);
+        let _ = std::fs::remove_file(super::early::path(&self.inner.settings.state_dir, id));
         let dir = self.inner.settings.state_dir.join("sessions").join(id);
         let remove = move || {
             let _ = std::fs::remove_dir_all(&jail);
@@ -378,9 +379,17 @@ impl Daemon {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        lock(&self.inner.sessions)
+        let (seen, id) = lock(&self.inner.sessions)
             .get(name)
-            .map(|e| tail_lines(&e.rt.last_screen))
+            .map(|e| (tail_lines(&e.rt.last_screen), e.rec.id.clone()))
+            .unwrap_or_default();
+        if !seen.is_empty() || id.is_empty() {
+            return seen;
+        }
+        // Nothing on the screen, ever: what the CLI printed first (it died as it started).
+        let file = super::early::path(&self.inner.settings.state_dir, &id);
+        tokio::task::spawn_blocking(move || tail_lines(&super::early::read(&file)))
+            .await
             .unwrap_or_default()
     }
 }
