@@ -294,6 +294,15 @@ fn real_cli_a_restart_resumes_the_conversation_and_fresh_starts_a_new_one() {
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please say hello"]);
     wait_event(&s.h, "first reply", |e| e["type"] == "turn_completed");
+    // Scripts see the conversation the session continues.
+    let list: serde_json::Value =
+        serde_json::from_str(&s.h.ctl_ok(&["list", "--json"])).expect("json");
+    let conversation = list[0]["conversation_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!conversation.is_empty(), "{list}");
+    assert!(s.h.ctl_ok(&["show", "cc"]).contains(&conversation));
 
     // The CLI is ended and started again in a new tmux session, continuing its conversation.
     let mark = last_seq(&s.h);

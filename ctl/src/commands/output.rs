@@ -72,6 +72,7 @@ pub fn session_json(s: &v1::Session) -> Value {
         "queued_inputs": s.queued_inputs, "error": s.error, "exit_reason": s.exit_reason,
         "delegate": s.delegate, "delegated_from": s.delegated_from,
         "delegated_to": s.delegated_to,
+        "conversation_id": s.conversation_id,
     })
 }
 
@@ -100,6 +101,9 @@ pub fn session_details(s: &v1::Session) -> String {
         rows.push(("exit reason", s.exit_reason.clone()));
     }
     rows.push(("dir", s.dir.clone()));
+    if !s.conversation_id.is_empty() {
+        rows.push(("conversation", s.conversation_id.clone()));
+    }
     if !s.args.is_empty() {
         rows.push(("args", s.args.join(" ")));
     }

@@ -422,7 +422,18 @@ pub async fn adopt(c: &mut Client, a: Adoption, json: bool) -> anyhow::Result<()
             s.name, s.cli, s.tmux_session, s.server, s.name
         );
     }
+    if s.resumable && s.conversation_id.is_empty() {
+        eprintln!("{}", no_conversation_yet(&s.name));
+    }
     Ok(())
+}
+
+/// Said when a CLI that keeps conversations is adopted before it wrote one: its replies are
+/// read from that record, so they may be empty until then (`ask` then exits 1, not 0).
+pub fn no_conversation_yet(name: &str) -> String {
+    format!(
+        "note: {name} has no conversation on disk yet, so its replies may come back empty until its CLI writes one (after its first answer); `clibotctl screen {name}` shows what it shows"
+    )
 }
 
 pub async fn release(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {

@@ -301,6 +301,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         server: r.server.clone(),
         unmanaged: r.unmanaged,
         cli_version: r.cli_version,
+        conversation_id: r.cli_session_id,
     }
 }
 

@@ -18,7 +18,13 @@ impl Router {
             ..Default::default()
         };
         let s = c.adopt_session(self.req(msg, req)).await?.into_inner();
-        let took = format!("adopted {} ({}) where it runs, in {}", s.name, s.cli, s.dir);
+        let mut took = format!("adopted {} ({}) where it runs, in {}", s.name, s.cli, s.dir);
+        if s.resumable && s.conversation_id.is_empty() {
+            took.push_str(&format!(
+                "\nIt has no conversation on disk yet: replies may be empty until its CLI writes one (after its first answer); {}screen shows what it shows.",
+                self.parser.prefix()
+            ));
+        }
         Ok(match self.place(c, msg, &s.name).await {
             Ok(place) => format!("{took}; {place}"),
             Err(e)
