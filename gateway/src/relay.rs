@@ -758,12 +758,20 @@ impl ChatDelivery {
     /// indicator renewed before it fades. Best effort: a failure costs only the status.
     async fn progress(&mut self, ev: &v1::Event, sc: &v1::StateChanged) {
         if let Some(done) = self.progress.take_if(|p| p.session == ev.session) {
-            let secs = done.started.elapsed().as_secs();
+            // The turn's true length: from the event that began it to the one that ended it
+            // (not when this process saw them).
+            let secs = (ev.time_ms.saturating_sub(done.started_ms).max(0) / 1000) as u64;
+            let s = &ev.session;
             let text = match v1::SessionState::try_from(sc.to) {
-                Ok(v1::SessionState::Waiting) => {
-                    format!("⏸ [{}] waiting for you ({secs}s)", ev.session)
+                Ok(v1::SessionState::Waiting) => format!("⏸ [{s}] waiting for you ({secs}s)"),
+                // A cancel or a refusal ended it: no "done".
+                Ok(v1::SessionState::Idle) if sc.reason.contains("cancel") => {
+                    format!("■ [{s}] cancelled after {secs}s")
                 }
-                Ok(v1::SessionState::Idle) => format!("✓ [{}] done in {secs}s", ev.session),
+                Ok(v1::SessionState::Idle) if sc.reason.contains("interrupt") => {
+                    format!("■ [{s}] interrupted after {secs}s")
+                }
+                Ok(v1::SessionState::Idle) => format!("✓ [{s}] done in {secs}s"),
                 Ok(v1::SessionState::Working) => {
                     // Still the same turn.
                     self.progress = Some(done);
@@ -789,6 +797,7 @@ impl ChatDelivery {
                 self.socket.clone(),
                 self.chat.clone(),
                 ev.session.clone(),
+                ev.time_ms,
             )
             .await,
         );

@@ -42,7 +42,8 @@ pub(crate) struct Progress {
     task: tokio::task::JoinHandle<()>,
     /// The status message's id, where the platform can edit it.
     pub(crate) status: Option<String>,
-    pub(crate) started: Instant,
+    /// When the turn began, by the daemon's clock (its event's time).
+    pub(crate) started_ms: i64,
 }
 
 impl Drop for Progress {
@@ -58,6 +59,7 @@ impl Progress {
         socket: clibot_proto::Target,
         chat: String,
         session: String,
+        started_ms: i64,
     ) -> Progress {
         let status = platform
             .status(&chat, None, &format!("⏳ [{session}] working…"))
@@ -75,7 +77,7 @@ impl Progress {
             session,
             task,
             status,
-            started,
+            started_ms,
         }
     }
 }

@@ -63,3 +63,48 @@ fn a_running_turn_shows_its_newest_output_in_the_status_message() {
         "the status ends saying it is done: {edits:#?}"
     );
 }
+
+/// A turn cancelled from the chat is not "done": its status says it was cancelled, with how
+/// long it ran by the daemon's clock.
+#[test]
+fn a_cancelled_turn_says_cancelled_not_done() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    h.start_daemon();
+    let (tg, _g) = fake_telegram::with_gateway(&h);
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new c bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started c"))
+    });
+    tg.push_message(ADMIN, ADMIN, "Owner", "sleep 30");
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!cancel");
+    let edits = tg.wait_sent("the status closed", |_| {
+        tg.calls_of("editMessageText").iter().any(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("[c] cancelled after"))
+        })
+    });
+    drop(edits);
+    let all: Vec<String> = tg
+        .calls_of("editMessageText")
+        .iter()
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(!all.iter().any(|t| t.contains("[c] done in")), "{all:#?}");
+    let closed = all
+        .iter()
+        .find(|t| t.contains("cancelled after"))
+        .cloned()
+        .unwrap_or_default();
+    let secs: u64 = closed
+        .split("after ")
+        .nth(1)
+        .and_then(|r| r.trim_end_matches('s').parse().ok())
+        .unwrap_or(0);
+    assert!((1..30).contains(&secs), "{closed}");
+}
