@@ -540,8 +540,10 @@ async fn run_platform(
             std::process::exit(2);
         }
     }
+    // Why the last try failed, kept while trying again: a refused token is not "connecting".
+    let mut last_failure = String::new();
     loop {
-        health.state("connecting", "");
+        health.state("connecting", &last_failure);
         let began = std::time::Instant::now();
         match start(&spec, parser.prefix(), &lock_dir, &socket, &recv).await {
             Ok((platform, inbound)) => {
@@ -551,6 +553,7 @@ async fn run_platform(
                 ));
                 health.progress().started();
                 health.state("connected", "");
+                last_failure.clear();
                 health.heard();
                 health.connected_through(Some(platform.clone()));
                 let stalled = tokio::select! {
@@ -609,7 +612,8 @@ async fn run_platform(
                     "clibot-gateway: {name}: {}; retrying in {backoff:?}",
                     clibot_proto::describe(e.as_ref())
                 );
-                health.state("retrying", &clibot_proto::describe(e.as_ref()));
+                last_failure = clibot_proto::describe(e.as_ref());
+                health.state("retrying", &last_failure);
             }
         }
         first = false;

@@ -415,3 +415,44 @@ fn reload_refuses_to_drop_every_admin_of_a_platform_unsaid() {
     std::fs::write(&h.config, good.replace("admins = [\"100\"]", "admins = []")).expect("config");
     h.ctl_ok(&["reload"]);
 }
+
+/// A token Telegram refuses is not "still connecting": doctor fails on it whatever the
+/// gateway is doing at that instant (waiting to retry, or trying again), saying to replace it.
+#[test]
+fn doctor_fails_on_a_refused_bot_token_while_the_gateway_retries() {
+    use clibot_tests::fake_telegram::{FakeTelegram, TEST_TOKEN};
+    let mut h = Harness::new();
+    h.start_daemon();
+    let tg = FakeTelegram::start(TEST_TOKEN);
+    let mut g = h.gateway(
+        &["--telegram", "--telegram-api-url", &tg.url()],
+        &[(
+            "TELEGRAM_TOKEN",
+            "987654321:AAWrongTokenForClibotTestsOnly_0123456",
+        )],
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut seen = Vec::new();
+    // Across the retries (1 s, 2 s, 4 s…) each look says the token, never "wait".
+    while std::time::Instant::now() < deadline && seen.len() < 8 {
+        let (_, v) = doctor(&h);
+        if let Some(c) = v["checks"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == "gateway telegram"))
+        {
+            seen.push(c.clone());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(700));
+    }
+    let _ = g.kill();
+    let _ = g.wait();
+    assert!(seen.len() >= 3, "the gateway reported: {seen:#?}");
+    for c in &seen {
+        assert_eq!(c["status"], "fail", "{c:#}");
+        let text = c.to_string();
+        assert!(
+            text.contains("token") && !text.contains("wait a few seconds"),
+            "{c:#}"
+        );
+    }
+}

@@ -63,6 +63,18 @@ pub(super) fn gateway_check(s: &v1::StatusResponse, out: &mut Vec<Check>) {
                 format!("connected (pid {})", g.pid),
                 "",
             )),
+            // Still trying, but its last try failed for a reason (a refused token, no
+            // network): waiting will not fix that.
+            "connecting" if !g.detail.is_empty() => out.push(check(
+                name,
+                if g.detail.contains("token") {
+                    Level::Fail
+                } else {
+                    Level::Warn
+                },
+                format!("not connected: {}", g.detail),
+                failure_fix(&g.platform, &g.detail),
+            )),
             "connecting" => out.push(check(
                 name,
                 Level::Warn,
