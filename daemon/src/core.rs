@@ -73,6 +73,8 @@ pub struct StatusInfo {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     pub config_file: Option<PathBuf>,
+    /// When the config in use was read (Unix ms).
+    pub config_read_ms: i64,
     pub tmux_args: Vec<String>,
     pub tmux_version: Option<String>,
     pub sessions: usize,
@@ -541,6 +543,7 @@ impl Daemon {
             socket: self.inner.settings.socket.clone(),
             state_dir: self.inner.settings.state_dir.clone(),
             config_file: self.inner.settings.config_file.clone(),
+            config_read_ms: self.live().read_ms,
             tmux_args: self.inner.mux.server_args(),
             tmux_version,
             sessions,

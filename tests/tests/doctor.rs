@@ -456,3 +456,30 @@ fn doctor_fails_on_a_refused_bot_token_while_the_gateway_retries() {
         );
     }
 }
+
+/// `status` names the config file in use, when it was read, and says when the file on disk
+/// changed since (the daemon runs on what it read); `reload` reads it again.
+#[test]
+fn status_says_when_the_config_changed_on_disk_since_it_was_read() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let out = h.ctl_ok(&["status"]);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("config:"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        line.contains(&h.config.display().to_string()) && line.contains("read "),
+        "{out}"
+    );
+    assert!(!line.contains("changed on disk"), "{out}");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(&h.config, text + "\n# edited\n").expect("config");
+    let out = h.ctl_ok(&["status"]);
+    assert!(out.contains("changed on disk since"), "{out}");
+    h.ctl_ok(&["reload"]);
+    let out = h.ctl_ok(&["status"]);
+    assert!(!out.contains("changed on disk since"), "{out}");
+}

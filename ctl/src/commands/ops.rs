@@ -19,7 +19,7 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
             "version": s.version, "pid": s.pid, "uptime_ms": s.uptime_ms, "socket": s.socket,
             "state_dir": s.state_dir, "tmux_args": s.tmux_args, "tmux_version": s.tmux_version,
             "tmux_reachable": s.tmux_reachable, "sessions": s.sessions, "last_seq": s.last_seq,
-            "clis": s.clis, "config_file": s.config_file, "warnings": s.warnings,
+            "clis": s.clis, "config_file": s.config_file, "config_read_ms": s.config_read_ms, "warnings": s.warnings,
             "pending_prompts": s.pending_prompts,
             "gateways": s.gateways.iter().map(|g| serde_json::json!({
                 "platform": g.platform, "state": g.state, "detail": g.detail,
@@ -50,14 +50,7 @@ pub async fn status(c: &mut Client, json: bool) -> anyhow::Result<()> {
     );
     println!("socket:     {}", s.socket);
     println!("state dir:  {}", s.state_dir);
-    println!(
-        "config:     {}",
-        if s.config_file.is_empty() {
-            "(defaults)"
-        } else {
-            &s.config_file
-        }
-    );
+    println!("config:     {}", config_line(&s));
     let tmux = if s.tmux_reachable {
         s.tmux_version.clone()
     } else {
@@ -238,4 +231,34 @@ pub async fn reload(c: &mut Client, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// The config file in use, when it was read, and whether it changed on disk since (then the
+/// daemon runs on something else than the file says: `reload` reads it).
+fn config_line(s: &v1::StatusResponse) -> String {
+    if s.config_file.is_empty() {
+        return "(defaults)".to_string();
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut line = s.config_file.clone();
+    if s.config_read_ms > 0 {
+        line.push_str(&format!(
+            " (read {}s ago)",
+            (now - s.config_read_ms).max(0) / 1000
+        ));
+        let modified = std::fs::metadata(&s.config_file)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as i64);
+        if modified.is_some_and(|m| m > s.config_read_ms) {
+            line.push_str(
+                "; changed on disk since: `clibotctl reload` reads it (`clibotctl doctor` checks it first)",
+            );
+        }
+    }
+    line
 }

@@ -27,6 +27,8 @@ pub(crate) struct Live {
     pub(crate) automation: Arc<crate::automation::Automation>,
     /// `[[routes]]`, compiled: which CLI a new task goes to.
     pub(crate) routes: Arc<crate::automation::routing::Routes>,
+    /// When the config was read (Unix ms): `status` says so, and whether the file changed since.
+    pub(crate) read_ms: i64,
 }
 
 impl Live {
@@ -94,6 +96,7 @@ impl Live {
                 lifted_secrets,
                 automation: Arc::new(automation),
                 routes: Arc::new(routes),
+                read_ms: crate::store::now_ms(),
             },
             warnings,
         ))

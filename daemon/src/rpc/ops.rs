@@ -27,6 +27,7 @@ pub(super) async fn status(
         warnings: s.warnings,
         gateways: svc.gateway_status(),
         pending_prompts: s.pending_prompts as u32,
+        config_read_ms: s.config_read_ms,
     }))
 }
 
