@@ -2,28 +2,31 @@
 # Installs clibot from this checkout: tmux and bubblewrap when missing, one locked build of the
 # three binaries, their completions and manual pages, and a running daemon.
 #
-#   ./install.sh [--prefix DIR] [--no-start] [--profile NAME]
+#   ./install.sh [--prefix DIR] [--no-start] [--no-systemd] [--profile NAME]
 #
 #   --prefix DIR    where bin/ and share/ go (default: ~/.local)
 #   --no-start      install only; do not start the daemon
+#   --no-systemd    no systemd units: the daemon runs in the background, started by clibotctl
 #   --profile NAME  the cargo profile to build (default: release; the tests use dev)
 #
 # Safe to run again: it rebuilds what changed, replaces the installed files and restarts a
-# daemon it started under systemd. Needs a Rust toolchain (https://rustup.rs).
+# daemon it started (its sessions keep running). Needs a Rust toolchain (https://rustup.rs).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 prefix="$HOME/.local"
 start=1
+systemd=1
 profile=release
 while [ $# -gt 0 ]; do
     case "$1" in
         --prefix) prefix="${2:?--prefix needs a directory}"; shift 2 ;;
         --prefix=*) prefix="${1#--prefix=}"; shift ;;
         --no-start) start=0; shift ;;
+        --no-systemd) systemd=0; shift ;;
         --profile) profile="${2:?--profile needs a name}"; shift 2 ;;
-        -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "install.sh: unknown argument $1 (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -117,7 +120,7 @@ fi
 
 # Under a systemd user manager the daemon is a service (its tmux server a unit of its own, so
 # a daemon restart never touches the sessions); elsewhere clibotctl starts it in the background.
-if command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; then
+if [ "$systemd" -eq 1 ] && command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/dev/null 2>&1; then
     units="${XDG_CONFIG_HOME:-$HOME/.config}/systemd/user"
     mkdir -p "$units"
     tmux_path="$(command -v tmux)"
@@ -131,7 +134,26 @@ if command -v systemctl >/dev/null 2>&1 && systemctl --user show-environment >/d
     fi
     say "clibotd runs under systemd (systemctl --user status clibotd); sessions outlive your login only with: loginctl enable-linger $USER"
 else
-    say "no systemd user manager: clibotctl starts clibotd in the background when it is needed"
+    say "clibotd is not a systemd unit here: clibotctl starts it in the background when it is needed"
+    # A daemon started earlier still runs the old binary: one this install started (its
+    # program is $bin/clibotd) is stopped gracefully — tmux keeps every session, and the
+    # next clibotctl call starts the new daemon, which takes them up again; any other is
+    # only pointed out.
+    pid="$("$bin/clibotctl" status --json 2>/dev/null | tr -d ' \n' | grep -o '"pid":[0-9][0-9]*' | head -n 1 | cut -d: -f2)"
+    if [ -n "$pid" ]; then
+        exe="$(readlink "/proc/$pid/exe" 2>/dev/null || true)"
+        case "$exe" in
+            "$bin/clibotd"|"$bin/clibotd (deleted)")
+                say "restarting the running clibotd (pid $pid) on the new binary; its sessions keep running in tmux"
+                kill -TERM "$pid" 2>/dev/null || true
+                for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+                if kill -0 "$pid" 2>/dev/null; then
+                    say "the old clibotd (pid $pid) has not stopped yet: it still runs the old binary until it does"
+                fi ;;
+            *)
+                say "an older clibotd (pid $pid, ${exe:-its program unknown}) still runs and keeps running the old binary: stop it (kill $pid; its sessions survive in tmux) to use the new one" ;;
+        esac
+    fi
 fi
 "$bin/clibotctl" status || true
 cat <<EOF

@@ -446,3 +446,117 @@ fn a_range_prompt_is_answered_by_number() {
         clibot_tests::lines(t).contains(&"picked=2")
     });
 }
+
+/// Running `install.sh` again where a daemon it started runs (no systemd units here): that
+/// daemon is stopped gracefully and the next clibotctl call starts the new binary, which takes
+/// the session up again — the session's shell is the same process throughout.
+#[test]
+fn install_sh_run_again_restarts_the_daemon_it_started_and_keeps_the_sessions() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("repository root")
+        .to_path_buf();
+    let home = tempfile::tempdir().expect("tempdir");
+    let h = home.path();
+    let prefix = h.join("prefix");
+    let bin = prefix.join("bin");
+    let runtime = h.join("run");
+    std::fs::create_dir_all(&runtime).expect("runtime dir");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let env = |c: &mut Command| {
+        for (k, _) in std::env::vars() {
+            if k.starts_with("CLIBOT_") || k.starts_with("XDG_") || k == "TMUX" {
+                c.env_remove(&k);
+            }
+        }
+        c.env("HOME", h)
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("XDG_CONFIG_HOME", h.join("config"))
+            .env("XDG_STATE_HOME", h.join("state"))
+            .env("XDG_DATA_HOME", h.join("data"))
+            .env("TMUX_TMPDIR", &runtime)
+            .env(
+                "CARGO_HOME",
+                std::env::var_os("CARGO_HOME").unwrap_or_else(|| {
+                    std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                        .join(".cargo")
+                        .into_os_string()
+                }),
+            )
+            .env(
+                "RUSTUP_HOME",
+                std::env::var_os("RUSTUP_HOME").unwrap_or_else(|| {
+                    std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+                        .join(".rustup")
+                        .into_os_string()
+                }),
+            );
+    };
+    let install = || {
+        let mut c = Command::new(root.join("install.sh"));
+        c.args(["--prefix", &prefix.display().to_string()])
+            .args(["--no-systemd", "--profile", "dev"])
+            .current_dir(&root);
+        env(&mut c);
+        let out = c.output().expect("run install.sh");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    let ctl = |args: &[&str]| {
+        let mut c = Command::new(bin.join("clibotctl"));
+        c.args(args);
+        env(&mut c);
+        let out = c.output().expect("clibotctl");
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pid = |json: &str| -> u64 {
+        serde_json::from_str::<serde_json::Value>(json).expect("json")["pid"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    /// Whatever happens, no daemon or tmux server of this test outlives it.
+    struct Cleanup(std::path::PathBuf, std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill")
+                .args(["-f", &self.0.join("clibotd").display().to_string()])
+                .status();
+            let _ = Command::new("tmux")
+                .args(["-L", "clibot", "kill-server"])
+                .env("TMUX_TMPDIR", &self.1)
+                .env("XDG_RUNTIME_DIR", &self.1)
+                .status();
+        }
+    }
+    let _cleanup = Cleanup(bin.clone(), runtime.clone());
+    install();
+    let first = pid(&ctl(&["status", "--json"]));
+    assert!(first > 0);
+    let dir = h.display().to_string();
+    ctl(&["spawn", "kept", "--cli", "shell", "--dir", &dir]);
+    let shell = |list: &str| {
+        serde_json::from_str::<serde_json::Value>(list).expect("json")[0]["pid"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    let shell_pid = shell(&ctl(&["list", "--json"]));
+    let said = install();
+    let second = pid(&ctl(&["status", "--json"]));
+    let list = ctl(&["list", "--json"]);
+    assert!(said.contains("restarting the running clibotd"), "{said}");
+    assert_ne!(first, second, "a new daemon runs: {said}");
+    assert_eq!(
+        shell(&list),
+        shell_pid,
+        "the same shell, taken up again: {list}"
+    );
+}
