@@ -182,3 +182,45 @@ fn clibotctl_ends_quietly_on_a_closed_pipe() {
     let err = String::from_utf8_lossy(&done.stderr);
     assert!(!err.contains("panicked") && err.trim().is_empty(), "{err}");
 }
+
+/// A daemon killed between typing a queued message and pressing Enter (here a CLI whose
+/// `submit_delay_ms` is 3 s holds that window open): the next daemon finds the message on the
+/// input line and submits it — the CLI receives it once, not typed twice on one line.
+#[test]
+fn a_queued_message_half_typed_when_the_daemon_died_is_submitted_once() {
+    let mut h = Harness::with_config(
+        "\n[cli.slowsh]\nargv = [\"bash\", \"--norc\", \"--noprofile\"]\nenv = { PS1 = \"$ \" }\nsubmit_delay_ms = 3000\n",
+    );
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "q", "--cli", "slowsh", "--dir", &work]);
+    h.wait_screen("q", "the prompt", |s| s.contains("$"));
+    h.ctl_ok(&["send", "q", "sleep 1"]);
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    let out = h.ctl(&["send", "q", "echo once-$((7*6))"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("queued"),
+        "{out:?}"
+    );
+    // Typed, not yet submitted: the daemon dies in that window.
+    h.wait_screen("q", "the queued message typed", |s| {
+        s.lines()
+            .any(|l| l.trim_end().ends_with("echo once-$((7*6))"))
+            && !lines(s).contains(&"once-42")
+    });
+    h.kill_daemon();
+    h.start_daemon();
+    let screen = h.wait_screen("q", "the message ran", |s| lines(s).contains(&"once-42"));
+    std::thread::sleep(Duration::from_secs(4));
+    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "q"]).stdout).into_owned() + &screen;
+    let now = String::from_utf8_lossy(&h.ctl(&["screen", "q"]).stdout).into_owned();
+    assert_eq!(
+        lines(&now).iter().filter(|l| **l == "once-42").count(),
+        1,
+        "typed once: {screen}"
+    );
+    assert!(
+        !now.contains("))echo"),
+        "not typed twice on one line: {now}"
+    );
+}

@@ -50,6 +50,9 @@ pub(crate) struct Runtime {
     pub(crate) poke: Arc<Notify>,
     pub(crate) last_error_line: Option<String>,
     pub(crate) delivering: bool,
+    /// Set at start for a session with input queued: the last daemon may have died between
+    /// typing the first message and pressing Enter, leaving it on the input line.
+    pub(crate) maybe_half_typed: bool,
     /// The start (Unix ms; 0: unknown) of the turn already reported as running past
     /// `turn_timeout`.
     pub(crate) timed_out_turn: Option<i64>,
@@ -103,6 +106,7 @@ impl Default for Runtime {
             poke: Arc::new(Notify::new()),
             last_error_line: None,
             delivering: false,
+            maybe_half_typed: false,
             timed_out_turn: None,
             crash_restarts: Vec::new(),
             idle_foreground: None,

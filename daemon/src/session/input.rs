@@ -215,6 +215,9 @@ impl Daemon {
         }
         if by_api {
             // Delivered.
+        } else if self.already_typed(name, rec.target(), text).await {
+            // The last daemon typed it and died before Enter: it is submitted, not typed twice.
+            info!("the queued message was typed already by the last daemon; submitting it");
         } else if text.contains('\n') || text.len() > TYPE_MAX {
             let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
             mux.paste(rec.target(), &format!("clibot-{}-{n}", rec.id), text)
@@ -261,6 +264,31 @@ impl Daemon {
             self.persist();
         }
         Ok(Delivery::Typed(seq))
+    }
+
+    /// Whether `text` already stands at the end of the pane's input line, typed by a daemon
+    /// that died before it pressed Enter (asked once, after a start with input queued).
+    async fn already_typed(&self, name: &str, target: &str, text: &str) -> bool {
+        let asked = lock(&self.inner.sessions)
+            .get_mut(name)
+            .is_some_and(|e| std::mem::take(&mut e.rt.maybe_half_typed));
+        let text = text.trim_end();
+        if !asked || text.is_empty() || text.contains('\n') || text.len() > TYPE_MAX {
+            return false;
+        }
+        let mux = self.mux_of(name);
+        let (Ok(screen), Ok((_, y))) = (
+            mux.capture(target, None, false).await,
+            mux.cursor(target).await,
+        ) else {
+            return false;
+        };
+        // On the line the cursor stands on, right before it: output that merely ends with the
+        // same words is not an input line.
+        screen
+            .lines()
+            .nth(usize::try_from(y).unwrap_or(usize::MAX))
+            .is_some_and(|l| l.trim_end().ends_with(text))
     }
 
     /// Delivers the oldest queued input if the session is ready for it. The message leaves the

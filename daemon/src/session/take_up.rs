@@ -32,6 +32,9 @@ impl Daemon {
         };
         for name in ready {
             info!(session = %name, "input was queued for a ready session: typed now");
+            if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
+                e.rt.maybe_half_typed = true;
+            }
             self.deliver_queued(&name);
         }
         for name in sleeping {
