@@ -471,3 +471,46 @@ fn keys_are_pressed_at_once_even_with_input_queued() {
     assert!(started.elapsed() < Duration::from_secs(30));
     assert!(!h.ctl_ok(&["screen", "r"]).contains("never-2"));
 }
+
+/// A queue larger than one gRPC answer (five messages of 900 KB): `queue` lists what fits and
+/// says how many more there are, instead of failing with gRPC's raw size error.
+#[test]
+fn a_queue_over_four_mib_is_listed_in_part_with_a_count() {
+    use std::io::Write;
+    let mut h = harness_with("max_input_bytes = 1048576\nmax_queued_bytes = 8388608");
+    h.start_daemon();
+    spawn_bash(&h, "r");
+    h.ctl_ok(&["send", "r", "sleep 60"]);
+    h.wait_list("working", |l| l[0]["state"] == "working");
+    let big = format!(": {}", "x".repeat(900_000));
+    for _ in 0..5 {
+        let mut child = h
+            .ctl_command(&["send", "r", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("clibotctl");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(big.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("wait");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).starts_with("queued"),
+            "{out:?}"
+        );
+    }
+    let out = h.ctl(&["queue", "r"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("2 more queued message(s)"), "{err}");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        listed.lines().filter(|l| l.contains(": xxx")).count(),
+        3,
+        "{listed}"
+    );
+}

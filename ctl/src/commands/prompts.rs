@@ -109,13 +109,13 @@ pub async fn cancel(c: &mut Client, name: String, json: bool) -> anyhow::Result<
 }
 
 pub async fn queue(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
-    let inputs = c
+    let q = c
         .list_queue(v1::ListQueueRequest {
             session: name.clone(),
         })
         .await?
-        .into_inner()
-        .inputs;
+        .into_inner();
+    let inputs = q.inputs;
     if json {
         let v: Vec<serde_json::Value> = inputs
             .iter()
@@ -123,6 +123,15 @@ pub async fn queue(c: &mut Client, name: String, json: bool) -> anyhow::Result<(
             .map(|(i, t)| json!({"position": i + 1, "text": t}))
             .collect();
         return print_json(&serde_json::Value::Array(v));
+    }
+    if q.omitted > 0 {
+        // Said first, on stderr: the list below is not all of it.
+        eprintln!(
+            "clibotctl: {} more queued message(s) ({} bytes) after the {} listed are not shown (more than one answer carries); `clibotctl drop {name} N` still takes any back",
+            q.omitted,
+            q.omitted_bytes,
+            inputs.len()
+        );
     }
     if inputs.is_empty() {
         println!("nothing is queued for {name}");

@@ -616,11 +616,13 @@ async fn follow_turn(
                         session: name.to_string(),
                     })
                     .await?
-                    .into_inner()
-                    .inputs;
-                let held = queue
-                    .iter()
-                    .any(|q| *q == mine.text || q.trim_end() == mine.asked.trim_end());
+                    .into_inner();
+                // Among those left out of a very long queue, it may still wait.
+                let held = queue.omitted > 0
+                    || queue
+                        .inputs
+                        .iter()
+                        .any(|q| *q == mine.text || q.trim_end() == mine.asked.trim_end());
                 mine.missing_by = (!held).then(|| Instant::now() + TYPING_GRACE);
             }
             Kind::Waiting(w) => {

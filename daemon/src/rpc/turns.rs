@@ -45,8 +45,23 @@ pub(super) fn list_queue(
     let actor = actor(&req);
     let r = req.into_inner();
     svc.owned(&actor, &r.session, "queue", false)?;
-    let inputs = svc.daemon.queued(&r.session)?;
-    Ok(Response::new(v1::ListQueueResponse { inputs }))
+    let mut inputs = svc.daemon.queued(&r.session)?;
+    // One answer stays well under gRPC's 4 MiB: what does not fit is counted, not sent.
+    const ANSWER_BYTES: usize = 3 * 1024 * 1024;
+    let mut used = 0;
+    let fit = inputs
+        .iter()
+        .take_while(|t| {
+            used += t.len() + 8;
+            used <= ANSWER_BYTES
+        })
+        .count();
+    let rest = inputs.split_off(fit);
+    Ok(Response::new(v1::ListQueueResponse {
+        inputs,
+        omitted: rest.len() as u32,
+        omitted_bytes: rest.iter().map(|t| t.len() as u64).sum(),
+    }))
 }
 
 #[allow(clippy::result_large_err)]

@@ -209,7 +209,8 @@ impl Router {
             }
             Command::Queue => {
                 let session = need(&bound)?;
-                let inputs = c.list_queue(self.req(msg, v1::ListQueueRequest { session: session.clone() })).await?.into_inner().inputs;
+                let q = c.list_queue(self.req(msg, v1::ListQueueRequest { session: session.clone() })).await?.into_inner();
+                let (inputs, omitted) = (q.inputs, q.omitted);
                 if inputs.is_empty() {
                     format!("nothing is queued for {session}")
                 } else {
@@ -217,6 +218,9 @@ impl Router {
                     for (i, input) in inputs.iter().enumerate() {
                         let first: String = input.lines().next().unwrap_or("").chars().take(80).collect();
                         t.push_str(&format!("\n{}. {first}", i + 1));
+                    }
+                    if omitted > 0 {
+                        t.push_str(&format!("\n… and {omitted} more"));
                     }
                     let p = self.parser.prefix();
                     t.push_str(&format!("\n{p}drop N takes one back, {p}drop all every one"));
