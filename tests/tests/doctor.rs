@@ -446,8 +446,15 @@ fn doctor_fails_on_a_refused_bot_token_while_the_gateway_retries() {
     }
     let _ = g.kill();
     let _ = g.wait();
+    // Before its first try has failed the gateway is truly still connecting; from then on,
+    // every look says the token.
+    let first = seen
+        .iter()
+        .position(|c| c["status"] != "warn" || !c.to_string().contains("still connecting"))
+        .unwrap_or(seen.len());
+    let seen = &seen[first..];
     assert!(seen.len() >= 3, "the gateway reported: {seen:#?}");
-    for c in &seen {
+    for c in seen {
         assert_eq!(c["status"], "fail", "{c:#}");
         let text = c.to_string();
         assert!(

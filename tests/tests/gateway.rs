@@ -298,3 +298,29 @@ fn the_effective_config_is_printed_with_every_secret_masked() {
     assert!(!out.status.success());
     assert!(stderr.contains("CLIBOT_TEST_TELEGRAM"), "{stderr}");
 }
+
+/// A `--console` trial that ended leaves nothing failing in `doctor`: its last report is
+/// dropped once it would read as a stopped gateway.
+#[test]
+fn a_console_trial_that_ended_leaves_doctor_clean() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let mut g = Gateway::start(&h);
+    g.say("!!help");
+    g.expect("Gateway commands start with");
+    g.kill();
+    let doctor = |h: &Harness| -> serde_json::Value {
+        let out = h.ctl(&["doctor", "--json"]);
+        serde_json::from_slice(&out.stdout).expect("doctor --json")
+    };
+    // While it may still run, it is shown; past the silence limit (30 s), it is gone.
+    std::thread::sleep(Duration::from_secs(32));
+    let v = doctor(&h);
+    let checks = v["checks"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !checks
+            .iter()
+            .any(|c| c["name"] == "gateway console" || c["status"] == "fail"),
+        "{v:#}"
+    );
+}
