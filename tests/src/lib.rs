@@ -120,6 +120,20 @@ quiet_ms = 300
 "#;
 
 impl Harness {
+    /// [`Harness::new`] with `keys` at the top of the config's `[daemon]` section.
+    pub fn with_daemon_keys(keys: &str) -> Harness {
+        let h = Harness::new();
+        h.set_daemon_keys(keys);
+        h
+    }
+
+    /// Puts `keys` at the top of the config's `[daemon]` section (before the daemon starts).
+    pub fn set_daemon_keys(&self, keys: &str) {
+        let text = std::fs::read_to_string(&self.config).expect("read config");
+        let text = text.replacen("[daemon]\n", &format!("[daemon]\n{keys}\n"), 1);
+        std::fs::write(&self.config, text).expect("write config");
+    }
+
     /// A harness with the base config plus `extra` TOML appended.
     pub fn with_config(extra: &str) -> Harness {
         let dir = tempfile::Builder::new()

@@ -127,18 +127,6 @@ fn a_turn_running_across_a_daemon_kill_9_is_reported_once_when_it_ends() {
     restart_mid_turn(true);
 }
 
-/// A harness whose config has these keys in its `[daemon]` section.
-fn harness_with(daemon_keys: &str) -> Harness {
-    let h = Harness::new();
-    let config = std::fs::read_to_string(&h.config).expect("read config");
-    std::fs::write(
-        &h.config,
-        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
-    )
-    .expect("write config");
-    h
-}
-
 /// `send r 'sleep 30'`, two more messages queued, `restart`: the queue is typed into the new
 /// shell, in order, and later messages are not queued for ever.
 #[test]
@@ -203,7 +191,7 @@ fn a_second_window_takes_nothing_over() {
 /// others are refused naming the limit.
 #[test]
 fn concurrent_restarts_respect_max_sessions() {
-    let mut h = harness_with("max_sessions = 3");
+    let mut h = Harness::with_daemon_keys("max_sessions = 3");
     h.start_daemon();
     let names = ["s1", "s2", "s3", "s4", "s5", "s6"];
     for pair in names.chunks(3) {
@@ -253,7 +241,7 @@ fn concurrent_restarts_respect_max_sessions() {
 /// kill -9 of the daemon: what was queued is typed after it, in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_input_queue_is_bounded_cheap_and_survives_a_kill_9() {
-    let mut h = harness_with("max_queued_inputs = 5\nmax_queued_bytes = 4000");
+    let mut h = Harness::with_daemon_keys("max_queued_inputs = 5\nmax_queued_bytes = 4000");
     h.start_daemon();
     spawn_bash(&h, "r");
     h.ctl_ok(&["send", "r", "sleep 5"]);
@@ -477,7 +465,7 @@ fn keys_are_pressed_at_once_even_with_input_queued() {
 #[test]
 fn a_queue_over_four_mib_is_listed_in_part_with_a_count() {
     use std::io::Write;
-    let mut h = harness_with("max_input_bytes = 1048576\nmax_queued_bytes = 8388608");
+    let mut h = Harness::with_daemon_keys("max_input_bytes = 1048576\nmax_queued_bytes = 8388608");
     h.start_daemon();
     spawn_bash(&h, "r");
     h.ctl_ok(&["send", "r", "sleep 60"]);

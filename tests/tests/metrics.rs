@@ -9,14 +9,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A harness whose config has these keys in its `[daemon]` section.
 fn harness(daemon_keys: &str) -> Harness {
-    let h = Harness::with_config("");
-    let config = std::fs::read_to_string(&h.config).expect("read config");
-    std::fs::write(
-        &h.config,
-        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
-    )
-    .expect("write config");
-    h
+    Harness::with_daemon_keys(daemon_keys)
 }
 
 fn spawn_bash(h: &Harness, name: &str) {

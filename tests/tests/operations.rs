@@ -11,12 +11,7 @@ use tonic::Code;
 /// A harness whose config has these keys in its `[daemon]` section, and `extra` appended.
 fn harness(daemon_keys: &str, extra: &str) -> Harness {
     let h = Harness::with_config(extra);
-    let config = std::fs::read_to_string(&h.config).expect("read config");
-    std::fs::write(
-        &h.config,
-        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
-    )
-    .expect("write config");
+    h.set_daemon_keys(daemon_keys);
     h
 }
 

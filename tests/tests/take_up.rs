@@ -10,17 +10,6 @@ use std::time::Duration;
 use clibot_tests::{Harness, lines};
 use serde_json::Value;
 
-fn harness_with(daemon_keys: &str) -> Harness {
-    let h = Harness::new();
-    let config = std::fs::read_to_string(&h.config).expect("read config");
-    std::fs::write(
-        &h.config,
-        config.replacen("[daemon]\n", &format!("[daemon]\n{daemon_keys}\n"), 1),
-    )
-    .expect("write config");
-    h
-}
-
 fn spawn_bash(h: &Harness, name: &str) -> String {
     let work = h.work.display().to_string();
     h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
@@ -67,7 +56,7 @@ fn input_queued_for_an_idle_session_is_typed_when_the_daemon_starts() {
 /// dead by the next daemon, which says so and starts it again — once.
 #[test]
 fn a_cli_that_failed_while_no_daemon_ran_is_started_again() {
-    let mut h = harness_with("restart = \"on-failure\"");
+    let mut h = Harness::with_daemon_keys("restart = \"on-failure\"");
     h.start_daemon();
     spawn_bash(&h, "r");
     let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
@@ -121,7 +110,7 @@ fn a_cli_that_failed_while_no_daemon_ran_is_started_again() {
 /// scheduled is on disk, and the next daemon makes it (once).
 #[test]
 fn a_restart_due_when_the_daemon_died_is_made_by_the_next() {
-    let mut h = harness_with("restart = \"on-failure\"");
+    let mut h = Harness::with_daemon_keys("restart = \"on-failure\"");
     h.start_daemon();
     spawn_bash(&h, "r");
     h.ctl_ok(&["send", "r", "exit 4"]);

@@ -16,9 +16,7 @@ const OTHER_ADMIN: i64 = 101;
 
 /// Sets `keys` at the top of `[daemon]`.
 fn daemon_keys(h: &Harness, keys: &str) {
-    let text = std::fs::read_to_string(&h.config).expect("config");
-    let text = text.replacen("[daemon]\n", &format!("[daemon]\n{keys}\n"), 1);
-    std::fs::write(&h.config, text).expect("config");
+    h.set_daemon_keys(keys);
 }
 
 fn events_of(h: &Harness, kind: &str) -> Vec<Value> {

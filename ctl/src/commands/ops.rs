@@ -239,15 +239,11 @@ fn config_line(s: &v1::StatusResponse) -> String {
     if s.config_file.is_empty() {
         return "(defaults)".to_string();
     }
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0);
     let mut line = s.config_file.clone();
     if s.config_read_ms > 0 {
         line.push_str(&format!(
-            " (read {}s ago)",
-            (now - s.config_read_ms).max(0) / 1000
+            " (read {} ago)",
+            super::output::ago(s.config_read_ms)
         ));
         let modified = std::fs::metadata(&s.config_file)
             .and_then(|m| m.modified())

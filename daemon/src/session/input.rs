@@ -151,21 +151,36 @@ impl Daemon {
         if waiting {
             return true;
         }
-        let Some((_, pack)) = self.kind_of(cli) else {
-            return false;
-        };
-        let Ok(screen) = self.mux_of(name).capture(target, None, false).await else {
-            return false;
-        };
-        let a = pack.analyze(&screen);
-        match &a.prompt {
-            Some(p) if p.kind != crate::model::SECRET => {
-                info!(kind = %p.kind, "a dialog is up: the input waits");
+        match self
+            .dialog_on_screen(self.mux_of(name).as_ref(), target, cli)
+            .await
+        {
+            Some(a) => {
+                if let Some(p) = &a.prompt {
+                    info!(kind = %p.kind, "a dialog is up: the input waits");
+                }
                 self.on_screen(name, a);
                 true
             }
-            _ => false,
+            None => false,
         }
+    }
+
+    /// What `target`'s screen shows, when its CLI's pack reads a dialog on it (not a password
+    /// prompt, which takes typed text).
+    pub(crate) async fn dialog_on_screen(
+        &self,
+        mux: &dyn crate::tmux::Mux,
+        target: &str,
+        cli: &str,
+    ) -> Option<crate::cli::detect::Analysis> {
+        let (_, pack) = self.kind_of(cli)?;
+        let screen = mux.capture(target, None, false).await.ok()?;
+        let a = pack.analyze(&screen);
+        a.prompt
+            .as_ref()
+            .is_some_and(|p| p.kind != crate::model::SECRET)
+            .then_some(a)
     }
 
     /// Types the text (and Enter) now, serialised with all other input to this session.

@@ -108,16 +108,9 @@ impl Daemon {
 
     /// Whether `rec`'s pane shows a dialog (a prompt its pack reads, not a password prompt).
     async fn dialog_on(&self, mux: &dyn crate::tmux::Mux, rec: &SessionRecord) -> bool {
-        let Some((_, pack)) = self.kind_of(&rec.cli) else {
-            return false;
-        };
-        match mux.capture(rec.target(), None, false).await {
-            Ok(screen) => pack
-                .analyze(&screen)
-                .prompt
-                .is_some_and(|p| p.kind != "secret"),
-            Err(_) => false,
-        }
+        self.dialog_on_screen(mux, rec.target(), &rec.cli)
+            .await
+            .is_some()
     }
 
     pub(crate) async fn stop_inner(
