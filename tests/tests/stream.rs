@@ -38,6 +38,14 @@ fn a_running_turn_shows_its_newest_output_in_the_status_message() {
             .iter()
             .any(|t| t.contains("all-done") && !t.contains("working"))
     });
+    // The status is closed by its own edit, which may land just after the reply.
+    tg.wait_sent("the status closed", |_| {
+        tg.calls_of("editMessageText").iter().any(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("[s] done in"))
+        })
+    });
     let edits: Vec<String> = tg
         .calls_of("editMessageText")
         .iter()
