@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::config::Settings;
 use crate::error::CoreError;
@@ -155,6 +155,17 @@ impl Daemon {
             registry.last_seq.max(chats.max_seq()),
         );
         warnings.extend(w);
+        // The registry is a snapshot of where the log had got to: what the log recorded after
+        // it is applied to it ([`crate::store::catch_up`]).
+        let mut registry = registry;
+        let after = events.read_after(registry.last_seq, usize::MAX).events;
+        let caught = crate::store::catch_up::catch_up(&mut registry, &after);
+        if caught > 0 {
+            info!(
+                events = caught,
+                "the session registry was behind the event log: brought up to it"
+            );
+        }
         // A binding whose cursor was damage and had no other chat to resume from starts at
         // the log's end, not at its beginning.
         chats.place_unplaced(events.last_seq());
@@ -426,6 +437,9 @@ impl Daemon {
             *p = (true, false);
         }
         loop {
+            // The log's end is read before the sessions are copied (fields are evaluated in
+            // order): the copy holds at least what the log held then, and a restart applies
+            // the events after it ([`crate::store::catch_up`]).
             let file = RegistryFile {
                 version: 1,
                 last_seq: self.inner.events.last_seq(),
@@ -564,8 +578,34 @@ impl Daemon {
     }
 
     /// Saves everything before the process ends. tmux and its sessions are left running.
-    pub fn shutdown(&self) {
+    ///
+    /// What is in flight is let finish first, for at most `DRAIN`: a message being typed gets
+    /// its Enter (or is left whole in its queue), a cancel pressing its keys records itself, a
+    /// wake starting its CLI sees it started. Each session's input lock is then held to the end,
+    /// so nothing new is typed by a daemon that is going away.
+    pub async fn shutdown(&self) {
+        const DRAIN: Duration = Duration::from_secs(10);
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        let inputs: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = lock(&self.inner.sessions)
+            .iter()
+            .map(|(n, e)| (n.clone(), e.input.clone()))
+            .collect();
+        let mut held = Vec::with_capacity(inputs.len());
+        for (name, input) in inputs {
+            match tokio::time::timeout_at(deadline, input.lock_owned()).await {
+                Ok(g) => held.push(g),
+                Err(_) => {
+                    warn!(session = %name, "still typing when the daemon stopped; the next daemon finishes it")
+                }
+            }
+        }
+        while lock(&self.inner.sessions).values().any(|e| e.rt.waking)
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         self.persist();
+        drop(held);
     }
 }
 

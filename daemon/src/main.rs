@@ -382,7 +382,7 @@ fn run(
         .await;
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
         shutdown.cancel();
-        daemon.shutdown();
+        daemon.shutdown().await;
         info!("stopped; tmux sessions keep running");
         served.map_err(anyhow::Error::from)
     });

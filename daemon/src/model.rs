@@ -162,6 +162,11 @@ pub struct SessionRecord {
     /// The session this one handed its work to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub delegated_to: String,
+    /// Who asked to cancel the running turn, written before the CLI is interrupted: a daemon
+    /// that dies before it records the cancel leaves the next one to report the turn's end as
+    /// cancelled, not completed. Empty when no cancel is under way.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cancel_by: String,
     /// Where the jailed CLI's home is (its per-session state is bound over parts of it);
     /// empty for a session that runs unjailed.
     #[serde(default, skip_serializing_if = "String::is_empty")]

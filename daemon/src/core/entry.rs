@@ -50,6 +50,9 @@ pub(crate) struct Runtime {
     pub(crate) poke: Arc<Notify>,
     pub(crate) last_error_line: Option<String>,
     pub(crate) delivering: bool,
+    /// This daemon is interrupting the running turn (`cancel`): its end is reported by the
+    /// cancel, not as a completion.
+    pub(crate) cancelling: bool,
     /// Set at start for a session with input queued: the last daemon may have died between
     /// typing the first message and pressing Enter, leaving it on the input line.
     pub(crate) maybe_half_typed: bool,
@@ -106,6 +109,7 @@ impl Default for Runtime {
             poke: Arc::new(Notify::new()),
             last_error_line: None,
             delivering: false,
+            cancelling: false,
             maybe_half_typed: false,
             timed_out_turn: None,
             crash_restarts: Vec::new(),

@@ -143,9 +143,28 @@ impl Daemon {
         // Queued input lives in files of its own; a registry written before that still holds
         // it, and hands it over once.
         for rec in registry.sessions.iter_mut() {
-            let (queue, warnings) = self.inner.queues.load(&rec.id);
+            let crate::store::queue_file::Loaded {
+                mut queue,
+                typing_from,
+                warnings,
+            } = self.inner.queues.load(&rec.id);
             for w in warnings {
                 self.warn(w);
+            }
+            // The last daemon began typing the head: submitted (the log says so), it leaves
+            // the queue now; otherwise it is typed again, a half-typed line completed.
+            if let Some(from) = typing_from {
+                let after = self.inner.events.read_after(from, usize::MAX).events;
+                if crate::store::catch_up::submitted_since(&after, &rec.id, from) {
+                    info!(session = %rec.name, "the queued message being typed when the last daemon stopped was submitted: not typed again");
+                    queue.remove(0);
+                    if let Err(e) = self.inner.queues.pop(&rec.id, &queue) {
+                        self.warn(format!(
+                            "session {}: cannot record that a queued message was typed: {e}",
+                            rec.name
+                        ));
+                    }
+                }
             }
             if queue.is_empty() && !rec.queue.is_empty() {
                 if let Err(e) = self.inner.queues.rewrite(&rec.id, &rec.queue) {

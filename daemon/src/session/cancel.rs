@@ -34,6 +34,38 @@ impl Daemon {
                 rec.state.as_str()
             )));
         }
+        // The intent first, on disk: a daemon that dies before it records the cancel leaves
+        // the next one to report this turn's end as cancelled (see `complete_turn_if`).
+        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            e.rec.cancel_by = by.to_string();
+            e.rt.cancelling = true;
+        }
+        self.persist();
+        let how = self.interrupt(name, &rec, input).await;
+        let how = match how {
+            Ok(how) => how,
+            Err(err) => {
+                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    e.rec.cancel_by.clear();
+                    e.rt.cancelling = false;
+                }
+                self.persist();
+                return Err(err);
+            }
+        };
+        let queued = self.record_cancel(name, by, &how);
+        info!(session = name, %how, "turn cancelled");
+        self.deliver_queued(name);
+        Ok(Cancelled { how, queued })
+    }
+
+    /// Interrupts the CLI its own way; how it was told.
+    async fn interrupt(
+        &self,
+        name: &str,
+        rec: &crate::model::SessionRecord,
+        input: std::sync::Arc<tokio::sync::Mutex<()>>,
+    ) -> Result<String, CoreError> {
         let adapter = self.kind_of(&rec.cli).map(|(a, _)| a);
         let api = lock(&self.inner.sessions)
             .get(name)
@@ -99,13 +131,21 @@ impl Daemon {
                 format!("keys {}", keys.join(" "))
             }
         };
+        Ok(how)
+    }
+
+    /// Records that session `name`'s turn ended by a cancel (`by` asked, `how` the CLI was
+    /// told), in one event that also says so for a restart; returns how many inputs wait.
+    pub(crate) fn record_cancel(&self, name: &str, by: &str, how: &str) -> usize {
         // The turn is over for clibot: its prompt (and a hook waiting on it) goes, and what
         // is queued goes next.
         let (id, queued) = {
             let mut sessions = lock(&self.inner.sessions);
             let Some(e) = sessions.get_mut(name) else {
-                return Err(CoreError::NoSuchSession(name.to_string()));
+                return 0;
             };
+            e.rec.cancel_by.clear();
+            e.rt.cancelling = false;
             for (_, (tx, _)) in e.rt.waiters.drain() {
                 let _ = tx.send(String::new());
             }
@@ -124,14 +164,12 @@ impl Daemon {
             &id,
             EventKind::TurnCancelled {
                 by: by.to_string(),
-                how: how.clone(),
+                how: how.to_string(),
             },
         );
         self.set_state(name, State::Idle, "turn cancelled");
         self.persist();
-        info!(session = name, %how, "turn cancelled");
-        self.deliver_queued(name);
-        Ok(Cancelled { how, queued })
+        queued
     }
 
     /// The inputs queued behind session `name`'s running turn, oldest first.

@@ -322,6 +322,16 @@ impl Daemon {
                 return;
             }
             e.rt.delivering = true;
+            // Before the head is typed, its file says so: a daemon killed from here on leaves
+            // the next one to ask the event log whether it was submitted (then it is not
+            // typed again) or not (then it is, a half-typed line completed).
+            if let Err(err) = self
+                .inner
+                .queues
+                .typing(&e.rec.id, self.inner.events.last_seq())
+            {
+                warn!("cannot record on disk that a queued message is being typed: {err}");
+            }
             e.rec.queue[0].clone()
         };
         let d = self.clone();

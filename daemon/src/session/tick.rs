@@ -210,6 +210,27 @@ impl Daemon {
             );
             return;
         }
+        let cancel_by = lock(&self.inner.sessions)
+            .get(name)
+            .map(|e| (e.rt.cancelling, e.rec.cancel_by.clone()));
+        match cancel_by {
+            // This daemon's cancel is interrupting the turn: it reports the end.
+            Some((true, _)) => {
+                info!(source, "a turn ended by the cancel under way");
+                return;
+            }
+            // A cancel the last daemon began and did not record: the turn ended by it.
+            Some((false, by)) if !by.is_empty() => {
+                info!(
+                    source,
+                    "the turn a cancel interrupted before a restart ended"
+                );
+                self.record_cancel(name, &by, "before the daemon restarted");
+                self.deliver_queued(name);
+                return;
+            }
+            _ => {}
+        }
         let id = {
             let mut sessions = lock(&self.inner.sessions);
             let Some(e) = sessions.get_mut(name) else {

@@ -8,6 +8,7 @@
 
 pub mod audit;
 pub mod blobs;
+pub mod catch_up;
 pub mod events;
 pub mod outcomes;
 pub mod queue_file;

@@ -23,6 +23,19 @@ use serde::{Deserialize, Serialize};
 enum Op {
     Push(String),
     Pop(usize),
+    /// The head is being typed; the event log ended at this sequence number then. A `pop`
+    /// follows once it was submitted; a file that ends with this line leaves the next daemon
+    /// to ask the log whether it was ([`crate::store::catch_up::submitted_since`]).
+    Typing(u64),
+}
+
+/// A session's queue as its file says.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub queue: Vec<String>,
+    /// The file ends with [`Op::Typing`]: the head's typing began when the log ended here.
+    pub typing_from: Option<u64>,
+    pub warnings: Vec<String>,
 }
 
 /// The directory of queue files.
@@ -91,6 +104,12 @@ impl QueueFiles {
         self.append(id, &Op::Push(text.to_string()))
     }
 
+    /// Records that the head is about to be typed (unsynced, like a pop: the kernel keeps it
+    /// through a kill), the log ending at `log_seq`.
+    pub fn typing(&self, id: &str, log_seq: u64) -> std::io::Result<()> {
+        self.append(id, &Op::Typing(log_seq)).map(drop)
+    }
+
     /// Records that the oldest entry left the queue, which now holds `left`. An empty queue's
     /// file is removed; one whose file outgrew it is written again whole.
     pub fn pop(&self, id: &str, left: &[String]) -> std::io::Result<()> {
@@ -144,20 +163,20 @@ impl QueueFiles {
     }
 
     /// Session `id`'s queue as the file says, with warnings about what could not be read.
-    pub fn load(&self, id: &str) -> (Vec<String>, Vec<String>) {
-        let mut warnings = Vec::new();
+    pub fn load(&self, id: &str) -> Loaded {
+        let mut out = Loaded::default();
         let Some(path) = self.path(id) else {
-            return (Vec::new(), warnings);
+            return out;
         };
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (Vec::new(), warnings),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
             Err(e) => {
-                warnings.push(format!(
+                out.warnings.push(format!(
                     "cannot read queued input {} ({e}): those messages are not typed; make it readable by clibotd's user",
                     path.display()
                 ));
-                return (Vec::new(), warnings);
+                return out;
             }
         };
         let mut queue: std::collections::VecDeque<String> = Default::default();
@@ -167,22 +186,37 @@ impl QueueFiles {
             match serde_json::from_slice::<Op>(line) {
                 Ok(Op::Push(t)) => queue.push_back(t),
                 Ok(Op::Pop(n)) => {
+                    out.typing_from = None;
                     for _ in 0..n.min(queue.len()) {
                         queue.pop_front();
                     }
                 }
+                Ok(Op::Typing(seq)) => out.typing_from = Some(seq),
                 Err(_) if !complete => torn = true,
-                Err(e) => warnings.push(format!("{} line {}: {e}; skipped", path.display(), i + 1)),
+                Err(e) => {
+                    out.warnings
+                        .push(format!("{} line {}: {e}; skipped", path.display(), i + 1))
+                }
             }
         }
-        let queue: Vec<String> = queue.into();
-        if torn || !warnings.is_empty() {
-            // Written again clean, so the next append starts on a line of its own.
-            if let Err(e) = self.rewrite(id, &queue) {
-                warnings.push(format!("cannot rewrite {}: {e}", path.display()));
+        out.queue = queue.into();
+        if out.queue.is_empty() {
+            out.typing_from = None;
+        }
+        if torn || !out.warnings.is_empty() {
+            // Written again clean, so the next append starts on a line of its own (an
+            // unfinished typing is kept: the caller settles it).
+            if let Err(e) = self.rewrite(id, &out.queue) {
+                out.warnings
+                    .push(format!("cannot rewrite {}: {e}", path.display()));
+            } else if let Some(seq) = out.typing_from
+                && let Err(e) = self.typing(id, seq)
+            {
+                out.warnings
+                    .push(format!("cannot rewrite {}: {e}", path.display()));
             }
         }
-        (queue, warnings)
+        out
     }
 }
 
@@ -199,13 +233,13 @@ mod tests {
         q.push("s1", "three").expect("push");
         q.pop("s1", &["two\nlines".into(), "three".into()])
             .expect("pop");
-        let (got, w) = q.load("s1");
-        assert!(w.is_empty(), "{w:?}");
-        assert_eq!(got, ["two\nlines", "three"]);
+        let l = q.load("s1");
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert_eq!(l.queue, ["two\nlines", "three"]);
         q.pop("s1", &["three".into()]).expect("pop");
         q.pop("s1", &[]).expect("pop");
         assert!(!d.path().join("queues/s1.jsonl").exists());
-        assert!(q.load("s1").0.is_empty());
+        assert!(q.load("s1").queue.is_empty());
     }
 
     #[test]
@@ -219,10 +253,34 @@ mod tests {
             .open(&path)
             .expect("open");
         f.write_all(b"{\"push\":\"cut").expect("write");
-        let (got, _) = q.load("s");
-        assert_eq!(got, ["kept"]);
+        assert_eq!(q.load("s").queue, ["kept"]);
         q.push("s", "next").expect("push");
-        assert_eq!(q.load("s").0, ["kept", "next"]);
+        assert_eq!(q.load("s").queue, ["kept", "next"]);
+    }
+
+    #[test]
+    fn a_typing_left_unfinished_is_reported_and_a_pop_settles_it() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let q = QueueFiles::new(d.path());
+        q.push("s", "one").expect("push");
+        q.push("s", "two").expect("push");
+        q.typing("s", 41).expect("typing");
+        let l = q.load("s");
+        assert_eq!(l.queue, ["one", "two"]);
+        assert_eq!(l.typing_from, Some(41));
+        q.pop("s", &["two".into()]).expect("pop");
+        let l = q.load("s");
+        assert_eq!(l.queue, ["two"]);
+        assert_eq!(l.typing_from, None);
+        // Survives the repair of a torn line.
+        q.typing("s", 50).expect("typing");
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(d.path().join("queues/s.jsonl"))
+            .expect("open");
+        f.write_all(b"{\"pu").expect("write");
+        assert_eq!(q.load("s").typing_from, Some(50));
+        assert_eq!(q.load("s").typing_from, Some(50));
     }
 
     #[test]
@@ -230,6 +288,6 @@ mod tests {
         let d = tempfile::tempdir().expect("tempdir");
         let q = QueueFiles::new(d.path());
         assert!(q.push("../x", "t").is_err());
-        assert!(q.load("../x").0.is_empty());
+        assert!(q.load("../x").queue.is_empty());
     }
 }
