@@ -146,6 +146,11 @@ pub trait Mux: Send + Sync + 'static {
     async fn cursor(&self, target: &str) -> Result<(i64, i64), MuxError>;
     /// The name of the pane's foreground process (`sleep` while a shell runs it).
     async fn foreground(&self, target: &str) -> Result<String, MuxError>;
+    /// Pipes the pane's output to a shell command from now on (replacing a pipe already
+    /// open), or closes the pipe (`None`).
+    async fn pipe_output(&self, _target: &str, _command: Option<&str>) -> Result<(), MuxError> {
+        Err(MuxError::NoSuchTarget("pipe_output".into()))
+    }
     /// When a person last did something in a client attached to the pane's session (Unix
     /// seconds; clibot's own control client left out); `None` when none is attached.
     async fn desk_activity(&self, _target: &str) -> Option<i64> {
@@ -699,6 +704,16 @@ impl Mux for Tmux {
             c = c.start_line(s.as_str());
         }
         self.query(vec![c.build()]).await
+    }
+
+    async fn pipe_output(&self, target: &str, command: Option<&str>) -> Result<(), MuxError> {
+        let mut p = TmuxCommand::new();
+        p.name("pipe-pane");
+        p.push_option("-t", target);
+        if let Some(c) = command {
+            p.push_param(escape_arg(&escape_format(c)).into_owned());
+        }
+        self.run(vec![p], None).await.map(drop)
     }
 
     async fn foreground(&self, target: &str) -> Result<String, MuxError> {

@@ -54,6 +54,8 @@ impl Daemon {
             }
         };
         let queued = self.record_cancel(name, by, &how);
+        // A copy of a screen-read turn's output ends with the turn.
+        let _ = self.take_turn_copy(name, &rec.id, rec.target()).await;
         info!(session = name, %how, "turn cancelled");
         self.deliver_queued(name);
         Ok(Cancelled { how, queued })

@@ -215,6 +215,14 @@ impl Daemon {
             Ok((hist, y)) => Some(hist + y),
             Err(_) => None,
         };
+        // Their output is also copied outside tmux, for a turn longer than its scrollback.
+        if submit
+            && self
+                .kind_of(&rec.cli)
+                .is_some_and(|(a, _)| !a.completes_by_hook() && !a.serves_api())
+        {
+            self.copy_turn_output(name, &rec.id, rec.target()).await;
+        }
         // A CLI with an API takes a submitted message through it: no keystroke can be lost
         // while its TUI is still settling, and its confirmation is the API's own answer.
         let api = lock(&self.inner.sessions)

@@ -35,6 +35,7 @@ mod restart;
 mod route;
 mod runaway;
 mod screen;
+mod scrollback;
 pub(crate) mod shared;
 mod spawn;
 mod stop;

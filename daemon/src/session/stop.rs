@@ -267,6 +267,7 @@ impl Daemon {
         // removal never follows a link out of the tree), without holding anything up.
         let jail = self.inner.settings.state_dir.join("jails").join(id);
         let _ = std::fs::remove_file(super::early::path(&self.inner.settings.state_dir, id));
+        let _ = std::fs::remove_file(super::scrollback::path(&self.inner.settings.state_dir, id));
         let dir = self.inner.settings.state_dir.join("sessions").join(id);
         let remove = move || {
             let _ = std::fs::remove_dir_all(&jail);

@@ -121,16 +121,7 @@ impl Daemon {
             if still_running {
                 return;
             }
-            let text = match (anchor, self.mux_of(name).cursor(target).await) {
-                (Some(a), Ok((hist, _))) => self
-                    .mux_of(name)
-                    .capture(target, Some(a - hist), false)
-                    .await
-                    .ok(),
-                _ => self.mux_of(name).capture(target, None, false).await.ok(),
-            }
-            .map(|c| reply_from_screen(&c, input_lines))
-            .unwrap_or_default();
+            let text = self.screen_reply(name, target, anchor, input_lines).await;
             self.complete_turn(name, text, "screen");
         }
     }
