@@ -213,3 +213,35 @@ fn a_queued_message_half_typed_when_the_daemon_died_is_submitted_once() {
         "not typed twice on one line: {now}"
     );
 }
+
+/// `sessions.json` damaged while no daemon ran: the next daemon reads its previous version,
+/// brought up to date by the event log — a hibernated session (which tmux no longer knows) is
+/// still there and wakes, and the input queued for a running one is typed.
+#[test]
+fn a_damaged_registry_keeps_hibernated_sessions_and_queues() {
+    let mut h = Harness::with_daemon_keys("idle_stop_after = \"2s\"");
+    h.start_daemon();
+    spawn_bash(&h, "sleepy");
+    h.wait_list("hibernated", |l| l[0]["state"] == "hibernated");
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "busy", "--cli", "bash", "--dir", &work]);
+    h.ctl_ok(&["send", "busy", "sleep 4; echo first-$((1+1))"]);
+    h.ctl_ok(&["send", "busy", "echo queued-$((2+3))"]);
+    h.kill_daemon();
+    std::fs::write(h.state_dir.join("sessions.json"), "{ damaged").expect("damage");
+    h.start_daemon();
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let state = |n: &str| {
+        list.as_array()
+            .and_then(|a| a.iter().find(|s| s["name"] == n))
+            .map(|s| s["state"].clone())
+    };
+    assert_eq!(state("sleepy"), Some("hibernated".into()), "{list:#}");
+    h.wait_screen("busy", "the queued message typed", |s| {
+        lines(s).contains(&"queued-5")
+    });
+    h.ctl_ok(&["send", "sleepy", "echo awake-$((3*3))"]);
+    h.wait_screen("sleepy", "woken", |s| lines(s).contains(&"awake-9"));
+    let status = h.ctl_ok(&["status"]);
+    assert!(status.contains("previous version"), "{status}");
+}

@@ -242,6 +242,19 @@ pub fn load_registry(path: &Path) -> (RegistryFile, Vec<String>, bool) {
                 let kept = set_aside(path)
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|err| format!("(could not move it: {err})"));
+                let prev = previous_registry(path);
+                if let Ok((reg, _)) = fs::read(&prev)
+                    .map_err(|e| e.to_string())
+                    .and_then(|b| parse_registry(&b).map_err(|e| e.to_string()))
+                {
+                    warnings.push(format!(
+                        "session registry {} is corrupt ({e}); kept at {kept}; its previous version {} was read instead ({} sessions), brought up to date by the event log",
+                        path.display(),
+                        prev.display(),
+                        reg.sessions.len()
+                    ));
+                    return (reg, warnings, true);
+                }
                 warnings.push(format!(
                     "session registry {} is corrupt ({e}); kept at {kept}; sessions are recovered from tmux",
                     path.display()
@@ -437,10 +450,25 @@ pub fn tighten_files(dir: &Path) -> Vec<String> {
     warnings
 }
 
-/// Writes the registry atomically.
+/// Writes the registry atomically. The file it replaces stays as `sessions.json.prev` (a
+/// second name for it, no copy): a registry damaged on disk is recovered from it, and the event
+/// log brings it up to date ([`crate::store::catch_up`]), so hibernated sessions and the queues
+/// of sessions tmux still runs are not lost with it.
 pub fn save_registry(path: &Path, reg: &RegistryFile) -> std::io::Result<()> {
     let data = serde_json::to_vec_pretty(reg).map_err(std::io::Error::other)?;
+    let prev = previous_registry(path);
+    off_worker(|| {
+        let _ = fs::remove_file(&prev);
+        let _ = fs::hard_link(path, &prev);
+    });
     write_atomic(path, &data)
+}
+
+/// Where the registry's previous version is kept.
+pub fn previous_registry(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".prev");
+    path.with_file_name(name)
 }
 
 #[cfg(test)]
@@ -526,6 +554,32 @@ mod tests {
             assert_eq!(reg.last_seq, 0, "{bad}");
             assert!(w[0].contains("last_seq"), "{bad}: {w:?}");
         }
+    }
+
+    #[test]
+    fn a_corrupt_registry_is_recovered_from_its_previous_version() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("sessions.json");
+        let reg = |n: usize, last_seq: u64| RegistryFile {
+            version: 1,
+            last_seq,
+            sessions: (0..n)
+                .map(|i| SessionRecord {
+                    id: format!("id{i}"),
+                    name: format!("s{i}"),
+                    cli: "bash".into(),
+                    ..Default::default()
+                })
+                .collect(),
+        };
+        save_registry(&p, &reg(1, 3)).expect("save");
+        save_registry(&p, &reg(2, 9)).expect("save");
+        fs::write(&p, "{ damaged").expect("damage");
+        let (got, w, writable) = load_registry(&p);
+        assert!(writable);
+        assert_eq!(got.last_seq, 3, "the version before the last write");
+        assert_eq!(got.sessions.len(), 1);
+        assert!(w[0].contains("previous version"), "{w:?}");
     }
 
     #[test]
