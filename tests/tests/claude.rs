@@ -355,9 +355,9 @@ fn real_cli_messages_sent_the_instant_each_reply_lands_all_get_replies_under_loa
     clibot_tests::live::rapid_turns(&s.h, "cc", 5, true, Duration::from_secs(120));
 }
 
-/// The registry is lost (a corrupt sessions.json) while the daemon is down: the session is
-/// recovered from tmux with its hook token, so Claude Code's hooks are accepted and its turns
-/// still complete by the Stop hook with the exact reply.
+/// The registry is lost (a corrupt sessions.json and its previous version) while the daemon is
+/// down: the session is recovered from tmux with its hook token, so Claude Code's hooks are
+/// accepted and its turns still complete by the Stop hook with the exact reply.
 #[test]
 fn real_cli_a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
     let mut s = setup(|_| clibot_tests::live::numbered_rules(2), "");
@@ -365,7 +365,10 @@ fn real_cli_a_session_recovered_after_a_lost_registry_keeps_its_hooks() {
     s.h.ctl_ok(&["send", "cc", "please answer 1"]);
     wait_event(&s.h, "first reply", |e| e["type"] == "turn_completed");
     s.h.kill_daemon();
-    std::fs::write(s.h.state_dir.join("sessions.json"), "{ not json").expect("corrupt");
+    // Its previous version too: nothing is left but tmux.
+    for f in ["sessions.json", "sessions.json.prev"] {
+        std::fs::write(s.h.state_dir.join(f), "{ not json").expect("corrupt");
+    }
     s.h.start_daemon_without(UNSET_ENV);
     let status = s.h.ctl_ok(&["status"]);
     assert!(status.contains("recovered from tmux"), "{status}");
