@@ -68,6 +68,28 @@ pub fn zombie_exit_status(pid: u32) -> Option<i32> {
     })
 }
 
+/// The processes left in the session (`setsid`) a pane's process led, once that process is
+/// gone: children that ignored the SIGHUP of its end (`nohup`, a tool's daemon), orphaned but
+/// still in its session. Empty while a process `sid` exists — then it is the leader itself,
+/// or (its number reused) someone else's. While any process is in session `sid`, the kernel
+/// keeps that number from being reused, so what is found is the pane's own.
+pub fn left_in_session(sid: u32) -> Vec<u32> {
+    if sid <= 1 || std::path::Path::new(&format!("/proc/{sid}")).exists() {
+        return Vec::new();
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|p| {
+            stat_fields(*p)
+                .and_then(|f| f.get(3)?.parse::<u32>().ok())
+                .is_some_and(|s| s == sid)
+        })
+        .collect()
+}
+
 /// SIGKILL to each pid that still runs.
 pub fn kill_all(pids: &[u32]) -> usize {
     let mut n = 0;

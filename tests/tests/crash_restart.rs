@@ -75,3 +75,65 @@ fn a_failing_cli_is_started_again_with_backoff_until_it_fails_too_often() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(notices(&h).len(), before, "{:#?}", notices(&h));
 }
+
+/// A CLI that crashes leaves no process behind: a child that ignores SIGHUP (`nohup`) is ended
+/// with it, so restarts do not pile them up; so is one left by a CLI that had crashed before a
+/// `stop --force`.
+#[test]
+fn a_crashed_cli_leaves_no_sighup_ignoring_child() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    for name in ["crash", "stopped"] {
+        h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
+        h.wait_screen(name, "the prompt", |s| s.contains('$'));
+        let pidfile = h.work.join(format!("{name}.pid"));
+        h.ctl_ok(&[
+            "send",
+            name,
+            &format!(
+                "nohup sleep 1000 >/dev/null 2>&1 & echo $! > {}",
+                pidfile.display()
+            ),
+        ]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::fs::read_to_string(&pidfile).map_or(true, |s| s.trim().is_empty()) {
+            assert!(std::time::Instant::now() < deadline, "no pid file");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let pid = |name: &str| -> String {
+        std::fs::read_to_string(h.work.join(format!("{name}.pid")))
+            .expect("pid")
+            .trim()
+            .to_string()
+    };
+    let running = |p: &str| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    let (a, b) = (pid("crash"), pid("stopped"));
+    assert!(running(&a) && running(&b));
+    h.ctl_ok(&["send", "crash", "exit 3"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while running(&a) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the crashed CLI's nohup child still runs\n{}",
+            h.daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    h.ctl_ok(&["stop", "stopped", "--force"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while running(&b) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "stop --force left the nohup child"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -169,20 +169,21 @@ impl Daemon {
             Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => return Err(e.into()),
         }
-        if !tree.is_empty() {
-            // Closing the pane sent SIGHUP; whatever ignored it is killed a moment later,
-            // without making the caller wait.
-            tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                let killed = crate::procs::kill_all(&tree);
-                if killed > 0 {
-                    warn!(
-                        killed,
-                        "processes survived the session's end and were killed"
-                    );
-                }
-            });
-        }
+        // Closing the pane sent SIGHUP; whatever ignored it is killed a moment later, without
+        // making the caller wait: the CLI's process tree, and what its session kept after
+        // it ended (a CLI that had crashed left its children to init).
+        let leader = rec.pid;
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let killed = crate::procs::kill_all(&tree)
+                + crate::procs::kill_all(&crate::procs::left_in_session(leader));
+            if killed > 0 {
+                warn!(
+                    killed,
+                    "processes survived the session's end and were killed"
+                );
+            }
+        });
         Ok(StopOutcome {
             forced: !ended,
             exit_status: status,
@@ -300,6 +301,37 @@ impl Daemon {
         self.mark_ended(name, State::Exited, status, reason, output)
     }
 
+    /// Ends what session `name`'s CLI left running in its terminal's session when it ended by
+    /// itself (a crash): children that ignored the SIGHUP would otherwise pile up with each
+    /// restart.
+    fn end_what_was_left(&self, name: &str) {
+        let leader = lock(&self.inner.sessions)
+            .get(name)
+            // Only a CLI clibot started: an adopted pane's session is a person's shell, whose
+            // `nohup` jobs are theirs.
+            .filter(|e| e.rec.server.is_empty() && !e.rec.unmanaged && !e.rec.adopted)
+            .map_or(0, |e| e.rec.pid);
+        if leader == 0 {
+            return;
+        }
+        tokio::spawn(async move {
+            // tmux reaps the pane's process first; until then the session still has its leader.
+            for _ in 0..20 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if !std::path::Path::new(&format!("/proc/{leader}")).exists() {
+                    break;
+                }
+            }
+            let killed = crate::procs::kill_all(&crate::procs::left_in_session(leader));
+            if killed > 0 {
+                warn!(
+                    killed,
+                    "processes the CLI left running when it ended were killed"
+                );
+            }
+        });
+    }
+
     /// Records that idle session `name` was stopped to be woken by its next message
     /// ([`super::hibernate`]).
     pub(crate) fn mark_hibernated(&self, name: &str, status: Option<i32>, reason: &str) {
@@ -329,6 +361,7 @@ impl Daemon {
         };
         info!(session = name, ?status, "{reason}");
         self.stop_watcher(name);
+        self.end_what_was_left(name);
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             // A hook still waiting for an answer will get none: the CLI is gone.
             for (_, (tx, _)) in e.rt.waiters.drain() {
