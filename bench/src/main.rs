@@ -7,13 +7,15 @@
 //! Modes: no argument, the single-daemon report; `--sessions 25,100,200,500`, the scale sweep
 //! ([`scale`]); `--chat`, end to end through the fake Telegram ([`chat`]); `--wake`, waking a
 //! hibernated session ([`wake`]); `--ssh`, what a gateway reaching the daemon over SSH adds
-//! ([`ssh`]).
+//! ([`ssh`]); `--event-memory`, the event log's memory with many large replies
+//! ([`event_memory`]).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 mod chat;
 mod detect;
+mod event_memory;
 mod scale;
 mod ssh;
 mod wake;
@@ -277,6 +279,12 @@ async fn main() -> anyhow::Result<()> {
             report.print();
             return Ok(());
         }
+        Some("--event-memory") => {
+            let rows = event_memory::run().await?;
+            println!("{}\n", machine());
+            event_memory::print(&rows);
+            return Ok(());
+        }
         Some("--wake") => {
             let rows = wake::run().await?;
             println!("{}\n", machine());
@@ -284,7 +292,7 @@ async fn main() -> anyhow::Result<()> {
             return Ok(());
         }
         Some(other) => anyhow::bail!(
-            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, --chat, --wake or --ssh"
+            "unknown argument {other:?}: use no argument, --sessions 25,100,200,500, --chat, --wake, --event-memory or --ssh"
         ),
         None => {}
     }

@@ -99,6 +99,9 @@ pub struct DaemonConfig {
     pub max_queued_bytes: usize,
     /// How many events the log keeps; older ones are dropped.
     pub event_retention: usize,
+    /// About how many bytes of those events are kept in memory; past it the oldest are kept
+    /// with their long texts cut, read back from the file when a reader needs them whole.
+    pub event_memory_bytes: usize,
     /// How long a graceful stop may take before the session is killed.
     pub stop_timeout_ms: u64,
     /// The safety-net check for exited sessions.
@@ -177,6 +180,7 @@ impl Default for DaemonConfig {
             max_queued_inputs: 100,
             max_queued_bytes: 1024 * 1024,
             event_retention: 10_000,
+            event_memory_bytes: crate::store::events::DEFAULT_MEMORY,
             stop_timeout_ms: 5_000,
             poll_interval_ms: 2_000,
             stall_after_ms: 600_000,

@@ -149,9 +149,10 @@ impl Daemon {
         // chat was told about, even if the log lost its tail (a power loss) or was set aside.
         let (chats, w) = crate::chat::chats::Chats::open(&state_dir);
         warnings.extend(w);
-        let (events, w) = EventLog::open(
+        let (events, w) = EventLog::open_bounded(
             &state_dir.join("events.jsonl"),
             settings.config.daemon.event_retention,
+            settings.config.daemon.event_memory_bytes,
             registry.last_seq.max(chats.max_seq()),
         );
         warnings.extend(w);

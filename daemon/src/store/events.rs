@@ -9,7 +9,6 @@
 //! it reaches twice that. Readers never block writers: they copy what they need under a short
 //! lock and wait on a watch channel for more.
 
-use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -21,6 +20,7 @@ use tokio::sync::watch;
 
 use crate::model::{Prompt, State};
 use crate::store::blobs::{Blobs, EVENT_TEXT_MAX};
+use crate::store::event_memory::{Line, Memory};
 use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside};
 
 /// One event.
@@ -218,7 +218,7 @@ pub struct Read {
 struct Inner {
     file: Option<File>,
     lines_in_file: usize,
-    mem: VecDeque<Event>,
+    mem: Memory,
     last_seq: u64,
     /// Every event up to this seq is on disk (synced).
     synced_seq: u64,
@@ -244,8 +244,21 @@ impl EventLog {
     /// it even if the log itself had to be set aside or lost its tail. Problems that were
     /// repaired are returned as warnings.
     pub fn open(path: &Path, retention: usize, min_last_seq: u64) -> (EventLog, Vec<String>) {
+        Self::open_bounded(path, retention, DEFAULT_MEMORY, min_last_seq)
+    }
+
+    /// [`EventLog::open`], keeping at most about `memory` bytes of events in memory
+    /// ([`crate::store::event_memory`]).
+    pub fn open_bounded(
+        path: &Path,
+        retention: usize,
+        memory: usize,
+        min_last_seq: u64,
+    ) -> (EventLog, Vec<String>) {
         let mut warnings = Vec::new();
-        let mut mem: VecDeque<Event> = VecDeque::new();
+        let mut mem = Memory::new(retention, memory);
+        // Where the line being read starts.
+        let mut offset: u64 = 0;
         let mut rewrite = false;
         let mut readable = true;
         // Lines that could not be used: the file as it was is copied aside before the rewrite.
@@ -258,9 +271,10 @@ impl EventLog {
                 let mut unread_from: Option<usize> = None;
                 loop {
                     line.clear();
+                    let at = offset;
                     match reader.read_until(b'\n', &mut line) {
                         Ok(0) => break,
-                        Ok(_) => {}
+                        Ok(n) => offset += n as u64,
                         Err(e) if lineno == 0 => {
                             // Nothing could be read at all (a directory, say): leave it be.
                             readable = false;
@@ -275,6 +289,8 @@ impl EventLog {
                     }
                     lineno += 1;
                     let complete = line.ends_with(b"\n");
+                    // The line can be read back as it is only when it is the event whole.
+                    let mut whole = complete;
                     let parsed = match serde_json::from_slice::<Event>(&line) {
                         Ok(ev) => Ok(ev),
                         // A line torn by a failed write (a full disk) with the next event
@@ -289,6 +305,7 @@ impl EventLog {
                                 ));
                                 bad_lines += 1;
                                 rewrite = true;
+                                whole = false;
                                 Ok(ev)
                             }
                             None => Err(e),
@@ -308,10 +325,8 @@ impl EventLog {
                             // A last line cut just before its newline: the next append would
                             // run into it, so the file is written again whole.
                             rewrite |= !complete;
-                            mem.push_back(ev);
-                            if mem.len() > retention {
-                                mem.pop_front();
-                            }
+                            let place = whole.then_some((at, line.len() as u32));
+                            mem.push(ev, place, line.len());
                         }
                         Ok(ev) => {
                             warnings.push(format!(
@@ -386,13 +401,14 @@ impl EventLog {
             crate::store::MAX_SEQ
         };
         let last_seq = mem.back().map_or(0, |e| e.seq).max(min_last_seq);
+        let lines_in_file = mem.len();
         let log = EventLog {
             path: path.to_path_buf(),
             blobs: Blobs::beside(path),
             retention,
             inner: Mutex::new(Inner {
                 file: None,
-                lines_in_file: mem.len(),
+                lines_in_file,
                 mem,
                 last_seq,
                 // What was read back is on disk; numbers above the file's end were never written.
@@ -440,46 +456,59 @@ impl EventLog {
     /// events appended meanwhile are added to it, and it takes the old file's place, under the
     /// lock.
     fn compact(&self, mut inner: std::sync::MutexGuard<'_, Inner>) -> std::io::Result<()> {
-        let mut buf = Vec::new();
-        for ev in &inner.mem {
-            serde_json::to_writer(&mut buf, ev).map_err(std::io::Error::other)?;
-            buf.push(b'\n');
-        }
+        // Each retained event whole: from memory, or for a slimmed one its line in the old file.
+        let plan: Vec<(u64, Part)> = inner.mem.iter().map(|k| (k.ev.seq, part(k))).collect();
         let upto = inner.last_seq;
         inner.compacting = true;
         drop(inner);
         let tmp = self
             .path
             .with_extension(format!("compact.{}", std::process::id()));
-        let written = crate::store::off_worker(|| -> std::io::Result<File> {
+        let written = crate::store::off_worker(|| -> std::io::Result<(File, Vec<(u64, Line)>)> {
             let mut f = OpenOptions::new()
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .mode(0o600)
                 .open(&tmp)?;
-            f.write_all(&buf)?;
+            let mut old = File::open(&self.path).ok();
+            let mut lines = Vec::with_capacity(plan.len());
+            let mut at = 0u64;
+            for (seq, p) in &plan {
+                let bytes = p.bytes(old.as_mut());
+                f.write_all(&bytes)?;
+                lines.push((*seq, (at, bytes.len() as u32)));
+                at += bytes.len() as u64;
+            }
             f.sync_data()?;
-            Ok(f)
+            Ok((f, lines))
         });
         let mut inner = self.lock();
         inner.compacting = false;
-        let mut f = match written {
-            Ok(f) => f,
+        let (mut f, mut lines) = match written {
+            Ok(w) => w,
             Err(e) => {
                 let _ = std::fs::remove_file(&tmp);
                 return Err(e);
             }
         };
-        let mut lines = inner.mem.iter().filter(|ev| ev.seq <= upto).count();
-        for ev in inner.mem.iter().filter(|ev| ev.seq > upto) {
-            let mut line = serde_json::to_vec(ev).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            f.write_all(&line)?;
-            lines += 1;
+        let mut at = lines.last().map_or(0, |(_, (a, l))| a + u64::from(*l));
+        let newer: Vec<(u64, Part)> = inner
+            .mem
+            .iter()
+            .filter(|k| k.ev.seq > upto)
+            .map(|k| (k.ev.seq, part(k)))
+            .collect();
+        let mut old = File::open(&self.path).ok();
+        for (seq, p) in newer {
+            let bytes = p.bytes(old.as_mut());
+            f.write_all(&bytes)?;
+            lines.push((seq, (at, bytes.len() as u32)));
+            at += bytes.len() as u64;
         }
         std::fs::rename(&tmp, &self.path)?;
-        inner.lines_in_file = lines;
+        inner.lines_in_file = lines.len();
+        inner.mem.relocate(&lines);
         inner.synced_seq = upto;
         inner.torn = false;
         self.open_append(&mut inner)
@@ -501,12 +530,11 @@ impl EventLog {
         };
         let mut line = serde_json::to_vec(&ev).unwrap_or_default();
         line.push(b'\n');
-        self.write_line(&mut inner, &line);
+        let place = self
+            .write_line(&mut inner, &line)
+            .map(|at| (at, line.len() as u32));
         inner.lines_in_file += 1;
-        inner.mem.push_back(ev.clone());
-        if inner.mem.len() > self.retention {
-            inner.mem.pop_front();
-        }
+        inner.mem.push(ev.clone(), place, line.len());
         // Without a file open (it could not be read or opened) there is nothing to compact,
         // and writing one would replace what is there.
         let due = inner.file.is_some()
@@ -532,11 +560,11 @@ impl EventLog {
     /// line without its end, or the next event would be glued onto it and both lost: the file
     /// is cut back to where the line began, or, if even that fails, the next line starts with a
     /// newline of its own. The event stays in memory either way (readers get it).
-    fn write_line(&self, inner: &mut Inner, line: &[u8]) {
+    ///
+    /// Returns where the line starts in the file when it was written whole.
+    fn write_line(&self, inner: &mut Inner, line: &[u8]) -> Option<u64> {
         let torn = inner.torn;
-        let Some(f) = inner.file.as_mut() else {
-            return;
-        };
+        let f = inner.file.as_mut()?;
         let before = f.metadata().map(|m| m.len());
         let result = if torn {
             f.write_all(b"\n").and_then(|()| f.write_all(line))
@@ -545,7 +573,7 @@ impl EventLog {
         };
         let Err(e) = result else {
             inner.torn = false;
-            return;
+            return before.ok().map(|b| b + u64::from(torn));
         };
         let repaired = match before {
             Ok(len) => f.set_len(len).map_err(|e| e.to_string()),
@@ -566,6 +594,7 @@ impl EventLog {
                 );
             }
         }
+        None
     }
 
     /// The blobs that hold long texts of this log's events.
@@ -655,18 +684,28 @@ impl EventLog {
     }
 
     /// Up to `limit` events with `seq > since`.
+    /// Events slimmed in memory are read back whole from the file, outside the log's lock.
     pub fn read_after(&self, since: u64, limit: usize) -> Read {
-        let inner = self.lock();
-        let mut read = Read::default();
-        let Some(first) = inner.mem.front().map(|e| e.seq) else {
-            return read;
+        let kept = {
+            let inner = self.lock();
+            let Some(first) = inner.mem.front().map(|e| e.seq) else {
+                return Read::default();
+            };
+            let dropped = (since.saturating_add(1) < first).then(|| (since + 1, first - 1));
+            (dropped, inner.mem.after(since, limit))
         };
-        if since.saturating_add(1) < first {
-            read.dropped = Some((since + 1, first - 1));
-        }
-        let start = inner.mem.partition_point(|e| e.seq <= since);
-        read.events = inner.mem.range(start..).take(limit).cloned().collect();
-        read
+        let (dropped, kept) = kept;
+        let events = if kept.iter().any(|k| k.slim) {
+            crate::store::off_worker(|| crate::store::event_memory::read_back(&self.path, kept))
+        } else {
+            kept.into_iter().map(|k| k.ev).collect()
+        };
+        Read { dropped, events }
+    }
+
+    /// What the events kept in memory weigh (bytes of their lines, slimmed ones as slimmed).
+    pub fn memory_bytes(&self) -> usize {
+        self.lock().mem.bytes()
     }
 
     /// The newest sequence number.
@@ -685,8 +724,40 @@ impl EventLog {
             .mem
             .iter()
             .rev()
-            .find(|e| e.session == session)
-            .map(|e| e.time_ms)
+            .find(|k| k.ev.session == session)
+            .map(|k| k.ev.time_ms)
+    }
+}
+
+/// The events kept in memory unless configured otherwise (`[daemon] event_memory_bytes`).
+pub const DEFAULT_MEMORY: usize = 16 * 1024 * 1024;
+
+/// How a compaction writes one retained event.
+enum Part {
+    /// Its line, made from memory.
+    Made(Vec<u8>),
+    /// Slimmed in memory: its line copied from the old file (made from the slim event, were
+    /// the old line not there).
+    Copied { line: Line, slim: Vec<u8> },
+}
+
+fn part(k: &crate::store::event_memory::Kept) -> Part {
+    let mut made = serde_json::to_vec(&k.ev).unwrap_or_default();
+    made.push(b'\n');
+    match (k.slim, k.line) {
+        (true, Some(line)) => Part::Copied { line, slim: made },
+        _ => Part::Made(made),
+    }
+}
+
+impl Part {
+    fn bytes(&self, old: Option<&mut File>) -> Vec<u8> {
+        match self {
+            Part::Made(b) => b.clone(),
+            Part::Copied { line, slim } => old
+                .and_then(|f| crate::store::event_memory::line_bytes(f, line.0, line.1))
+                .unwrap_or_else(|| slim.clone()),
+        }
     }
 }
 
@@ -772,6 +843,58 @@ mod tests {
         drop(log);
         let (log, _) = EventLog::open(&p, 10, 0);
         assert_eq!(log.last_seq(), 50);
+    }
+
+    /// Past the memory budget the oldest events are slimmed in memory, yet every reader gets
+    /// them whole (read back from the file), through compactions and a reopening.
+    #[test]
+    fn memory_is_bounded_in_bytes_and_readers_get_every_event_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("events.jsonl");
+        let big = |i: usize| EventKind::TurnCompleted {
+            text: format!("{i:04}-{}", "x".repeat(100_000)),
+            source: "hook".into(),
+            blob_id: String::new(),
+            full_bytes: 0,
+        };
+        let (log, _) = EventLog::open_bounded(&p, 30, 400_000, 0);
+        for i in 0..100 {
+            log.append("s", "", big(i));
+        }
+        // 30 events of 100 KB would be 3 MB; a few whole ones and the rest slim.
+        assert!(log.memory_bytes() < 600_000, "{}", log.memory_bytes());
+        let whole = |log: &EventLog| {
+            let r = log.read_after(0, 1000);
+            assert_eq!(r.events.len(), 30);
+            for (n, e) in r.events.iter().enumerate() {
+                let EventKind::TurnCompleted { text, .. } = &e.kind else {
+                    panic!("kind");
+                };
+                assert_eq!(text.len(), 100_005, "event {} whole", e.seq);
+                assert!(
+                    text.starts_with(&format!("{:04}-", 70 + n)),
+                    "{}",
+                    &text[..8]
+                );
+            }
+        };
+        whole(&log);
+        drop(log);
+        let (log, w) = EventLog::open_bounded(&p, 30, 400_000, 0);
+        assert!(w.is_empty(), "{w:?}");
+        assert!(log.memory_bytes() < 600_000, "{}", log.memory_bytes());
+        whole(&log);
+        // Compacted again after the reopening: the file still holds them whole.
+        for i in 100..160 {
+            log.append("s", "", big(i));
+        }
+        let r = log.read_after(129, 1000);
+        assert_eq!(r.events.len(), 30);
+        assert!(r.events.iter().all(
+            |e| matches!(&e.kind, EventKind::TurnCompleted { text, .. } if text.len() == 100_005)
+        ));
+        let lines = std::fs::read_to_string(&p).expect("read").lines().count();
+        assert!(lines <= 60, "compacted: {lines}");
     }
 
     #[test]

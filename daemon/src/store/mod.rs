@@ -9,6 +9,7 @@
 pub mod audit;
 pub mod blobs;
 pub mod catch_up;
+pub mod event_memory;
 pub mod events;
 pub mod outcomes;
 pub mod queue_file;
