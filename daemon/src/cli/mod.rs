@@ -196,6 +196,7 @@ mod codex;
 mod copilot;
 mod gemini;
 pub mod opencode;
+pub mod option_words;
 mod qwen;
 
 pub use claude::{Claude, claude_transcript_reply};
@@ -285,15 +286,10 @@ pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
     {
         return Ok(Choice::Option(0));
     }
+    // Yes and no by the options' words, never by their place ([`option_words`]).
     let pick = match lower.as_str() {
-        "y" | "yes" | "ok" | "allow" | "approve" => {
-            find(&|o| o.starts_with("yes") || o.starts_with("allow") || o == "y")
-                .or((n > 0).then_some(0))
-        }
-        "n" | "no" | "deny" | "reject" => find(&|o| {
-            o.starts_with("no") || o.starts_with("reject") || o.starts_with("deny") || o == "n"
-        })
-        .or(if n > 1 { Some(n - 1) } else { None }),
+        "y" | "yes" | "ok" | "allow" | "approve" => option_words::yes_option(&p.options),
+        "n" | "no" | "deny" | "reject" => option_words::deny_option(&p.options),
         "always" | "a" => {
             find(&|o| o.contains("always") || o.contains("don't ask") || o.contains("this session"))
         }
@@ -647,6 +643,30 @@ mod tests {
         let yn = test_prompt("confirm", &["y", "n"], AnswerStyle::Line);
         assert_eq!(parse_choice("n", &yn), Ok(Choice::Option(1)));
         assert_eq!(parse_choice("yes", &yn), Ok(Choice::Option(0)));
+        // Yes and no go by the options' words, in the packs' languages, never by their place:
+        // "no" to this menu once chose "wipe the database", the last option.
+        let menu = test_prompt(
+            "menu",
+            &[
+                "1) deploy to staging",
+                "2) deploy to production",
+                "3) wipe the database",
+            ],
+            AnswerStyle::Digit,
+        );
+        for a in ["no", "n", "deny", "yes", "y", "ok"] {
+            let e = parse_choice(a, &menu).expect_err("no option says it");
+            assert!(e.contains("choose 1 to 3"), "{a}: {e}");
+        }
+        let zh = test_prompt("confirm", &["是", "否"], AnswerStyle::Digit);
+        assert_eq!(parse_choice("no", &zh), Ok(Choice::Option(1)));
+        assert_eq!(parse_choice("yes", &zh), Ok(Choice::Option(0)));
+        let wider_first = test_prompt(
+            "permission",
+            &["Yes, allow all edits during this session", "Yes", "No"],
+            AnswerStyle::Digit,
+        );
+        assert_eq!(parse_choice("yes", &wider_first), Ok(Choice::Option(1)));
     }
 
     #[test]
