@@ -167,6 +167,10 @@ pub struct SessionRecord {
     /// cancelled, not completed. Empty when no cancel is under way.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cancel_by: String,
+    /// Found at start: the last daemon had typed the queue's head whole and was pressing its
+    /// Enter when it stopped (never saved: taken into the session's runtime at start).
+    #[serde(skip)]
+    pub queue_entering: bool,
     /// Where the jailed CLI's home is (its per-session state is bound over parts of it);
     /// empty for a session that runs unjailed.
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -214,6 +214,58 @@ fn a_queued_message_half_typed_when_the_daemon_died_is_submitted_once() {
     );
 }
 
+/// A daemon killed in the instant after it pressed a queued message's Enter, before it could
+/// record that it did: the queue file says the Enter was being pressed, the event log has no
+/// `input_sent` after that, and the line is empty because the shell took it. The next daemon
+/// does not type it again (it only presses Enter, which an empty line ignores).
+#[test]
+fn a_queued_message_whose_enter_landed_as_the_daemon_died_is_not_typed_again() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let id = spawn_bash(&h, "e");
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
+    let tmux = list[0]["tmux_session"].as_str().unwrap_or("e").to_string();
+    h.kill_daemon();
+    let text = "echo entered-$((4*4))";
+    h.tmux(&["send-keys", "-t", &format!("={tmux}:"), "-l", text]);
+    h.tmux(&["send-keys", "-t", &format!("={tmux}:"), "Enter"]);
+    let last_seq = std::fs::read_to_string(h.state_dir.join("events.jsonl"))
+        .expect("events")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .expect("a seq");
+    let queues = h.state_dir.join("queues");
+    std::fs::create_dir_all(&queues).expect("queues dir");
+    std::fs::write(
+        queues.join(format!("{id}.jsonl")),
+        format!(
+            "{}\n{{\"entering\":{last_seq}}}\n",
+            serde_json::json!({ "push": text })
+        ),
+    )
+    .expect("queue file");
+    h.start_daemon();
+    h.wait_list("idle, nothing queued", |l| l[0]["state"] == "idle");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !h.ctl_ok(&["queue", "e"]).contains("nothing is queued") {
+        assert!(std::time::Instant::now() < deadline, "the queue empties");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let screen = String::from_utf8_lossy(&h.ctl(&["screen", "e"]).stdout).into_owned();
+    assert_eq!(
+        lines(&screen)
+            .iter()
+            .filter(|l| **l == "entered-16")
+            .count(),
+        1,
+        "run once: {screen}\n{}",
+        h.daemon_log()
+    );
+}
+
 /// `sessions.json` damaged while no daemon ran: the next daemon reads its previous version,
 /// brought up to date by the event log — a hibernated session (which tmux no longer knows) is
 /// still there and wakes, and the input queued for a running one is typed.

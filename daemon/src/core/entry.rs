@@ -56,6 +56,9 @@ pub(crate) struct Runtime {
     /// Set at start for a session with input queued: the last daemon may have died between
     /// typing the first message and pressing Enter, leaving it on the input line.
     pub(crate) maybe_half_typed: bool,
+    /// Set at start when the last daemon was pressing the queue head's Enter as it stopped:
+    /// the message is not typed again, only its Enter pressed (harmless if it had landed).
+    pub(crate) maybe_entered: bool,
     /// The start (Unix ms; 0: unknown) of the turn already reported as running past
     /// `turn_timeout`.
     pub(crate) timed_out_turn: Option<i64>,
@@ -111,6 +114,7 @@ impl Default for Runtime {
             delivering: false,
             cancelling: false,
             maybe_half_typed: false,
+            maybe_entered: false,
             timed_out_turn: None,
             crash_restarts: Vec::new(),
             idle_foreground: None,

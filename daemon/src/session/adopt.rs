@@ -146,6 +146,7 @@ impl Daemon {
             let crate::store::queue_file::Loaded {
                 mut queue,
                 typing_from,
+                entering,
                 warnings,
             } = self.inner.queues.load(&rec.id);
             for w in warnings {
@@ -155,7 +156,9 @@ impl Daemon {
             // the queue now; otherwise it is typed again, a half-typed line completed.
             if let Some(from) = typing_from {
                 let after = self.inner.events.read_after(from, usize::MAX).events;
-                if crate::store::catch_up::submitted_since(&after, &rec.id, from) {
+                let submitted = crate::store::catch_up::submitted_since(&after, &rec.id, from);
+                rec.queue_entering = entering && !submitted;
+                if submitted {
                     info!(session = %rec.name, "the queued message being typed when the last daemon stopped was submitted: not typed again");
                     queue.remove(0);
                     if let Err(e) = self.inner.queues.pop(&rec.id, &queue) {

@@ -241,6 +241,16 @@ impl Daemon {
         } else if self.already_typed(name, rec.target(), text).await {
             // The last daemon typed it and died before Enter: it is submitted, not typed twice.
             info!("the queued message was typed already by the last daemon; submitting it");
+        } else if lock(&self.inner.sessions)
+            .get_mut(name)
+            .is_some_and(|e| std::mem::take(&mut e.rt.maybe_entered))
+        {
+            // The last daemon was pressing its Enter as it stopped, and the line no longer
+            // holds it: the Enter landed. Only Enter again (an empty line is harmless), never
+            // the text twice.
+            info!(
+                "the queued message's Enter was being pressed when the last daemon stopped; not typed again"
+            );
         } else if text.contains('\n') || text.len() > TYPE_MAX {
             let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
             mux.paste(rec.target(), &format!("clibot-{}-{n}", rec.id), text)
@@ -251,6 +261,19 @@ impl Daemon {
         if submit && !by_api {
             if !text.is_empty() {
                 tokio::time::sleep(Duration::from_millis(delay)).await;
+            }
+            // A queued message (typed while its delivery holds the queue): its file says the
+            // Enter is being pressed, for a daemon killed before `input_sent` is written.
+            let queued = lock(&self.inner.sessions)
+                .get(name)
+                .is_some_and(|e| e.rt.delivering);
+            if queued
+                && let Err(e) = self
+                    .inner
+                    .queues
+                    .entering(&rec.id, self.inner.events.last_seq())
+            {
+                warn!("cannot record on disk that a queued message's Enter is pressed: {e}");
             }
             mux.send_keys(rec.target(), &[Key::Named("Enter".into())])
                 .await?;

@@ -34,6 +34,7 @@ impl Daemon {
             info!(session = %name, "input was queued for a ready session: typed now");
             if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
                 e.rt.maybe_half_typed = true;
+                e.rt.maybe_entered = std::mem::take(&mut e.rec.queue_entering);
             }
             self.deliver_queued(&name);
         }

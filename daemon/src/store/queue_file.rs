@@ -27,14 +27,21 @@ enum Op {
     /// follows once it was submitted; a file that ends with this line leaves the next daemon
     /// to ask the log whether it was ([`crate::store::catch_up::submitted_since`]).
     Typing(u64),
+    /// The head was typed whole and its Enter is being pressed (the log's number as for
+    /// `Typing`): a daemon killed here leaves the next one to press Enter, never to type it
+    /// again.
+    Entering(u64),
 }
 
 /// A session's queue as its file says.
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub queue: Vec<String>,
-    /// The file ends with [`Op::Typing`]: the head's typing began when the log ended here.
+    /// The file ends with [`Op::Typing`] or [`Op::Entering`]: the head's typing began when
+    /// the log ended here.
     pub typing_from: Option<u64>,
+    /// It ends with [`Op::Entering`]: the head was typed whole, its Enter perhaps pressed.
+    pub entering: bool,
     pub warnings: Vec<String>,
 }
 
@@ -108,6 +115,11 @@ impl QueueFiles {
     /// through a kill), the log ending at `log_seq`.
     pub fn typing(&self, id: &str, log_seq: u64) -> std::io::Result<()> {
         self.append(id, &Op::Typing(log_seq)).map(drop)
+    }
+
+    /// Records that the head was typed whole and its Enter is about to be pressed.
+    pub fn entering(&self, id: &str, log_seq: u64) -> std::io::Result<()> {
+        self.append(id, &Op::Entering(log_seq)).map(drop)
     }
 
     /// Records that the oldest entry left the queue, which now holds `left`. An empty queue's
@@ -187,11 +199,19 @@ impl QueueFiles {
                 Ok(Op::Push(t)) => queue.push_back(t),
                 Ok(Op::Pop(n)) => {
                     out.typing_from = None;
+                    out.entering = false;
                     for _ in 0..n.min(queue.len()) {
                         queue.pop_front();
                     }
                 }
-                Ok(Op::Typing(seq)) => out.typing_from = Some(seq),
+                Ok(Op::Typing(seq)) => {
+                    out.typing_from = Some(seq);
+                    out.entering = false;
+                }
+                Ok(Op::Entering(seq)) => {
+                    out.typing_from = Some(seq);
+                    out.entering = true;
+                }
                 Err(_) if !complete => torn = true,
                 Err(e) => {
                     out.warnings
@@ -202,6 +222,7 @@ impl QueueFiles {
         out.queue = queue.into();
         if out.queue.is_empty() {
             out.typing_from = None;
+            out.entering = false;
         }
         if torn || !out.warnings.is_empty() {
             // Written again clean, so the next append starts on a line of its own (an
@@ -210,7 +231,11 @@ impl QueueFiles {
                 out.warnings
                     .push(format!("cannot rewrite {}: {e}", path.display()));
             } else if let Some(seq) = out.typing_from
-                && let Err(e) = self.typing(id, seq)
+                && let Err(e) = if out.entering {
+                    self.entering(id, seq)
+                } else {
+                    self.typing(id, seq)
+                }
             {
                 out.warnings
                     .push(format!("cannot rewrite {}: {e}", path.display()));
@@ -268,10 +293,13 @@ mod tests {
         let l = q.load("s");
         assert_eq!(l.queue, ["one", "two"]);
         assert_eq!(l.typing_from, Some(41));
+        q.entering("s", 42).expect("entering");
+        let l = q.load("s");
+        assert_eq!((l.typing_from, l.entering), (Some(42), true));
         q.pop("s", &["two".into()]).expect("pop");
         let l = q.load("s");
         assert_eq!(l.queue, ["two"]);
-        assert_eq!(l.typing_from, None);
+        assert_eq!((l.typing_from, l.entering), (None, false));
         // Survives the repair of a torn line.
         q.typing("s", 50).expect("typing");
         let mut f = fs::OpenOptions::new()
