@@ -231,6 +231,15 @@ fn real_cli_a_claude_in_a_plain_terminal_reports_through_the_global_hooks_and_is
         .expect("resolved");
     assert_eq!(resolved["answer"], "Yes", "{resolved}");
 
+    // Watched, not managed: discovery lists it, with the session it reports as.
+    let found: Value = serde_json::from_str(&h.ctl_ok(&["discover", "--json"])).expect("json");
+    let watched = found
+        .as_array()
+        .and_then(|a| a.iter().find(|f| f["watched"] == name.as_str()).cloned())
+        .unwrap_or_else(|| panic!("{name} not discovered: {found:#}"));
+    assert_eq!(watched["cli"], "claude", "{watched}");
+    assert_eq!(watched["where"]["kind"], "tty", "{watched}");
+
     // With the daemon stopped, the CLI goes on as if clibot were not there.
     h.terminate_daemon();
     term.submit("please say again");

@@ -241,6 +241,7 @@ pub async fn discover(c: &mut Client, json: bool) -> anyhow::Result<()> {
                     "where": place,
                     "conversation_id": (!f.conversation_id.is_empty()).then_some(&f.conversation_id),
                     "actions": f.actions,
+                    "watched": (!f.watched.is_empty()).then_some(&f.watched),
                 })
             })
             .collect();
@@ -266,8 +267,13 @@ pub async fn discover(c: &mut Client, json: bool) -> anyhow::Result<()> {
         } else {
             format!(", conversation {}", f.conversation_id)
         };
+        let watched = if f.watched.is_empty() {
+            String::new()
+        } else {
+            format!("; watched as {} through the global hooks", f.watched)
+        };
         println!(
-            "{}  {}{version} in {} ({place}{conversation})",
+            "{}  {}{version} in {} ({place}{conversation}{watched})",
             f.id, f.cli, f.dir
         );
     }

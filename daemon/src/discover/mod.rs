@@ -38,6 +38,9 @@ pub struct Found {
     pub conversation_id: Option<String>,
     /// "adopt" (a pane clibot can take over), "resume" (a conversation clibot can continue).
     pub actions: Vec<String>,
+    /// The session it reports as through the global hooks (`u-CLI-PID`): watched, not
+    /// managed; empty when it reports nothing.
+    pub watched: String,
 }
 
 /// The AI CLIs clibot knows, by the package paths and program names they run as.

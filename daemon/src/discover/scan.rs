@@ -220,6 +220,7 @@ pub async fn scan(tmux: &Path, managed: &BTreeSet<u32>) -> Vec<Found> {
             dir,
             started_ms,
             place,
+            watched: String::new(),
             conversation_id,
             actions,
         });

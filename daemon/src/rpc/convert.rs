@@ -224,6 +224,7 @@ pub(super) fn discovered_to_proto(f: crate::discover::Found) -> v1::Discovered {
         tty,
         conversation_id: f.conversation_id.unwrap_or_default(),
         actions: f.actions,
+        watched: f.watched,
     }
 }
 

@@ -1,21 +1,42 @@
 //! Discovery as the daemon offers it (`clibotctl discover`, `!!discover`): the scan of
 //! [`crate::discover`], minus what clibot manages already.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::Daemon;
 use crate::discover::Found;
 use crate::locking::lock;
 
 impl Daemon {
-    /// The AI CLIs running as this user that clibot does not manage. Changes nothing.
+    /// The AI CLIs running as this user that clibot does not manage. Changes nothing. One
+    /// that reports through the global hooks is listed too (it is watched, not managed: it can
+    /// still be adopted or resumed), with the session it reports as.
     pub async fn discover(&self) -> Vec<Found> {
-        let managed: BTreeSet<u32> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.state.is_exited() && e.rec.pid > 0)
-            .map(|e| e.rec.pid)
-            .collect();
+        let (managed, watched): (BTreeSet<u32>, BTreeMap<u32, String>) = {
+            let sessions = lock(&self.inner.sessions);
+            let live = || {
+                sessions
+                    .values()
+                    .filter(|e| !e.rec.state.is_exited() && e.rec.pid > 0)
+            };
+            (
+                live()
+                    .filter(|e| !e.rec.unmanaged)
+                    .map(|e| e.rec.pid)
+                    .collect(),
+                live()
+                    .filter(|e| e.rec.unmanaged)
+                    .map(|e| (e.rec.pid, e.rec.name.clone()))
+                    .collect(),
+            )
+        };
         let tmux = self.inner.settings.config.tmux.binary.clone();
-        crate::discover::scan(&tmux, &managed).await
+        let mut found = crate::discover::scan(&tmux, &managed).await;
+        for f in &mut found {
+            if let Some(name) = watched.get(&f.pid) {
+                f.watched = name.clone();
+            }
+        }
+        found
     }
 }
