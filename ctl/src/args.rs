@@ -65,7 +65,7 @@ pub enum Command {
     },
     /// Start a CLI in a new session.
     Spawn {
-        /// The session's name.
+        /// The new session's name.
         name: String,
         /// A configured CLI: claude, codex, gemini, opencode, shell, or one from [cli.NAME].
         #[arg(long)]
@@ -447,6 +447,12 @@ pub enum Command {
     Completions {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
+    },
+    /// Names for shell completion, one per line: the sessions, or the CLIs the daemon can
+    /// start (nothing when no daemon runs). The completion scripts call it.
+    #[command(name = "__names", hide = true)]
+    Names {
+        what: crate::commands::completions::NamesOf,
     },
     /// Print the manual page clibotctl(1); with --dir, write one page per command there.
     Man {

@@ -100,7 +100,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Completions { shell } => {
             use clap::CommandFactory;
-            docs::completions(&mut Cli::command(), *shell);
+            commands::completions::script(&mut Cli::command(), *shell);
+            return Ok(());
+        }
+        Command::Names { what } => {
+            commands::completions::names(&socket, *what).await;
             return Ok(());
         }
         Command::Man { dir } => {
@@ -256,6 +260,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         | Command::Hooks { .. }
         | Command::Doctor { .. }
         | Command::Completions { .. }
+        | Command::Names { .. }
         | Command::Logs { .. }
         | Command::Man { .. } => Ok(()),
         Command::Reload { json } => ops::reload(c, json).await,

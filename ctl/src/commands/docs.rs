@@ -1,16 +1,11 @@
-//! `clibotctl completions SHELL` and `clibotctl man`: generated from the same argument
-//! definitions `--help` uses, so they can never describe another version of the tool.
+//! `clibotctl man`: generated from the same argument definitions `--help` uses, so it can
+//! never describe another version of the tool (the completion scripts, too:
+//! [`super::completions`]).
 
 use std::path::Path;
 
 use anyhow::Context;
 use clap::Command;
-
-/// Prints the completion script for `shell` to stdout.
-pub fn completions(cmd: &mut Command, shell: clap_complete::Shell) {
-    let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, cmd, name, &mut std::io::stdout());
-}
 
 /// `clibotctl(1)` to stdout; with `dir`, one page per command there (`clibotctl.1`,
 /// `clibotctl-list.1`, ...).

@@ -11,6 +11,7 @@
 mod audit_log;
 pub mod automation;
 pub mod chat;
+pub mod completions;
 pub mod dial;
 pub mod docs;
 pub mod hook;
