@@ -12,7 +12,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::store::events::{Event, EventKind};
+use serde::de::DeserializeOwned;
 
 /// What a slimmed event keeps of each long text.
 pub const SLIM_TEXT: usize = 1024;
@@ -20,10 +20,19 @@ pub const SLIM_TEXT: usize = 1024;
 /// Where an event's line lies in the file: its first byte and its length with the newline.
 pub type Line = (u64, u32);
 
+/// What the memory keeps: an event of the log (the log says how one is slimmed).
+pub trait Record: Clone + DeserializeOwned {
+    fn seq(&self) -> u64;
+    /// This record with each long text cut to [`SLIM_TEXT`] bytes.
+    fn slimmed(&self) -> Self;
+    /// What it weighs in memory: the length of its line.
+    fn weight(&self) -> usize;
+}
+
 /// One event as kept in memory.
 #[derive(Debug, Clone)]
-pub struct Kept {
-    pub ev: Event,
+pub struct Kept<E> {
+    pub ev: E,
     /// `None` when unknown (the write failed): then a slimmed event cannot be read back.
     pub line: Option<Line>,
     pub slim: bool,
@@ -32,8 +41,8 @@ pub struct Kept {
 
 /// The events kept, oldest first, with what they weigh.
 #[derive(Debug)]
-pub struct Memory {
-    kept: VecDeque<Kept>,
+pub struct Memory<E> {
+    kept: VecDeque<Kept<E>>,
     retention: usize,
     budget: usize,
     bytes: usize,
@@ -41,8 +50,8 @@ pub struct Memory {
     first_full: usize,
 }
 
-impl Memory {
-    pub fn new(retention: usize, budget: usize) -> Memory {
+impl<E: Record> Memory<E> {
+    pub fn new(retention: usize, budget: usize) -> Memory<E> {
         Memory {
             kept: VecDeque::new(),
             retention: retention.max(1),
@@ -55,7 +64,7 @@ impl Memory {
     /// Keeps `ev` (its line in the file, and `weight`, its size as written), dropping the
     /// oldest past the retention and slimming the oldest past the byte budget. The newest event
     /// is never slimmed.
-    pub fn push(&mut self, ev: Event, line: Option<Line>, weight: usize) {
+    pub fn push(&mut self, ev: E, line: Option<Line>, weight: usize) {
         self.bytes += weight;
         self.kept.push_back(Kept {
             ev,
@@ -77,8 +86,8 @@ impl Memory {
                 // Could not be read back: kept whole.
                 continue;
             }
-            let slim = slimmed(&k.ev);
-            let w = weight_of(&slim);
+            let slim = k.ev.slimmed();
+            let w = slim.weight();
             if w < k.weight {
                 self.bytes -= k.weight - w;
                 k.weight = w;
@@ -96,21 +105,21 @@ impl Memory {
         self.bytes
     }
 
-    pub fn front(&self) -> Option<&Event> {
+    pub fn front(&self) -> Option<&E> {
         self.kept.front().map(|k| &k.ev)
     }
 
-    pub fn back(&self) -> Option<&Event> {
+    pub fn back(&self) -> Option<&E> {
         self.kept.back().map(|k| &k.ev)
     }
 
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Kept> {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &Kept<E>> {
         self.kept.iter()
     }
 
     /// Up to `limit` events with `seq > since`, as kept (slimmed ones to be read back).
-    pub fn after(&self, since: u64, limit: usize) -> Vec<Kept> {
-        let start = self.kept.partition_point(|k| k.ev.seq <= since);
+    pub fn after(&self, since: u64, limit: usize) -> Vec<Kept<E>> {
+        let start = self.kept.partition_point(|k| k.ev.seq() <= since);
         self.kept.range(start..).take(limit).cloned().collect()
     }
 
@@ -118,60 +127,35 @@ impl Memory {
     pub fn relocate(&mut self, lines: &[(u64, Line)]) {
         let mut j = 0;
         for k in self.kept.iter_mut() {
-            while j < lines.len() && lines[j].0 < k.ev.seq {
+            while j < lines.len() && lines[j].0 < k.ev.seq() {
                 j += 1;
             }
             k.line = match lines.get(j) {
-                Some((seq, line)) if *seq == k.ev.seq => Some(*line),
+                Some((seq, line)) if *seq == k.ev.seq() => Some(*line),
                 _ => None,
             };
         }
     }
 }
 
-/// What an event weighs in memory: the length of its line.
-pub fn weight_of(ev: &Event) -> usize {
-    serde_json::to_vec(ev).map_or(0, |v| v.len() + 1)
-}
-
-/// `ev` with each long text cut to [`SLIM_TEXT`] bytes (at a character boundary).
-pub fn slimmed(ev: &Event) -> Event {
-    fn cut(t: &mut String) {
-        if t.len() > SLIM_TEXT {
-            let mut at = SLIM_TEXT;
-            while !t.is_char_boundary(at) {
-                at -= 1;
-            }
-            // A new string, not a truncated one: truncating keeps the whole allocation.
-            let mut slim = String::with_capacity(at + '…'.len_utf8());
-            slim.push_str(&t[..at]);
-            slim.push('…');
-            *t = slim;
+/// Cuts `t` to [`SLIM_TEXT`] bytes (at a character boundary), into a new allocation:
+/// truncating would keep the whole one.
+pub fn cut(t: &mut String) {
+    if t.len() > SLIM_TEXT {
+        let mut at = SLIM_TEXT;
+        while !t.is_char_boundary(at) {
+            at -= 1;
         }
+        let mut slim = String::with_capacity(at + '…'.len_utf8());
+        slim.push_str(&t[..at]);
+        slim.push('…');
+        *t = slim;
     }
-    let mut ev = ev.clone();
-    match &mut ev.kind {
-        EventKind::InputSent { text, .. }
-        | EventKind::TurnCompleted { text, .. }
-        | EventKind::InputQueued { text, .. }
-        | EventKind::Notice { text, .. } => cut(text),
-        EventKind::Error { message, .. } => cut(message),
-        EventKind::Exited { output, .. } => cut(output),
-        EventKind::Stalled { screen, .. } => cut(screen),
-        EventKind::Waiting { prompt }
-        | EventKind::PromptReminded { prompt, .. }
-        | EventKind::PromptEscalated { prompt, .. } => {
-            cut(&mut prompt.text);
-            cut(&mut prompt.context);
-        }
-        _ => {}
-    }
-    ev
 }
 
 /// Reads the lines of slimmed events back from the log at `path` (opened once), each checked
 /// to be the event it should be; one that is not (the file was replaced meanwhile) stays slim.
-pub fn read_back(path: &Path, kept: Vec<Kept>) -> Vec<Event> {
+pub fn read_back<E: Record>(path: &Path, kept: Vec<Kept<E>>) -> Vec<E> {
     let mut file = None;
     kept.into_iter()
         .map(|k| {
@@ -182,8 +166,8 @@ pub fn read_back(path: &Path, kept: Vec<Kept>) -> Vec<Event> {
                 file = std::fs::File::open(path).ok();
             }
             file.as_mut()
-                .and_then(|f| read_line(f, at, len))
-                .filter(|e| e.seq == k.ev.seq)
+                .and_then(|f| read_line::<E>(f, at, len))
+                .filter(|e| e.seq() == k.ev.seq())
                 .unwrap_or(k.ev)
         })
         .collect()
@@ -197,7 +181,7 @@ pub fn line_bytes(f: &mut std::fs::File, at: u64, len: u32) -> Option<Vec<u8>> {
     buf.ends_with(b"\n").then_some(buf)
 }
 
-fn read_line(f: &mut std::fs::File, at: u64, len: u32) -> Option<Event> {
+fn read_line<E: Record>(f: &mut std::fs::File, at: u64, len: u32) -> Option<E> {
     serde_json::from_slice(&line_bytes(f, at, len)?).ok()
 }
 
@@ -205,18 +189,30 @@ fn read_line(f: &mut std::fs::File, at: u64, len: u32) -> Option<Event> {
 mod tests {
     use super::*;
 
-    fn turn(seq: u64, bytes: usize) -> Event {
-        Event {
+    #[derive(Debug, Clone, serde::Deserialize)]
+    struct T {
+        seq: u64,
+        text: String,
+    }
+
+    impl Record for T {
+        fn seq(&self) -> u64 {
+            self.seq
+        }
+        fn slimmed(&self) -> T {
+            let mut t = self.clone();
+            cut(&mut t.text);
+            t
+        }
+        fn weight(&self) -> usize {
+            self.text.len() + 20
+        }
+    }
+
+    fn turn(seq: u64, bytes: usize) -> T {
+        T {
             seq,
-            time_ms: 0,
-            session: "s".into(),
-            session_id: "i".into(),
-            kind: EventKind::TurnCompleted {
-                text: "é".repeat(bytes / 2),
-                source: "hook".into(),
-                blob_id: String::new(),
-                full_bytes: 0,
-            },
+            text: "é".repeat(bytes / 2),
         }
     }
 
@@ -225,16 +221,13 @@ mod tests {
         let mut m = Memory::new(1000, 100_000);
         for seq in 1..=20 {
             let ev = turn(seq, 20_000);
-            let w = weight_of(&ev);
+            let w = ev.weight();
             m.push(ev, Some((seq * 100, 10)), w);
         }
         assert!(m.bytes() <= 100_000 + 21_000, "{}", m.bytes());
         let slim: Vec<bool> = m.iter().map(|k| k.slim).collect();
         assert!(slim[0] && !slim[19], "{slim:?}");
-        let first = m.front().expect("kept");
-        let EventKind::TurnCompleted { text, .. } = &first.kind else {
-            panic!("kind")
-        };
+        let text = &m.front().expect("kept").text;
         assert!(text.len() <= SLIM_TEXT + '…'.len_utf8(), "{}", text.len());
         // The memory itself goes, not only the length.
         assert!(text.capacity() <= SLIM_TEXT + 8, "{}", text.capacity());

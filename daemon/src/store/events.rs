@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::model::{Prompt, State};
 use crate::store::blobs::{Blobs, EVENT_TEXT_MAX};
-use crate::store::event_memory::{Line, Memory};
+use crate::store::event_memory::{Line, Memory, Record, cut as slim_text};
 use crate::store::{keep_bad_copy, now_ms, sane_seq, set_aside};
 
 /// One event.
@@ -218,7 +218,7 @@ pub struct Read {
 struct Inner {
     file: Option<File>,
     lines_in_file: usize,
-    mem: Memory,
+    mem: Memory<Event>,
     last_seq: u64,
     /// Every event up to this seq is on disk (synced).
     synced_seq: u64,
@@ -256,7 +256,7 @@ impl EventLog {
         min_last_seq: u64,
     ) -> (EventLog, Vec<String>) {
         let mut warnings = Vec::new();
-        let mut mem = Memory::new(retention, memory);
+        let mut mem: Memory<Event> = Memory::new(retention, memory);
         // Where the line being read starts.
         let mut offset: u64 = 0;
         let mut rewrite = false;
@@ -729,6 +729,37 @@ impl EventLog {
     }
 }
 
+impl Record for Event {
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    fn slimmed(&self) -> Event {
+        let mut ev = self.clone();
+        match &mut ev.kind {
+            EventKind::InputSent { text, .. }
+            | EventKind::TurnCompleted { text, .. }
+            | EventKind::InputQueued { text, .. }
+            | EventKind::Notice { text, .. } => slim_text(text),
+            EventKind::Error { message, .. } => slim_text(message),
+            EventKind::Exited { output, .. } => slim_text(output),
+            EventKind::Stalled { screen, .. } => slim_text(screen),
+            EventKind::Waiting { prompt }
+            | EventKind::PromptReminded { prompt, .. }
+            | EventKind::PromptEscalated { prompt, .. } => {
+                slim_text(&mut prompt.text);
+                slim_text(&mut prompt.context);
+            }
+            _ => {}
+        }
+        ev
+    }
+
+    fn weight(&self) -> usize {
+        serde_json::to_vec(self).map_or(0, |v| v.len() + 1)
+    }
+}
+
 /// The events kept in memory unless configured otherwise (`[daemon] event_memory_bytes`).
 pub const DEFAULT_MEMORY: usize = 16 * 1024 * 1024;
 
@@ -741,7 +772,7 @@ enum Part {
     Copied { line: Line, slim: Vec<u8> },
 }
 
-fn part(k: &crate::store::event_memory::Kept) -> Part {
+fn part(k: &crate::store::event_memory::Kept<Event>) -> Part {
     let mut made = serde_json::to_vec(&k.ev).unwrap_or_default();
     made.push(b'\n');
     match (k.slim, k.line) {
