@@ -179,6 +179,27 @@ pub async fn run(
                         }
                         continue;
                     }
+                    // An approved pairing: the direct chat its code was given in is told.
+                    if let Some(Kind::Paired(p)) = &ev.kind
+                        && p.platform == platform.name()
+                    {
+                        let all = tolerate(
+                            bindings(&mut c, platform.name(), "", 0).await,
+                            ev.seq,
+                            "listing chats",
+                        )?;
+                        for b in all
+                            .into_iter()
+                            .flatten()
+                            .filter(|b| b.chat == p.chat && open_for(b, ev.seq))
+                        {
+                            worker(&mut workers, &platform, &socket, &health, &b).send(Item {
+                                ev: ev.clone(),
+                                parts: 0,
+                                sync: false,
+                            });
+                        }
+                    }
                     if !ev.session.is_empty() && for_chats(&ev) {
                         let mut chats = tolerate(
                             bindings(&mut c, platform.name(), &ev.session, ev.seq).await,

@@ -90,6 +90,7 @@ pub fn render(ev: &v1::Event) -> Option<String> {
             c.platform,
             c.reason.replace(c.chat.as_str(), "…").trim_end_matches('.')
         ),
+        Kind::Paired(_) => "✅ the owner of this machine approved you: write here to use clibot (!!help lists what you may do)".to_string(),
         Kind::EventsDropped(d) => format!(
             "clibot: events {}–{} were removed from the log before this chat got them; some replies may be missing here (`!!last` shows a session's latest reply)",
             d.first_seq, d.last_seq

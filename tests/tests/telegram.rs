@@ -70,6 +70,12 @@ fn a_telegram_message_runs_in_the_cli_and_the_reply_comes_back() {
         h.ctl_ok(&["pairing", "approve", &code])
             .contains(&format!("telegram user {STRANGER}"))
     );
+    // The phone is told, in the chat its code was given in.
+    tg.wait_sent("the approval told", |s| {
+        texts(s, STRANGER)
+            .iter()
+            .any(|t| t.contains("approved you"))
+    });
     tg.push_message(STRANGER, STRANGER, "Eve", "!!use t");
     tg.wait_sent("not theirs", |s| {
         texts(s, STRANGER)

@@ -336,6 +336,10 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "file_sent",
             json!({"name": f.name, "path": f.path, "bytes": f.bytes}),
         ),
+        Kind::Paired(p) => (
+            "paired",
+            json!({"platform": p.platform, "user": p.user, "chat": p.chat}),
+        ),
         Kind::PromptReminded(r) => (
             "prompt_reminded",
             json!({"prompt": r.prompt.as_ref().map(prompt_json), "count": r.count, "age_ms": r.age_ms}),

@@ -178,6 +178,9 @@ pub struct Pending {
     #[serde(default)]
     pub name: String,
     pub created_ms: i64,
+    /// The direct chat the code was given in: told there when it is approved.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub chat: String,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -514,6 +517,7 @@ impl Access {
                     .take(NAME_CHARS)
                     .collect(),
                 created_ms: now,
+                chat: String::new(),
             });
             changed = true;
             issued = true;
@@ -548,8 +552,30 @@ impl Access {
             .collect()
     }
 
+    /// Remembers the direct chat where `user` was given their pairing code.
+    pub fn note_pairing_chat(&self, platform: &str, user: &str, chat: &str) {
+        if chat.is_empty() || chat.len() > 128 || chat.chars().any(char::is_control) {
+            return;
+        }
+        let mut st = self.lock();
+        let Some(p) = st
+            .pending
+            .iter_mut()
+            .find(|p| p.platform == platform && p.user == user && p.chat != chat)
+        else {
+            return;
+        };
+        p.chat = chat.to_string();
+        self.save(&st);
+    }
+
     /// Approves a pending code; returns (platform, user).
     pub fn approve(&self, code: &str) -> Result<(String, String), AccessError> {
+        self.approve_in_chat(code).map(|(p, u, _)| (p, u))
+    }
+
+    /// [`Self::approve`], with the chat the code was given in (empty: unknown).
+    pub fn approve_in_chat(&self, code: &str) -> Result<(String, String, String), AccessError> {
         let code = normalize_code(code);
         let now = now_ms();
         let mut st = self.lock();
@@ -566,7 +592,7 @@ impl Access {
             approved_ms: now,
         });
         self.save(&st);
-        Ok((p.platform, p.user))
+        Ok((p.platform, p.user, p.chat))
     }
 
     /// Removes an approved pairing (or a pending code).
@@ -902,6 +928,7 @@ mod tests {
                 user: format!("w{i}"),
                 name: String::new(),
                 created_ms: now_ms() + i64::from(i),
+                chat: String::new(),
             });
         }
         std::fs::write(

@@ -96,12 +96,23 @@ pub(super) async fn check_access(
                     pairing_code: String::new(),
                 }
             }
-            Decision::Denied { reason, code } => v1::CheckAccessResponse {
-                allowed: false,
-                admin: false,
-                message: reason,
-                pairing_code: code.unwrap_or_default(),
-            },
+            Decision::Denied { reason, code } => {
+                // Groups were answered above: this is the direct chat the code is given in,
+                // told there once it is approved.
+                if code.is_some() {
+                    svc.daemon.access().note_pairing_chat(
+                        &actor.platform,
+                        &actor.user,
+                        &actor.chat,
+                    );
+                }
+                v1::CheckAccessResponse {
+                    allowed: false,
+                    admin: false,
+                    message: reason,
+                    pairing_code: code.unwrap_or_default(),
+                }
+            }
         },
     ))
 }
@@ -152,7 +163,7 @@ pub(super) async fn approve_pairing(
     let r = svc
         .daemon
         .access()
-        .approve(&code)
+        .approve_in_chat(&code)
         .map_err(|e| Status::not_found(e.to_string()));
     svc.daemon.audit(
         &actor,
@@ -160,7 +171,21 @@ pub(super) async fn approve_pairing(
         "pairing approve",
         r.as_ref().map(|_| ()).map_err(|e| e.message()),
     );
-    let (platform, user) = r?;
+    let (platform, user, chat) = r?;
+    if !chat.is_empty() {
+        // The phone is told: its chat gets a cursor from now, and the event that says so.
+        let last = svc.daemon.events().last_seq();
+        svc.daemon.chats().ensure_home(&platform, &chat, last);
+        svc.daemon.event(
+            "",
+            "",
+            crate::store::events::EventKind::Paired {
+                platform: platform.clone(),
+                user: user.clone(),
+                chat,
+            },
+        );
+    }
     Ok(Response::new(v1::ApprovePairingResponse { platform, user }))
 }
 

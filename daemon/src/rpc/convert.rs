@@ -412,6 +412,15 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
         EventKind::FileSent { name, path, bytes } => {
             Kind::FileSent(v1::FileSent { name, path, bytes })
         }
+        EventKind::Paired {
+            platform,
+            user,
+            chat,
+        } => Kind::Paired(v1::Paired {
+            platform,
+            user,
+            chat,
+        }),
         EventKind::PromptTimedOut {
             prompt_id,
             action,

@@ -199,6 +199,12 @@ pub enum EventKind {
         path: String,
         bytes: u64,
     },
+    /// A chat user's pairing code was approved: their direct chat is told.
+    Paired {
+        platform: String,
+        user: String,
+        chat: String,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,
