@@ -55,7 +55,9 @@ impl Daemon {
         };
         let queued = self.record_cancel(name, by, &how);
         // A copy of a screen-read turn's output ends with the turn.
-        let _ = self.take_turn_copy(name, &rec.id, rec.target()).await;
+        if let Some(f) = self.end_turn_copy(name, &rec.id, rec.target()).await {
+            let _ = std::fs::remove_file(f);
+        }
         info!(session = name, %how, "turn cancelled");
         self.deliver_queued(name);
         Ok(Cancelled { how, queued })

@@ -81,7 +81,28 @@ impl Daemon {
             .get(name)
             .map(|e| (e.rec.id.clone(), e.rec.last_input.clone()))
             .unwrap_or_default();
-        let copied = self.take_turn_copy(name, &id, target).await;
+        // The copy is read only when the screen lost the turn's start (rarely): a turn's end
+        // costs no read of it otherwise.
+        let copy = self.end_turn_copy(name, &id, target).await;
+        let reply = self
+            .reply_off_screen(name, target, anchor, input_lines, &input, copy.as_deref())
+            .await;
+        if let Some(f) = copy {
+            let _ = std::fs::remove_file(f);
+        }
+        reply
+    }
+
+    /// [`Daemon::screen_reply`], the copy of the turn's output at `copy` (if one was made).
+    async fn reply_off_screen(
+        &self,
+        name: &str,
+        target: &str,
+        anchor: Option<i64>,
+        input_lines: usize,
+        input: &str,
+        copy: Option<&Path>,
+    ) -> String {
         let mux = self.mux_of(name);
         let (Some(a), Ok((hist, _))) = (anchor, mux.cursor(target).await) else {
             return mux
@@ -104,7 +125,7 @@ impl Daemon {
         };
         let lines: Vec<&str> = all.lines().collect();
         let typed_at = usize::try_from(a).unwrap_or(usize::MAX);
-        if let Some(key) = echo_key(&input)
+        if let Some(key) = echo_key(input)
             && let Some(at) = find_echo(&lines, typed_at, &key)
         {
             if at != typed_at {
@@ -116,6 +137,7 @@ impl Daemon {
             return reply_from_screen(&lines[at..].join("\n"), input_lines);
         }
         info!("the turn printed more than tmux keeps: its reply comes from the copy of its output");
+        let copied = copy.and_then(read_copy);
         let (body, whole) = match copied.filter(|c| !c.trim().is_empty()) {
             Some(c) => {
                 // The copy begins after the prompt was drawn, so the prompt that came back at
@@ -144,25 +166,26 @@ impl Daemon {
         format!("{note}\n{body}")
     }
 
-    /// Stops copying the turn's output and returns the copy (terminal escapes taken out).
-    pub(crate) async fn take_turn_copy(
+    /// Stops copying the turn's output; where the copy is, when one was made.
+    pub(crate) async fn end_turn_copy(
         &self,
         name: &str,
         id: &str,
         target: &str,
-    ) -> Option<String> {
+    ) -> Option<PathBuf> {
         let file = path(&self.inner.settings.state_dir, id);
         if !file.exists() {
             return None;
         }
         let _ = self.mux_of(name).pipe_output(target, None).await;
-        let text = crate::store::off_worker(move || {
-            let raw = std::fs::read(&file).ok();
-            let _ = std::fs::remove_file(&file);
-            raw
-        })?;
-        Some(super::early::plain(&String::from_utf8_lossy(&text)))
+        Some(file)
     }
+}
+
+/// The copy of a turn's output, terminal escapes taken out.
+fn read_copy(file: &Path) -> Option<String> {
+    let raw = crate::store::off_worker(|| std::fs::read(file).ok())?;
+    Some(super::early::plain(&String::from_utf8_lossy(&raw)))
 }
 
 #[cfg(test)]
