@@ -385,6 +385,13 @@ impl Harness {
             .ok()
     }
 
+    /// Spawns a `bash` session NAME in the work directory and waits for its prompt.
+    pub fn spawn_bash(&self, name: &str) {
+        let work = self.work.display().to_string();
+        self.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
+        self.wait_screen(name, "the prompt", |s| s.contains('$'));
+    }
+
     /// Waits until the session's screen satisfies `pred`; panics with the last screen if not.
     pub fn wait_screen(&self, name: &str, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -9,17 +9,11 @@ use clibot_proto::v1;
 use clibot_tests::{Harness, lines};
 use tonic::Code;
 
-fn spawn_bash(h: &Harness, name: &str) {
-    let work = h.work.display().to_string();
-    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
-    h.wait_screen(name, "the prompt", |s| s.contains("$"));
-}
-
 #[test]
 fn spawn_send_screen_list_stop_with_a_shell() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "s1");
+    h.spawn_bash("s1");
     h.ctl_ok(&["send", "s1", "echo hello-$((6*7))"]);
     h.wait_screen("s1", "the command's output", |s| {
         lines(s).contains(&"hello-42")
@@ -75,7 +69,7 @@ fn spawn_send_screen_list_stop_with_a_shell() {
 fn multi_line_input_arrives_as_one_submission() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "m");
+    h.spawn_bash("m");
     // Pasted without Enter: bash holds both lines in its editor and runs neither.
     h.ctl_ok(&[
         "send",
@@ -124,9 +118,9 @@ fn multi_line_input_arrives_as_one_submission() {
 fn kill_9_and_restart_keep_every_session_and_every_event() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "a");
-    spawn_bash(&h, "b");
-    spawn_bash(&h, "gone");
+    h.spawn_bash("a");
+    h.spawn_bash("b");
+    h.spawn_bash("gone");
     h.ctl_ok(&["send", "a", "echo before-crash"]);
     h.wait_screen("a", "output", |s| lines(s).contains(&"before-crash"));
     h.wait_list("all idle", |l| {
@@ -228,7 +222,7 @@ fn kill_9_and_restart_keep_every_session_and_every_event() {
 fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "ok");
+    h.spawn_bash("ok");
     let work = h.work.display().to_string();
     let missing = h.work.join("missing").display().to_string();
     assert!(
@@ -530,7 +524,7 @@ async fn two_sessions_work_in_parallel() {
     h.start_daemon();
     let work = h.work.display().to_string();
     h.ctl_ok(&["spawn", "a", "--cli", "slow", "--dir", &work]);
-    spawn_bash(&h, "b");
+    h.spawn_bash("b");
     h.wait_screen("a", "prompt", |s| s.contains('$'));
     let mut ca = h.client().await;
     let mut cb = h.client().await;
@@ -626,7 +620,7 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
     )
     .expect("config");
     h.start_daemon();
-    spawn_bash(&h, "e");
+    h.spawn_bash("e");
     h.ctl_ok(&["send", "e", "echo bye; exit 7"]);
     h.wait_list("e exited", |l| {
         l[0]["state"] == "exited" && l[0]["exit_status"] == 7
@@ -657,8 +651,8 @@ fn exited_cli_is_reported_with_its_status_and_can_be_removed() {
 fn events_follow_streams_live_and_filters_by_session() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "one");
-    spawn_bash(&h, "two");
+    h.spawn_bash("one");
+    h.spawn_bash("two");
     let mut follower = h
         .ctl_command(&["events", "--follow", "--json", "--session", "two"])
         .stdout(Stdio::piped())
@@ -756,7 +750,7 @@ fn clibotctl_starts_the_daemon_when_none_runs() {
 fn attach_shows_the_same_live_session() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "desk");
+    h.spawn_bash("desk");
     h.ctl_ok(&["send", "desk", "echo seen-from-$((40+2))"]);
     h.wait_screen("desk", "output", |s| lines(s).contains(&"seen-from-42"));
     // A terminal at the desk: an outer tmux (its own server) runs `clibotctl attach desk`.
@@ -882,7 +876,7 @@ fn wait_event(
 fn a_shell_turn_completes_and_its_prompts_wait_for_an_answer() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "p");
+    h.spawn_bash("p");
 
     // A turn ends when the output goes quiet; its reply is what the pane printed.
     h.ctl_ok(&["send", "p", "echo alpha; echo beta"]);
@@ -1006,8 +1000,8 @@ fn wait_pids(needle: &str, running: bool) {
 fn a_session_killed_with_tmux_ends_its_cli() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "desk");
-    spawn_bash(&h, "other");
+    h.spawn_bash("desk");
+    h.spawn_bash("other");
     h.ctl_ok(&["send", "desk", "sleep 4246"]);
     wait_pids("sleep 4246", true);
     assert!(h.tmux(&["kill-session", "-t", "desk"]).status.success());
@@ -1057,7 +1051,7 @@ fn a_session_killed_with_tmux_ends_its_cli() {
 fn the_tmux_server_killed_under_the_daemon() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "before");
+    h.spawn_bash("before");
     assert!(h.tmux(&["kill-server"]).status.success());
     h.wait_list("before gone", |l| l[0]["state"] == "exited");
     // Its watcher retries meanwhile; none of that may start a server.
@@ -1068,7 +1062,7 @@ fn the_tmux_server_killed_under_the_daemon() {
         "a tmux server runs: {}",
         String::from_utf8_lossy(&ls.stdout)
     );
-    spawn_bash(&h, "after");
+    h.spawn_bash("after");
     h.ctl_ok(&["send", "after", "read -p 'Go on? [y/N] ' a; echo got=$a"]);
     h.wait_list("after waiting", |l| {
         l.as_array().is_some_and(|a| {
@@ -1087,8 +1081,8 @@ fn the_tmux_server_killed_under_the_daemon() {
 fn concurrent_keys_and_screen_reads_never_mix_up_sessions() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "keys");
-    spawn_bash(&h, "reads");
+    h.spawn_bash("keys");
+    h.spawn_bash("reads");
     h.ctl_ok(&["send", "keys", "echo KEYS-$((1+1))"]);
     h.wait_screen("keys", "its marker", |s| lines(s).contains(&"KEYS-2"));
     h.ctl_ok(&["send", "reads", "echo READS-$((2+2))"]);
@@ -1127,7 +1121,7 @@ fn concurrent_keys_and_screen_reads_never_mix_up_sessions() {
 fn stop_leaves_no_process_behind() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "tree");
+    h.spawn_bash("tree");
     // A child that ignores the hang-up that closing its pane sends.
     h.ctl_ok(&["send", "tree", "(trap '' HUP; exec sleep 4243) &"]);
     wait_pids("sleep 4243", true);
@@ -1140,7 +1134,7 @@ fn stop_leaves_no_process_behind() {
 async fn chat_users_need_pairing_and_every_action_is_audited() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "work");
+    h.spawn_bash("work");
     let mut c = h.client().await;
     let check = v1::CheckAccessRequest {
         platform: "telegram".into(),
@@ -1324,7 +1318,7 @@ async fn chat_users_need_pairing_and_every_action_is_audited() {
 async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "api");
+    h.spawn_bash("api");
     let mut c = h.client().await;
     let bind = |session: &str| v1::SetBindingRequest {
         platform: "telegram".into(),
@@ -1425,7 +1419,7 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
 async fn a_chat_message_handed_over_twice_is_typed_once() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "dup");
+    h.spawn_bash("dup");
     let mut c = h.client().await;
     let req = v1::SendInputRequest {
         session: "dup".into(),
@@ -1455,7 +1449,7 @@ fn a_silent_turn_is_reported_stalled_not_killed() {
         .replace("[daemon]\n", "[daemon]\nstall_after_ms = 700\n");
     std::fs::write(&h.config, cfg).expect("config");
     h.start_daemon();
-    spawn_bash(&h, "quiet");
+    h.spawn_bash("quiet");
     // `sleep` runs in the foreground and prints nothing: the turn goes on, silently.
     h.ctl_ok(&["send", "quiet", "sleep 4; echo woke-up"]);
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -8,12 +8,6 @@ use std::time::Duration;
 use clibot_tests::{Harness, lines};
 use serde_json::Value;
 
-fn spawn_bash(h: &Harness, name: &str) {
-    let work = h.work.display().to_string();
-    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
-    h.wait_screen(name, "the prompt", |s| s.contains("$"));
-}
-
 fn wait_event(h: &Harness, name: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     h.wait_event(name, what, Duration::from_secs(60), pred)
 }
@@ -31,7 +25,7 @@ fn a_reply_over_4_mib_is_kept_whole_and_streams_in_chunks() {
     )
     .expect("config");
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     // 60 000 lines of 32 `€` (96 bytes + newline) ≈ 5.8 MB.
     h.ctl_ok(&[
         "send",
@@ -79,7 +73,7 @@ fn a_reply_over_4_mib_is_kept_whole_and_streams_in_chunks() {
 fn restart_mid_turn(kill: bool) {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     // A first turn, so that what the pane runs at rest is known.
     h.ctl_ok(&["send", "r", "echo warm"]);
     wait_event(&h, "r", "the first turn", |e| {
@@ -133,7 +127,7 @@ fn a_turn_running_across_a_daemon_kill_9_is_reported_once_when_it_ends() {
 fn a_restart_with_queued_input_types_the_queue() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     h.ctl_ok(&["send", "r", "sleep 30"]);
     h.wait_list("working", |l| l[0]["state"] == "working");
     for m in ["echo q-$((1+0))", "echo q-$((1+1))"] {
@@ -156,7 +150,7 @@ fn a_restart_with_queued_input_types_the_queue() {
 fn a_second_window_takes_nothing_over() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     let list: Value = serde_json::from_str(&h.ctl_ok(&["list", "--json"])).expect("json");
     let tmux_session = list[0]["tmux_session"].as_str().unwrap_or("r").to_string();
     let out = h.tmux(&[
@@ -196,7 +190,7 @@ fn concurrent_restarts_respect_max_sessions() {
     let names = ["s1", "s2", "s3", "s4", "s5", "s6"];
     for pair in names.chunks(3) {
         for n in pair {
-            spawn_bash(&h, n);
+            h.spawn_bash(n);
         }
         for n in pair {
             h.ctl_ok(&["send", n, "exit"]);
@@ -243,7 +237,7 @@ fn concurrent_restarts_respect_max_sessions() {
 async fn the_input_queue_is_bounded_cheap_and_survives_a_kill_9() {
     let mut h = Harness::with_daemon_keys("max_queued_inputs = 5\nmax_queued_bytes = 4000");
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     h.ctl_ok(&["send", "r", "sleep 5"]);
     h.wait_list("working", |l| l[0]["state"] == "working");
     let mut c = h.client().await;
@@ -327,7 +321,7 @@ fn monitor_clients(h: &Harness) -> Vec<String> {
 fn a_killed_daemons_control_client_is_ended_by_the_next() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     // The daemon attaches its client as it follows the sessions: wait for it, then never two.
     let one_client = |h: &Harness| {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -365,7 +359,7 @@ async fn oversized_requests_are_refused_naming_the_limit() {
     use clibot_proto::v1;
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     let mut c = h.client().await;
     let err = c
         .send_keys(v1::SendKeysRequest {
@@ -447,7 +441,7 @@ async fn oversized_requests_are_refused_naming_the_limit() {
 fn keys_are_pressed_at_once_even_with_input_queued() {
     let mut h = Harness::new();
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     h.ctl_ok(&["send", "r", "sleep 60; echo never-$((1+1))"]);
     h.wait_list("working", |l| l[0]["state"] == "working");
     h.ctl_ok(&["send", "r", "echo waited-$((2+2))"]);
@@ -467,7 +461,7 @@ fn a_queue_over_four_mib_is_listed_in_part_with_a_count() {
     use std::io::Write;
     let mut h = Harness::with_daemon_keys("max_input_bytes = 1048576\nmax_queued_bytes = 8388608");
     h.start_daemon();
-    spawn_bash(&h, "r");
+    h.spawn_bash("r");
     h.ctl_ok(&["send", "r", "sleep 60"]);
     h.wait_list("working", |l| l[0]["state"] == "working");
     let big = format!(": {}", "x".repeat(900_000));

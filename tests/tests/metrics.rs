@@ -12,12 +12,6 @@ fn harness(daemon_keys: &str) -> Harness {
     Harness::with_daemon_keys(daemon_keys)
 }
 
-fn spawn_bash(h: &Harness, name: &str) {
-    let work = h.work.display().to_string();
-    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
-    h.wait_screen(name, "the prompt", |s| s.contains("$"));
-}
-
 fn turns_of(h: &Harness, name: &str) -> usize {
     h.events()
         .iter()
@@ -154,8 +148,8 @@ async fn http(addr: &str, request: &str) -> (String, String) {
 async fn metrics_show_sessions_turns_prompts_and_calls() {
     let mut h = harness("metrics_listen = \"127.0.0.1:0\"");
     h.start_daemon();
-    spawn_bash(&h, "a");
-    spawn_bash(&h, "b");
+    h.spawn_bash("a");
+    h.spawn_bash("b");
     turn(&h, "a", "echo one");
     turn(&h, "b", "echo two");
 

@@ -15,12 +15,6 @@ fn harness(daemon_keys: &str, extra: &str) -> Harness {
     h
 }
 
-fn spawn_bash(h: &Harness, name: &str) {
-    let work = h.work.display().to_string();
-    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
-    h.wait_screen(name, "the prompt", |s| s.contains("$"));
-}
-
 fn session<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
     list.as_array()
         .and_then(|a| a.iter().find(|s| s["name"] == name))
@@ -31,8 +25,8 @@ fn session<'a>(list: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
 async fn spawns_beyond_max_sessions_are_refused_naming_the_idle_ones() {
     let mut h = harness("max_sessions = 2", "");
     h.start_daemon();
-    spawn_bash(&h, "a");
-    spawn_bash(&h, "b");
+    h.spawn_bash("a");
+    h.spawn_bash("b");
     h.wait_list("both idle", |l| {
         session(l, "a")["state"] == "idle" && session(l, "b")["state"] == "idle"
     });
@@ -67,7 +61,7 @@ async fn spawns_beyond_max_sessions_are_refused_naming_the_idle_ones() {
     // An exited session does not count.
     h.ctl_ok(&["send", "b", "exit"]);
     h.wait_list("b exited", |l| session(l, "b")["state"] == "exited");
-    spawn_bash(&h, "c");
+    h.spawn_bash("c");
     let l = h.wait_list("c idle", |l| session(l, "c")["state"] == "idle");
     assert_eq!(session(&l, "a")["state"], "idle", "{l:#}");
 
@@ -121,8 +115,8 @@ async fn a_chat_user_runs_at_most_max_sessions_per_user() {
     );
 
     // The machine's user is not capped per user.
-    spawn_bash(&h, "local1");
-    spawn_bash(&h, "local2");
+    h.spawn_bash("local1");
+    h.spawn_bash("local2");
 
     // Once the chat user's session is gone, they may start another.
     h.ctl_ok(&["stop", "mine"]);
@@ -144,7 +138,7 @@ fn a_quiet_session_hibernates_after_idle_stop_after_and_a_message_wakes_it() {
     h.ctl_ok(&["send", "asking", "read -p 'Go? [y/N] ' a; echo go=$a"]);
     h.ctl_ok(&["spawn", "busy", "--cli", "bash", "--dir", &work]);
     h.ctl_ok(&["send", "busy", "sleep 30"]);
-    spawn_bash(&h, "quiet");
+    h.spawn_bash("quiet");
     h.ctl_ok(&["send", "quiet", "echo before-$((20+1))"]);
     h.wait_screen("quiet", "the echo", |s| lines(s).contains(&"before-21"));
 

@@ -6,10 +6,9 @@
 
 use clibot_tests::Harness;
 
+/// A bash session, idle.
 fn spawn_bash(h: &Harness, name: &str) {
-    let work = h.work.display().to_string();
-    h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &work]);
-    h.wait_screen(name, "the prompt", |s| s.contains('$'));
+    h.spawn_bash(name);
     h.wait_list("idle", |l| l[0]["state"] == "idle");
 }
 
