@@ -7,6 +7,7 @@
 
 mod blob;
 mod bounded;
+mod chat_delivery;
 mod claim;
 mod config;
 mod down;

@@ -80,6 +80,37 @@ impl Progress {
             started_ms,
         }
     }
+
+    /// Takes up the status message a previous gateway posted for a turn that may still run:
+    /// it is edited on, and closed when the turn's end is delivered.
+    pub(crate) fn resume(
+        platform: Arc<dyn Platform>,
+        socket: clibot_proto::Target,
+        chat: String,
+        session: String,
+        message: String,
+        started_ms: i64,
+    ) -> Progress {
+        let ran = crate::health::now_ms().saturating_sub(started_ms).max(0) as u64;
+        let started = Instant::now()
+            .checked_sub(Duration::from_millis(ran))
+            .unwrap_or_else(Instant::now);
+        let status = Some(message);
+        let task = tokio::spawn(keep(
+            platform,
+            socket,
+            chat,
+            session.clone(),
+            status.clone(),
+            started,
+        ));
+        Progress {
+            session,
+            task,
+            status,
+            started_ms,
+        }
+    }
 }
 
 async fn keep(

@@ -253,6 +253,8 @@ struct State {
     failures: HashMap<String, VecDeque<(u16, Value)>>,
     /// Delays for the next calls of a method ([`FakeTelegram::stall_next`]).
     stalls: HashMap<String, VecDeque<Duration>>,
+    /// (method, needle, wait): see [`FakeTelegram::hold_answer_when`].
+    holds: Vec<(String, String, Duration)>,
     /// Chats the bot was removed from: every call for them answers 403.
     kicked: HashSet<i64>,
     /// One-shot failures for the first call of a method whose text contains a needle.
@@ -352,6 +354,7 @@ impl FakeTelegram {
                 user_files: HashMap::new(),
                 failures: HashMap::new(),
                 stalls: HashMap::new(),
+                holds: Vec::new(),
                 kicked: HashSet::new(),
                 failures_when: Vec::new(),
                 chats: BTreeMap::new(),
@@ -786,6 +789,16 @@ impl FakeTelegram {
             .push_back(wait);
     }
 
+    /// Carries out the first call of `method` whose `text` contains `needle` (the message
+    /// reaches the chat) but holds its answer for `wait`: a bot killed meanwhile never learns
+    /// that it went out.
+    pub fn hold_answer_when(&self, method: &str, needle: &str, wait: Duration) {
+        self.shared
+            .lock()
+            .holds
+            .push((method.to_ascii_lowercase(), needle.to_string(), wait));
+    }
+
     /// Stalls no further request: the [`FakeTelegram::stall_next`] calls not used yet are
     /// dropped (a request stalled now still waits its time).
     pub fn clear_stalls(&self) {
@@ -1174,10 +1187,19 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
     if method == "getupdates" {
         return Ok(get_updates(&shared, &params).await);
     }
-    let result = {
+    let (result, hold) = {
         let mut st = shared.lock();
-        apply(&mut st, &method, &params, &files)
+        let text = string(&params, "text").unwrap_or_default();
+        let hold = st
+            .holds
+            .iter()
+            .position(|(m, needle, _)| *m == method && text.contains(needle.as_str()))
+            .map(|i| st.holds.remove(i).2);
+        (apply(&mut st, &method, &params, &files), hold)
     };
+    if let Some(wait) = hold {
+        tokio::time::sleep(wait).await;
+    }
     Ok(match result {
         Ok(v) => ok(v),
         Err(f) => fail(f),

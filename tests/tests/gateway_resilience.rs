@@ -362,6 +362,21 @@ fn strangers_discord_dms_leave_no_ingress_cursor() {
     drop(g);
 }
 
+fn bindings(h: &Harness) -> Vec<v1::Binding> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let mut c = h.client().await;
+        c.list_bindings(v1::ListBindingsRequest::default())
+            .await
+            .expect("ListBindings")
+            .into_inner()
+            .bindings
+    })
+}
+
 fn ingress(h: &Harness) -> Vec<(String, String)> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -380,4 +395,107 @@ fn ingress(h: &Harness) -> Vec<(String, String)> {
         .map(|c| (c.chat, c.id))
         .collect()
     })
+}
+
+/// The gateway is killed after Telegram took a reply but before the gateway heard so (its
+/// answer held): the next gateway cannot know whether it went out, so it sends it again and
+/// says first that it may be a repeat. Nothing is lost, and the repeat is never silent; the
+/// next reply goes out once, with no such notice.
+#[test]
+fn a_reply_sent_as_the_gateway_died_is_sent_again_saying_it_may_repeat() {
+    let (h, tg, g) = setup("");
+    let mut g = Gateway(g);
+    let work = h.work.display().to_string();
+    new_session(&tg, ADMIN, "d", &work);
+    tg.hold_answer_when("sendMessage", "held-7", Duration::from_secs(60));
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo held-$((3+4))");
+    tg.wait_sent("the reply, its answer held", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("held-7"))
+    });
+    let _ = g.0.kill();
+    let _ = g.0.wait();
+    g = Gateway(gateway(&h, &tg));
+    let sent = tg.wait_sent("the reply again", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .filter(|t| t.contains("held-7"))
+            .count()
+            == 2
+    });
+    let chat = texts(&sent, ADMIN);
+    let second = chat
+        .iter()
+        .rposition(|t| t.contains("held-7"))
+        .expect("the second copy");
+    assert!(
+        chat[second - 1].contains("may be a repeat"),
+        "the repeat is announced: {chat:#?}"
+    );
+    tg.push_message(ADMIN, ADMIN, "Owner", "echo next-$((4+4))");
+    let sent = tg.wait_sent("the next reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("next-8"))
+    });
+    let chat = texts(&sent, ADMIN);
+    assert_eq!(
+        chat.iter()
+            .filter(|t| t.contains("may be a repeat"))
+            .count(),
+        1,
+        "only the message in doubt is announced: {chat:#?}"
+    );
+    assert_eq!(
+        chat.iter().filter(|t| t.contains("held-7")).count(),
+        2,
+        "{chat:#?}"
+    );
+    drop(g);
+}
+
+/// The gateway is killed while a turn runs: the next one takes up the status message the old
+/// one posted, edits it on and closes it when the turn ends, rather than leaving it at
+/// "working…" and posting a second one.
+#[test]
+fn a_restarted_gateway_closes_the_status_message_the_old_one_posted() {
+    let (h, tg, g) = setup("");
+    let mut g = Gateway(g);
+    let work = h.work.display().to_string();
+    new_session(&tg, ADMIN, "s", &work);
+    tg.push_message(ADMIN, ADMIN, "Owner", "sleep 4; echo slow-$((5*5))");
+    let sent = tg.wait_sent("the status", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("[s] working"))
+    });
+    let status = sent
+        .iter()
+        .find(|m| m.chat_id == ADMIN && m.method == "sendmessage" && m.text.contains("[s] working"))
+        .map(|m| m.message_id)
+        .expect("the status message");
+    // The status is recorded in the daemon just after it is posted.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !bindings(&h)
+        .iter()
+        .any(|b| b.status.as_ref().is_some_and(|s| !s.message.is_empty()))
+    {
+        assert!(Instant::now() < deadline, "the status is never recorded");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = g.0.kill();
+    let _ = g.0.wait();
+    g = Gateway(gateway(&h, &tg));
+    tg.wait_sent("the reply", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("slow-25"))
+    });
+    tg.wait_sent("the status closed", |_| {
+        tg.calls_of("editMessageText").iter().any(|p| {
+            p["message_id"].as_i64() == Some(status)
+                && p["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("[s] done in"))
+        })
+    });
+    let posted = texts(&tg.sent(), ADMIN)
+        .iter()
+        .filter(|t| t.contains("[s] working"))
+        .count();
+    assert_eq!(posted, 1, "one status message for the turn");
+    drop(g);
 }

@@ -1,7 +1,7 @@
 //! End to end: a fake Telegram Bot API on 127.0.0.1 → the real clibot-gateway (teloxide, long
 //! polling) → the real clibotd → bash in tmux → the reply back in the fake chat. Pairing keeps an
 //! unknown user out; a prompt is answered by a button press; a 429 delays but does not lose the
-//! reply; killing the gateway mid-turn delivers the reply exactly once.
+//! reply; killing the gateway mid-turn delivers the reply once (a repeat it cannot rule out is announced).
 
 use std::process::{Child, Command};
 use std::time::Duration;
@@ -294,7 +294,9 @@ impl Rng {
 
 /// Twenty turns from a chat; during each, the gateway is killed -9 at a random moment (before
 /// the message is handed over, while it is typed, while the reply is sent) and started again.
-/// Every message is typed exactly once and every reply arrives exactly once.
+/// Every message is typed exactly once and every reply arrives once (or, when the kill fell
+/// between Telegram taking it and the gateway hearing so, again with a notice that it may be a
+/// repeat).
 #[test]
 fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
     const TURNS: u64 = 20;
@@ -319,8 +321,17 @@ fn chaos_twenty_turns_with_the_gateway_killed_at_random_moments() {
     let events = h.events();
     for i in 1..=TURNS {
         let reply = format!("chaos-{i}-{}", i * 3);
-        let delivered = sent.iter().filter(|t| t.contains(&reply)).count();
-        assert_eq!(delivered, 1, "reply {i} delivered once: {sent:#?}");
+        // Once, or — killed between Telegram taking it and the gateway hearing so, which no
+        // gateway can tell apart from a send that never arrived — again, announced as a
+        // possible repeat just before.
+        let copies: Vec<usize> = (0..sent.len())
+            .filter(|&k| sent[k].contains(&reply))
+            .collect();
+        let announced = copies.len() == 2 && sent[copies[1] - 1].contains("may be a repeat");
+        assert!(
+            copies.len() == 1 || announced,
+            "reply {i} delivered once, or again announced: {sent:#?}"
+        );
         let command = format!("echo chaos-{i}-$(({i}*3))");
         let typed = events
             .iter()

@@ -44,6 +44,26 @@ pub struct Binding {
     /// notice saying so), then the binding ends. 0: no end set.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub until_seq: u64,
+    /// A message of this event (seq, the part counted from 0) was being sent, not yet
+    /// acknowledged: if the gateway died meanwhile, it may have reached the chat. Recorded in
+    /// memory only (a write per message would cost more than the rare notice it saves); saved
+    /// with the next change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sending: Option<(u64, u32)>,
+    /// The status message of the turn running in this chat, so that a restarted gateway edits
+    /// it rather than posting another one next to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<TurnStatus>,
+}
+
+/// A running turn's status message in one chat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnStatus {
+    /// The platform's id of the message.
+    pub message: String,
+    pub session: String,
+    /// When the turn began (Unix ms, the daemon's clock).
+    pub started_ms: i64,
 }
 
 fn is_zero_u64(n: &u64) -> bool {
@@ -75,6 +95,8 @@ impl Binding {
             group,
             shown_prompt: String::new(),
             shown_message: String::new(),
+            sending: None,
+            status: None,
         }
     }
 }
@@ -104,6 +126,11 @@ pub struct ChatAck<'a> {
     /// The prompt event `seq` showed, and the id of the message that shows it.
     pub prompt: &'a str,
     pub message: &'a str,
+    /// Not an acknowledgement: message `parts` (from 0) of event `seq` is about to be sent.
+    pub sending: bool,
+    /// The chat's status message was posted (`Some` with a message) or closed (`Some` with an
+    /// empty one).
+    pub status: Option<TurnStatus>,
 }
 
 /// The most chats per platform whose last handled message is kept.
@@ -248,7 +275,20 @@ impl Chats {
             .bindings
             .iter_mut()
             .find(|b| b.platform == platform && b.chat == chat)?;
+        if ack.sending {
+            if ack.seq > b.cursor {
+                b.sending = Some((ack.seq, ack.parts));
+            }
+            return Some(b.cursor);
+        }
         let mut changed = false;
+        if b.sending.is_some_and(|(seq, _)| ack.seq >= seq) {
+            b.sending = None;
+        }
+        if let Some(status) = &ack.status {
+            b.status = (!status.message.is_empty()).then(|| status.clone());
+            changed = true;
+        }
         if ack.parts == 0 {
             if ack.seq > b.cursor {
                 b.cursor = ack.seq;
@@ -771,6 +811,67 @@ mod tests {
     }
 
     #[test]
+    fn a_message_in_doubt_and_a_status_are_kept_until_their_acknowledgement() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (c, _) = Chats::open(dir.path());
+        c.bind("telegram", "a", "api", false, 5, "telegram:u");
+        let sending = |seq, parts| ChatAck {
+            seq,
+            parts,
+            sending: true,
+            ..Default::default()
+        };
+        assert_eq!(c.ack_chat("telegram", "a", &sending(7, 0)), Some(5));
+        let a = &c.bindings("telegram", "a", "")[0];
+        assert_eq!(
+            (a.cursor, a.parts, a.sending),
+            (5, 0, Some((7, 0))),
+            "nothing moves"
+        );
+        c.ack_chat("telegram", "a", &ack(7, 1));
+        assert_eq!(c.bindings("telegram", "a", "")[0].sending, None);
+        c.ack_chat("telegram", "a", &sending(7, 1));
+        assert_eq!(c.bindings("telegram", "a", "")[0].sending, Some((7, 1)));
+        c.ack_chat("telegram", "a", &ack(7, 0));
+        let a = &c.bindings("telegram", "a", "")[0];
+        assert_eq!((a.cursor, a.sending), (7, None));
+        assert_eq!(
+            c.ack_chat("telegram", "a", &sending(6, 0)),
+            Some(7),
+            "an old event is never in doubt"
+        );
+        assert_eq!(c.bindings("telegram", "a", "")[0].sending, None);
+        let status = |message: &str| ChatAck {
+            seq: 8,
+            status: Some(TurnStatus {
+                message: message.into(),
+                session: "api".into(),
+                started_ms: 1000,
+            }),
+            ..Default::default()
+        };
+        c.ack_chat("telegram", "a", &status("42"));
+        drop(c);
+        let (c, _) = Chats::open(dir.path());
+        let a = &c.bindings("telegram", "a", "")[0];
+        assert_eq!(a.cursor, 8);
+        assert_eq!(
+            a.status.as_ref().map(|s| s.message.as_str()),
+            Some("42"),
+            "kept on disk"
+        );
+        c.ack_chat(
+            "telegram",
+            "a",
+            &ChatAck {
+                seq: 9,
+                ..status("")
+            },
+        );
+        assert_eq!(c.bindings("telegram", "a", "")[0].status, None, "closed");
+    }
+
+    #[test]
     fn chat_delivery_is_tracked_per_chat_and_part() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (c, _) = Chats::open(dir.path());
@@ -798,6 +899,7 @@ mod tests {
             parts: 0,
             prompt: "p1",
             message: "m1",
+            ..Default::default()
         };
         c.ack_chat("telegram", "b", &p);
         let b = &c.bindings("telegram", "b", "")[0];

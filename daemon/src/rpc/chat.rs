@@ -219,6 +219,12 @@ pub(super) async fn ack_events(
             parts: r.parts,
             prompt: &r.prompt,
             message: &r.message,
+            sending: r.sending,
+            status: r.status.map(|s| crate::chat::chats::TurnStatus {
+                message: s.message,
+                session: s.session,
+                started_ms: s.started_ms,
+            }),
         };
         let before = svc
             .daemon
@@ -246,6 +252,11 @@ pub(super) async fn ack_events(
     }
     if r.consumer.is_empty() {
         return Err(Status::invalid_argument("consumer is required"));
+    }
+    if r.sending || r.status.is_some() {
+        return Err(Status::invalid_argument(
+            "sending and status are for one chat's delivery: set platform and chat",
+        ));
     }
     Ok(Response::new(v1::AckEventsResponse {
         cursor: svc.daemon.chats().ack(&r.consumer, r.seq),
@@ -402,6 +413,13 @@ pub(super) async fn list_bindings(
                 shown_prompt: b.shown_prompt,
                 shown_message: b.shown_message,
                 until_seq: b.until_seq,
+                sending_seq: b.sending.map_or(0, |(seq, _)| seq),
+                sending_part: b.sending.map_or(0, |(_, part)| part),
+                status: b.status.map(|s| v1::StatusMessage {
+                    message: s.message,
+                    session: s.session,
+                    started_ms: s.started_ms,
+                }),
             }
         })
         .collect();
