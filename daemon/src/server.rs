@@ -375,6 +375,7 @@ const OUTSIDE_ONLY: &[&str] = &[
     "Reload",
     "ReadBlob",
     "ClaimOnce",
+    "CheckJail",
 ];
 
 /// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may

@@ -577,3 +577,78 @@ fn a_cli_installed_where_the_jail_hides_it_is_refused_with_the_reason() {
         "{list}"
     );
 }
+
+/// A CLI whose program the jail shows, but which needs something the jail hides (here a
+/// wrapper that runs a program in clibot's state directory), is run once inside the jail
+/// before the session starts: the spawn is refused with what it printed there, instead of a
+/// session that dies at once with "the CLI exited (status 127)".
+#[test]
+fn a_cli_that_cannot_run_inside_the_jail_is_refused_with_what_it_printed_there() {
+    let mut h = Harness::with_config(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n[cli.wrapped]\nargv = [\"@WORK@/tools/wrapped.sh\"]\n"
+    ));
+    let real = h.state_dir.join("tools");
+    let tools = h.work.join("tools");
+    for d in [&real, &tools] {
+        std::fs::create_dir_all(d).expect("tools dir");
+    }
+    let write = |path: &Path, body: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, body).expect("tool");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    };
+    write(
+        &real.join("real.sh"),
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 1.0; exit 0; }\nexec bash --norc --noprofile\n",
+    );
+    write(
+        &tools.join("wrapped.sh"),
+        &format!("#!/bin/sh\nexec {}/real.sh \"$@\"\n", real.display()),
+    );
+    let config = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        config.replace("@WORK@", &h.work.display().to_string()),
+    )
+    .expect("config");
+    h.start_daemon();
+    let (tg, g) = fake_telegram::with_gateway(&h);
+    let j = Jail { h, tg, _g: g };
+    let said = j.ann("!!new w wrapped", "cannot run in the jail");
+    assert!(
+        said.contains("inside the jail it failed (exit status 127)") && said.contains("real.sh"),
+        "the reason is what it printed there: {said}"
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&j.h.ctl_ok(&["list", "--json"])).expect("json");
+    assert!(
+        list.as_array()
+            .is_none_or(|a| a.iter().all(|s| s["name"] != "w")),
+        "no session is left behind: {list}"
+    );
+    // doctor runs each CLI in the jail too, and names the one that fails there.
+    let out = j.h.ctl(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+    let named = |name: &str| {
+        v["checks"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no check {name:?} in {v:#}"))
+    };
+    let wrapped = named("wrapped in telegram's jail");
+    assert_eq!(wrapped["status"], "warn", "{wrapped:#}");
+    assert!(
+        wrapped["detail"].as_str().is_some_and(|d| d.contains("real.sh"))
+            && wrapped["fix"].as_str().is_some_and(|f| f.contains("jail_read")),
+        "{wrapped:#}"
+    );
+    assert_eq!(named("bash in telegram's jail")["status"], "ok");
+    // Outside the jail (an admin's session) the same CLI runs.
+    let work = j.h.work.display().to_string();
+    j.h.ctl_ok(&["spawn", "aw", "--cli", "wrapped", "--dir", &work]);
+    j.h.wait_list("the admin's session idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "aw" && s["state"] == "idle"))
+    });
+}

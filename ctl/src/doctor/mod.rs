@@ -81,6 +81,7 @@ async fn collect(socket: &Path) -> Vec<Check> {
     clis::clis_check(status.as_ref(), config.as_ref(), &mut out).await;
     if let Some(c) = client.as_mut() {
         clis::hook_check(c, &mut out).await;
+        sandbox::jail_run_checks(c, &mut out).await;
     }
     systemd::systemd_check(&mut out).await;
     if let Some(s) = &status {

@@ -210,3 +210,57 @@ mod tests {
         assert!(out[0].detail.contains("home directory"), "{out:?}");
     }
 }
+
+/// Each configured CLI run once in the jail a non-admin's session gets (by the daemon, as a
+/// session would be): a CLI installed where the jail hides it, or needing what it hides, is
+/// named with what it printed there.
+pub(super) async fn jail_run_checks(c: &mut clibot_proto::Client, out: &mut Vec<Check>) {
+    let r = match c
+        .check_jail(clibot_proto::v1::CheckJailRequest::default())
+        .await
+    {
+        Ok(r) => r.into_inner(),
+        Err(s) => {
+            out.push(check(
+                "CLIs in the jail",
+                Level::Warn,
+                format!("the daemon did not check them: {}", s.message()),
+                "upgrade and restart clibotd (systemctl --user restart clibotd), then run doctor again",
+            ));
+            return;
+        }
+    };
+    if r.checks.is_empty() {
+        out.push(check(
+            "CLIs in the jail",
+            Level::Ok,
+            format!("nothing to check: {}", r.skipped),
+            "",
+        ));
+        return;
+    }
+    use clibot_proto::v1::JailVerdict;
+    for j in &r.checks {
+        let name = format!("{} in {}'s jail", j.cli, j.platform);
+        match JailVerdict::try_from(j.verdict) {
+            Ok(JailVerdict::JailRuns) => {
+                out.push(check(name, Level::Ok, "runs (`--version` inside the jail)", ""))
+            }
+            Ok(JailVerdict::JailFails) => out.push(check(
+                name,
+                Level::Warn,
+                format!("a non-admin's session of it would not start: {}", j.why),
+                format!(
+                    "show its installation to the jail with [access.{}] jail_read = [\"DIR\"], or install it outside the home directory (e.g. npm's prefix in /usr/local); admins' sessions are not jailed",
+                    j.platform
+                ),
+            )),
+            _ => out.push(check(
+                name,
+                Level::Ok,
+                "started in the jail (it does not answer `--version`, so whether it runs is not known)",
+                "",
+            )),
+        }
+    }
+}

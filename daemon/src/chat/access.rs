@@ -318,6 +318,16 @@ impl Access {
         }
     }
 
+    /// Every platform configured under `[access.*]`, by name.
+    pub fn platforms(&self) -> Vec<(String, PlatformAccess)> {
+        self.config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
     /// The platform's configuration (defaults: pairing, nobody listed).
     pub fn platform(&self, platform: &str) -> PlatformAccess {
         self.config

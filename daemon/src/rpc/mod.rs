@@ -617,6 +617,13 @@ impl Clibot for Service {
         ops::automation_report(self, req).await
     }
 
+    async fn check_jail(
+        &self,
+        req: Request<v1::CheckJailRequest>,
+    ) -> Result<Response<v1::CheckJailResponse>, Status> {
+        ops::check_jail(self, req).await
+    }
+
     async fn get_metrics(
         &self,
         req: Request<v1::GetMetricsRequest>,

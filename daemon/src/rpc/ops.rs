@@ -2,6 +2,7 @@
 //! the core decides.
 
 use super::*;
+use crate::session::JailVerdict as Verdict;
 
 pub(super) async fn status(
     svc: &Service,
@@ -170,6 +171,37 @@ pub(super) async fn get_metrics(
     Ok(Response::new(v1::GetMetricsResponse {
         text: svc.daemon.metrics_text(),
     }))
+}
+
+pub(super) async fn check_jail(
+    svc: &Service,
+    req: Request<v1::CheckJailRequest>,
+) -> Result<Response<v1::CheckJailResponse>, Status> {
+    // It runs programs: the machine's user only.
+    if !actor(&req).is_local() {
+        return Err(Status::permission_denied(
+            "the jail check is for the local user only (clibotctl doctor)",
+        ));
+    }
+    let cli = req.into_inner().cli;
+    let (checks, skipped) = svc.daemon.check_jail(&cli).await?;
+    let checks = checks
+        .into_iter()
+        .map(|(platform, cli, verdict)| {
+            let (verdict, why) = match verdict {
+                Verdict::Runs => (v1::JailVerdict::JailRuns, String::new()),
+                Verdict::Unknown => (v1::JailVerdict::JailUnknown, String::new()),
+                Verdict::Fails(why) => (v1::JailVerdict::JailFails, why),
+            };
+            v1::JailCheck {
+                platform,
+                cli,
+                verdict: verdict as i32,
+                why,
+            }
+        })
+        .collect();
+    Ok(Response::new(v1::CheckJailResponse { checks, skipped }))
 }
 
 pub(super) async fn automation_report(

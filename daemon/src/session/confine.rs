@@ -132,7 +132,8 @@ impl Daemon {
 
     /// Wraps `argv` in the jail for session `rec` whose CLI sees `home` and finds programs on
     /// `path`; prepares the CLI's per-session home and the hook socket. Returns the new argv
-    /// and the hook socket path. Runs blocking file work: call it off the async workers.
+    /// and the hook socket path (none is bound for a jail that only checks whether the CLI runs
+    /// there, `check`). Runs blocking file work: call it off the async workers.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn jailed_argv(
         &self,
@@ -143,6 +144,7 @@ impl Daemon {
         argv: &[String],
         path: &str,
         conf: &crate::chat::access::PlatformAccess,
+        check: bool,
     ) -> Result<(Vec<String>, PathBuf), CoreError> {
         let state = &self.inner.settings.state_dir;
         let state_err = |path: &Path| {
@@ -154,8 +156,15 @@ impl Daemon {
         let files = state.join("sessions").join(&rec.id);
         crate::paths::create_private_dir(&files).map_err(state_err(&files))?;
         crate::confine::beneath::confine_area(files.clone());
-        let mut rw = vec![(files.clone(), files)];
-        let (hook_dir, hook_path) = self.hook_socket(&rec.id)?;
+        let mut rw = vec![(files.clone(), files.clone())];
+        let (hook_dir, hook_path) = if check {
+            let dir = files.join("hooks");
+            crate::paths::create_private_dir(&dir).map_err(state_err(&dir))?;
+            let path = dir.join("s");
+            (dir, path)
+        } else {
+            self.hook_socket(&rec.id)?
+        };
         rw.push((hook_dir.clone(), hook_dir));
         let mut needs = crate::confine::install::needs(argv, path, &rec.dir);
         // The program the CLI's hooks run (`clibotctl hook`), where it is.

@@ -25,6 +25,7 @@ mod hibernate;
 mod hooks;
 mod in_place;
 mod input;
+mod jail_check;
 mod limits;
 mod opencode_link;
 mod outcomes;
@@ -48,6 +49,7 @@ mod workspace;
 
 pub use answer::Answered;
 pub use cancel::Cancelled;
+pub use jail_check::Verdict as JailVerdict;
 pub use files::MAX_FILE_BYTES;
 pub use in_place::InPlace;
 pub use input::Sent;

@@ -383,7 +383,7 @@ impl Daemon {
                 let dirs = launch_dirs.clone();
                 let (jailed, hook_socket) =
                     crate::confine::beneath::blocking("preparing the jail", move || {
-                        let r = d.jailed_argv(&bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf);
+                        let r = d.jailed_argv(&bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf, false);
                         // What the CLI's links point to in its home is made in the jail's own
                         // home too, which the jail shows there.
                         let own = (d.inner.settings.state_dir.join("jails"))
@@ -401,6 +401,8 @@ impl Daemon {
                         Ok(r)
                     })
                     .await??;
+                self.check_runs_in_jail(&rec, &cli, &program, &argv, &jailed, &env)
+                    .await?;
                 argv = jailed;
                 self.set_jail_home(&rec.name, &home.display().to_string());
                 (hook_socket, true)
