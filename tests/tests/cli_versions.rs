@@ -196,3 +196,82 @@ fn a_chat_starting_a_cli_newer_than_its_pack_reads_the_warning() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// A CLI that names a mode its pack does not know (a new version's default, perhaps, which
+/// may ask nothing) says so once — the mode and the version in its chats and in `doctor` —
+/// while the modes the pack knows say nothing; its footer still means ready.
+#[test]
+fn a_mode_the_pack_does_not_know_is_named_with_the_version() {
+    let mut h = Harness::new();
+    let bin = fake_cli(&h, "2.4.0");
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        text + &format!(
+            "\n[cli.modal]\nargv = [\"{bin}\"]\nquiet_ms = 300\n[cli.modal.patterns]\nmodes = ['⏵⏵ (?P<mode>[^\\n(]+?) on']\nknown_modes = [\"auto mode\"]\n"
+        ),
+    )
+    .expect("write config");
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "m", "--cli", "modal", "--dir", &work]);
+    h.wait_list("idle", |l| l[0]["state"] == "idle");
+    h.ctl_ok(&["send", "m", "echo '⏵⏵ auto mode on (shift+tab to cycle)'"]);
+    h.wait_event(
+        "m",
+        "the known mode shown",
+        std::time::Duration::from_secs(20),
+        |e| {
+            e["type"] == "turn_completed"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("auto mode on"))
+        },
+    );
+    h.ctl_ok(&["send", "m", "echo '⏵⏵ turbo mode on (shift+tab to cycle)'"]);
+    let told = h.wait_event(
+        "m",
+        "the new mode named",
+        std::time::Duration::from_secs(20),
+        |e| e["type"] == "notice" && e["kind"] == "mode",
+    );
+    let said = told["text"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("modal 2.4.0") && said.contains("\"turbo mode on\""),
+        "{said}"
+    );
+    h.ctl_ok(&["send", "m", "echo '⏵⏵ turbo mode on (shift+tab to cycle)'"]);
+    h.wait_event(
+        "m",
+        "the second turn",
+        std::time::Duration::from_secs(20),
+        |e| {
+            e["type"] == "turn_completed"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.matches("turbo").count() >= 1)
+                && e["seq"].as_u64() > told["seq"].as_u64()
+        },
+    );
+    let notices = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "notice" && e["kind"] == "mode")
+        .count();
+    assert_eq!(notices, 1, "told once, not for the known mode");
+    let doctor = h.ctl(&["doctor", "--json"]);
+    let report: Value = serde_json::from_slice(&doctor.stdout).expect("doctor json");
+    assert!(
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .any(|c| {
+                c["detail"].as_str().is_some_and(|d| {
+                    d.contains("modal 2.4.0 runs in a mode clibot does not know")
+                        && d.contains("turbo mode on")
+                })
+            }),
+        "{report}"
+    );
+}

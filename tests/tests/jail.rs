@@ -639,8 +639,12 @@ fn a_cli_that_cannot_run_inside_the_jail_is_refused_with_what_it_printed_there()
     let wrapped = named("wrapped in telegram's jail");
     assert_eq!(wrapped["status"], "warn", "{wrapped:#}");
     assert!(
-        wrapped["detail"].as_str().is_some_and(|d| d.contains("real.sh"))
-            && wrapped["fix"].as_str().is_some_and(|f| f.contains("jail_read")),
+        wrapped["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("real.sh"))
+            && wrapped["fix"]
+                .as_str()
+                .is_some_and(|f| f.contains("jail_read")),
         "{wrapped:#}"
     );
     assert_eq!(named("bash in telegram's jail")["status"], "ok");

@@ -62,6 +62,13 @@ pub struct PackConfig {
     /// no permission prompt reaches a chat, which its chats are told once.
     #[serde(default)]
     pub unasked: Vec<String>,
+    /// Where the CLI names the mode it runs in (a `mode` capture group: Claude Code's footer,
+    /// `⏵⏵ auto mode on`). A mode not in `known_modes` is new — a new version's default,
+    /// perhaps, which may ask nothing — and is told.
+    #[serde(default)]
+    pub modes: Vec<String>,
+    #[serde(default)]
+    pub known_modes: Vec<String>,
     #[serde(default)]
     pub prompts: Vec<PromptRuleConfig>,
     #[serde(default)]
@@ -88,6 +95,8 @@ pub struct Pack {
     interrupted: Vec<Regex>,
     ready: Vec<Regex>,
     unasked: Vec<Regex>,
+    modes: Vec<Regex>,
+    known_modes: Vec<String>,
     prompts: Vec<PromptRule>,
     errors: Vec<(String, Regex)>,
 }
@@ -126,6 +135,8 @@ pub struct Analysis {
     pub error: Option<(String, String)>,
     /// The words that say the CLI runs its tools without asking (its mode), if shown.
     pub unasked: Option<String>,
+    /// A mode the CLI names that its pack does not know (see `modes`), if shown.
+    pub new_mode: Option<String>,
 }
 
 fn compile(p: &str, what: &str) -> Result<Regex, String> {
@@ -207,6 +218,11 @@ impl Pack {
             )?,
             ready: compile_all(&join(&base.ready, &extra.ready), "ready pattern")?,
             unasked: compile_all(&join(&base.unasked, &extra.unasked), "unasked pattern")?,
+            modes: compile_all(&join(&base.modes, &extra.modes), "modes pattern")?,
+            known_modes: join(&base.known_modes, &extra.known_modes)
+                .iter()
+                .map(|m| m.to_lowercase())
+                .collect(),
             prompts,
             errors,
         })
@@ -240,6 +256,12 @@ impl Pack {
                 .iter()
                 .find_map(|r| r.find(&tail))
                 .map(|m| m.as_str().to_string()),
+            new_mode: self
+                .modes
+                .iter()
+                .find_map(|r| r.captures(&tail)?.name("mode"))
+                .map(|m| m.as_str().trim().to_string())
+                .filter(|m| !m.is_empty() && !self.known_modes.contains(&m.to_lowercase())),
             ..Default::default()
         };
         a.settled = !a.busy && (a.idle || self.idle.is_empty());
@@ -802,6 +824,22 @@ pub(crate) mod tests {
                 .unasked
                 .is_none()
         );
+        // A mode the pack does not know is named, and its footer still means ready.
+        for known in [
+            "⏵⏵ auto mode on (shift+tab to cycle)",
+            "⏸ plan mode on (shift+tab to cycle)",
+            "⏵⏵ accept edits on (shift+tab to cycle)",
+            "⏸ manual mode on · ? for shortcuts",
+        ] {
+            assert_eq!(
+                c.analyze(&format!("❯ \n  {known}")).new_mode,
+                None,
+                "{known}"
+            );
+        }
+        let a = c.analyze("❯ \n  ⏵⏵ autopilot mode on (shift+tab to cycle)");
+        assert_eq!(a.new_mode.as_deref(), Some("autopilot mode"));
+        assert!(a.idle, "an unknown mode's footer is ready too");
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub(crate) struct Runtime {
     pub(crate) outbox_told: Option<String>,
     /// The chats were told that the CLI runs its tools without asking.
     pub(crate) unasked_told: bool,
+    /// The chats were told of a mode the CLI's pack does not know.
+    pub(crate) new_mode_told: bool,
     /// When a person last did something in a client attached at the desk (Unix seconds), as
     /// read when the session's dialog went away.
     pub(crate) desk_at: Option<i64>,
@@ -128,6 +130,7 @@ impl Default for Runtime {
             outbox: Vec::new(),
             outbox_told: None,
             unasked_told: false,
+            new_mode_told: false,
             desk_at: None,
             keys_by: None,
         }

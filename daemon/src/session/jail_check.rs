@@ -67,7 +67,10 @@ pub(crate) fn judge(knows_version: bool, code: Option<i32>, output: &str) -> Ver
         Some(c) => {
             let not_started = c == 126 || c == 127 || output.contains("bwrap: execvp");
             if not_started || knows_version {
-                Verdict::Fails(format!("inside the jail it failed (exit status {c}): {}", tail()))
+                Verdict::Fails(format!(
+                    "inside the jail it failed (exit status {c}): {}",
+                    tail()
+                ))
             } else {
                 Verdict::Unknown
             }
@@ -110,7 +113,10 @@ impl Daemon {
         jailed: &[String],
         env: &[(String, String)],
     ) -> Result<(), CoreError> {
-        match self.run_in_jail(rec, cli, program, argv, jailed, env).await? {
+        match self
+            .run_in_jail(rec, cli, program, argv, jailed, env)
+            .await?
+        {
             Verdict::Fails(why) => Err(CoreError::NotRunnableInJail {
                 cli: cli.name.clone(),
                 why,
@@ -267,10 +273,18 @@ impl Daemon {
         conf: &crate::chat::access::PlatformAccess,
         global: &str,
     ) -> Option<Verdict> {
-        let env: Vec<(String, String)> =
-            cli.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let env: Vec<(String, String)> = cli
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let program = match self
-            .check_program(&cli.name, cli.argv.first().map(String::as_str), &env, scratch)
+            .check_program(
+                &cli.name,
+                cli.argv.first().map(String::as_str),
+                &env,
+                scratch,
+            )
             .await
         {
             Ok(p) => p,
@@ -343,16 +357,24 @@ mod tests {
             Verdict::Unknown,
             "a wrapper or a generic program need not know --version"
         );
-        assert!(matches!(judge(false, Some(127), ""), Verdict::Fails(w) if w.contains("printed nothing")));
+        assert!(
+            matches!(judge(false, Some(127), ""), Verdict::Fails(w) if w.contains("printed nothing"))
+        );
     }
 
     #[test]
     fn the_version_goes_to_the_program_or_its_script() {
         let v = |adapter: &str, a: &[&str]| {
-            check_argv(adapter, &a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            check_argv(
+                adapter,
+                &a.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
         };
         let (a, knows) = v("claude", &["claude", "--permission-mode", "default"]);
-        assert_eq!((a.as_slice(), knows), (&["claude".to_string(), "--version".into()][..], true));
+        assert_eq!(
+            (a.as_slice(), knows),
+            (&["claude".to_string(), "--version".into()][..], true)
+        );
         let (a, knows) = v("qwen", &["node", "/x/qwen/cli.js", "-y"]);
         assert_eq!(a, ["node", "/x/qwen/cli.js", "--version"]);
         assert!(knows);

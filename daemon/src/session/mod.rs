@@ -49,10 +49,10 @@ mod workspace;
 
 pub use answer::Answered;
 pub use cancel::Cancelled;
-pub use jail_check::Verdict as JailVerdict;
 pub use files::MAX_FILE_BYTES;
 pub use in_place::InPlace;
 pub use input::Sent;
+pub use jail_check::Verdict as JailVerdict;
 pub use outcomes::{Report, ReportRow};
 pub use reply::LastReply;
 pub use route::{RouteTask, Routed};

@@ -17,6 +17,7 @@ impl Daemon {
         let mut recovered_turn = false;
         let mut events: Vec<EventKind> = Vec::new();
         let mut state_to: Option<(State, &'static str)> = None;
+        let mut new_mode_warning: Option<String> = None;
         let id;
         {
             let mut sessions = lock(&self.inner.sessions);
@@ -34,6 +35,25 @@ impl Daemon {
                     text: format!(
                         "{} runs in a mode that does not ask before it uses tools (\"{mode}\"): no permission prompt reaches this chat, commands and edits just run. To be asked, start it with its asking mode (Claude Code: --permission-mode default, clibot's default) or switch modes in the session (Shift+Tab).",
                         e.rec.cli
+                    ),
+                    kind: "mode".into(),
+                });
+            }
+            // A mode nobody told clibot of (a new version's default, perhaps): it may ask
+            // nothing, so the chats hear of it, and doctor with the version that showed it.
+            if let Some(mode) = &a.new_mode
+                && !std::mem::replace(&mut e.rt.new_mode_told, true)
+            {
+                let (cli, version) = (&e.rec.cli, &e.rec.cli_version);
+                let head = format!(
+                    "{cli} {version} runs in a mode clibot does not know (\"{mode} on\"), perhaps its new default: it may use tools without asking, and then no permission prompt reaches a chat"
+                );
+                new_mode_warning = Some(format!(
+                    "{head}. Start it in a mode that asks ([cli.{cli}] argv; Claude Code: --permission-mode default) and, if the mode asks nothing, add it to [cli.{cli}.patterns] unasked"
+                ));
+                events.push(EventKind::Notice {
+                    text: format!(
+                        "⚠ {head}. Switch modes in the session (Shift+Tab) if you want to be asked."
                     ),
                     kind: "mode".into(),
                 });
@@ -214,6 +234,13 @@ impl Daemon {
         }
         if let Some((to, reason)) = state_to {
             self.set_state(name, to, reason);
+        }
+        if let Some(w) = new_mode_warning {
+            let mut warnings = lock(&self.inner.warnings);
+            if !warnings.contains(&w) {
+                tracing::warn!(session = %name, "{w}");
+                warnings.push(w);
+            }
         }
         for ev in events {
             self.event(name, &id, ev);

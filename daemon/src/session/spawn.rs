@@ -383,7 +383,9 @@ impl Daemon {
                 let dirs = launch_dirs.clone();
                 let (jailed, hook_socket) =
                     crate::confine::beneath::blocking("preparing the jail", move || {
-                        let r = d.jailed_argv(&bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf, false);
+                        let r = d.jailed_argv(
+                            &bwrap, &rec2, &cli2, &home2, &argv2, &path2, &conf, false,
+                        );
                         // What the CLI's links point to in its home is made in the jail's own
                         // home too, which the jail shows there.
                         let own = (d.inner.settings.state_dir.join("jails"))
