@@ -105,6 +105,9 @@ done
 "$bin/clibotctl" completions bash > "$share/bash-completion/completions/clibotctl"
 "$bin/clibotctl" completions zsh > "$share/zsh/site-functions/_clibotctl"
 "$bin/clibotctl" completions fish > "$share/fish/vendor_completions.d/clibotctl.fish"
+"$bin/clibot-gateway" completions bash > "$share/bash-completion/completions/clibot-gateway"
+"$bin/clibot-gateway" completions zsh > "$share/zsh/site-functions/_clibot-gateway"
+"$bin/clibot-gateway" completions fish > "$share/fish/vendor_completions.d/clibot-gateway.fish"
 "$bin/clibotctl" man --dir "$share/man/man1" >/dev/null
 say "installed clibotd, clibotctl and clibot-gateway in $bin, with completions and manual pages in $share"
 

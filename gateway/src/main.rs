@@ -118,6 +118,12 @@ enum Cmd {
     /// with defaults, ${VARIABLES}, flags and the environment applied — as TOML, every token
     /// and secret masked. Exits non-zero when the config cannot be used.
     Config,
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell): its flags
+    /// and subcommands. E.g. `clibot-gateway completions bash > ~/.local/share/bash-completion/completions/clibot-gateway`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// A platform to serve, with what it needs to connect.
@@ -188,6 +194,16 @@ fn main() -> ExitCode {
     }
     if let Some(Cmd::Config) = args.command {
         return print_config(&args);
+    }
+    if let Some(Cmd::Completions { shell }) = args.command {
+        use clap::CommandFactory;
+        clap_complete::generate(
+            shell,
+            &mut Args::command(),
+            "clibot-gateway",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
     }
     let socket = args
         .socket

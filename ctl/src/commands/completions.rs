@@ -1,7 +1,8 @@
 //! Shell completion: clap's scripts, and names only the running daemon knows — the sessions a
 //! command such as `send` or `screen` names (`clibotctl send <TAB>`), and the CLIs `--cli`
-//! takes (`clibotctl spawn x --cli <TAB>`). The scripts ask `clibotctl __names`, which prints
-//! them one per line, and nothing (quickly, without starting a daemon) when none runs.
+//! takes (`clibotctl spawn x --cli <TAB>`), in bash, zsh and fish (elvish and PowerShell get
+//! clap's commands and flags). The scripts ask `clibotctl __names`, which prints them one per
+//! line, and nothing (quickly, without starting a daemon) when none runs.
 
 use std::path::Path;
 use std::time::Duration;
@@ -33,13 +34,16 @@ fn session_commands(cmd: &Command) -> Vec<String> {
         .collect()
 }
 
-/// The completion script for `shell`: clap's, then (bash, fish) the names the daemon knows.
+/// The completion script for `shell`: clap's, then (bash, fish, zsh) the names the daemon
+/// knows.
 pub fn script(cmd: &mut Command, shell: clap_complete::Shell) {
     let name = cmd.get_name().to_string();
-    clap_complete::generate(shell, cmd, name.clone(), &mut std::io::stdout());
+    let mut generated = Vec::new();
+    clap_complete::generate(shell, cmd, name.clone(), &mut generated);
+    let mut text = String::from_utf8_lossy(&generated).into_owned();
     let subs = session_commands(cmd).join(" ");
     match shell {
-        clap_complete::Shell::Bash => print!(
+        clap_complete::Shell::Bash => text.push_str(&format!(
             r#"
 # Session and CLI names, asked of the running daemon (none when no daemon runs).
 _{name}_names() {{
@@ -59,17 +63,52 @@ _{name}_names() {{
 }}
 complete -F _{name}_names -o bashdefault -o default {name}
 "#
-        ),
-        clap_complete::Shell::Fish => print!(
+        )),
+        clap_complete::Shell::Fish => text.push_str(&format!(
             r#"
 # Session and CLI names, asked of the running daemon (none when no daemon runs).
 complete -c {name} -n '__fish_seen_subcommand_from {subs}' -f -a '({name} __names sessions 2>/dev/null)'
-complete -c {name} -l cli -f -a '({name} __names clis 2>/dev/null)'
-complete -c {name} -l session -f -a '({name} __names sessions 2>/dev/null)'
+complete -c {name} -l cli -x -a '({name} __names clis 2>/dev/null)'
+complete -c {name} -l session -x -a '({name} __names sessions 2>/dev/null)'
 "#
-        ),
+        )),
+        clap_complete::Shell::Zsh => {
+            // clap's script ends by calling (autoloaded) or registering its function; the
+            // names go first, so both lead through them.
+            let names = format!(
+                r#"
+# Session and CLI names, asked of the running daemon (none when no daemon runs).
+_{name}_names() {{
+    local prev=${{words[CURRENT-1]}} sub=${{words[2]}}
+    if [[ $prev == --cli ]]; then
+        compadd -- ${{(f)"$({name} __names clis 2>/dev/null)"}}
+        return
+    fi
+    if [[ $prev == --session ]] || {{ (( CURRENT == 3 )) && [[ " {subs} " == *" $sub "* && ${{words[CURRENT]}} != -* ]]; }}; then
+        compadd -- ${{(f)"$({name} __names sessions 2>/dev/null)"}}
+        return
+    fi
+    _{name} "$@"
+}}
+
+if [ "$funcstack[1]" = "_{name}" ]; then
+    _{name}_names "$@"
+else
+    compdef _{name}_names {name}
+fi
+"#
+            );
+            let tail = format!(
+                "if [ \"$funcstack[1]\" = \"_{name}\" ]; then\n    _{name} \"$@\"\nelse\n    compdef _{name} {name}\nfi\n"
+            );
+            match text.rfind(&tail) {
+                Some(i) => text.replace_range(i.., &names),
+                None => text.push_str(&names),
+            }
+        }
         _ => {}
     }
+    print!("{text}");
 }
 
 /// `__names`: one name per line from the daemon at `socket`; nothing when it does not answer
