@@ -354,34 +354,10 @@ async fn serve_hook_sockets(
     }
 }
 
-/// Methods that only the gateway or the machine's user call: never a process inside a chat
-/// user's session (it would read other chats' events, bind chats, approve pairings).
-const OUTSIDE_ONLY: &[&str] = &[
-    "ReportGateway",
-    "CheckAccess",
-    "ListPairings",
-    "ApprovePairing",
-    "RevokeAccess",
-    "AckEvents",
-    "GetCursor",
-    "SetBinding",
-    "ListBindings",
-    "MarkChatBroken",
-    "AckIngress",
-    "ListIngress",
-    "GetTranscript",
-    "WatchEvents",
-    "AdoptSession",
-    "Reload",
-    "ReadBlob",
-    "ClaimOnce",
-    "CheckJail",
-];
-
 /// Tells each call who its caller is (see [`crate::caller`]) and refuses what that caller may
-/// never ask: anything but its own hook calls on a session's hook socket, and the gateway's
-/// and the machine user's methods from inside a chat user's session. Times each call into the
-/// metrics, by the method in its path.
+/// never ask: anything but its own hook calls on a session's hook socket, the gateway's and
+/// the machine user's methods from inside a chat user's session, and any method without a row
+/// in [`crate::rpc::policy`]. Times each call into the metrics, by the method in its path.
 #[derive(Clone)]
 struct Gate<S> {
     inner: S,
@@ -425,14 +401,19 @@ where
             Caller::HookSocket { .. } if method != "Hook" => {
                 Some("this socket serves only its session's hook calls")
             }
-            Caller::Session { owner, .. }
-                if !owner.is_empty() && OUTSIDE_ONLY.contains(&method.as_str()) =>
-            {
-                Some(
-                    "not from inside a chat user's session: only the gateway and the machine's user may",
-                )
-            }
-            _ => None,
+            _ => match (crate::rpc::policy::reach(&method), &caller) {
+                (None, _) => Some(
+                    "no such method in this clibotd (an older daemon than the client?): upgrade and restart clibotd",
+                ),
+                (Some(crate::rpc::policy::Reach::Outside), Caller::Session { owner, .. })
+                    if !owner.is_empty() =>
+                {
+                    Some(
+                        "not from inside a chat user's session: only the gateway and the machine's user may",
+                    )
+                }
+                _ => None,
+            },
         };
         if let Some(why) = refusal {
             tracing::warn!(?caller, method, "refused: {why}");

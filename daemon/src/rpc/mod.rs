@@ -25,6 +25,7 @@ mod chat;
 mod convert;
 mod io;
 mod ops;
+pub(crate) mod policy;
 mod sessions;
 mod turns;
 mod watch;
