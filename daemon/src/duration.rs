@@ -2,39 +2,12 @@
 
 use std::time::Duration;
 
-/// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
-/// alone is zero (off).
+pub use clibot_proto::duration::parse_duration;
+
 /// `20261127-065312` (UTC): a time in a file name, sorting as it reads.
 pub fn stamp(ms: i64) -> String {
     let [y, m, d, hh, mm, ss] = clibot_proto::utc(ms);
     format!("{y:04}{m:02}{d:02}-{hh:02}{mm:02}{ss:02}")
-}
-
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let help = "write a whole number and a unit: \"90s\", \"30m\", \"12h\", \"2d\" (\"0\": off)";
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!("{text:?} is not a duration: {help}"));
-    }
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is too large a duration: {help}"))?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        "" => return Err(format!("{text:?} has no unit: {help}")),
-        _ => return Err(format!("{text:?} has an unknown unit {unit:?}: {help}")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too large a duration: {help}"))
 }
 
 /// A duration in the units [`parse_duration`] reads, exact: "12h", "1m30s", "2d".

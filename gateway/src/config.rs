@@ -64,30 +64,7 @@ pub struct MachineConfig {
     pub home: bool,
 }
 
-/// Parses a duration written as a whole number and a unit: "90s", "30m", "12h", "2d"; "0"
-/// alone is zero.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let help = "write a whole number and a unit: \"90s\", \"10m\", \"1h\" (\"0\": off)";
-    if t == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration: {help}"))?;
-    let secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(format!("{text:?} is not a duration: {help}")),
-    };
-    n.checked_mul(secs)
-        .map(Duration::from_secs)
-        .ok_or_else(|| format!("{text:?} is too large a duration: {help}"))
-}
+pub use clibot_proto::duration::parse_duration;
 
 impl GatewayConfig {
     /// `[gateway] stall_after` (default 90 s; it cannot be off, and "0" is the default).

@@ -121,6 +121,7 @@ enum Cmd {
     /// Print a completion script for SHELL (bash, zsh, fish, elvish, powershell): its flags
     /// and subcommands. E.g. `clibot-gateway completions bash > ~/.local/share/bash-completion/completions/clibot-gateway`.
     Completions {
+        /// The shell the script is for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },

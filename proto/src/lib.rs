@@ -3,6 +3,7 @@
 
 mod config_file;
 mod connect;
+pub mod duration;
 mod errors;
 pub mod members;
 mod paths;

@@ -25,24 +25,11 @@ pub fn parse_since(s: &str, now_ms: i64) -> Result<i64, String> {
             .parse()
             .map_err(|_| format!("{s:?} is too large a time in ms"));
     }
-    let split = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?}: give a duration (30s, 15m, 2h, 1d) or a time in Unix ms"))?;
-    let (num, unit) = s.split_at(split);
-    let n: i64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: give a duration like 30s, 15m, 2h, 1d"))?;
-    let mult = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?}: the units are ms, s, m, h, d")),
-    };
-    n.checked_mul(mult)
-        .map(|d| now_ms - d)
-        .ok_or_else(|| format!("{s:?} is too long"))
+    let back = clibot_proto::duration::parse_duration(s)
+        .map_err(|e| format!("{e}; or give a time in Unix ms"))?;
+    i64::try_from(back.as_millis())
+        .map(|d| now_ms.saturating_sub(d))
+        .map_err(|_| format!("{s:?} is too long"))
 }
 
 /// The log files, oldest first.

@@ -23,7 +23,6 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_stream::StreamExt;
 
-use super::audit_log::parse_since;
 use super::io::read_blob;
 use super::output::{print_json, prompt_json};
 
@@ -38,13 +37,7 @@ pub enum Until {
     Exited,
 }
 
-/// A duration as `--since` takes it: 30s, 15m, 2h, 1d, 500ms.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    if s.trim().chars().all(|c| c.is_ascii_digit()) {
-        return Err(format!("{s:?}: give a unit, as in 30s, 15m, 2h"));
-    }
-    parse_since(s, 0).map(|back| Duration::from_millis(back.unsigned_abs()))
-}
+pub use clibot_proto::duration::parse_duration;
 
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
