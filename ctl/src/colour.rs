@@ -1,5 +1,5 @@
 //! Colour for people at a terminal, never for pipes and scripts: only when standard output is
-//! a terminal, `NO_COLOR` is unset (https://no-color.org) and `TERM` is not `dumb`.
+//! a terminal, `NO_COLOR` is unset (<https://no-color.org>) and `TERM` is not `dumb`.
 
 use std::io::IsTerminal;
 

@@ -4,6 +4,9 @@
 //! `doctor/`). Exit codes: 0 ok, 1 error (the daemon's message is printed), 2 usage; `wait`
 //! and `ask` add 3 (a prompt waits), 4 (timed out) and 5 (the session exited).
 
+// The arguments' doc comments are their `--help` text, written for a terminal (`[[routes]]`
+// is the config's table, not a link).
+#[allow(rustdoc::broken_intra_doc_links)]
 mod args;
 mod colour;
 mod commands;
@@ -307,6 +310,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// `clibotctl events | head -1`: once the reader is gone, writing to stdout fails, which
+/// `println!` turns into a panic. That is no error of the user's: the command ends quietly,
+/// with the status a shell gives a command ended by SIGPIPE.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,23 +384,4 @@ mod tests {
         assert!(parse_timeout("-1").is_err());
         assert!(parse_timeout("soon").is_err());
     }
-}
-
-/// `clibotctl events | head -1`: once the reader is gone, writing to stdout fails, which
-/// `println!` turns into a panic. That is no error of the user's: the command ends quietly,
-/// with the status a shell gives a command ended by SIGPIPE.
-fn quiet_on_closed_pipe() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        default(info);
-    }));
 }

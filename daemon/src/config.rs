@@ -337,7 +337,7 @@ impl Config {
         })?;
         // Only the sections the daemon owns: a gateway token whose variable is unset in the
         // daemon's environment must not stop the daemon.
-        value.retain(|k, _| DAEMON_SECTIONS.iter().any(|s| *s == k));
+        value.retain(|k, _| DAEMON_SECTIONS.contains(&k));
         clibot_proto::substitute_env(&mut value).map_err(|e| ConfigError::MissingEnv {
             path: path.to_path_buf(),
             key: e.key,

@@ -6,7 +6,7 @@
 /// The longest a rule (a row of `─`, `━`, `═`, `-`, …) is shown.
 const RULE: usize = 12;
 
-/// `screen` without blank rows, trailing spaces, or rules longer than [`RULE`].
+/// `screen` without blank rows, trailing spaces, or rules longer than `RULE`.
 pub fn compact(screen: &str) -> String {
     let mut out = String::with_capacity(screen.len());
     for line in screen.lines() {

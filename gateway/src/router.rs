@@ -41,7 +41,7 @@ enum Bound {
     /// Nothing (and nothing was bound implicitly).
     Nothing,
     /// A session the sender may use.
-    Usable(v1::Binding),
+    Usable(Box<v1::Binding>),
     /// A session the sender may not use (or one that is gone): it stays bound, and nothing of
     /// theirs goes to it.
     Foreign,
@@ -180,7 +180,7 @@ impl Router {
         }
         let (binding, foreign) = match self.binding(c, msg).await? {
             Bound::Nothing => (None, false),
-            Bound::Usable(b) => (Some(b), false),
+            Bound::Usable(b) => (Some(*b), false),
             Bound::Foreign => (None, true),
         };
         let bound = binding.as_ref().map(|b| b.session.clone());
@@ -423,7 +423,7 @@ impl Router {
         let sessions = listed.sessions;
         let again = match bindings.into_iter().next() {
             Some(b) if !sessions.iter().any(|s| s.name == b.session) => return Ok(Bound::Foreign),
-            Some(b) if !b.broken => return Ok(Bound::Usable(b)),
+            Some(b) if !b.broken => return Ok(Bound::Usable(Box::new(b))),
             Some(b) => b.session,
             // The general part of a chat with topics is for commands: sessions talk in their
             // own topics. A topic is one session's: with none bound (its session ended, its
@@ -459,7 +459,7 @@ impl Router {
         };
         self.bind(c, msg, &again).await?;
         Ok(match self.chat_bindings(c, msg).await?.into_iter().next() {
-            Some(b) => Bound::Usable(b),
+            Some(b) => Bound::Usable(Box::new(b)),
             None => Bound::Nothing,
         })
     }

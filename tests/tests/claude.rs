@@ -617,8 +617,8 @@ fn real_cli_after_a_refusal_at_the_desk_a_message_never_answers_the_next_dialog(
                     &format!("round{i}.txt"),
                 ));
                 rules.push(Rule::text(
-                    &format!("what about round{i}"),
-                    &format!("Round {i} is fine."),
+                    format!("what about round{i}"),
+                    format!("Round {i} is fine."),
                 ));
             }
             rules

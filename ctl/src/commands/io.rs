@@ -13,7 +13,7 @@ use serde_json::json;
 use super::output::print_json;
 
 /// `text`, or with `-` what stdin holds. Past one gRPC message nothing is sent: the daemon's
-/// own limit ([daemon] max_input_bytes) is far below it and says so for anything smaller.
+/// own limit (`[daemon] max_input_bytes`) is far below it and says so for anything smaller.
 pub fn text_or_stdin(text: String) -> Result<String> {
     let most = clibot_proto::MAX_MESSAGE - 64 * 1024;
     let text = if text == "-" {

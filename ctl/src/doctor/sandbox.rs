@@ -177,40 +177,6 @@ pub(super) fn member_root_checks(table: Option<&toml::Table>, out: &mut Vec<Chec
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn platforms_with_the_jail_off_are_found() {
-        let t: toml::Table = toml::from_str(
-            "[access.telegram]\nsandbox = \"off\"\n[access.discord]\nsandbox = \"bwrap\"\n",
-        )
-        .expect("toml");
-        assert_eq!(unjailed(Some(&t)), vec!["telegram".to_string()]);
-        assert!(unjailed(None).is_empty());
-    }
-
-    #[test]
-    fn platforms_whose_jails_share_the_network_are_found() {
-        let t: toml::Table =
-            toml::from_str("[access.telegram]\nnetwork = \"off\"\n[access.discord]\nallow = []\n")
-                .expect("toml");
-        assert_eq!(shared_network(Some(&t)), vec!["discord".to_string()]);
-    }
-
-    #[test]
-    fn a_member_root_in_the_home_is_reported() {
-        let t: toml::Table =
-            toml::from_str("[access.telegram]\nmember_roots = [\"~\", \"/srv/members\"]\n")
-                .expect("toml");
-        let mut out = Vec::new();
-        member_root_checks(Some(&t), &mut out);
-        assert_eq!(out.len(), 1, "{out:?}");
-        assert!(out[0].detail.contains("home directory"), "{out:?}");
-    }
-}
-
 /// Each configured CLI run once in the jail a non-admin's session gets (by the daemon, as a
 /// session would be): a CLI installed where the jail hides it, or needing what it hides, is
 /// named with what it printed there.
@@ -262,5 +228,39 @@ pub(super) async fn jail_run_checks(c: &mut clibot_proto::Client, out: &mut Vec<
                 "",
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platforms_with_the_jail_off_are_found() {
+        let t: toml::Table = toml::from_str(
+            "[access.telegram]\nsandbox = \"off\"\n[access.discord]\nsandbox = \"bwrap\"\n",
+        )
+        .expect("toml");
+        assert_eq!(unjailed(Some(&t)), vec!["telegram".to_string()]);
+        assert!(unjailed(None).is_empty());
+    }
+
+    #[test]
+    fn platforms_whose_jails_share_the_network_are_found() {
+        let t: toml::Table =
+            toml::from_str("[access.telegram]\nnetwork = \"off\"\n[access.discord]\nallow = []\n")
+                .expect("toml");
+        assert_eq!(shared_network(Some(&t)), vec!["discord".to_string()]);
+    }
+
+    #[test]
+    fn a_member_root_in_the_home_is_reported() {
+        let t: toml::Table =
+            toml::from_str("[access.telegram]\nmember_roots = [\"~\", \"/srv/members\"]\n")
+                .expect("toml");
+        let mut out = Vec::new();
+        member_root_checks(Some(&t), &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert!(out[0].detail.contains("home directory"), "{out:?}");
     }
 }

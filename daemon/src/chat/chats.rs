@@ -161,7 +161,7 @@ impl Chats {
     /// sense is dropped with a warning (the whole file is kept aside first, as
     /// `chats.json.bad-<ms>`); a file that cannot be read at all (permissions, I/O) is left
     /// alone and never overwritten while it stays so. Numbers above [`MAX_SEQ`] are damage:
-    /// see [`parse`] for what becomes of them.
+    /// see `parse` for what becomes of them.
     pub fn open(state_dir: &Path) -> (Chats, Vec<String>) {
         let path = state_dir.join("chats.json");
         let mut warnings = Vec::new();
@@ -218,7 +218,7 @@ impl Chats {
     }
 
     /// Moves the bindings whose out-of-range cursor found no other position in the file (see
-    /// [`parse`]) to `last_seq`, the event log's end: they receive what happens from now on,
+    /// `parse`) to `last_seq`, the event log's end: they receive what happens from now on,
     /// instead of the whole retained log again. Called once the log is open.
     pub fn place_unplaced(&self, last_seq: u64) {
         let unplaced =

@@ -387,7 +387,7 @@ fn is_border(line: &str) -> bool {
 /// the question's line), which explain it: a warning such as "This will modify 3 files", a
 /// title. They are the lines right above it (one blank line between them and the question
 /// is allowed) up to a blank line or a border (the dialog's top), with borders stripped, at
-/// most [`CONTEXT_LINES`] lines and [`CONTEXT_CHARS`] characters; `at_top` says that `above`
+/// most `CONTEXT_LINES` lines and `CONTEXT_CHARS` characters; `at_top` says that `above`
 /// starts at the top of the screen, which bounds them too. The line naming `subject` is left
 /// out (it is shown as the subject). Lines that run on into the conversation — into a line the
 /// CLI marks as typed input, the model's words or a turn's status, into the top of what was

@@ -154,7 +154,7 @@ pub trait Adapter: Send + Sync {
         false
     }
     /// True when the CLI serves a local API that the daemon follows for turns and prompts and
-    /// answers through ([`crate::opencode_link`]); it needs [`LaunchContext::api_port`].
+    /// answers through (`session::opencode_link`); it needs [`LaunchContext::api_port`].
     fn serves_api(&self) -> bool {
         false
     }

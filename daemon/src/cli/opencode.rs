@@ -6,7 +6,7 @@
 //! ignores digit keys in its dialogs). Input still goes by keys, so the TUI shows it like typed
 //! text. The server takes basic auth with the session's hook token as password: another local
 //! user cannot drive the CLI through the port. The live connection is
-//! [`crate::opencode_link`]; this module only translates.
+//! `session::opencode_link`; this module only translates.
 
 use serde_json::{Value, json};
 

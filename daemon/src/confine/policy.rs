@@ -82,7 +82,7 @@ impl<'de> Deserialize<'de> for Bytes {
 /// Bytes for people: "1 GiB", "512 MiB", "900 B".
 pub fn format_bytes(n: u64) -> String {
     for (unit, shift) in [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-        if n >= 1 << shift && n % (1 << shift) == 0 {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
             return format!("{} {unit}", n >> shift);
         }
         if n >= 1 << shift {

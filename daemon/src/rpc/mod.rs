@@ -240,7 +240,7 @@ impl Service {
     }
 }
 
-/// The calls a chat makes word the core's errors for their caller ([`for_caller`]): a chat is
+/// The calls a chat makes word the core's errors for their caller (`for_caller`): a chat is
 /// told chat commands, `clibotctl` its own.
 #[tonic::async_trait]
 impl Clibot for Service {

@@ -54,7 +54,7 @@ pub fn disk_use(roots: &[PathBuf]) -> Option<u64> {
 
 impl Daemon {
     /// Measures every running jailed session's use of the disk now and then (see
-    /// [`disk_check_every`]) until `shutdown`.
+    /// `disk_check_every`) until `shutdown`.
     pub async fn run_disk_watch(self, shutdown: CancellationToken) {
         let every = disk_check_every(self.inner.settings.config.daemon.poll_interval_ms);
         loop {

@@ -208,7 +208,7 @@ impl Daemon {
 
     /// Stops, gracefully, every session idle for longer than its CLI's `idle_stop_after` (else
     /// `[daemon] idle_stop_after`), and keeps it hibernated with the reason: its next message
-    /// wakes it, resuming its conversation ([`super::hibernate`]). Adopted sessions are left
+    /// wakes it, resuming its conversation (`super::hibernate`). Adopted sessions are left
     /// alone: clibot did not start them.
     pub async fn reap_idle(&self) {
         let default = self.inner.settings.config.daemon.idle_stop_after;

@@ -403,7 +403,7 @@ impl Daemon {
                         Ok(r)
                     })
                     .await??;
-                self.check_runs_in_jail(&rec, &cli, &program, &argv, &jailed, &env)
+                self.check_runs_in_jail(rec, cli, &program, &argv, &jailed, &env)
                     .await?;
                 argv = jailed;
                 self.set_jail_home(&rec.name, &home.display().to_string());

@@ -78,10 +78,10 @@ fn apply(rec: &mut SessionRecord, ev: &Event) -> bool {
             rec.cancel_by.clear();
         }
         EventKind::Waiting { prompt } => rec.prompt = Some(prompt.clone()),
-        EventKind::PromptResolved { prompt_id, .. } => {
-            if rec.prompt.as_ref().is_some_and(|p| p.id == *prompt_id) {
-                rec.prompt = None;
-            }
+        EventKind::PromptResolved { prompt_id, .. }
+            if rec.prompt.as_ref().is_some_and(|p| p.id == *prompt_id) =>
+        {
+            rec.prompt = None;
         }
         EventKind::Exited { status, reason, .. } => {
             rec.exit_status = *status;
@@ -282,8 +282,8 @@ mod tests {
         assert_eq!(r.state, State::Working);
         assert_eq!(r.turn_started_ms, sent.time_ms);
         assert_eq!(r.last_input, "echo hi");
-        assert!(submitted_since(&[sent.clone()], "id1", 0));
-        assert!(!submitted_since(&[sent.clone()], "id1", 1));
+        assert!(submitted_since(std::slice::from_ref(&sent), "id1", 0));
+        assert!(!submitted_since(std::slice::from_ref(&sent), "id1", 1));
         assert!(!submitted_since(&[sent], "id2", 0));
     }
 }

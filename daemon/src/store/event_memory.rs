@@ -101,6 +101,10 @@ impl<E: Record> Memory<E> {
         self.kept.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+
     pub fn bytes(&self) -> usize {
         self.bytes
     }

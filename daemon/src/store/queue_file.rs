@@ -37,10 +37,10 @@ enum Op {
 #[derive(Debug, Default)]
 pub struct Loaded {
     pub queue: Vec<String>,
-    /// The file ends with [`Op::Typing`] or [`Op::Entering`]: the head's typing began when
+    /// The file ends with `Op::Typing` or `Op::Entering`: the head's typing began when
     /// the log ended here.
     pub typing_from: Option<u64>,
-    /// It ends with [`Op::Entering`]: the head was typed whole, its Enter perhaps pressed.
+    /// It ends with `Op::Entering`: the head was typed whole, its Enter perhaps pressed.
     pub entering: bool,
     pub warnings: Vec<String>,
 }
