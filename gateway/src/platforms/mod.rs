@@ -11,6 +11,7 @@ pub mod ratelimit;
 pub mod reach;
 pub mod redacting;
 pub mod telegram;
+pub mod wrapper;
 
 use std::borrow::Cow;
 use std::path::PathBuf;

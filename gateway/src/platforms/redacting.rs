@@ -8,10 +8,10 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use clibot_gateway::redact::{MIN_LITERAL_LEN, Redactor};
 
 use crate::platforms::Platform;
+use crate::platforms::wrapper::{Said, Wrapper};
 
 pub struct Redacting {
     inner: Arc<dyn Platform>,
@@ -47,115 +47,28 @@ pub fn redactor<'a>(secrets: impl IntoIterator<Item = &'a str>) -> Redactor {
     }
 }
 
-#[async_trait]
-impl Platform for Redacting {
-    fn name(&self) -> &str {
-        self.inner.name()
+impl Wrapper for Redacting {
+    fn inner(&self) -> &Arc<dyn Platform> {
+        &self.inner
     }
-    fn consumer(&self) -> String {
-        self.inner.consumer()
-    }
-    fn is_local(&self) -> bool {
-        self.inner.is_local()
-    }
-    fn max_message(&self) -> usize {
-        self.inner.max_message()
-    }
-    fn max_file(&self) -> usize {
-        self.inner.max_file()
+    /// Everything is redacted but a picture's name and a topic's (drawn from redacted text, and
+    /// a session's name).
+    fn say<'a>(&self, what: Said, text: &'a str) -> Cow<'a, str> {
+        match what {
+            Said::ImageName | Said::Topic => Cow::Borrowed(text),
+            _ => self.redactor.redact(text),
+        }
     }
     fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         self.redactor.redact(text)
-    }
-    async fn send(&self, chat: &str, text: &str) -> anyhow::Result<()> {
-        self.inner.send(chat, &self.redact(text)).await
-    }
-    async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
-        self.inner.delete_message(chat, message).await
-    }
-    async fn send_prompt(
-        &self,
-        chat: &str,
-        prompt_id: &str,
-        text: &str,
-        options: &[String],
-    ) -> anyhow::Result<Option<String>> {
-        let options: Vec<String> = options
-            .iter()
-            .map(|o| self.redact(o).into_owned())
-            .collect();
-        self.inner
-            .send_prompt(chat, prompt_id, &self.redact(text), &options)
-            .await
-    }
-    async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
-        self.inner.remove_buttons(chat, message).await
-    }
-    async fn send_file(
-        &self,
-        chat: &str,
-        name: &str,
-        text: &str,
-        summary: &str,
-    ) -> anyhow::Result<()> {
-        let name = self.redact(name);
-        let summary = self.redact(summary);
-        self.inner
-            .send_file(chat, &name, &self.redact(text), &summary)
-            .await
-    }
-    async fn send_bytes(
-        &self,
-        chat: &str,
-        name: &str,
-        data: &[u8],
-        caption: &str,
-    ) -> anyhow::Result<()> {
-        // Sent unchanged: what may hold a secret was refused or redacted before.
-        let (name, caption) = (self.redact(name), self.redact(caption));
-        self.inner.send_bytes(chat, &name, data, &caption).await
-    }
-    async fn download(
-        &self,
-        file: &crate::platforms::Attachment,
-        max: u64,
-    ) -> anyhow::Result<Vec<u8>> {
-        self.inner.download(file, max).await
-    }
-    async fn send_image(
-        &self,
-        chat: &str,
-        name: &str,
-        png: &[u8],
-        caption: &str,
-    ) -> anyhow::Result<()> {
-        // The picture's text was redacted before it was drawn.
-        let caption = self.redact(caption);
-        self.inner.send_image(chat, name, png, &caption).await
-    }
-    async fn typing(&self, chat: &str) {
-        self.inner.typing(chat).await
-    }
-    fn topics(&self) -> bool {
-        self.inner.topics()
-    }
-    async fn open_topic(&self, chat: &str, name: &str) -> anyhow::Result<String> {
-        self.inner.open_topic(chat, name).await
-    }
-    async fn reopen_topic(&self, chat: &str) {
-        self.inner.reopen_topic(chat).await
-    }
-    async fn close_topic(&self, chat: &str) {
-        self.inner.close_topic(chat).await
-    }
-    async fn status(&self, chat: &str, id: Option<&str>, text: &str) -> Option<String> {
-        self.inner.status(chat, id, &self.redact(text)).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
+
+    use async_trait::async_trait;
 
     use super::*;
 
@@ -238,6 +151,9 @@ mod tests {
                 .iter()
                 .any(|t| t == "a short word")
         );
-        assert_eq!(p.redact(&format!("x {FEISHU}")), "x …[redacted]");
+        assert_eq!(
+            Platform::redact(&p, &format!("x {FEISHU}")),
+            "x …[redacted]"
+        );
     }
 }
