@@ -182,7 +182,7 @@ mod tests {
                 let l = l.trim_start();
                 let l = l.strip_prefix("async ").unwrap_or(l);
                 l.strip_prefix("fn ")?
-                    .split(|c: char| c == '(' || c == '<')
+                    .split(['(', '<'])
                     .next()
                     .map(str::to_string)
             })
