@@ -8,6 +8,7 @@ pub mod claude;
 pub mod codex;
 pub mod copilot;
 pub mod desk;
+mod event_stream;
 pub mod fake_discord;
 pub mod fake_feishu;
 pub mod fake_telegram;
@@ -429,8 +430,9 @@ impl Harness {
         panic!("timed out waiting for {what}; last list: {last:#}");
     }
 
-    /// The first event that `pred` accepts, waiting up to `within`; on timeout the test fails
-    /// with session `name`'s screen, the events and the daemon's log.
+    /// The first event that `pred` accepts, waiting up to `within` on the daemon's event
+    /// stream (no polling); on timeout the test fails with session `name`'s screen, the events
+    /// and the daemon's log.
     pub fn wait_event(
         &self,
         name: &str,
@@ -439,11 +441,8 @@ impl Harness {
         pred: impl Fn(&serde_json::Value) -> bool,
     ) -> serde_json::Value {
         let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(e) = self.events().into_iter().find(|e| pred(e)) {
-                return e;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(e) = event_stream::first_event(self, deadline, &pred) {
+            return e;
         }
         let screen = String::from_utf8_lossy(&self.ctl(&["screen", name]).stdout).into_owned();
         panic!(
