@@ -33,9 +33,7 @@ pub(crate) fn first_event(
         let Ok(mut child) = cmd.spawn() else {
             return None;
         };
-        let Some(out) = child.stdout.take() else {
-            return None;
-        };
+        let out = child.stdout.take()?;
         let _follower = Follower(child);
         let (tx, rx) = mpsc::channel::<String>();
         std::thread::spawn(move || {
