@@ -139,6 +139,9 @@ pub struct Analysis {
     pub new_mode: Option<String>,
 }
 
+/// The longest mode name kept (what a screen shows is anyone's to draw).
+const MAX_MODE_CHARS: usize = 40;
+
 fn compile(p: &str, what: &str) -> Result<Regex, String> {
     Regex::new(p).map_err(|e| format!("{what}: invalid regex {p:?}: {e}"))
 }
@@ -260,7 +263,13 @@ impl Pack {
                 .modes
                 .iter()
                 .find_map(|r| r.captures(&tail)?.name("mode"))
-                .map(|m| m.as_str().trim().to_string())
+                .map(|m| {
+                    m.as_str()
+                        .trim()
+                        .chars()
+                        .take(MAX_MODE_CHARS)
+                        .collect::<String>()
+                })
                 .filter(|m| !m.is_empty() && !self.known_modes.contains(&m.to_lowercase())),
             ..Default::default()
         };
@@ -840,6 +849,12 @@ pub(crate) mod tests {
         let a = c.analyze("❯ \n  ⏵⏵ autopilot mode on (shift+tab to cycle)");
         assert_eq!(a.new_mode.as_deref(), Some("autopilot mode"));
         assert!(a.idle, "an unknown mode's footer is ready too");
+        let long = format!("❯ \n  ⏵⏵ {} on (shift+tab to cycle)", "x".repeat(300));
+        assert_eq!(
+            c.analyze(&long).new_mode.map(|m| m.chars().count()),
+            Some(MAX_MODE_CHARS),
+            "a drawn footer cannot make a long name"
+        );
     }
 
     #[test]

@@ -10,6 +10,9 @@ use crate::store::events::EventKind;
 
 use super::shared::*;
 
+/// The most warnings about modes nobody told clibot of that `doctor` shows.
+const MAX_MODE_WARNINGS: usize = 4;
+
 impl Daemon {
     /// Applies what the screen shows to the session's state.
     pub(crate) fn on_screen(&self, name: &str, a: Analysis) {
@@ -236,8 +239,14 @@ impl Daemon {
             self.set_state(name, to, reason);
         }
         if let Some(w) = new_mode_warning {
+            // A session can draw any footer and be restarted at will: a few such warnings are
+            // kept, not one per name it makes up.
             let mut warnings = lock(&self.inner.warnings);
-            if !warnings.contains(&w) {
+            let kept = warnings
+                .iter()
+                .filter(|k| k.contains("runs in a mode clibot does not know"))
+                .count();
+            if kept < MAX_MODE_WARNINGS && !warnings.contains(&w) {
                 tracing::warn!(session = %name, "{w}");
                 warnings.push(w);
             }
