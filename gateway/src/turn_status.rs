@@ -64,21 +64,15 @@ impl Progress {
         let status = platform
             .status(&chat, None, &format!("⏳ [{session}] working…"))
             .await;
-        let started = Instant::now();
-        let task = tokio::spawn(keep(
+        Progress::keeping(
             platform,
             socket,
             chat,
-            session.clone(),
-            status.clone(),
-            started,
-        ));
-        Progress {
             session,
-            task,
             status,
+            Instant::now(),
             started_ms,
-        }
+        )
     }
 
     /// Takes up the status message a previous gateway posted for a turn that may still run:
@@ -95,7 +89,27 @@ impl Progress {
         let started = Instant::now()
             .checked_sub(Duration::from_millis(ran))
             .unwrap_or_else(Instant::now);
-        let status = Some(message);
+        Progress::keeping(
+            platform,
+            socket,
+            chat,
+            session,
+            Some(message),
+            started,
+            started_ms,
+        )
+    }
+
+    /// Keeps status message `status` (and the typing indicator) current from now on.
+    fn keeping(
+        platform: Arc<dyn Platform>,
+        socket: clibot_proto::Target,
+        chat: String,
+        session: String,
+        status: Option<String>,
+        started: Instant,
+        started_ms: i64,
+    ) -> Progress {
         let task = tokio::spawn(keep(
             platform,
             socket,

@@ -361,6 +361,19 @@ impl Harness {
         String::from_utf8_lossy(&out.stderr).into_owned()
     }
 
+    /// Runs `f` with a gRPC client to completion, on a runtime of its own (for tests that are
+    /// not async themselves).
+    pub fn with_client<T, F>(&self, f: impl FnOnce(clibot_proto::Client) -> F) -> T
+    where
+        F: std::future::Future<Output = T>,
+    {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async { f(self.client().await).await })
+    }
+
     /// A gRPC client.
     pub async fn client(&self) -> clibot_proto::Client {
         clibot_proto::connect(&self.socket)

@@ -9,6 +9,20 @@ use clibot_tests::Harness;
 
 /// What bash's completion offers for `words` (the last one being completed).
 fn complete(h: &Harness, script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let program = format!(
+        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{}'; COMP_POINT=${{#COMP_LINE}}; _clibotctl_names clibotctl \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        script.display(),
+        quoted.join(" "),
+        words.len() - 1,
+        words.join(" ")
+    );
+    run_shell(h, "bash", &["--norc", "--noprofile", "-c", &program])
+}
+
+/// Runs `shell` with `args`, the built binaries first on its PATH and the harness's daemon as
+/// clibotctl's; the lines it printed.
+fn run_shell(h: &Harness, shell: &str, args: &[&str]) -> Vec<String> {
     let bin_dir = clibot_tests::bin("clibotctl")
         .parent()
         .expect("bin dir")
@@ -18,21 +32,13 @@ fn complete(h: &Harness, script: &std::path::Path, words: &[&str]) -> Vec<String
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
-    let program = format!(
-        "source '{}'; COMP_WORDS=({}); COMP_CWORD={}; COMP_LINE='{}'; COMP_POINT=${{#COMP_LINE}}; _clibotctl_names clibotctl \"${{COMP_WORDS[COMP_CWORD]}}\" \"${{COMP_WORDS[COMP_CWORD-1]}}\"; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
-        script.display(),
-        quoted.join(" "),
-        words.len() - 1,
-        words.join(" ")
-    );
-    let out = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &program])
+    let out = Command::new(shell)
+        .args(args)
         .env("PATH", path)
         .env("CLIBOT_SOCKET", &h.socket)
         .env("CLIBOT_NO_AUTOSTART", "1")
         .output()
-        .expect("bash");
+        .unwrap_or_else(|e| panic!("{shell}: {e}"));
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -77,28 +83,6 @@ fn completion_offers_session_and_cli_names_from_the_daemon() {
     assert_eq!(subs, ["screen"]);
 }
 
-/// The PATH with the built binaries first.
-fn path_with_bins() -> String {
-    let bin_dir = clibot_tests::bin("clibotctl")
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    format!(
-        "{}:{}",
-        bin_dir.display(),
-        std::env::var("PATH").unwrap_or_default()
-    )
-}
-
-fn lines_of(out: &std::process::Output) -> Vec<String> {
-    assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect()
-}
-
 /// What the zsh script's names function offers for `words` (the last one being completed):
 /// zsh's own `compadd` and `compdef` stand in by printing what they are given, and clap's
 /// part (`_arguments`) prints `CLAP` when the names are not for these words.
@@ -110,27 +94,13 @@ fn complete_zsh(h: &Harness, script: &std::path::Path, words: &[&str]) -> Vec<St
         quoted.join(" "),
         words.len()
     );
-    let out = Command::new("zsh")
-        .args(["-f", "-c", &program])
-        .env("PATH", path_with_bins())
-        .env("CLIBOT_SOCKET", &h.socket)
-        .env("CLIBOT_NO_AUTOSTART", "1")
-        .output()
-        .expect("zsh");
-    lines_of(&out)
+    run_shell(h, "zsh", &["-f", "-c", &program])
 }
 
 /// What fish's own completion offers for the command line `line` (names only).
 fn complete_fish(h: &Harness, script: &std::path::Path, line: &str) -> Vec<String> {
     let program = format!("source '{}'; complete -C '{line}'", script.display());
-    let out = Command::new("fish")
-        .args(["--no-config", "-c", &program])
-        .env("PATH", path_with_bins())
-        .env("CLIBOT_SOCKET", &h.socket)
-        .env("CLIBOT_NO_AUTOSTART", "1")
-        .output()
-        .expect("fish");
-    lines_of(&out)
+    run_shell(h, "fish", &["--no-config", "-c", &program])
         .into_iter()
         .map(|l| l.split('\t').next().unwrap_or_default().to_string())
         .collect()
@@ -184,11 +154,7 @@ fn the_gateway_completes_its_flags_and_subcommands() {
         "source '{}'; COMP_WORDS=(clibot-gateway --tel); COMP_CWORD=1; COMP_LINE='clibot-gateway --tel'; COMP_POINT=${{#COMP_LINE}}; _clibot__gateway clibot-gateway --tel clibot-gateway; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
         script.display()
     );
-    let out = Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &program])
-        .output()
-        .expect("bash");
-    let mut offered = lines_of(&out);
+    let mut offered = run_shell(&h, "bash", &["--norc", "--noprofile", "-c", &program]);
     offered.sort();
     assert_eq!(
         offered,

@@ -31,12 +31,7 @@ fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
 
 /// The daemon's record of the last message handled in a Discord channel.
 fn cursor(h: &Harness, chat: u64) -> Option<String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut c = h.client().await;
+    h.with_client(|mut c| async move {
         c.list_ingress(v1::ListIngressRequest {
             platform: "discord".into(),
         })

@@ -363,12 +363,7 @@ fn strangers_discord_dms_leave_no_ingress_cursor() {
 }
 
 fn bindings(h: &Harness) -> Vec<v1::Binding> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut c = h.client().await;
+    h.with_client(|mut c| async move {
         c.list_bindings(v1::ListBindingsRequest::default())
             .await
             .expect("ListBindings")
@@ -378,12 +373,7 @@ fn bindings(h: &Harness) -> Vec<v1::Binding> {
 }
 
 fn ingress(h: &Harness) -> Vec<(String, String)> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(async {
-        let mut c = h.client().await;
+    h.with_client(|mut c| async move {
         c.list_ingress(v1::ListIngressRequest {
             platform: "discord".into(),
         })

@@ -73,6 +73,18 @@ fn is_package_of(adapter: &str, name: &str) -> bool {
 /// script's, not theirs.
 const INTERPRETERS: &[&str] = &["node", "nodejs", "bun", "deno", "python", "python3", "env"];
 
+/// The script an interpreter `program` runs as the CLI (`node /x/qwen/cli.js` → the script's
+/// path), if that is what `argv` does.
+pub(crate) fn script_of<'a>(program: &Path, argv: &'a [String]) -> Option<&'a str> {
+    let base = program
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    argv.get(1)
+        .map(String::as_str)
+        .filter(|script| INTERPRETERS.contains(&base) && script.contains('/'))
+}
+
 /// The version of the CLI of `adapter` that `argv` runs, `program` being `argv[0]` resolved on
 /// the session's PATH: its npm package's, or what `PROGRAM --version` prints when `probe` allows
 /// running it and the program is named after the CLI (`claude`, not a wrapper such as `env` or
@@ -82,12 +94,7 @@ pub async fn read(adapter: &str, program: &Path, argv: &[String], probe: bool) -
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default();
-    let target = match argv.get(1) {
-        Some(script) if INTERPRETERS.contains(&base) && script.contains('/') => {
-            PathBuf::from(script)
-        }
-        _ => program.to_path_buf(),
-    };
+    let target = script_of(program, argv).map_or_else(|| program.to_path_buf(), PathBuf::from);
     let real = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
     let meta = std::fs::metadata(&real).ok();
     let key: Key = (

@@ -202,7 +202,9 @@ pub(super) async fn ack_events(
         )));
     }
     // An event is on disk before any cursor passes it: a power loss must not leave a chat
-    // told about events the log no longer has (their numbers would be given out again).
+    // told about events the log no longer has (their numbers would be given out again). A
+    // `sending` ack moves no cursor but syncs too: the acknowledgement after the send then finds
+    // it done, which keeps the window between a send and its acknowledgement short.
     svc.daemon.events().sync_through(r.seq).map_err(|e| {
         Status::unavailable(format!(
             "cannot sync the event log to disk ({e}); the acknowledgement was not recorded: check the disk holding clibotd's state directory, then retry"
