@@ -4,12 +4,13 @@
 //! pane, and the phone would hear only "the CLI exited (status 1)". What it printed is the
 //! reason given, with what to do.
 //!
-//! A success is remembered for the daemon's life (per CLI, argv and program file), so only the
-//! first jailed spawn of a CLI pays the run (about half a second for a Node CLI). A check that
+//! What a check found (it runs, or it cannot tell) is remembered for the daemon's life (per CLI,
+//! jail, argv and program file), so only the first jailed spawn of a CLI pays the run (about
+//! half a second for a Node CLI) — not every restart of its sessions. A check that
 //! cannot tell (the program ignores `--version` and keeps running, or the launcher is missing)
 //! lets the spawn go on: only clear evidence refuses.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime};
@@ -26,19 +27,17 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(15);
 /// The last lines of the check's output given as the reason.
 const REASON_LINES: usize = 6;
 
-/// Interpreters a CLI may be started through: `--version` goes to the script.
-const INTERPRETERS: &[&str] = &["node", "nodejs", "bun", "deno", "python", "python3"];
-
 /// (CLI, the jail's arguments, the CLI's argv, its program's modification time).
 type Key = (String, Vec<String>, Vec<String>, Option<SystemTime>);
 
-fn passed() -> &'static Mutex<HashSet<Key>> {
-    static PASSED: OnceLock<Mutex<HashSet<Key>>> = OnceLock::new();
-    PASSED.get_or_init(|| Mutex::new(HashSet::new()))
+/// The checks that did not refuse, and what they found.
+fn passed() -> &'static Mutex<HashMap<Key, Verdict>> {
+    static PASSED: OnceLock<Mutex<HashMap<Key, Verdict>>> = OnceLock::new();
+    PASSED.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
 /// What the check's run showed.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Runs,
     /// It cannot tell (a timeout, a generic program that does not know `--version`).
@@ -82,19 +81,16 @@ pub(crate) fn judge(knows_version: bool, code: Option<i32>, output: &str) -> Ver
 /// and whether that is the CLI of `adapter` itself (its program, or its script, named after
 /// it), which knows `--version`.
 pub(crate) fn check_argv(adapter: &str, argv: &[String]) -> (Vec<String>, bool) {
-    let name = |p: &String| {
-        Path::new(p)
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string()
+    let Some(program) = argv.first() else {
+        return (Vec::new(), false);
     };
-    let base = argv.first().map(name).unwrap_or_default();
-    let (take, named) = match argv.get(1) {
-        Some(script) if INTERPRETERS.contains(&base.as_str()) && !script.starts_with('-') => {
-            (2, script.contains(adapter))
+    let program = Path::new(program);
+    let (take, named) = match crate::cli::version::script_of(program, argv) {
+        Some(script) => (2, script.contains(adapter)),
+        None => {
+            let base = program.file_name().and_then(|n| n.to_str());
+            (1, base.is_some_and(|b| b.starts_with(adapter)))
         }
-        _ => (1, base.starts_with(adapter)),
     };
     let mut a: Vec<String> = argv.iter().take(take).cloned().collect();
     a.push("--version".into());
@@ -148,29 +144,21 @@ impl Daemon {
             .map(|a| a.replace(&dir, "@DIR").replace(id, "@ID"))
             .collect();
         let key: Key = (cli.name.clone(), jail, argv.to_vec(), modified);
-        if lock(passed()).contains(&key) {
-            return Ok(Verdict::Runs);
+        if let Some(v) = lock(passed()).get(&key) {
+            return Ok(v.clone());
         }
         let mut probe: Vec<String> = jailed[..start].to_vec();
         let (check, knows_version) = check_argv(&cli.adapter, argv);
         probe.extend(check);
-        let state = &self.inner.settings.state_dir;
-        let spec = crate::confine::launch::LaunchSpec {
-            argv: probe,
-            env: env.to_vec(),
-            seccomp: true,
-        };
-        let id = format!("{}-check", rec.id);
-        let file = crate::confine::launch::write(state, &id, &spec).map_err(|source| {
-            CoreError::State {
-                path: crate::confine::launch::dir(state),
-                source,
-            }
-        })?;
-        let Some(launcher) = crate::confine::launch::launcher_argv(&file) else {
-            let _ = std::fs::remove_file(&file);
-            return Ok(Verdict::Unknown);
-        };
+        // Through the launcher, as the session will be (its seccomp filter, its descriptors).
+        let launcher =
+            match self.through_launcher(&format!("{}-check", rec.id), probe, env.to_vec(), true) {
+                Ok((launcher, _)) => launcher,
+                // No launcher to be found: the spawn says so itself.
+                Err(CoreError::FailedPrecondition(_)) => return Ok(Verdict::Unknown),
+                Err(e) => return Err(e),
+            };
+        let file = launcher.last().cloned().unwrap_or_default();
         let mut cmd = tokio::process::Command::new(&launcher[0]);
         cmd.args(&launcher[1..])
             .current_dir(&rec.dir)
@@ -195,12 +183,12 @@ impl Daemon {
             Err(_) => (None, String::new()),
         };
         let verdict = judge(knows_version, code, &output);
-        if verdict == Verdict::Runs {
+        if !matches!(verdict, Verdict::Fails(_)) {
             let mut p = lock(passed());
             if p.len() > 256 {
                 p.clear();
             }
-            p.insert(key);
+            p.insert(key, verdict.clone());
         }
         Ok(verdict)
     }
