@@ -1,8 +1,10 @@
 //! The daemon's core: the holder of the parts — the sessions' table, the live config, the
 //! event log, the chat tables, tmux — and what every operation shares (recording an event,
-//! persisting the registry, changing a state). The operations themselves live with their
-//! concern in `session/`; the core knows nothing of gRPC (`rpc/` translates) and nothing below
-//! it names it.
+//! persisting the registry, changing a state). The core calls no feature: recording an event
+//! publishes it on the [`bus`], where automatic answers, delegation, outcomes and metrics
+//! follow it; starting the daemon (adopting its sessions) is `session/startup.rs`'s. The
+//! operations themselves live with their concern in `session/`; the core knows nothing of gRPC
+//! (`rpc/` translates) and nothing below it names it.
 //!
 //! Locking: `sessions` is a short-lived std mutex (never held across an await). Each session
 //! has its own async input lock, a fair FIFO queue, so input to one session is delivered in
@@ -124,6 +126,8 @@ pub(crate) struct Inner {
     pub(crate) global_path: Mutex<Option<String>>,
     /// `[gateway.PLATFORM] default_chat`, as the gateways set it: platform → chat.
     pub(crate) default_chats: Mutex<std::collections::BTreeMap<String, String>>,
+    /// The parts that follow the events recorded ([`bus`]).
+    bus: bus::Bus,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -133,9 +137,15 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    /// Opens the state directory, re-adopts the sessions that are still alive in tmux and marks
-    /// the others exited.
-    pub async fn start(settings: Settings, mux: Arc<dyn Mux>) -> Result<Daemon, CoreError> {
+    /// Opens the state directory and every store in it, and prepares the tmux server; returns
+    /// the daemon, with no session in its table yet, and the registry as the last daemon left
+    /// it (brought up to the event log). Events are published to `bus`. Adopting the sessions
+    /// and starting their watchers is the caller's ([`crate::startup`]).
+    pub(crate) async fn open(
+        settings: Settings,
+        mux: Arc<dyn Mux>,
+        bus: bus::Bus,
+    ) -> Result<(Daemon, RegistryFile), CoreError> {
         let state_dir = settings.state_dir.clone();
         create_private_dir(&state_dir).map_err(|source| CoreError::State {
             path: state_dir.clone(),
@@ -234,67 +244,10 @@ impl Daemon {
                 metrics: Arc::new(crate::ops::metrics::Metrics::new()),
                 global_path: Mutex::new(None),
                 default_chats: Mutex::new(Default::default()),
+                bus,
             }),
         };
-        let readopted = daemon.reconcile_at_start(registry).await;
-        // Declared sessions with auto_start that do not run (a first start, a reboot that
-        // ended tmux) are started before clients are served.
-        daemon.start_declared_sessions().await;
-        daemon.event(
-            "",
-            "",
-            EventKind::DaemonStarted {
-                pid: std::process::id(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
-                readopted,
-            },
-        );
-        daemon.persist();
-        // A prompt that was being answered automatically when the last daemon stopped: its
-        // answer may never have been given. It is looked at again (the rules and the decider
-        // run anew; what they leave goes to the chats), never left waiting unseen.
-        let unfinished: Vec<(String, String, crate::model::Prompt)> = lock(&daemon.inner.sessions)
-            .values()
-            .filter_map(|e| {
-                let p = e.rec.prompt.clone().filter(|p| !p.auto.is_empty())?;
-                Some((e.rec.name.clone(), e.rec.id.clone(), p))
-            })
-            .collect();
-        for (name, id, p) in unfinished {
-            daemon.event(&name, &id, EventKind::Waiting { prompt: p });
-        }
-        let names: Vec<String> = {
-            let mut sessions = lock(&daemon.inner.sessions);
-            for e in sessions.values_mut() {
-                if !e.rec.idle_program.is_empty() {
-                    e.rt.idle_foreground = Some(e.rec.idle_program.clone());
-                }
-                if e.rec.state != State::Working {
-                    continue;
-                }
-                // The turn ran on while no daemon watched: time and the screen finish it, its
-                // output read from where it began.
-                e.rt.turn.started = Some(Instant::now());
-                e.rt.turn.recovered = true;
-                e.rt.turn.anchor = e.rec.turn_anchor;
-                e.rt.turn.input_lines = (e.rec.turn_input_lines as usize).max(1);
-                if e.rt.idle_foreground.is_none() {
-                    // Learned by no daemon yet: the CLI's own program is the best guess, and
-                    // far better than whatever command the pane runs now.
-                    e.rt.idle_foreground = daemon
-                        .live()
-                        .clis
-                        .get(&e.rec.cli)
-                        .and_then(|c| c.program_name());
-                }
-            }
-            sessions.keys().cloned().collect()
-        };
-        for n in names {
-            daemon.start_watcher(&n);
-        }
-        daemon.take_up_at_start();
-        Ok(daemon)
+        Ok((daemon, registry))
     }
 
     /// Cancelled when the daemon shuts down.
@@ -336,25 +289,17 @@ impl Daemon {
         lock(&self.inner.warnings).push(w);
     }
 
-    /// Records an event. A prompt is first looked at by the guard and the rules (so that what
-    /// the log and the chats show says whether it is being answered automatically); after it
-    /// is recorded, an automatic answer or a delegation it calls for starts in its own task.
-    /// Never called with the session table locked.
+    /// Records an event and publishes it on the bus: each subscriber may first amend it (a
+    /// prompt is looked at by the guard and the rules, so that what the log and the chats show
+    /// says whether it is being answered automatically), then sees it as written. Never called
+    /// with the session table locked.
     pub(crate) fn event(&self, session: &str, id: &str, kind: EventKind) -> u64 {
         self.event_full(session, id, kind).seq
     }
 
     /// [`Daemon::event`], returning the event as written (long texts cut to their head).
-    pub(crate) fn event_full(&self, session: &str, id: &str, kind: EventKind) -> Event {
-        let mut plan = None;
-        let kind = match kind {
-            EventKind::Waiting { prompt } => {
-                let (prompt, p) = self.prepare_prompt(session, prompt);
-                plan = p.map(|p| (prompt.clone(), p));
-                EventKind::Waiting { prompt }
-            }
-            k => k,
-        };
+    pub(crate) fn event_full(&self, session: &str, id: &str, mut kind: EventKind) -> Event {
+        let follow_ups = self.inner.bus.amend(self, session, &mut kind);
         // Only kinds that carry text are looked at: gathering every session's token for each
         // state change would cost O(sessions) on the busiest path.
         let kind = if crate::confine::secrets::carries_text(&kind) {
@@ -362,27 +307,14 @@ impl Daemon {
         } else {
             kind
         };
-        self.inner.metrics.on_event(session, &kind);
-        let follow = match &kind {
-            EventKind::Error { kind, message } => Some((kind.clone(), message.clone())),
-            EventKind::Stalled { silent_ms, .. } => Some((
-                "stalled".to_string(),
-                format!(
-                    "no output for {}",
-                    crate::duration::format_duration(Duration::from_millis(*silent_ms))
-                ),
-            )),
-            _ => None,
-        };
         let ev = self.inner.events.append(session, id, kind);
-        self.follow_outcomes(session, &ev.kind);
-        if let Some((prompt, plan)) = plan {
-            self.answer_automatically(session, prompt, plan);
-        }
-        if let Some((kind, detail)) = follow {
-            self.consider_delegation(session, &kind, &detail);
-        }
+        self.inner.bus.publish(self, &ev, follow_ups);
         ev
+    }
+
+    /// The names of the parts that follow events, in the order they are called.
+    pub fn subscribers(&self) -> Vec<&'static str> {
+        self.inner.bus.names()
     }
 
     /// The daemon's own secrets (every session's hook token, which is also OpenCode's server
@@ -462,6 +394,15 @@ impl Daemon {
         }
     }
 
+    /// The current reloadable parts.
+    pub(crate) fn live(&self) -> Arc<crate::core::live::Live> {
+        self.inner
+            .live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// The event log.
     pub fn events(&self) -> &EventLog {
         &self.inner.events
@@ -517,23 +458,6 @@ impl Daemon {
             .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))
     }
 
-    /// All sessions matching `filter`, by name.
-    pub fn list(&self, filter: &ListFilter) -> Vec<SessionRecord> {
-        let wanted = |r: &SessionRecord| {
-            (filter.cli.is_empty() || r.cli == filter.cli)
-                && filter.dir.as_ref().is_none_or(|d| r.dir.starts_with(d))
-                && filter.state.is_none_or(|s| r.state == s)
-        };
-        let mut out: Vec<SessionRecord> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| wanted(&e.rec))
-            .map(|e| e.rec.clone())
-            .collect();
-        // Declared in the config and not started: listed, so that `start` is one step.
-        out.extend(self.declared_not_started().into_iter().filter(wanted));
-        out
-    }
-
     /// Daemon-wide facts.
     pub async fn status(&self) -> StatusInfo {
         let tmux_version = self
@@ -567,15 +491,6 @@ impl Daemon {
             clis: self.live().clis.keys().cloned().collect(),
             warnings: lock(&self.inner.warnings).clone(),
         }
-    }
-
-    /// The command that attaches a terminal to the session.
-    pub fn attach_command(&self, rec: &SessionRecord) -> Vec<String> {
-        if rec.unmanaged {
-            // In a terminal clibot does not know: nothing to attach to.
-            return Vec::new();
-        }
-        self.mux_of(&rec.name).attach_command(&rec.tmux_id)
     }
 
     /// Saves everything before the process ends. tmux and its sessions are left running.
@@ -713,6 +628,7 @@ pub(crate) fn free_local_port() -> std::io::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+pub(crate) mod bus;
 mod entry;
 pub(crate) mod live;
 

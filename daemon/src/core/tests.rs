@@ -1213,3 +1213,97 @@ async fn the_events_after_an_automatic_answer_settle_its_outcome() {
     assert_eq!(w, None);
     assert_eq!(again.book(), book);
 }
+
+/// A subscriber that writes down what it is shown, and amends notices with its name.
+struct Tap {
+    name: &'static str,
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+impl bus::Subscriber for Tap {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn amend(&self, _: &Daemon, session: &str, kind: &mut EventKind) -> Option<bus::FollowUp> {
+        let EventKind::Notice { text, .. } = kind else {
+            return None;
+        };
+        text.push_str(&format!(" +{}", self.name));
+        lock(&self.seen).push(format!("{} amends {session}", self.name));
+        let (name, seen) = (self.name, self.seen.clone());
+        Some(Box::new(move |_: &Daemon, ev: &Event| {
+            lock(&seen).push(format!("{name} follows up {}", ev.seq))
+        }))
+    }
+    fn on_event(&self, _: &Daemon, ev: &Event) {
+        let text = match &ev.kind {
+            EventKind::Notice { text, .. } => text.clone(),
+            k => format!("{k:?}").chars().take(12).collect(),
+        };
+        lock(&self.seen).push(format!("{} sees {} {text}", self.name, ev.seq));
+    }
+}
+
+#[tokio::test]
+async fn recording_an_event_publishes_it_to_each_subscriber_in_order() {
+    let env = Env::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let tap = |name| -> Arc<dyn bus::Subscriber> {
+        Arc::new(Tap {
+            name,
+            seen: seen.clone(),
+        })
+    };
+    let (d, _) = Daemon::open(
+        env.settings(),
+        env.mux.clone(),
+        bus::Bus::new(vec![tap("a"), tap("b")]),
+    )
+    .await
+    .expect("opens");
+    assert_eq!(d.subscribers(), ["a", "b"]);
+    let seq = d.event(
+        "s",
+        "",
+        EventKind::Notice {
+            kind: "test".into(),
+            text: "hello".into(),
+        },
+    );
+    // Both amend before it is written; each then sees the event as written, followed at once
+    // by its own follow-up; a kind nobody amends has no follow-up.
+    let other = d.event("", "", EventKind::Released);
+    assert_eq!(
+        *lock(&seen),
+        [
+            "a amends s".to_string(),
+            "b amends s".into(),
+            format!("a sees {seq} hello +a +b"),
+            format!("a follows up {seq}"),
+            format!("b sees {seq} hello +a +b"),
+            format!("b follows up {seq}"),
+            format!("a sees {other} Released"),
+            format!("b sees {other} Released"),
+        ]
+    );
+    let logged = d.events().read_after(seq - 1, 1).events;
+    assert!(
+        matches!(&logged[0].kind, EventKind::Notice { text, .. } if text == "hello +a +b"),
+        "{logged:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_started_daemon_has_every_part_on_the_bus() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    assert_eq!(
+        d.subscribers(),
+        [
+            "metrics",
+            "outcomes of automatic answers",
+            "automatic answers",
+            "delegation"
+        ]
+    );
+}

@@ -11,6 +11,7 @@ use crate::automation::{
 };
 use crate::cli::Choice;
 use crate::core::Daemon;
+use crate::core::bus::{FollowUp, Subscriber};
 use crate::error::CoreError;
 use crate::locking::lock;
 use crate::model::Prompt;
@@ -20,6 +21,30 @@ use super::outcomes::AutoBy;
 
 /// Lines of the screen the decider sees.
 const DECIDER_SCREEN_LINES: usize = 40;
+
+/// Automatic answers, on the bus: a prompt about to be recorded is looked at by the guard and
+/// the rules (the record says whether it is being answered automatically), and once it is
+/// recorded the answer it calls for starts in its own task.
+pub(crate) struct AutomaticAnswers;
+
+impl Subscriber for AutomaticAnswers {
+    fn name(&self) -> &'static str {
+        "automatic answers"
+    }
+
+    fn amend(&self, daemon: &Daemon, session: &str, kind: &mut EventKind) -> Option<FollowUp> {
+        let EventKind::Waiting { prompt } = kind else {
+            return None;
+        };
+        let (prepared, plan) = daemon.prepare_prompt(session, std::mem::take(prompt));
+        *prompt = prepared.clone();
+        let plan = plan?;
+        let session = session.to_string();
+        Some(Box::new(move |d: &Daemon, _: &crate::store::events::Event| {
+            d.answer_automatically(&session, prepared, plan)
+        }))
+    }
+}
 
 impl Daemon {
     /// Sets the prompt's guard warning and, the first time it is published, decides whether

@@ -6,13 +6,30 @@
 use tracing::{info, warn};
 
 use crate::config::DeclaredSession;
-use crate::core::{Daemon, SpawnRequest};
+use crate::core::{Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
 use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::tmux::MuxError;
 
 impl Daemon {
+    /// All sessions matching `filter`, by name.
+    pub fn list(&self, filter: &ListFilter) -> Vec<SessionRecord> {
+        let wanted = |r: &SessionRecord| {
+            (filter.cli.is_empty() || r.cli == filter.cli)
+                && filter.dir.as_ref().is_none_or(|d| r.dir.starts_with(d))
+                && filter.state.is_none_or(|s| r.state == s)
+        };
+        let mut out: Vec<SessionRecord> = lock(&self.inner.sessions)
+            .values()
+            .filter(|e| wanted(&e.rec))
+            .map(|e| e.rec.clone())
+            .collect();
+        // Declared in the config and not started: listed, so that `start` is one step.
+        out.extend(self.declared_not_started().into_iter().filter(wanted));
+        out
+    }
+
     /// The declared sessions that do not exist now, as records in state `declared`.
     pub fn declared_not_started(&self) -> Vec<SessionRecord> {
         let live = self.live();

@@ -1,6 +1,7 @@
 //! Handing a session's work to another CLI: the new session, the handoff typed into it, the chats moved over.
 
 use crate::automation::delegation::*;
+use crate::core::bus::Subscriber;
 use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
 use crate::locking::lock;
@@ -8,6 +9,35 @@ use crate::model::SessionRecord;
 use crate::store::events::EventKind;
 use std::time::Instant;
 use tracing::{info, warn};
+
+/// Delegation, on the bus: an error or a stall recorded may hand the session's work to the
+/// next CLI of its chain.
+pub(crate) struct Delegation;
+
+impl Subscriber for Delegation {
+    fn name(&self) -> &'static str {
+        "delegation"
+    }
+
+    fn on_event(&self, daemon: &Daemon, event: &crate::store::events::Event) {
+        match &event.kind {
+            EventKind::Error { kind, message } => {
+                daemon.consider_delegation(&event.session, kind, message)
+            }
+            EventKind::Stalled { silent_ms, .. } => daemon.consider_delegation(
+                &event.session,
+                "stalled",
+                &format!(
+                    "no output for {}",
+                    crate::duration::format_duration(std::time::Duration::from_millis(
+                        *silent_ms
+                    ))
+                ),
+            ),
+            _ => {}
+        }
+    }
+}
 
 impl Daemon {
     /// An event that may hand a session's work on: an error of kind `kind`, `crash` (its CLI

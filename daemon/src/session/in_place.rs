@@ -53,6 +53,15 @@ impl Daemon {
         Ok(mux)
     }
 
+    /// The command that attaches a terminal to the session.
+    pub fn attach_command(&self, rec: &SessionRecord) -> Vec<String> {
+        if rec.unmanaged {
+            // In a terminal clibot does not know: nothing to attach to.
+            return Vec::new();
+        }
+        self.mux_of(&rec.name).attach_command(&rec.tmux_id)
+    }
+
     /// The multiplexer session `name` runs on. A session on another server whose multiplexer
     /// cannot be made is never sent to clibot's own server (its pane ids name other panes
     /// there): such a session cannot exist, as adoption refuses it first.

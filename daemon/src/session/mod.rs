@@ -39,6 +39,7 @@ mod screen;
 mod scrollback;
 pub(crate) mod shared;
 mod spawn;
+mod startup;
 mod stop;
 mod take_up;
 mod tick;

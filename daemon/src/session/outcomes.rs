@@ -4,6 +4,7 @@
 //! or a stop within a minute (undone) — and builds `clibotctl automation report`.
 
 use crate::core::Daemon;
+use crate::core::bus::Subscriber;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 use crate::store::now_ms;
@@ -45,6 +46,19 @@ pub struct Report {
 /// A rule's row key: its description, so that a reordered config keeps its history.
 fn rule_key(about: &str) -> String {
     format!("rule: {about}")
+}
+
+/// What became of automatic answers, on the bus: every event written may settle one.
+pub(crate) struct AutomaticOutcomes;
+
+impl Subscriber for AutomaticOutcomes {
+    fn name(&self) -> &'static str {
+        "outcomes of automatic answers"
+    }
+
+    fn on_event(&self, daemon: &Daemon, event: &crate::store::events::Event) {
+        daemon.follow_outcomes(&event.session, &event.kind);
+    }
 }
 
 impl Daemon {

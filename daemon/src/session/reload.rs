@@ -7,15 +7,6 @@ use crate::error::CoreError;
 use std::sync::Arc;
 
 impl Daemon {
-    /// The current reloadable parts.
-    pub(crate) fn live(&self) -> Arc<Live> {
-        self.inner
-            .live
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-    }
-
     /// Re-reads the config file the daemon started with (or the default one). An invalid file
     /// changes nothing, and the error says why.
     pub fn reload_from_file(&self) -> Result<ReloadReport, CoreError> {
