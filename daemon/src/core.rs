@@ -128,6 +128,8 @@ pub(crate) struct Inner {
     pub(crate) default_chats: Mutex<std::collections::BTreeMap<String, String>>,
     /// The parts that follow the events recorded ([`bus`]).
     bus: bus::Bus,
+    /// Work started in the background that a shutdown lets finish ([`Daemon::in_background`]).
+    tasks: tokio_util::task::TaskTracker,
 }
 
 /// The core. Cheap to clone; all clones share one state.
@@ -245,6 +247,7 @@ impl Daemon {
                 global_path: Mutex::new(None),
                 default_chats: Mutex::new(Default::default()),
                 bus,
+                tasks: tokio_util::task::TaskTracker::new(),
             }),
         };
         Ok((daemon, registry))
@@ -310,6 +313,17 @@ impl Daemon {
         let ev = self.inner.events.append(session, id, kind);
         self.inner.bus.publish(self, &ev, follow_ups);
         ev
+    }
+
+    /// Runs `work` in its own task, one that a shutdown waits for (a while): a message being
+    /// typed, an answer, a stop's clean-up, a wake. What waits on something that may never
+    /// come (a watcher, a timer, a person's answer) is spawned plainly and ends with the
+    /// shutdown token, or with the runtime.
+    pub(crate) fn in_background<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(work);
     }
 
     /// The names of the parts that follow events, in the order they are called.
@@ -495,13 +509,24 @@ impl Daemon {
 
     /// Saves everything before the process ends. tmux and its sessions are left running.
     ///
-    /// What is in flight is let finish first, for at most `DRAIN`: a message being typed gets
-    /// its Enter (or is left whole in its queue), a cancel pressing its keys records itself, a
-    /// wake starting its CLI sees it started. Each session's input lock is then held to the end,
-    /// so nothing new is typed by a daemon that is going away.
+    /// What is in flight is let finish first, for at most `DRAIN` (mini-redis's shutdown):
+    /// the work started [in the background](Daemon::in_background) — a message being typed
+    /// gets its Enter (or is left whole in its queue), an answer is given, a stop's clean-up
+    /// ends its processes, a wake sees its CLI started. Each session's input lock is then held
+    /// to the end, so nothing new is typed by a daemon that is going away.
     pub async fn shutdown(&self) {
         const DRAIN: Duration = Duration::from_secs(10);
         let deadline = tokio::time::Instant::now() + DRAIN;
+        self.inner.tasks.close();
+        if tokio::time::timeout_at(deadline, self.inner.tasks.wait())
+            .await
+            .is_err()
+        {
+            warn!(
+                tasks = self.inner.tasks.len(),
+                "work still under way when the daemon stopped; the next daemon takes it up"
+            );
+        }
         let inputs: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = lock(&self.inner.sessions)
             .iter()
             .map(|(n, e)| (n.clone(), e.input.clone()))
@@ -514,11 +539,6 @@ impl Daemon {
                     warn!(session = %name, "still typing when the daemon stopped; the next daemon finishes it")
                 }
             }
-        }
-        while lock(&self.inner.sessions).values().any(|e| e.rt.waking)
-            && tokio::time::Instant::now() < deadline
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.persist();
         drop(held);

@@ -1307,3 +1307,34 @@ async fn the_started_daemon_has_every_part_on_the_bus() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_shutdown_lets_background_work_finish_and_waits_no_longer_than_its_drain() {
+    let env = Env::new();
+    let d = env.daemon().await;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    d.in_background(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    d.shutdown().await;
+    assert!(
+        done.load(std::sync::atomic::Ordering::SeqCst),
+        "the shutdown returned before the work it was to wait for had finished"
+    );
+
+    // Work that would take an hour is waited for ten seconds, then left to the runtime.
+    let d = env.daemon().await;
+    tokio::time::pause();
+    d.in_background(async {
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let began = tokio::time::Instant::now();
+    d.shutdown().await;
+    let waited = began.elapsed();
+    assert!(
+        waited >= Duration::from_secs(10) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+}

@@ -136,7 +136,7 @@ impl Daemon {
                 let d = self.clone();
                 let name = session.to_string();
                 let span = info_span!("session", session = %name);
-                tokio::spawn(
+                self.in_background(
                     async move {
                         let by = format!("rule {rule}");
                         let verb = match action {
@@ -161,7 +161,7 @@ impl Daemon {
                 let d = self.clone();
                 let name = session.to_string();
                 let span = info_span!("session", session = %name);
-                tokio::spawn(async move { d.ask_decider(&name, prompt).await }.instrument(span));
+                self.in_background(async move { d.ask_decider(&name, prompt).await }.instrument(span));
             }
         }
     }
@@ -201,7 +201,13 @@ impl Daemon {
             screen,
             last_reply: &last_reply,
         };
-        let verdict = run_decider(&decider, &input).await;
+        let verdict = tokio::select! {
+            v = run_decider(&decider, &input) => v,
+            // A daemon going away does not wait for a decider (it is killed with its task): the
+            // prompt is still marked as being answered automatically, so the next daemon asks
+            // again.
+            _ = self.inner.shutdown.cancelled() => return,
+        };
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {
                 match crate::cli::parse_choice(&choice, &prompt) {

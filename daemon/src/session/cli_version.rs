@@ -51,7 +51,7 @@ impl Daemon {
         // Told a moment after the start, so that a chat that binds the session as it starts
         // it (`!!new`) is told too.
         let (d, name) = (self.clone(), rec.name.clone());
-        tokio::spawn(async move {
+        self.in_background(async move {
             tokio::time::sleep(TELL_AFTER).await;
             let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
             if let Some(id) = id {

@@ -122,7 +122,7 @@ impl Daemon {
     fn schedule_crash_restart(&self, name: &str, wait: Duration, resume: bool) {
         let d = self.clone();
         let name = name.to_string();
-        tokio::spawn(async move {
+        self.in_background(async move {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
                 _ = d.inner.shutdown.cancelled() => return,

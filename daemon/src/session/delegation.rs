@@ -57,7 +57,7 @@ impl Daemon {
         }
         let d = self.clone();
         let (name, kind, detail) = (name.to_string(), kind.to_string(), detail.to_string());
-        tokio::spawn(async move {
+        self.in_background(async move {
             if let Err(e) = d.delegate_since(&name, None, &kind, &detail, since).await {
                 warn!(session = %name, "no delegation: {e}");
                 d.notice(&name, "delegation", &format!("{}; the work stays here", e));

@@ -37,7 +37,7 @@ impl Daemon {
         let d = self.clone();
         let name = name.to_string();
         let span = info_span!("session", session = %name);
-        tokio::spawn(
+        self.in_background(
             async move {
                 info!(resume, "a message came: waking the hibernated session");
                 match d.restart_inner(&name, resume).await {

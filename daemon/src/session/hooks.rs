@@ -167,7 +167,7 @@ impl Daemon {
                     // Else the hook is answered first: the CLI may write its records only
                     // after it (a new conversation's file).
                     let (d, name) = (self.clone(), name.clone());
-                    tokio::spawn(async move {
+                    self.in_background(async move {
                         let deadline = Instant::now() + RECORDS_WAIT;
                         let text = loop {
                             let p = path.clone();

@@ -367,7 +367,7 @@ impl Daemon {
         };
         let d = self.clone();
         let name = name.to_string();
-        tokio::spawn(async move {
+        self.in_background(async move {
             let taken = |d: &Daemon| {
                 if let Some(e) = lock(&d.inner.sessions).get_mut(&name)
                     && e.rec.queue.first() == Some(&next)

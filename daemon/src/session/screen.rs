@@ -259,7 +259,7 @@ impl Daemon {
             // once it is read.
             let rec = lock(&self.inner.sessions).get(name).map(|e| e.rec.clone());
             let (d, name) = (self.clone(), name.to_string());
-            tokio::spawn(async move {
+            self.in_background(async move {
                 let text = match rec {
                     Some(r) => d.recovered_reply(&r).await.unwrap_or_default(),
                     None => String::new(),

@@ -480,7 +480,7 @@ impl Daemon {
             tmux_id.to_string(),
             token.to_string(),
         );
-        tokio::spawn(async move {
+        self.in_background(async move {
             for _ in 0..50 {
                 match mux.set_private_env(&id, "CLIBOT_HOOK_TOKEN", &token).await {
                     Ok(()) => return,

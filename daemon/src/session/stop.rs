@@ -173,7 +173,7 @@ impl Daemon {
         // making the caller wait: the CLI's process tree, and what its session kept after
         // it ended (a CLI that had crashed left its children to init).
         let leader = rec.pid;
-        tokio::spawn(async move {
+        self.in_background(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
             let killed = crate::procs::kill_all(&tree)
                 + crate::procs::kill_all(&crate::procs::left_in_session(leader));
@@ -314,7 +314,7 @@ impl Daemon {
         if leader == 0 {
             return;
         }
-        tokio::spawn(async move {
+        self.in_background(async move {
             // tmux reaps the pane's process first; until then the session still has its leader.
             for _ in 0..20 {
                 tokio::time::sleep(Duration::from_millis(100)).await;
