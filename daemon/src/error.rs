@@ -1,5 +1,7 @@
-//! The core's errors. Each says what went wrong and what to do about it; the gRPC layer maps
-//! each to a precise status code.
+//! The core's errors. Each variant names what went wrong in the daemon's own terms (a file
+//! refused, a pane gone, a session clibot does not run), and its text says what to do about it.
+//! The gRPC status code is chosen in one place only, `rpc/convert.rs`: a variant says nothing
+//! of how it travels, so the core never picks a code for one site and another for the next.
 
 use std::path::PathBuf;
 
@@ -82,17 +84,124 @@ pub enum CoreError {
         "text is {len} bytes, more than the {max} bytes one send may carry: split it, or raise [daemon] max_input_bytes"
     )]
     TextTooLong { len: usize, max: usize },
+    // The config, as loaded or reloaded.
+    /// The config cannot be used: a file that does not parse, patterns, rules or routes that
+    /// do not compile, a reload that would drop every admin of a platform. Nothing was changed;
+    /// the text says what to fix in the file.
     #[error("{0}")]
-    InvalidArgument(String),
-    /// Something named that does not exist (a pane, a socket); the text says what to look at.
+    Config(String),
+
+    // What a request carries.
+    /// A hook call whose payload cannot be read (not JSON, or too many values to parse safely):
+    /// the CLI's hook sent something clibot refuses to look into.
     #[error("{0}")]
-    NotFound(String),
-    /// The operation cannot happen in the present state; the text says why.
+    HookPayload(String),
+    /// Text, keys or an answer that cannot be typed as given (a control character in text,
+    /// nothing to send, an answer that is none of the prompt's options); the text says how to
+    /// say it instead.
     #[error("{0}")]
-    FailedPrecondition(String),
-    /// Not this caller's to do; the text says whose.
+    Input(String),
+    /// A spawn, adoption or restart asked for in a form that cannot be honoured (an environment
+    /// variable name, a NUL byte, a conversation id, a resume the CLI cannot do); nothing started.
     #[error("{0}")]
-    PermissionDenied(String),
+    BadSpawn(String),
+    /// A task whose CLI could not be chosen: no route matches and the decider is absent,
+    /// failed, or left the choice to the asker, who can name the CLI instead.
+    #[error("{0}")]
+    Routing(String),
+    /// More in one call than [`crate::ops::limits`] takes (keys, arguments, environment):
+    /// refused before tmux would fail on it with a message that blames the installation.
+    #[error("{0}")]
+    TooMuchInOneCall(String),
+    /// A default chat for a platform that cannot be one: no platform named, or not an admin's
+    /// chat (anyone else's would be sent what sessions started at the desk say).
+    #[error("{0}")]
+    DefaultChat(String),
+
+    // Files to and from a session's directory.
+    /// A file never sent to a chat: outside the session's directory, in a secret path, named
+    /// like a key, or reached through a symbolic link.
+    #[error("{0}")]
+    FileRefused(String),
+    /// A file that is not one clibot sends or stores: no name given, not a regular file, or
+    /// larger than the limit.
+    #[error("{0}")]
+    FileUnusable(String),
+    /// The file asked for is not in the session's directory.
+    #[error("there is no {path} in {session}'s directory ({})", .dir.display())]
+    FileMissing {
+        path: String,
+        session: String,
+        dir: PathBuf,
+    },
+    /// A file that is there but cannot be read or stored now (an I/O error, an inbox that
+    /// cannot be made), or that git ignores and was not forced.
+    #[error("{0}")]
+    FileUnreadable(String),
+
+    // Adopting a CLI in a pane where it runs.
+    /// An adoption asked for with a pane, socket or name that cannot be one, or of a pane
+    /// whose CLI is not configured or not found; the text says what to pass.
+    #[error("{0}")]
+    AdoptRequest(String),
+    /// The CLI, pane, tmux server or socket to adopt is not there (any more).
+    #[error("{0}")]
+    PaneGone(String),
+    /// The CLI cannot be adopted where it runs: not in tmux, exited, or on a tmux server this
+    /// daemon cannot follow.
+    #[error("{0}")]
+    CannotAdoptHere(String),
+    /// A tmux server of another user: clibot would type into someone else's panes.
+    #[error("{server} belongs to another user: clibot follows only this user's tmux servers")]
+    OthersTmuxServer { server: String },
+
+    // Sessions clibot hears from but does not run, and the state a session is in.
+    /// A session clibot did not start (it reports through the global hooks, or was adopted in
+    /// a pane of the user's own server): clibot does not type into it, read its screen or
+    /// restart it; the text says how to take it over.
+    #[error("{0}")]
+    NotRunByClibot(String),
+    /// Text was not typed because a dialog is on the screen: typed into it, it would answer it.
+    #[error(
+        "{name} shows a dialog: nothing was typed (answer it first: clibotctl pending, or !!pending)"
+    )]
+    DialogShown { name: String },
+    /// A 🔒 answer not typed: the terminal was not shown to read a hidden line, so what was
+    /// typed could be shown, echoed into the chat and kept in the logs.
+    #[error("{0}")]
+    SecretNotTyped(String),
+    /// A cancel of a session that runs no turn.
+    #[error("{name} is not working on a turn (it is {state}): there is nothing to cancel")]
+    NothingToCancel { name: String, state: String },
+    /// The CLI's own server did not take the cancel; keys still can interrupt it.
+    #[error(
+        "OpenCode did not take the cancel ({why}); `clibotctl keys {name} Escape` interrupts it by keys"
+    )]
+    CancelNotTaken { name: String, why: String },
+    /// Queued input taken back that is not there: nothing is queued, or no input has that
+    /// number.
+    #[error("{0}")]
+    NoQueuedInput(String),
+    /// A jailed session cannot start without clibotd's own binary, the launcher that hands
+    /// the jail its seccomp filter.
+    #[error(
+        "clibotd's own binary cannot be found to start a jailed session: reinstall clibot (./install.sh)"
+    )]
+    NoOwnBinary,
+
+    // Who may do what to a session.
+    /// Control keys (and a cancel, which presses them) from someone a session is only shared
+    /// with: they interrupt or quit the CLI.
+    #[error("control keys are for admins and the session's owner (a cancel too: it presses them)")]
+    KeysNotAllowed,
+    /// A share with something that is not a chat user (PLATFORM:USER).
+    #[error(
+        "{user:?} is not a chat user: write PLATFORM:USER, e.g. telegram:123456789 (`!!whoami` shows it)"
+    )]
+    NotAChatUser { user: String },
+    /// A share by someone the session is only shared with: its owner or an admin shares it.
+    #[error("only the owner of {name} ({owner}) or an admin may share it")]
+    OnlyOwnerShares { name: String, owner: String },
     #[error(transparent)]
     UnknownKey(#[from] UnknownKey),
     #[error(
@@ -286,5 +395,41 @@ mod tests {
         );
         // Texts without a clibotctl command are the same for both.
         assert_eq!(CoreError::Stopping("api".into()).chat_text(), None);
+    }
+
+    /// The variants that build their own text read as the sites that formatted it did: a
+    /// chat, a script or a test that knows the words still finds them.
+    #[test]
+    fn structured_variants_keep_their_words() {
+        let missing = CoreError::FileMissing {
+            path: "a.txt".into(),
+            session: "api".into(),
+            dir: "/srv/api".into(),
+        };
+        assert_eq!(
+            missing.to_string(),
+            "there is no a.txt in api's directory (/srv/api)"
+        );
+        let idle = CoreError::NothingToCancel {
+            name: "api".into(),
+            state: "idle".into(),
+        };
+        assert_eq!(
+            idle.to_string(),
+            "api is not working on a turn (it is idle): there is nothing to cancel"
+        );
+        let user = CoreError::NotAChatUser { user: "bob".into() };
+        assert!(
+            user.to_string().starts_with("\"bob\" is not a chat user"),
+            "{user}"
+        );
+        let share = CoreError::OnlyOwnerShares {
+            name: "api".into(),
+            owner: "the machine's user".into(),
+        };
+        assert_eq!(
+            share.to_string(),
+            "only the owner of api (the machine's user) or an admin may share it"
+        );
     }
 }

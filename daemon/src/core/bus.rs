@@ -67,7 +67,12 @@ impl Bus {
     }
 
     /// Hands the written event to every subscriber, each followed by its own follow-up.
-    pub(crate) fn publish(&self, daemon: &Daemon, event: &Event, follow_ups: Vec<Option<FollowUp>>) {
+    pub(crate) fn publish(
+        &self,
+        daemon: &Daemon,
+        event: &Event,
+        follow_ups: Vec<Option<FollowUp>>,
+    ) {
         let mut follow_ups = follow_ups.into_iter();
         for s in self.subscribers.iter() {
             s.on_event(daemon, event);

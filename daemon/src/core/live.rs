@@ -65,7 +65,7 @@ impl Live {
                     warnings.push(format!(
                         "[cli.{name}] patterns: {e}; using the built-in ones"
                     ));
-                    Pack::compile(&base, None).map_err(CoreError::InvalidArgument)?
+                    Pack::compile(&base, None).map_err(CoreError::Config)?
                 }
             };
             kinds.insert(
@@ -81,12 +81,12 @@ impl Live {
             &config.guard,
             config.decider.as_ref(),
         )
-        .map_err(CoreError::InvalidArgument)?
+        .map_err(CoreError::Config)?
         .with_secrets(secrets.to_vec());
         warnings.extend(automation.warnings.iter().cloned());
         let lifted_secrets = crate::confine::secrets::lifted(&config.daemon.allowed_roots);
         let routes = crate::automation::routing::Routes::compile(&config.routes, &clis)
-            .map_err(CoreError::InvalidArgument)?;
+            .map_err(CoreError::Config)?;
         Ok((
             Live {
                 config: config.clone(),

@@ -338,7 +338,7 @@ async fn spawn_rejects_bad_input_and_keeps_others_untouched() {
     bad_env.env.insert("1BAD".into(), "v".into());
     assert!(matches!(
         d.spawn(bad_env).await,
-        Err(CoreError::InvalidArgument(_))
+        Err(CoreError::BadSpawn(_))
     ));
 
     assert_eq!(d.list(&ListFilter::default()).len(), 1);
@@ -405,11 +405,11 @@ async fn input_paste_keys_and_capture() {
     ));
     assert!(matches!(
         d.send_input("s", "a\0b", true).await,
-        Err(CoreError::InvalidArgument(_))
+        Err(CoreError::Input(_))
     ));
     assert!(matches!(
         d.send_input("s", "", false).await,
-        Err(CoreError::InvalidArgument(_))
+        Err(CoreError::Input(_))
     ));
     assert!(matches!(
         d.send_keys("s", &["Hyper-Q".into()]).await,
@@ -927,7 +927,7 @@ async fn text_is_typed_literally_long_lines_are_pasted_and_control_characters_re
     );
     for bad in ["\u{4}", "ls\u{1b}[A", "a\u{7f}b", "x\u{9b}y"] {
         match d.send_input("s", bad, true).await {
-            Err(CoreError::InvalidArgument(m)) => {
+            Err(CoreError::Input(m)) => {
                 assert!(m.contains("control character") && m.contains("keys"), "{m}")
             }
             other => panic!("{bad:?}: {other:?}"),

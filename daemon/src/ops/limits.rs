@@ -15,13 +15,13 @@ pub const MAX_ENV: usize = 256;
 pub const MAX_ENV_BYTES: usize = 64 * 1024;
 
 fn too_many(what: &str, n: usize, max: usize) -> CoreError {
-    CoreError::InvalidArgument(format!(
+    CoreError::TooMuchInOneCall(format!(
         "{n} {what} given; at most {max} are taken in one call"
     ))
 }
 
 fn too_long(what: &str, n: usize, max: usize) -> CoreError {
-    CoreError::InvalidArgument(format!(
+    CoreError::TooMuchInOneCall(format!(
         "the {what} add up to {n} bytes; at most {max} are taken in one call"
     ))
 }

@@ -113,12 +113,24 @@ impl From<CoreError> for Status {
             | CoreError::NotADirectory(_)
             | CoreError::DirNotAbsolute(_)
             | CoreError::TextTooLong { .. }
-            | CoreError::InvalidArgument(_)
+            | CoreError::Config(_)
+            | CoreError::HookPayload(_)
+            | CoreError::Input(_)
+            | CoreError::BadSpawn(_)
+            | CoreError::Routing(_)
+            | CoreError::TooMuchInOneCall(_)
+            | CoreError::DefaultChat(_)
+            | CoreError::FileUnusable(_)
+            | CoreError::AdoptRequest(_)
+            | CoreError::NoQueuedInput(_)
+            | CoreError::NotAChatUser { .. }
+            | CoreError::OnlyOwnerShares { .. }
             | CoreError::UnknownKey(_) => Code::InvalidArgument,
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NotDeclared(_)
-            | CoreError::NotFound(_)
+            | CoreError::FileMissing { .. }
+            | CoreError::PaneGone(_)
             | CoreError::NoSuchTmuxSession(..) => Code::NotFound,
             CoreError::DirNotAllowed { .. }
             | CoreError::SecretDir { .. }
@@ -127,7 +139,9 @@ impl From<CoreError> for Status {
             | CoreError::SessionFiles(_)
             | CoreError::CliNotAllowed { .. }
             | CoreError::NotYours(_)
-            | CoreError::PermissionDenied(_)
+            | CoreError::FileRefused(_)
+            | CoreError::OthersTmuxServer { .. }
+            | CoreError::KeysNotAllowed
             | CoreError::NotOwner(_) => Code::PermissionDenied,
             CoreError::AlreadyExists(_)
             | CoreError::TmuxNameTaken(_)
@@ -143,7 +157,14 @@ impl From<CoreError> for Status {
             | CoreError::NoSandbox
             | CoreError::NotRunnableInJail { .. }
             | CoreError::ProgramNotExecutable { .. }
-            | CoreError::FailedPrecondition(_)
+            | CoreError::FileUnreadable(_)
+            | CoreError::CannotAdoptHere(_)
+            | CoreError::NotRunByClibot(_)
+            | CoreError::DialogShown { .. }
+            | CoreError::SecretNotTyped(_)
+            | CoreError::NothingToCancel { .. }
+            | CoreError::CancelNotTaken { .. }
+            | CoreError::NoOwnBinary
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
             CoreError::TooManySessions { .. }

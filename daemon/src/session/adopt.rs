@@ -49,7 +49,7 @@ impl Daemon {
             name.to_string()
         };
         if !is_valid_name(&name) {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::BadSpawn(format!(
                 "{name:?} is not a valid session name (1 to 64 of A-Z a-z 0-9 _ -): pass --name"
             )));
         }

@@ -102,20 +102,20 @@ impl Daemon {
                     },
                 });
             }
-            let choice = parse_choice(answer, &p).map_err(CoreError::InvalidArgument)?;
+            let choice = parse_choice(answer, &p).map_err(CoreError::Input)?;
             // A line break would submit the first part and type the rest into whatever reads
             // next, where it is shown.
             if p.is_secret()
                 && let Choice::Text(t) = &choice
                 && t.contains(['\n', '\r'])
             {
-                return Err(CoreError::InvalidArgument(
+                return Err(CoreError::Input(
                     "a password is one line: send it without line breaks".into(),
                 ));
             }
             // A CLI clibot does not run is answered through its waiting hook, or not at all.
             if e.rec.unmanaged && !e.rt.waiters.contains_key(&p.id) {
-                return Err(CoreError::FailedPrecondition(format!(
+                return Err(CoreError::NotRunByClibot(format!(
                     "{name} is not run by clibot and its hook does not wait for this answer ({} hooks cannot carry one, or it stopped waiting): answer it at its terminal",
                     e.rec.cli
                 )));
@@ -131,7 +131,7 @@ impl Daemon {
                         None if e.rec.unmanaged => {
                             // No keys for a CLI clibot does not run: the hook keeps waiting.
                             e.rt.waiters.insert(p.id.clone(), (tx, payload));
-                            return Err(CoreError::InvalidArgument(format!(
+                            return Err(CoreError::Input(format!(
                                 "{name} is not run by clibot: only its dialog's own options can be sent through its hook; answer it at its terminal"
                             )));
                         }
@@ -145,7 +145,7 @@ impl Daemon {
                 None => None,
             };
             if hook_reply.is_none() {
-                answer_strokes(&p, &choice).map_err(CoreError::InvalidArgument)?;
+                answer_strokes(&p, &choice).map_err(CoreError::Input)?;
             }
             // By keys or through the hook, the dialog may linger while the CLI closes it.
             let sig = hook_reply
@@ -180,8 +180,7 @@ impl Daemon {
                 }
             }
             None => {
-                let strokes =
-                    answer_strokes(&prompt, &choice).map_err(CoreError::InvalidArgument)?;
+                let strokes = answer_strokes(&prompt, &choice).map_err(CoreError::Input)?;
                 let _g = input.lock().await;
                 self.send_strokes(name, &target, &strokes).await?;
                 // A TUI may drop a key that arrives while its dialog is still settling; if the
@@ -230,7 +229,7 @@ impl Daemon {
     /// The session whose current or recently resolved prompt is `prompt_id`.
     pub fn session_of_prompt(&self, prompt_id: &str) -> Result<String, CoreError> {
         if prompt_id.is_empty() {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::Input(
                 "name the session or the prompt to answer".into(),
             ));
         }
@@ -349,19 +348,19 @@ impl Daemon {
             .pane_tty(target)
             .await
             .map_err(|e| {
-                CoreError::FailedPrecondition(format!(
+                CoreError::SecretNotTyped(format!(
                     "cannot tell whether {name}'s terminal hides what is typed ({e}): the 🔒 answer is not typed"
                 ))
             })?;
         let modes = tokio::task::spawn_blocking(move || reads_hidden(&tty))
             .await
-            .map_err(|e| CoreError::FailedPrecondition(e.to_string()))?;
+            .map_err(|e| CoreError::SecretNotTyped(e.to_string()))?;
         match modes {
             Ok(true) => Ok(()),
-            Ok(false) => Err(CoreError::FailedPrecondition(format!(
+            Ok(false) => Err(CoreError::SecretNotTyped(format!(
                 "{name}'s terminal would show what you type (no program is reading a hidden password there): the 🔒 answer is not typed. If this is not a password prompt, send ordinary text — it will be shown and kept"
             ))),
-            Err(e) => Err(CoreError::FailedPrecondition(format!(
+            Err(e) => Err(CoreError::SecretNotTyped(format!(
                 "cannot tell whether {name}'s terminal hides what is typed ({e}): the 🔒 answer is not typed"
             ))),
         }

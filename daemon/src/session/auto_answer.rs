@@ -40,9 +40,11 @@ impl Subscriber for AutomaticAnswers {
         *prompt = prepared.clone();
         let plan = plan?;
         let session = session.to_string();
-        Some(Box::new(move |d: &Daemon, _: &crate::store::events::Event| {
-            d.answer_automatically(&session, prepared, plan)
-        }))
+        Some(Box::new(
+            move |d: &Daemon, _: &crate::store::events::Event| {
+                d.answer_automatically(&session, prepared, plan)
+            },
+        ))
     }
 }
 
@@ -161,7 +163,9 @@ impl Daemon {
                 let d = self.clone();
                 let name = session.to_string();
                 let span = info_span!("session", session = %name);
-                self.in_background(async move { d.ask_decider(&name, prompt).await }.instrument(span));
+                self.in_background(
+                    async move { d.ask_decider(&name, prompt).await }.instrument(span),
+                );
             }
         }
     }

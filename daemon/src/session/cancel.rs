@@ -29,10 +29,10 @@ impl Daemon {
         let (rec, input) = self.lookup(name)?;
         self.refuse_unmanaged(&rec)?;
         if !matches!(rec.state, State::Working | State::Waiting) {
-            return Err(CoreError::FailedPrecondition(format!(
-                "{name} is not working on a turn (it is {}): there is nothing to cancel",
-                rec.state.as_str()
-            )));
+            return Err(CoreError::NothingToCancel {
+                name: name.to_string(),
+                state: rec.state.as_str().to_string(),
+            });
         }
         // The intent first, on disk: a daemon that dies before it records the cancel leaves
         // the next one to report this turn's end as cancelled (see `complete_turn_if`).
@@ -80,10 +80,9 @@ impl Daemon {
                 let path = format!("/session/{}/abort", rec.cli_session_id);
                 http.post_json(&path, &serde_json::json!({}))
                     .await
-                    .map_err(|e| {
-                        CoreError::FailedPrecondition(format!(
-                            "OpenCode did not take the cancel ({e}); `clibotctl keys {name} Escape` interrupts it by keys"
-                        ))
+                    .map_err(|e| CoreError::CancelNotTaken {
+                        name: name.to_string(),
+                        why: e.to_string(),
                     })?;
                 "api".to_string()
             }
@@ -197,7 +196,7 @@ impl Daemon {
                     e.rec.queue.remove(i - 1);
                 }
                 Some(i) => {
-                    return Err(CoreError::InvalidArgument(if before == 0 {
+                    return Err(CoreError::NoQueuedInput(if before == 0 {
                         format!("nothing is queued for {name}")
                     } else {
                         format!("{name} has {before} queued (1 to {before}), not {i}")

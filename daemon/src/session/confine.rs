@@ -302,9 +302,7 @@ impl Daemon {
             // A jail is never started without the launcher, which hands it its seccomp filter.
             None if jailed => {
                 let _ = std::fs::remove_file(&file);
-                Err(CoreError::FailedPrecondition(
-                    "clibotd's own binary cannot be found to start a jailed session: reinstall clibot (./install.sh)".into(),
-                ))
+                Err(CoreError::NoOwnBinary)
             }
             None => {
                 let _ = std::fs::remove_file(&file);

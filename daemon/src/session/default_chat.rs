@@ -16,14 +16,14 @@ impl Daemon {
     /// Sets (or, with an empty `chat`, clears) the platform's default chat.
     pub fn set_default_chat(&self, platform: &str, chat: &str) -> Result<(), CoreError> {
         if platform.is_empty() {
-            return Err(CoreError::InvalidArgument("name the platform".into()));
+            return Err(CoreError::DefaultChat("name the platform".into()));
         }
         if chat.is_empty() {
             lock(&self.inner.default_chats).remove(platform);
             return Ok(());
         }
         if !self.is_admin_chat(platform, chat) {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::DefaultChat(format!(
                 "[gateway.{platform}] default_chat = {chat:?} is not an admin's chat: name an admin's private chat (an id in [access.{platform}] admins), or a chat an admin bound with !!use or !!new"
             )));
         }

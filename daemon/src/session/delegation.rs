@@ -29,9 +29,7 @@ impl Subscriber for Delegation {
                 "stalled",
                 &format!(
                     "no output for {}",
-                    crate::duration::format_duration(std::time::Duration::from_millis(
-                        *silent_ms
-                    ))
+                    crate::duration::format_duration(std::time::Duration::from_millis(*silent_ms))
                 ),
             ),
             _ => {}

@@ -94,7 +94,7 @@ impl Daemon {
         let rec = self.get(name)?;
         self.refuse_unmanaged(&rec)?;
         if path.trim().is_empty() {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::FileUnusable(
                 "name a file: !!get PATH, relative to the session's directory".into(),
             ));
         }
@@ -105,7 +105,7 @@ impl Daemon {
                 .strip_prefix(&dir)
                 .map(Path::to_path_buf)
                 .map_err(|_| {
-                    CoreError::PermissionDenied(format!(
+                    CoreError::FileRefused(format!(
                         "{path} is outside {name}'s directory ({}): only files in it are sent",
                         dir.display()
                     ))
@@ -118,13 +118,13 @@ impl Daemon {
             &self.inner.secrets,
             &self.live().lifted_secrets,
         ) {
-            return Err(CoreError::PermissionDenied(format!(
+            return Err(CoreError::FileRefused(format!(
                 "{path} is in a secret path ({}): it is never sent",
                 secret.display()
             )));
         }
         if let Some(why) = secret_name(&rel) {
-            return Err(CoreError::PermissionDenied(format!(
+            return Err(CoreError::FileRefused(format!(
                 "{path} is never sent: {why}"
             )));
         }
@@ -143,7 +143,7 @@ impl Daemon {
             && !rel.starts_with(SENT)
             && git_ignored(&dir, &rel).await
         {
-            return Err(CoreError::FailedPrecondition(format!(
+            return Err(CoreError::FileUnreadable(format!(
                 "{path} is ignored by git (generated, or kept out of the repository on purpose): !!get --force {path} sends it anyway (admins)"
             )));
         }
@@ -163,7 +163,7 @@ impl Daemon {
                 })
         })
         .await
-        .map_err(|e| CoreError::FailedPrecondition(format!("{path} cannot be read: {e}")))?;
+        .map_err(|e| CoreError::FileUnreadable(format!("{path} cannot be read: {e}")))?;
         Ok(FileOut { name, data })
     }
 
@@ -181,7 +181,7 @@ impl Daemon {
         let rec = self.get(name)?;
         self.refuse_unmanaged(&rec)?;
         if data.len() as u64 > MAX_FILE_BYTES {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::FileUnusable(format!(
                 "the file has {} bytes; at most {} MiB are stored",
                 data.len(),
                 MAX_FILE_BYTES >> 20
@@ -221,7 +221,7 @@ impl Daemon {
         })
         .await
         .map_err(|e| {
-            CoreError::FailedPrecondition(format!(
+            CoreError::FileUnreadable(format!(
                 "the file cannot be stored in {INBOX} of {name}'s directory: {e}"
             ))
         })?;
@@ -341,28 +341,29 @@ impl Daemon {
 /// A file that could not be opened for a chat, in words that say why and what to do.
 fn file_error(e: BeneathError, path: &str, name: &str, dir: &Path) -> CoreError {
     match e {
-        BeneathError::NotFound(_) => CoreError::NotFound(format!(
-            "there is no {path} in {name}'s directory ({})",
-            dir.display()
-        )),
-        BeneathError::NotRegular(_, "a directory") => CoreError::InvalidArgument(format!(
+        BeneathError::NotFound(_) => CoreError::FileMissing {
+            path: path.to_string(),
+            session: name.to_string(),
+            dir: dir.to_path_buf(),
+        },
+        BeneathError::NotRegular(_, "a directory") => CoreError::FileUnusable(format!(
             "{path} is not a file (!!screen shows the screen; `ls` in the session lists a directory)"
         )),
-        BeneathError::NotRegular(_, what) => CoreError::InvalidArgument(format!(
+        BeneathError::NotRegular(_, what) => CoreError::FileUnusable(format!(
             "{path} is {what}, not a regular file: only regular files are sent"
         )),
-        BeneathError::TooBig { len, .. } => CoreError::InvalidArgument(format!(
+        BeneathError::TooBig { len, .. } => CoreError::FileUnusable(format!(
             "{path} has {len} bytes; at most {} MiB are sent",
             MAX_FILE_BYTES >> 20
         )),
-        BeneathError::Link(_) => CoreError::PermissionDenied(format!(
+        BeneathError::Link(_) => CoreError::FileRefused(format!(
             "{path} is, or passes through, a symbolic link: only files that really are in {name}'s directory are sent"
         )),
-        BeneathError::BadPath(_) => CoreError::PermissionDenied(format!(
+        BeneathError::BadPath(_) => CoreError::FileRefused(format!(
             "{path} is outside {name}'s directory ({}): only files in it are sent (no `..`)",
             dir.display()
         )),
-        other => CoreError::FailedPrecondition(format!("{path} cannot be read: {other}")),
+        other => CoreError::FileUnreadable(format!("{path} cannot be read: {other}")),
     }
 }
 

@@ -34,7 +34,7 @@ impl Daemon {
     ) -> Result<String, CoreError> {
         check_payload_shape(payload)?;
         let mut payload: Value = serde_json::from_str(payload)
-            .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
+            .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
         let (name, cli, rec) = {
             let sessions = lock(&self.inner.sessions);
             let e = sessions

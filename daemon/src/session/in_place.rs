@@ -45,7 +45,7 @@ impl Daemon {
             return Ok(m.clone());
         }
         let mux = self.inner.mux.on_server(Path::new(server)).ok_or_else(|| {
-            CoreError::FailedPrecondition(
+            CoreError::CannotAdoptHere(
                 "this daemon cannot follow panes on other tmux servers".into(),
             )
         })?;
@@ -79,12 +79,12 @@ impl Daemon {
     pub async fn adopt_found(&self, found: &str, name: &str) -> Result<SessionRecord, CoreError> {
         let all = self.discover().await;
         let f = all.iter().find(|f| f.id == found).ok_or_else(|| {
-            CoreError::NotFound(format!(
+            CoreError::PaneGone(format!(
                 "no CLI {found:?} runs outside clibot now (discover again: its list is a snapshot)"
             ))
         })?;
         let crate::discover::Place::Tmux { server, pane } = &f.place else {
-            return Err(CoreError::FailedPrecondition(format!(
+            return Err(CoreError::CannotAdoptHere(format!(
                 "{found} does not run in tmux, so it cannot be driven where it runs: resume its conversation in a new session instead (`clibotctl resume {found}`)"
             )));
         };
@@ -111,14 +111,14 @@ impl Daemon {
             _ => checked_socket(req.server)?,
         };
         if !req.pane.starts_with('%') || req.pane.len() < 2 {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::AdoptRequest(format!(
                 "{:?} is not a tmux pane id: pass --pane %N (from `clibotctl discover`, or `tmux -S {} list-panes -a -F '#{{pane_id}} #{{pane_current_command}}'`)",
                 req.pane,
                 server.display()
             )));
         }
         if !is_valid_name(req.name) {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::AdoptRequest(format!(
                 "{:?} is not a valid session name (1 to 64 of A-Z a-z 0-9 _ -)",
                 req.name
             )));
@@ -135,7 +135,7 @@ impl Daemon {
         let panes = match mux.list_panes().await {
             Ok(p) => p,
             Err(MuxError::NoServer(_)) => {
-                return Err(CoreError::NotFound(format!(
+                return Err(CoreError::PaneGone(format!(
                     "no tmux server answers at {server_s}: is it still running?"
                 )));
             }
@@ -145,13 +145,13 @@ impl Daemon {
             .into_iter()
             .find(|p| p.pane == req.pane)
             .ok_or_else(|| {
-                CoreError::NotFound(format!(
+                CoreError::PaneGone(format!(
                     "no pane {} on the tmux server at {server_s} (`clibotctl discover` lists the CLIs running in panes)",
                     req.pane
                 ))
             })?;
         if row.dead {
-            return Err(CoreError::FailedPrecondition(format!(
+            return Err(CoreError::CannotAdoptHere(format!(
                 "the program in pane {} has exited",
                 req.pane
             )));
@@ -171,13 +171,13 @@ impl Daemon {
             (_, cli) if !cli.is_empty() => cli.to_string(),
             (Some(f), _) if self.cli(&f.cli).is_ok() => f.cli.clone(),
             (Some(f), _) => {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::AdoptRequest(format!(
                     "pane {} runs {}, which is not a configured CLI: configure [cli.{}] or pass --cli",
                     row.pane, f.cli, f.cli
                 )));
             }
             (None, _) => {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::AdoptRequest(format!(
                     "no AI CLI found in pane {}: pass --cli NAME to say which configured CLI it runs",
                     row.pane
                 )));
@@ -375,24 +375,24 @@ fn cli_below(pane_pid: u32) -> Vec<u32> {
 fn checked_socket(server: &str) -> Result<PathBuf, CoreError> {
     let p = Path::new(server);
     if server.is_empty() || !p.is_absolute() {
-        return Err(CoreError::InvalidArgument(format!(
+        return Err(CoreError::AdoptRequest(format!(
             "--server needs the absolute path of a tmux socket (e.g. /tmp/tmux-{}/default), not {server:?}",
             rustix::process::getuid().as_raw()
         )));
     }
     let canon = std::fs::canonicalize(p)
-        .map_err(|e| CoreError::NotFound(format!("no tmux socket at {server}: {e}")))?;
+        .map_err(|e| CoreError::PaneGone(format!("no tmux socket at {server}: {e}")))?;
     let meta = std::fs::metadata(&canon)
-        .map_err(|e| CoreError::NotFound(format!("no tmux socket at {server}: {e}")))?;
+        .map_err(|e| CoreError::PaneGone(format!("no tmux socket at {server}: {e}")))?;
     if !meta.file_type().is_socket() {
-        return Err(CoreError::InvalidArgument(format!(
+        return Err(CoreError::AdoptRequest(format!(
             "{server} is not a socket: pass the tmux server's socket (`tmux display -p '#{{socket_path}}'` inside it)"
         )));
     }
     if meta.uid() != rustix::process::getuid().as_raw() {
-        return Err(CoreError::PermissionDenied(format!(
-            "{server} belongs to another user: clibot follows only this user's tmux servers"
-        )));
+        return Err(CoreError::OthersTmuxServer {
+            server: server.to_string(),
+        });
     }
     Ok(canon)
 }

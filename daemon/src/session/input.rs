@@ -203,9 +203,9 @@ impl Daemon {
         // Right before typing, the pane is read: nothing is ever typed into a dialog.
         if self.dialog_up(name, rec.target(), &rec.cli).await {
             if !submit {
-                return Err(CoreError::FailedPrecondition(format!(
-                    "{name} shows a dialog: nothing was typed (answer it first: clibotctl pending, or !!pending)"
-                )));
+                return Err(CoreError::DialogShown {
+                    name: name.to_string(),
+                });
             }
             return Ok(Delivery::Held);
         }
@@ -523,7 +523,7 @@ impl Daemon {
             .chars()
             .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'))
         {
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::Input(format!(
                 "text contains the control character U+{:04X}, which a terminal would take as a key: text is typed as it is written, so send keys separately (`clibotctl keys SESSION C-d`, or !!keys from a chat)",
                 c as u32
             )));
@@ -533,7 +533,7 @@ impl Daemon {
         let text = text.replace("\r\n", "\n").replace('\r', "\n");
         let text = text.trim_end_matches('\n');
         if text.is_empty() && !submit {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::Input(
                 "nothing to send: the text is empty and submit is off".into(),
             ));
         }
@@ -559,7 +559,7 @@ impl Daemon {
         by: &str,
     ) -> Result<u64, CoreError> {
         if keys.is_empty() {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::Input(
                 "no keys given: name at least one, e.g. Enter or Escape".into(),
             ));
         }

@@ -155,7 +155,7 @@ impl Daemon {
             match self.through_launcher(&format!("{}-check", rec.id), probe, env.to_vec(), true) {
                 Ok((launcher, _)) => launcher,
                 // No launcher to be found: the spawn says so itself.
-                Err(CoreError::FailedPrecondition(_)) => return Ok(Verdict::Unknown),
+                Err(CoreError::NoOwnBinary) => return Ok(Verdict::Unknown),
                 Err(e) => return Err(e),
             };
         let file = launcher.last().cloned().unwrap_or_default();

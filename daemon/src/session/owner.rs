@@ -52,10 +52,7 @@ impl Daemon {
         if actor.is_local() || self.is_admin(actor) || self.get(name)?.owner == actor.key() {
             return Ok(());
         }
-        Err(CoreError::PermissionDenied(
-            "control keys are for admins and the session's owner (a cancel too: it presses them)"
-                .into(),
-        ))
+        Err(CoreError::KeysNotAllowed)
     }
 
     /// Shares session `name` with `user` ("PLATFORM:USER"), or takes the share back; only its
@@ -72,9 +69,9 @@ impl Daemon {
             .is_some_and(|(p, u)| !p.is_empty() && !u.is_empty() && !u.contains(':'))
             && !user.chars().any(|c| c.is_control() || c.is_whitespace());
         if !valid {
-            return Err(CoreError::InvalidArgument(format!(
-                "{user:?} is not a chat user: write PLATFORM:USER, e.g. telegram:123456789 (`!!whoami` shows it)"
-            )));
+            return Err(CoreError::NotAChatUser {
+                user: user.to_string(),
+            });
         }
         let admin =
             actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
@@ -85,14 +82,14 @@ impl Daemon {
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
             if !admin && e.rec.owner != actor.key() {
                 return Err(if self.may_use_rec(actor, &e.rec) {
-                    CoreError::InvalidArgument(format!(
-                        "only the owner of {name} ({}) or an admin may share it",
-                        if e.rec.owner.is_empty() {
-                            "the machine's user"
+                    CoreError::OnlyOwnerShares {
+                        name: name.to_string(),
+                        owner: if e.rec.owner.is_empty() {
+                            "the machine's user".to_string()
                         } else {
-                            &e.rec.owner
-                        }
-                    ))
+                            e.rec.owner.clone()
+                        },
+                    }
                 } else {
                     CoreError::NotYours(name.to_string())
                 });

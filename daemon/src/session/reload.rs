@@ -18,7 +18,7 @@ impl Daemon {
             .or_else(clibot_proto::default_config_path);
         let config = match &path {
             Some(p) => Config::load(p, false)
-                .map_err(|e| CoreError::InvalidArgument(format!("{e}; nothing was changed")))?
+                .map_err(|e| CoreError::Config(format!("{e}; nothing was changed")))?
                 .unwrap_or_default(),
             None => Config::default(),
         };
@@ -40,7 +40,7 @@ impl Daemon {
                 if !unknown.is_empty() {
                     why.push_str(&format!("; {}", unknown.join("; ")));
                 }
-                return Err(CoreError::InvalidArgument(why));
+                return Err(CoreError::Config(why));
             }
         }
         let mut report = self.reload(config)?;
@@ -57,7 +57,7 @@ impl Daemon {
         let d = self.clone();
         let r = tokio::task::spawn_blocking(move || d.reload_from_file())
             .await
-            .map_err(|e| CoreError::InvalidArgument(format!("the reload failed: {e}")))??;
+            .map_err(|e| CoreError::Config(format!("the reload failed: {e}")))??;
         self.start_declared_sessions().await;
         Ok(r)
     }

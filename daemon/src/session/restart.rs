@@ -66,14 +66,14 @@ impl Daemon {
         };
         if rec.unmanaged {
             release(self);
-            return Err(CoreError::FailedPrecondition(format!(
+            return Err(CoreError::NotRunByClibot(format!(
                 "{name} is not run by clibot (it reports through the global hooks): `clibotctl resume {}-{}` continues its conversation in a session clibot runs",
                 rec.cli, rec.pid
             )));
         }
         if !rec.server.is_empty() {
             release(self);
-            return Err(CoreError::FailedPrecondition(format!(
+            return Err(CoreError::NotRunByClibot(format!(
                 "session {name:?} runs in a pane of your own tmux server ({}), adopted where it runs: clibot does not restart it there; quit it there, or `clibotctl stop {name}`, then start a new one (`clibotctl spawn … --resume ID` continues its conversation)",
                 rec.server
             )));
@@ -87,7 +87,7 @@ impl Daemon {
         };
         if resume && rec.cli_session_id.is_empty() {
             release(self);
-            return Err(CoreError::InvalidArgument(format!(
+            return Err(CoreError::BadSpawn(format!(
                 "session {name:?} was not started by clibot, so its conversation cannot be resumed: restart it without resuming"
             )));
         }

@@ -47,7 +47,7 @@ impl Daemon {
             return Ok(c);
         }
         let Some(decider) = live.config.decider.clone() else {
-            return Err(CoreError::InvalidArgument(if live.routes.is_empty() {
+            return Err(CoreError::Routing(if live.routes.is_empty() {
                 "no [[routes]] are configured and no [decider] is set, so clibot cannot choose a CLI for this: add a route (match = REGEX, cli = NAME) or name the CLI yourself (!!new NAME CLI)".into()
             } else {
                 "no [[routes]] entry matches this task and no [decider] is set: add a route for it, or name the CLI yourself (!!new NAME CLI)".into()
@@ -56,9 +56,7 @@ impl Daemon {
         // The decider picks among the CLIs the asker may start, as it picks a prompt's option.
         let options: Vec<String> = live.clis.keys().filter(|c| allowed(c)).cloned().collect();
         if options.is_empty() {
-            return Err(CoreError::InvalidArgument(
-                "there is no CLI you may start".into(),
-            ));
+            return Err(CoreError::Routing("there is no CLI you may start".into()));
         }
         let input = DeciderInput {
             session: "",
@@ -75,7 +73,7 @@ impl Daemon {
             last_reply: "",
         };
         let verdict = run_decider(&decider, &input).await.map_err(|e| {
-            CoreError::InvalidArgument(format!(
+            CoreError::Routing(format!(
                 "no [[routes]] entry matches and the decider could not choose: {e}"
             ))
         })?;
@@ -89,7 +87,7 @@ impl Daemon {
                         .cloned(),
                 };
                 let cli = pick.ok_or_else(|| {
-                    CoreError::InvalidArgument(format!(
+                    CoreError::Routing(format!(
                         "the decider chose {choice:?}, which is not one of the CLIs you may start ({})",
                         options.join(", ")
                     ))
@@ -104,7 +102,7 @@ impl Daemon {
                     },
                 })
             }
-            Verdict::Ask { note } => Err(CoreError::InvalidArgument(format!(
+            Verdict::Ask { note } => Err(CoreError::Routing(format!(
                 "the decider left the choice to you{}: name the CLI yourself (!!new NAME CLI)",
                 if note.is_empty() {
                     String::new()
@@ -118,7 +116,7 @@ impl Daemon {
     /// Chooses the CLI for a task, starts a session of it for the asker and types the text in.
     pub async fn route_task(&self, task: RouteTask) -> Result<Routed, CoreError> {
         if task.text.trim().is_empty() {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::Routing(
                 "say what the task is: !!ask TEXT".into(),
             ));
         }

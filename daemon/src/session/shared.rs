@@ -109,7 +109,7 @@ pub(crate) fn check_payload_shape(payload: &str) -> Result<(), CoreError> {
             b'{' | b'[' | b',' => {
                 n += 1;
                 if n > MAX_PAYLOAD_VALUES {
-                    return Err(CoreError::InvalidArgument(format!(
+                    return Err(CoreError::HookPayload(format!(
                         "the hook payload holds more than {MAX_PAYLOAD_VALUES} JSON values: refused"
                     )));
                 }

@@ -42,18 +42,18 @@ impl Daemon {
         };
         for (k, v) in &req.env {
             if !is_valid_env_key(k) {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::BadSpawn(format!(
                     "invalid environment variable name {k:?}: use letters, digits and _ (not starting with a digit)"
                 )));
             }
             if v.contains('\0') {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::BadSpawn(format!(
                     "environment variable {k} contains a NUL byte"
                 )));
             }
         }
         if req.args.iter().any(|a| a.contains('\0')) {
-            return Err(CoreError::InvalidArgument(
+            return Err(CoreError::BadSpawn(
                 "an argument contains a NUL byte".into(),
             ));
         }
@@ -64,13 +64,13 @@ impl Daemon {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
             if !valid {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::BadSpawn(format!(
                     "{:?} is not a conversation id (letters, digits, - _ . only; at most 128)",
                     req.resume
                 )));
             }
             if !self.resumes_conversations(&cli.name) {
-                return Err(CoreError::InvalidArgument(format!(
+                return Err(CoreError::BadSpawn(format!(
                     "{} keeps no conversations to resume: start it without --resume",
                     cli.name
                 )));

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-
 use crate::config::Settings;
 use crate::core::Daemon;
 use crate::core::bus::{Bus, Subscriber};

@@ -52,7 +52,7 @@ impl Daemon {
         let cli_pid = chain[last] as u32;
         super::shared::check_payload_shape(payload)?;
         let payload: Value = serde_json::from_str(payload)
-            .map_err(|e| CoreError::InvalidArgument(format!("hook payload is not JSON: {e}")))?;
+            .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
         let managed = lock(&self.inner.sessions)
             .values()
             .find(|e| {
@@ -186,7 +186,7 @@ impl Daemon {
         if !rec.unmanaged {
             return Ok(());
         }
-        Err(CoreError::FailedPrecondition(format!(
+        Err(CoreError::NotRunByClibot(format!(
             "{} is not run by clibot (it reports through the global hooks), so clibot does not type into it or read its screen: answer its prompts here, or take it over with `clibotctl adopt NAME --found {}-{}` (in tmux) or `clibotctl resume {}-{}`",
             rec.name, rec.cli, rec.pid, rec.cli, rec.pid
         )))
