@@ -415,11 +415,11 @@ impl Config {
                     .map_err(|e| invalid(format!("[cli.{name}] stop_keys: {e}")))?;
             }
             if let Some(a) = &cli.adapter
-                && !crate::cli::ADAPTERS.contains(&a.as_str())
+                && !crate::cli::adapter_names().contains(&a.as_str())
             {
                 return Err(invalid(format!(
                     "[cli.{name}] adapter = {a:?}: use one of {}",
-                    crate::cli::ADAPTERS.join(", ")
+                    crate::cli::adapter_names().join(", ")
                 )));
             }
             let packs = crate::cli::detect::builtin_packs();

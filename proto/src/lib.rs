@@ -1,6 +1,7 @@
 //! The `clibot.v1` contract shared by `clibotd`, `clibotctl` and `clibot-gateway`: the generated
 //! protobuf/gRPC code, where the daemon's socket lives by default, and how to connect to it.
 
+pub mod clis;
 mod config_file;
 mod connect;
 pub mod duration;

@@ -16,18 +16,17 @@ const TESTED: &str = include_str!("../../../tests/cli-versions.toml");
 /// The built-in pattern packs, for the versions each was made for.
 const PACKS: &str = include_str!("../../../daemon/src/cli/patterns.toml");
 
-/// The programs the built-in CLIs run (daemon/src/config.rs).
+/// The programs the built-in CLIs run: each AI CLI's row's, and the user's shell.
 fn builtin_program(name: &str) -> Option<String> {
-    match name {
-        "claude" | "codex" | "gemini" | "opencode" | "copilot" | "qwen" => Some(name.to_string()),
-        "shell" => Some(
-            std::env::var("SHELL")
-                .ok()
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "/bin/sh".into()),
-        ),
-        _ => None,
+    if let Some(c) = clibot_proto::clis::cli(name) {
+        return c.argv.first().map(|p| p.to_string());
     }
+    (name == "shell").then(|| {
+        std::env::var("SHELL")
+            .ok()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "/bin/sh".into())
+    })
 }
 
 /// The PATH new sessions get: the tmux server's global environment, else this one's.
@@ -49,24 +48,17 @@ async fn session_path(status: Option<&v1::StatusResponse>) -> (String, &'static 
     )
 }
 
-/// Programs whose `--version` is known to print a version and exit.
+/// Programs whose `--version` is known to print a version and exit: the AI CLIs' and a few
+/// shells and interpreters.
 fn knows_version(program: &Path) -> bool {
     let base = program.file_name().and_then(|s| s.to_str()).unwrap_or("");
-    matches!(
-        base,
-        "claude"
-            | "codex"
-            | "gemini"
-            | "opencode"
-            | "copilot"
-            | "qwen"
-            | "bash"
-            | "zsh"
-            | "fish"
-            | "python"
-            | "python3"
-            | "node"
-    )
+    clibot_proto::clis::CLIS
+        .iter()
+        .any(|c| c.programs.contains(&base))
+        || matches!(
+            base,
+            "bash" | "zsh" | "fish" | "python" | "python3" | "node"
+        )
 }
 
 pub(super) async fn clis_check(
@@ -92,12 +84,10 @@ pub(super) async fn clis_check(
     // is checked before a reload or restart trips on it.
     let mut names: Vec<String> = match status {
         Some(s) => s.clis.clone(),
-        None => [
-            "claude", "codex", "gemini", "opencode", "copilot", "qwen", "shell",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        None => clibot_proto::clis::names()
+            .chain(["shell"])
+            .map(str::to_string)
+            .collect(),
     };
     names.extend(configured.keys().cloned());
     names.sort();
@@ -301,7 +291,7 @@ mod tests {
         let bad = version_check("claude", "/x/claude".into(), Some("2.1.332"), Some(&bad));
         assert!(bad.detail.contains("not a version range"), "{bad:?}");
         // Every CLI clibot tests has a tested version and a pack range.
-        for cli in ["claude", "codex", "gemini", "opencode", "copilot", "qwen"] {
+        for cli in clibot_proto::clis::names() {
             assert!(tested(cli).is_some(), "{cli} in tests/cli-versions.toml");
             let range = pack_range(cli, None).unwrap_or_default();
             let (t, _) = tested(cli).unwrap_or_default();

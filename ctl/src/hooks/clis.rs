@@ -238,6 +238,16 @@ pub fn is_clibot_command(command: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// Every AI CLI clibot knows has global hooks here, in the same order: a new row in
+    /// `clibot_proto::clis` fails this until its hooks are written.
+    #[test]
+    fn every_known_cli_has_global_hooks() {
+        assert_eq!(
+            Cli::NAMES.to_vec(),
+            clibot_proto::clis::names().collect::<Vec<_>>()
+        );
+    }
+
     #[test]
     fn the_command_is_quoted_and_recognised_wherever_clibotctl_lives() {
         let cmd = hook_command(Path::new("/opt/it's/clibotctl"), Cli::Claude);

@@ -1,9 +1,12 @@
 //! Claude Code: hooks per session, the final reply from `Stop`, and permission decisions
 //! (AskUserQuestion included) carried back through a waiting `PermissionRequest` hook.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
-use super::{Adapter, Choice, HookSignal, Launch, LaunchContext, classify_error};
+use super::running::only_recent;
+use super::{Adapter, Choice, HookSignal, Launch, LaunchContext, Running, classify_error};
 use crate::model::Prompt;
 
 /// Claude Code: hooks injected per session with `--settings` (never the user's own settings
@@ -21,6 +24,23 @@ const CLAUDE_HOOKS: &[(&str, u64)] = &[
 ];
 
 impl Adapter for Claude {
+    fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
+        if let Some(id) = r.flag(&["--resume", "-r", "--session-id"]) {
+            return Some(id);
+        }
+        let config = r
+            .env("CLAUDE_CONFIG_DIR")
+            .map(PathBuf::from)
+            .or_else(|| r.home().map(|h| h.join(".claude")))?;
+        let files = std::fs::read_dir(claude_project_dir(&config, r.dir))
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        let f = only_recent(files, r.since_ms)?;
+        Some(f.file_stem()?.to_string_lossy().into_owned())
+    }
     fn name(&self) -> &'static str {
         "claude"
     }
@@ -184,6 +204,9 @@ impl Adapter for Claude {
         )
     }
 
+    fn answers_through_hooks(&self) -> bool {
+        true
+    }
     fn decision(&self, prompt: &Prompt, choice: &Choice, payload: &Value) -> Option<String> {
         let input = payload.get("tool_input").cloned().unwrap_or(Value::Null);
         let wrap = |decision: Value| {
@@ -266,9 +289,29 @@ pub fn claude_transcript_reply(path: &std::path::Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
 
+/// Claude Code keeps a project's transcripts in `~/.claude/projects/<dir, every character
+/// that is not a letter or digit made "-">/<session id>.jsonl`.
+pub fn claude_project_dir(config: &Path, dir: &Path) -> PathBuf {
+    let name: String = dir
+        .display()
+        .to_string()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    config.join("projects").join(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claude_names_a_project_after_its_directory() {
+        assert_eq!(
+            claude_project_dir(Path::new("/h/.claude"), Path::new("/home/dev/my.proj")),
+            Path::new("/h/.claude/projects/-home-dev-my-proj")
+        );
+    }
     use crate::cli::detect::AnswerStyle;
     use crate::cli::test_prompt;
 

@@ -6,14 +6,42 @@
 //! command, `3` declines it, which ends the turn without a notify call: the screen then reads
 //! `■ Conversation interrupted`).
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
-use super::{Adapter, Choice, HookSignal, Launch, LaunchContext};
+use super::running::only_recent;
+use super::{Adapter, Choice, HookSignal, Launch, LaunchContext, Running};
 use crate::model::Prompt;
 
 pub struct Codex;
 
 impl Adapter for Codex {
+    fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
+        let root = r
+            .env("CODEX_HOME")
+            .map(PathBuf::from)
+            .or_else(|| r.home().map(|h| h.join(".codex")))?
+            .join("sessions");
+        let wanted = r.dir.display().to_string();
+        let mut files = Vec::new();
+        collect_rollouts(&root, 0, &mut files);
+        // Only the rollouts of this directory (their first line records it).
+        files.retain(|f| {
+            crate::confine::beneath::read_record_head(f, 1 << 20)
+                .ok()
+                .and_then(|t| {
+                    t.lines()
+                        .next()
+                        .map(|l| l.contains(&format!("\"{wanted}\"")))
+                })
+                .unwrap_or(false)
+        });
+        let f = only_recent(files, r.since_ms)?;
+        let stem = f.file_stem()?.to_string_lossy().into_owned();
+        // rollout-<timestamp>-<uuid>: the uuid is the last 36 characters.
+        (stem.len() >= 36).then(|| stem[stem.len() - 36..].to_string())
+    }
     fn name(&self) -> &'static str {
         "codex"
     }
@@ -96,6 +124,9 @@ impl Adapter for Codex {
         }
     }
 
+    fn answers_through_hooks(&self) -> bool {
+        true
+    }
     fn decision(&self, prompt: &Prompt, choice: &Choice, _payload: &Value) -> Option<String> {
         let Choice::Option(i) = choice else {
             return None;
@@ -110,9 +141,31 @@ impl Adapter for Codex {
     }
 }
 
+/// Codex's rollout files under `dir` (`YYYY/MM/DD/rollout-*.jsonl`).
+fn collect_rollouts(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 3 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect_rollouts(&p, depth + 1, out);
+        } else if p
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("rollout-"))
+        {
+            out.push(p);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::cli::detect::AnswerStyle;
 
     #[test]

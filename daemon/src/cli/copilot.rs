@@ -12,9 +12,11 @@
 //! the screen ends it. `--session-id ID` starts the conversation clibot names, and continues it
 //! when it exists.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
-use super::{Adapter, HookSignal, Launch, LaunchContext, classify_error};
+use super::{Adapter, HookSignal, Launch, LaunchContext, Running, classify_error};
 
 pub struct Copilot;
 
@@ -36,6 +38,19 @@ fn user_home(ctx_home: &std::path::Path, env_home: Option<&str>) -> std::path::P
 }
 
 impl Adapter for Copilot {
+    fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
+        if let Some(id) = r
+            .flag(&["--resume", "--session-id"])
+            .or_else(|| r.flag_eq(&["--resume", "--session-id"]))
+        {
+            return Some(id);
+        }
+        let base = r
+            .env("COPILOT_HOME")
+            .map(PathBuf::from)
+            .or_else(|| r.home().map(|h| h.join(".copilot")))?;
+        copilot_conversation(&base.join("session-state"), r.pid)
+    }
     fn name(&self) -> &'static str {
         "copilot"
     }
@@ -252,9 +267,38 @@ fn reply_in(text: &str) -> Option<String> {
     reply.or(any)
 }
 
+/// Copilot CLI marks the conversation a process holds open with `inuse.<pid>.lock` in its
+/// `session-state/<id>/` (the pid of the native program, which the npm launcher starts as its
+/// child): certain, not a guess.
+pub fn copilot_conversation(state: &Path, pid: u32) -> Option<String> {
+    // The process and its descendants (`tree` lists both).
+    let mut pids = crate::procs::tree(pid);
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
+    std::fs::read_dir(state).ok()?.flatten().find_map(|e| {
+        let holds = pids
+            .iter()
+            .any(|p| e.path().join(format!("inuse.{p}.lock")).exists());
+        holds.then(|| e.file_name().to_string_lossy().into_owned())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copilot_says_which_conversation_a_process_holds() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let state = d.path().join("session-state");
+        for (id, pid) in [("aaaa", 41), ("bbbb", 42)] {
+            std::fs::create_dir_all(state.join(id)).expect("mkdir");
+            std::fs::write(state.join(id).join(format!("inuse.{pid}.lock")), "").expect("write");
+        }
+        assert_eq!(copilot_conversation(&state, 42).as_deref(), Some("bbbb"));
+        assert_eq!(copilot_conversation(&state, 43), None);
+    }
 
     #[test]
     fn observed_payloads() {

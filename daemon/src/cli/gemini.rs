@@ -8,9 +8,12 @@
 //! hooks before it shows the dialog and cannot take an answer from one, so hooks return at once
 //! and answers go by keys (a digit picks an option).
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
-use super::{Adapter, HookSignal, Launch, LaunchContext};
+use super::running::only_recent;
+use super::{Adapter, HookSignal, Launch, LaunchContext, Running};
 
 pub struct Gemini;
 
@@ -18,6 +21,17 @@ pub struct Gemini;
 const GEMINI_HOOKS: &[&str] = &["BeforeAgent", "AfterAgent", "Notification"];
 
 impl Adapter for Gemini {
+    fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
+        if let Some(id) = r.flag(&["--resume", "-r"]).filter(|v| v.len() == 36) {
+            return Some(id);
+        }
+        let base = r
+            .env("GEMINI_CLI_HOME")
+            .map(PathBuf::from)
+            .or(r.home())?
+            .join(".gemini");
+        gemini_conversation(&base, r.dir, r.since_ms)
+    }
     fn name(&self) -> &'static str {
         "gemini"
     }
@@ -150,9 +164,63 @@ pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
         .find(|t| !t.trim().is_empty())
 }
 
+/// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
+/// the short name from `~/.gemini/projects.json`; a chat's first line holds its `sessionId`
+/// (what `gemini --resume` takes).
+pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
+    let projects: serde_json::Value = serde_json::from_str(
+        &crate::confine::beneath::read_record(&base.join("projects.json"), 4 << 20).ok()?,
+    )
+    .ok()?;
+    let short = projects["projects"][dir.display().to_string()].as_str()?;
+    if short.is_empty() || short.contains('/') || short.contains("..") {
+        return None;
+    }
+    let chats = base.join("tmp").join(short).join("chats");
+    let files = std::fs::read_dir(chats)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+        })
+        .collect();
+    let f = only_recent(files, since_ms)?;
+    let first =
+        crate::confine::beneath::read_record_head(&f, crate::confine::beneath::RECORD_MAX).ok()?;
+    let meta: serde_json::Value = serde_json::from_str(first.lines().next()?).ok()?;
+    meta["sessionId"].as_str().map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gemini_names_its_chats_by_the_project_short_name() {
+        let base = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            base.path().join("projects.json"),
+            r#"{"projects": {"/home/dev/proj": "proj"}}"#,
+        )
+        .expect("projects");
+        let chats = base.path().join("tmp/proj/chats");
+        std::fs::create_dir_all(&chats).expect("mkdir");
+        std::fs::write(
+            chats.join("session-2026-11-27T02-40-4d66b8e3.jsonl"),
+            "{\"sessionId\":\"4d66b8e3-8157-42e8-9f75-66415186022e\",\"kind\":\"main\"}\n",
+        )
+        .expect("chat");
+        assert_eq!(
+            gemini_conversation(base.path(), Path::new("/home/dev/proj"), 0),
+            Some("4d66b8e3-8157-42e8-9f75-66415186022e".into())
+        );
+        assert_eq!(
+            gemini_conversation(base.path(), Path::new("/elsewhere"), 0),
+            None
+        );
+    }
 
     #[test]
     fn observed_payloads() {

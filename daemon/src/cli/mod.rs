@@ -11,11 +11,13 @@
 pub mod detect;
 pub mod local_http;
 pub mod program;
+pub mod running;
 pub mod version;
 
 use serde_json::Value;
 
 use crate::cli::detect::AnswerStyle;
+use crate::cli::running::Running;
 use crate::keys::Key;
 use crate::model::Prompt;
 
@@ -172,6 +174,17 @@ pub trait Adapter: Send + Sync {
     fn hook(&self, _event: &str, _payload: &Value) -> HookSignal {
         HookSignal::Ignore
     }
+    /// The conversation process `r` of this CLI holds, from its command line and its own
+    /// records; `None` when that cannot be told for certain (several, or none): a wrong guess
+    /// would resume the wrong conversation.
+    fn running_conversation(&self, _r: &Running<'_>) -> Option<String> {
+        None
+    }
+    /// True when its hooks can carry a person's answer ([`Adapter::decision`]): a prompt of
+    /// one of its processes that clibot does not run can then be answered from a chat.
+    fn answers_through_hooks(&self) -> bool {
+        false
+    }
     /// The hook's output that answers `prompt` with `choice`, when the CLI accepts answers that
     /// way (the hook is then still waiting).
     fn decision(&self, _prompt: &Prompt, _choice: &Choice, _payload: &Value) -> Option<String> {
@@ -218,7 +231,8 @@ impl Adapter for Generic {
     }
 }
 
-/// The adapter for a CLI, by adapter name.
+/// The adapter for a CLI, by adapter name: one row per CLI of `clibot_proto::clis`, whose
+/// code (hooks, records, screens) lives in its own file here.
 pub fn adapter(name: &str) -> Box<dyn Adapter> {
     match name {
         "claude" => Box::new(Claude),
@@ -231,10 +245,12 @@ pub fn adapter(name: &str) -> Box<dyn Adapter> {
     }
 }
 
-/// Known adapter names, for config validation.
-pub const ADAPTERS: &[&str] = &[
-    "generic", "claude", "gemini", "codex", "opencode", "copilot", "qwen",
-];
+/// Known adapter names, for config validation: `generic` and every AI CLI's.
+pub fn adapter_names() -> Vec<&'static str> {
+    std::iter::once("generic")
+        .chain(clibot_proto::clis::names())
+        .collect()
+}
 
 /// Turns the person's answer into a choice: an option number, a word ("yes", "no",
 /// "always"), an option's label, or free text where the prompt takes it.

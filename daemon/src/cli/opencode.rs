@@ -66,6 +66,9 @@ impl Adapter for OpenCode {
     }
 
     /// The request that answers `prompt`: `{"path": …, "body": …}` for the server.
+    fn answers_through_hooks(&self) -> bool {
+        true
+    }
     fn decision(&self, prompt: &Prompt, choice: &Choice, payload: &Value) -> Option<String> {
         let request = payload.get("id").and_then(Value::as_str)?;
         let out = if prompt.kind == "question" {

@@ -10,9 +10,11 @@
 //! returns at once, so it is drawn and can be answered at the desk; answers go by keys (a digit
 //! picks an option). `--session-id ID` names the conversation, `--resume ID` continues it.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
-use super::{Adapter, HookSignal, Launch, LaunchContext, classify_error};
+use super::{Adapter, HookSignal, Launch, LaunchContext, Running, classify_error};
 
 pub struct Qwen;
 
@@ -34,6 +36,16 @@ fn user_home(ctx: &LaunchContext<'_>) -> std::path::PathBuf {
 }
 
 impl Adapter for Qwen {
+    fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
+        if let Some(id) = r.flag(&["--resume", "-r", "--session-id"]) {
+            return Some(id);
+        }
+        let base = r
+            .env("QWEN_HOME")
+            .map(PathBuf::from)
+            .or_else(|| r.home().map(|h| h.join(".qwen")))?;
+        qwen_conversation(&base, r.dir, r.pid)
+    }
     fn name(&self) -> &'static str {
         "qwen"
     }
@@ -187,9 +199,56 @@ pub fn qwen_transcript_reply(path: &std::path::Path) -> Option<String> {
         .next()
 }
 
+/// Qwen Code writes `<id>.runtime.json` (with the process's `pid`: the one it relaunches itself
+/// as, below the one started) beside each conversation ([`crate::cli::qwen_chats`]): certain,
+/// not a guess.
+pub fn qwen_conversation(base: &Path, dir: &Path, pid: u32) -> Option<String> {
+    let mut pids = crate::procs::tree(pid);
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
+    std::fs::read_dir(crate::cli::qwen_chats(base, dir))
+        .ok()?
+        .flatten()
+        .find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".runtime.json")?;
+            let v: serde_json::Value = serde_json::from_str(
+                &crate::confine::beneath::read_record(&e.path(), 1 << 20).ok()?,
+            )
+            .ok()?;
+            let held = v["pid"]
+                .as_u64()
+                .is_some_and(|p| pids.iter().any(|&x| u64::from(x) == p));
+            held.then(|| id.to_string())
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qwen_says_which_conversation_a_process_holds() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let chats = d.path().join("q/projects/-home-dev-my-proj/chats");
+        std::fs::create_dir_all(&chats).expect("mkdir");
+        std::fs::write(
+            chats.join("1111.runtime.json"),
+            r#"{"pid": 7, "session_id": "1111"}"#,
+        )
+        .expect("write");
+        std::fs::write(chats.join("2222.runtime.json"), r#"{"pid": 8}"#).expect("write");
+        let base = d.path().join("q");
+        assert_eq!(
+            qwen_conversation(&base, Path::new("/home/dev/my.proj"), 8).as_deref(),
+            Some("2222")
+        );
+        assert_eq!(
+            qwen_conversation(&base, Path::new("/home/dev/my.proj"), 9),
+            None
+        );
+    }
 
     #[test]
     fn observed_payloads() {

@@ -158,7 +158,7 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             submit_delay_ms: delay,
             stop_keys: keys.iter().map(|k| k.to_string()).collect(),
             stop_text: text.map(str::to_string),
-            adapter: if super::ADAPTERS.contains(&name) {
+            adapter: if clibot_proto::clis::cli(name).is_some() {
                 name.to_string()
             } else {
                 "generic".into()
@@ -176,36 +176,16 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             restart: None,
             prompts: PromptPolicy::default(),
         };
-    [
-        // Claude Code 2.1.3xx starts in auto mode (tool calls vetted by the model, never asked):
-        // clibot asks for its classic mode, where each tool call is a prompt for the phone.
-        mk(
-            "claude",
-            vec![
-                "claude".into(),
-                "--permission-mode".into(),
-                "default".into(),
-            ],
-            300,
-            &["C-c", "C-c"],
-            None,
-        ),
-        mk("codex", vec!["codex".into()], 300, &["C-c", "C-c"], None),
-        mk("gemini", vec!["gemini".into()], 300, &["C-c", "C-c"], None),
-        mk("opencode", vec!["opencode".into()], 300, &["C-c"], None),
-        mk(
-            "copilot",
-            vec!["copilot".into()],
-            300,
-            &["C-c", "C-c"],
-            None,
-        ),
-        mk("qwen", vec!["qwen".into()], 300, &["C-c", "C-c"], None),
-        mk("shell", vec![shell], 50, &["C-c"], Some("exit")),
-    ]
-    .into_iter()
-    .map(|c| (c.name.clone(), c))
-    .collect()
+    // Each AI CLI as its row says, typed into after 300 ms of settling; and the user's shell.
+    clibot_proto::clis::CLIS
+        .iter()
+        .map(|c| {
+            let argv = c.argv.iter().map(|a| a.to_string()).collect();
+            mk(c.name, argv, 300, c.stop_keys, None)
+        })
+        .chain([mk("shell", vec![shell], 50, &["C-c"], Some("exit"))])
+        .map(|c| (c.name.clone(), c))
+        .collect()
 }
 
 impl CliSpec {

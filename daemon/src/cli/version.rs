@@ -57,16 +57,11 @@ fn package_of(path: &Path) -> Option<(String, String)> {
 /// Whether a package named `name` is the CLI of `adapter` (a wrapper or a project around it is
 /// not: its version says nothing of the CLI's screens).
 fn is_package_of(adapter: &str, name: &str) -> bool {
-    let prefixes: &[&str] = match adapter {
-        "claude" => &["@anthropic-ai/claude-code"],
-        "codex" => &["@openai/codex"],
-        "gemini" => &["@google/gemini-cli"],
-        "opencode" => &["opencode"],
-        "copilot" => &["@github/copilot"],
-        "qwen" => &["@qwen-code/qwen-code"],
-        _ => &[""],
-    };
-    prefixes.iter().any(|p| name.starts_with(p))
+    match clibot_proto::clis::cli(adapter) {
+        Some(c) => c.packages.iter().any(|p| name.starts_with(p)),
+        // A generic CLI: any package it runs from.
+        None => true,
+    }
 }
 
 /// Interpreters a CLI may be started through (`node /x/qwen/cli.js`): the version is the

@@ -22,20 +22,7 @@ use crate::confine::beneath::{BeneathError, Dir, Kind};
 /// nothing a jailed CLI writes reaches the settings the owner's other sessions read (a hook
 /// written into `~/.claude/settings.json` would run unjailed there).
 pub fn cli_state_paths(adapter: &str) -> &'static [(&'static str, bool)] {
-    // (path below home, is a directory)
-    match adapter {
-        "claude" => &[(".claude", true), (".claude.json", false)],
-        "codex" => &[(".codex", true)],
-        "gemini" => &[(".gemini", true)],
-        "copilot" => &[(".copilot", true)],
-        "qwen" => &[(".qwen", true)],
-        "opencode" => &[
-            (".config/opencode", true),
-            (".local/share/opencode", true),
-            (".local/state/opencode", true),
-        ],
-        _ => &[],
-    }
+    clibot_proto::clis::cli(adapter).map_or(&[], |c| c.state_paths)
 }
 
 /// Variables that name a way out of the jail (a display, an agent, a bus, a container

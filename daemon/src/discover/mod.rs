@@ -5,7 +5,6 @@
 //! they belong to and its version), never from window or session names. Which conversation it
 //! holds is a best guess from the CLI's own records, `None` when that is ambiguous.
 
-mod conversation;
 mod scan;
 
 use std::path::PathBuf;
@@ -43,36 +42,6 @@ pub struct Found {
     pub watched: String,
 }
 
-/// The AI CLIs clibot knows, by the package paths and program names they run as.
-const KINDS: &[(&str, &[&str], &[&str])] = &[
-    (
-        "claude",
-        &["/@anthropic-ai/claude-code/"],
-        &["claude", "claude.exe"],
-    ),
-    (
-        "codex",
-        &["/@openai/codex/", "/@openai/codex-"],
-        &["codex", "codex.js"],
-    ),
-    (
-        "gemini",
-        &["/@google/gemini-cli/"],
-        &["gemini", "gemini.js"],
-    ),
-    (
-        "opencode",
-        &["/opencode-ai/", "/opencode-linux-", "/opencode-darwin-"],
-        &["opencode", "opencode.exe"],
-    ),
-    (
-        "copilot",
-        &["/@github/copilot/", "/@github/copilot-"],
-        &["copilot"],
-    ),
-    ("qwen", &["/@qwen-code/qwen-code/"], &["qwen"]),
-];
-
 /// Interpreters that run a CLI's script (the script is then the next argument).
 const RUNTIMES: &[&str] = &["node", "nodejs", "bun", "deno"];
 
@@ -92,10 +61,13 @@ pub fn identify(exe: &str, argv: &[String]) -> Option<(&'static str, String)> {
             }
         }
     }
-    for (cli, dirs, names) in KINDS {
+    // The AI CLIs clibot knows, by the package paths and program names they run as.
+    for c in clibot_proto::clis::CLIS {
         for p in &paths {
-            if dirs.iter().any(|d| p.contains(d)) || names.contains(&base(p).as_str()) {
-                return Some((cli, p.clone()));
+            if c.install_dirs.iter().any(|d| p.contains(d))
+                || c.programs.contains(&base(p).as_str())
+            {
+                return Some((c.name, p.clone()));
             }
         }
     }

@@ -201,7 +201,8 @@ pub async fn scan(tmux: &Path, managed: &BTreeSet<u32>) -> Vec<Found> {
         };
         let dir = std::fs::read_link(format!("/proc/{}/cwd", p.pid)).unwrap_or_default();
         let started_ms = boot + (p.start_ticks as i64) * 1000 / ticks;
-        let conversation_id = super::conversation::guess(cli, p.pid, &dir, started_ms);
+        let conversation_id = crate::cli::adapter(cli)
+            .running_conversation(&crate::cli::running::Running::of(p.pid, &dir, started_ms));
         let mut actions = Vec::new();
         // A CLI in a tmux pane (of any of the user's servers) is adopted where it runs; one in
         // a plain terminal cannot be driven from outside, only resumed.

@@ -141,11 +141,10 @@ impl Daemon {
             sessions.insert(name.clone(), Entry::new(rec.clone()));
             rec
         };
-        let how = match cli {
-            "gemini" | "copilot" | "qwen" => {
-                "its prompts are shown here but answered at its terminal (its hooks cannot carry an answer while its dialog stays answerable there)"
-            }
-            _ => "its permission prompts can be answered here",
+        let how = if crate::cli::adapter(cli).answers_through_hooks() {
+            "its permission prompts can be answered here"
+        } else {
+            "its prompts are shown here but answered at its terminal (its hooks cannot carry an answer while its dialog stays answerable there)"
         };
         self.event(
             &name,
