@@ -185,6 +185,88 @@ pub fn secret_placeholder(text: &str) -> String {
     format!("[secret, {} chars]", text.chars().count())
 }
 
+/// Where a prompt was seen. The names are what the event log, `--json` and the proto say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptSource {
+    /// A hook of the CLI's (Claude Code's `PermissionRequest`, ...), which may wait for the
+    /// answer and carry it back.
+    Hook,
+    /// Read off the screen with the CLI's pattern pack: answered by keys.
+    #[default]
+    Screen,
+    /// The CLI's own API (OpenCode's server), answered through it.
+    Api,
+}
+
+impl PromptSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PromptSource::Hook => "hook",
+            PromptSource::Screen => "screen",
+            PromptSource::Api => "api",
+        }
+    }
+}
+
+/// What a prompt is about: only a `command` rule approves a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubjectKind {
+    /// A shell command.
+    Command,
+    /// A file to write or edit.
+    Path,
+    /// A web address to fetch.
+    Url,
+}
+
+impl SubjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectKind::Command => "command",
+            SubjectKind::Path => "path",
+            SubjectKind::Url => "url",
+        }
+    }
+
+    /// The kind named `name` ("command", "path", "url").
+    pub fn parse(name: &str) -> Option<SubjectKind> {
+        [SubjectKind::Command, SubjectKind::Path, SubjectKind::Url]
+            .into_iter()
+            .find(|k| k.as_str() == name)
+    }
+}
+
+/// How the end of a turn was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TurnEnd {
+    /// The CLI's completion hook (Claude Code's `Stop`, Codex's `notify`, ...).
+    Hook,
+    /// The CLI's own API said so (OpenCode's event stream).
+    Api,
+    /// The screen shows the CLI idle again, read with its pattern pack.
+    Screen,
+    /// The CLI's records hold the reply of a turn whose hook nobody received (the daemon was
+    /// down): read from them.
+    Transcript,
+    /// Output went quiet and no completion hook came: the screen is the reply.
+    Idle,
+}
+
+impl TurnEnd {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnEnd::Hook => "hook",
+            TurnEnd::Api => "api",
+            TurnEnd::Screen => "screen",
+            TurnEnd::Transcript => "transcript",
+            TurnEnd::Idle => "idle",
+        }
+    }
+}
+
 /// A question the CLI waits on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
@@ -194,14 +276,14 @@ pub struct Prompt {
     pub options: Vec<String>,
     #[serde(default)]
     pub subject: String,
-    /// What the subject is: "command", "path", "url", or "" when unknown.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub subject_kind: String,
+    /// What the subject is; `None` when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_kind: Option<SubjectKind>,
     /// The subject was read off the screen and may not be all of it: nothing automatic.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub subject_partial: bool,
-    /// "hook" or "screen".
-    pub source: String,
+    /// Where it was seen.
+    pub source: PromptSource,
     /// How an option is chosen with keys.
     #[serde(default)]
     pub answer: AnswerStyle,

@@ -344,7 +344,7 @@ impl Automation {
                 .outside_path(&p.subject, dir)
                 .map(|path| format!("a path outside the session's directory: {path}"));
         }
-        if p.subject_kind == "path" {
+        if p.subject_kind == Some(crate::model::SubjectKind::Path) {
             return crate::automation::shell::guard_path(&p.subject, &ctx);
         }
         for (what, re) in self.guard.iter().take(BUILTIN_GUARD.len()) {
@@ -474,7 +474,10 @@ impl Automation {
 /// Whether a prompt's subject is (or may be) a shell command: so marked, or a subject of
 /// unknown kind (the safe reading).
 fn is_command(p: &Prompt) -> bool {
-    p.subject_kind == "command" || (p.subject_kind.is_empty() && !p.subject.trim().is_empty())
+    match p.subject_kind {
+        Some(k) => k == crate::model::SubjectKind::Command,
+        None => !p.subject.trim().is_empty(),
+    }
 }
 
 impl Rule {
@@ -745,7 +748,7 @@ mod tests {
             text: "Do you want to proceed?".into(),
             options: options.iter().map(|s| s.to_string()).collect(),
             subject: subject.into(),
-            source: "hook".into(),
+            source: crate::model::PromptSource::Hook,
             ..Default::default()
         }
     }

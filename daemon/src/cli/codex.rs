@@ -201,7 +201,7 @@ mod tests {
             text: String::new(),
             options,
             subject,
-            source: "hook".into(),
+            source: crate::model::PromptSource::Hook,
             answer: AnswerStyle::Digit,
             ..Default::default()
         };

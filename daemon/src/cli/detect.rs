@@ -82,7 +82,7 @@ struct PromptRule {
     options: Vec<String>,
     answer: AnswerStyle,
     subject: Option<Regex>,
-    subject_kind: Option<String>,
+    subject_kind: Option<crate::model::SubjectKind>,
 }
 
 /// A compiled pack.
@@ -112,7 +112,7 @@ pub struct ScreenPrompt {
     /// lines): then what was read is not all of it, and nothing answers it automatically.
     pub subject_partial: bool,
     /// What the subject is, when the pattern says.
-    pub subject_kind: Option<String>,
+    pub subject_kind: Option<crate::model::SubjectKind>,
     pub answer: AnswerStyle,
     /// The lines just above the question that explain it, inside the dialog ("This will
     /// modify 3 files"); empty when there are none (see [`context_above`]).
@@ -178,15 +178,14 @@ impl Pack {
             .iter()
             .chain(&base.prompts)
             .map(|r| {
-                if let Some(k) = &r.subject_kind
-                    && !matches!(k.as_str(), "command" | "path" | "url")
-                {
-                    return Err(format!(
-                        "subject_kind {k:?}: write \"command\", \"path\" or \"url\""
-                    ));
-                }
+                let subject_kind = match &r.subject_kind {
+                    None => None,
+                    Some(k) => Some(crate::model::SubjectKind::parse(k).ok_or_else(|| {
+                        format!("subject_kind {k:?}: write \"command\", \"path\" or \"url\"")
+                    })?),
+                };
                 Ok(PromptRule {
-                    subject_kind: r.subject_kind.clone(),
+                    subject_kind,
                     kind: r.kind.clone(),
                     pattern: compile(&r.pattern, "prompt pattern")?,
                     options: r.options.clone(),
@@ -365,7 +364,7 @@ impl Pack {
                 options,
                 subject,
                 subject_partial,
-                subject_kind: rule.subject_kind.clone(),
+                subject_kind: rule.subject_kind,
                 answer: rule.answer,
                 context,
             });

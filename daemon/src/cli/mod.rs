@@ -594,7 +594,7 @@ pub(crate) fn test_prompt(kind: &str, options: &[&str], answer: AnswerStyle) -> 
         text: "?".into(),
         options: options.iter().map(|s| s.to_string()).collect(),
         subject: String::new(),
-        source: "screen".into(),
+        source: crate::model::PromptSource::Screen,
         answer,
         ..Default::default()
     }

@@ -200,7 +200,7 @@ mod tests {
         let secrets = vec![tok.clone(), "short".to_string()];
         let k = crate::store::events::EventKind::TurnCompleted {
             text: format!("CLIBOT_HOOK_TOKEN={tok}\nshort stays"),
-            source: "screen".into(),
+            source: crate::model::TurnEnd::Screen,
             blob_id: String::new(),
             full_bytes: 0,
         };

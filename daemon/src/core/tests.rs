@@ -367,7 +367,7 @@ async fn input_paste_keys_and_capture() {
         .expect("send multi");
     assert!(queued && s2 > s1);
     assert_eq!(d.get("s").expect("s").queue, vec!["one\ntwo".to_string()]);
-    d.complete_turn("s", "done".into(), "screen");
+    d.complete_turn("s", "done".into(), crate::model::TurnEnd::Screen);
     wait_for(|| {
         env.mux
             .log()
@@ -1153,7 +1153,7 @@ async fn the_events_after_an_automatic_answer_settle_its_outcome() {
         "",
         EventKind::TurnCompleted {
             text: "done".into(),
-            source: "screen".into(),
+            source: crate::model::TurnEnd::Screen,
             blob_id: String::new(),
             full_bytes: 0,
         },

@@ -536,7 +536,7 @@ mod tests {
             text: "Go?".into(),
             options: vec![],
             subject: String::new(),
-            source: "screen".into(),
+            source: crate::model::PromptSource::Screen,
             answer: Default::default(),
             ..Default::default()
         }

@@ -283,10 +283,13 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
         text: p.text,
         options: p.options,
         subject: p.subject,
-        source: p.source,
+        source: p.source.as_str().into(),
         warning: p.warning,
         auto: p.auto,
-        subject_kind: p.subject_kind,
+        subject_kind: p
+            .subject_kind
+            .map_or("", crate::model::SubjectKind::as_str)
+            .into(),
         context: p.context,
         waiting_since_ms: p.since_ms,
     }
@@ -389,7 +392,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             full_bytes,
         } => Kind::TurnCompleted(v1::TurnCompleted {
             text,
-            source,
+            source: source.as_str().into(),
             blob_id,
             full_bytes,
         }),

@@ -88,7 +88,7 @@ pub(super) async fn test_patterns(
     };
     let a = pack.analyze(&r.screen);
     let prompt = a.prompt.map(|sp| {
-        let mut p = crate::session::shared::new_prompt(&sp, "screen");
+        let mut p = crate::session::shared::new_prompt(&sp);
         p.id = String::new();
         prompt_to_proto(p)
     });

@@ -173,7 +173,7 @@ impl Daemon {
         let via = match hook_reply {
             Some((tx, out)) => {
                 let _ = tx.send(out);
-                if prompt.source == "api" {
+                if prompt.source == crate::model::PromptSource::Api {
                     "api"
                 } else {
                     "hook"
@@ -255,7 +255,9 @@ impl Daemon {
             let linked = lock(&self.inner.sessions)
                 .get(name)
                 .is_none_or(|e| match &e.rec.prompt {
-                    Some(p) if p.source == "api" => e.rt.waiters.contains_key(&p.id),
+                    Some(p) if p.source == crate::model::PromptSource::Api => {
+                        e.rt.waiters.contains_key(&p.id)
+                    }
                     _ => true,
                 });
             if linked || Instant::now() >= deadline || self.api_port(name).is_none() {

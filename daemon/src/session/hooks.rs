@@ -93,7 +93,7 @@ impl Daemon {
         if late {
             debug!("a completion hook for a turn already ended; ignored");
         } else {
-            self.complete_turn(name, text, "hook");
+            self.complete_turn(name, text, crate::model::TurnEnd::Hook);
         }
     }
 
@@ -123,7 +123,7 @@ impl Daemon {
         let a = pack.analyze(&screen);
         if a.settled && a.idle && a.prompt.is_none() {
             info!("the CLI waits for input and no completion hook came: the turn is over");
-            self.complete_turn_once(name, String::new(), "hook");
+            self.complete_turn_once(name, String::new(), crate::model::TurnEnd::Hook);
         }
     }
 
@@ -250,8 +250,7 @@ impl Daemon {
             text
         };
         let subject_kind = crate::automation::subject::from_payload(&payload)
-            .unwrap_or_else(|| crate::automation::subject::infer(&text, &subject))
-            .to_string();
+            .or_else(|| crate::automation::subject::infer(&text, &subject));
         // What a prompt shows is bounded (it goes to the event log and every chat); a subject
         // cut short is marked so, and no rule or decider answers for what it cannot see.
         let text = cut(text, MAX_PROMPT_TEXT).0;
@@ -269,7 +268,7 @@ impl Daemon {
             options,
             subject,
             subject_partial,
-            source: "hook".into(),
+            source: crate::model::PromptSource::Hook,
             answer: AnswerStyle::Digit,
             ..Default::default()
         };

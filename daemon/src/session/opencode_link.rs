@@ -356,7 +356,7 @@ impl Daemon {
                     return;
                 }
                 let text = self.api_reply(http, &session).await;
-                self.complete_turn_once(name, text, "api");
+                self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
             }
             ApiEvent::Asked(p) => {
                 // The TUI shows the dialog only in the conversation on its screen.
@@ -416,7 +416,10 @@ impl Daemon {
             e.rec
                 .prompt
                 .as_ref()
-                .filter(|p| p.source == "api" && !pending.iter().any(|q| q.request == p.id))
+                .filter(|p| {
+                    p.source == crate::model::PromptSource::Api
+                        && !pending.iter().any(|q| q.request == p.id)
+                })
                 .map(|p| p.id.clone())
         });
         if let Some(id) = gone {
@@ -484,7 +487,7 @@ impl Daemon {
             return;
         };
         if let Some(text) = finished_turn_reply(&messages, since_ms) {
-            self.complete_turn_once(name, text, "api");
+            self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
         }
     }
 
@@ -559,8 +562,7 @@ impl Daemon {
                         .and_then(serde_json::Value::as_str)
                         .and_then(crate::automation::subject::from_tool)
                 })
-                .unwrap_or_else(|| crate::automation::subject::infer(&p.text, &p.subject))
-                .to_string();
+                .or_else(|| crate::automation::subject::infer(&p.text, &p.subject));
             let prompt = Prompt {
                 id: p.request.clone(),
                 subject_kind,
@@ -568,7 +570,7 @@ impl Daemon {
                 text: p.text,
                 options: p.options,
                 subject: p.subject,
-                source: "api".into(),
+                source: crate::model::PromptSource::Api,
                 answer: p.answer,
                 ..Default::default()
             };

@@ -70,11 +70,13 @@ impl Daemon {
             };
             match (screen_prompt, e.rec.prompt.clone()) {
                 (Some(sp), Some(mut cur)) => {
-                    let pending = e.rt.turn.prompt_pending_since.is_some() && cur.source == "hook";
+                    let pending = e.rt.turn.prompt_pending_since.is_some()
+                        && cur.source == crate::model::PromptSource::Hook;
                     // Published from the hook alone, without options, because the dialog was
                     // slow to appear: the same prompt again, now with the dialog's choices.
-                    let late_options =
-                        cur.source == "hook" && cur.options.is_empty() && !sp.options.is_empty();
+                    let late_options = cur.source == crate::model::PromptSource::Hook
+                        && cur.options.is_empty()
+                        && !sp.options.is_empty();
                     // A dialog whose question is drawn but not yet its options is waited for
                     // (the tick publishes the hook's words if the options never come).
                     let half_drawn = cur.options.is_empty() && sp.options.is_empty();
@@ -104,7 +106,7 @@ impl Daemon {
                         e.rec.prompt = Some(cur.clone());
                         events.push(EventKind::Waiting { prompt: cur });
                     } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
-                        && cur.source == "screen"
+                        && cur.source == crate::model::PromptSource::Screen
                     {
                         // A different dialog replaced the previous one.
                         events.push(EventKind::PromptResolved {
@@ -115,7 +117,7 @@ impl Daemon {
                             note: String::new(),
                         });
                         remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
-                        let p = new_prompt(sp, "screen");
+                        let p = new_prompt(sp);
                         e.rec.prompt = Some(p.clone());
                         events.push(EventKind::Waiting { prompt: p });
                     }
@@ -145,7 +147,7 @@ impl Daemon {
                     }
                     if !lingering {
                         e.rt.answered_screen = None;
-                        let p = new_prompt(sp, "screen");
+                        let p = new_prompt(sp);
                         e.rec.prompt = Some(p.clone());
                         e.rt.turn.prompt_shown();
                         state_to = Some((State::Waiting, "the CLI asks"));
@@ -264,7 +266,7 @@ impl Daemon {
                     Some(r) => d.recovered_reply(&r).await.unwrap_or_default(),
                     None => String::new(),
                 };
-                d.complete_turn(&name, text, "transcript");
+                d.complete_turn(&name, text, crate::model::TurnEnd::Transcript);
             });
         } else if deliver {
             self.deliver_queued(name);

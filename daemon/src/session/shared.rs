@@ -50,18 +50,19 @@ pub(crate) fn reply_from_screen(captured: &str, input_lines: usize) -> String {
     lines.join("\n")
 }
 
-pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt, source: &str) -> Prompt {
+/// A prompt read off the screen.
+pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt) -> Prompt {
     Prompt {
         id: crate::ids::new_id(),
-        subject_kind: sp.subject_kind.clone().unwrap_or_else(|| {
-            crate::automation::subject::infer(&sp.text, &sp.subject).to_string()
-        }),
+        subject_kind: sp
+            .subject_kind
+            .or_else(|| crate::automation::subject::infer(&sp.text, &sp.subject)),
         subject_partial: sp.subject_partial,
         kind: sp.kind.clone(),
         text: sp.text.clone(),
         options: sp.options.clone(),
         subject: sp.subject.clone(),
-        source: source.into(),
+        source: crate::model::PromptSource::Screen,
         answer: sp.answer,
         context: sp.context.clone(),
         ..Default::default()

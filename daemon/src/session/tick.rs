@@ -7,7 +7,7 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::keys::Key;
 use crate::locking::lock;
-use crate::model::State;
+use crate::model::{State, TurnEnd};
 use crate::store::events::EventKind;
 
 use super::shared::*;
@@ -122,7 +122,7 @@ impl Daemon {
                 return;
             }
             let text = self.screen_reply(name, target, anchor, input_lines).await;
-            self.complete_turn(name, text, "screen");
+            self.complete_turn(name, text, TurnEnd::Screen);
         }
     }
 
@@ -171,14 +171,14 @@ impl Daemon {
             idle_ms = idle_end.as_millis() as u64,
             "the CLI looks idle but its completion hook never came; ending the turn"
         );
-        self.complete_turn(name, reply, "idle");
+        self.complete_turn(name, reply, TurnEnd::Idle);
         if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
             e.rt.turn.net_ended();
         }
     }
 
     /// Records a finished turn and moves on to the next queued input.
-    pub(crate) fn complete_turn(&self, name: &str, text: String, source: &str) {
+    pub(crate) fn complete_turn(&self, name: &str, text: String, source: TurnEnd) {
         self.complete_turn_if(name, text, source, false);
     }
 
@@ -186,17 +186,17 @@ impl Daemon {
     /// reports a turn's end on two paths (its event stream, and the catch-up after a reconnect
     /// or a daemon restart), which may race — whichever comes second finds it ended and does
     /// nothing. The check and the mark are made under one lock.
-    pub(crate) fn complete_turn_once(&self, name: &str, text: String, source: &str) {
+    pub(crate) fn complete_turn_once(&self, name: &str, text: String, source: TurnEnd) {
         self.complete_turn_if(name, text, source, true);
     }
 
-    fn complete_turn_if(&self, name: &str, text: String, source: &str, once: bool) {
+    fn complete_turn_if(&self, name: &str, text: String, source: TurnEnd, once: bool) {
         // A daemon shutting down has saved its sessions for the last time, the turn still
         // running: recorded now, it would be reported again by the next daemon, which finds
         // it running and sees it ended. Left to that daemon, it is reported once.
         if self.inner.shutdown.is_cancelled() {
             info!(
-                source,
+                source = source.as_str(),
                 "a turn ended while the daemon stops: the next daemon reports it"
             );
             return;
@@ -207,13 +207,16 @@ impl Daemon {
         match cancel_by {
             // This daemon's cancel is interrupting the turn: it reports the end.
             Some((true, _)) => {
-                info!(source, "a turn ended by the cancel under way");
+                info!(
+                    source = source.as_str(),
+                    "a turn ended by the cancel under way"
+                );
                 return;
             }
             // A cancel the last daemon began and did not record: the turn ended by it.
             Some((false, by)) if !by.is_empty() => {
                 info!(
-                    source,
+                    source = source.as_str(),
                     "the turn a cancel interrupted before a restart ended"
                 );
                 self.record_cancel(name, &by, "before the daemon restarted");
@@ -246,7 +249,7 @@ impl Daemon {
             &id,
             EventKind::TurnCompleted {
                 text,
-                source: source.to_string(),
+                source,
                 blob_id: String::new(),
                 full_bytes: 0,
             },
@@ -269,8 +272,8 @@ impl Daemon {
                 self.expire_blobs();
             }
         }
-        info!(source, "turn completed");
-        let reason = if source == "idle" {
+        info!(source = source.as_str(), "turn completed");
+        let reason = if source == TurnEnd::Idle {
             "turn ended: the CLI looked idle and no completion hook came"
         } else {
             "turn completed"

@@ -156,7 +156,7 @@ mod tests {
             seq,
             EventKind::TurnCompleted {
                 text: "done".into(),
-                source: "hook".into(),
+                source: crate::model::TurnEnd::Hook,
                 blob_id: String::new(),
                 full_bytes: 0,
             },

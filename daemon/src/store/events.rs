@@ -93,7 +93,7 @@ pub enum EventKind {
     },
     TurnCompleted {
         text: String,
-        source: String,
+        source: crate::model::TurnEnd,
         /// Set when `text` is the head of a longer reply ([`crate::store::blobs`]).
         #[serde(default, skip_serializing_if = "String::is_empty")]
         blob_id: String,
@@ -890,7 +890,7 @@ mod tests {
         let p = dir.path().join("events.jsonl");
         let big = |i: usize| EventKind::TurnCompleted {
             text: format!("{i:04}-{}", "x".repeat(100_000)),
-            source: "hook".into(),
+            source: crate::model::TurnEnd::Hook,
             blob_id: String::new(),
             full_bytes: 0,
         };
