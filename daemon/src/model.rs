@@ -177,8 +177,88 @@ pub struct SessionRecord {
     pub jail_home: String,
 }
 
-/// The kind of prompt that asks for a password or another secret.
-pub const SECRET: &str = "secret";
+/// What a prompt asks. The names are what the event log, `--json`, the proto and the rules'
+/// `kind = "…"` say; a pattern pack of the user's may name kinds of its own ("deploy").
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum PromptKind {
+    /// May the CLI use a tool (run a command, write a file, fetch a page)?
+    #[default]
+    Permission,
+    /// An open question, or one with choices, answered by a person's words.
+    Question,
+    /// A yes/no confirmation.
+    Confirm,
+    /// A choice from a menu.
+    Select,
+    /// Whether to trust a folder or a workspace.
+    Trust,
+    /// A password, passphrase or token: typed, never kept, never answered automatically.
+    Secret,
+    /// Whether to go on (a long run paused, "Press Enter to continue").
+    Continue,
+    /// A kind a pattern pack names that clibot gives no meaning of its own.
+    Other(String),
+}
+
+impl PromptKind {
+    const NAMED: [PromptKind; 7] = [
+        PromptKind::Permission,
+        PromptKind::Question,
+        PromptKind::Confirm,
+        PromptKind::Select,
+        PromptKind::Trust,
+        PromptKind::Secret,
+        PromptKind::Continue,
+    ];
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            PromptKind::Permission => "permission",
+            PromptKind::Question => "question",
+            PromptKind::Confirm => "confirm",
+            PromptKind::Select => "select",
+            PromptKind::Trust => "trust",
+            PromptKind::Secret => "secret",
+            PromptKind::Continue => "continue",
+            PromptKind::Other(k) => k,
+        }
+    }
+}
+
+impl From<&str> for PromptKind {
+    fn from(name: &str) -> PromptKind {
+        PromptKind::NAMED
+            .into_iter()
+            .find(|k| k.as_str() == name)
+            .unwrap_or_else(|| PromptKind::Other(name.to_string()))
+    }
+}
+
+impl From<String> for PromptKind {
+    fn from(name: String) -> PromptKind {
+        PromptKind::from(name.as_str())
+    }
+}
+
+impl From<PromptKind> for String {
+    fn from(k: PromptKind) -> String {
+        k.as_str().to_string()
+    }
+}
+
+/// A kind compared with its name (`kind == "deploy"`): how a user's pack and rules name it.
+impl PartialEq<&str> for PromptKind {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
+
+impl std::fmt::Display for PromptKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// What the logs keep instead of a secret typed in answer: its length only.
 pub fn secret_placeholder(text: &str) -> String {
@@ -271,7 +351,7 @@ impl TurnEnd {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Prompt {
     pub id: String,
-    pub kind: String,
+    pub kind: PromptKind,
     pub text: String,
     pub options: Vec<String>,
     #[serde(default)]
@@ -316,12 +396,12 @@ impl Prompt {
     /// It asks for a password, passphrase or token: its answer is typed but never kept
     /// anywhere, and nothing automatic answers it.
     pub fn is_secret(&self) -> bool {
-        self.kind == SECRET
+        self.kind == PromptKind::Secret
     }
 
     /// Two sightings of the same dialog.
-    pub fn same_question(&self, kind: &str, text: &str, options: &[String]) -> bool {
-        self.kind == kind && self.text == text && self.options == options
+    pub fn same_question(&self, kind: &PromptKind, text: &str, options: &[String]) -> bool {
+        self.kind == *kind && self.text == text && self.options == options
     }
 }
 
@@ -403,5 +483,42 @@ impl Actor {
 
     pub fn is_local(&self) -> bool {
         self.platform == "local"
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::*;
+
+    /// The enums keep the names the event log, the registry and users' scripts read.
+    #[test]
+    fn kinds_keep_their_names_on_disk() {
+        let p = Prompt {
+            kind: PromptKind::Other("deploy".into()),
+            source: PromptSource::Api,
+            subject_kind: Some(SubjectKind::Url),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&p).expect("json");
+        assert_eq!(
+            (&v["kind"], &v["source"], &v["subject_kind"]),
+            (
+                &serde_json::json!("deploy"),
+                &serde_json::json!("api"),
+                &serde_json::json!("url")
+            )
+        );
+        let old: Prompt = serde_json::from_str(
+            r#"{"id":"p1","kind":"secret","text":"Password:","options":[],"source":"screen"}"#,
+        )
+        .expect("an old record reads");
+        assert!(old.is_secret());
+        assert_eq!((old.source, old.subject_kind), (PromptSource::Screen, None));
+        assert_eq!(PromptKind::from("deploy").as_str(), "deploy");
+        assert_eq!(PromptKind::from("trust"), PromptKind::Trust);
+        assert_eq!(
+            serde_json::to_value(TurnEnd::Transcript).expect("json"),
+            serde_json::json!("transcript")
+        );
     }
 }

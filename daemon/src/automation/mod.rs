@@ -500,8 +500,14 @@ impl Rule {
             return false;
         }
         match &c.kind {
-            Some(k) if k != &p.kind => return false,
-            None if !matches!(p.kind.as_str(), "permission" | "confirm") => return false,
+            Some(k) if k != p.kind.as_str() => return false,
+            None if !matches!(
+                p.kind,
+                crate::model::PromptKind::Permission | crate::model::PromptKind::Confirm
+            ) =>
+            {
+                return false;
+            }
             _ => {}
         }
         if let Some(patterns) = &self.command {

@@ -212,7 +212,7 @@ impl Adapter for Claude {
         let wrap = |decision: Value| {
             json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}).to_string()
         };
-        if prompt.kind == "question" {
+        if prompt.kind == crate::model::PromptKind::Question {
             let question = input
                 .get("questions")
                 .and_then(|q| q.get(0))
@@ -374,7 +374,7 @@ mod tests {
             ("question", "Which database?")
         );
         let q = Prompt {
-            kind,
+            kind: kind.into(),
             text,
             options,
             ..test_prompt("question", &[], AnswerStyle::Digit)

@@ -104,7 +104,7 @@ pub struct Pack {
 /// A prompt read off the screen.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScreenPrompt {
-    pub kind: String,
+    pub kind: crate::model::PromptKind,
     pub text: String,
     pub options: Vec<String>,
     pub subject: String,
@@ -300,7 +300,7 @@ impl Pack {
                 None => clean_line(&tail[line_start..line_end]).to_string(),
             };
             let from_match: Vec<&str> = tail[line_start..].lines().collect();
-            let options = if rule.kind == crate::model::SECRET {
+            let options = if rule.kind == "secret" {
                 // A password prompt takes text; numbers above it are something else.
                 Vec::new()
             } else if !rule.options.is_empty() {
@@ -359,7 +359,7 @@ impl Pack {
             above.push_str(&tail[..question_line]);
             let context = context_above(&above, &subject, start == 0);
             a.prompt = Some(ScreenPrompt {
-                kind: rule.kind.clone(),
+                kind: rule.kind.as_str().into(),
                 text,
                 options,
                 subject,

@@ -315,7 +315,9 @@ pub fn parse_choice(answer: &str, p: &Prompt) -> Result<Choice, String> {
         return Ok(Choice::Option(i));
     }
     // Words that pick no option: an open question's answer, or the feedback that says no.
-    if p.kind == "question" || (p.answer == AnswerStyle::DigitFeedback && n > 0) {
+    if p.kind == crate::model::PromptKind::Question
+        || (p.answer == AnswerStyle::DigitFeedback && n > 0)
+    {
         return Ok(Choice::Text(a.to_string()));
     }
     Err(format!(

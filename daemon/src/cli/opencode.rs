@@ -71,7 +71,7 @@ impl Adapter for OpenCode {
     }
     fn decision(&self, prompt: &Prompt, choice: &Choice, payload: &Value) -> Option<String> {
         let request = payload.get("id").and_then(Value::as_str)?;
-        let out = if prompt.kind == "question" {
+        let out = if prompt.kind == crate::model::PromptKind::Question {
             let answer = match choice {
                 Choice::Option(i) => prompt.options.get(*i)?.clone(),
                 Choice::Text(t) => t.clone(),

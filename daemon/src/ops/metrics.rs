@@ -272,7 +272,7 @@ impl Metrics {
                         .insert(prompt.id.clone(), (session.to_string(), Instant::now()));
                     drop(open);
                     self.prompts
-                        .get_or_create(&label("kind", non_empty(&prompt.kind)))
+                        .get_or_create(&label("kind", non_empty(prompt.kind.as_str())))
                         .inc();
                 }
             }

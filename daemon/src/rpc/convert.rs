@@ -279,7 +279,7 @@ pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
 pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
     v1::Prompt {
         id: p.id,
-        kind: p.kind,
+        kind: p.kind.into(),
         text: p.text,
         options: p.options,
         subject: p.subject,

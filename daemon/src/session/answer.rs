@@ -150,7 +150,7 @@ impl Daemon {
             // By keys or through the hook, the dialog may linger while the CLI closes it.
             let sig = hook_reply
                 .is_none()
-                .then(|| signature(&p.kind, &p.text, &p.subject));
+                .then(|| signature(p.kind.as_str(), &p.text, &p.subject));
             e.rt.answered_screen = Some((sig, Instant::now(), false));
             e.rec.prompt = None;
             e.rt.turn.prompt_resolved();
@@ -222,7 +222,7 @@ impl Daemon {
             prompt_id: prompt.id,
             via: via.to_string(),
             seq,
-            secret: prompt.kind == crate::model::SECRET,
+            secret: prompt.kind == crate::model::PromptKind::Secret,
         })
     }
 

@@ -75,7 +75,10 @@ impl Daemon {
         if first.is_none()
             && p.options.is_empty()
             && !e.rec.unmanaged
-            && !matches!(p.kind.as_str(), "question" | crate::model::SECRET)
+            && !matches!(
+                p.kind,
+                crate::model::PromptKind::Question | crate::model::PromptKind::Secret
+            )
         {
             self.inner
                 .metrics
@@ -197,7 +200,7 @@ impl Daemon {
             dir: &dir,
             prompt: DeciderPrompt {
                 id: &prompt.id,
-                kind: &prompt.kind,
+                kind: prompt.kind.as_str(),
                 text: &prompt.text,
                 options: &prompt.options,
                 subject: &prompt.subject,

@@ -263,7 +263,7 @@ impl Daemon {
         let prompt = Prompt {
             id: crate::ids::new_id(),
             subject_kind,
-            kind,
+            kind: kind.into(),
             text,
             options,
             subject,

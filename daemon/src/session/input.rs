@@ -179,7 +179,7 @@ impl Daemon {
         let a = pack.analyze(&screen);
         a.prompt
             .as_ref()
-            .is_some_and(|p| p.kind != crate::model::SECRET)
+            .is_some_and(|p| p.kind != crate::model::PromptKind::Secret)
             .then_some(a)
     }
 

@@ -566,7 +566,7 @@ impl Daemon {
             let prompt = Prompt {
                 id: p.request.clone(),
                 subject_kind,
-                kind: p.kind,
+                kind: p.kind.into(),
                 text: p.text,
                 options: p.options,
                 subject: p.subject,

@@ -82,7 +82,7 @@ impl Daemon {
                     let half_drawn = cur.options.is_empty() && sp.options.is_empty();
                     if (pending && !half_drawn) || late_options {
                         // The dialog the hook announced is on screen: take its exact words.
-                        if !sp.text.is_empty() && cur.kind != "question" {
+                        if !sp.text.is_empty() && cur.kind != crate::model::PromptKind::Question {
                             cur.text = sp.text.clone();
                         }
                         if !sp.options.is_empty() {
@@ -128,9 +128,9 @@ impl Daemon {
                     // frames): not a new prompt. One still there after that is published.
                     let lingering = e.rt.answered_screen.as_ref().is_some_and(|(sig, at, _)| {
                         now.duration_since(*at) < ANSWERED_LINGER
-                            && sig
-                                .as_ref()
-                                .is_none_or(|s| *s == signature(&sp.kind, &sp.text, &sp.subject))
+                            && sig.as_ref().is_none_or(|s| {
+                                *s == signature(sp.kind.as_str(), &sp.text, &sp.subject)
+                            })
                     });
                     // Looked at again when the lingering ends (no output may come to wake the
                     // watcher: the CLI waits for its answer).
