@@ -154,7 +154,7 @@ pub(super) async fn approve_pairing(
     req: Request<v1::ApprovePairingRequest>,
 ) -> Result<Response<v1::ApprovePairingResponse>, Status> {
     let actor = actor(&req);
-    if actor.platform != "local" {
+    if !actor.is_local() {
         return Err(Status::permission_denied(
             "pairings are approved on the machine, with `clibotctl pairing approve`",
         ));
@@ -506,7 +506,7 @@ pub(super) async fn revoke_access(
     req: Request<v1::RevokeAccessRequest>,
 ) -> Result<Response<v1::RevokeAccessResponse>, Status> {
     let actor = actor(&req);
-    if actor.platform != "local" {
+    if !actor.is_local() {
         return Err(Status::permission_denied(
             "access is revoked on the machine, with `clibotctl pairing revoke`",
         ));

@@ -46,11 +46,7 @@ pub(super) async fn send_keys(
         return Err(e.into());
     }
     let session = r.session.clone();
-    let by = if actor.is_local() {
-        "local".to_string()
-    } else {
-        actor.key()
-    };
+    let by = actor.key();
     let seq = svc
         .detached(&actor, &session, "keys", move |d| async move {
             d.send_keys_by(&r.session, &r.keys, &by).await
@@ -106,7 +102,7 @@ pub(super) async fn answer_prompt(
     // From a chat, an answer must name the prompt it answers: the one whose buttons were
     // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
     // different prompt than the one the user read.
-    if actor.platform != "local" && r.prompt_id.is_empty() {
+    if !actor.is_local() && r.prompt_id.is_empty() {
         return Err(Status::invalid_argument(
             "this answer does not say which prompt it answers: use the prompt's buttons",
         ));

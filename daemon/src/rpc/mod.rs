@@ -113,7 +113,7 @@ impl Service {
         action: &str,
         admin_only: bool,
     ) -> Result<(), Status> {
-        if actor.platform == "local" {
+        if actor.is_local() {
             return Ok(());
         }
         let refusal = match self.daemon.access().check(&actor.platform, &actor.user, "") {

@@ -20,11 +20,7 @@ pub(super) async fn cancel_turn(
         );
         return Err(e.into());
     }
-    let by = if actor.is_local() {
-        "local".to_string()
-    } else {
-        actor.key()
-    };
+    let by = actor.key();
     let session = r.session.clone();
     let c = svc
         .detached(&actor, &session, "cancel", move |d| async move {
