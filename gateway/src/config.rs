@@ -35,7 +35,7 @@ pub struct GatewayConfig {
     pub max_file_bytes: Option<u64>,
     /// How voice notes become text.
     #[serde(default)]
-    pub transcribe: Option<crate::transcribe::TranscribeConfig>,
+    pub transcribe: Option<crate::inbound::transcribe::TranscribeConfig>,
     /// The daemons this gateway serves (`[[gateway.machines]]`); none: the local one.
     #[serde(default)]
     pub machines: Vec<MachineConfig>,

@@ -12,12 +12,8 @@
 //! The incoming path is [`command`]: decide whether a chat message is a gateway command,
 //! an answer to a waiting prompt, or text for the CLI.
 
-pub mod chunk;
-pub mod command;
-mod fence;
-pub mod phone_screen;
-pub mod redact;
-pub mod shot;
-pub mod telegram_html;
+mod text;
+
+pub use text::{chunk, command, phone_screen, redact, shot, telegram_html};
 
 pub use redact::redact;

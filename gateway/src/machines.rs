@@ -16,13 +16,13 @@ use tokio::sync::mpsc;
 
 use clibot_gateway::command::CommandParser;
 
-use crate::claim::Claims;
-use crate::egress::Egress;
-use crate::health::PlatformHealth;
+use crate::inbound::claim::Claims;
+use crate::inbound::router::Router;
+use crate::inbound::verified::Verified;
+use crate::ops::health::PlatformHealth;
+use crate::outbound::egress::Egress;
 use crate::platforms::labelled::Labelled;
 use crate::platforms::{Inbound, Platform};
-use crate::router::Router;
-use crate::verified::Verified;
 
 /// A daemon the gateway serves.
 #[derive(Debug, Clone)]
@@ -480,7 +480,7 @@ pub async fn watch(
                 let newly = {
                     let mut r = reach.lock().unwrap_or_else(|p| p.into_inner());
                     if failures >= DOWN_AFTER && r.down_since_ms.is_none() {
-                        r.down_since_ms = Some(crate::health::now_ms());
+                        r.down_since_ms = Some(crate::ops::health::now_ms());
                         true
                     } else {
                         false
@@ -554,7 +554,7 @@ pub async fn serve_connection(
         } else {
             platform.clone()
         };
-        tasks.0.push(tokio::spawn(crate::relay::run(
+        tasks.0.push(tokio::spawn(crate::outbound::relay::run(
             p.clone(),
             m.target.clone(),
             health.clone(),
@@ -622,7 +622,7 @@ async fn route_one(
                             {
                                 let _ = router
                                     .platform
-                                    .send(&msg.chat, crate::verified::DAEMON_DOWN)
+                                    .send(&msg.chat, crate::inbound::verified::DAEMON_DOWN)
                                     .await;
                             }
                             told = true;

@@ -5,29 +5,14 @@
 //! stops the others. It holds no state that matters — bindings, access and delivery cursors
 //! live in the daemon — so it can be killed at any moment and started again.
 
-mod blob;
 mod bounded;
-mod chat_delivery;
-mod claim;
 mod config;
-mod down;
-mod egress;
-mod files;
-mod health;
-mod home_topic;
+mod inbound;
 mod machines;
-mod picture;
+mod ops;
+mod outbound;
 mod platforms;
-mod poison;
 mod progress;
-mod relay;
-mod render;
-mod router;
-mod shown;
-mod topic;
-mod transcribe;
-mod turn_status;
-mod verified;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -41,7 +26,7 @@ use clibot_proto::v1;
 use tokio::sync::mpsc;
 
 use crate::config::GatewayConfig;
-use crate::health::{Health, PlatformHealth};
+use crate::ops::health::{Health, PlatformHealth};
 use crate::platforms::{Inbound, Platform, console, discord, feishu, telegram};
 
 /// clibot-gateway — drive clibot sessions from a chat.
@@ -261,13 +246,17 @@ fn main() -> ExitCode {
     if specs.iter().any(|s| matches!(s, Spec::Console)) {
         rt.block_on(autostart_daemon(&socket));
     }
-    turn_status::set_streaming(config.stream.unwrap_or(true));
+    outbound::turn_status::set_streaming(config.stream.unwrap_or(true));
     if let Some(t) = config.transcribe.clone() {
         // Its key never goes to a chat.
         private.extend(t.api_key.clone());
-        transcribe::configure(t);
+        inbound::transcribe::configure(t);
     }
-    files::set_max_in(config.max_file_bytes.unwrap_or(files::DEFAULT_MAX_IN));
+    outbound::files::set_max_in(
+        config
+            .max_file_bytes
+            .unwrap_or(outbound::files::DEFAULT_MAX_IN),
+    );
     platforms::ratelimit::set_max_wait(
         config
             .rate_limit_wait()
@@ -428,7 +417,7 @@ async fn serve(
     for m in machines.iter() {
         tokio::spawn(health.clone().report(m.target.clone()));
     }
-    tokio::spawn(down::watch(health.clone(), down_notice_after));
+    tokio::spawn(ops::down::watch(health.clone(), down_notice_after));
     // Every platform's chats are kept from every configured credential, not only its own.
     let redactor = Arc::new(platforms::redacting::redactor(
         specs
@@ -535,8 +524,8 @@ async fn run_platform(
     let name = spec.name();
     let socket = machines::home_target(&machines);
     // Kept across reconnections: who the daemon accepted where, in this process.
-    let verified = Arc::new(verified::Verified::default());
-    let claims = Arc::new(claim::Claims::default());
+    let verified = Arc::new(inbound::verified::Verified::default());
+    let claims = Arc::new(inbound::claim::Claims::default());
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
     let default_chat = spec.default_chat();
@@ -719,7 +708,7 @@ async fn status(socket: &Path, json: bool) -> ExitCode {
     } else if s.gateways.is_empty() {
         println!("no gateway has reported to the daemon: start clibot-gateway");
     } else {
-        let now = health::now_ms();
+        let now = ops::health::now_ms();
         for g in &s.gateways {
             println!("{}", g.describe(now));
         }

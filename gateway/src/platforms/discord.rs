@@ -124,7 +124,7 @@ impl EventHandler for Handler {
         let _ = c
             .create_response(&ctx.http, CreateInteractionResponse::Acknowledge)
             .await;
-        if let Some((prompt, choice)) = crate::shown::parse_button(&c.data.custom_id) {
+        if let Some((prompt, choice)) = crate::platforms::shown::parse_button(&c.data.custom_id) {
             // A press in a thread: the thread's key, `CHANNEL/THREAD`.
             let thread_parent = c
                 .channel
@@ -132,9 +132,10 @@ impl EventHandler for Handler {
                 .filter(|ch| self.topics && is_thread(ch.kind))
                 .and_then(|ch| ch.parent_id);
             let chat = match thread_parent {
-                Some(parent) => {
-                    crate::topic::key(&parent.get().to_string(), &c.channel_id.get().to_string())
-                }
+                Some(parent) => crate::platforms::topic::key(
+                    &parent.get().to_string(),
+                    &c.channel_id.get().to_string(),
+                ),
                 None => c.channel_id.get().to_string(),
             };
             let inbound = Inbound {
@@ -439,7 +440,7 @@ impl Ingress {
         let (chat, topics) = if self.topics && group {
             match self.parent(channel).await {
                 Some(parent) => (
-                    crate::topic::key(&parent.to_string(), &channel.to_string()),
+                    crate::platforms::topic::key(&parent.to_string(), &channel.to_string()),
                     false,
                 ),
                 None => (channel.to_string(), true),
@@ -632,7 +633,7 @@ impl Discord {
 
     /// The channel a chat key sends to: a thread is a channel of its own.
     fn channel(chat: &str) -> anyhow::Result<ChannelId> {
-        let (c, thread) = crate::topic::split(chat);
+        let (c, thread) = crate::platforms::topic::split(chat);
         let id: u64 = thread
             .unwrap_or(c)
             .parse()
@@ -759,8 +760,11 @@ impl Platform for Discord {
                             .map(|(i, o)| {
                                 let label: String =
                                     format!("{}. {o}", i + 1).chars().take(80).collect();
-                                CreateButton::new(crate::shown::button_data(prompt_id, i + 1))
-                                    .label(label)
+                                CreateButton::new(crate::platforms::shown::button_data(
+                                    prompt_id,
+                                    i + 1,
+                                ))
+                                .label(label)
                             })
                             .collect::<Vec<_>>()
                             .chunks(5)
@@ -881,7 +885,7 @@ impl Platform for Discord {
             .kind(serenity::all::ChannelType::PublicThread)
             .auto_archive_duration(serenity::all::AutoArchiveDuration::OneWeek);
         match channel.create_thread(&self.http, builder).await {
-            Ok(t) => Ok(crate::topic::key(chat, &t.id.get().to_string())),
+            Ok(t) => Ok(crate::platforms::topic::key(chat, &t.id.get().to_string())),
             Err(e) => anyhow::bail!(
                 "Discord did not create a thread ({e}): the bot needs the Create Public Threads right in this channel"
             ),
@@ -889,7 +893,7 @@ impl Platform for Discord {
     }
 
     async fn reopen_topic(&self, chat: &str) {
-        if crate::topic::split(chat).1.is_some()
+        if crate::platforms::topic::split(chat).1.is_some()
             && let Ok(thread) = Self::channel(chat)
         {
             let edit = serenity::all::EditThread::new().archived(false);
@@ -898,7 +902,7 @@ impl Platform for Discord {
     }
 
     async fn close_topic(&self, chat: &str) {
-        if crate::topic::split(chat).1.is_some()
+        if crate::platforms::topic::split(chat).1.is_some()
             && let Ok(thread) = Self::channel(chat)
         {
             let edit = serenity::all::EditThread::new().archived(true);

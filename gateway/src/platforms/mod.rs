@@ -1,6 +1,9 @@
-//! The chat platforms, behind one small trait, so the router and the relay (beside this folder,
-//! with the chunking, fences, redaction and rendering they share) are the same for every
-//! platform. A platform turns its updates into [`Inbound`] messages and sends text to a chat.
+//! The chat platforms, behind one small trait, so the router and the relay (`inbound/` and
+//! `outbound/`, with the chunking, fences and redaction of the library's `text/`) are the same
+//! for every platform. A platform turns its updates into [`Inbound`] messages and sends text to
+//! a chat. Chat keys with topics (`topic.rs`) and the data buttons carry (`shown.rs`) are here
+//! because every platform encodes them. It may use `progress.rs` and `bounded.rs`, never
+//! `inbound/`, `outbound/` or `ops/`.
 
 pub mod console;
 pub mod discord;
@@ -10,7 +13,9 @@ pub mod labelled;
 pub mod ratelimit;
 pub mod reach;
 pub mod redacting;
+pub mod shown;
 pub mod telegram;
+pub mod topic;
 pub mod wrapper;
 
 use std::borrow::Cow;

@@ -226,7 +226,9 @@ async fn poll(
                     // Stop the button's spinner at once; the answer goes through the router.
                     let _ = bot.answer_callback_query(q.id.clone()).await;
                     match (
-                        q.data.as_deref().and_then(crate::shown::parse_button),
+                        q.data
+                            .as_deref()
+                            .and_then(crate::platforms::shown::parse_button),
                         q.message.as_ref(),
                     ) {
                         (Some((prompt, choice)), Some(m)) => Some(Inbound {
@@ -483,7 +485,12 @@ impl Platform for Telegram {
         let mut budget = Budget::new("Telegram");
         loop {
             match self.bot.create_forum_topic(place.id, name.clone()).await {
-                Ok(t) => return Ok(crate::topic::key(chat, &t.thread_id.0.0.to_string())),
+                Ok(t) => {
+                    return Ok(crate::platforms::topic::key(
+                        chat,
+                        &t.thread_id.0.0.to_string(),
+                    ));
+                }
                 Err(RequestError::RetryAfter(d)) => budget.wait(d.duration()).await?,
                 Err(RequestError::Api(e)) => anyhow::bail!(
                     "Telegram did not create a topic ({e}): the chat must have topics, and the bot needs the Manage Topics right"
@@ -530,7 +537,7 @@ impl Platform for Telegram {
                 let label: String = format!("{}. {o}", i + 1).chars().take(60).collect();
                 vec![InlineKeyboardButton::callback(
                     label,
-                    crate::shown::button_data(prompt_id, i + 1),
+                    crate::platforms::shown::button_data(prompt_id, i + 1),
                 )]
             })
             .collect();
@@ -600,7 +607,7 @@ struct Place {
 
 impl Place {
     fn parse(chat: &str) -> anyhow::Result<Place> {
-        let (c, thread) = crate::topic::split(chat);
+        let (c, thread) = crate::platforms::topic::split(chat);
         let id = ChatId(
             c.parse()
                 .map_err(|_| anyhow::anyhow!("not a Telegram chat id: {chat}"))?,
@@ -636,7 +643,10 @@ impl Keys {
         }
         // A reply in a plain group carries a thread id too: only a topic message counts.
         if let (true, Some(t)) = (m.is_topic_message, m.thread_id) {
-            return (crate::topic::key(&chat, &t.0.0.to_string()), false);
+            return (
+                crate::platforms::topic::key(&chat, &t.0.0.to_string()),
+                false,
+            );
         }
         let forum = match &m.chat.kind {
             teloxide::types::ChatKind::Public(p) => matches!(

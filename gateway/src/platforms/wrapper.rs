@@ -202,7 +202,10 @@ mod tests {
             "impl<W: Wrapper> Platform for W",
         );
         assert_eq!(here, all, "the blanket forwarding");
-        let egress = methods(include_str!("../egress.rs"), "impl Platform for Egress");
+        let egress = methods(
+            include_str!("../outbound/egress.rs"),
+            "impl Platform for Egress",
+        );
         assert_eq!(egress, all, "Egress");
     }
 }

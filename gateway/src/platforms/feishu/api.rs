@@ -348,7 +348,7 @@ impl Api {
         content: &Value,
         wait: Wait,
     ) -> anyhow::Result<String> {
-        let (body, path) = match crate::topic::split(chat) {
+        let (body, path) = match crate::platforms::topic::split(chat) {
             (_, Some(root)) => (
                 Body::Json(json!({
                     "msg_type": msg_type,

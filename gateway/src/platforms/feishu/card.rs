@@ -3,7 +3,7 @@
 //! (`update_multi`), which Feishu requires of a card that is later updated in place (PATCH).
 //!
 //! Text goes in `plain_text` elements, so that nothing in a CLI's output is read as card
-//! Markdown. A button's callback value is `{"d": "<button data>"}` ([`crate::shown`]).
+//! Markdown. A button's callback value is `{"d": "<button data>"}` ([`crate::platforms::shown`]).
 
 use serde_json::{Value, json};
 
@@ -47,7 +47,7 @@ pub fn prompt(body: &str, prompt_id: &str, options: &[String]) -> Value {
             "width": "fill",
             "behaviors": [{
                 "type": "callback",
-                "value": { "d": crate::shown::button_data(prompt_id, i + 1) },
+                "value": { "d": crate::platforms::shown::button_data(prompt_id, i + 1) },
             }],
         }));
     }
@@ -105,7 +105,7 @@ mod tests {
             assert_eq!(b["behaviors"][0]["type"], "callback");
             let data = button_data(value).expect("data");
             assert_eq!(
-                crate::shown::parse_button(data),
+                crate::platforms::shown::parse_button(data),
                 Some(("p1".to_string(), (i + 1).to_string()))
             );
         }

@@ -199,7 +199,7 @@ fn parse_event(v: &Value, bot: &str) -> Event {
                 chat: chat.to_string(),
                 user: str_at(e, &["operator", "open_id"]).to_string(),
                 answer: card::button_data(&e["action"]["value"])
-                    .and_then(crate::shown::parse_button),
+                    .and_then(crate::platforms::shown::parse_button),
             }
         }
         "" => Event::Ignored("an event without a type (schema 1.0?)".into()),
@@ -399,7 +399,7 @@ impl Ingress {
                 root,
             } => {
                 let (chat, topics) = match (self.topics && group, root.is_empty()) {
-                    (true, false) => (crate::topic::key(&chat, &root), false),
+                    (true, false) => (crate::platforms::topic::key(&chat, &root), false),
                     (true, true) => (chat, true),
                     (false, _) => (chat, false),
                 };
@@ -823,7 +823,7 @@ impl Platform for Feishu {
             .api
             .create(chat, "text", &json!({ "text": head }), Wait::OutRateLimits)
             .await?;
-        Ok(crate::topic::key(chat, &root))
+        Ok(crate::platforms::topic::key(chat, &root))
     }
 
     // Feishu threads cannot be closed: the session's last message says it ended.

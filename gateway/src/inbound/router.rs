@@ -9,9 +9,9 @@ use clibot_gateway::command::{Command, CommandParser, PromptAnswer, Route};
 use clibot_proto::v1;
 use tonic::Request;
 
-use crate::claim::{self, Claims};
+use crate::inbound::claim::{self, Claims};
+use crate::inbound::verified::Verified;
 use crate::platforms::{Inbound, Platform};
-use crate::verified::Verified;
 
 mod commands;
 mod files_in;
@@ -314,13 +314,17 @@ impl Router {
         force: bool,
     ) -> Option<String> {
         let p = self.parser.prefix();
-        if !force && crate::files::redacted_if_secret(self.platform.as_ref(), &data).is_some() {
+        if !force
+            && crate::outbound::files::redacted_if_secret(self.platform.as_ref(), &data).is_some()
+        {
             return Some(format!(
                 "{path} holds what looks like a secret (a key, a token, a password): {p}get --force {path} sends it unchanged (admins)"
             ));
         }
-        let name = crate::files::base_name(path);
-        if let Some(why) = crate::files::too_large(self.platform.as_ref(), &name, data.len()) {
+        let name = crate::outbound::files::base_name(path);
+        if let Some(why) =
+            crate::outbound::files::too_large(self.platform.as_ref(), &name, data.len())
+        {
             return Some(why);
         }
         let caption = format!("[{session}] {path}");
@@ -337,7 +341,7 @@ impl Router {
     /// `!!shot`: the screen (with its escape sequences) drawn as a PNG and sent as a picture,
     /// its secrets redacted before it is drawn; what to say instead when it cannot be sent.
     async fn shot(&self, msg: &Inbound, session: &str, screen: &str) -> Option<String> {
-        let png = match crate::picture::draw(self.platform.as_ref(), screen).await {
+        let png = match crate::outbound::picture::draw(self.platform.as_ref(), screen).await {
             Ok(png) => png,
             Err(e) => {
                 return Some(format!(
@@ -428,7 +432,7 @@ impl Router {
             // The general part of a chat with topics is for commands: sessions talk in their
             // own topics. A topic is one session's: with none bound (its session ended, its
             // name now another's), it is bound to nothing by itself.
-            None if msg.topics || crate::topic::split(&msg.chat).1.is_some() => {
+            None if msg.topics || crate::platforms::topic::split(&msg.chat).1.is_some() => {
                 return Ok(Bound::Nothing);
             }
             // `[daemon] default_session`, which the daemon names only to those who may use it;
@@ -557,7 +561,7 @@ impl Router {
             .into_inner()
             .bindings
             .into_iter()
-            .find(|b| !b.broken && crate::topic::is_in(&b.chat, &msg.chat));
+            .find(|b| !b.broken && crate::platforms::topic::is_in(&b.chat, &msg.chat));
         let topic = match had {
             Some(b) => {
                 self.platform.reopen_topic(&b.chat).await;
@@ -658,39 +662,6 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         })
         .collect::<Vec<_>>()
         .join("\n")
-}
-
-/// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
-/// question that explain it), the question, its subject, the numbered options.
-pub fn prompt_text(p: &v1::Prompt) -> String {
-    if p.kind == "secret" {
-        return format!(
-            "🔒 {}\nIt asks for a password or secret. Send it as your next message: it is typed into the session, clibot keeps no copy (its logs show only the length), and your message is deleted where the platform allows. !!keys C-c cancels.",
-            p.text
-        );
-    }
-    let mut t = String::new();
-    if !p.warning.is_empty() {
-        t.push_str(&format!(
-            "⚠️ careful — {}; clibot will not answer this one by itself\n",
-            p.warning
-        ));
-    }
-    if !p.context.trim().is_empty() {
-        t.push_str(p.context.trim());
-        t.push('\n');
-    }
-    t.push_str(&p.text);
-    if !p.subject.is_empty() {
-        t.push_str(&format!("\n  {}", p.subject));
-    }
-    for (i, o) in p.options.iter().enumerate() {
-        t.push_str(&format!("\n  {}. {o}", i + 1));
-    }
-    if !p.options.is_empty() {
-        t.push_str("\nanswer with the number");
-    }
-    t
 }
 
 #[cfg(test)]
@@ -866,10 +837,10 @@ mod tests {
         h.start_daemon();
         let memory = Arc::new(Memory::default());
         let platform: Arc<dyn Platform> = memory.clone();
-        tokio::spawn(crate::relay::run(
+        tokio::spawn(crate::outbound::relay::run(
             platform.clone(),
             clibot_proto::Target::Socket(h.socket.clone()),
-            crate::health::Health::default().platform("telegram"),
+            crate::ops::health::Health::default().platform("telegram"),
             None,
         ));
         let router = Router {

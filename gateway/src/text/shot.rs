@@ -11,7 +11,7 @@
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont, point};
 
 /// DejaVu Sans Mono (Bitstream Vera licence, see `fonts/LICENSE`).
-const FONT: &[u8] = include_bytes!("../fonts/DejaVuSansMono.ttf");
+const FONT: &[u8] = include_bytes!("../../fonts/DejaVuSansMono.ttf");
 /// The glyphs' size in pixels.
 const PX: f32 = 16.0;
 /// At most this many cells are drawn (a pane larger than that is cut): ~1.3 M pixels at most.

@@ -85,7 +85,9 @@ impl Progress {
         message: String,
         started_ms: i64,
     ) -> Progress {
-        let ran = crate::health::now_ms().saturating_sub(started_ms).max(0) as u64;
+        let ran = crate::ops::health::now_ms()
+            .saturating_sub(started_ms)
+            .max(0) as u64;
         let started = Instant::now()
             .checked_sub(Duration::from_millis(ran))
             .unwrap_or_else(Instant::now);

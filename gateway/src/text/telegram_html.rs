@@ -39,10 +39,10 @@
 
 use std::ops::Range;
 
-use crate::chunk::{self, Budget, MIN_LIMIT, Measure, Split};
-use crate::fence;
+use crate::text::chunk::{self, Budget, MIN_LIMIT, Measure, Split};
+use crate::text::fence;
 
-pub use crate::chunk::TELEGRAM_MAX_UTF16;
+pub use crate::text::chunk::TELEGRAM_MAX_UTF16;
 
 /// One message: the HTML to send with `parse_mode: "HTML"`, and the same text without
 /// markup for the fallback.

@@ -22,7 +22,7 @@ impl Router {
         id: &str,
         choice: &str,
     ) -> Result<String, tonic::Status> {
-        let Some((session, text)) = crate::transcribe::take(&msg.chat, id) else {
+        let Some((session, text)) = crate::inbound::transcribe::take(&msg.chat, id) else {
             return Ok(
                 "that transcription is no longer waiting (answered, or the gateway restarted since): send the voice note again".into(),
             );
@@ -52,8 +52,8 @@ impl Router {
         session: &str,
         file: &Attachment,
     ) -> Result<Option<String>, tonic::Status> {
-        let max = crate::files::max_in();
-        if file.kind == "voice" && crate::transcribe::configured().is_none() {
+        let max = crate::outbound::files::max_in();
+        if file.kind == "voice" && crate::inbound::transcribe::configured().is_none() {
             return Ok(Some(
                 "voice notes need [gateway.transcribe] on the machine (a command or an OpenAI-compatible endpoint): send the text, or the recording as a file".into(),
             ));
@@ -80,7 +80,10 @@ impl Router {
         if data.len() as u64 > max {
             return Ok(Some(too_big(data.len() as u64)));
         }
-        if let (true, Some(t)) = (file.kind == "voice", crate::transcribe::configured()) {
+        if let (true, Some(t)) = (
+            file.kind == "voice",
+            crate::inbound::transcribe::configured(),
+        ) {
             // Transcribing takes seconds to minutes: done beside the chat's receive loop, so
             // no other message (of this chat or any other) waits for it; a few at a time.
             static RUNNING: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(2);
@@ -95,7 +98,7 @@ impl Router {
                     Ok(text) if !text.trim().is_empty() => {
                         // A transcription is a guess: shown first, typed only when the sender
                         // says so.
-                        let id = crate::transcribe::hold(&chat, &session, &text);
+                        let id = crate::inbound::transcribe::hold(&chat, &session, &text);
                         let shown = format!("🎤 [{session}] {text}\nSend it to {session}?");
                         let options = ["Send".to_string(), "Cancel".to_string()];
                         platform

@@ -64,7 +64,7 @@ impl TranscribeConfig {
             "clibot-voice-{}-{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed),
-            crate::files::base_name(name)
+            crate::outbound::files::base_name(name)
         ));
         {
             use std::io::Write;

@@ -56,7 +56,7 @@ pub async fn before_prompt(
     chat: &str,
     ev: &v1::Event,
 ) {
-    let age_ms = crate::health::now_ms().saturating_sub(ev.time_ms);
+    let age_ms = crate::ops::health::now_ms().saturating_sub(ev.time_ms);
     let Some(c) = client.filter(|_| age_ms <= 60_000) else {
         return;
     };

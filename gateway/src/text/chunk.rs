@@ -50,7 +50,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fence::{self, Region};
+use crate::text::fence::{self, Region};
 
 /// Telegram's per-message limit, in UTF-16 code units of the rendered text.
 pub const TELEGRAM_MAX_UTF16: usize = 4096;

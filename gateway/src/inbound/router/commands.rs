@@ -1,6 +1,7 @@
 //! The `!!` commands: what each one does, through the daemon, for the chat that typed it.
 
 use super::*;
+use crate::outbound::render::prompt_text;
 
 impl Router {
     /// Adopts CLI `id` that discovery found in a tmux pane, where it runs, and binds this chat
@@ -187,7 +188,7 @@ impl Router {
             Command::Get { path, force } => {
                 let session = need(&bound)?;
                 let req = v1::GetFileRequest { session: session.clone(), path: path.clone(), force };
-                let data = crate::files::fetch(c, self.req(msg, req)).await?;
+                let data = crate::outbound::files::fetch(c, self.req(msg, req)).await?;
                 return Ok(self.send_got(msg, &session, &path, data, force).await);
             }
             Command::Keys { keys } => {
@@ -296,7 +297,7 @@ impl Router {
                 } else {
                     // A long reply comes whole from its blob (as far as a file takes it), and
                     // goes as a file, not as a stream of messages.
-                    let text = crate::blob::last_reply(c, &session, r, self.platform.max_file()).await;
+                    let text = crate::outbound::blob::last_reply(c, &session, r, self.platform.max_file()).await;
                     return Ok(self.maybe_file(msg, "last-reply.txt", text).await);
                 }
             }
@@ -306,7 +307,7 @@ impl Router {
                     return Ok(Some(self.adopt_found(c, msg, id, None).await?));
                 }
                 // A press on a transcription's Send / Cancel.
-                if let Some(id) = msg.prompt.as_deref().filter(|p| p.starts_with(crate::transcribe::VOICE)) {
+                if let Some(id) = msg.prompt.as_deref().filter(|p| p.starts_with(crate::inbound::transcribe::VOICE)) {
                     return Ok(Some(self.voice_answer(c, msg, id, &choice).await?));
                 }
                 if let Some(refusal) = answer_refusal(&choice) {

@@ -15,11 +15,11 @@ use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 
-use crate::chat_delivery::{ChatDelivery, Item};
-use crate::health::PlatformHealth;
+use crate::ops::health::PlatformHealth;
+use crate::outbound::chat_delivery::{ChatDelivery, Item};
+use crate::outbound::poison::{self, Poison, Verdict};
+use crate::outbound::render::for_chats;
 use crate::platforms::Platform;
-use crate::poison::{self, Poison, Verdict};
-use crate::render::for_chats;
 
 /// How often (in events, or time while events flow) chats that had nothing to deliver have
 /// their cursors moved up, so that a quiet chat never lags behind the log's retention.
@@ -84,7 +84,7 @@ pub async fn run(
     // the new stream repeats they skip (each knows how far it got).
     let mut workers: HashMap<String, Worker> = HashMap::new();
     let mut poison = Poison::default();
-    let mut home_topics = crate::home_topic::HomeTopics::default();
+    let mut home_topics = crate::outbound::home_topic::HomeTopics::default();
     loop {
         let began = Instant::now();
         let result: anyhow::Result<()> = async {

@@ -2,8 +2,6 @@
 
 use clibot_proto::v1::{self, event::Kind};
 
-use crate::router::prompt_text;
-
 /// What a chat sees of an event; `None` for events that are not for chats.
 pub fn render(ev: &v1::Event) -> Option<String> {
     let s = &ev.session;
@@ -164,6 +162,39 @@ pub fn shown_prompt(ev: &v1::Event) -> Option<&v1::Prompt> {
         Kind::PromptEscalated(r) => r.prompt.as_ref(),
         _ => None,
     }
+}
+
+/// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
+/// question that explain it), the question, its subject, the numbered options.
+pub fn prompt_text(p: &v1::Prompt) -> String {
+    if p.kind == "secret" {
+        return format!(
+            "🔒 {}\nIt asks for a password or secret. Send it as your next message: it is typed into the session, clibot keeps no copy (its logs show only the length), and your message is deleted where the platform allows. !!keys C-c cancels.",
+            p.text
+        );
+    }
+    let mut t = String::new();
+    if !p.warning.is_empty() {
+        t.push_str(&format!(
+            "⚠️ careful — {}; clibot will not answer this one by itself\n",
+            p.warning
+        ));
+    }
+    if !p.context.trim().is_empty() {
+        t.push_str(p.context.trim());
+        t.push('\n');
+    }
+    t.push_str(&p.text);
+    if !p.subject.is_empty() {
+        t.push_str(&format!("\n  {}", p.subject));
+    }
+    for (i, o) in p.options.iter().enumerate() {
+        t.push_str(&format!("\n  {}. {o}", i + 1));
+    }
+    if !p.options.is_empty() {
+        t.push_str("\nanswer with the number");
+    }
+    t
 }
 
 #[cfg(test)]

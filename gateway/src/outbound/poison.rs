@@ -100,7 +100,7 @@ pub fn notice(at: u64, session: &str, status: &tonic::Status) -> v1::Event {
     v1::Event {
         seq: at,
         session: session.to_string(),
-        time_ms: crate::health::now_ms(),
+        time_ms: crate::ops::health::now_ms(),
         kind: Some(v1::event::Kind::Notice(v1::Notice {
             text: format!(
                 "an event of this session could not be shown here and was skipped (event {at}: {why}); !!last shows the latest reply, and `clibotctl last {session}` on the machine shows it whole"

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::health::Health;
+use crate::ops::health::Health;
 
 /// What to do about one platform now.
 #[derive(Debug, PartialEq)]

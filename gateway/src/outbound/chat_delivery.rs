@@ -18,13 +18,13 @@ use clibot_gateway::chunk::{
 use clibot_proto::v1::{self, event::Kind};
 use tokio::sync::mpsc;
 
-use crate::blob;
-use crate::egress::undelivered_notice;
-use crate::health::{PlatformHealth, now_ms};
+use crate::ops::health::{PlatformHealth, now_ms};
+use crate::outbound::blob;
+use crate::outbound::egress::undelivered_notice;
+use crate::outbound::render::{render, shown_prompt};
+use crate::outbound::turn_status::Progress;
 use crate::platforms::ratelimit::rate_limited;
 use crate::platforms::{Platform, gone};
-use crate::render::{render, shown_prompt};
-use crate::turn_status::Progress;
 
 /// Output longer than this many messages goes as a file with a short summary.
 const MAX_MESSAGES: usize = 3;
@@ -365,7 +365,7 @@ impl ChatDelivery {
         // A session's own topic says it ended and closes (starting it again reopens it);
         // other chats are not told (whoever stopped it was).
         if matches!(&ev.kind, Some(Kind::Stopped(_)) | Some(Kind::Released(_))) {
-            if crate::topic::split(&self.chat).1.is_some() {
+            if crate::platforms::topic::split(&self.chat).1.is_some() {
                 let text = format!(
                     "■ [{}] ended: this topic is closed until the session starts again",
                     ev.session
@@ -385,7 +385,7 @@ impl ChatDelivery {
             let (platform, chat) = (self.platform.clone(), self.chat.clone());
             self.sending(ev.seq, 0).await?;
             let c = self.client().await.ok();
-            crate::files::deliver_outbox_file(&platform, c, &chat, &ev.session, f)
+            crate::outbound::files::deliver_outbox_file(&platform, c, &chat, &ev.session, f)
                 .await
                 .map_err(Self::fail)?;
             self.ack(ev.seq, 0, "", "").await;
@@ -409,12 +409,12 @@ impl ChatDelivery {
         {
             // A dialog with a diff or a table: its picture first, the buttons last.
             if matches!(&ev.kind, Some(Kind::Waiting(_)))
-                && crate::picture::worth_a_picture(p)
+                && crate::outbound::picture::worth_a_picture(p)
                 && std::mem::replace(&mut self.pictured, ev.seq) != ev.seq
             {
                 let (platform, chat) = (self.platform.clone(), self.chat.clone());
                 let c = self.client().await.ok();
-                crate::picture::before_prompt(&platform, c, &chat, ev).await;
+                crate::outbound::picture::before_prompt(&platform, c, &chat, ev).await;
             }
             let options: Vec<String> = p
                 .options

@@ -1,0 +1,12 @@
+//! The library's pure text pieces: chat text out (redaction, chunking, Telegram HTML, the pane
+//! for a phone as text or as a PNG) and in (telling gateway commands from text for the CLI).
+//! No network, no tokio, nothing of the binary's: this folder imports only its own files, and
+//! `lib.rs` re-exports each public module under its old path (`clibot_gateway::chunk`, …).
+
+pub mod chunk;
+pub mod command;
+mod fence;
+pub mod phone_screen;
+pub mod redact;
+pub mod shot;
+pub mod telegram_html;
