@@ -449,9 +449,10 @@ impl Config {
             }
         }
         for (platform, access) in &self.access {
-            if !["telegram", "discord", "feishu", "console"].contains(&platform.as_str()) {
+            if clibot_proto::platforms::platform(platform).is_none() {
                 return Err(invalid(format!(
-                    "[access.{platform}]: unknown platform; use telegram, discord, feishu or console"
+                    "[access.{platform}]: unknown platform; use {}",
+                    clibot_proto::platforms::listed()
                 )));
             }
             access.validate(platform).map_err(invalid)?;

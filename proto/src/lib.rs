@@ -8,6 +8,7 @@ pub mod duration;
 mod errors;
 pub mod members;
 mod paths;
+pub mod platforms;
 mod remote;
 mod text;
 pub mod versions;

@@ -136,11 +136,11 @@ pub(super) async fn api_reach_check(config: &toml::Table, out: &mut Vec<Check>) 
     let Some(gw) = config.get("gateway").and_then(|g| g.as_table()) else {
         return;
     };
-    for (platform, default) in [
-        ("telegram", "https://api.telegram.org"),
-        ("discord", "https://discord.com"),
-        ("feishu", "https://open.feishu.cn"),
-    ] {
+    for (platform, default) in clibot_proto::platforms::PLATFORMS
+        .iter()
+        .filter(|p| !p.api_url.is_empty())
+        .map(|p| (p.name, p.api_url))
+    {
         let Some(section) = gw.get(platform).and_then(|s| s.as_table()) else {
             continue;
         };
@@ -318,12 +318,14 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
                         }
                         continue;
                     }
-                    "telegram" | "discord" => &["token", "api_url", "default_chat", "topics"],
-                    "feishu" => &["app_id", "app_secret", "api_url", "default_chat", "topics"],
-                    _ => {
-                        unknown.push(format!("gateway.{platform}"));
-                        continue;
-                    }
+                    // A platform's section takes the keys its row lists.
+                    p => match clibot_proto::platforms::platform(p) {
+                        Some(row) if !row.gateway_keys.is_empty() => row.gateway_keys,
+                        _ => {
+                            unknown.push(format!("gateway.{platform}"));
+                            continue;
+                        }
+                    },
                 };
                 match v.as_table() {
                     None => unknown.push(format!("gateway.{platform} (must be a table)")),

@@ -33,8 +33,11 @@ pub fn decide(down_for: Duration, after: Duration, told: bool) -> Action {
     }
 }
 
-/// "Telegram" for "telegram".
+/// "Telegram" for "telegram": its row's title, else the name capitalised.
 pub fn title(platform: &str) -> String {
+    if let Some(row) = clibot_proto::platforms::platform(platform) {
+        return row.title.to_string();
+    }
     let mut c = platform.chars();
     match c.next() {
         Some(f) => f.to_uppercase().chain(c).collect(),

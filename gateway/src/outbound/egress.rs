@@ -109,12 +109,7 @@ impl Egress {
 
 /// What a chat is told once a rate limit it was under has passed.
 pub fn undelivered_notice(platform: &str, n: u32, prefix: &str) -> String {
-    let platform = match platform {
-        "telegram" => "Telegram",
-        "discord" => "Discord",
-        "feishu" => "Feishu",
-        other => other,
-    };
+    let platform = crate::ops::down::title(platform);
     let what = if n == 1 {
         "1 message".to_string()
     } else {
