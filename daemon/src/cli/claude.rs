@@ -28,10 +28,7 @@ impl Adapter for Claude {
         if let Some(id) = r.flag(&["--resume", "-r", "--session-id"]) {
             return Some(id);
         }
-        let config = r
-            .env("CLAUDE_CONFIG_DIR")
-            .map(PathBuf::from)
-            .or_else(|| r.home().map(|h| h.join(".claude")))?;
+        let config = r.state_dir("CLAUDE_CONFIG_DIR", ".claude")?;
         let files = std::fs::read_dir(claude_project_dir(&config, r.dir))
             .ok()?
             .flatten()

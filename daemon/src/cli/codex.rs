@@ -18,11 +18,7 @@ pub struct Codex;
 
 impl Adapter for Codex {
     fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
-        let root = r
-            .env("CODEX_HOME")
-            .map(PathBuf::from)
-            .or_else(|| r.home().map(|h| h.join(".codex")))?
-            .join("sessions");
+        let root = r.state_dir("CODEX_HOME", ".codex")?.join("sessions");
         let wanted = r.dir.display().to_string();
         let mut files = Vec::new();
         collect_rollouts(&root, 0, &mut files);

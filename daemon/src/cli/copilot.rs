@@ -12,7 +12,7 @@
 //! the screen ends it. `--session-id ID` starts the conversation clibot names, and continues it
 //! when it exists.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -45,10 +45,7 @@ impl Adapter for Copilot {
         {
             return Some(id);
         }
-        let base = r
-            .env("COPILOT_HOME")
-            .map(PathBuf::from)
-            .or_else(|| r.home().map(|h| h.join(".copilot")))?;
+        let base = r.state_dir("COPILOT_HOME", ".copilot")?;
         copilot_conversation(&base.join("session-state"), r.pid)
     }
     fn name(&self) -> &'static str {

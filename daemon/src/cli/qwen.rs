@@ -10,7 +10,7 @@
 //! returns at once, so it is drawn and can be answered at the desk; answers go by keys (a digit
 //! picks an option). `--session-id ID` names the conversation, `--resume ID` continues it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Value, json};
 
@@ -40,10 +40,7 @@ impl Adapter for Qwen {
         if let Some(id) = r.flag(&["--resume", "-r", "--session-id"]) {
             return Some(id);
         }
-        let base = r
-            .env("QWEN_HOME")
-            .map(PathBuf::from)
-            .or_else(|| r.home().map(|h| h.join(".qwen")))?;
+        let base = r.state_dir("QWEN_HOME", ".qwen")?;
         qwen_conversation(&base, r.dir, r.pid)
     }
     fn name(&self) -> &'static str {

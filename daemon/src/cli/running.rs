@@ -49,6 +49,14 @@ impl<'a> Running<'a> {
     pub fn home(&self) -> Option<PathBuf> {
         self.env("HOME").map(PathBuf::from)
     }
+
+    /// Where the CLI keeps its state: the directory its variable `var` names (`CODEX_HOME`),
+    /// else `below_home` in its home (`.codex`).
+    pub fn state_dir(&self, var: &str, below_home: &str) -> Option<PathBuf> {
+        self.env(var)
+            .map(PathBuf::from)
+            .or_else(|| self.home().map(|h| h.join(below_home)))
+    }
 }
 
 /// The process's environment variable `key`.
