@@ -10,7 +10,7 @@ use clibotd::chat::access::{Access, PlatformAccess, Policy};
 use clibotd::chat::chats::{ChatAck, Chats};
 use clibotd::chat::dedupe::{Claim, Dedupe};
 use clibotd::cli::detect::AnswerStyle;
-use clibotd::cli::{self, ADAPTERS, Choice, opencode};
+use clibotd::cli::{self, Choice, opencode};
 use clibotd::model::Prompt;
 use clibotd::store::events::{EventKind, EventLog};
 use clibotd::store::{load_registry, save_registry};
@@ -349,7 +349,7 @@ fn prompt(kind: &str, options: Vec<String>) -> Prompt {
         text: "Proceed?".into(),
         options,
         subject: String::new(),
-        source: "hook".into(),
+        source: clibotd::model::PromptSource::Hook,
         answer: AnswerStyle::Digit,
         ..Default::default()
     }
@@ -357,7 +357,7 @@ fn prompt(kind: &str, options: Vec<String>) -> Prompt {
 
 /// Every adapter interprets the payload, and where it answers through the hook, answers it.
 fn feed_adapters(event: &str, payload: &Value) {
-    for name in ADAPTERS {
+    for name in cli::adapter_names() {
         let a = cli::adapter(name);
         a.hook(event, payload);
         for kind in ["permission", "question"] {
