@@ -1,7 +1,7 @@
 //! The daemon's core: the holder of the parts — the sessions' table, the live config, the
 //! event log, the chat tables, tmux — and what every operation shares (recording an event,
 //! persisting the registry, changing a state). The core calls no feature: recording an event
-//! publishes it on the [`bus`], where automatic answers, delegation, outcomes and metrics
+//! publishes it on the bus (`core/bus.rs`), where automatic answers, delegation, outcomes and metrics
 //! follow it; starting the daemon (adopting its sessions) is `session/startup.rs`'s. The
 //! operations themselves live with their concern in `session/`; the core knows nothing of gRPC
 //! (`rpc/` translates) and nothing below it names it.
@@ -509,8 +509,8 @@ impl Daemon {
 
     /// Saves everything before the process ends. tmux and its sessions are left running.
     ///
-    /// What is in flight is let finish first, for at most `DRAIN` (mini-redis's shutdown):
-    /// the work started [in the background](Daemon::in_background) — a message being typed
+    /// What is in flight is let finish first, for at most `DRAIN`:
+    /// the work started in the background (`in_background`) — a message being typed
     /// gets its Enter (or is left whole in its queue), an answer is given, a stop's clean-up
     /// ends its processes, a wake sees its CLI started. Each session's input lock is then held
     /// to the end, so nothing new is typed by a daemon that is going away.
