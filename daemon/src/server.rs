@@ -415,6 +415,22 @@ where
                 _ => None,
             },
         };
+        // Who may call it, by its row: a method only the machine's user may call refuses a
+        // chat user here, before its handler, and audits that when its row says so.
+        let refusal = refusal.or_else(|| match crate::rpc::policy::who(&method) {
+            crate::rpc::policy::Who::Anyone => None,
+            crate::rpc::policy::Who::Machine { why, audit } => {
+                let metadata = tonic::metadata::MetadataMap::from_headers(req.headers().clone());
+                let actor = crate::rpc::convert::actor_of(Some(&caller), &metadata);
+                if actor.is_local() {
+                    return None;
+                }
+                if let Some(action) = audit {
+                    self.daemon.audit(&actor, "", action, Err(why));
+                }
+                Some(why)
+            }
+        });
         if let Some(why) = refusal {
             tracing::warn!(?caller, method, "refused: {why}");
             let resp = Status::permission_denied(why).into_http();

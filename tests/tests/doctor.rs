@@ -496,3 +496,89 @@ fn status_says_when_the_config_changed_on_disk_since_it_was_read() {
     let out = h.ctl_ok(&["status"]);
     assert!(!out.contains("changed on disk since"), "{out}");
 }
+
+/// The RPC table's "who" column: what only the machine's user may call is refused to a chat
+/// user — an admin too — with the row's words, before its handler runs; the refusals of the
+/// rows that say so are audited. The machine's user is let through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_only_the_machines_user_may_call_is_refused_to_a_chat_admin_and_audited() {
+    let mut h = Harness::with_config("\n[access.telegram]\nadmins = [\"777\"]\n");
+    h.start_daemon();
+    let mut c = h.client().await;
+    fn from_chat<T>(msg: T) -> tonic::Request<T> {
+        let mut req = tonic::Request::new(msg);
+        let md = req.metadata_mut();
+        md.insert("clibot-platform", "telegram".parse().expect("ascii"));
+        md.insert("clibot-user", "777".parse().expect("ascii"));
+        md.insert("clibot-chat", "c1".parse().expect("ascii"));
+        req
+    }
+    let refused = |r: Result<(), tonic::Status>, words: &str| {
+        let e = r.expect_err("refused to a chat user");
+        assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+        assert_eq!(e.message(), words);
+    };
+    refused(
+        c.reload(from_chat(v1::ReloadRequest::default()))
+            .await
+            .map(drop),
+        "only the machine's user may reload the config",
+    );
+    refused(
+        c.set_default_chat(from_chat(v1::SetDefaultChatRequest {
+            platform: "telegram".into(),
+            chat: "c1".into(),
+        }))
+        .await
+        .map(drop),
+        "only the machine's user (the gateway) names the default chat",
+    );
+    refused(
+        c.get_metrics(from_chat(v1::GetMetricsRequest::default()))
+            .await
+            .map(drop),
+        "the metrics are for the local user only",
+    );
+    refused(
+        c.automation_report(from_chat(v1::AutomationReportRequest::default()))
+            .await
+            .map(drop),
+        "the automation report is for the local user only",
+    );
+    refused(
+        c.check_jail(from_chat(v1::CheckJailRequest::default()))
+            .await
+            .map(drop),
+        "the jail check is for the local user only (clibotctl doctor)",
+    );
+    refused(
+        c.test_patterns(from_chat(v1::TestPatternsRequest::default()))
+            .await
+            .map(drop),
+        "patterns are tested on the machine: clibotctl patterns test FILE",
+    );
+    // The machine's user is let through.
+    c.get_metrics(v1::GetMetricsRequest::default())
+        .await
+        .expect("the machine's user reads the metrics");
+    h.ctl_ok(&["reload"]);
+
+    let recs = lines(&h.ctl_ok(&["audit", "--user", "telegram:777", "--json"]));
+    let summary: Vec<(String, String)> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap_or("").to_string(),
+                r["outcome"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("reload".to_string(), "refused".to_string()),
+            ("default_chat".into(), "refused".into()),
+        ],
+        "{recs:#?}"
+    );
+}

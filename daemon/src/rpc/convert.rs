@@ -69,7 +69,12 @@ pub(super) fn no_control_chars(actor: &Actor, text: &str, what: &str) -> Result<
 /// machine's user for a session made on the machine), whatever chat metadata it sends; any
 /// other caller is the chat user named in its metadata (the gateway), else the local user.
 pub(super) fn actor<T>(req: &Request<T>) -> Actor {
-    if let Some(Caller::Session { name, owner }) = req.extensions().get::<Caller>() {
+    actor_of(req.extensions().get::<Caller>(), req.metadata())
+}
+
+/// [`actor`], from what the gate knows of a call: its caller and its metadata.
+pub(crate) fn actor_of(caller: Option<&Caller>, metadata: &tonic::metadata::MetadataMap) -> Actor {
+    if let Some(Caller::Session { name, owner }) = caller {
         let mut a = match owner.split_once(':') {
             Some((platform, user)) => Actor {
                 platform: platform.to_string(),
@@ -83,7 +88,7 @@ pub(super) fn actor<T>(req: &Request<T>) -> Actor {
         return a;
     }
     let get = |k: &str| {
-        req.metadata()
+        metadata
             .get(k)
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)

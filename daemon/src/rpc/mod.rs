@@ -22,7 +22,7 @@ use crate::store::events::{Event, EventKind};
 use crate::tmux::MuxError;
 
 mod chat;
-mod convert;
+pub(crate) mod convert;
 mod io;
 mod ops;
 pub(crate) mod policy;

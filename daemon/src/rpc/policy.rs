@@ -3,8 +3,10 @@
 //!
 //! Fail closed: a method with no row is refused to every caller, and a unit test compares the
 //! table with the proto, so a new RPC cannot be served before someone decided who may call it.
-//! The handlers still decide what a permitted caller may do (which sessions, which rights);
-//! this table decides only where calls may come from.
+//! A second column says who may call it: anyone the first column lets through (the handler
+//! then decides which sessions and rights, from the caller's access), or only the machine's
+//! user — then the gate refuses a chat user (and a process inside a chat user's session) with
+//! the row's words, and audits the refusal under the row's action when it has one.
 
 /// Where a method may be called from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,64 +20,131 @@ pub(crate) enum Reach {
 }
 
 use Reach::{Outside, Sessions};
+use Who::Anyone;
 
-/// Every RPC, with where it may be called from.
-const TABLE: &[(&str, Reach)] = &[
-    ("Status", Sessions),
-    ("ListSessions", Sessions),
-    ("GetSession", Sessions),
-    ("SpawnSession", Sessions),
-    ("StartSession", Sessions),
-    ("Route", Sessions),
-    ("SendInput", Sessions),
-    ("SendKeys", Sessions),
-    ("CancelTurn", Sessions),
-    ("ListQueue", Sessions),
-    ("DropQueued", Sessions),
-    ("Capture", Sessions),
-    ("StopSession", Sessions),
-    ("AdoptSession", Outside),
-    ("ReleaseSession", Sessions),
-    ("RestartSession", Sessions),
-    ("WatchEvents", Outside),
-    ("AnswerPrompt", Sessions),
-    ("GetLastReply", Sessions),
-    ("Hook", Sessions),
-    ("CheckAccess", Outside),
-    ("ListPairings", Outside),
-    ("ApprovePairing", Outside),
-    ("RevokeAccess", Outside),
-    ("AckEvents", Outside),
-    ("GetCursor", Outside),
-    ("SetBinding", Outside),
-    ("ListBindings", Outside),
-    // Its handler refuses anyone but the machine's user.
-    ("SetDefaultChat", Sessions),
-    ("Discover", Sessions),
-    ("MarkChatBroken", Outside),
-    ("ShareSession", Sessions),
-    ("AckIngress", Outside),
-    ("ListIngress", Outside),
-    ("ReportGateway", Outside),
-    ("GetTranscript", Outside),
-    ("GetMetrics", Sessions),
-    ("ListRules", Sessions),
-    ("TestPatterns", Sessions),
-    ("Reload", Outside),
-    ("Delegate", Sessions),
-    ("ReadBlob", Outside),
-    ("GetFile", Sessions),
-    ("PutFile", Sessions),
-    ("ClaimOnce", Outside),
-    // Its handler refuses anyone but the machine's user.
-    ("AutomationReport", Sessions),
-    ("CheckJail", Outside),
+/// Who may call a method, of the callers its [`Reach`] lets through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Who {
+    /// The handler decides, by the caller's access (admins, a session's owner, …).
+    Anyone,
+    /// Only the machine's user (and processes in sessions made on the machine): a chat user is
+    /// refused with `why`; the refusal is audited as `audit` when it names an action.
+    Machine {
+        why: &'static str,
+        audit: Option<&'static str>,
+    },
+}
+
+/// Every RPC, with where it may be called from and who may call it.
+const TABLE: &[(&str, Reach, Who)] = &[
+    ("Status", Sessions, Anyone),
+    ("ListSessions", Sessions, Anyone),
+    ("GetSession", Sessions, Anyone),
+    ("SpawnSession", Sessions, Anyone),
+    ("StartSession", Sessions, Anyone),
+    ("Route", Sessions, Anyone),
+    ("SendInput", Sessions, Anyone),
+    ("SendKeys", Sessions, Anyone),
+    ("CancelTurn", Sessions, Anyone),
+    ("ListQueue", Sessions, Anyone),
+    ("DropQueued", Sessions, Anyone),
+    ("Capture", Sessions, Anyone),
+    ("StopSession", Sessions, Anyone),
+    ("AdoptSession", Outside, Anyone),
+    ("ReleaseSession", Sessions, Anyone),
+    ("RestartSession", Sessions, Anyone),
+    ("WatchEvents", Outside, Anyone),
+    ("AnswerPrompt", Sessions, Anyone),
+    ("GetLastReply", Sessions, Anyone),
+    ("Hook", Sessions, Anyone),
+    ("CheckAccess", Outside, Anyone),
+    ("ListPairings", Outside, Anyone),
+    ("ApprovePairing", Outside, Anyone),
+    ("RevokeAccess", Outside, Anyone),
+    ("AckEvents", Outside, Anyone),
+    ("GetCursor", Outside, Anyone),
+    ("SetBinding", Outside, Anyone),
+    ("ListBindings", Outside, Anyone),
+    (
+        "SetDefaultChat",
+        Sessions,
+        Who::Machine {
+            why: "only the machine's user (the gateway) names the default chat",
+            audit: Some("default_chat"),
+        },
+    ),
+    ("Discover", Sessions, Anyone),
+    ("MarkChatBroken", Outside, Anyone),
+    ("ShareSession", Sessions, Anyone),
+    ("AckIngress", Outside, Anyone),
+    ("ListIngress", Outside, Anyone),
+    ("ReportGateway", Outside, Anyone),
+    ("GetTranscript", Outside, Anyone),
+    (
+        "GetMetrics",
+        Sessions,
+        Who::Machine {
+            why: "the metrics are for the local user only",
+            audit: None,
+        },
+    ),
+    ("ListRules", Sessions, Anyone),
+    (
+        "TestPatterns",
+        Sessions,
+        Who::Machine {
+            why: "patterns are tested on the machine: clibotctl patterns test FILE",
+            audit: None,
+        },
+    ),
+    (
+        "Reload",
+        Outside,
+        Who::Machine {
+            why: "only the machine's user may reload the config",
+            audit: Some("reload"),
+        },
+    ),
+    ("Delegate", Sessions, Anyone),
+    ("ReadBlob", Outside, Anyone),
+    ("GetFile", Sessions, Anyone),
+    ("PutFile", Sessions, Anyone),
+    ("ClaimOnce", Outside, Anyone),
+    // It names every session's commands.
+    (
+        "AutomationReport",
+        Sessions,
+        Who::Machine {
+            why: "the automation report is for the local user only",
+            audit: None,
+        },
+    ),
+    // It runs programs.
+    (
+        "CheckJail",
+        Outside,
+        Who::Machine {
+            why: "the jail check is for the local user only (clibotctl doctor)",
+            audit: None,
+        },
+    ),
 ];
 
 /// Where `method` (the last part of a call's path) may be called from; `None`: it has no row,
 /// and is refused.
 pub(crate) fn reach(method: &str) -> Option<Reach> {
-    TABLE.iter().find(|(m, _)| *m == method).map(|(_, r)| *r)
+    TABLE
+        .iter()
+        .find(|(m, ..)| *m == method)
+        .map(|(_, r, _)| *r)
+}
+
+/// Who may call `method`; [`Who::Anyone`] for a method with no row (which [`reach`] refuses).
+pub(crate) fn who(method: &str) -> Who {
+    TABLE
+        .iter()
+        .find(|(m, ..)| *m == method)
+        .map_or(Who::Anyone, |(.., w)| *w)
 }
 
 #[cfg(test)]
@@ -103,10 +172,10 @@ mod tests {
             missing.is_empty(),
             "RPCs with no row in rpc/policy.rs (refused to everyone until they get one): {missing:?}"
         );
-        for (m, _) in TABLE {
+        for (m, ..) in TABLE {
             assert!(declared.iter().any(|d| d == m), "{m} is not in the proto");
             assert_eq!(
-                TABLE.iter().filter(|(n, _)| n == m).count(),
+                TABLE.iter().filter(|(n, ..)| n == m).count(),
                 1,
                 "{m} has two rows"
             );
@@ -118,5 +187,13 @@ mod tests {
         assert_eq!(reach("NoSuchMethod"), None);
         assert_eq!(reach("WatchEvents"), Some(Outside));
         assert_eq!(reach("Hook"), Some(Sessions));
+        assert_eq!(who("SendInput"), Anyone);
+        assert!(matches!(
+            who("Reload"),
+            Who::Machine {
+                audit: Some("reload"),
+                ..
+            }
+        ));
     }
 }
