@@ -415,13 +415,15 @@ where
                 _ => None,
             },
         };
+        let actor = crate::rpc::convert::actor_of(
+            Some(&caller),
+            &tonic::metadata::MetadataMap::from_headers(req.headers().clone()),
+        );
         // Who may call it, by its row: a method only the machine's user may call refuses a
         // chat user here, before its handler, and audits that when its row says so.
         let refusal = refusal.or_else(|| match crate::rpc::policy::who(&method) {
             crate::rpc::policy::Who::Anyone => None,
             crate::rpc::policy::Who::Machine { why, audit } => {
-                let metadata = tonic::metadata::MetadataMap::from_headers(req.headers().clone());
-                let actor = crate::rpc::convert::actor_of(Some(&caller), &metadata);
                 if actor.is_local() {
                     return None;
                 }
@@ -440,12 +442,14 @@ where
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();
+        // A chat caller reads a core error in chat words, whatever the method.
+        let chat = crate::rpc::convert::reads_in_chat(&actor);
         Box::pin(async move {
             let r = call.await;
             if let Some(m) = metrics {
                 m.rpc(&path, started.elapsed());
             }
-            r
+            r.map(|resp| crate::rpc::convert::word_for_caller(chat, resp))
         })
     }
 }

@@ -205,15 +205,34 @@ const CHAT_TEXT_KEY: &str = "clibot-chat-text-bin";
 /// Whether a call's errors are read in a chat: it comes through the gateway for a chat user,
 /// or from the console gateway (the local user typing `!!` commands in a chat of their own).
 /// A process in a session calling as its owner runs `clibotctl`: not a chat.
-pub(super) fn from_chat<T>(req: &Request<T>) -> bool {
-    let a = actor(req);
+#[cfg(test)]
+fn from_chat<T>(req: &Request<T>) -> bool {
+    reads_in_chat(&actor(req))
+}
+
+/// [`from_chat`], for the actor the gate found.
+pub(crate) fn reads_in_chat(a: &Actor) -> bool {
     a.via.is_empty() && (!a.is_local() || !a.chat.is_empty())
+}
+
+/// A response as its caller should read it ([`for_caller`]), for every RPC alike: the gate
+/// calls it on each response. Only an error that carries chat words is rebuilt.
+pub(crate) fn word_for_caller(
+    chat: bool,
+    resp: tonic::codegen::http::Response<tonic::body::Body>,
+) -> tonic::codegen::http::Response<tonic::body::Body> {
+    match resp.extensions().get::<Status>() {
+        Some(s) if s.metadata().get_bin(CHAT_TEXT_KEY).is_some() => {
+            for_caller(chat, s.clone()).into_http()
+        }
+        _ => resp,
+    }
 }
 
 /// A status as its caller should read it: for a chat, a core error's chat words (chat commands
 /// instead of `clibotctl` ones); for anyone else, the words for the machine. The chat words are
 /// never passed on as they were carried.
-pub(super) fn for_caller(chat: bool, s: Status) -> Status {
+fn for_caller(chat: bool, s: Status) -> Status {
     let Some(words) = s.metadata().get_bin(CHAT_TEXT_KEY) else {
         return s;
     };
@@ -569,5 +588,24 @@ mod tests {
         ])));
         assert!(from_chat(&request(&[("clibot-chat", "console")])));
         assert!(!from_chat(&request(&[])));
+    }
+
+    /// The gate rewords any method's error response for its caller, and passes on the rest.
+    #[test]
+    fn the_gate_rewords_every_error_response_for_its_caller() {
+        let resp = |chat: bool| {
+            let r = Status::from(CoreError::NoSuchSession("api".into())).into_http();
+            let r = word_for_caller(chat, r);
+            let s = Status::from_header_map(r.headers()).expect("a status");
+            assert!(
+                s.metadata().get_bin(CHAT_TEXT_KEY).is_none(),
+                "not passed on"
+            );
+            s.message().to_string()
+        };
+        assert!(resp(true).contains("!!sessions"), "{}", resp(true));
+        assert!(resp(false).contains("clibotctl list"), "{}", resp(false));
+        let ok = tonic::codegen::http::Response::new(tonic::body::Body::empty());
+        assert!(word_for_caller(true, ok).headers().is_empty());
     }
 }

@@ -240,7 +240,8 @@ impl Service {
     }
 }
 
-/// The calls a chat makes word the core's errors for their caller (`for_caller`): a chat is
+/// Each method hands its call to its area's handler. A chat caller reads the core's errors in
+/// chat words: the gate rewords every response (`convert::word_for_caller`); a chat is
 /// told chat commands, `clibotctl` its own.
 #[tonic::async_trait]
 impl Clibot for Service {
@@ -262,96 +263,70 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ListSessionsRequest>,
     ) -> Result<Response<v1::ListSessionsResponse>, Status> {
-        let chat = from_chat(&req);
-        sessions::list_sessions(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::list_sessions(self, req).await
     }
 
     async fn get_session(
         &self,
         req: Request<v1::GetSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let chat = from_chat(&req);
-        sessions::get_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::get_session(self, req).await
     }
 
     async fn spawn_session(
         &self,
         req: Request<v1::SpawnSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let chat = from_chat(&req);
-        sessions::spawn_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::spawn_session(self, req).await
     }
 
     async fn send_input(
         &self,
         req: Request<v1::SendInputRequest>,
     ) -> Result<Response<v1::SendInputResponse>, Status> {
-        let chat = from_chat(&req);
-        io::send_input(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::send_input(self, req).await
     }
 
     async fn send_keys(
         &self,
         req: Request<v1::SendKeysRequest>,
     ) -> Result<Response<v1::SendKeysResponse>, Status> {
-        let chat = from_chat(&req);
-        io::send_keys(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::send_keys(self, req).await
     }
 
     async fn cancel_turn(
         &self,
         req: Request<v1::CancelTurnRequest>,
     ) -> Result<Response<v1::CancelTurnResponse>, Status> {
-        let chat = from_chat(&req);
-        turns::cancel_turn(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        turns::cancel_turn(self, req).await
     }
 
     async fn list_queue(
         &self,
         req: Request<v1::ListQueueRequest>,
     ) -> Result<Response<v1::ListQueueResponse>, Status> {
-        let chat = from_chat(&req);
-        turns::list_queue(self, req).map_err(|s| for_caller(chat, s))
+        turns::list_queue(self, req)
     }
 
     async fn drop_queued(
         &self,
         req: Request<v1::DropQueuedRequest>,
     ) -> Result<Response<v1::DropQueuedResponse>, Status> {
-        let chat = from_chat(&req);
-        turns::drop_queued(self, req).map_err(|s| for_caller(chat, s))
+        turns::drop_queued(self, req)
     }
 
     async fn capture(
         &self,
         req: Request<v1::CaptureRequest>,
     ) -> Result<Response<v1::CaptureResponse>, Status> {
-        let chat = from_chat(&req);
-        io::capture(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::capture(self, req).await
     }
 
     async fn stop_session(
         &self,
         req: Request<v1::StopSessionRequest>,
     ) -> Result<Response<v1::StopSessionResponse>, Status> {
-        let chat = from_chat(&req);
-        sessions::stop_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::stop_session(self, req).await
     }
 
     async fn adopt_session(
@@ -372,40 +347,28 @@ impl Clibot for Service {
         &self,
         req: Request<v1::RouteRequest>,
     ) -> Result<Response<v1::RouteResponse>, Status> {
-        let chat = from_chat(&req);
-        sessions::route(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::route(self, req).await
     }
 
     async fn start_session(
         &self,
         req: Request<v1::StartSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let chat = from_chat(&req);
-        sessions::start_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::start_session(self, req).await
     }
 
     async fn restart_session(
         &self,
         req: Request<v1::RestartSessionRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let chat = from_chat(&req);
-        sessions::restart_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::restart_session(self, req).await
     }
 
     async fn answer_prompt(
         &self,
         req: Request<v1::AnswerPromptRequest>,
     ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
-        let chat = from_chat(&req);
-        io::answer_prompt(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::answer_prompt(self, req).await
     }
 
     async fn check_access(
@@ -447,10 +410,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::SetBindingRequest>,
     ) -> Result<Response<v1::SetBindingResponse>, Status> {
-        let chat = from_chat(&req);
-        chat::set_binding(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        chat::set_binding(self, req).await
     }
 
     async fn list_bindings(
@@ -496,10 +456,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::ShareSessionRequest>,
     ) -> Result<Response<v1::ShareSessionResponse>, Status> {
-        let chat = from_chat(&req);
-        chat::share_session(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        chat::share_session(self, req).await
     }
 
     async fn ack_ingress(
@@ -527,10 +484,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetLastReplyRequest>,
     ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
-        let chat = from_chat(&req);
-        io::get_last_reply(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::get_last_reply(self, req).await
     }
 
     type ReadBlobStream = BlobStream;
@@ -540,20 +494,14 @@ impl Clibot for Service {
         &self,
         req: Request<tonic::Streaming<v1::PutFileChunk>>,
     ) -> Result<Response<v1::PutFileResponse>, Status> {
-        let chat = from_chat(&req);
-        io::put_file(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::put_file(self, req).await
     }
 
     async fn get_file(
         &self,
         req: Request<v1::GetFileRequest>,
     ) -> Result<Response<BlobStream>, Status> {
-        let chat = from_chat(&req);
-        io::get_file(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        io::get_file(self, req).await
     }
 
     async fn read_blob(
@@ -588,10 +536,7 @@ impl Clibot for Service {
         &self,
         _req: Request<v1::ListRulesRequest>,
     ) -> Result<Response<v1::ListRulesResponse>, Status> {
-        let chat = from_chat(&_req);
-        ops::list_rules(self, _req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        ops::list_rules(self, _req).await
     }
 
     async fn test_patterns(
@@ -605,10 +550,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::DelegateRequest>,
     ) -> Result<Response<v1::Session>, Status> {
-        let chat = from_chat(&req);
-        sessions::delegate(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        sessions::delegate(self, req).await
     }
 
     async fn automation_report(
@@ -636,10 +578,7 @@ impl Clibot for Service {
         &self,
         req: Request<v1::GetTranscriptRequest>,
     ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
-        let chat = from_chat(&req);
-        chat::get_transcript(self, req)
-            .await
-            .map_err(|s| for_caller(chat, s))
+        chat::get_transcript(self, req).await
     }
 
     type WatchEventsStream = EventStream;
