@@ -142,7 +142,7 @@ impl Daemon {
     /// Opens the state directory and every store in it, and prepares the tmux server; returns
     /// the daemon, with no session in its table yet, and the registry as the last daemon left
     /// it (brought up to the event log). Events are published to `bus`. Adopting the sessions
-    /// and starting their watchers is the caller's ([`crate::startup`]).
+    /// and starting their watchers is the caller's (`session/startup.rs`).
     pub(crate) async fn open(
         settings: Settings,
         mux: Arc<dyn Mux>,
@@ -324,11 +324,6 @@ impl Daemon {
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.inner.tasks.spawn(work);
-    }
-
-    /// The names of the parts that follow events, in the order they are called.
-    pub fn subscribers(&self) -> Vec<&'static str> {
-        self.inner.bus.names()
     }
 
     /// The daemon's own secrets (every session's hook token, which is also OpenCode's server

@@ -415,10 +415,7 @@ where
                 _ => None,
             },
         };
-        let actor = crate::rpc::convert::actor_of(
-            Some(&caller),
-            &tonic::metadata::MetadataMap::from_headers(req.headers().clone()),
-        );
+        let actor = crate::rpc::convert::actor_of(Some(&caller), req.headers());
         // Who may call it, by its row: a method only the machine's user may call refuses a
         // chat user here, before its handler, and audits that when its row says so.
         let refusal = refusal.or_else(|| match crate::rpc::policy::who(&method) {
@@ -438,12 +435,13 @@ where
             let resp = Status::permission_denied(why).into_http();
             return Box::pin(async move { Ok(resp) });
         }
+        // A chat caller reads a core error in chat words, whatever the method.
+        let chat = crate::rpc::convert::reads_in_chat(&actor);
         req.extensions_mut().insert(caller);
+        req.extensions_mut().insert(actor);
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();
-        // A chat caller reads a core error in chat words, whatever the method.
-        let chat = crate::rpc::convert::reads_in_chat(&actor);
         Box::pin(async move {
             let r = call.await;
             if let Some(m) = metrics {

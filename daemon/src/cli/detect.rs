@@ -77,7 +77,7 @@ pub struct PackConfig {
 
 #[derive(Debug, Clone)]
 struct PromptRule {
-    kind: String,
+    kind: crate::model::PromptKind,
     pattern: Regex,
     options: Vec<String>,
     answer: AnswerStyle,
@@ -186,7 +186,7 @@ impl Pack {
                 };
                 Ok(PromptRule {
                     subject_kind,
-                    kind: r.kind.clone(),
+                    kind: r.kind.as_str().into(),
                     pattern: compile(&r.pattern, "prompt pattern")?,
                     options: r.options.clone(),
                     answer: r.answer,
@@ -300,7 +300,7 @@ impl Pack {
                 None => clean_line(&tail[line_start..line_end]).to_string(),
             };
             let from_match: Vec<&str> = tail[line_start..].lines().collect();
-            let options = if rule.kind == "secret" {
+            let options = if rule.kind == crate::model::PromptKind::Secret {
                 // A password prompt takes text; numbers above it are something else.
                 Vec::new()
             } else if !rule.options.is_empty() {
@@ -359,7 +359,7 @@ impl Pack {
             above.push_str(&tail[..question_line]);
             let context = context_above(&above, &subject, start == 0);
             a.prompt = Some(ScreenPrompt {
-                kind: rule.kind.as_str().into(),
+                kind: rule.kind.clone(),
                 text,
                 options,
                 subject,

@@ -1261,7 +1261,7 @@ async fn recording_an_event_publishes_it_to_each_subscriber_in_order() {
     )
     .await
     .expect("opens");
-    assert_eq!(d.subscribers(), ["a", "b"]);
+    assert_eq!(d.inner.bus.names(), ["a", "b"]);
     let seq = d.event(
         "s",
         "",
@@ -1298,7 +1298,7 @@ async fn the_started_daemon_has_every_part_on_the_bus() {
     let env = Env::new();
     let d = env.daemon().await;
     assert_eq!(
-        d.subscribers(),
+        d.inner.bus.names(),
         [
             "metrics",
             "outcomes of automatic answers",

@@ -68,12 +68,19 @@ pub(super) fn no_control_chars(actor: &Actor, text: &str, what: &str) -> Result<
 /// Who a call is for. A process inside a managed session acts as that session's owner (the
 /// machine's user for a session made on the machine), whatever chat metadata it sends; any
 /// other caller is the chat user named in its metadata (the gateway), else the local user.
+/// The gate reads it once per call and hands it on with the request.
 pub(super) fn actor<T>(req: &Request<T>) -> Actor {
-    actor_of(req.extensions().get::<Caller>(), req.metadata())
+    match req.extensions().get::<Actor>() {
+        Some(a) => a.clone(),
+        None => actor_of(req.extensions().get::<Caller>(), req.metadata().as_ref()),
+    }
 }
 
-/// [`actor`], from what the gate knows of a call: its caller and its metadata.
-pub(crate) fn actor_of(caller: Option<&Caller>, metadata: &tonic::metadata::MetadataMap) -> Actor {
+/// [`actor`], from what the gate knows of a call: its caller and its headers.
+pub(crate) fn actor_of(
+    caller: Option<&Caller>,
+    metadata: &tonic::codegen::http::HeaderMap,
+) -> Actor {
     if let Some(Caller::Session { name, owner }) = caller {
         let mut a = match owner.split_once(':') {
             Some((platform, user)) => Actor {

@@ -42,7 +42,9 @@ impl Daemon {
     /// Opens the state directory, re-adopts the sessions that are still alive in tmux and marks
     /// the others exited.
     pub async fn start(settings: Settings, mux: Arc<dyn Mux>) -> Result<Daemon, CoreError> {
-        let (daemon, registry) = Daemon::open(settings, mux, Bus::new(subscribers())).await?;
+        let bus = Bus::new(subscribers());
+        tracing::info!(parts = ?bus.names(), "the parts that follow events");
+        let (daemon, registry) = Daemon::open(settings, mux, bus).await?;
         let readopted = daemon.reconcile_at_start(registry).await;
         // Declared sessions with auto_start that do not run (a first start, a reboot that
         // ended tmux) are started before clients are served.
