@@ -7,6 +7,7 @@ mod connect;
 pub mod duration;
 mod errors;
 pub mod members;
+mod names;
 mod paths;
 pub mod platforms;
 mod remote;

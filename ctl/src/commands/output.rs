@@ -56,7 +56,7 @@ pub fn ago(ms: i64) -> String {
 }
 
 pub fn prompt_json(p: &v1::Prompt) -> Value {
-    json!({"prompt_id": p.id, "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject, "subject_kind": p.subject_kind, "source": p.source, "warning": p.warning, "auto": p.auto, "context": p.context})
+    json!({"prompt_id": p.id, "kind": p.kind_name(), "text": p.text, "options": p.options, "subject": p.subject, "subject_kind": p.subject_kind().name(), "source": p.source().name(), "warning": p.warning, "auto": p.auto, "context": p.context})
 }
 
 pub fn session_json(s: &v1::Session) -> Value {
@@ -125,7 +125,7 @@ pub fn session_details(s: &v1::Session) -> String {
                     .join("\n                "),
             ));
         }
-        let mut line = format!("{}: {}", p.kind, p.text);
+        let mut line = format!("{}: {}", p.kind_name(), p.text);
         if !p.options.is_empty() {
             line.push_str(&format!(" [{}]", p.options.join(" / ")));
         }
@@ -299,7 +299,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
         Kind::Error(e) => ("error", json!({"message": e.message, "kind": e.kind})),
         Kind::TurnCompleted(t) => (
             "turn_completed",
-            json!({"text": t.text, "source": t.source, "blob_id": t.blob_id, "full_bytes": t.full_bytes}),
+            json!({"text": t.text, "source": t.source().name(), "blob_id": t.blob_id, "full_bytes": t.full_bytes}),
         ),
         Kind::Waiting(w) => (
             "waiting",
@@ -430,7 +430,9 @@ pub fn event_line(e: &v1::Event) -> String {
                 };
                 format!(
                     "{} {context}{}{subject} — {opts} (id {})",
-                    p.kind, p.text, p.id
+                    p.kind_name(),
+                    p.text,
+                    p.id
                 )
             }
             None => String::new(),
@@ -507,7 +509,7 @@ mod details_tests {
     fn a_prompt_is_shown_with_its_context() {
         let prompt = v1::Prompt {
             id: "p1".into(),
-            kind: "continue".into(),
+            kind: v1::PromptKind::Continue.into(),
             text: "Enter to proceed".into(),
             options: vec!["proceed".into()],
             context: "Confirmation Required\nThis will modify 3 files".into(),

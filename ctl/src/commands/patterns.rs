@@ -33,8 +33,8 @@ pub async fn test(
     if json {
         let prompt = r.prompt.as_ref().map(|p| {
             serde_json::json!({
-                "kind": p.kind, "text": p.text, "options": p.options, "subject": p.subject,
-                "subject_kind": p.subject_kind, "context": p.context, "warning": p.warning,
+                "kind": p.kind_name(), "text": p.text, "options": p.options, "subject": p.subject,
+                "subject_kind": p.subject_kind().name(), "context": p.context, "warning": p.warning,
             })
         });
         let v = serde_json::json!({
@@ -51,7 +51,7 @@ pub async fn test(
     println!("pack:        {}", r.pack);
     match &r.prompt {
         Some(p) => {
-            println!("prompt:      {} — {}", p.kind, p.text);
+            println!("prompt:      {} — {}", p.kind_name(), p.text);
             if p.options.is_empty() {
                 println!("options:     none (answered with text)");
             } else {
@@ -64,7 +64,7 @@ pub async fn test(
                 println!("options:     {}", opts.join("  "));
             }
             if !p.subject.is_empty() {
-                println!("subject:     {} ({})", p.subject, p.subject_kind);
+                println!("subject:     {} ({})", p.subject, p.subject_kind().name());
             }
             if !p.context.is_empty() {
                 println!("context:     {}", p.context.replace('\n', " / "));

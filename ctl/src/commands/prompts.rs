@@ -51,7 +51,7 @@ pub async fn pending(c: &mut Client, json: bool) -> anyhow::Result<()> {
                 json!({
                     "session": s.name,
                     "prompt_id": p.id,
-                    "kind": p.kind,
+                    "kind": p.kind_name(),
                     "text": p.text,
                     "options": p.options,
                     "subject": p.subject,

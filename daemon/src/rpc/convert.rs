@@ -308,21 +308,41 @@ pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
 }
 
 pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
-    v1::Prompt {
+    use crate::model::{PromptSource, SubjectKind};
+    let mut out = v1::Prompt {
         id: p.id,
-        kind: p.kind.into(),
         text: p.text,
         options: p.options,
         subject: p.subject,
-        source: p.source.as_str().into(),
         warning: p.warning,
         auto: p.auto,
-        subject_kind: p
-            .subject_kind
-            .map_or("", crate::model::SubjectKind::as_str)
-            .into(),
         context: p.context,
         waiting_since_ms: p.since_ms,
+        ..Default::default()
+    };
+    out.set_kind_name(p.kind.as_str());
+    out.set_source(match p.source {
+        PromptSource::Hook => v1::PromptSource::Hook,
+        PromptSource::Screen => v1::PromptSource::Screen,
+        PromptSource::Api => v1::PromptSource::Api,
+    });
+    out.set_subject_kind(match p.subject_kind {
+        Some(SubjectKind::Command) => v1::SubjectKind::Command,
+        Some(SubjectKind::Path) => v1::SubjectKind::Path,
+        Some(SubjectKind::Url) => v1::SubjectKind::Url,
+        None => v1::SubjectKind::Unspecified,
+    });
+    out
+}
+
+fn turn_end_to_proto(t: crate::model::TurnEnd) -> v1::TurnEnd {
+    use crate::model::TurnEnd;
+    match t {
+        TurnEnd::Hook => v1::TurnEnd::Hook,
+        TurnEnd::Api => v1::TurnEnd::Api,
+        TurnEnd::Screen => v1::TurnEnd::Screen,
+        TurnEnd::Transcript => v1::TurnEnd::Transcript,
+        TurnEnd::Idle => v1::TurnEnd::Idle,
     }
 }
 
@@ -423,7 +443,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             full_bytes,
         } => Kind::TurnCompleted(v1::TurnCompleted {
             text,
-            source: source.as_str().into(),
+            source: turn_end_to_proto(source).into(),
             blob_id,
             full_bytes,
         }),

@@ -190,7 +190,7 @@ impl Router {
                 .await
                 .map(|s| {
                     let s = s.into_inner();
-                    let secret = s.prompt.as_ref().is_some_and(|p| p.kind == "secret");
+                    let secret = s.prompt.as_ref().is_some_and(v1::Prompt::is_secret);
                     (s.state == v1::SessionState::Waiting as i32, secret)
                 })
                 .unwrap_or((false, false)),

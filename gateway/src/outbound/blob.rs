@@ -126,7 +126,7 @@ pub async fn whole_reply(
     let mut out = ev.clone();
     out.kind = Some(v1::event::Kind::TurnCompleted(v1::TurnCompleted {
         text,
-        source: t.source.clone(),
+        source: t.source,
         blob_id: String::new(),
         full_bytes: 0,
     }));
@@ -145,7 +145,7 @@ pub async fn last_reply(
         session: session.to_string(),
         kind: Some(v1::event::Kind::TurnCompleted(v1::TurnCompleted {
             text: r.text,
-            source: String::new(),
+            source: v1::TurnEnd::Unspecified.into(),
             blob_id: r.blob_id,
             full_bytes: r.full_bytes,
         })),

@@ -167,7 +167,7 @@ pub fn shown_prompt(ev: &v1::Event) -> Option<&v1::Prompt> {
 /// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
 /// question that explain it), the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
-    if p.kind == "secret" {
+    if p.is_secret() {
         return format!(
             "🔒 {}\nIt asks for a password or secret. Send it as your next message: it is typed into the session, clibot keeps no copy (its logs show only the length), and your message is deleted where the platform allows. !!keys C-c cancels.",
             p.text
@@ -222,7 +222,7 @@ mod tests {
             kind: Some(Kind::Waiting(v1::Waiting {
                 prompt: Some(v1::Prompt {
                     id: "p1".into(),
-                    kind: "continue".into(),
+                    kind: v1::PromptKind::Continue.into(),
                     text: "Enter to proceed".into(),
                     options: vec!["proceed".into()],
                     context: context.into(),

@@ -1,0 +1,173 @@
+//! The names users' scripts read for the contract's enums: `--json`, the event log and the
+//! rules say "permission", "hook", "command", not `PROMPT_KIND_PERMISSION`. One place turns
+//! each enum into its name and back, for every crate.
+
+use crate::v1::{Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd};
+
+impl PromptKind {
+    /// "permission", "question", ...; "" for UNSPECIFIED and for OTHER (whose name is the
+    /// prompt's `other_kind`: see [`Prompt::kind_name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptKind::Permission => "permission",
+            PromptKind::Question => "question",
+            PromptKind::Confirm => "confirm",
+            PromptKind::Select => "select",
+            PromptKind::Trust => "trust",
+            PromptKind::Secret => "secret",
+            PromptKind::Continue => "continue",
+            PromptKind::Unspecified | PromptKind::Other => "",
+        }
+    }
+}
+
+impl Prompt {
+    /// The kind as users name it: "permission", or a pack's own kind ("deploy").
+    pub fn kind_name(&self) -> &str {
+        match self.kind() {
+            PromptKind::Other => &self.other_kind,
+            k => k.name(),
+        }
+    }
+
+    /// Sets the kind from its name: a name clibot gives no meaning of its own is OTHER, kept
+    /// in `other_kind`.
+    pub fn set_kind_name(&mut self, name: &str) {
+        const NAMED: [PromptKind; 7] = [
+            PromptKind::Permission,
+            PromptKind::Question,
+            PromptKind::Confirm,
+            PromptKind::Select,
+            PromptKind::Trust,
+            PromptKind::Secret,
+            PromptKind::Continue,
+        ];
+        match NAMED.into_iter().find(|k| k.name() == name) {
+            Some(k) => {
+                self.set_kind(k);
+                self.other_kind.clear();
+            }
+            None if name.is_empty() => {
+                self.set_kind(PromptKind::Unspecified);
+                self.other_kind.clear();
+            }
+            None => {
+                self.set_kind(PromptKind::Other);
+                self.other_kind = name.to_string();
+            }
+        }
+    }
+
+    /// True for a password, passphrase or token: never shown back, never kept.
+    pub fn is_secret(&self) -> bool {
+        self.kind() == PromptKind::Secret
+    }
+}
+
+impl PromptSource {
+    /// "hook", "screen", "api"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptSource::Hook => "hook",
+            PromptSource::Screen => "screen",
+            PromptSource::Api => "api",
+            PromptSource::Unspecified => "",
+        }
+    }
+}
+
+impl SubjectKind {
+    /// "command", "path", "url"; "" when unknown.
+    pub fn name(self) -> &'static str {
+        match self {
+            SubjectKind::Command => "command",
+            SubjectKind::Path => "path",
+            SubjectKind::Url => "url",
+            SubjectKind::Unspecified => "",
+        }
+    }
+}
+
+impl TurnEnd {
+    /// "hook", "api", "screen", "transcript", "idle"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            TurnEnd::Hook => "hook",
+            TurnEnd::Api => "api",
+            TurnEnd::Screen => "screen",
+            TurnEnd::Transcript => "transcript",
+            TurnEnd::Idle => "idle",
+            TurnEnd::Unspecified => "",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every name goes there and back, and a pack's own kind keeps its name.
+    #[test]
+    fn prompt_kinds_keep_their_names() {
+        for name in [
+            "permission",
+            "question",
+            "confirm",
+            "select",
+            "trust",
+            "secret",
+            "continue",
+            "deploy",
+            "",
+        ] {
+            let mut p = Prompt::default();
+            p.set_kind_name(name);
+            assert_eq!(p.kind_name(), name);
+        }
+        let mut p = Prompt::default();
+        p.set_kind_name("deploy");
+        assert_eq!(p.kind(), PromptKind::Other);
+        p.set_kind_name("secret");
+        assert!(p.is_secret());
+        assert!(p.other_kind.is_empty());
+    }
+
+    /// The enums' names are the lower-case ends of their proto names, which `--json` keeps.
+    #[test]
+    fn names_are_the_proto_names_lower_case() {
+        let check = |proto: &str, prefix: &str, name: &str| {
+            if !name.is_empty() {
+                assert_eq!(
+                    proto.strip_prefix(prefix).map(str::to_lowercase),
+                    Some(name.to_string())
+                );
+            }
+        };
+        for k in [
+            PromptKind::Permission,
+            PromptKind::Question,
+            PromptKind::Confirm,
+            PromptKind::Select,
+            PromptKind::Trust,
+            PromptKind::Secret,
+            PromptKind::Continue,
+        ] {
+            check(k.as_str_name(), "PROMPT_KIND_", k.name());
+        }
+        for s in [PromptSource::Hook, PromptSource::Screen, PromptSource::Api] {
+            check(s.as_str_name(), "PROMPT_SOURCE_", s.name());
+        }
+        for s in [SubjectKind::Command, SubjectKind::Path, SubjectKind::Url] {
+            check(s.as_str_name(), "SUBJECT_KIND_", s.name());
+        }
+        for t in [
+            TurnEnd::Hook,
+            TurnEnd::Api,
+            TurnEnd::Screen,
+            TurnEnd::Transcript,
+            TurnEnd::Idle,
+        ] {
+            check(t.as_str_name(), "TURN_END_", t.name());
+        }
+    }
+}
