@@ -13,6 +13,7 @@ mod ops;
 mod outbound;
 mod platforms;
 mod progress;
+mod registry;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -23,11 +24,11 @@ use clap::{Parser, Subcommand};
 use clibot_gateway::command::CommandParser;
 use clibot_gateway::redact::Redactor;
 use clibot_proto::v1;
-use tokio::sync::mpsc;
 
 use crate::config::GatewayConfig;
 use crate::ops::health::{Health, PlatformHealth};
-use crate::platforms::{Inbound, Platform, console, discord, feishu, telegram};
+use crate::platforms::Platform;
+use crate::registry::{Flags, Spec};
 
 /// clibot-gateway — drive clibot sessions from a chat.
 #[derive(Debug, Parser)]
@@ -112,57 +113,6 @@ enum Cmd {
     },
 }
 
-/// A platform to serve, with what it needs to connect.
-#[derive(Debug, Clone)]
-enum Spec {
-    Console,
-    Telegram {
-        token: String,
-        api_url: Option<String>,
-        default_chat: Option<String>,
-        topics: bool,
-    },
-    Discord {
-        token: String,
-        api_url: Option<String>,
-        default_chat: Option<String>,
-        topics: bool,
-    },
-    Feishu(config::FeishuConfig),
-}
-
-impl Spec {
-    /// `[gateway.PLATFORM] default_chat`.
-    fn default_chat(&self) -> Option<String> {
-        match self {
-            Spec::Console => None,
-            Spec::Telegram { default_chat, .. } | Spec::Discord { default_chat, .. } => {
-                default_chat.clone()
-            }
-            Spec::Feishu(f) => f.default_chat.clone(),
-        }
-        .filter(|c| !c.trim().is_empty())
-    }
-
-    /// What it holds that must never reach a chat.
-    fn secrets(&self) -> Vec<&str> {
-        match self {
-            Spec::Console => vec![],
-            Spec::Telegram { token, .. } | Spec::Discord { token, .. } => vec![token],
-            Spec::Feishu(f) => vec![&f.app_secret],
-        }
-    }
-
-    fn name(&self) -> &'static str {
-        match self {
-            Spec::Console => "console",
-            Spec::Telegram { .. } => "telegram",
-            Spec::Discord { .. } => "discord",
-            Spec::Feishu(_) => "feishu",
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     if args.print_man {
@@ -243,7 +193,7 @@ fn main() -> ExitCode {
         private.push(dir.display().to_string());
     }
     private.extend(path.map(|p| p.display().to_string()));
-    if specs.iter().any(|s| matches!(s, Spec::Console)) {
+    if specs.iter().any(|s| s.console) {
         rt.block_on(autostart_daemon(&socket));
     }
     outbound::turn_status::set_streaming(config.stream.unwrap_or(true));
@@ -343,54 +293,7 @@ async fn autostart_daemon(socket: &Path) {
 /// Which platforms to serve: those named by flags, else every one configured (in the config
 /// file, or by a token in the environment).
 fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<Spec>, String> {
-    let chosen = args.console || args.telegram || args.discord || args.feishu;
-    let mut specs = Vec::new();
-    if args.console {
-        specs.push(Spec::Console);
-    }
-    let token = |name: &str,
-                 flag: &Option<String>,
-                 conf: &Option<config::TokenPlatform>|
-     -> Result<String, String> {
-        flag.clone()
-            .or_else(|| conf.as_ref().map(|c| c.token.clone()))
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| {
-                format!(
-                    "no {name} bot token: pass --{name}-token, export {}_TOKEN, or set [gateway.{name}] token",
-                    name.to_uppercase()
-                )
-            })
-    };
-    let api_url = |flag: &Option<String>, conf: &Option<config::TokenPlatform>| {
-        flag.clone()
-            .or_else(|| conf.as_ref().and_then(|c| c.api_url.clone()))
-    };
-    if args.telegram || (!chosen && (config.telegram.is_some() || args.telegram_token.is_some())) {
-        specs.push(Spec::Telegram {
-            token: token("telegram", &args.telegram_token, &config.telegram)?,
-            api_url: api_url(&args.telegram_api_url, &config.telegram),
-            default_chat: config
-                .telegram
-                .as_ref()
-                .and_then(|c| c.default_chat.clone()),
-            topics: config.telegram.as_ref().is_some_and(|c| c.topics),
-        });
-    }
-    if args.discord || (!chosen && (config.discord.is_some() || args.discord_token.is_some())) {
-        specs.push(Spec::Discord {
-            token: token("discord", &args.discord_token, &config.discord)?,
-            api_url: api_url(&args.discord_api_url, &config.discord),
-            default_chat: config.discord.as_ref().and_then(|c| c.default_chat.clone()),
-            topics: config.discord.as_ref().is_some_and(|c| c.topics),
-        });
-    }
-    if args.feishu || (!chosen && config.feishu.is_some()) {
-        let f = config.feishu.clone().ok_or_else(|| {
-            "--feishu needs [gateway.feishu] app_id and app_secret in the config file".to_string()
-        })?;
-        specs.push(Spec::Feishu(f));
-    }
+    let specs = registry::plan(|name| flags(args, name), config)?;
     if specs.is_empty() {
         let file = path
             .map(|p| p.display().to_string())
@@ -401,6 +304,31 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
         ));
     }
     Ok(specs)
+}
+
+/// What the command line says of platform `name`: the one place its flags are named.
+fn flags<'a>(args: &'a Args, name: &str) -> Flags<'a> {
+    match name {
+        "console" => Flags {
+            serve: args.console,
+            ..Flags::default()
+        },
+        "telegram" => Flags {
+            serve: args.telegram,
+            token: args.telegram_token.as_deref().filter(|t| !t.is_empty()),
+            api_url: args.telegram_api_url.as_deref(),
+        },
+        "discord" => Flags {
+            serve: args.discord,
+            token: args.discord_token.as_deref().filter(|t| !t.is_empty()),
+            api_url: args.discord_api_url.as_deref(),
+        },
+        "feishu" => Flags {
+            serve: args.feishu,
+            ..Flags::default()
+        },
+        _ => Flags::default(),
+    }
 }
 
 /// Serves every platform until the console's input ends (or forever, without a console).
@@ -422,12 +350,12 @@ async fn serve(
     let redactor = Arc::new(platforms::redacting::redactor(
         specs
             .iter()
-            .flat_map(Spec::secrets)
+            .flat_map(|s| s.secrets.iter().map(String::as_str))
             .chain(private.iter().map(String::as_str)),
     ));
     let mut console = None;
     for spec in specs {
-        let ph = health.platform(spec.name());
+        let ph = health.platform(spec.name);
         let task = tokio::spawn(run_platform(
             spec.clone(),
             machines.clone(),
@@ -436,7 +364,7 @@ async fn serve(
             ph,
             redactor.clone(),
         ));
-        if matches!(spec, Spec::Console) {
+        if spec.console {
             console = Some(task);
         }
     }
@@ -447,66 +375,6 @@ async fn serve(
         None => std::future::pending::<()>().await,
     }
     ExitCode::SUCCESS
-}
-
-async fn start(
-    spec: &Spec,
-    prefix: &str,
-    lock_dir: &Path,
-    socket: &clibot_proto::Target,
-    recv: &platforms::Receiving,
-) -> anyhow::Result<(Arc<dyn Platform>, mpsc::Receiver<Inbound>)> {
-    Ok(match spec {
-        Spec::Console => {
-            let (c, rx) = console::Console::start();
-            (Arc::new(c), rx)
-        }
-        Spec::Telegram {
-            token,
-            api_url,
-            topics,
-            ..
-        } => {
-            let (t, rx) = telegram::Telegram::start(
-                token,
-                api_url.as_deref(),
-                *topics,
-                prefix,
-                lock_dir,
-                recv,
-            )
-            .await?;
-            (Arc::new(t), rx)
-        }
-        Spec::Discord {
-            token,
-            api_url,
-            topics,
-            ..
-        } => {
-            let (d, rx) = discord::Discord::start(
-                token,
-                api_url.as_deref(),
-                *topics,
-                prefix,
-                lock_dir,
-                socket,
-                recv,
-            )
-            .await?;
-            (Arc::new(d), rx)
-        }
-        Spec::Feishu(f) => {
-            let settings = feishu::Settings {
-                app_id: &f.app_id,
-                app_secret: &f.app_secret,
-                api_url: &f.api_url,
-                topics: f.topics,
-            };
-            let (p, rx) = feishu::start(&settings, prefix, lock_dir, recv).await?;
-            (Arc::new(p), rx)
-        }
-    })
 }
 
 /// One platform, for the life of the gateway: connect, relay and route until the connection
@@ -521,15 +389,15 @@ async fn run_platform(
     health: PlatformHealth,
     redactor: Arc<Redactor>,
 ) {
-    let name = spec.name();
+    let name = spec.name;
     let socket = machines::home_target(&machines);
     // Kept across reconnections: who the daemon accepted where, in this process.
     let verified = Arc::new(inbound::verified::Verified::default());
     let claims = Arc::new(inbound::claim::Claims::default());
     let mut backoff = Duration::from_secs(1);
     let mut first = true;
-    let default_chat = spec.default_chat();
-    let console = matches!(spec, Spec::Console);
+    let default_chat = spec.default_chat.clone();
+    let console = spec.console;
     let recv = platforms::Receiving::new(health.progress().clone());
     // A default chat the daemon refuses (not an admin's) is a config mistake to fix now, not
     // something to retry: the gateway refuses to start. A daemon not up yet is checked later.
@@ -552,7 +420,13 @@ async fn run_platform(
     loop {
         health.state("connecting", &last_failure);
         let began = std::time::Instant::now();
-        match start(&spec, parser.prefix(), &lock_dir, &socket, &recv).await {
+        let at = registry::Start {
+            prefix: parser.prefix(),
+            lock_dir: &lock_dir,
+            socket: &socket,
+            recv: &recv,
+        };
+        match spec.connect.start(&at).await {
             Ok((platform, inbound)) => {
                 let platform: Arc<dyn Platform> = Arc::new(platforms::redacting::Redacting::new(
                     platform,
