@@ -419,7 +419,6 @@ where
         // Who may call it, by its row: a method only the machine's user may call refuses a
         // chat user here, before its handler, and audits that when its row says so.
         let refusal = refusal.or_else(|| match crate::rpc::policy::who(&method) {
-            crate::rpc::policy::Who::Anyone => None,
             crate::rpc::policy::Who::Machine { why, audit } => {
                 if actor.is_local() {
                     return None;
@@ -429,6 +428,8 @@ where
                 }
                 Some(why)
             }
+            // Checked by the handler, for the session the request names.
+            _ => None,
         });
         if let Some(why) = refusal {
             tracing::warn!(?caller, method, "refused: {why}");
@@ -439,6 +440,8 @@ where
         let chat = crate::rpc::convert::reads_in_chat(&actor);
         req.extensions_mut().insert(caller);
         req.extensions_mut().insert(actor);
+        req.extensions_mut()
+            .insert(crate::rpc::policy::who(&method));
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();

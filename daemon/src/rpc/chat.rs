@@ -278,7 +278,7 @@ pub(super) async fn set_binding(
     svc: &Service,
     req: Request<v1::SetBindingRequest>,
 ) -> Result<Response<v1::SetBindingResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     if r.platform.is_empty() || r.chat.is_empty() {
         return Err(Status::invalid_argument("platform and chat are required"));
@@ -298,7 +298,7 @@ pub(super) async fn set_binding(
         )));
     }
     if !r.session.is_empty() {
-        svc.owned(&actor, &r.session, "bind", false)?;
+        svc.permit(&actor, who, &r.session)?;
         if r.group && !svc.daemon.access().group_enabled(&r.platform, &r.chat) {
             let why = format!(
                 "clibot is not enabled in this group: add the chat id {} to `groups` under [access.{}]",
@@ -541,13 +541,13 @@ pub(super) async fn get_transcript(
     svc: &Service,
     req: Request<v1::GetTranscriptRequest>,
 ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     if r.platform.is_empty() || r.chat.is_empty() {
         return Err(Status::invalid_argument("platform and chat are required"));
     }
     if !actor.is_local() {
-        svc.authorize(&actor, "", "history", false)?;
+        svc.permit(&actor, who, "")?;
         if actor.platform != r.platform || actor.chat != r.chat {
             let why = "a chat may read only its own transcript";
             svc.daemon.audit(&actor, "", "history", Err(why));

@@ -76,6 +76,18 @@ pub(super) fn actor<T>(req: &Request<T>) -> Actor {
     }
 }
 
+/// What a chat user needs to make this call: its row in `policy.rs`, which the gate handed
+/// on. A call that did not pass the gate has none: only the machine's user may make it.
+pub(super) fn rights<T>(req: &Request<T>) -> super::policy::Who {
+    req.extensions()
+        .get::<super::policy::Who>()
+        .copied()
+        .unwrap_or(super::policy::Who::Machine {
+            why: "this call did not pass the daemon's gate",
+            audit: None,
+        })
+}
+
 /// [`actor`], from what the gate knows of a call: its caller and its headers.
 pub(crate) fn actor_of(
     caller: Option<&Caller>,

@@ -6,9 +6,9 @@ pub(super) async fn send_input(
     svc: &Service,
     req: Request<v1::SendInputRequest>,
 ) -> Result<Response<v1::SendInputResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "send", false)?;
+    svc.permit(&actor, who, &r.session)?;
     no_control_chars(&actor, &r.text, "text")?;
     let session = r.session.clone();
     let text = r.text.clone();
@@ -35,11 +35,11 @@ pub(super) async fn send_keys(
     svc: &Service,
     req: Request<v1::SendKeysRequest>,
 ) -> Result<Response<v1::SendKeysResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     // Control keys can interrupt or quit a CLI: from a chat, admins, and owners in their own
     // sessions; never someone it is only shared with.
-    svc.owned(&actor, &r.session, "keys", false)?;
+    svc.permit(&actor, who, &r.session)?;
     if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
         svc.daemon
             .audit(&actor, &r.session, "keys", Err("not the owner or an admin"));
@@ -59,9 +59,9 @@ pub(super) async fn capture(
     svc: &Service,
     req: Request<v1::CaptureRequest>,
 ) -> Result<Response<v1::CaptureResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "screen", false)?;
+    svc.permit(&actor, who, &r.session)?;
     if r.lines > MAX_CAPTURE_LINES {
         return Err(Status::invalid_argument(format!(
             "lines is {}; at most {MAX_CAPTURE_LINES} lines can be captured at once",
@@ -91,13 +91,13 @@ pub(super) async fn answer_prompt(
     svc: &Service,
     req: Request<v1::AnswerPromptRequest>,
 ) -> Result<Response<v1::AnswerPromptResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let mut r = req.into_inner();
     if r.session.is_empty() && !r.prompt_id.is_empty() {
         // A button names its prompt only: whose session it is decides who may press it.
         r.session = svc.daemon.session_of_prompt(&r.prompt_id)?;
     }
-    svc.owned(&actor, &r.session, "answer", false)?;
+    svc.permit(&actor, who, &r.session)?;
     no_control_chars(&actor, &r.answer, "an answer")?;
     // From a chat, an answer must name the prompt it answers: the one whose buttons were
     // pressed, or the one last shown in that chat. "Whatever waits now" could be a newer,
@@ -132,9 +132,9 @@ pub(super) async fn get_last_reply(
     svc: &Service,
     req: Request<v1::GetLastReplyRequest>,
 ) -> Result<Response<v1::GetLastReplyResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let session = req.into_inner().session;
-    svc.owned(&actor, &session, "last", false)?;
+    svc.permit(&actor, who, &session)?;
     if !actor.is_local() {
         svc.daemon.audit(&actor, &session, "last", Ok(()));
     }
@@ -200,9 +200,9 @@ pub(super) async fn get_file(
     svc: &Service,
     req: Request<v1::GetFileRequest>,
 ) -> Result<Response<BlobStream>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "get", false)?;
+    svc.permit(&actor, who, &r.session)?;
     if r.force && !svc.daemon.is_admin(&actor) {
         let why = "--force sends a git-ignored file, which only admins may do";
         svc.daemon.audit(&actor, &r.session, "get", Err(why));
@@ -249,7 +249,7 @@ pub(super) async fn put_file(
     req: Request<tonic::Streaming<v1::PutFileChunk>>,
 ) -> Result<Response<v1::PutFileResponse>, Status> {
     use tokio_stream::StreamExt;
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let mut stream = req.into_inner();
     let first = stream
         .next()
@@ -257,7 +257,7 @@ pub(super) async fn put_file(
         .ok_or_else(|| Status::invalid_argument("no file was sent"))??;
     let (session, name) = (first.session.clone(), first.name.clone());
     // Whoever may send to the session may send it a file.
-    svc.owned(&actor, &session, "send", false)?;
+    svc.permit(&actor, who, &session)?;
     let max = crate::session::MAX_FILE_BYTES as usize;
     let mut data = first.data;
     while let Some(chunk) = stream.next().await {

@@ -20,6 +20,7 @@ use crate::model::Actor;
 use crate::model::{SessionRecord, State};
 use crate::store::events::{Event, EventKind};
 use crate::tmux::MuxError;
+use policy::Who;
 
 mod chat;
 pub(crate) mod convert;
@@ -103,6 +104,21 @@ impl Service {
             .collect()
     }
 
+    /// What the method's row (`policy.rs`, handed on by the gate: [`rights`]) asks of a chat
+    /// caller, checked for `session` (the one the request names; empty when none). The local
+    /// user passes; refusals are audited under the row's action.
+    #[allow(clippy::result_large_err)]
+    fn permit(&self, actor: &Actor, who: Who, session: &str) -> Result<(), Status> {
+        match who {
+            // The gate refused a chat user already; the handler decides the rest.
+            Who::Anyone | Who::Machine { .. } => Ok(()),
+            Who::Member { action } => self.authorize(actor, session, action, false),
+            Who::Admin { action } => self.authorize(actor, session, action, true),
+            Who::Owner { action } => self.owned(actor, session, action, (false, false)),
+            Who::Manager { action, admin } => self.owned(actor, session, action, (admin, true)),
+        }
+    }
+
     /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
     /// always is. Refusals are audited.
     #[allow(clippy::result_large_err)]
@@ -126,17 +142,17 @@ impl Service {
     }
 
     /// [`Self::authorize`], and the session must be the actor's (their own, shared with them,
-    /// or any for admins and the local user). Refusals are audited.
+    /// or any for admins and the local user; to `manage` it, not only shared). Refusals are
+    /// audited.
     #[allow(clippy::result_large_err)]
     fn owned(
         &self,
         actor: &Actor,
         session: &str,
         action: &str,
-        admin_only: bool,
+        (admin_only, manage): (bool, bool),
     ) -> Result<(), Status> {
         self.authorize(actor, session, action, admin_only)?;
-        let manage = matches!(action, "stop" | "restart" | "release");
         if let Err(e) = self.daemon.check_owner(actor, session, manage) {
             if matches!(e, CoreError::NotYours(_) | CoreError::NotOwner(_)) {
                 self.daemon
@@ -426,7 +442,7 @@ impl Clibot for Service {
     ) -> Result<Response<v1::DiscoverResponse>, Status> {
         let actor = actor(&req);
         // What runs on the machine is the admins' to see.
-        self.authorize(&actor, "", "discover", true)?;
+        self.permit(&actor, rights(&req), "")?;
         let found = self
             .daemon
             .discover()

@@ -22,40 +22,80 @@ pub(crate) enum Reach {
 use Reach::{Outside, Sessions};
 use Who::Anyone;
 
-/// Who may call a method, of the callers its [`Reach`] lets through.
+/// Who may call a method, of the callers its [`Reach`] lets through. The machine's user (and a
+/// process in a session made on the machine) may call every method; the variants say what a
+/// chat user needs. `action` names the call in refusals and in the audit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Who {
-    /// The handler decides, by the caller's access (admins, a session's owner, …).
+    /// The handler decides, by the caller's access: a list it filters, a call it checks in
+    /// its own way (the gateway's bookkeeping, a hook's session).
     Anyone,
+    /// Any chat user the access policy lets in (paired, allowed).
+    Member { action: &'static str },
+    /// Admins only.
+    Admin { action: &'static str },
+    /// A chat user let in, on a session that is theirs: their own, one shared with them, any
+    /// for admins. The handler names the session.
+    Owner { action: &'static str },
+    /// Manages a session: its owner or an admin, never someone it is only shared with
+    /// (`admin`: admins only).
+    Manager { action: &'static str, admin: bool },
     /// Only the machine's user (and processes in sessions made on the machine): a chat user is
-    /// refused with `why`; the refusal is audited as `audit` when it names an action.
+    /// refused at the gate with `why`; the refusal is audited as `audit` when it names an
+    /// action.
     Machine {
         why: &'static str,
         audit: Option<&'static str>,
     },
 }
 
+const fn member(action: &'static str) -> Who {
+    Who::Member { action }
+}
+
+const fn admin(action: &'static str) -> Who {
+    Who::Admin { action }
+}
+
+const fn owner(action: &'static str) -> Who {
+    Who::Owner { action }
+}
+
+const fn manager(action: &'static str) -> Who {
+    Who::Manager {
+        action,
+        admin: false,
+    }
+}
+
 /// Every RPC, with where it may be called from and who may call it.
 const TABLE: &[(&str, Reach, Who)] = &[
     ("Status", Sessions, Anyone),
     ("ListSessions", Sessions, Anyone),
-    ("GetSession", Sessions, Anyone),
-    ("SpawnSession", Sessions, Anyone),
-    ("StartSession", Sessions, Anyone),
-    ("Route", Sessions, Anyone),
-    ("SendInput", Sessions, Anyone),
-    ("SendKeys", Sessions, Anyone),
-    ("CancelTurn", Sessions, Anyone),
-    ("ListQueue", Sessions, Anyone),
-    ("DropQueued", Sessions, Anyone),
-    ("Capture", Sessions, Anyone),
-    ("StopSession", Sessions, Anyone),
-    ("AdoptSession", Outside, Anyone),
-    ("ReleaseSession", Sessions, Anyone),
-    ("RestartSession", Sessions, Anyone),
+    ("GetSession", Sessions, owner("status")),
+    ("SpawnSession", Sessions, member("spawn")),
+    ("StartSession", Sessions, admin("start")),
+    ("Route", Sessions, member("route")),
+    ("SendInput", Sessions, owner("send")),
+    ("SendKeys", Sessions, owner("keys")),
+    ("CancelTurn", Sessions, owner("cancel")),
+    ("ListQueue", Sessions, owner("queue")),
+    ("DropQueued", Sessions, owner("drop")),
+    ("Capture", Sessions, owner("screen")),
+    ("StopSession", Sessions, manager("stop")),
+    ("AdoptSession", Outside, admin("adopt")),
+    (
+        "ReleaseSession",
+        Sessions,
+        Who::Manager {
+            action: "release",
+            admin: true,
+        },
+    ),
+    ("RestartSession", Sessions, manager("restart")),
     ("WatchEvents", Outside, Anyone),
-    ("AnswerPrompt", Sessions, Anyone),
-    ("GetLastReply", Sessions, Anyone),
+    ("AnswerPrompt", Sessions, owner("answer")),
+    ("GetLastReply", Sessions, owner("last")),
     ("Hook", Sessions, Anyone),
     ("CheckAccess", Outside, Anyone),
     ("ListPairings", Outside, Anyone),
@@ -63,7 +103,7 @@ const TABLE: &[(&str, Reach, Who)] = &[
     ("RevokeAccess", Outside, Anyone),
     ("AckEvents", Outside, Anyone),
     ("GetCursor", Outside, Anyone),
-    ("SetBinding", Outside, Anyone),
+    ("SetBinding", Outside, owner("bind")),
     ("ListBindings", Outside, Anyone),
     (
         "SetDefaultChat",
@@ -73,13 +113,13 @@ const TABLE: &[(&str, Reach, Who)] = &[
             audit: Some("default_chat"),
         },
     ),
-    ("Discover", Sessions, Anyone),
+    ("Discover", Sessions, admin("discover")),
     ("MarkChatBroken", Outside, Anyone),
     ("ShareSession", Sessions, Anyone),
     ("AckIngress", Outside, Anyone),
     ("ListIngress", Outside, Anyone),
     ("ReportGateway", Outside, Anyone),
-    ("GetTranscript", Outside, Anyone),
+    ("GetTranscript", Outside, member("history")),
     (
         "GetMetrics",
         Sessions,
@@ -105,10 +145,10 @@ const TABLE: &[(&str, Reach, Who)] = &[
             audit: Some("reload"),
         },
     ),
-    ("Delegate", Sessions, Anyone),
+    ("Delegate", Sessions, owner("delegate")),
     ("ReadBlob", Outside, Anyone),
-    ("GetFile", Sessions, Anyone),
-    ("PutFile", Sessions, Anyone),
+    ("GetFile", Sessions, owner("get")),
+    ("PutFile", Sessions, owner("send")),
     ("ClaimOnce", Outside, Anyone),
     // It names every session's commands.
     (
@@ -182,12 +222,74 @@ mod tests {
         }
     }
 
+    /// The request message of each RPC, and whether it names a session.
+    fn names_a_session(method: &str) -> bool {
+        let Some(line) = PROTO
+            .lines()
+            .find(|l| l.trim().starts_with(&format!("rpc {method}(")))
+        else {
+            return false;
+        };
+        let request = line
+            .split('(')
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .map(|r| r.trim_start_matches("stream ").trim())
+            .unwrap_or_default();
+        let Some(start) = PROTO.find(&format!("message {request} {{")) else {
+            return false;
+        };
+        PROTO[start..]
+            .lines()
+            .take_while(|l| !l.starts_with('}'))
+            .any(|l| l.trim().starts_with("string session = "))
+    }
+
+    /// A method that acts on a session a chat user names says what they need for it, so the
+    /// handler checks it from the row; the few whose handlers decide give their reason here.
+    #[test]
+    fn a_method_on_a_named_session_says_what_a_chat_user_needs() {
+        const HANDLER_DECIDES: &[(&str, &str)] = &[
+            (
+                "GetCursor",
+                "the gateway's own bookkeeping: never from a session",
+            ),
+            (
+                "ListBindings",
+                "the gateway's own bookkeeping: never from a session",
+            ),
+            (
+                "ShareSession",
+                "only its owner shares it, with a user it names: the core checks both",
+            ),
+            ("ListRules", "a list, filtered to what the caller may read"),
+        ];
+        for (method, _, who) in TABLE {
+            if *who == Anyone && names_a_session(method) {
+                assert!(
+                    HANDLER_DECIDES.iter().any(|(m, _)| m == method),
+                    "{method} acts on a session a caller names: give it a chat right (owner, manager, ...) in its row"
+                );
+            }
+        }
+        assert!(names_a_session("SendInput") && names_a_session("PutFile"));
+        assert!(!names_a_session("Status"));
+    }
+
     #[test]
     fn an_unknown_method_has_no_reach() {
         assert_eq!(reach("NoSuchMethod"), None);
         assert_eq!(reach("WatchEvents"), Some(Outside));
         assert_eq!(reach("Hook"), Some(Sessions));
-        assert_eq!(who("SendInput"), Anyone);
+        assert_eq!(who("SendInput"), owner("send"));
+        assert_eq!(who("ListSessions"), Anyone);
+        assert_eq!(
+            who("ReleaseSession"),
+            Who::Manager {
+                action: "release",
+                admin: true
+            }
+        );
         assert!(matches!(
             who("Reload"),
             Who::Machine {

@@ -41,10 +41,10 @@ pub(super) async fn start_session(
     svc: &Service,
     req: Request<v1::StartSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let name = req.into_inner().name;
     // A declared session runs as the machine's user, unjailed: like spawning on the machine.
-    svc.authorize(&actor, &name, "start", true)?;
+    svc.permit(&actor, who, &name)?;
     let session = name.clone();
     let rec = svc
         .detached(&actor, &session, "start", move |d| async move {
@@ -58,10 +58,10 @@ pub(super) async fn route(
     svc: &Service,
     req: Request<v1::RouteRequest>,
 ) -> Result<Response<v1::RouteResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     // Like a spawn: any allowed chat user, for a session of their own.
-    svc.authorize(&actor, &r.name, "route", false)?;
+    svc.permit(&actor, who, &r.name)?;
     no_control_chars(&actor, &r.text, "text")?;
     let task = crate::session::RouteTask {
         text: r.text,
@@ -91,7 +91,7 @@ pub(super) async fn get_session(
     svc: &Service,
     req: Request<v1::GetSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let name = req.into_inner().name;
     // Declared in the config and not started: shown as such to those who may use it. (Asked
     // only for a name that is not a session: this call runs for every chat message.)
@@ -104,7 +104,7 @@ pub(super) async fn get_session(
     {
         return Ok(Response::new(session_to_proto(&svc.daemon, rec)));
     }
-    svc.owned(&actor, &name, "status", false)?;
+    svc.permit(&actor, who, &name)?;
     let rec = svc.daemon.get(&name)?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
@@ -113,11 +113,11 @@ pub(super) async fn spawn_session(
     svc: &Service,
     req: Request<v1::SpawnSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     let name = r.name.clone();
     // Any allowed chat user may start a session; it is theirs (see `owned`).
-    svc.authorize(&actor, &name, "spawn", false)?;
+    svc.permit(&actor, who, &name)?;
     // Arguments and environment change what a CLI may do unasked (a flag that skips its
     // permission prompts, a preloaded library): never from inside a session, whose program
     // could otherwise start a sibling freer than itself.
@@ -160,9 +160,9 @@ pub(super) async fn stop_session(
     svc: &Service,
     req: Request<v1::StopSessionRequest>,
 ) -> Result<Response<v1::StopSessionResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "stop", false)?;
+    svc.permit(&actor, who, &r.session)?;
     let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
     let session = r.session.clone();
     let out = svc
@@ -180,14 +180,14 @@ pub(super) async fn adopt_session(
     svc: &Service,
     req: Request<v1::AdoptSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     let subject = [&r.found, &r.pane, &r.tmux_session]
         .into_iter()
         .find(|s| !s.is_empty())
         .cloned()
         .unwrap_or_default();
-    svc.authorize(&actor, &subject, "adopt", true)?;
+    svc.permit(&actor, who, &subject)?;
     let rec = svc
         .detached(&actor, &subject, "adopt", move |d| async move {
             if !r.found.is_empty() {
@@ -212,9 +212,9 @@ pub(super) async fn release_session(
     svc: &Service,
     req: Request<v1::ReleaseSessionRequest>,
 ) -> Result<Response<v1::ReleaseSessionResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let session = req.into_inner().session;
-    svc.owned(&actor, &session, "release", true)?;
+    svc.permit(&actor, who, &session)?;
     let name = session.clone();
     svc.detached(&actor, &session, "release", move |d| async move {
         d.release(&name).await
@@ -227,9 +227,9 @@ pub(super) async fn restart_session(
     svc: &Service,
     req: Request<v1::RestartSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "restart", false)?;
+    svc.permit(&actor, who, &r.session)?;
     let session = r.session.clone();
     let rec = svc
         .detached(&actor, &session, "restart", move |d| async move {
@@ -243,9 +243,9 @@ pub(super) async fn delegate(
     svc: &Service,
     req: Request<v1::DelegateRequest>,
 ) -> Result<Response<v1::Session>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "delegate", false)?;
+    svc.permit(&actor, who, &r.session)?;
     let session = r.session.clone();
     let who = actor.key();
     let rec = svc

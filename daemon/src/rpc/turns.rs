@@ -7,10 +7,10 @@ pub(super) async fn cancel_turn(
     svc: &Service,
     req: Request<v1::CancelTurnRequest>,
 ) -> Result<Response<v1::CancelTurnResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     // A cancel presses keys: the same people as `keys` may.
-    svc.owned(&actor, &r.session, "cancel", false)?;
+    svc.permit(&actor, who, &r.session)?;
     if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
         svc.daemon.audit(
             &actor,
@@ -38,9 +38,9 @@ pub(super) fn list_queue(
     svc: &Service,
     req: Request<v1::ListQueueRequest>,
 ) -> Result<Response<v1::ListQueueResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "queue", false)?;
+    svc.permit(&actor, who, &r.session)?;
     let mut inputs = svc.daemon.queued(&r.session)?;
     // One answer stays well under gRPC's 4 MiB: what does not fit is counted, not sent.
     const ANSWER_BYTES: usize = 3 * 1024 * 1024;
@@ -65,9 +65,9 @@ pub(super) fn drop_queued(
     svc: &Service,
     req: Request<v1::DropQueuedRequest>,
 ) -> Result<Response<v1::DropQueuedResponse>, Status> {
-    let actor = actor(&req);
+    let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
-    svc.owned(&actor, &r.session, "drop", false)?;
+    svc.permit(&actor, who, &r.session)?;
     let which = (r.position > 0).then_some(r.position as usize);
     let result = svc.daemon.drop_queued(&r.session, which);
     match &result {
