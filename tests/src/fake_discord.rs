@@ -81,6 +81,15 @@ const FIRST_ID: u64 = 1_200_000_000_000_000_000;
 pub const TEST_TOKEN: &str = "MTEwMDAwMDAwMDAwMDAwMDAwMQ.FakeToken.ForClibotTestsOnly0123456789";
 
 /// The fake Discord with the real gateway connected to it for `h`'s daemon.
+/// A daemon with `config` added to its config file, a fake Discord, and a gateway connected
+/// to it: how a Discord test begins (`config` usually holds an `[access.discord]` section).
+pub fn started(config: &str) -> (crate::Harness, FakeDiscord, std::process::Child) {
+    let mut h = crate::Harness::with_config(config);
+    h.start_daemon();
+    let (dc, g) = with_gateway(&h);
+    (h, dc, g)
+}
+
 pub fn with_gateway(h: &crate::Harness) -> (FakeDiscord, std::process::Child) {
     let dc = FakeDiscord::start(TEST_TOKEN);
     let g = h.gateway(

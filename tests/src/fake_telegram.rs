@@ -298,6 +298,15 @@ pub fn gateway(h: &crate::Harness, tg: &FakeTelegram) -> std::process::Child {
 }
 
 /// The fake, with the real gateway of `h` already polling it.
+/// A daemon with `config` added to its config file, a fake Telegram, and a gateway polling
+/// it: how a Telegram test begins (`config` usually holds an `[access.telegram]` section).
+pub fn started(config: &str) -> (crate::Harness, FakeTelegram, std::process::Child) {
+    let mut h = crate::Harness::with_config(config);
+    h.start_daemon();
+    let (tg, g) = with_gateway(&h);
+    (h, tg, g)
+}
+
 pub fn with_gateway(h: &crate::Harness) -> (FakeTelegram, std::process::Child) {
     let tg = FakeTelegram::start(TEST_TOKEN);
     let g = gateway(h, &tg);

@@ -26,7 +26,7 @@ fn resolved(h: &Harness) -> Vec<Value> {
 
 #[test]
 fn rules_answer_prompts_and_the_guard_keeps_a_dangerous_one_for_a_person() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, mut g) = fake_telegram::started(&format!(
         r#"
 [access.telegram]
 policy = "allowlist"
@@ -48,8 +48,6 @@ command = ["*"]
 action = "allow"
 "#
     ));
-    h.start_daemon();
-    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new rs asker {work}"));
     said(&tg, "started", "started rs");
@@ -531,7 +529,7 @@ prompts = [
 /// guarded and waits for a person.
 #[test]
 fn an_answer_never_lands_on_the_next_prompt_that_looks_the_same() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, mut g) = fake_telegram::started(&format!(
         r#"
 [access.telegram]
 policy = "allowlist"
@@ -543,8 +541,6 @@ command = ["git status"]
 action = "allow"
 "#
     ));
-    h.start_daemon();
-    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new q same {work}"));
     said(&tg, "started", "started q");

@@ -30,10 +30,7 @@ fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
 }
 
 fn setup() -> (Harness, FakeDiscord, Child) {
-    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
-    h.start_daemon();
-    let (dc, g) = fake_discord::with_gateway(&h);
-    (h, dc, g)
+    fake_discord::started(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"))
 }
 
 #[test]
@@ -154,11 +151,9 @@ fn a_member_cannot_take_over_a_server_channel_bound_to_the_admins_session() {
     const CHANNEL: u64 = 1_500_000_000_000_000_200;
     const MEMBER: u64 = 1_300_000_000_000_000_400;
     const MEMBER_DM: u64 = 1_400_000_000_000_000_400;
-    let mut h = Harness::with_config(&format!(
+    let (h, dc, mut g) = fake_discord::started(&format!(
         "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{MEMBER}\"]\nclis = [\"bash\"]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
     ));
-    h.start_daemon();
-    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.session_bound_to_channel((ADMIN, ADMIN_DM), (GUILD, CHANNEL), "f", &work);
     // A member works in a workspace of their own: no directory given.

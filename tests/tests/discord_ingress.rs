@@ -69,9 +69,8 @@ fn typed(h: &Harness, name: &str) -> Vec<String> {
 
 #[test]
 fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
-    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
-    h.start_daemon();
-    let (dc, mut g) = fake_discord::with_gateway(&h);
+    let (h, dc, mut g) =
+        fake_discord::started(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
     dc.wait_sent("started", |s| {
@@ -149,11 +148,9 @@ fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
 fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies() {
     const GUILD: u64 = 1_500_000_000_000_000_001;
     const CHANNEL: u64 = 1_500_000_000_000_000_100;
-    let mut h = Harness::with_config(&format!(
+    let (h, dc, mut g) = fake_discord::started(&format!(
         "\n[access.discord]\nadmins = [\"{ADMIN}\"]\ngroups = [\"{CHANNEL}\"]\n"
     ));
-    h.start_daemon();
-    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     dc.session_bound_to_channel((ADMIN, ADMIN_DM), (GUILD, CHANNEL), "f", &work);
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", "echo both-$((1+1))");
@@ -216,9 +213,8 @@ fn a_channel_the_bot_lost_access_to_is_suspended_while_the_dm_keeps_its_replies(
 /// and goes on to the next, instead of failing the channel at that page for ever.
 #[test]
 fn one_unreadable_message_in_the_history_does_not_stop_the_catch_up() {
-    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
-    h.start_daemon();
-    let (dc, mut g) = fake_discord::with_gateway(&h);
+    let (h, dc, mut g) =
+        fake_discord::started(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
     let work = h.work.display().to_string();
     dc.send_as_user(ADMIN_DM, ADMIN, "owner", &format!("!!new i bash {work}"));
     dc.wait_sent("started", |s| {

@@ -38,11 +38,9 @@ fn inbox(h: &Harness) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn files_from_the_phone_reach_the_session_by_path_and_nothing_else_gets_in() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n[gateway]\nmax_file_bytes = 5000\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
     said(&tg, ADMIN, "started s");
@@ -122,9 +120,8 @@ fn on_discord_an_attachment_reaches_the_session_by_path() {
     use clibot_tests::fake_discord;
     const ADMIN: u64 = 1_300_000_000_000_000_100;
     const DM: u64 = 1_400_000_000_000_000_100;
-    let mut h = Harness::with_config(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
-    h.start_daemon();
-    let (dc, _g) = fake_discord::with_gateway(&h);
+    let (h, dc, _g) =
+        fake_discord::started(&format!("\n[access.discord]\nadmins = [\"{ADMIN}\"]\n"));
     let work = h.work.display().to_string();
     dc.push_message(DM, ADMIN, "owner", &format!("!!new d bash {work}"));
     dc.wait_sent("started", |s| {
@@ -249,11 +246,9 @@ fn buttons(tg: &FakeTelegram, chat: i64, needle: &str) -> (i64, Vec<String>) {
 
 #[test]
 fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n[gateway.transcribe]\ncommand = [\"sh\", \"-c\", \"cat \\\"$1\\\"\", \"sh\"]\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new v bash {work}"));
     said(&tg, ADMIN, "started v");

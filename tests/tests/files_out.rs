@@ -8,7 +8,6 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use clibot_tests::Harness;
 use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
 
 const ADMIN: i64 = 100;
@@ -55,11 +54,9 @@ fn git(dir: &Path, args: &[&str]) {
 
 #[test]
 fn get_sends_files_from_the_session_directory_and_refuses_the_rest() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\nsandbox = \"off\"\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.clone();
     let proj = work.join("proj");
     std::fs::create_dir_all(proj.join("build")).expect("mkdir");
@@ -156,11 +153,9 @@ fn get_sends_files_from_the_session_directory_and_refuses_the_rest() {
 
 #[test]
 fn files_the_cli_puts_in_its_outbox_reach_the_chat_and_move_to_sent() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.clone();
     tg.push_message(
         ADMIN,

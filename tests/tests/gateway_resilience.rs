@@ -17,12 +17,9 @@ const ADMIN: i64 = 100;
 const OTHER: i64 = 200;
 
 fn setup(extra: &str) -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!(
+    fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\", \"{OTHER}\"]\n{extra}"
-    ));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
-    (h, tg, g)
+    ))
 }
 
 fn new_session(tg: &FakeTelegram, chat: i64, name: &str, work: &str) -> i64 {
@@ -315,11 +312,9 @@ fn a_reply_longer_than_its_event_arrives_whole_as_one_file() {
 fn strangers_discord_dms_leave_no_ingress_cursor() {
     const DC_ADMIN: u64 = 1_300_000_000_000_000_100;
     const ADMIN_DM: u64 = 1_400_000_000_000_000_100;
-    let mut h = Harness::with_config(&format!(
+    let (h, dc, g) = fake_discord::started(&format!(
         "\n[access.discord]\npolicy = \"pairing\"\nadmins = [\"{DC_ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (dc, g) = fake_discord::with_gateway(&h);
     let g = Gateway(g);
     let created = |s: &[SentMessage], ch: u64| {
         s.iter()

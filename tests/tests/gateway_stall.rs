@@ -25,12 +25,10 @@ impl Drop for Gateway {
 }
 
 fn setup() -> (Harness, FakeTelegram, Gateway) {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n\
          [gateway]\nstall_after = \"3s\"\ndown_notice_after = \"0\"\n"
     ));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
     let g = Gateway(g);
     whoami(&tg, 1);
     (h, tg, g)

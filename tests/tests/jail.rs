@@ -28,11 +28,9 @@ impl Drop for Jail {
 
 /// A daemon where Ann may start any CLI, and a gateway for the fake Telegram.
 fn jail(extra: &str) -> Jail {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n{extra}\n"
     ));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
     Jail { h, tg, _g: g }
 }
 

@@ -13,12 +13,9 @@ const ADMIN: i64 = 100;
 const ANN: i64 = 200;
 
 fn setup(extra: &str) -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!(
+    fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n{extra}"
-    ));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
-    (h, tg, g)
+    ))
 }
 
 fn says(tg: &FakeTelegram, chat: i64, what: &str) {
@@ -130,11 +127,9 @@ fn an_allowlist_removal_applies_on_reload_and_an_invalid_file_changes_nothing() 
 
 #[test]
 fn a_revoked_pairing_stops_the_output() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, mut g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\nclis = [\"*\"]\n"
     ));
-    h.start_daemon();
-    let (tg, mut g) = fake_telegram::with_gateway(&h);
     tg.push_message(ANN, ANN, "Ann", "hello");
     let code = fake_telegram::pairing_code(&tg, ANN);
     h.ctl_ok(&["pairing", "approve", &code]);
@@ -165,11 +160,9 @@ fn contents(sent: &[SentMessage], channel: u64) -> Vec<String> {
 
 #[test]
 fn on_discord_a_revoked_share_stops_the_output_and_keys_are_refused() {
-    let mut h = Harness::with_config(&format!(
+    let (h, dc, mut g) = fake_discord::started(&format!(
         "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{DC_ANN}\"]\nadmins = [\"{DC_ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (dc, mut g) = fake_discord::with_gateway(&h);
     let work = h.work.display().to_string();
     let wait = |chan: u64, what: &str| {
         dc.wait_sent(what, |s| contents(s, chan).iter().any(|t| t.contains(what)));

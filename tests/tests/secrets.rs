@@ -48,11 +48,9 @@ fn cksum(text: &str) -> String {
 
 #[test]
 fn a_password_typed_from_chat_reaches_the_program_and_is_kept_nowhere() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, mut g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new pw bash {work}"));
     tg.wait_sent("started", |s| {

@@ -2,7 +2,6 @@
 //! newest lines the turn printed, then says the turn is done, and the reply comes as its own
 //! message. Real clibotd and clibot-gateway, fake Telegram, bash in tmux.
 
-use clibot_tests::Harness;
 use clibot_tests::fake_telegram::{self, texts};
 
 const ADMIN: i64 = 100;
@@ -17,11 +16,9 @@ fn streamed(text: &str) -> Vec<u32> {
 
 #[test]
 fn a_running_turn_shows_its_newest_output_in_the_status_message() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
     tg.wait_sent("started", |s| {
@@ -76,11 +73,9 @@ fn a_running_turn_shows_its_newest_output_in_the_status_message() {
 /// long it ran by the daemon's clock.
 #[test]
 fn a_cancelled_turn_says_cancelled_not_done() {
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, _g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (tg, _g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new c bash {work}"));
     tg.wait_sent("started", |s| {

@@ -34,12 +34,9 @@ fn prompt_message(tg: &FakeTelegram, chat: i64, text: &str) -> Sent {
 }
 
 fn setup() -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!(
+    fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
-    ));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
-    (h, tg, g)
+    ))
 }
 
 #[test]
@@ -402,11 +399,9 @@ fn a_stale_button_never_answers_a_newer_prompt() {
 #[test]
 fn a_prompt_shows_the_lines_that_explain_it_above_its_question() {
     // Six lines checked: the prompt's own line and the few above it.
-    let mut h = Harness::with_config(&format!(
+    let (h, tg, mut g) = fake_telegram::started(&format!(
         "\n[cli.bash.patterns]\ncheck_lines = 6\n\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
-    h.start_daemon();
-    let (tg, mut g) = fake_telegram::with_gateway(&h);
     let work = h.work.display().to_string();
     new_session(&tg, "c", &work);
     tg.push_message(
@@ -451,10 +446,7 @@ fn new_session(tg: &FakeTelegram, name: &str, work: &str) {
 
 /// Starts daemon and gateway with this `[access.telegram]` body.
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
-    (h, tg, g)
+    fake_telegram::started(&format!("\n[access.telegram]\n{access}\n"))
 }
 
 /// How many calls the bot made for `chat` so far.

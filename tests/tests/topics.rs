@@ -326,11 +326,9 @@ fn discord_channel_gives_each_session_its_own_thread() {
     const D_MEMBER: u64 = 1_500_000_000_000_000_003;
     const GUILD: u64 = 1_500_000_000_000_000_002;
     const CHANNEL: u64 = 1_500_000_000_000_000_200;
-    let mut h = Harness::with_config(&format!(
+    let (h, dc, _g) = fake_discord::started(&format!(
         "\n[access.discord]\npolicy = \"allowlist\"\nallow = [\"{D_MEMBER}\"]\nadmins = [\"{D_ADMIN}\"]\nclis = [\"*\"]\ngroups = [\"{CHANNEL}\"]\nsandbox = \"off\"\n\n[gateway.discord]\ntopics = true\n{ASKER}"
     ));
-    h.start_daemon();
-    let (dc, _g) = fake_discord::with_gateway(&h);
     let dir = h.work.display().to_string();
     let posted = |channel: u64, needle: &str| {
         dc.wait_sent(needle, |s: &[SentMessage]| {

@@ -13,10 +13,7 @@ const ADMIN: i64 = 100;
 const OTHER: i64 = 101;
 
 fn setup_with(access: &str) -> (Harness, FakeTelegram, Child) {
-    let mut h = Harness::with_config(&format!("\n[access.telegram]\n{access}\n"));
-    h.start_daemon();
-    let (tg, g) = fake_telegram::with_gateway(&h);
-    (h, tg, g)
+    fake_telegram::started(&format!("\n[access.telegram]\n{access}\n"))
 }
 
 /// `clibotctl transcript telegram:CHAT --json`, one object a line.
