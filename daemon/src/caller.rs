@@ -8,7 +8,6 @@
 //! the boundary for non-admins.
 
 use crate::core::Daemon;
-use crate::locking::lock;
 
 /// Longest ancestry followed; deeper trees are not real process trees.
 const MAX_DEPTH: usize = 128;
@@ -60,7 +59,7 @@ impl Daemon {
         let Some(chain) = ancestry(pid) else {
             return Caller::Unknown;
         };
-        let sessions = lock(&self.inner.sessions);
+        let sessions = self.inner.sessions.guard();
         for p in chain {
             if let Some(e) = sessions.values().find(|e| {
                 e.rec.pid != 0 && e.rec.pid as i64 == p as i64 && !e.rec.state.is_exited()

@@ -8,7 +8,6 @@ use tracing::info;
 use crate::cli::{Choice, Stroke, answer_strokes, parse_choice};
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
@@ -63,7 +62,7 @@ impl Daemon {
         self.await_api_link(name).await;
         // A secret is typed only where the program reads it hidden: checked before anything is
         // resolved, so a refused answer leaves the prompt waiting.
-        let secret_at = lock(&self.inner.sessions).get(name).and_then(|e| {
+        let secret_at = self.inner.sessions.guard().get(name).and_then(|e| {
             e.rec
                 .prompt
                 .as_ref()
@@ -74,7 +73,7 @@ impl Daemon {
             self.check_reads_hidden(name, &target).await?;
         }
         let (prompt, choice, hook_reply, input, target, id) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -194,7 +193,7 @@ impl Daemon {
                 "keys"
             }
         };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rt.turn.answered(Instant::now());
         }
         let seq = self.event(
@@ -210,7 +209,10 @@ impl Daemon {
         );
         // A new dialog may already be up and published (the CLI asked again at once): the
         // session waits on that one, it does not go back to working.
-        let newer = lock(&self.inner.sessions)
+        let newer = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .is_some_and(|e| e.rec.prompt.is_some());
         if !newer {
@@ -233,7 +235,7 @@ impl Daemon {
                 "name the session or the prompt to answer".into(),
             ));
         }
-        let sessions = lock(&self.inner.sessions);
+        let sessions = self.inner.sessions.guard();
         sessions
             .values()
             .find(|e| e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id))
@@ -252,14 +254,17 @@ impl Daemon {
     pub(crate) async fn await_api_link(&self, name: &str) {
         let deadline = Instant::now() + API_ANSWER_WAIT;
         loop {
-            let linked = lock(&self.inner.sessions)
-                .get(name)
-                .is_none_or(|e| match &e.rec.prompt {
-                    Some(p) if p.source == crate::model::PromptSource::Api => {
-                        e.rt.waiters.contains_key(&p.id)
-                    }
-                    _ => true,
-                });
+            let linked =
+                self.inner
+                    .sessions
+                    .guard()
+                    .get(name)
+                    .is_none_or(|e| match &e.rec.prompt {
+                        Some(p) if p.source == crate::model::PromptSource::Api => {
+                            e.rt.waiters.contains_key(&p.id)
+                        }
+                        _ => true,
+                    });
             if linked || Instant::now() >= deadline || self.api_port(name).is_none() {
                 return;
             }
@@ -308,7 +313,10 @@ impl Daemon {
         target: &str,
         prompt: &Prompt,
     ) -> bool {
-        let Some(cli) = lock(&self.inner.sessions)
+        let Some(cli) = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .map(|e| e.rec.cli.clone())
         else {

@@ -13,7 +13,6 @@ use crate::cli::Choice;
 use crate::core::Daemon;
 use crate::core::bus::{FollowUp, Subscriber};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 
@@ -55,7 +54,7 @@ impl Daemon {
     /// publication (still being answered automatically, or left to a person).
     pub(crate) fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
         let a = self.automation();
-        let mut sessions = lock(&self.inner.sessions);
+        let mut sessions = self.inner.sessions.guard();
         let Some(e) = sessions.get_mut(session) else {
             return (p, None);
         };
@@ -178,7 +177,7 @@ impl Daemon {
         let Some(decider) = a.decider.clone() else {
             return;
         };
-        let Some((cli, dir, last_reply, target)) = lock(&self.inner.sessions).get(name).map(|e| {
+        let Some((cli, dir, last_reply, target)) = self.inner.sessions.guard().get(name).map(|e| {
             (
                 e.rec.cli.clone(),
                 e.rec.dir.to_string_lossy().into_owned(),
@@ -295,7 +294,7 @@ impl Daemon {
                 self.inner.audit.record(crate::store::audit::Audit::now(
                     by, "clibot", "", name, "answer", "accepted", note,
                 ));
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+                if let Some(e) = self.inner.sessions.guard().get_mut(name)
                     && let Some((id, who)) = e.rt.auto_for.as_mut()
                     && *id == prompt.id
                 {
@@ -319,7 +318,7 @@ impl Daemon {
     /// Shows a prompt that was being answered automatically to the people after all, with why.
     fn to_person(&self, name: &str, prompt: &Prompt, why: &str) {
         let (p, id) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };

@@ -7,7 +7,6 @@ use tracing::info;
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
@@ -36,7 +35,7 @@ impl Daemon {
         }
         // The intent first, on disk: a daemon that dies before it records the cancel leaves
         // the next one to report this turn's end as cancelled (see `complete_turn_if`).
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rec.cancel_by = by.to_string();
             e.rt.cancelling = true;
         }
@@ -45,7 +44,7 @@ impl Daemon {
         let how = match how {
             Ok(how) => how,
             Err(err) => {
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                if let Some(e) = self.inner.sessions.guard().get_mut(name) {
                     e.rec.cancel_by.clear();
                     e.rt.cancelling = false;
                 }
@@ -71,7 +70,10 @@ impl Daemon {
         input: std::sync::Arc<tokio::sync::Mutex<()>>,
     ) -> Result<String, CoreError> {
         let adapter = self.kind_of(&rec.cli).map(|(a, _)| a);
-        let api = lock(&self.inner.sessions)
+        let api = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .and_then(|e| e.rt.api.clone())
             .filter(|_| rec.cli_session_id.starts_with("ses_"));
@@ -143,7 +145,7 @@ impl Daemon {
         // The turn is over for clibot: its prompt (and a hook waiting on it) goes, and what
         // is queued goes next.
         let (id, queued) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return 0;
             };
@@ -185,7 +187,7 @@ impl Daemon {
     /// and how many are left.
     pub fn drop_queued(&self, name: &str, n: Option<usize>) -> Result<(usize, usize), CoreError> {
         let (id, dropped, left) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;

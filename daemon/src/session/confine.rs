@@ -226,7 +226,7 @@ impl Daemon {
 
     /// Records where a jailed session's CLI has its home (empty: not jailed).
     pub(crate) fn set_jail_home(&self, name: &str, home: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rec.jail_home = home.to_string();
         }
     }

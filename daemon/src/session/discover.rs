@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::Daemon;
 use crate::discover::Found;
-use crate::locking::lock;
 
 impl Daemon {
     /// The AI CLIs running as this user that clibot does not manage. Changes nothing. One
@@ -13,7 +12,7 @@ impl Daemon {
     /// still be adopted or resumed), with the session it reports as.
     pub async fn discover(&self) -> Vec<Found> {
         let (managed, watched): (BTreeSet<u32>, BTreeMap<u32, String>) = {
-            let sessions = lock(&self.inner.sessions);
+            let sessions = self.inner.sessions.guard();
             let live = || {
                 sessions
                     .values()

@@ -21,7 +21,6 @@ use tracing::{info, warn};
 use crate::confine::beneath::{BeneathError, Dir, Kind};
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::store::events::EventKind;
 
 /// The largest file sent (Telegram's bots upload at most 50 MB).
@@ -234,7 +233,10 @@ impl Daemon {
     /// Both are reached beneath the session's directory with no link followed, so an outbox
     /// or a sent folder that is a link to elsewhere is refused, not used.
     pub(crate) async fn scan_outboxes(&self) {
-        let dirs: Vec<(String, String, PathBuf)> = lock(&self.inner.sessions)
+        let dirs: Vec<(String, String, PathBuf)> = self
+            .inner
+            .sessions
+            .guard()
             .values()
             .filter(|e| !e.rec.state.is_exited() && !e.rec.unmanaged)
             .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.dir.clone()))
@@ -261,7 +263,7 @@ impl Daemon {
                 }
             };
             let ready: Vec<(String, u64)> = {
-                let mut sessions = lock(&self.inner.sessions);
+                let mut sessions = self.inner.sessions.guard();
                 let Some(e) = sessions.get_mut(&name) else {
                     continue;
                 };
@@ -304,7 +306,7 @@ impl Daemon {
                 return;
             }
         };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rt.outbox.retain(|(f, _)| f != file);
             e.rt.outbox_told = None;
         }
@@ -328,7 +330,10 @@ impl Daemon {
 impl Daemon {
     /// Tells session `name`'s chats why its outbox is not used, once for the same reason.
     fn tell_outbox_once(&self, name: &str, why: String) {
-        let told = lock(&self.inner.sessions)
+        let told = self
+            .inner
+            .sessions
+            .guard()
             .get_mut(name)
             .is_none_or(|e| e.rt.outbox_told.replace(why.clone()).as_ref() == Some(&why));
         if !told {

@@ -10,7 +10,6 @@ use crate::cli::HookSignal;
 use crate::cli::detect::AnswerStyle;
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
@@ -36,7 +35,7 @@ impl Daemon {
         let mut payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
         let (name, cli, rec) = {
-            let sessions = lock(&self.inner.sessions);
+            let sessions = self.inner.sessions.guard();
             let e = sessions
                 .values()
                 .find(|e| e.rec.id == session_id && crate::ids::token_eq(&e.rec.hook_token, token))
@@ -86,7 +85,7 @@ impl Daemon {
     /// A completion hook's reply: the turn ends with it, unless the safety net already ended
     /// this turn with this very reply (the hook is late, not a new turn).
     fn hook_completed(&self, name: &str, text: String) {
-        let late = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
+        let late = self.inner.sessions.guard().get_mut(name).is_some_and(|e| {
             let same = e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
             e.rt.turn.hook_completed_late(same)
         });
@@ -102,7 +101,7 @@ impl Daemon {
     /// screen agrees. The notice may come late, after the next input was typed: then the
     /// screen shows that turn working (or the typed text) and nothing is ended.
     async fn idle_again(&self, name: &str) {
-        let Some((target, pack, running)) = lock(&self.inner.sessions).get(name).and_then(|e| {
+        let Some((target, pack, running)) = self.inner.sessions.guard().get(name).and_then(|e| {
             // A turn that began a moment ago is the next one, whose input was just typed.
             let running =
                 e.rt.turn
@@ -139,7 +138,7 @@ impl Daemon {
             match signal {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
-                    if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
+                    if let Some(e) = self.inner.sessions.guard().get_mut(&name) {
                         e.rt.turn.hook_started(Instant::now());
                     }
                     self.set_state(&name, State::Working, "prompt submitted");
@@ -197,7 +196,7 @@ impl Daemon {
                 }
                 HookSignal::Error { kind, message } => {
                     let id = {
-                        let mut sessions = lock(&self.inner.sessions);
+                        let mut sessions = self.inner.sessions.guard();
                         let Some(e) = sessions.get_mut(&name) else {
                             return Ok(String::new());
                         };
@@ -239,7 +238,10 @@ impl Daemon {
         wait: bool,
     ) -> Result<String, CoreError> {
         let watch_only = !wait
-            && lock(&self.inner.sessions)
+            && self
+                .inner
+                .sessions
+                .guard()
                 .get(name)
                 .is_some_and(|e| e.rec.unmanaged);
         // A CLI clibot does not run, whose hook cannot carry an answer (Gemini CLI): shown,
@@ -274,7 +276,7 @@ impl Daemon {
         };
         let (tx, rx) = oneshot::channel();
         let poke = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return Ok(String::new());
             };
@@ -294,7 +296,10 @@ impl Daemon {
         };
         self.set_state(name, State::Waiting, "permission requested");
         poke.notify_one();
-        let unmanaged = lock(&self.inner.sessions)
+        let unmanaged = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .filter(|e| e.rec.unmanaged)
             .map(|e| e.rec.id.clone());
@@ -322,7 +327,7 @@ impl Daemon {
         tokio::select! {
             r = rx => Ok(r.unwrap_or_default()),
             _ = tokio::time::sleep(wait) => {
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                if let Some(e) = self.inner.sessions.guard().get_mut(name) {
                     e.rt.waiters.remove(&prompt.id);
                 }
                 info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");

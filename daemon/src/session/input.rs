@@ -8,7 +8,6 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 use crate::store::now_ms;
@@ -49,7 +48,7 @@ impl Daemon {
             (d.max_queued_inputs, d.max_queued_bytes)
         };
         let (queued, id) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -99,7 +98,7 @@ impl Daemon {
             if let Err(e) = file.and_then(|f| crate::store::off_worker(|| f.sync_data())) {
                 // Not on disk, so not confirmed: the sender keeps it and is told why.
                 warn!("cannot keep the queued message on disk; not queued: {e}");
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+                if let Some(e) = self.inner.sessions.guard().get_mut(name)
                     && let Some(i) = e.rec.queue.iter().rposition(|t| *t == text)
                 {
                     e.rec.queue.remove(i);
@@ -125,7 +124,7 @@ impl Daemon {
     /// Queues a message a dialog held back (at the queue's head: it came first).
     async fn queue_held(&self, name: &str, text: String) -> Result<(u64, bool), CoreError> {
         let (id, file) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -145,7 +144,7 @@ impl Daemon {
     /// one): then nothing is typed — a message would answer it. A dialog seen on the screen is
     /// published as a prompt. A password prompt does not hold a message: it is typed hidden.
     pub(crate) async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
-        let waiting = lock(&self.inner.sessions).get(name).is_some_and(|e| {
+        let waiting = self.inner.sessions.guard().get(name).is_some_and(|e| {
             e.rec.state == State::Waiting && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
         });
         if waiting {
@@ -196,7 +195,7 @@ impl Daemon {
         let _turn = input.lock().await;
         // Another message may have started a turn while this one waited for the lock: a
         // submitted message then waits for that turn (its Enter could meet its dialog).
-        let state = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
+        let state = self.inner.sessions.guard().get(name).map(|e| e.rec.state);
         if submit && !matches!(state, Some(State::Idle | State::Error)) {
             return Ok(Delivery::Held);
         }
@@ -225,7 +224,10 @@ impl Daemon {
         }
         // A CLI with an API takes a submitted message through it: no keystroke can be lost
         // while its TUI is still settling, and its confirmation is the API's own answer.
-        let api = lock(&self.inner.sessions)
+        let api = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .and_then(|e| e.rt.api.clone())
             .filter(|_| submit && !text.is_empty());
@@ -241,7 +243,10 @@ impl Daemon {
         } else if self.already_typed(name, rec.target(), text).await {
             // The last daemon typed it and died before Enter: it is submitted, not typed twice.
             info!("the queued message was typed already by the last daemon; submitting it");
-        } else if lock(&self.inner.sessions)
+        } else if self
+            .inner
+            .sessions
+            .guard()
             .get_mut(name)
             .is_some_and(|e| std::mem::take(&mut e.rt.maybe_entered))
         {
@@ -264,7 +269,10 @@ impl Daemon {
             }
             // A queued message (typed while its delivery holds the queue): its file says the
             // Enter is being pressed, for a daemon killed before `input_sent` is written.
-            let queued = lock(&self.inner.sessions)
+            let queued = self
+                .inner
+                .sessions
+                .guard()
                 .get(name)
                 .is_some_and(|e| e.rt.delivering);
             if queued
@@ -279,7 +287,7 @@ impl Daemon {
                 .await?;
         }
         let now = Instant::now();
-        if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if submit && let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rt.turn
                 .submitted(now, anchor, text.lines().count(), by_api);
             e.rec.turn_anchor = anchor;
@@ -315,7 +323,10 @@ impl Daemon {
     /// Whether `text` already stands at the end of the pane's input line, typed by a daemon
     /// that died before it pressed Enter (asked once, after a start with input queued).
     async fn already_typed(&self, name: &str, target: &str, text: &str) -> bool {
-        let asked = lock(&self.inner.sessions)
+        let asked = self
+            .inner
+            .sessions
+            .guard()
             .get_mut(name)
             .is_some_and(|e| std::mem::take(&mut e.rt.maybe_half_typed));
         let text = text.trim_end();
@@ -342,7 +353,7 @@ impl Daemon {
     /// finds it queued still, and a dialog that holds it keeps it first in line.
     pub(crate) fn deliver_queued(&self, name: &str) {
         let next = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };
@@ -369,7 +380,7 @@ impl Daemon {
         let name = name.to_string();
         self.in_background(async move {
             let taken = |d: &Daemon| {
-                if let Some(e) = lock(&d.inner.sessions).get_mut(&name)
+                if let Some(e) = d.inner.sessions.guard().get_mut(&name)
                     && e.rec.queue.first() == Some(&next)
                 {
                     e.rec.queue.remove(0);
@@ -387,7 +398,7 @@ impl Daemon {
                 Err(e) => {
                     taken(&d);
                     warn!(session = %name, "queued input could not be delivered: {e}");
-                    let id = lock(&d.inner.sessions)
+                    let id = d.inner.sessions.guard()
                         .get(&name)
                         .map(|e| e.rec.id.clone())
                         .unwrap_or_default();
@@ -405,7 +416,7 @@ impl Daemon {
                     true
                 }
             };
-            if let Some(e) = lock(&d.inner.sessions).get_mut(&name) {
+            if let Some(e) = d.inner.sessions.guard().get_mut(&name) {
                 e.rt.delivering = false;
             }
             d.persist();
@@ -477,7 +488,10 @@ impl Daemon {
         submit: bool,
         by: &str,
     ) -> Result<Sent, CoreError> {
-        let secret = lock(&self.inner.sessions)
+        let secret = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .and_then(|e| e.rec.prompt.as_ref().filter(|p| p.is_secret()))
             .map(|p| p.id.clone());
@@ -577,7 +591,7 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rt.keys_by = Some((crate::store::now_ms(), by.to_string()));
         }
         self.mux_of(&rec.name)
@@ -589,7 +603,7 @@ impl Daemon {
     }
 
     pub(crate) fn touch(&self, name: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        if let Some(e) = self.inner.sessions.guard().get_mut(name) {
             e.rec.last_activity_ms = now_ms();
         }
     }

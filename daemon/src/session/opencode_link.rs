@@ -22,7 +22,6 @@ use crate::cli::opencode::{
     question_prompt,
 };
 use crate::core::Daemon;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::session::remember_resolved;
 use crate::store::events::EventKind;
@@ -80,7 +79,10 @@ async fn busy_now(http: &LocalHttp, session: &str) -> bool {
 impl Daemon {
     /// Follows session `name`'s OpenCode server on 127.0.0.1:`port` until the session ends.
     pub(crate) async fn api_link(self, name: &str, port: u16, cancel: CancellationToken) {
-        let Some((secret, pid)) = lock(&self.inner.sessions)
+        let Some((secret, pid)) = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .map(|e| (e.rec.hook_token.clone(), e.rec.pid))
         else {
@@ -94,7 +96,10 @@ impl Daemon {
         let mut was_live = false;
         let mut probed = false;
         loop {
-            let alive = lock(&self.inner.sessions)
+            let alive = self
+                .inner
+                .sessions
+                .guard()
                 .get(name)
                 .is_some_and(|e| !e.rec.state.is_exited());
             if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
@@ -131,7 +136,7 @@ impl Daemon {
                         port,
                         "OpenCode's port refuses this session's password; following the screen only"
                     );
-                    let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+                    let poke = self.inner.sessions.guard().get_mut(name).map(|e| {
                         e.rt.api_gave_up = true;
                         e.rt.poke.clone()
                     });
@@ -177,7 +182,10 @@ impl Daemon {
                     debug!("the TUI did not take the toast: {e}");
                 }
             }
-            let Some(target) = lock(&self.inner.sessions)
+            let Some(target) = self
+                .inner
+                .sessions
+                .guard()
                 .get(name)
                 .filter(|e| !e.rec.state.is_exited())
                 .map(|e| e.rec.target().to_string())
@@ -199,7 +207,7 @@ impl Daemon {
 
     /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
     fn note_cli_session(&self, name: &str, session: &str) {
-        let changed = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
+        let changed = self.inner.sessions.guard().get_mut(name).is_some_and(|e| {
             let changed = e.rec.cli_session_id != session;
             e.rec.cli_session_id = session.to_string();
             changed
@@ -212,7 +220,7 @@ impl Daemon {
     /// The API is reachable (`Some`) or not. A starting session is ready once its screen is
     /// too: the screen is read again at once.
     fn set_api(&self, name: &str, api: Option<LocalHttp>) {
-        let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+        let poke = self.inner.sessions.guard().get_mut(name).map(|e| {
             e.rt.api = api;
             e.rt.poke.clone()
         });
@@ -229,7 +237,10 @@ impl Daemon {
         http: &LocalHttp,
         text: &str,
     ) -> Result<(), HttpError> {
-        let known = lock(&self.inner.sessions)
+        let known = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .map(|e| e.rec.cli_session_id.clone())
             .filter(|id| id.starts_with("ses_"));
@@ -282,7 +293,10 @@ impl Daemon {
                         debug!("the TUI did not switch to the session: {e}");
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    let Some(target) = lock(&d.inner.sessions)
+                    let Some(target) = d
+                        .inner
+                        .sessions
+                        .guard()
                         .get(&name)
                         .filter(|e| !e.rec.state.is_exited())
                         .map(|e| e.rec.target().to_string())
@@ -324,7 +338,10 @@ impl Daemon {
                 // A busy event read after a catch-up may be older than the turn's end the
                 // catch-up already reported: while clibot sees no turn running, one starts
                 // only when OpenCode says the session is busy now.
-                let idle_here = lock(&self.inner.sessions)
+                let idle_here = self
+                    .inner
+                    .sessions
+                    .guard()
                     .get(name)
                     .is_some_and(|e| !matches!(e.rec.state, State::Working | State::Waiting));
                 if !seen.busy
@@ -349,7 +366,10 @@ impl Daemon {
                 }
                 // The turn may have been completed already by the catch-up after a reconnect,
                 // which saw it end just before this event arrived: never report it twice.
-                let running = lock(&self.inner.sessions)
+                let running = self
+                    .inner
+                    .sessions
+                    .guard()
                     .get(name)
                     .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting));
                 if !running {
@@ -412,7 +432,7 @@ impl Daemon {
             }
         }
         // A prompt recorded before a restart that is no longer pending was answered meanwhile.
-        let gone = lock(&self.inner.sessions).get(name).and_then(|e| {
+        let gone = self.inner.sessions.guard().get(name).and_then(|e| {
             e.rec
                 .prompt
                 .as_ref()
@@ -445,7 +465,7 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let (state, started, recovered_ms) = match lock(&self.inner.sessions).get(name) {
+        let (state, started, recovered_ms) = match self.inner.sessions.guard().get(name) {
             Some(e) => (
                 e.rec.state,
                 e.rt.turn.started,
@@ -516,7 +536,7 @@ impl Daemon {
                 }
                 if let Err(e) = result {
                     warn!("the answer did not reach OpenCode: {e}");
-                    let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
+                    let id = d.inner.sessions.guard().get(&name).map(|e| e.rec.id.clone());
                     if let Some(id) = id {
                         d.event(
                             &name,
@@ -541,7 +561,7 @@ impl Daemon {
     fn api_prompt(&self, name: &str, p: ApiPrompt) -> Option<oneshot::Receiver<String>> {
         let (tx, rx) = oneshot::channel();
         let (prompt, id) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions.get_mut(name)?;
             if e.rt.waiters.contains_key(&p.request) {
                 return None;
@@ -587,7 +607,10 @@ impl Daemon {
     /// OpenCode says request `request` was answered. If clibot did not answer it, the person at
     /// the terminal did.
     fn api_prompt_replied(&self, name: &str, request: &str) {
-        let waited = lock(&self.inner.sessions)
+        let waited = self
+            .inner
+            .sessions
+            .guard()
             .get_mut(name)
             .and_then(|e| e.rt.waiters.remove(request))
             .is_some();
@@ -600,7 +623,7 @@ impl Daemon {
     /// person at the terminal did.
     fn resolve_api_prompt(&self, name: &str, request: &str) {
         let id = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };

@@ -2,7 +2,6 @@
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::Actor;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
@@ -76,7 +75,7 @@ impl Daemon {
         let admin =
             actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
         let shared = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let e = sessions
                 .get_mut(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;

@@ -2,7 +2,6 @@
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 
 /// A session's last reply, as `clibotctl last` shows it.
 #[derive(Debug, Clone, Default)]
@@ -16,7 +15,7 @@ pub struct LastReply {
 impl Daemon {
     /// The last completed turn's reply (its head when long, with the blob holding it whole).
     pub fn last_reply(&self, name: &str) -> Result<LastReply, CoreError> {
-        let sessions = lock(&self.inner.sessions);
+        let sessions = self.inner.sessions.guard();
         let e = sessions
             .get(name)
             .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -83,7 +82,10 @@ impl Daemon {
 
     /// Removes blobs no retained event names, keeping every session's last reply.
     pub(crate) fn expire_blobs(&self) {
-        let pinned: std::collections::HashSet<String> = lock(&self.inner.sessions)
+        let pinned: std::collections::HashSet<String> = self
+            .inner
+            .sessions
+            .guard()
             .values()
             .filter(|e| !e.rec.last_reply_blob.is_empty())
             .map(|e| e.rec.last_reply_blob.clone())

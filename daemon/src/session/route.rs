@@ -8,7 +8,6 @@ use crate::automation::routing::{Choice, session_name};
 use crate::automation::{DeciderInput, DeciderPrompt, Verdict, run_decider};
 use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 
 /// A task to route.
@@ -129,7 +128,7 @@ impl Daemon {
             });
         }
         let name = if task.name.is_empty() {
-            let sessions = lock(&self.inner.sessions);
+            let sessions = self.inner.sessions.guard();
             let declared = self.live().config.sessions.clone();
             session_name(&choice.cli, &|n| {
                 sessions.contains_key(n) || declared.iter().any(|d| d.name == n)

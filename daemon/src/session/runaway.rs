@@ -9,7 +9,6 @@ use tracing::warn;
 
 use crate::cli::OnTurnTimeout;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
@@ -34,7 +33,9 @@ impl Daemon {
 
     /// How long session `name`'s running turn has been working, if it is.
     pub(crate) fn working_for(&self, name: &str) -> Option<Duration> {
-        lock(&self.inner.sessions)
+        self.inner
+            .sessions
+            .guard()
             .get(name)
             .filter(|e| matches!(e.rec.state, State::Working | State::Waiting))
             .and_then(turn_age)
@@ -46,7 +47,7 @@ impl Daemon {
     pub(crate) async fn check_turn_timeout(&self, name: &str, target: &str) {
         let d = &self.inner.settings.config.daemon;
         let (working, cli, id, silent) = {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };

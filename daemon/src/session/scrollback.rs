@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
 use crate::core::Daemon;
-use crate::locking::lock;
 
 use super::shared::reply_from_screen;
 
@@ -77,7 +76,10 @@ impl Daemon {
         anchor: Option<i64>,
         input_lines: usize,
     ) -> String {
-        let (id, input) = lock(&self.inner.sessions)
+        let (id, input) = self
+            .inner
+            .sessions
+            .guard()
             .get(name)
             .map(|e| (e.rec.id.clone(), e.rec.last_input.clone()))
             .unwrap_or_default();

@@ -115,21 +115,21 @@ impl Daemon {
         };
         let capped_owner = self.capped_owner(&req.owner);
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
-        {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the name is checked free and the limits counted over every session,
+        // and the name taken, as one step.
+        self.inner.sessions.transaction(|sessions| {
             if sessions.contains_key(&req.name) {
-                return Err(CoreError::AlreadyExists(req.name));
+                return Err(CoreError::AlreadyExists(req.name.clone()));
             }
-            self.check_limits(&sessions, &req.name, capped_owner.as_ref())?;
+            self.check_limits(sessions, &req.name, capped_owner.as_ref())?;
             let mut e = Entry::new(rec.clone());
             e.stopping = true; // not usable until it exists
             sessions.insert(req.name.clone(), e);
-        }
+            Ok(())
+        })?;
         let result = self.create_tmux_session(&rec, &cli, &req, false).await;
-        let mut sessions = lock(&self.inner.sessions);
         match result {
             Ok(s) => {
-                drop(sessions);
                 // A new session under a name someone else held before gets none of their chats:
                 // a chat user's session keeps only the chats they bound; the machine user's
                 // keeps those of the machine's user and the admins.
@@ -158,7 +158,7 @@ impl Daemon {
                 self.launched(&req.name, s).await
             }
             Err(e) => {
-                sessions.remove(&req.name);
+                self.inner.sessions.remove(&req.name);
                 Err(e)
             }
         }
@@ -170,17 +170,13 @@ impl Daemon {
         name: &str,
         s: MuxSession,
     ) -> Result<SessionRecord, CoreError> {
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let rec = self.inner.sessions.try_update(name, |e| {
             e.rec.tmux_id = s.id;
             e.rec.pane = s.pane;
             e.rec.pid = s.pid;
             e.stopping = false;
-            e.rec.clone()
-        };
+            Ok(e.rec.clone())
+        })?;
         self.event(
             &rec.name,
             &rec.id,
@@ -418,9 +414,9 @@ impl Daemon {
         // have chosen what the program name resolves to) nor for a plain program.
         let probe = !jailed && cli.adapter != "generic";
         let version = crate::cli::version::read(&cli.adapter, &program, &version_argv, probe).await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(&rec.name) {
-            e.rec.cli_version = version;
-        }
+        self.inner
+            .sessions
+            .update(&rec.name, |e| e.rec.cli_version = version);
         env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
         let (argv, env) = self.through_launcher(&rec.id, argv, env, jailed)?;
         let meta = SessionMeta {

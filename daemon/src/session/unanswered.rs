@@ -15,7 +15,6 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::chat::chats::Binding;
 use crate::cli::OnPromptTimeout;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 
@@ -43,7 +42,7 @@ impl Daemon {
         let now = crate::store::now_ms();
         let mut due = Vec::new();
         {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             for e in sessions.values_mut() {
                 if e.rec.state.is_exited() {
                     continue;
@@ -208,7 +207,7 @@ impl Daemon {
             }
             OnPromptTimeout::Decider => {
                 {
-                    let mut sessions = lock(&self.inner.sessions);
+                    let mut sessions = self.inner.sessions.guard();
                     let Some(e) = sessions.get_mut(&d.name) else {
                         return;
                     };
@@ -232,7 +231,7 @@ impl Daemon {
     /// Where event `seq` of `session` goes on `platform` besides the session's own chats: a
     /// prompt's escalation, and how an escalated prompt ended, go to the admins' chats.
     pub fn escalation_bindings(&self, platform: &str, session: &str, seq: u64) -> Vec<Binding> {
-        let escalated: Vec<String> = match lock(&self.inner.sessions).get(session) {
+        let escalated: Vec<String> = match self.inner.sessions.guard().get(session) {
             Some(e) if !e.rt.escalated.is_empty() => e.rt.escalated.iter().cloned().collect(),
             _ => return Vec::new(),
         };

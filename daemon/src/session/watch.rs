@@ -9,7 +9,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::cli::Adapter;
 use crate::cli::detect::Pack;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::{MuxError, WatchEvent};
 
@@ -27,7 +26,7 @@ impl Daemon {
     pub(crate) fn start_watcher(&self, name: &str) {
         let token = CancellationToken::new();
         {
-            let mut sessions = lock(&self.inner.sessions);
+            let mut sessions = self.inner.sessions.guard();
             let Some(e) = sessions.get_mut(name) else {
                 return;
             };
@@ -60,7 +59,7 @@ impl Daemon {
 
     /// The port of the API a session's CLI serves, if it serves one.
     pub(crate) fn api_port(&self, name: &str) -> Option<u16> {
-        let sessions = lock(&self.inner.sessions);
+        let sessions = self.inner.sessions.guard();
         let e = sessions.get(name)?;
         let serves = self
             .kind_of(&e.rec.cli)
@@ -69,7 +68,7 @@ impl Daemon {
     }
 
     pub(crate) fn stop_watcher(&self, name: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name)
+        if let Some(e) = self.inner.sessions.guard().get_mut(name)
             && let Some(t) = e.rt.watcher.take()
         {
             t.cancel();
@@ -82,7 +81,7 @@ impl Daemon {
         'outer: loop {
             // The session is watched (all its panes' output wakes the watcher); the CLI's own
             // pane is read.
-            let Some((target, pane, poke)) = lock(&self.inner.sessions).get(name).map(|e| {
+            let Some((target, pane, poke)) = self.inner.sessions.guard().get(name).map(|e| {
                 (
                     e.rec.tmux_id.clone(),
                     e.rec.target().to_string(),
@@ -130,7 +129,7 @@ impl Daemon {
                         Some(WatchEvent::Closed) | None => {
                             // The session ended, or tmux went away: let the exit check decide.
                             self.check_sessions().await;
-                            let alive = lock(&self.inner.sessions).get(name).is_some_and(|e| !e.rec.state.is_exited());
+                            let alive = self.inner.sessions.guard().get(name).is_some_and(|e| !e.rec.state.is_exited());
                             if !alive {
                                 break 'outer;
                             }
@@ -180,7 +179,7 @@ impl Daemon {
 
     /// Whether the session has something that only time can settle.
     pub(crate) fn wants_tick(&self, name: &str) -> bool {
-        lock(&self.inner.sessions).get(name).is_some_and(|e| {
+        self.inner.sessions.guard().get(name).is_some_and(|e| {
             matches!(e.rec.state, State::Working | State::Starting)
                 || e.rt.turn.prompt_pending_since.is_some()
                 || e.rt.turn.confirm_by.is_some()
@@ -188,7 +187,7 @@ impl Daemon {
     }
 
     pub(crate) fn note_output(&self, name: &str) {
-        let mut sessions = lock(&self.inner.sessions);
+        let mut sessions = self.inner.sessions.guard();
         if let Some(e) = sessions.get_mut(name) {
             let caps = self.turn_caps(e);
             e.rt.turn.output(Instant::now(), caps.as_ref());
@@ -199,7 +198,7 @@ impl Daemon {
     }
 
     pub(crate) async fn read_screen(&self, name: &str, target: &str) {
-        let Some((cli, learn_idle)) = lock(&self.inner.sessions).get(name).map(|e| {
+        let Some((cli, learn_idle)) = self.inner.sessions.guard().get(name).map(|e| {
             // Never learned from a turn that outlived a daemon restart: its foreground is the
             // command still running, not the CLI.
             let calm = e.rec.state == State::Idle
@@ -216,7 +215,7 @@ impl Daemon {
         if learn_idle
             && !adapter.completes_by_hook()
             && let Ok(fg) = self.mux_of(name).foreground(target).await
-            && let Some(e) = lock(&self.inner.sessions).get_mut(name)
+            && let Some(e) = self.inner.sessions.guard().get_mut(name)
             && e.rt.turn.started.is_none()
         {
             // What the pane runs while waiting for input: a quiet pane running anything else
@@ -229,17 +228,20 @@ impl Daemon {
                 let a = pack.analyze(&screen);
                 // A prompt gone from the screen: was someone at the desk? Asked only then.
                 let gone = a.prompt.is_none()
-                    && lock(&self.inner.sessions)
+                    && self
+                        .inner
+                        .sessions
+                        .guard()
                         .get(name)
                         .is_some_and(|e| e.rec.prompt.is_some());
                 if gone {
                     let at = self.mux_of(name).desk_activity(target).await;
-                    if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                    if let Some(e) = self.inner.sessions.guard().get_mut(name) {
                         e.rt.desk_at = at;
                     }
                 }
                 self.on_screen(name, a);
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                if let Some(e) = self.inner.sessions.guard().get_mut(name) {
                     e.rt.last_screen = screen;
                 }
             }
