@@ -82,9 +82,7 @@ impl Daemon {
         let Some((secret, pid)) = self
             .inner
             .sessions
-            .guard()
-            .get(name)
-            .map(|e| (e.rec.hook_token.clone(), e.rec.pid))
+            .get(name, |e| (e.rec.hook_token.clone(), e.rec.pid))
         else {
             return;
         };
@@ -96,12 +94,7 @@ impl Daemon {
         let mut was_live = false;
         let mut probed = false;
         loop {
-            let alive = self
-                .inner
-                .sessions
-                .guard()
-                .get(name)
-                .is_some_and(|e| !e.rec.state.is_exited());
+            let alive = self.inner.sessions.alive(name);
             if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
                 break;
             }
@@ -136,7 +129,7 @@ impl Daemon {
                         port,
                         "OpenCode's port refuses this session's password; following the screen only"
                     );
-                    let poke = self.inner.sessions.guard().get_mut(name).map(|e| {
+                    let poke = self.inner.sessions.update(name, |e| {
                         e.rt.api_gave_up = true;
                         e.rt.poke.clone()
                     });
@@ -185,10 +178,10 @@ impl Daemon {
             let Some(target) = self
                 .inner
                 .sessions
-                .guard()
-                .get(name)
-                .filter(|e| !e.rec.state.is_exited())
-                .map(|e| e.rec.target().to_string())
+                .get(name, |e| {
+                    (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
+                })
+                .flatten()
             else {
                 return;
             };
@@ -207,11 +200,15 @@ impl Daemon {
 
     /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
     fn note_cli_session(&self, name: &str, session: &str) {
-        let changed = self.inner.sessions.guard().get_mut(name).is_some_and(|e| {
-            let changed = e.rec.cli_session_id != session;
-            e.rec.cli_session_id = session.to_string();
-            changed
-        });
+        let changed = self
+            .inner
+            .sessions
+            .update(name, |e| {
+                let changed = e.rec.cli_session_id != session;
+                e.rec.cli_session_id = session.to_string();
+                changed
+            })
+            .unwrap_or(false);
         if changed {
             self.persist();
         }
@@ -220,7 +217,7 @@ impl Daemon {
     /// The API is reachable (`Some`) or not. A starting session is ready once its screen is
     /// too: the screen is read again at once.
     fn set_api(&self, name: &str, api: Option<LocalHttp>) {
-        let poke = self.inner.sessions.guard().get_mut(name).map(|e| {
+        let poke = self.inner.sessions.update(name, |e| {
             e.rt.api = api;
             e.rt.poke.clone()
         });
@@ -240,9 +237,7 @@ impl Daemon {
         let known = self
             .inner
             .sessions
-            .guard()
-            .get(name)
-            .map(|e| e.rec.cli_session_id.clone())
+            .get(name, |e| e.rec.cli_session_id.clone())
             .filter(|id| id.starts_with("ses_"));
         let body = json!({ "parts": [{ "type": "text", "text": text }] });
         if let Some(id) = &known {
@@ -296,10 +291,10 @@ impl Daemon {
                     let Some(target) = d
                         .inner
                         .sessions
-                        .guard()
-                        .get(&name)
-                        .filter(|e| !e.rec.state.is_exited())
-                        .map(|e| e.rec.target().to_string())
+                        .get(&name, |e| {
+                            (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
+                        })
+                        .flatten()
                     else {
                         return;
                     };
@@ -341,9 +336,10 @@ impl Daemon {
                 let idle_here = self
                     .inner
                     .sessions
-                    .guard()
-                    .get(name)
-                    .is_some_and(|e| !matches!(e.rec.state, State::Working | State::Waiting));
+                    .get(name, |e| {
+                        !matches!(e.rec.state, State::Working | State::Waiting)
+                    })
+                    .unwrap_or(false);
                 if !seen.busy
                     && self.is_root(http, seen, &session).await
                     && (!idle_here || busy_now(http, &session).await)
@@ -369,9 +365,10 @@ impl Daemon {
                 let running = self
                     .inner
                     .sessions
-                    .guard()
-                    .get(name)
-                    .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting));
+                    .get(name, |e| {
+                        matches!(e.rec.state, State::Working | State::Waiting)
+                    })
+                    .unwrap_or(false);
                 if !running {
                     return;
                 }
@@ -432,16 +429,20 @@ impl Daemon {
             }
         }
         // A prompt recorded before a restart that is no longer pending was answered meanwhile.
-        let gone = self.inner.sessions.guard().get(name).and_then(|e| {
-            e.rec
-                .prompt
-                .as_ref()
-                .filter(|p| {
-                    p.source == crate::model::PromptSource::Api
-                        && !pending.iter().any(|q| q.request == p.id)
-                })
-                .map(|p| p.id.clone())
-        });
+        let gone = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec
+                    .prompt
+                    .as_ref()
+                    .filter(|p| {
+                        p.source == crate::model::PromptSource::Api
+                            && !pending.iter().any(|q| q.request == p.id)
+                    })
+                    .map(|p| p.id.clone())
+            })
+            .flatten();
         if let Some(id) = gone {
             self.resolve_api_prompt(name, &id);
         }
@@ -465,13 +466,14 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let (state, started, recovered_ms) = match self.inner.sessions.guard().get(name) {
-            Some(e) => (
+        let Some((state, started, recovered_ms)) = self.inner.sessions.get(name, |e| {
+            (
                 e.rec.state,
                 e.rt.turn.started,
                 e.rt.turn.recovered.then_some(e.rec.turn_started_ms),
-            ),
-            None => return,
+            )
+        }) else {
+            return;
         };
         if root_busy || state != State::Working {
             return;
@@ -536,7 +538,7 @@ impl Daemon {
                 }
                 if let Err(e) = result {
                     warn!("the answer did not reach OpenCode: {e}");
-                    let id = d.inner.sessions.guard().get(&name).map(|e| e.rec.id.clone());
+                    let id = d.inner.sessions.id_of(&name);
                     if let Some(id) = id {
                         d.event(
                             &name,
@@ -560,17 +562,15 @@ impl Daemon {
     /// already being waited on.
     fn api_prompt(&self, name: &str, p: ApiPrompt) -> Option<oneshot::Receiver<String>> {
         let (tx, rx) = oneshot::channel();
-        let (prompt, id) = {
-            let mut sessions = self.inner.sessions.guard();
-            let e = sessions.get_mut(name)?;
+        // `None`: already waited on; `Some(None)`: recorded, but known from before a restart.
+        let recorded = self.inner.sessions.update(name, |e| {
             if e.rt.waiters.contains_key(&p.request) {
                 return None;
             }
             e.rt.waiters
                 .insert(p.request.clone(), (tx, p.payload.clone()));
             if e.rec.prompt.as_ref().is_some_and(|c| c.id == p.request) {
-                // Known from before a restart: already published.
-                return Some(rx);
+                return Some(None);
             }
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
@@ -596,7 +596,11 @@ impl Daemon {
             };
             e.rec.prompt = Some(prompt.clone());
             e.rt.turn.prompt_shown();
-            (prompt, e.rec.id.clone())
+            Some(Some((prompt, e.rec.id.clone())))
+        });
+        let Some((prompt, id)) = recorded.flatten()? else {
+            // Known from before a restart: already published.
+            return Some(rx);
         };
         self.event(name, &id, EventKind::Waiting { prompt });
         self.set_state(name, State::Waiting, "the CLI asks");
@@ -610,10 +614,8 @@ impl Daemon {
         let waited = self
             .inner
             .sessions
-            .guard()
-            .get_mut(name)
-            .and_then(|e| e.rt.waiters.remove(request))
-            .is_some();
+            .update(name, |e| e.rt.waiters.remove(request).is_some())
+            .unwrap_or(false);
         if waited {
             self.resolve_api_prompt(name, request);
         }
@@ -622,18 +624,17 @@ impl Daemon {
     /// The prompt `request` is no longer pending, and nobody answered it through clibot: the
     /// person at the terminal did.
     fn resolve_api_prompt(&self, name: &str, request: &str) {
-        let id = {
-            let mut sessions = self.inner.sessions.guard();
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let id = self.inner.sessions.update(name, |e| {
             e.rt.waiters.remove(request);
             if e.rec.prompt.as_ref().is_none_or(|p| p.id != request) {
-                return;
+                return None;
             }
             e.rec.prompt = None;
             remember_resolved(&mut e.rt.resolved, request, "terminal");
-            e.rec.id.clone()
+            Some(e.rec.id.clone())
+        });
+        let Some(id) = id.flatten() else {
+            return;
         };
         self.event(
             name,
