@@ -182,12 +182,6 @@ impl Sessions {
         lock(&self.map).values().filter(|e| f(e)).count()
     }
 
-    /// The table's guard, for the callers not yet moved to the methods above. Transitional:
-    /// it goes once none is left.
-    pub(crate) fn guard(&self) -> std::sync::MutexGuard<'_, Table> {
-        lock(&self.map)
-    }
-
     /// Runs `f` on the whole table under its lock: for changes that involve several
     /// sessions and must be one step — taking a new name only after checking that it is free
     /// and that the limits allow one more session, filling or reconciling the table. Not for

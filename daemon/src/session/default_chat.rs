@@ -68,9 +68,8 @@ impl Daemon {
         let unmanaged = self
             .inner
             .sessions
-            .guard()
-            .get(session)
-            .is_some_and(|e| e.rec.unmanaged);
+            .get(session, |e| e.rec.unmanaged)
+            .unwrap_or(false);
         if !unmanaged {
             return Vec::new();
         }
@@ -138,9 +137,8 @@ impl Daemon {
         let machine = self
             .inner
             .sessions
-            .guard()
-            .get(session)
-            .is_some_and(|e| e.rec.owner.is_empty());
+            .get(session, |e| e.rec.owner.is_empty())
+            .unwrap_or(false);
         if !machine {
             return None;
         }

@@ -154,7 +154,7 @@ impl Daemon {
             };
             let old = e.rec.clone();
             // Reserved now, so that a second error cannot start a second delegation.
-            let first = free_name(&sessions, name, &candidates[0]);
+            let first = free_name(sessions, name, &candidates[0]);
             if let Some(e) = sessions.get_mut(name) {
                 e.rec.delegated_to = first;
             }

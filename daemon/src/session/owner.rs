@@ -74,11 +74,7 @@ impl Daemon {
         }
         let admin =
             actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
-        let shared = {
-            let mut sessions = self.inner.sessions.guard();
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let shared = self.inner.sessions.try_update(name, |e| {
             if !admin && e.rec.owner != actor.key() {
                 return Err(if self.may_use_rec(actor, &e.rec) {
                     CoreError::OnlyOwnerShares {
@@ -98,8 +94,8 @@ impl Daemon {
             } else if !e.rec.shared_with.iter().any(|u| u == user) {
                 e.rec.shared_with.push(user.to_string());
             }
-            e.rec.shared_with.clone()
-        };
+            Ok(e.rec.shared_with.clone())
+        })?;
         self.persist();
         Ok(shared)
     }

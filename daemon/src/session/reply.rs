@@ -15,16 +15,15 @@ pub struct LastReply {
 impl Daemon {
     /// The last completed turn's reply (its head when long, with the blob holding it whole).
     pub fn last_reply(&self, name: &str) -> Result<LastReply, CoreError> {
-        let sessions = self.inner.sessions.guard();
-        let e = sessions
-            .get(name)
-            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-        Ok(LastReply {
-            text: e.rec.last_reply.clone().unwrap_or_default(),
-            seq: e.rec.last_reply_seq,
-            blob_id: e.rec.last_reply_blob.clone(),
-            full_bytes: e.rec.last_reply_bytes,
-        })
+        self.inner
+            .sessions
+            .get(name, |e| LastReply {
+                text: e.rec.last_reply.clone().unwrap_or_default(),
+                seq: e.rec.last_reply_seq,
+                blob_id: e.rec.last_reply_blob.clone(),
+                full_bytes: e.rec.last_reply_bytes,
+            })
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))
     }
 
     /// The final reply of `rec`'s turn from its CLI's own records, when no hook gave it — read
@@ -85,10 +84,10 @@ impl Daemon {
         let pinned: std::collections::HashSet<String> = self
             .inner
             .sessions
-            .guard()
-            .values()
-            .filter(|e| !e.rec.last_reply_blob.is_empty())
-            .map(|e| e.rec.last_reply_blob.clone())
+            .filter_map(|e| {
+                (!e.rec.last_reply_blob.is_empty()).then(|| e.rec.last_reply_blob.clone())
+            })
+            .into_iter()
             .collect();
         let events = &self.inner.events;
         if let Some(oldest) = events.oldest_time_ms() {

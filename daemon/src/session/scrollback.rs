@@ -79,9 +79,7 @@ impl Daemon {
         let (id, input) = self
             .inner
             .sessions
-            .guard()
-            .get(name)
-            .map(|e| (e.rec.id.clone(), e.rec.last_input.clone()))
+            .get(name, |e| (e.rec.id.clone(), e.rec.last_input.clone()))
             .unwrap_or_default();
         // The copy is read only when the screen lost the turn's start (rarely): a turn's end
         // costs no read of it otherwise.

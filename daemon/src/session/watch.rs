@@ -83,18 +83,15 @@ impl Daemon {
     pub(crate) async fn watch_loop(self, name: &str, cancel: CancellationToken) {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(200);
-        'outer: loop {
-            // The session is watched (all its panes' output wakes the watcher); the CLI's own
-            // pane is read.
-            let Some((target, pane, poke)) = self.inner.sessions.get(name, |e| {
-                (
-                    e.rec.tmux_id.clone(),
-                    e.rec.target().to_string(),
-                    e.rt.poke.clone(),
-                )
-            }) else {
-                break;
-            };
+        // The session is watched (all its panes' output wakes the watcher); the CLI's own
+        // pane is read. Until the session is gone.
+        'outer: while let Some((target, pane, poke)) = self.inner.sessions.get(name, |e| {
+            (
+                e.rec.tmux_id.clone(),
+                e.rec.target().to_string(),
+                e.rt.poke.clone(),
+            )
+        }) {
             let mut rx = match self.mux_of(name).watch(&target).await {
                 // Stopped (released) while the watch was being set up: undo it.
                 Ok(_) if cancel.is_cancelled() => {
