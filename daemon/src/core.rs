@@ -101,13 +101,13 @@ pub(crate) struct Inner {
     /// Every session, by name: the table's lock is its own ([`Sessions`]).
     pub(crate) sessions: Sessions,
     pub(crate) events: EventLog,
-    pub(crate) registry_path: PathBuf,
+    registry_path: PathBuf,
     /// False when the registry exists but could not be read at start: it is not saved over.
-    pub(crate) registry_writable: bool,
+    registry_writable: bool,
     /// Serialises registry writes so an older snapshot never overwrites a newer one.
     /// The registry is being written (true), and changed meanwhile (true): see `persist`.
-    pub(crate) persist: Mutex<(bool, bool)>,
-    pub(crate) started: Instant,
+    persist: Mutex<(bool, bool)>,
+    started: Instant,
     pub(crate) warnings: Mutex<Vec<String>>,
     /// The per-session hook sockets of jailed sessions.
     pub(crate) hook_sockets: Mutex<crate::confine::HookSockets>,
@@ -552,7 +552,7 @@ pub(crate) fn tail_lines(screen: &str) -> String {
     lines[end.saturating_sub(LINES)..end].join("\n")
 }
 
-pub(crate) fn old_tmux_warning(version: &str) -> Option<String> {
+fn old_tmux_warning(version: &str) -> Option<String> {
     let num = version
         .split_whitespace()
         .last()?

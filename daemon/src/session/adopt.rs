@@ -314,7 +314,7 @@ impl Daemon {
     }
 
     /// A tmux session's own environment (empty when it cannot be read).
-    pub(crate) async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
+    async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
         self.inner
             .mux
             .environment(Some(tmux_id))

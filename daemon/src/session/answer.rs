@@ -253,7 +253,7 @@ impl Daemon {
     /// A prompt that came from the CLI's API is answered through it. Just after a daemon
     /// restart the link may still be reconnecting: give it a moment rather than fall back to
     /// keys, which depend on where the dialog's focus is.
-    pub(crate) async fn await_api_link(&self, name: &str) {
+    async fn await_api_link(&self, name: &str) {
         let deadline = Instant::now() + API_ANSWER_WAIT;
         loop {
             let linked = self
@@ -273,7 +273,7 @@ impl Daemon {
         }
     }
 
-    pub(crate) async fn send_strokes(
+    async fn send_strokes(
         &self,
         name: &str,
         target: &str,
@@ -308,12 +308,7 @@ impl Daemon {
     }
 
     /// Whether the screen still shows `prompt` (the same question and options) after a second.
-    pub(crate) async fn dialog_still_shown(
-        &self,
-        name: &str,
-        target: &str,
-        prompt: &Prompt,
-    ) -> bool {
+    async fn dialog_still_shown(&self, name: &str, target: &str, prompt: &Prompt) -> bool {
         let Some(cli) = self.inner.sessions.cli_of(name) else {
             return false;
         };

@@ -52,7 +52,7 @@ impl Daemon {
     /// something other than a person answers it; returns the prompt as it is to be recorded,
     /// and the plan to carry out. A prompt published again keeps the state of its first
     /// publication (still being answered automatically, or left to a person).
-    pub(crate) fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
+    fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
         let a = self.automation();
         // The prompt is weighed against the session's state and the session marked with what
         // answers it, as one step: an automatic answer is decided once.
@@ -125,7 +125,7 @@ impl Daemon {
     }
 
     /// Carries out a plan for a prompt just published (in its own task).
-    pub(crate) fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
+    fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
         match plan {
             Plan::Person => {}
             Plan::RuleAsks { rule, why: None } => self.note_left_to_person(AutoBy::Rule(rule)),

@@ -83,7 +83,7 @@ impl Daemon {
     /// [`Daemon::delegate`], timed from `since` (when the CLI failed). A CLI of the chain that
     /// cannot start is passed over for the next one (and the notice says so); a CLI named by
     /// hand is the only one tried.
-    pub(crate) async fn delegate_since(
+    async fn delegate_since(
         &self,
         name: &str,
         to: Option<&str>,

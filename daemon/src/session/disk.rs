@@ -66,7 +66,7 @@ impl Daemon {
 
     /// One measurement: each running jailed session over its platform's `jail_disk` is
     /// stopped and kept, with the reason.
-    pub(crate) async fn check_jail_disk(&self) {
+    async fn check_jail_disk(&self) {
         let state = self.inner.settings.state_dir.clone();
         let jailed: Vec<(String, String, PathBuf, String)> = self.inner.sessions.filter_map(|e| {
             (!e.rec.jail_home.is_empty() && !e.rec.state.is_exited() && !e.stopping).then(|| {

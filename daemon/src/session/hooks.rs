@@ -230,7 +230,7 @@ impl Daemon {
     #[allow(clippy::too_many_arguments)]
     /// A CLI asks through a hook: the session waits; the hook holds until a person answers
     /// through clibot or the configured time passes (then the CLI's own dialog stays up).
-    pub(crate) async fn hook_prompt(
+    async fn hook_prompt(
         &self,
         name: &str,
         kind: String,

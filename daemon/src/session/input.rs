@@ -37,7 +37,7 @@ pub struct Sent {
 impl Daemon {
     /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
     /// Returns the event's sequence number and whether it was queued.
-    pub(crate) async fn submit_input(
+    async fn submit_input(
         &self,
         name: &str,
         text: String,

@@ -241,7 +241,7 @@ impl Daemon {
         }
     }
 
-    pub(crate) async fn reap(&self, name: &str, after: Duration) {
+    async fn reap(&self, name: &str, after: Duration) {
         // Checked again as it is reserved: input may have come meanwhile.
         let rec = self.inner.sessions.update(name, |e| {
             // A CLI adopted where it runs in the user's own tmux is theirs: never reaped.

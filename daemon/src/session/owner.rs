@@ -100,7 +100,7 @@ impl Daemon {
         Ok(shared)
     }
 
-    pub(crate) fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
+    fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
         let key = actor.key();
         rec.owner == key || rec.shared_with.contains(&key)
     }

@@ -27,7 +27,7 @@ impl Daemon {
         self.spawn_inner(req).instrument(span).await
     }
 
-    pub(crate) async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+    async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
@@ -224,7 +224,7 @@ impl Daemon {
     }
 
     /// Resolves and confines a working directory.
-    pub(crate) fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
+    fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
         let raw = if requested.is_empty() {
             match &cli.dir {
                 Some(d) => expand_home(d),
@@ -470,7 +470,7 @@ impl Daemon {
     /// Keeps a session's hook token in its tmux environment, for a daemon that loses its
     /// registry (see `recover_links`). Only over the control connection, which may still be
     /// attaching right after the first spawn: tried for a few seconds.
-    pub(crate) fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
+    fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
         let (mux, id, token) = (
             self.inner.mux.clone(),
             tmux_id.to_string(),
@@ -561,7 +561,7 @@ impl Daemon {
     }
 
     /// The PATH of tmux's global environment (what new sessions inherit), read now and kept.
-    pub(crate) async fn fresh_global_path(&self) -> String {
+    async fn fresh_global_path(&self) -> String {
         let path = match self.inner.mux.environment(None).await {
             Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
             _ => std::env::var("PATH").unwrap_or_default(),

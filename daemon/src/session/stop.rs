@@ -203,10 +203,7 @@ impl Daemon {
         None
     }
 
-    pub(crate) async fn find_tmux(
-        &self,
-        rec: &SessionRecord,
-    ) -> Result<Option<MuxSession>, MuxError> {
+    async fn find_tmux(&self, rec: &SessionRecord) -> Result<Option<MuxSession>, MuxError> {
         if !rec.server.is_empty() {
             // Adopted in place: its pane, with the same process (pane ids are reused after
             // the server restarts).
@@ -256,7 +253,7 @@ impl Daemon {
     }
 
     /// Per-session files (generated CLI settings) go with the session.
-    pub(crate) fn remove_session_files(&self, id: &str) {
+    fn remove_session_files(&self, id: &str) {
         self.drop_hook_socket(id);
         if let Err(e) = self.inner.queues.remove(id) {
             warn!("cannot remove the queued input of session {id}: {e}");

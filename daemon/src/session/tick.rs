@@ -118,7 +118,7 @@ impl Daemon {
     /// and no completion hook came (lost, or never sent). Looked at once more; if it still
     /// looks idle, the turn ends with the reply from the CLI's transcript (when it keeps one
     /// and it holds a new reply), and the next queued input goes.
-    pub(crate) async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
+    async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
         let kind = self.inner.sessions.get(name, |e| {
             self.kind_of(&e.rec.cli)
                 .map(|(_, p)| (e.rec.cli.clone(), p))

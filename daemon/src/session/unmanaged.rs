@@ -166,7 +166,7 @@ impl Daemon {
     }
 
     /// The CLI of unmanaged session `name` ended (its `SessionEnd`, or its process is gone).
-    pub(crate) fn end_unmanaged(&self, name: &str) {
+    fn end_unmanaged(&self, name: &str) {
         self.mark_exited(name, None, "the CLI ended");
         // Nothing of it stays to act on: it leaves the list (its events stay in the log).
         self.inner.sessions.remove(name);

@@ -80,7 +80,7 @@ impl Daemon {
         });
     }
 
-    pub(crate) async fn watch_loop(self, name: &str, cancel: CancellationToken) {
+    async fn watch_loop(self, name: &str, cancel: CancellationToken) {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(200);
         // The session is watched (all its panes' output wakes the watcher); the CLI's own
@@ -162,7 +162,7 @@ impl Daemon {
     }
 
     /// The session's CLI tells by hook when it takes a prompt, and its hooks reach the daemon.
-    pub(crate) fn start_hook_live(&self, e: &crate::core::Entry) -> bool {
+    fn start_hook_live(&self, e: &crate::core::Entry) -> bool {
         !e.rec.hook_token.is_empty()
             && self
                 .kind_of(&e.rec.cli)
@@ -180,7 +180,7 @@ impl Daemon {
     }
 
     /// Whether the session has something that only time can settle.
-    pub(crate) fn wants_tick(&self, name: &str) -> bool {
+    fn wants_tick(&self, name: &str) -> bool {
         self.inner
             .sessions
             .get(name, |e| {
@@ -191,7 +191,7 @@ impl Daemon {
             .unwrap_or(false)
     }
 
-    pub(crate) fn note_output(&self, name: &str) {
+    fn note_output(&self, name: &str) {
         self.inner.sessions.update(name, |e| {
             let caps = self.turn_caps(e);
             e.rt.turn.output(Instant::now(), caps.as_ref());
@@ -201,7 +201,7 @@ impl Daemon {
         });
     }
 
-    pub(crate) async fn read_screen(&self, name: &str, target: &str) {
+    async fn read_screen(&self, name: &str, target: &str) {
         let Some((cli, learn_idle)) = self.inner.sessions.get(name, |e| {
             // Never learned from a turn that outlived a daemon restart: its foreground is the
             // command still running, not the CLI.
