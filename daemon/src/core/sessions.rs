@@ -11,8 +11,9 @@
 //! The rules the methods keep:
 //! - The lock is never held across an `.await`: every closure given here is synchronous,
 //!   and the guard is a `std::sync::MutexGuard`, which is not `Send`, so a future that held
-//!   it could not be spawned. A slow step (tmux, the disk, the network) is taken before or
-//!   after, with the lock released.
+//!   it could not be spawned. What is awaited (tmux, the network) is done before or after,
+//!   with the lock released; only the small writes that must agree with the table (a
+//!   session's queue file) are made inside.
 //! - What must be seen or changed as one step goes in one closure: a check and the change
 //!   it allows are made under the same lock, or another task may come in between.
 //! - A closure must not call back into the table: the lock is not re-entrant, and the call
