@@ -8,7 +8,6 @@
 //! the boundary for non-admins.
 
 use crate::core::Daemon;
-use crate::locking::lock;
 
 /// Longest ancestry followed; deeper trees are not real process trees.
 const MAX_DEPTH: usize = 128;
@@ -60,14 +59,18 @@ impl Daemon {
         let Some(chain) = ancestry(pid) else {
             return Caller::Unknown;
         };
-        let sessions = lock(&self.inner.sessions);
+        // From one look at the table: the live sessions' processes, in the order of their names.
+        let running = self.inner.sessions.filter_map(|e| {
+            (e.rec.pid != 0 && !e.rec.state.is_exited())
+                .then(|| (e.rec.pid, e.rec.name.clone(), e.rec.owner.clone()))
+        });
         for p in chain {
-            if let Some(e) = sessions.values().find(|e| {
-                e.rec.pid != 0 && e.rec.pid as i64 == p as i64 && !e.rec.state.is_exited()
-            }) {
+            if let Some((_, name, owner)) =
+                running.iter().find(|(pid, _, _)| *pid as i64 == p as i64)
+            {
                 return Caller::Session {
-                    name: e.rec.name.clone(),
-                    owner: e.rec.owner.clone(),
+                    name: name.clone(),
+                    owner: owner.clone(),
                 };
             }
         }

@@ -6,7 +6,8 @@
 //! operations themselves live with their concern in `session/`; the core knows nothing of gRPC
 //! (`rpc/` translates) and nothing below it names it.
 //!
-//! Locking: `sessions` is a short-lived std mutex (never held across an await). Each session
+//! Locking: the sessions' table keeps its lock to itself (`core/sessions.rs`): it is short-lived
+//! and never held across an await. Each session
 //! has its own async input lock, a fair FIFO queue, so input to one session is delivered in
 //! arrival order while other sessions proceed in parallel. Stopping does not take the input
 //! lock: a stop must never wait behind a long paste.
@@ -97,15 +98,16 @@ pub(crate) struct Inner {
     /// The user's other tmux servers that sessions adopted in place run on: socket → its
     /// multiplexer (one control connection each, made when first needed).
     pub(crate) servers: Mutex<std::collections::HashMap<String, Arc<dyn Mux>>>,
-    pub(crate) sessions: Mutex<BTreeMap<String, Entry>>,
+    /// Every session, by name: the table's lock is its own ([`Sessions`]).
+    pub(crate) sessions: Sessions,
     pub(crate) events: EventLog,
-    pub(crate) registry_path: PathBuf,
+    registry_path: PathBuf,
     /// False when the registry exists but could not be read at start: it is not saved over.
-    pub(crate) registry_writable: bool,
+    registry_writable: bool,
     /// Serialises registry writes so an older snapshot never overwrites a newer one.
     /// The registry is being written (true), and changed meanwhile (true): see `persist`.
-    pub(crate) persist: Mutex<(bool, bool)>,
-    pub(crate) started: Instant,
+    persist: Mutex<(bool, bool)>,
+    started: Instant,
     pub(crate) warnings: Mutex<Vec<String>>,
     /// The per-session hook sockets of jailed sessions.
     pub(crate) hook_sockets: Mutex<crate::confine::HookSockets>,
@@ -234,7 +236,7 @@ impl Daemon {
                 settings,
                 mux,
                 servers: Mutex::new(Default::default()),
-                sessions: Mutex::new(BTreeMap::new()),
+                sessions: Sessions::default(),
                 events,
                 registry_path,
                 registry_writable,
@@ -329,11 +331,9 @@ impl Daemon {
     /// The daemon's own secrets (every session's hook token, which is also OpenCode's server
     /// password): never in a text it sends out.
     pub fn own_secrets(&self) -> Vec<String> {
-        lock(&self.inner.sessions)
-            .values()
-            .map(|e| e.rec.hook_token.clone())
-            .filter(|t| !t.is_empty())
-            .collect()
+        self.inner
+            .sessions
+            .filter_map(|e| Some(e.rec.hook_token.clone()).filter(|t| !t.is_empty()))
     }
 
     /// The compiled `[[rules]]`, `[guard]` and `[decider]`.
@@ -348,10 +348,10 @@ impl Daemon {
 
     /// The metrics in the Prometheus text format, the session gauge read from the table now.
     pub fn metrics_text(&self) -> String {
-        let sessions: Vec<(String, String, State)> = lock(&self.inner.sessions)
-            .values()
-            .map(|e| (e.rec.cli.clone(), e.rec.cli_version.clone(), e.rec.state))
-            .collect();
+        let sessions: Vec<(String, String, State)> = self
+            .inner
+            .sessions
+            .filter_map(|e| Some((e.rec.cli.clone(), e.rec.cli_version.clone(), e.rec.state)));
         self.inner.metrics.encode(
             sessions
                 .iter()
@@ -385,11 +385,10 @@ impl Daemon {
             let file = RegistryFile {
                 version: 1,
                 last_seq: self.inner.events.last_seq(),
-                sessions: lock(&self.inner.sessions)
-                    .values()
-                    .filter(|e| !e.rec.unmanaged)
-                    .map(|e| e.rec.clone())
-                    .collect(),
+                sessions: self
+                    .inner
+                    .sessions
+                    .filter_map(|e| (!e.rec.unmanaged).then(|| e.rec.clone())),
             };
             if let Err(e) = save_registry(&self.inner.registry_path, &file) {
                 tracing::error!(path = %self.inner.registry_path.display(), "cannot save the session registry: {e}");
@@ -423,20 +422,21 @@ impl Daemon {
 
     /// Changes a session's state and records the change.
     pub(crate) fn set_state(&self, name: &str, to: State, reason: &str) {
-        let change = {
-            let mut sessions = lock(&self.inner.sessions);
-            match sessions.get_mut(name) {
-                Some(e) if e.rec.state != to => {
-                    let from = e.rec.state;
-                    e.rec.state = to;
-                    e.rec.last_activity_ms = now_ms();
-                    // Wake the watcher: the new state may need its clock (quiescence, stalls).
-                    e.rt.poke.notify_one();
-                    Some((from, e.rec.id.clone()))
+        let change = self
+            .inner
+            .sessions
+            .update(name, |e| {
+                if e.rec.state == to {
+                    return None;
                 }
-                _ => None,
-            }
-        };
+                let from = e.rec.state;
+                e.rec.state = to;
+                e.rec.last_activity_ms = now_ms();
+                // Wake the watcher: the new state may need its clock (quiescence, stalls).
+                e.rt.poke.notify_one();
+                Some((from, e.rec.id.clone()))
+            })
+            .flatten();
         if let Some((from, id)) = change {
             self.event(
                 name,
@@ -454,16 +454,16 @@ impl Daemon {
         &self,
         name: &str,
     ) -> Result<(SessionRecord, Arc<tokio::sync::Mutex<()>>), CoreError> {
-        let mut sessions = lock(&self.inner.sessions);
-        let e = usable(&mut sessions, name)?;
-        Ok((e.rec.clone(), e.input.clone()))
+        self.inner
+            .sessions
+            .usable(name, |e| (e.rec.clone(), e.input.clone()))
     }
 
     /// One session.
     pub fn get(&self, name: &str) -> Result<SessionRecord, CoreError> {
-        lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.clone())
+        self.inner
+            .sessions
+            .record(name)
             .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))
     }
 
@@ -476,16 +476,12 @@ impl Daemon {
             .await
             .ok()
             .filter(|v| !v.is_empty());
-        // Counted before the struct is built: a guard taken inside its literal would live to
-        // the end of it, and a second one would wait on the first.
-        let (sessions, pending_prompts) = {
-            let all = lock(&self.inner.sessions);
-            let waiting = all
-                .values()
-                .filter(|e| e.rec.state == crate::model::State::Waiting && e.rec.prompt.is_some())
-                .count();
-            (all.len(), waiting)
-        };
+        // Both counts from one look at the table: each session says whether a prompt of its
+        // waits.
+        let waiting = self.inner.sessions.filter_map(|e| {
+            Some(e.rec.state == crate::model::State::Waiting && e.rec.prompt.is_some())
+        });
+        let (sessions, pending_prompts) = (waiting.len(), waiting.iter().filter(|w| **w).count());
         StatusInfo {
             uptime: self.inner.started.elapsed(),
             socket: self.inner.settings.socket.clone(),
@@ -522,10 +518,10 @@ impl Daemon {
                 "work still under way when the daemon stopped; the next daemon takes it up"
             );
         }
-        let inputs: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = lock(&self.inner.sessions)
-            .iter()
-            .map(|(n, e)| (n.clone(), e.input.clone()))
-            .collect();
+        let inputs: Vec<(String, Arc<tokio::sync::Mutex<()>>)> = self
+            .inner
+            .sessions
+            .filter_map(|e| Some((e.rec.name.clone(), e.input.clone())));
         let mut held = Vec::with_capacity(inputs.len());
         for (name, input) in inputs {
             match tokio::time::timeout_at(deadline, input.lock_owned()).await {
@@ -556,7 +552,7 @@ pub(crate) fn tail_lines(screen: &str) -> String {
     lines[end.saturating_sub(LINES)..end].join("\n")
 }
 
-pub(crate) fn old_tmux_warning(version: &str) -> Option<String> {
+fn old_tmux_warning(version: &str) -> Option<String> {
     let num = version
         .split_whitespace()
         .last()?
@@ -622,20 +618,6 @@ pub(crate) fn idle_for(e: &Entry) -> Option<Duration> {
     Some(since_activity.min(e.rt.turn.last_output.elapsed()))
 }
 
-/// Session `name`, unless it is unknown or being stopped (or restarted).
-pub(crate) fn usable<'a>(
-    sessions: &'a mut BTreeMap<String, Entry>,
-    name: &str,
-) -> Result<&'a mut Entry, CoreError> {
-    let e = sessions
-        .get_mut(name)
-        .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-    if e.stopping {
-        return Err(CoreError::Stopping(name.to_string()));
-    }
-    Ok(e)
-}
-
 /// A port on 127.0.0.1 that nothing listens on now, for a CLI's own server. (The CLI binds it
 /// a moment later; should another program take it first, the CLI fails to start and says so.)
 pub(crate) fn free_local_port() -> std::io::Result<u16> {
@@ -646,8 +628,10 @@ pub(crate) fn free_local_port() -> std::io::Result<u16> {
 pub(crate) mod bus;
 mod entry;
 pub(crate) mod live;
+pub(crate) mod sessions;
 
 pub(crate) use entry::Entry;
+pub(crate) use sessions::{Sessions, Table};
 
 #[cfg(test)]
 mod tests;

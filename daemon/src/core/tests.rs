@@ -655,11 +655,11 @@ async fn gemini_session(env: &Env) -> (Daemon, String, String) {
     })
     .await
     .expect("spawn gemini");
-    let (id, token) = {
-        let sessions = lock(&d.inner.sessions);
-        let e = sessions.get("g").expect("session");
-        (e.rec.id.clone(), e.rec.hook_token.clone())
-    };
+    let (id, token) = d
+        .inner
+        .sessions
+        .get("g", |e| (e.rec.id.clone(), e.rec.hook_token.clone()))
+        .expect("session");
     (d, id, token)
 }
 
@@ -824,11 +824,11 @@ async fn idle_gemini(env: &Env, idle_turn_end_ms: u64) -> (Daemon, String, Strin
     .expect("spawn gemini");
     env.show_screen("../gemini_idle.txt");
     wait_for(|| state(&d, "g") == State::Idle).await;
-    let (id, token) = {
-        let sessions = lock(&d.inner.sessions);
-        let e = sessions.get("g").expect("session");
-        (e.rec.id.clone(), e.rec.hook_token.clone())
-    };
+    let (id, token) = d
+        .inner
+        .sessions
+        .get("g", |e| (e.rec.id.clone(), e.rec.hook_token.clone()))
+        .expect("session");
     (d, id, token)
 }
 

@@ -8,7 +8,6 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::is_valid_name;
 use crate::store::events::EventKind;
@@ -56,8 +55,9 @@ impl Daemon {
         if crate::names::is_reserved(&name) {
             return Err(CoreError::ReservedName(name));
         }
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the tmux session is checked unmanaged and the name free among all the
+        // sessions, and the name taken, as one step.
+        let rec = self.inner.sessions.transaction(|sessions| {
             if let Some(e) = sessions
                 .values()
                 .find(|e| e.rec.tmux_id == s.id || (!s.meta.id.is_empty() && e.rec.id == s.meta.id))
@@ -68,7 +68,7 @@ impl Daemon {
                 ));
             }
             if sessions.contains_key(&name) {
-                return Err(CoreError::AlreadyExists(name));
+                return Err(CoreError::AlreadyExists(name.clone()));
             }
             let now = now_ms();
             let known_id = var("CLIBOT_SESSION_ID");
@@ -109,8 +109,8 @@ impl Daemon {
                 );
             }
             sessions.insert(name.clone(), Entry::new(rec.clone()));
-            rec
-        };
+            Ok(rec)
+        })?;
         let meta = SessionMeta {
             id: rec.id.clone(),
             name: rec.name.clone(),
@@ -119,7 +119,7 @@ impl Daemon {
             created_ms: rec.created_at_ms.to_string(),
         };
         if let Err(e) = self.inner.mux.set_meta(&rec.tmux_id, Some(&meta)).await {
-            lock(&self.inner.sessions).remove(&name);
+            self.inner.sessions.remove(&name);
             return Err(e.into());
         }
         self.event(
@@ -195,10 +195,12 @@ impl Daemon {
                 self.warn(format!(
                     "cannot list tmux sessions at start: {e}; sessions are kept as they were"
                 ));
-                let mut sessions = lock(&self.inner.sessions);
-                for rec in registry.sessions {
-                    sessions.insert(rec.name.clone(), Entry::new(rec));
-                }
+                // A transaction: the registry fills the table as one step.
+                self.inner.sessions.transaction(|sessions| {
+                    for rec in registry.sessions {
+                        sessions.insert(rec.name.clone(), Entry::new(rec));
+                    }
+                });
                 return in_place;
             }
         };
@@ -212,8 +214,9 @@ impl Daemon {
         }
         let mut readopted = in_place;
         let mut exited = Vec::new();
-        {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the registry and what tmux runs are reconciled into the table as one
+        // step (a session tmux knows is recovered only if no other holds its id or name).
+        self.inner.sessions.transaction(|sessions| {
             for mut rec in registry.sessions {
                 match live.iter().find(|s| s.meta.id == rec.id) {
                     Some(s) => {
@@ -284,7 +287,7 @@ impl Daemon {
                 ));
                 sessions.insert(rec.name.clone(), Entry::new(rec));
             }
-        }
+        });
         // A CLI that died while no daemon watched gets its restart policy as if it had been
         // seen dying (its pane is still there to start it in again).
         for (name, status, reason, crashed) in exited {
@@ -296,11 +299,10 @@ impl Daemon {
         }
         // Jailed sessions' hooks reach the daemon through sockets of their own: serve them
         // again.
-        let jailed: Vec<(String, String)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.jail_home.is_empty() && !e.rec.state.is_exited())
-            .map(|e| (e.rec.name.clone(), e.rec.id.clone()))
-            .collect();
+        let jailed: Vec<(String, String)> = self.inner.sessions.filter_map(|e| {
+            (!e.rec.jail_home.is_empty() && !e.rec.state.is_exited())
+                .then(|| (e.rec.name.clone(), e.rec.id.clone()))
+        });
         for (name, id) in jailed {
             if let Err(e) = self.hook_socket(&id) {
                 self.warn(format!(
@@ -312,7 +314,7 @@ impl Daemon {
     }
 
     /// A tmux session's own environment (empty when it cannot be read).
-    pub(crate) async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
+    async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
         self.inner
             .mux
             .environment(Some(tmux_id))

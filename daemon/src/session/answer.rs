@@ -8,7 +8,6 @@ use tracing::info;
 use crate::cli::{Choice, Stroke, answer_strokes, parse_choice};
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
@@ -63,21 +62,22 @@ impl Daemon {
         self.await_api_link(name).await;
         // A secret is typed only where the program reads it hidden: checked before anything is
         // resolved, so a refused answer leaves the prompt waiting.
-        let secret_at = lock(&self.inner.sessions).get(name).and_then(|e| {
-            e.rec
-                .prompt
-                .as_ref()
-                .filter(|p| p.is_secret() && (prompt_id.is_empty() || p.id == prompt_id))
-                .map(|_| e.rec.target().to_string())
-        });
+        let secret_at = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec
+                    .prompt
+                    .as_ref()
+                    .filter(|p| p.is_secret() && (prompt_id.is_empty() || p.id == prompt_id))
+                    .map(|_| e.rec.target().to_string())
+            })
+            .flatten();
         if let Some(target) = secret_at {
             self.check_reads_hidden(name, &target).await?;
         }
-        let (prompt, choice, hook_reply, input, target, id) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let (prompt, choice, hook_reply, input, target, id) =
+            self.inner.sessions.try_update(name, |e| {
             let resolved_by = |id: &str| {
                 e.rt.resolved
                     .iter()
@@ -155,15 +155,15 @@ impl Daemon {
             e.rec.prompt = None;
             e.rt.turn.prompt_resolved();
             remember_resolved(&mut e.rt.resolved, &p.id, resolver);
-            (
+            Ok((
                 p,
                 choice,
                 hook_reply,
                 e.input.clone(),
                 e.rec.target().to_string(),
                 e.rec.id.clone(),
-            )
-        };
+            ))
+        })?;
         let label = match &choice {
             // What was typed is never kept: the log shows its length only.
             Choice::Text(t) if prompt.is_secret() => crate::model::secret_placeholder(t),
@@ -194,9 +194,9 @@ impl Daemon {
                 "keys"
             }
         };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn.answered(Instant::now());
-        }
+        self.inner
+            .sessions
+            .update(name, |e| e.rt.turn.answered(Instant::now()));
         let seq = self.event(
             name,
             &id,
@@ -210,9 +210,11 @@ impl Daemon {
         );
         // A new dialog may already be up and published (the CLI asked again at once): the
         // session waits on that one, it does not go back to working.
-        let newer = lock(&self.inner.sessions)
-            .get(name)
-            .is_some_and(|e| e.rec.prompt.is_some());
+        let newer = self
+            .inner
+            .sessions
+            .get(name, |e| e.rec.prompt.is_some())
+            .unwrap_or(false);
         if !newer {
             self.set_state(name, State::Working, "answered");
         }
@@ -233,33 +235,37 @@ impl Daemon {
                 "name the session or the prompt to answer".into(),
             ));
         }
-        let sessions = lock(&self.inner.sessions);
-        sessions
-            .values()
-            .find(|e| e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id))
-            .or_else(|| {
-                sessions
-                    .values()
-                    .find(|e| e.rt.resolved.iter().any(|(id, _)| id == prompt_id))
-            })
-            .map(|e| e.rec.name.clone())
+        // From one look at the table: the sessions that know the prompt, whether it is their
+        // current one, and whether they resolved it lately. The current one wins.
+        let knowing = self.inner.sessions.filter_map(|e| {
+            let current = e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id);
+            let resolved = e.rt.resolved.iter().any(|(id, _)| id == prompt_id);
+            (current || resolved).then(|| (e.rec.name.clone(), current, resolved))
+        });
+        knowing
+            .iter()
+            .find(|(_, current, _)| *current)
+            .or_else(|| knowing.iter().find(|(_, _, resolved)| *resolved))
+            .map(|(name, _, _)| name.clone())
             .ok_or_else(|| CoreError::UnknownPrompt(prompt_id.to_string()))
     }
 
     /// A prompt that came from the CLI's API is answered through it. Just after a daemon
     /// restart the link may still be reconnecting: give it a moment rather than fall back to
     /// keys, which depend on where the dialog's focus is.
-    pub(crate) async fn await_api_link(&self, name: &str) {
+    async fn await_api_link(&self, name: &str) {
         let deadline = Instant::now() + API_ANSWER_WAIT;
         loop {
-            let linked = lock(&self.inner.sessions)
-                .get(name)
-                .is_none_or(|e| match &e.rec.prompt {
+            let linked = self
+                .inner
+                .sessions
+                .get(name, |e| match &e.rec.prompt {
                     Some(p) if p.source == crate::model::PromptSource::Api => {
                         e.rt.waiters.contains_key(&p.id)
                     }
                     _ => true,
-                });
+                })
+                .unwrap_or(true);
             if linked || Instant::now() >= deadline || self.api_port(name).is_none() {
                 return;
             }
@@ -267,7 +273,7 @@ impl Daemon {
         }
     }
 
-    pub(crate) async fn send_strokes(
+    async fn send_strokes(
         &self,
         name: &str,
         target: &str,
@@ -302,16 +308,8 @@ impl Daemon {
     }
 
     /// Whether the screen still shows `prompt` (the same question and options) after a second.
-    pub(crate) async fn dialog_still_shown(
-        &self,
-        name: &str,
-        target: &str,
-        prompt: &Prompt,
-    ) -> bool {
-        let Some(cli) = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.cli.clone())
-        else {
+    async fn dialog_still_shown(&self, name: &str, target: &str, prompt: &Prompt) -> bool {
+        let Some(cli) = self.inner.sessions.cli_of(name) else {
             return false;
         };
         let Some((_, pack)) = self.kind_of(&cli) else {

@@ -13,7 +13,6 @@ use crate::cli::Choice;
 use crate::core::Daemon;
 use crate::core::bus::{FollowUp, Subscriber};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 
@@ -53,76 +52,80 @@ impl Daemon {
     /// something other than a person answers it; returns the prompt as it is to be recorded,
     /// and the plan to carry out. A prompt published again keeps the state of its first
     /// publication (still being answered automatically, or left to a person).
-    pub(crate) fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
+    fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
         let a = self.automation();
-        let mut sessions = lock(&self.inner.sessions);
-        let Some(e) = sessions.get_mut(session) else {
-            return (p, None);
-        };
-        p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
-        // When it began to wait: from its first publication.
-        let first = e
-            .rec
-            .prompt
-            .as_ref()
-            .filter(|c| c.id == p.id && c.since_ms > 0)
-            .map(|c| c.since_ms);
-        p.since_ms = first
-            .or((p.since_ms > 0).then_some(p.since_ms))
-            .unwrap_or_else(crate::store::now_ms);
-        // A dialog that offers choices but was published without them: the pack missed them
-        // (an open question or a password has none).
-        if first.is_none()
-            && p.options.is_empty()
-            && !e.rec.unmanaged
-            && !matches!(
-                p.kind,
-                crate::model::PromptKind::Question | crate::model::PromptKind::Secret
-            )
-        {
-            self.inner
-                .metrics
-                .detection_failure(&e.rec.cli, &e.rec.cli_version, "no_options");
-        }
-        // What was done while nobody answered it ([`super::unanswered`]) stays done.
-        if let Some(c) = e.rec.prompt.as_ref().filter(|c| c.id == p.id) {
-            p.reminded = p.reminded.max(c.reminded);
-            p.escalated |= c.escalated;
-            p.timed_out |= c.timed_out;
-        }
-        let mut plan = None;
-        match &e.rt.auto_for {
-            Some((id, who)) if *id == p.id => p.auto = who.clone(),
-            _ => {
-                p.auto.clear();
-                // A subject not read whole is never answered by a machine: the guard and the
-                // rules would judge part of it. Nor is a password prompt: only a person knows
-                // the secret, and a guess would be typed as one.
-                // Nor is a CLI clibot does not run: only admins and the machine's user answer.
-                if p.warning.is_empty() && !p.subject_partial && !p.is_secret() && !e.rec.unmanaged
-                {
-                    let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
-                    match &pl {
-                        Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),
-                        Plan::Decider => p.auto = "decider".into(),
-                        Plan::RuleAsks { .. } => {}
-                        Plan::Person => {}
-                    }
-                    plan = Some(pl);
-                }
-                e.rt.auto_for = Some((p.id.clone(), p.auto.clone()));
+        // The prompt is weighed against the session's state and the session marked with what
+        // answers it, as one step: an automatic answer is decided once.
+        let plan = self.inner.sessions.update(session, |e| {
+            p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
+            // When it began to wait: from its first publication.
+            let first = e
+                .rec
+                .prompt
+                .as_ref()
+                .filter(|c| c.id == p.id && c.since_ms > 0)
+                .map(|c| c.since_ms);
+            p.since_ms = first
+                .or((p.since_ms > 0).then_some(p.since_ms))
+                .unwrap_or_else(crate::store::now_ms);
+            // A dialog that offers choices but was published without them: the pack missed them
+            // (an open question or a password has none).
+            if first.is_none()
+                && p.options.is_empty()
+                && !e.rec.unmanaged
+                && !matches!(
+                    p.kind,
+                    crate::model::PromptKind::Question | crate::model::PromptKind::Secret
+                )
+            {
+                self.inner
+                    .metrics
+                    .detection_failure(&e.rec.cli, &e.rec.cli_version, "no_options");
             }
-        }
-        if let Some(cur) = e.rec.prompt.as_mut().filter(|c| c.id == p.id) {
-            cur.since_ms = p.since_ms;
-            cur.warning = p.warning.clone();
-            cur.auto = p.auto.clone();
-        }
-        (p, plan)
+            // What was done while nobody answered it ([`super::unanswered`]) stays done.
+            if let Some(c) = e.rec.prompt.as_ref().filter(|c| c.id == p.id) {
+                p.reminded = p.reminded.max(c.reminded);
+                p.escalated |= c.escalated;
+                p.timed_out |= c.timed_out;
+            }
+            let mut plan = None;
+            match &e.rt.auto_for {
+                Some((id, who)) if *id == p.id => p.auto = who.clone(),
+                _ => {
+                    p.auto.clear();
+                    // A subject not read whole is never answered by a machine: the guard and the
+                    // rules would judge part of it. Nor is a password prompt: only a person knows
+                    // the secret, and a guess would be typed as one.
+                    // Nor is a CLI clibot does not run: only admins and the machine's user answer.
+                    if p.warning.is_empty()
+                        && !p.subject_partial
+                        && !p.is_secret()
+                        && !e.rec.unmanaged
+                    {
+                        let pl = a.plan(&p, &e.rec.cli, session, &e.rec.dir);
+                        match &pl {
+                            Plan::Rule { rule, .. } => p.auto = format!("rule {rule}"),
+                            Plan::Decider => p.auto = "decider".into(),
+                            Plan::RuleAsks { .. } => {}
+                            Plan::Person => {}
+                        }
+                        plan = Some(pl);
+                    }
+                    e.rt.auto_for = Some((p.id.clone(), p.auto.clone()));
+                }
+            }
+            if let Some(cur) = e.rec.prompt.as_mut().filter(|c| c.id == p.id) {
+                cur.since_ms = p.since_ms;
+                cur.warning = p.warning.clone();
+                cur.auto = p.auto.clone();
+            }
+            plan
+        });
+        (p, plan.flatten())
     }
 
     /// Carries out a plan for a prompt just published (in its own task).
-    pub(crate) fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
+    fn answer_automatically(&self, session: &str, prompt: Prompt, plan: Plan) {
         match plan {
             Plan::Person => {}
             Plan::RuleAsks { rule, why: None } => self.note_left_to_person(AutoBy::Rule(rule)),
@@ -178,7 +181,7 @@ impl Daemon {
         let Some(decider) = a.decider.clone() else {
             return;
         };
-        let Some((cli, dir, last_reply, target)) = lock(&self.inner.sessions).get(name).map(|e| {
+        let Some((cli, dir, last_reply, target)) = self.inner.sessions.get(name, |e| {
             (
                 e.rec.cli.clone(),
                 e.rec.dir.to_string_lossy().into_owned(),
@@ -295,12 +298,13 @@ impl Daemon {
                 self.inner.audit.record(crate::store::audit::Audit::now(
                     by, "clibot", "", name, "answer", "accepted", note,
                 ));
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
-                    && let Some((id, who)) = e.rt.auto_for.as_mut()
-                    && *id == prompt.id
-                {
-                    who.clear();
-                }
+                self.inner.sessions.update(name, |e| {
+                    if let Some((id, who)) = e.rt.auto_for.as_mut()
+                        && *id == prompt.id
+                    {
+                        who.clear();
+                    }
+                });
             }
             // Answered meanwhile (at the terminal, from a chat) or withdrawn: nothing to do.
             Err(CoreError::AlreadyResolved(..))
@@ -318,22 +322,19 @@ impl Daemon {
 
     /// Shows a prompt that was being answered automatically to the people after all, with why.
     fn to_person(&self, name: &str, prompt: &Prompt, why: &str) {
-        let (p, id) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let shown = self.inner.sessions.update(name, |e| {
             if let Some((id, who)) = e.rt.auto_for.as_mut()
                 && *id == prompt.id
             {
                 who.clear();
             }
             // Still the prompt the session waits on: shown again, for people.
-            let Some(c) = e.rec.prompt.as_mut().filter(|c| c.id == prompt.id) else {
-                return;
-            };
+            let c = e.rec.prompt.as_mut().filter(|c| c.id == prompt.id)?;
             c.auto.clear();
-            (c.clone(), e.rec.id.clone())
+            Some((c.clone(), e.rec.id.clone()))
+        });
+        let Some((p, id)) = shown.flatten() else {
+            return;
         };
         self.notice(name, "automation", why);
         self.event(name, &id, EventKind::Waiting { prompt: p });

@@ -8,7 +8,7 @@ use crate::store::events::EventKind;
 
 impl Daemon {
     /// The actor behind a binder key ("local" or "PLATFORM:USER").
-    pub(crate) fn binder_actor(binder: &str) -> Option<Actor> {
+    fn binder_actor(binder: &str) -> Option<Actor> {
         if binder == "local" {
             return Some(Actor::local());
         }
@@ -23,7 +23,7 @@ impl Daemon {
 
     /// Whether `binder` may still use `session` (true for a session that no longer exists:
     /// nothing is delivered from it anyway).
-    pub(crate) fn binder_may_use(&self, binder: &str, session: &str) -> bool {
+    fn binder_may_use(&self, binder: &str, session: &str) -> bool {
         let Some(actor) = Daemon::binder_actor(binder) else {
             return false;
         };

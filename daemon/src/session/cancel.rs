@@ -7,7 +7,6 @@ use tracing::info;
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
@@ -36,19 +35,19 @@ impl Daemon {
         }
         // The intent first, on disk: a daemon that dies before it records the cancel leaves
         // the next one to report this turn's end as cancelled (see `complete_turn_if`).
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             e.rec.cancel_by = by.to_string();
             e.rt.cancelling = true;
-        }
+        });
         self.persist();
         let how = self.interrupt(name, &rec, input).await;
         let how = match how {
             Ok(how) => how,
             Err(err) => {
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                self.inner.sessions.update(name, |e| {
                     e.rec.cancel_by.clear();
                     e.rt.cancelling = false;
-                }
+                });
                 self.persist();
                 return Err(err);
             }
@@ -71,9 +70,11 @@ impl Daemon {
         input: std::sync::Arc<tokio::sync::Mutex<()>>,
     ) -> Result<String, CoreError> {
         let adapter = self.kind_of(&rec.cli).map(|(a, _)| a);
-        let api = lock(&self.inner.sessions)
-            .get(name)
-            .and_then(|e| e.rt.api.clone())
+        let api = self
+            .inner
+            .sessions
+            .get(name, |e| e.rt.api.clone())
+            .flatten()
             .filter(|_| rec.cli_session_id.starts_with("ses_"));
         let how = match api {
             Some(http) => {
@@ -142,11 +143,7 @@ impl Daemon {
     pub(crate) fn record_cancel(&self, name: &str, by: &str, how: &str) -> usize {
         // The turn is over for clibot: its prompt (and a hook waiting on it) goes, and what
         // is queued goes next.
-        let (id, queued) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return 0;
-            };
+        let ended = self.inner.sessions.update(name, |e| {
             e.rec.cancel_by.clear();
             e.rt.cancelling = false;
             for (_, (tx, _)) in e.rt.waiters.drain() {
@@ -161,6 +158,9 @@ impl Daemon {
             e.rec.turn_started_ms = 0;
             e.rec.stalled = false;
             (e.rec.id.clone(), e.rec.queue.len())
+        });
+        let Some((id, queued)) = ended else {
+            return 0;
         };
         self.event(
             name,
@@ -184,11 +184,7 @@ impl Daemon {
     /// Takes queued input back: the `n`th (from 1), or all with `None`. Returns how many went
     /// and how many are left.
     pub fn drop_queued(&self, name: &str, n: Option<usize>) -> Result<(usize, usize), CoreError> {
-        let (id, dropped, left) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let (id, dropped, left) = self.inner.sessions.try_update(name, |e| {
             let before = e.rec.queue.len();
             match n {
                 None => e.rec.queue.clear(),
@@ -206,12 +202,12 @@ impl Daemon {
             if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
                 tracing::warn!("cannot record the queue on disk: {err}");
             }
-            (
+            Ok((
                 e.rec.id.clone(),
                 before - e.rec.queue.len(),
                 e.rec.queue.len(),
-            )
-        };
+            ))
+        })?;
         if dropped > 0 {
             self.event(
                 name,

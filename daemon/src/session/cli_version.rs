@@ -53,7 +53,7 @@ impl Daemon {
         let (d, name) = (self.clone(), rec.name.clone());
         self.in_background(async move {
             tokio::time::sleep(TELL_AFTER).await;
-            let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
+            let id = d.inner.sessions.id_of(&name);
             if let Some(id) = id {
                 d.event(
                     &name,

@@ -226,9 +226,9 @@ impl Daemon {
 
     /// Records where a jailed session's CLI has its home (empty: not jailed).
     pub(crate) fn set_jail_home(&self, name: &str, home: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rec.jail_home = home.to_string();
-        }
+        self.inner
+            .sessions
+            .update(name, |e| e.rec.jail_home = home.to_string());
     }
 
     /// Where a record a jailed CLI names (its transcript) lies on the host, when it lies in the

@@ -9,7 +9,6 @@ use tracing::{info, warn};
 
 use crate::cli::RestartPolicy;
 use crate::core::*;
-use crate::locking::lock;
 use crate::store::events::EventKind;
 
 /// The longest wait before a restart.
@@ -28,13 +27,9 @@ impl Daemon {
             return;
         }
         let d = &self.inner.settings.config.daemon;
-        let (id, attempt, resume) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let counted = self.inner.sessions.update(name, |e| {
             if !e.rec.server.is_empty() || e.rec.unmanaged {
-                return;
+                return None;
             }
             let policy = self
                 .cli(&e.rec.cli)
@@ -42,7 +37,7 @@ impl Daemon {
                 .and_then(|c| c.restart)
                 .unwrap_or(d.restart);
             if policy != RestartPolicy::OnFailure {
-                return;
+                return None;
             }
             let window = d.restart_window;
             e.rt.crash_restarts.retain(|t| t.elapsed() < window);
@@ -51,7 +46,10 @@ impl Daemon {
                 e.rt.crash_restarts.push(Instant::now());
             }
             let resume = !e.rec.cli_session_id.is_empty() && self.resumes_conversations(&e.rec.cli);
-            (e.rec.id.clone(), attempt, resume)
+            Some((e.rec.id.clone(), attempt, resume))
+        });
+        let Some((id, attempt, resume)) = counted.flatten() else {
+            return;
         };
         let why = match status {
             Some(s) => format!("the CLI exited with status {s}"),
@@ -75,9 +73,9 @@ impl Daemon {
         }
         let wait = Duration::from_secs(1u64 << (attempt - 1).min(5)).min(MAX_BACKOFF);
         // On disk before it is told: a daemon stopped during the backoff makes it all the same.
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             e.rec.restart_due_ms = crate::store::now_ms() + wait.as_millis() as i64;
-        }
+        });
         self.persist();
         let how = if resume {
             ", resuming its conversation"
@@ -102,17 +100,18 @@ impl Daemon {
     /// Restarts after a failure that a daemon stopped during the backoff had scheduled (the
     /// restart is due when it said).
     pub(crate) fn resume_crash_restarts(&self) {
-        let due: Vec<(String, i64, String)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| e.rec.restart_due_ms > 0 && e.rec.state == crate::model::State::Exited)
-            .map(|e| (e.rec.name.clone(), e.rec.restart_due_ms, e.rec.cli.clone()))
-            .collect();
+        let due: Vec<(String, i64, String)> = self.inner.sessions.filter_map(|e| {
+            (e.rec.restart_due_ms > 0 && e.rec.state == crate::model::State::Exited)
+                .then(|| (e.rec.name.clone(), e.rec.restart_due_ms, e.rec.cli.clone()))
+        });
         for (name, at, cli) in due {
             let wait =
                 Duration::from_millis(at.saturating_sub(crate::store::now_ms()).max(0) as u64);
-            let resume = lock(&self.inner.sessions)
-                .get(&name)
-                .is_some_and(|e| !e.rec.cli_session_id.is_empty())
+            let resume = self
+                .inner
+                .sessions
+                .get(&name, |e| !e.rec.cli_session_id.is_empty())
+                .unwrap_or(false)
                 && self.resumes_conversations(&cli);
             info!(session = %name, ?wait, "a restart after a failure was due: made now");
             self.schedule_crash_restart(&name, wait, resume);
@@ -128,17 +127,18 @@ impl Daemon {
                 _ = d.inner.shutdown.cancelled() => return,
             }
             // Stopped, released or restarted by hand meanwhile: nothing to do.
-            let (still_exited, id) = match lock(&d.inner.sessions).get_mut(&name) {
-                Some(e) => {
+            let (still_exited, id) = d
+                .inner
+                .sessions
+                .update(&name, |e| {
                     let due = e.rec.restart_due_ms > 0;
                     e.rec.restart_due_ms = 0;
                     (
                         due && e.rec.state.is_exited() && !e.stopping,
                         e.rec.id.clone(),
                     )
-                }
-                None => (false, String::new()),
-            };
+                })
+                .unwrap_or((false, String::new()));
             if !still_exited {
                 return;
             }

@@ -8,7 +8,6 @@ use tracing::{info, warn};
 use crate::config::DeclaredSession;
 use crate::core::{Daemon, ListFilter, SpawnRequest};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::tmux::MuxError;
 
@@ -20,11 +19,10 @@ impl Daemon {
                 && filter.dir.as_ref().is_none_or(|d| r.dir.starts_with(d))
                 && filter.state.is_none_or(|s| r.state == s)
         };
-        let mut out: Vec<SessionRecord> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| wanted(&e.rec))
-            .map(|e| e.rec.clone())
-            .collect();
+        let mut out: Vec<SessionRecord> = self
+            .inner
+            .sessions
+            .filter_map(|e| wanted(&e.rec).then(|| e.rec.clone()));
         // Declared in the config and not started: listed, so that `start` is one step.
         out.extend(self.declared_not_started().into_iter().filter(wanted));
         out
@@ -33,11 +31,12 @@ impl Daemon {
     /// The declared sessions that do not exist now, as records in state `declared`.
     pub fn declared_not_started(&self) -> Vec<SessionRecord> {
         let live = self.live();
-        let sessions = lock(&self.inner.sessions);
+        // The names in use, from one look at the table (sorted, as it keeps them).
+        let sessions = self.inner.sessions.names();
         live.config
             .sessions
             .iter()
-            .filter(|d| !sessions.contains_key(&d.name))
+            .filter(|d| sessions.binary_search(&d.name).is_err())
             .map(|d| SessionRecord {
                 name: d.name.clone(),
                 cli: d.cli.clone(),
@@ -71,9 +70,7 @@ impl Daemon {
             .cloned()
             .collect();
         for d in auto {
-            let running = lock(&self.inner.sessions)
-                .get(&d.name)
-                .is_some_and(|e| !e.rec.state.is_exited());
+            let running = self.inner.sessions.alive(&d.name);
             if running {
                 continue;
             }
@@ -97,7 +94,7 @@ impl Daemon {
         let d = self
             .declaration(name)
             .ok_or_else(|| CoreError::NotDeclared(name.to_string()))?;
-        let existing = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
+        let existing = self.inner.sessions.state_of(name);
         match existing {
             Some(s) if s.is_exited() => {
                 let resume = self.resumes_conversations(&d.cli);

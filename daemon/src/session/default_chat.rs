@@ -65,9 +65,11 @@ impl Daemon {
     /// to it: every admin's private chat (each at its own delivery position: the first binding
     /// the chat has), and the default chat.
     pub fn unmanaged_bindings(&self, platform: &str, session: &str) -> Vec<Binding> {
-        let unmanaged = lock(&self.inner.sessions)
-            .get(session)
-            .is_some_and(|e| e.rec.unmanaged);
+        let unmanaged = self
+            .inner
+            .sessions
+            .get(session, |e| e.rec.unmanaged)
+            .unwrap_or(false);
         if !unmanaged {
             return Vec::new();
         }
@@ -132,9 +134,11 @@ impl Daemon {
     /// bound to, when the session was started on the machine.
     pub fn default_chat_binding(&self, platform: &str, session: &str) -> Option<Binding> {
         let chat = lock(&self.inner.default_chats).get(platform).cloned()?;
-        let machine = lock(&self.inner.sessions)
-            .get(session)
-            .is_some_and(|e| e.rec.owner.is_empty());
+        let machine = self
+            .inner
+            .sessions
+            .get(session, |e| e.rec.owner.is_empty())
+            .unwrap_or(false);
         if !machine {
             return None;
         }

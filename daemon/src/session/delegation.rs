@@ -4,7 +4,6 @@ use crate::automation::delegation::*;
 use crate::core::bus::Subscriber;
 use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
 use std::time::Instant;
@@ -47,9 +46,13 @@ impl Daemon {
         if live.config.delegation.chain_for(kind).is_none() {
             return;
         }
-        let wanted = lock(&self.inner.sessions)
-            .get(name)
-            .is_some_and(|e| e.rec.delegate && e.rec.delegated_to.is_empty() && !e.stopping);
+        let wanted = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec.delegate && e.rec.delegated_to.is_empty() && !e.stopping
+            })
+            .unwrap_or(false);
         if !wanted {
             return;
         }
@@ -80,7 +83,7 @@ impl Daemon {
     /// [`Daemon::delegate`], timed from `since` (when the CLI failed). A CLI of the chain that
     /// cannot start is passed over for the next one (and the notice says so); a CLI named by
     /// hand is the only one tried.
-    pub(crate) async fn delegate_since(
+    async fn delegate_since(
         &self,
         name: &str,
         to: Option<&str>,
@@ -90,8 +93,10 @@ impl Daemon {
     ) -> Result<SessionRecord, CoreError> {
         let live = self.live();
         let cfg = &live.config.delegation;
-        let (old, candidates) = {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the name the work goes to is reserved in the session's record as it
+        // is found free among all the others, so that a second error cannot start a second
+        // delegation nor take the same name.
+        let (old, candidates) = self.inner.sessions.transaction(|sessions| {
             let e = sessions
                 .get(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -149,12 +154,12 @@ impl Daemon {
             };
             let old = e.rec.clone();
             // Reserved now, so that a second error cannot start a second delegation.
-            let first = free_name(&sessions, name, &candidates[0]);
+            let first = free_name(sessions, name, &candidates[0]);
             if let Some(e) = sessions.get_mut(name) {
                 e.rec.delegated_to = first;
             }
-            (old, candidates)
-        };
+            Ok::<_, CoreError>((old, candidates))
+        })?;
         let mut visited = old.delegated_from.clone();
         visited.push(old.cli.clone());
         let mut reasons = old.delegated_reasons.clone();
@@ -163,14 +168,14 @@ impl Daemon {
         let mut skipped: Vec<String> = Vec::new();
         let mut started = None;
         for target in candidates {
-            let new_name = {
-                let mut sessions = lock(&self.inner.sessions);
-                let n = free_name(&sessions, name, &target);
+            // A transaction, as above: the next free name, reserved as it is found.
+            let new_name = self.inner.sessions.transaction(|sessions| {
+                let n = free_name(sessions, name, &target);
                 if let Some(e) = sessions.get_mut(name) {
                     e.rec.delegated_to = n.clone();
                 }
                 n
-            };
+            });
             let spawned = self
                 .spawn(SpawnRequest {
                     name: new_name.clone(),
@@ -204,9 +209,9 @@ impl Daemon {
             }
         }
         let Some((target, new_name, new)) = started else {
-            if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-                e.rec.delegated_to.clear();
-            }
+            self.inner
+                .sessions
+                .update(name, |e| e.rec.delegated_to.clear());
             return Err(CoreError::Delegation(match to {
                 Some(_) => skipped.join("; "),
                 None => format!(
@@ -215,9 +220,9 @@ impl Daemon {
                 ),
             }));
         };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(&new_name) {
-            e.rec.shared_with = old.shared_with.clone();
-        }
+        self.inner
+            .sessions
+            .update(&new_name, |e| e.rec.shared_with = old.shared_with.clone());
         let line = why(&old.cli, reason, detail);
         info!(session = %name, to = %new_name, reason, ?skipped, "handing the work on");
         let moved = self.inner.chats.move_session(name, &new_name);
@@ -272,18 +277,12 @@ impl Daemon {
             "clibot", "clibot", "", name, "delegate", "accepted", &audit,
         ));
         self.persist();
-        Ok(lock(&self.inner.sessions)
-            .get(&new_name)
-            .map(|e| e.rec.clone())
-            .unwrap_or(new))
+        Ok(self.inner.sessions.record(&new_name).unwrap_or(new))
     }
 
     /// A line for the session's chats.
     pub(crate) fn notice(&self, name: &str, kind: &str, text: &str) {
-        let id = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.id.clone())
-            .unwrap_or_default();
+        let id = self.inner.sessions.id_of(name).unwrap_or_default();
         self.event(
             name,
             &id,

@@ -5,31 +5,28 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::core::Daemon;
 use crate::discover::Found;
-use crate::locking::lock;
 
 impl Daemon {
     /// The AI CLIs running as this user that clibot does not manage. Changes nothing. One
     /// that reports through the global hooks is listed too (it is watched, not managed: it can
     /// still be adopted or resumed), with the session it reports as.
     pub async fn discover(&self) -> Vec<Found> {
-        let (managed, watched): (BTreeSet<u32>, BTreeMap<u32, String>) = {
-            let sessions = lock(&self.inner.sessions);
-            let live = || {
-                sessions
-                    .values()
-                    .filter(|e| !e.rec.state.is_exited() && e.rec.pid > 0)
-            };
-            (
-                live()
-                    .filter(|e| !e.rec.unmanaged)
-                    .map(|e| e.rec.pid)
-                    .collect(),
-                live()
-                    .filter(|e| e.rec.unmanaged)
-                    .map(|e| (e.rec.pid, e.rec.name.clone()))
-                    .collect(),
-            )
-        };
+        // From one look at the table: each live session's process, and whether clibot only
+        // watches it.
+        let live = self.inner.sessions.filter_map(|e| {
+            (!e.rec.state.is_exited() && e.rec.pid > 0)
+                .then(|| (e.rec.pid, e.rec.unmanaged, e.rec.name.clone()))
+        });
+        let (managed, watched): (BTreeSet<u32>, BTreeMap<u32, String>) = (
+            live.iter()
+                .filter(|(_, unmanaged, _)| !unmanaged)
+                .map(|(pid, _, _)| *pid)
+                .collect(),
+            live.into_iter()
+                .filter(|(_, unmanaged, _)| *unmanaged)
+                .map(|(pid, _, name)| (pid, name))
+                .collect(),
+        );
         let tmux = self.inner.settings.config.tmux.binary.clone();
         let mut found = crate::discover::scan(&tmux, &managed).await;
         for f in &mut found {

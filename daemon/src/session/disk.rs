@@ -14,7 +14,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::core::Daemon;
-use crate::locking::lock;
 
 /// How often the jailed sessions' use of the disk is measured: fifteen safety-net periods
 /// (`[daemon] poll_interval_ms`), 30 s at the default, never more often than every 3 s.
@@ -67,12 +66,10 @@ impl Daemon {
 
     /// One measurement: each running jailed session over its platform's `jail_disk` is
     /// stopped and kept, with the reason.
-    pub(crate) async fn check_jail_disk(&self) {
+    async fn check_jail_disk(&self) {
         let state = self.inner.settings.state_dir.clone();
-        let jailed: Vec<(String, String, PathBuf, String)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.jail_home.is_empty() && !e.rec.state.is_exited() && !e.stopping)
-            .map(|e| {
+        let jailed: Vec<(String, String, PathBuf, String)> = self.inner.sessions.filter_map(|e| {
+            (!e.rec.jail_home.is_empty() && !e.rec.state.is_exited() && !e.stopping).then(|| {
                 (
                     e.rec.name.clone(),
                     e.rec.id.clone(),
@@ -80,7 +77,7 @@ impl Daemon {
                     e.rec.owner.clone(),
                 )
             })
-            .collect();
+        });
         for (name, id, dir, owner) in jailed {
             let Some(conf) = self.non_admin(&owner) else {
                 continue;
@@ -110,22 +107,19 @@ impl Daemon {
 
     /// Stops session `name` and keeps it, exited with `reason` (told to its chats).
     async fn stop_over_disk(&self, name: &str, reason: &str) {
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let rec = self.inner.sessions.update(name, |e| {
             if e.stopping {
-                return;
+                return None;
             }
             e.stopping = true;
-            e.rec.clone()
+            Some(e.rec.clone())
+        });
+        let Some(rec) = rec.flatten() else {
+            return;
         };
         self.stop_watcher(name);
         let stopped = self.stop_inner(&rec, true, None).await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.stopping = false;
-        }
+        self.inner.sessions.unreserve(name);
         let status = stopped.ok().and_then(|o| o.exit_status);
         self.mark_exited(name, status, reason);
         self.notice(name, "disk", reason);

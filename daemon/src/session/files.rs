@@ -21,7 +21,6 @@ use tracing::{info, warn};
 use crate::confine::beneath::{BeneathError, Dir, Kind};
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::store::events::EventKind;
 
 /// The largest file sent (Telegram's bots upload at most 50 MB).
@@ -234,11 +233,10 @@ impl Daemon {
     /// Both are reached beneath the session's directory with no link followed, so an outbox
     /// or a sent folder that is a link to elsewhere is refused, not used.
     pub(crate) async fn scan_outboxes(&self) {
-        let dirs: Vec<(String, String, PathBuf)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.state.is_exited() && !e.rec.unmanaged)
-            .map(|e| (e.rec.name.clone(), e.rec.id.clone(), e.rec.dir.clone()))
-            .collect();
+        let dirs: Vec<(String, String, PathBuf)> = self.inner.sessions.filter_map(|e| {
+            (!e.rec.state.is_exited() && !e.rec.unmanaged)
+                .then(|| (e.rec.name.clone(), e.rec.id.clone(), e.rec.dir.clone()))
+        });
         for (name, id, dir) in dirs {
             let d = dir.clone();
             let listed = crate::confine::beneath::blocking("the outbox", move || {
@@ -260,11 +258,7 @@ impl Daemon {
                     continue;
                 }
             };
-            let ready: Vec<(String, u64)> = {
-                let mut sessions = lock(&self.inner.sessions);
-                let Some(e) = sessions.get_mut(&name) else {
-                    continue;
-                };
+            let ready: Option<Vec<(String, u64)>> = self.inner.sessions.update(&name, |e| {
                 // Ready: the same size as at the last look.
                 let ready = seen
                     .iter()
@@ -273,6 +267,9 @@ impl Daemon {
                     .collect();
                 e.rt.outbox = seen;
                 ready
+            });
+            let Some(ready) = ready else {
+                continue;
             };
             for (file, bytes) in ready {
                 self.send_outbox_file(&name, &id, &dir, &file, bytes).await;
@@ -304,10 +301,10 @@ impl Daemon {
                 return;
             }
         };
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             e.rt.outbox.retain(|(f, _)| f != file);
             e.rt.outbox_told = None;
-        }
+        });
         let rel = format!("{SENT}/{target}");
         info!(
             session = name,
@@ -328,9 +325,13 @@ impl Daemon {
 impl Daemon {
     /// Tells session `name`'s chats why its outbox is not used, once for the same reason.
     fn tell_outbox_once(&self, name: &str, why: String) {
-        let told = lock(&self.inner.sessions)
-            .get_mut(name)
-            .is_none_or(|e| e.rt.outbox_told.replace(why.clone()).as_ref() == Some(&why));
+        let told = self
+            .inner
+            .sessions
+            .update(name, |e| {
+                e.rt.outbox_told.replace(why.clone()).as_ref() == Some(&why)
+            })
+            .unwrap_or(true);
         if !told {
             warn!(session = name, "{why}");
             self.notice(name, "outbox", &why);

@@ -7,23 +7,21 @@
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::core::Daemon;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
 impl Daemon {
     /// Starts waking session `name` if it is hibernated and not already waking.
     pub(crate) fn wake_if_hibernated(&self, name: &str) {
-        let (id, cli) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let woken = self.inner.sessions.update(name, |e| {
             if e.rec.state != State::Hibernated || e.rt.waking || e.stopping {
-                return;
+                return None;
             }
             e.rt.waking = true;
-            (e.rec.id.clone(), e.rec.cli.clone())
+            Some((e.rec.id.clone(), e.rec.cli.clone()))
+        });
+        let Some((id, cli)) = woken.flatten() else {
+            return;
         };
         let resume = self.resumes_conversations(&cli);
         self.event(
@@ -42,9 +40,7 @@ impl Daemon {
                 info!(resume, "a message came: waking the hibernated session");
                 match d.restart_inner(&name, resume).await {
                     Ok(rec) => {
-                        if let Some(entry) = lock(&d.inner.sessions).get_mut(&name) {
-                            entry.rt.waking = false;
-                        }
+                        d.inner.sessions.update(&name, |e| e.rt.waking = false);
                         d.event(&name, &rec.id, EventKind::Woken { resumed: resume });
                         // What came while it woke is typed once it is ready (if it already
                         // is, now).
@@ -52,9 +48,7 @@ impl Daemon {
                     }
                     Err(e) => {
                         warn!("the hibernated session could not be woken: {e}");
-                        if let Some(entry) = lock(&d.inner.sessions).get_mut(&name) {
-                            entry.rt.waking = false;
-                        }
+                        d.inner.sessions.update(&name, |e| e.rt.waking = false);
                         d.event(
                             &name,
                             &id,

@@ -10,7 +10,6 @@ use crate::cli::HookSignal;
 use crate::cli::detect::AnswerStyle;
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
 
@@ -35,14 +34,14 @@ impl Daemon {
         check_payload_shape(payload)?;
         let mut payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
-        let (name, cli, rec) = {
-            let sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .values()
-                .find(|e| e.rec.id == session_id && crate::ids::token_eq(&e.rec.hook_token, token))
-                .ok_or(CoreError::HookDenied)?;
-            (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone())
-        };
+        let (name, cli, rec) = self
+            .inner
+            .sessions
+            .find_map(|e| {
+                (e.rec.id == session_id && crate::ids::token_eq(&e.rec.hook_token, token))
+                    .then(|| (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone()))
+            })
+            .ok_or(CoreError::HookDenied)?;
         // A jailed CLI reports paths as it sees them; its transcripts lie in its own copy of
         // its state on the host — and nowhere else: a path outside it is dropped, so that a
         // jailed session cannot have the daemon read another file for it.
@@ -86,10 +85,14 @@ impl Daemon {
     /// A completion hook's reply: the turn ends with it, unless the safety net already ended
     /// this turn with this very reply (the hook is late, not a new turn).
     fn hook_completed(&self, name: &str, text: String) {
-        let late = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
-            let same = e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
-            e.rt.turn.hook_completed_late(same)
-        });
+        let late = self
+            .inner
+            .sessions
+            .update(name, |e| {
+                let same = e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
+                e.rt.turn.hook_completed_late(same)
+            })
+            .unwrap_or(false);
         if late {
             debug!("a completion hook for a turn already ended; ignored");
         } else {
@@ -102,7 +105,7 @@ impl Daemon {
     /// screen agrees. The notice may come late, after the next input was typed: then the
     /// screen shows that turn working (or the typed text) and nothing is ended.
     async fn idle_again(&self, name: &str) {
-        let Some((target, pack, running)) = lock(&self.inner.sessions).get(name).and_then(|e| {
+        let looked = self.inner.sessions.get(name, |e| {
             // A turn that began a moment ago is the next one, whose input was just typed.
             let running =
                 e.rt.turn
@@ -111,7 +114,8 @@ impl Daemon {
                     && e.rec.prompt.is_none();
             self.kind_of(&e.rec.cli)
                 .map(|(_, p)| (e.rec.target().to_string(), p, running))
-        }) else {
+        });
+        let Some((target, pack, running)) = looked.flatten() else {
             return;
         };
         if !running {
@@ -139,9 +143,9 @@ impl Daemon {
             match signal {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
-                    if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
-                        e.rt.turn.hook_started(Instant::now());
-                    }
+                    self.inner
+                        .sessions
+                        .update(&name, |e| e.rt.turn.hook_started(Instant::now()));
                     self.set_state(&name, State::Working, "prompt submitted");
                     Ok(String::new())
                 }
@@ -196,14 +200,12 @@ impl Daemon {
                     Ok(String::new())
                 }
                 HookSignal::Error { kind, message } => {
-                    let id = {
-                        let mut sessions = lock(&self.inner.sessions);
-                        let Some(e) = sessions.get_mut(&name) else {
-                            return Ok(String::new());
-                        };
+                    let Some(id) = self.inner.sessions.update(&name, |e| {
                         e.rec.error = Some(message.clone());
                         e.rt.turn.failed();
                         e.rec.id.clone()
+                    }) else {
+                        return Ok(String::new());
                     };
                     self.event(&name, &id, EventKind::Error { message, kind });
                     self.set_state(&name, State::Error, "the turn failed");
@@ -228,7 +230,7 @@ impl Daemon {
     #[allow(clippy::too_many_arguments)]
     /// A CLI asks through a hook: the session waits; the hook holds until a person answers
     /// through clibot or the configured time passes (then the CLI's own dialog stays up).
-    pub(crate) async fn hook_prompt(
+    async fn hook_prompt(
         &self,
         name: &str,
         kind: String,
@@ -239,9 +241,11 @@ impl Daemon {
         wait: bool,
     ) -> Result<String, CoreError> {
         let watch_only = !wait
-            && lock(&self.inner.sessions)
-                .get(name)
-                .is_some_and(|e| e.rec.unmanaged);
+            && self
+                .inner
+                .sessions
+                .get(name, |e| e.rec.unmanaged)
+                .unwrap_or(false);
         // A CLI clibot does not run, whose hook cannot carry an answer (Gemini CLI): shown,
         // answered at its terminal.
         let text = if watch_only {
@@ -273,11 +277,7 @@ impl Daemon {
             ..Default::default()
         };
         let (tx, rx) = oneshot::channel();
-        let poke = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return Ok(String::new());
-            };
+        let poke = self.inner.sessions.update(name, |e| {
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
                 // The hook that announced it waits no longer: its dialog is gone.
@@ -291,13 +291,17 @@ impl Daemon {
                 e.rt.waiters.insert(prompt.id.clone(), (tx, payload));
             }
             e.rt.poke.clone()
+        });
+        let Some(poke) = poke else {
+            return Ok(String::new());
         };
         self.set_state(name, State::Waiting, "permission requested");
         poke.notify_one();
-        let unmanaged = lock(&self.inner.sessions)
-            .get(name)
-            .filter(|e| e.rec.unmanaged)
-            .map(|e| e.rec.id.clone());
+        let unmanaged = self
+            .inner
+            .sessions
+            .get(name, |e| e.rec.unmanaged.then(|| e.rec.id.clone()))
+            .flatten();
         if let Some(id) = &unmanaged {
             // No watcher and no screen to wait for: published at once.
             self.event(
@@ -322,9 +326,9 @@ impl Daemon {
         tokio::select! {
             r = rx => Ok(r.unwrap_or_default()),
             _ = tokio::time::sleep(wait) => {
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+                self.inner.sessions.update(name, |e| {
                     e.rt.waiters.remove(&prompt.id);
-                }
+                });
                 info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");
                 Ok(String::new())
             }

@@ -66,9 +66,10 @@ impl Daemon {
     /// cannot be made is never sent to clibot's own server (its pane ids name other panes
     /// there): such a session cannot exist, as adoption refuses it first.
     pub(crate) fn mux_of(&self, name: &str) -> Arc<dyn Mux> {
-        let server = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.server.clone())
+        let server = self
+            .inner
+            .sessions
+            .get(name, |e| e.rec.server.clone())
             .unwrap_or_default();
         self.mux_on(&server)
             .unwrap_or_else(|_| self.inner.mux.clone())
@@ -157,14 +158,12 @@ impl Daemon {
             )));
         }
         if own.as_deref() != Some(server.as_path())
-            && let Some(e) = lock(&self.inner.sessions).values().find(|e| {
-                !e.rec.state.is_exited() && e.rec.server == server_s && e.rec.pane == row.pane
+            && let Some(holder) = self.inner.sessions.find_map(|e| {
+                (!e.rec.state.is_exited() && e.rec.server == server_s && e.rec.pane == row.pane)
+                    .then(|| e.rec.name.clone())
             })
         {
-            return Err(CoreError::AlreadyManaged(
-                req.pane.to_string(),
-                e.rec.name.clone(),
-            ));
+            return Err(CoreError::AlreadyManaged(req.pane.to_string(), holder));
         }
         let found = self.found_in_pane(&server_s, &row).await;
         let cli = match (&found, req.cli) {
@@ -195,8 +194,9 @@ impl Daemon {
         }
         let cli = self.cli(&cli)?.clone();
         let server_field = server_s.clone();
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the pane is checked unmanaged and the name free among all the
+        // sessions, and the name taken, as one step.
+        let rec = self.inner.sessions.transaction(|sessions| {
             if let Some(e) = sessions.values().find(|e| {
                 !e.rec.state.is_exited() && e.rec.server == server_field && e.rec.pane == row.pane
             }) {
@@ -227,8 +227,8 @@ impl Daemon {
                 ..Default::default()
             };
             sessions.insert(rec.name.clone(), Entry::new(rec.clone()));
-            rec
-        };
+            Ok(rec)
+        })?;
         self.event(
             &rec.name,
             &rec.id,
@@ -288,7 +288,9 @@ impl Daemon {
                     _ => exited.push(rec.name.clone()),
                 }
             }
-            lock(&self.inner.sessions).insert(rec.name.clone(), Entry::new(rec));
+            self.inner
+                .sessions
+                .insert(rec.name.clone(), Entry::new(rec));
         }
         for name in exited {
             self.mark_exited(&name, None, "its pane on the other tmux server is gone");
@@ -301,8 +303,9 @@ impl Daemon {
         if server.is_empty() {
             return;
         }
-        let used = lock(&self.inner.sessions)
-            .values()
+        let used = self
+            .inner
+            .sessions
             .any(|e| e.rec.server == server && !e.rec.state.is_exited());
         if used {
             return;

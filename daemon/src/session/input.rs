@@ -8,7 +8,6 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 use crate::store::now_ms;
@@ -38,7 +37,7 @@ pub struct Sent {
 impl Daemon {
     /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
     /// Returns the event's sequence number and whether it was queued.
-    pub(crate) async fn submit_input(
+    async fn submit_input(
         &self,
         name: &str,
         text: String,
@@ -48,11 +47,7 @@ impl Daemon {
             let d = &self.inner.settings.config.daemon;
             (d.max_queued_inputs, d.max_queued_bytes)
         };
-        let (queued, id) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let (queued, id) = self.inner.sessions.try_update(name, |e| {
             // Hibernated, or being woken: the message waits in the queue meanwhile.
             let waking = e.rt.waking || e.rt.hibernating;
             if e.stopping && !waking {
@@ -90,23 +85,23 @@ impl Daemon {
                 // One line appended to the session's queue file, in the queue's order: the cost
                 // of the message, not of every session's record.
                 let file = self.inner.queues.push(&e.rec.id, &text);
-                (Some((e.rec.queue.len() as u32, file)), e.rec.id.clone())
+                Ok((Some((e.rec.queue.len() as u32, file)), e.rec.id.clone()))
             } else {
-                (None, e.rec.id.clone())
+                Ok((None, e.rec.id.clone()))
             }
-        };
+        })?;
         if let Some((position, file)) = queued {
             if let Err(e) = file.and_then(|f| crate::store::off_worker(|| f.sync_data())) {
                 // Not on disk, so not confirmed: the sender keeps it and is told why.
                 warn!("cannot keep the queued message on disk; not queued: {e}");
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name)
-                    && let Some(i) = e.rec.queue.iter().rposition(|t| *t == text)
-                {
-                    e.rec.queue.remove(i);
-                    if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
-                        warn!("cannot rewrite the queue file either: {err}");
+                self.inner.sessions.update(name, |e| {
+                    if let Some(i) = e.rec.queue.iter().rposition(|t| *t == text) {
+                        e.rec.queue.remove(i);
+                        if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
+                            warn!("cannot rewrite the queue file either: {err}");
+                        }
                     }
-                }
+                });
                 return Err(CoreError::NotQueued(e));
             }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });
@@ -124,15 +119,11 @@ impl Daemon {
 
     /// Queues a message a dialog held back (at the queue's head: it came first).
     async fn queue_held(&self, name: &str, text: String) -> Result<(u64, bool), CoreError> {
-        let (id, file) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let (id, file) = self.inner.sessions.try_update(name, |e| {
             e.rec.queue.insert(0, text.clone());
             let file = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue);
-            (e.rec.id.clone(), file)
-        };
+            Ok((e.rec.id.clone(), file))
+        })?;
         if let Err(err) = file {
             warn!("cannot keep the held message on disk (it is kept in memory): {err}");
         }
@@ -145,9 +136,14 @@ impl Daemon {
     /// one): then nothing is typed — a message would answer it. A dialog seen on the screen is
     /// published as a prompt. A password prompt does not hold a message: it is typed hidden.
     pub(crate) async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
-        let waiting = lock(&self.inner.sessions).get(name).is_some_and(|e| {
-            e.rec.state == State::Waiting && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
-        });
+        let waiting = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec.state == State::Waiting
+                    && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
+            })
+            .unwrap_or(false);
         if waiting {
             return true;
         }
@@ -196,7 +192,7 @@ impl Daemon {
         let _turn = input.lock().await;
         // Another message may have started a turn while this one waited for the lock: a
         // submitted message then waits for that turn (its Enter could meet its dialog).
-        let state = lock(&self.inner.sessions).get(name).map(|e| e.rec.state);
+        let state = self.inner.sessions.state_of(name);
         if submit && !matches!(state, Some(State::Idle | State::Error)) {
             return Ok(Delivery::Held);
         }
@@ -225,9 +221,11 @@ impl Daemon {
         }
         // A CLI with an API takes a submitted message through it: no keystroke can be lost
         // while its TUI is still settling, and its confirmation is the API's own answer.
-        let api = lock(&self.inner.sessions)
-            .get(name)
-            .and_then(|e| e.rt.api.clone())
+        let api = self
+            .inner
+            .sessions
+            .get(name, |e| e.rt.api.clone())
+            .flatten()
             .filter(|_| submit && !text.is_empty());
         let mut by_api = false;
         if let Some(http) = api {
@@ -241,9 +239,11 @@ impl Daemon {
         } else if self.already_typed(name, rec.target(), text).await {
             // The last daemon typed it and died before Enter: it is submitted, not typed twice.
             info!("the queued message was typed already by the last daemon; submitting it");
-        } else if lock(&self.inner.sessions)
-            .get_mut(name)
-            .is_some_and(|e| std::mem::take(&mut e.rt.maybe_entered))
+        } else if self
+            .inner
+            .sessions
+            .update(name, |e| std::mem::take(&mut e.rt.maybe_entered))
+            .unwrap_or(false)
         {
             // The last daemon was pressing its Enter as it stopped, and the line no longer
             // holds it: the Enter landed. Only Enter again (an empty line is harmless), never
@@ -264,9 +264,11 @@ impl Daemon {
             }
             // A queued message (typed while its delivery holds the queue): its file says the
             // Enter is being pressed, for a daemon killed before `input_sent` is written.
-            let queued = lock(&self.inner.sessions)
-                .get(name)
-                .is_some_and(|e| e.rt.delivering);
+            let queued = self
+                .inner
+                .sessions
+                .get(name, |e| e.rt.delivering)
+                .unwrap_or(false);
             if queued
                 && let Err(e) = self
                     .inner
@@ -279,19 +281,21 @@ impl Daemon {
                 .await?;
         }
         let now = Instant::now();
-        if submit && let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn
-                .submitted(now, anchor, text.lines().count(), by_api);
-            e.rec.turn_anchor = anchor;
-            e.rec.turn_input_lines = e.rt.turn.input_lines.min(u32::MAX as usize) as u32;
-            e.rec.turn_started_ms = crate::store::now_ms();
-            e.rec.last_activity_ms = crate::store::now_ms();
-            e.rec.error = None;
-            if !text.trim().is_empty() {
-                e.rec.last_input =
-                    crate::store::blobs::head(text, crate::store::blobs::EVENT_TEXT_MAX)
-                        .to_string();
-            }
+        if submit {
+            self.inner.sessions.update(name, |e| {
+                e.rt.turn
+                    .submitted(now, anchor, text.lines().count(), by_api);
+                e.rec.turn_anchor = anchor;
+                e.rec.turn_input_lines = e.rt.turn.input_lines.min(u32::MAX as usize) as u32;
+                e.rec.turn_started_ms = crate::store::now_ms();
+                e.rec.last_activity_ms = crate::store::now_ms();
+                e.rec.error = None;
+                if !text.trim().is_empty() {
+                    e.rec.last_input =
+                        crate::store::blobs::head(text, crate::store::blobs::EVENT_TEXT_MAX)
+                            .to_string();
+                }
+            });
         }
         let seq = self.event(
             name,
@@ -315,9 +319,11 @@ impl Daemon {
     /// Whether `text` already stands at the end of the pane's input line, typed by a daemon
     /// that died before it pressed Enter (asked once, after a start with input queued).
     async fn already_typed(&self, name: &str, target: &str, text: &str) -> bool {
-        let asked = lock(&self.inner.sessions)
-            .get_mut(name)
-            .is_some_and(|e| std::mem::take(&mut e.rt.maybe_half_typed));
+        let asked = self
+            .inner
+            .sessions
+            .update(name, |e| std::mem::take(&mut e.rt.maybe_half_typed))
+            .unwrap_or(false);
         let text = text.trim_end();
         if !asked || text.is_empty() || text.contains('\n') || text.len() > TYPE_MAX {
             return false;
@@ -341,16 +347,12 @@ impl Daemon {
     /// queue (in memory and on disk) only once it was typed: a daemon killed while typing it
     /// finds it queued still, and a dialog that holds it keeps it first in line.
     pub(crate) fn deliver_queued(&self, name: &str) {
-        let next = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let next = self.inner.sessions.update(name, |e| {
             if e.rt.delivering
                 || e.rec.queue.is_empty()
                 || !matches!(e.rec.state, State::Idle | State::Error)
             {
-                return;
+                return None;
             }
             e.rt.delivering = true;
             // Before the head is typed, its file says so: a daemon killed from here on leaves
@@ -363,20 +365,23 @@ impl Daemon {
             {
                 warn!("cannot record on disk that a queued message is being typed: {err}");
             }
-            e.rec.queue[0].clone()
+            e.rec.queue.first().cloned()
+        });
+        let Some(next) = next.flatten() else {
+            return;
         };
         let d = self.clone();
         let name = name.to_string();
         self.in_background(async move {
             let taken = |d: &Daemon| {
-                if let Some(e) = lock(&d.inner.sessions).get_mut(&name)
-                    && e.rec.queue.first() == Some(&next)
-                {
-                    e.rec.queue.remove(0);
-                    if let Err(err) = d.inner.queues.pop(&e.rec.id, &e.rec.queue) {
-                        warn!("cannot record on disk that a queued message was typed: {err}");
+                d.inner.sessions.update(&name, |e| {
+                    if e.rec.queue.first() == Some(&next) {
+                        e.rec.queue.remove(0);
+                        if let Err(err) = d.inner.queues.pop(&e.rec.id, &e.rec.queue) {
+                            warn!("cannot record on disk that a queued message was typed: {err}");
+                        }
                     }
-                }
+                });
             };
             let failed = match d.deliver(&name, &next, true).await {
                 Ok(Delivery::Typed(_)) => {
@@ -387,10 +392,7 @@ impl Daemon {
                 Err(e) => {
                     taken(&d);
                     warn!(session = %name, "queued input could not be delivered: {e}");
-                    let id = lock(&d.inner.sessions)
-                        .get(&name)
-                        .map(|e| e.rec.id.clone())
-                        .unwrap_or_default();
+                    let id = d.inner.sessions.id_of(&name).unwrap_or_default();
                     d.event(
                         &name,
                         &id,
@@ -405,9 +407,7 @@ impl Daemon {
                     true
                 }
             };
-            if let Some(e) = lock(&d.inner.sessions).get_mut(&name) {
-                e.rt.delivering = false;
-            }
+            d.inner.sessions.update(&name, |e| e.rt.delivering = false);
             d.persist();
             if failed {
                 // The session did not start a turn: the next queued input may go.
@@ -477,10 +477,17 @@ impl Daemon {
         submit: bool,
         by: &str,
     ) -> Result<Sent, CoreError> {
-        let secret = lock(&self.inner.sessions)
-            .get(name)
-            .and_then(|e| e.rec.prompt.as_ref().filter(|p| p.is_secret()))
-            .map(|p| p.id.clone());
+        let secret = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec
+                    .prompt
+                    .as_ref()
+                    .filter(|p| p.is_secret())
+                    .map(|p| p.id.clone())
+            })
+            .flatten();
         if let Some(prompt_id) = secret.filter(|_| submit) {
             // The same bound as any input: a password is typed too.
             self.check_input_len(text)?;
@@ -577,9 +584,9 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             e.rt.keys_by = Some((crate::store::now_ms(), by.to_string()));
-        }
+        });
         self.mux_of(&rec.name)
             .send_keys(rec.target(), &parsed)
             .await?;
@@ -589,9 +596,9 @@ impl Daemon {
     }
 
     pub(crate) fn touch(&self, name: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rec.last_activity_ms = now_ms();
-        }
+        self.inner
+            .sessions
+            .update(name, |e| e.rec.last_activity_ms = now_ms());
     }
 
     /// The pane's text: the last `lines` lines (scrollback included), or the visible screen

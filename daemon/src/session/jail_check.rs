@@ -80,7 +80,7 @@ pub(crate) fn judge(knows_version: bool, code: Option<i32>, output: &str) -> Ver
 /// The argv of the check: the program (or the script an interpreter runs) with `--version`;
 /// and whether that is the CLI of `adapter` itself (its program, or its script, named after
 /// it), which knows `--version`.
-pub(crate) fn check_argv(adapter: &str, argv: &[String]) -> (Vec<String>, bool) {
+fn check_argv(adapter: &str, argv: &[String]) -> (Vec<String>, bool) {
     let Some(program) = argv.first() else {
         return (Vec::new(), false);
     };

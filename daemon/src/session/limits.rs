@@ -1,6 +1,5 @@
 //! The session limits and the slow safety net: caps at spawn, idle sessions stopped, vanished sessions noticed.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -8,7 +7,6 @@ use tracing::{Instrument, info, info_span, warn};
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::MuxError;
 
@@ -18,10 +16,13 @@ impl Daemon {
     pub async fn check_sessions(&self) {
         // Which sessions to check is decided before tmux is asked: a session spawned while the
         // list is in flight is not in it, and must not be taken for gone.
-        let (candidates, in_place): (Vec<_>, Vec<_>) = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.stopping && !e.rec.state.is_exited() && !e.rec.unmanaged)
-            .map(|e| e.rec.clone())
+        let (candidates, in_place): (Vec<_>, Vec<_>) = self
+            .inner
+            .sessions
+            .filter_map(|e| {
+                (!e.stopping && !e.rec.state.is_exited() && !e.rec.unmanaged).then(|| e.rec.clone())
+            })
+            .into_iter()
             .partition(|r| r.server.is_empty());
         self.check_unmanaged();
         let candidates: Vec<(String, String, String)> = candidates
@@ -31,9 +32,12 @@ impl Daemon {
         self.check_in_place(in_place).await;
         // Working or waiting on a prompt: a CLI that ends now ends in the middle of its turn.
         let mid_turn = |name: &str| {
-            lock(&self.inner.sessions)
-                .get(name)
-                .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting))
+            self.inner
+                .sessions
+                .get(name, |e| {
+                    matches!(e.rec.state, State::Working | State::Waiting)
+                })
+                .unwrap_or(false)
         };
         let live = match self.inner.mux.list_sessions().await {
             Ok(l) => l,
@@ -58,9 +62,11 @@ impl Daemon {
                     }
                     let delegates = crashed.is_some()
                         && self.live().config.delegation.chain_for("crash").is_some()
-                        && lock(&self.inner.sessions)
-                            .get(&name)
-                            .is_some_and(|e| e.rec.delegate);
+                        && self
+                            .inner
+                            .sessions
+                            .get(&name, |e| e.rec.delegate)
+                            .unwrap_or(false);
                     if let Some(detail) = &crashed {
                         self.consider_delegation(&name, "crash", detail);
                     }
@@ -114,9 +120,11 @@ impl Daemon {
                     self.mark_exited(&rec.name, None, "its pane on the other tmux server is gone");
                 }
             }
-            if lock(&self.inner.sessions)
-                .get(&rec.name)
-                .is_some_and(|e| e.rec.state.is_exited())
+            if self
+                .inner
+                .sessions
+                .get(&rec.name, |e| e.rec.state.is_exited())
+                .unwrap_or(false)
             {
                 self.close_server_if_unused(&rec.server).await;
             }
@@ -139,7 +147,7 @@ impl Daemon {
     /// The refusal names the idle sessions that could be stopped to make room.
     pub(crate) fn check_limits(
         &self,
-        sessions: &BTreeMap<String, Entry>,
+        sessions: &Table,
         name: &str,
         owner: Option<&(String, String, usize)>,
     ) -> Result<(), CoreError> {
@@ -219,52 +227,52 @@ impl Daemon {
                 .and_then(|c| c.idle_stop_after)
                 .unwrap_or(default)
         };
-        let due: Vec<(String, Duration)> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.adopted)
-            .filter_map(|e| {
-                let after = after_for(&e.rec.cli);
-                let idle = idle_for(e)?;
-                (!after.is_zero() && idle >= after).then(|| (e.rec.name.clone(), after))
-            })
-            .collect();
+        let due: Vec<(String, Duration)> = self.inner.sessions.filter_map(|e| {
+            if e.rec.adopted {
+                return None;
+            }
+            let after = after_for(&e.rec.cli);
+            let idle = idle_for(e)?;
+            (!after.is_zero() && idle >= after).then(|| (e.rec.name.clone(), after))
+        });
         for (name, after) in due {
             let span = info_span!("session", session = %name);
             self.reap(&name, after).instrument(span).await;
         }
     }
 
-    pub(crate) async fn reap(&self, name: &str, after: Duration) {
+    async fn reap(&self, name: &str, after: Duration) {
         // Checked again as it is reserved: input may have come meanwhile.
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let rec = self.inner.sessions.update(name, |e| {
             // A CLI adopted where it runs in the user's own tmux is theirs: never reaped.
             if !e.rec.server.is_empty() || e.rec.unmanaged || idle_for(e).is_none_or(|d| d < after)
             {
-                return;
+                return None;
             }
             e.stopping = true;
             e.rt.hibernating = true;
-            e.rec.clone()
+            Some(e.rec.clone())
+        });
+        let Some(rec) = rec.flatten() else {
+            return;
         };
         self.stop_watcher(name);
         let reason = format!("idle for {}", crate::duration::format_duration(after));
         info!("stopping the session: {reason}");
         let stopped = self.stop_inner(&rec, false, None).await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             e.stopping = false;
             e.rt.hibernating = false;
-        }
+        });
         match stopped {
             Ok(outcome) => {
                 self.mark_hibernated(name, outcome.exit_status, &reason);
                 // A message that came while it was being stopped wakes it at once.
-                let queued = lock(&self.inner.sessions)
-                    .get(name)
-                    .is_some_and(|e| !e.rec.queue.is_empty());
+                let queued = self
+                    .inner
+                    .sessions
+                    .get(name, |e| !e.rec.queue.is_empty())
+                    .unwrap_or(false);
                 if queued {
                     self.wake_if_hibernated(name);
                 }
@@ -285,10 +293,7 @@ impl Daemon {
         let base =
             Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
         loop {
-            let running = lock(&self.inner.sessions)
-                .values()
-                .filter(|e| !e.rec.state.is_exited())
-                .count() as u32;
+            let running = self.inner.sessions.count(|e| !e.rec.state.is_exited()) as u32;
             let period = base.max(SAFETY_NET_PER_SESSION * running);
             tokio::select! {
                 _ = shutdown.cancelled() => break,

@@ -22,7 +22,6 @@ use crate::cli::opencode::{
     question_prompt,
 };
 use crate::core::Daemon;
-use crate::locking::lock;
 use crate::model::{Prompt, State};
 use crate::session::remember_resolved;
 use crate::store::events::EventKind;
@@ -80,9 +79,10 @@ async fn busy_now(http: &LocalHttp, session: &str) -> bool {
 impl Daemon {
     /// Follows session `name`'s OpenCode server on 127.0.0.1:`port` until the session ends.
     pub(crate) async fn api_link(self, name: &str, port: u16, cancel: CancellationToken) {
-        let Some((secret, pid)) = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| (e.rec.hook_token.clone(), e.rec.pid))
+        let Some((secret, pid)) = self
+            .inner
+            .sessions
+            .get(name, |e| (e.rec.hook_token.clone(), e.rec.pid))
         else {
             return;
         };
@@ -94,9 +94,7 @@ impl Daemon {
         let mut was_live = false;
         let mut probed = false;
         loop {
-            let alive = lock(&self.inner.sessions)
-                .get(name)
-                .is_some_and(|e| !e.rec.state.is_exited());
+            let alive = self.inner.sessions.alive(name);
             if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
                 break;
             }
@@ -131,7 +129,7 @@ impl Daemon {
                         port,
                         "OpenCode's port refuses this session's password; following the screen only"
                     );
-                    let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+                    let poke = self.inner.sessions.update(name, |e| {
                         e.rt.api_gave_up = true;
                         e.rt.poke.clone()
                     });
@@ -177,10 +175,13 @@ impl Daemon {
                     debug!("the TUI did not take the toast: {e}");
                 }
             }
-            let Some(target) = lock(&self.inner.sessions)
-                .get(name)
-                .filter(|e| !e.rec.state.is_exited())
-                .map(|e| e.rec.target().to_string())
+            let Some(target) = self
+                .inner
+                .sessions
+                .get(name, |e| {
+                    (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
+                })
+                .flatten()
             else {
                 return;
             };
@@ -199,11 +200,15 @@ impl Daemon {
 
     /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
     fn note_cli_session(&self, name: &str, session: &str) {
-        let changed = lock(&self.inner.sessions).get_mut(name).is_some_and(|e| {
-            let changed = e.rec.cli_session_id != session;
-            e.rec.cli_session_id = session.to_string();
-            changed
-        });
+        let changed = self
+            .inner
+            .sessions
+            .update(name, |e| {
+                let changed = e.rec.cli_session_id != session;
+                e.rec.cli_session_id = session.to_string();
+                changed
+            })
+            .unwrap_or(false);
         if changed {
             self.persist();
         }
@@ -212,7 +217,7 @@ impl Daemon {
     /// The API is reachable (`Some`) or not. A starting session is ready once its screen is
     /// too: the screen is read again at once.
     fn set_api(&self, name: &str, api: Option<LocalHttp>) {
-        let poke = lock(&self.inner.sessions).get_mut(name).map(|e| {
+        let poke = self.inner.sessions.update(name, |e| {
             e.rt.api = api;
             e.rt.poke.clone()
         });
@@ -229,9 +234,10 @@ impl Daemon {
         http: &LocalHttp,
         text: &str,
     ) -> Result<(), HttpError> {
-        let known = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| e.rec.cli_session_id.clone())
+        let known = self
+            .inner
+            .sessions
+            .get(name, |e| e.rec.cli_session_id.clone())
             .filter(|id| id.starts_with("ses_"));
         let body = json!({ "parts": [{ "type": "text", "text": text }] });
         if let Some(id) = &known {
@@ -282,10 +288,13 @@ impl Daemon {
                         debug!("the TUI did not switch to the session: {e}");
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
-                    let Some(target) = lock(&d.inner.sessions)
-                        .get(&name)
-                        .filter(|e| !e.rec.state.is_exited())
-                        .map(|e| e.rec.target().to_string())
+                    let Some(target) = d
+                        .inner
+                        .sessions
+                        .get(&name, |e| {
+                            (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
+                        })
+                        .flatten()
                     else {
                         return;
                     };
@@ -324,9 +333,13 @@ impl Daemon {
                 // A busy event read after a catch-up may be older than the turn's end the
                 // catch-up already reported: while clibot sees no turn running, one starts
                 // only when OpenCode says the session is busy now.
-                let idle_here = lock(&self.inner.sessions)
-                    .get(name)
-                    .is_some_and(|e| !matches!(e.rec.state, State::Working | State::Waiting));
+                let idle_here = self
+                    .inner
+                    .sessions
+                    .get(name, |e| {
+                        !matches!(e.rec.state, State::Working | State::Waiting)
+                    })
+                    .unwrap_or(false);
                 if !seen.busy
                     && self.is_root(http, seen, &session).await
                     && (!idle_here || busy_now(http, &session).await)
@@ -349,9 +362,13 @@ impl Daemon {
                 }
                 // The turn may have been completed already by the catch-up after a reconnect,
                 // which saw it end just before this event arrived: never report it twice.
-                let running = lock(&self.inner.sessions)
-                    .get(name)
-                    .is_some_and(|e| matches!(e.rec.state, State::Working | State::Waiting));
+                let running = self
+                    .inner
+                    .sessions
+                    .get(name, |e| {
+                        matches!(e.rec.state, State::Working | State::Waiting)
+                    })
+                    .unwrap_or(false);
                 if !running {
                     return;
                 }
@@ -412,16 +429,20 @@ impl Daemon {
             }
         }
         // A prompt recorded before a restart that is no longer pending was answered meanwhile.
-        let gone = lock(&self.inner.sessions).get(name).and_then(|e| {
-            e.rec
-                .prompt
-                .as_ref()
-                .filter(|p| {
-                    p.source == crate::model::PromptSource::Api
-                        && !pending.iter().any(|q| q.request == p.id)
-                })
-                .map(|p| p.id.clone())
-        });
+        let gone = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                e.rec
+                    .prompt
+                    .as_ref()
+                    .filter(|p| {
+                        p.source == crate::model::PromptSource::Api
+                            && !pending.iter().any(|q| q.request == p.id)
+                    })
+                    .map(|p| p.id.clone())
+            })
+            .flatten();
         if let Some(id) = gone {
             self.resolve_api_prompt(name, &id);
         }
@@ -445,13 +466,14 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let (state, started, recovered_ms) = match lock(&self.inner.sessions).get(name) {
-            Some(e) => (
+        let Some((state, started, recovered_ms)) = self.inner.sessions.get(name, |e| {
+            (
                 e.rec.state,
                 e.rt.turn.started,
                 e.rt.turn.recovered.then_some(e.rec.turn_started_ms),
-            ),
-            None => return,
+            )
+        }) else {
+            return;
         };
         if root_busy || state != State::Working {
             return;
@@ -516,7 +538,7 @@ impl Daemon {
                 }
                 if let Err(e) = result {
                     warn!("the answer did not reach OpenCode: {e}");
-                    let id = lock(&d.inner.sessions).get(&name).map(|e| e.rec.id.clone());
+                    let id = d.inner.sessions.id_of(&name);
                     if let Some(id) = id {
                         d.event(
                             &name,
@@ -540,17 +562,15 @@ impl Daemon {
     /// already being waited on.
     fn api_prompt(&self, name: &str, p: ApiPrompt) -> Option<oneshot::Receiver<String>> {
         let (tx, rx) = oneshot::channel();
-        let (prompt, id) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions.get_mut(name)?;
+        // `None`: already waited on; `Some(None)`: recorded, but known from before a restart.
+        let recorded = self.inner.sessions.update(name, |e| {
             if e.rt.waiters.contains_key(&p.request) {
                 return None;
             }
             e.rt.waiters
                 .insert(p.request.clone(), (tx, p.payload.clone()));
             if e.rec.prompt.as_ref().is_some_and(|c| c.id == p.request) {
-                // Known from before a restart: already published.
-                return Some(rx);
+                return Some(None);
             }
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
@@ -576,7 +596,11 @@ impl Daemon {
             };
             e.rec.prompt = Some(prompt.clone());
             e.rt.turn.prompt_shown();
-            (prompt, e.rec.id.clone())
+            Some(Some((prompt, e.rec.id.clone())))
+        });
+        let Some((prompt, id)) = recorded.flatten()? else {
+            // Known from before a restart: already published.
+            return Some(rx);
         };
         self.event(name, &id, EventKind::Waiting { prompt });
         self.set_state(name, State::Waiting, "the CLI asks");
@@ -587,10 +611,11 @@ impl Daemon {
     /// OpenCode says request `request` was answered. If clibot did not answer it, the person at
     /// the terminal did.
     fn api_prompt_replied(&self, name: &str, request: &str) {
-        let waited = lock(&self.inner.sessions)
-            .get_mut(name)
-            .and_then(|e| e.rt.waiters.remove(request))
-            .is_some();
+        let waited = self
+            .inner
+            .sessions
+            .update(name, |e| e.rt.waiters.remove(request).is_some())
+            .unwrap_or(false);
         if waited {
             self.resolve_api_prompt(name, request);
         }
@@ -599,18 +624,17 @@ impl Daemon {
     /// The prompt `request` is no longer pending, and nobody answered it through clibot: the
     /// person at the terminal did.
     fn resolve_api_prompt(&self, name: &str, request: &str) {
-        let id = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let id = self.inner.sessions.update(name, |e| {
             e.rt.waiters.remove(request);
             if e.rec.prompt.as_ref().is_none_or(|p| p.id != request) {
-                return;
+                return None;
             }
             e.rec.prompt = None;
             remember_resolved(&mut e.rt.resolved, request, "terminal");
-            e.rec.id.clone()
+            Some(e.rec.id.clone())
+        });
+        let Some(id) = id.flatten() else {
+            return;
         };
         self.event(
             name,

@@ -133,7 +133,7 @@ impl Daemon {
 
     /// What event `kind` of `session` means for its automatic answers (called for every
     /// event, once written).
-    pub(crate) fn follow_outcomes(&self, session: &str, kind: &EventKind) {
+    fn follow_outcomes(&self, session: &str, kind: &EventKind) {
         let o = &self.inner.outcomes;
         let now = now_ms();
         if let EventKind::PromptResolved { prompt_id, by, .. } = kind {

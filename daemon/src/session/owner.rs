@@ -2,7 +2,6 @@
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::Actor;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
@@ -75,11 +74,7 @@ impl Daemon {
         }
         let admin =
             actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
-        let shared = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let shared = self.inner.sessions.try_update(name, |e| {
             if !admin && e.rec.owner != actor.key() {
                 return Err(if self.may_use_rec(actor, &e.rec) {
                     CoreError::OnlyOwnerShares {
@@ -99,13 +94,13 @@ impl Daemon {
             } else if !e.rec.shared_with.iter().any(|u| u == user) {
                 e.rec.shared_with.push(user.to_string());
             }
-            e.rec.shared_with.clone()
-        };
+            Ok(e.rec.shared_with.clone())
+        })?;
         self.persist();
         Ok(shared)
     }
 
-    pub(crate) fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
+    fn may_use_rec(&self, actor: &Actor, rec: &SessionRecord) -> bool {
         let key = actor.key();
         rec.owner == key || rec.shared_with.contains(&key)
     }

@@ -2,7 +2,6 @@
 
 use crate::core::*;
 use crate::error::CoreError;
-use crate::locking::lock;
 
 /// A session's last reply, as `clibotctl last` shows it.
 #[derive(Debug, Clone, Default)]
@@ -16,16 +15,15 @@ pub struct LastReply {
 impl Daemon {
     /// The last completed turn's reply (its head when long, with the blob holding it whole).
     pub fn last_reply(&self, name: &str) -> Result<LastReply, CoreError> {
-        let sessions = lock(&self.inner.sessions);
-        let e = sessions
-            .get(name)
-            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
-        Ok(LastReply {
-            text: e.rec.last_reply.clone().unwrap_or_default(),
-            seq: e.rec.last_reply_seq,
-            blob_id: e.rec.last_reply_blob.clone(),
-            full_bytes: e.rec.last_reply_bytes,
-        })
+        self.inner
+            .sessions
+            .get(name, |e| LastReply {
+                text: e.rec.last_reply.clone().unwrap_or_default(),
+                seq: e.rec.last_reply_seq,
+                blob_id: e.rec.last_reply_blob.clone(),
+                full_bytes: e.rec.last_reply_bytes,
+            })
+            .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))
     }
 
     /// The final reply of `rec`'s turn from its CLI's own records, when no hook gave it — read
@@ -83,10 +81,13 @@ impl Daemon {
 
     /// Removes blobs no retained event names, keeping every session's last reply.
     pub(crate) fn expire_blobs(&self) {
-        let pinned: std::collections::HashSet<String> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| !e.rec.last_reply_blob.is_empty())
-            .map(|e| e.rec.last_reply_blob.clone())
+        let pinned: std::collections::HashSet<String> = self
+            .inner
+            .sessions
+            .filter_map(|e| {
+                (!e.rec.last_reply_blob.is_empty()).then(|| e.rec.last_reply_blob.clone())
+            })
+            .into_iter()
             .collect();
         let events = &self.inner.events;
         if let Some(oldest) = events.oldest_time_ms() {

@@ -2,10 +2,10 @@
 
 use tracing::{Instrument, info_span};
 
+use crate::core::sessions::usable;
 use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_uuid;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::store::events::EventKind;
 use crate::store::now_ms;
@@ -31,12 +31,12 @@ impl Daemon {
     /// Marks session `name` as being stopped (or restarted), so that nothing else acts on it
     /// meanwhile, and returns its record.
     pub(crate) fn reserve(&self, name: &str) -> Result<SessionRecord, CoreError> {
-        let mut sessions = lock(&self.inner.sessions);
-        let e = usable(&mut sessions, name)?;
-        e.stopping = true;
-        // Stopped or restarted by hand: a restart after a failure that was due is not made.
-        e.rec.restart_due_ms = 0;
-        Ok(e.rec.clone())
+        self.inner.sessions.usable(name, |e| {
+            e.stopping = true;
+            // Stopped or restarted by hand: a restart after a failure that was due is not made.
+            e.rec.restart_due_ms = 0;
+            e.rec.clone()
+        })
     }
 
     pub(crate) async fn restart_inner(
@@ -46,22 +46,21 @@ impl Daemon {
     ) -> Result<SessionRecord, CoreError> {
         // An exited session that starts again counts against the limits like a new one.
         let capped_owner = self.get(name).ok().map(|r| self.capped_owner(&r.owner));
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = usable(&mut sessions, name)?;
+        // A transaction: an exited session's room under the limits is counted over every
+        // session, and the reservation is made before another start can take that room.
+        let rec = self.inner.sessions.transaction(|sessions| {
+            let e = usable(sessions, name)?;
             let exited = e.rec.state.is_exited();
             if exited && let Some(owner) = &capped_owner {
-                self.check_limits(&sessions, name, owner.as_ref())?;
+                self.check_limits(sessions, name, owner.as_ref())?;
             }
-            let e = usable(&mut sessions, name)?;
+            let e = usable(sessions, name)?;
             e.stopping = true;
             e.rec.restart_due_ms = 0;
-            e.rec.clone()
-        };
+            Ok::<_, CoreError>(e.rec.clone())
+        })?;
         let release = |d: &Daemon| {
-            if let Some(e) = lock(&d.inner.sessions).get_mut(name) {
-                e.stopping = false;
-            }
+            d.inner.sessions.unreserve(name);
             d.start_watcher(name);
         };
         if rec.unmanaged {
@@ -141,28 +140,25 @@ impl Daemon {
             match free_local_port() {
                 Ok(p) => fresh.api_port = p,
                 Err(e) => {
-                    if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
-                        entry.stopping = false;
-                    }
+                    self.inner.sessions.unreserve(name);
                     self.mark_exited(name, outcome.exit_status, "restart failed: no free port");
                     self.persist();
                     return Err(CoreError::NoPort(e));
                 }
             }
         }
-        {
-            let mut sessions = lock(&self.inner.sessions);
+        self.inner.sessions.replace(name, |old| {
             let mut e = Entry::new(fresh.clone());
             e.stopping = true;
             // The restarts after failures count across restarts (a crash loop is one loop).
             // So do a wake under way, and what was queued while the CLI was being stopped.
-            if let Some(old) = sessions.get_mut(name) {
-                e.rt.crash_restarts = std::mem::take(&mut old.rt.crash_restarts);
+            if let Some(old) = old {
+                e.rt.crash_restarts = old.rt.crash_restarts;
                 e.rt.waking = old.rt.waking;
-                e.rec.queue = std::mem::take(&mut old.rec.queue);
+                e.rec.queue = old.rec.queue;
             }
-            sessions.insert(name.to_string(), e);
-        }
+            e
+        });
         self.set_state(
             name,
             State::Starting,
@@ -184,9 +180,7 @@ impl Daemon {
         match self.create_tmux_session(&fresh, &cli, &req, resume).await {
             Ok(s) => self.launched(name, s).await,
             Err(e) => {
-                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
-                    entry.stopping = false;
-                }
+                self.inner.sessions.unreserve(name);
                 self.mark_exited(name, None, &format!("restart failed: {e}"));
                 self.persist();
                 Err(e)

@@ -8,7 +8,6 @@ use crate::automation::routing::{Choice, session_name};
 use crate::automation::{DeciderInput, DeciderPrompt, Verdict, run_decider};
 use crate::core::{Daemon, SpawnRequest};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 
 /// A task to route.
@@ -129,10 +128,11 @@ impl Daemon {
             });
         }
         let name = if task.name.is_empty() {
-            let sessions = lock(&self.inner.sessions);
+            // The names in use, from one look at the table (sorted, as it keeps them).
+            let sessions = self.inner.sessions.names();
             let declared = self.live().config.sessions.clone();
             session_name(&choice.cli, &|n| {
-                sessions.contains_key(n) || declared.iter().any(|d| d.name == n)
+                sessions.iter().any(|s| s == n) || declared.iter().any(|d| d.name == n)
             })
         } else {
             task.name.clone()

@@ -9,7 +9,6 @@ use tracing::warn;
 
 use crate::cli::OnTurnTimeout;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
@@ -34,10 +33,14 @@ impl Daemon {
 
     /// How long session `name`'s running turn has been working, if it is.
     pub(crate) fn working_for(&self, name: &str) -> Option<Duration> {
-        lock(&self.inner.sessions)
-            .get(name)
-            .filter(|e| matches!(e.rec.state, State::Working | State::Waiting))
-            .and_then(turn_age)
+        self.inner
+            .sessions
+            .get(name, |e| {
+                Some(e)
+                    .filter(|e| matches!(e.rec.state, State::Working | State::Waiting))
+                    .and_then(turn_age)
+            })
+            .flatten()
             .map(|(_, age)| age)
     }
 
@@ -45,19 +48,13 @@ impl Daemon {
     /// turn: a notice, then the action.
     pub(crate) async fn check_turn_timeout(&self, name: &str, target: &str) {
         let d = &self.inner.settings.config.daemon;
-        let (working, cli, id, silent) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let timed_out = self.inner.sessions.update(name, |e| {
             if e.rec.state != State::Working {
-                return;
+                return None;
             }
-            let Some((started, age)) = turn_age(e) else {
-                return;
-            };
+            let (started, age) = turn_age(e)?;
             if e.rt.timed_out_turn == Some(started) {
-                return;
+                return None;
             }
             let spec = self.cli(&e.rec.cli).ok();
             let limit = spec
@@ -65,19 +62,22 @@ impl Daemon {
                 .and_then(|c| c.turn_timeout)
                 .unwrap_or(d.turn_timeout);
             if limit.is_zero() || age < limit {
-                return;
+                return None;
             }
             e.rt.timed_out_turn = Some(started);
             let action = spec
                 .as_ref()
                 .and_then(|c| c.on_turn_timeout)
                 .unwrap_or(d.on_turn_timeout);
-            (
+            Some((
                 age,
                 (e.rec.cli.clone(), action),
                 e.rec.id.clone(),
                 e.rt.turn.last_output.elapsed(),
-            )
+            ))
+        });
+        let Some((working, cli, id, silent)) = timed_out.flatten() else {
+            return;
         };
         let (cli, action) = cli;
         let tail = self.screen_tail(name, target).await;

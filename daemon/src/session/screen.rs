@@ -21,13 +21,8 @@ impl Daemon {
         let mut events: Vec<EventKind> = Vec::new();
         let mut state_to: Option<(State, &'static str)> = None;
         let mut new_mode_warning: Option<String> = None;
-        let id;
-        {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = running(&mut sessions, name) else {
-                return;
-            };
-            id = e.rec.id.clone();
+        let id = self.inner.sessions.update_running(name, |e| {
+            let id = e.rec.id.clone();
             let now = Instant::now();
             // A CLI that runs its tools without asking: its chats are told once, since no
             // permission prompt will ever reach them.
@@ -236,7 +231,11 @@ impl Daemon {
                     kind: kind.clone(),
                 });
             }
-        }
+            id
+        });
+        let Some(id) = id else {
+            return;
+        };
         if let Some((to, reason)) = state_to {
             self.set_state(name, to, reason);
         }
@@ -259,7 +258,7 @@ impl Daemon {
         if recovered_turn {
             // The reply is read from the CLI's records off the async workers; the turn ends
             // once it is read.
-            let rec = lock(&self.inner.sessions).get(name).map(|e| e.rec.clone());
+            let rec = self.inner.sessions.record(name);
             let (d, name) = (self.clone(), name.to_string());
             self.in_background(async move {
                 let text = match rec {

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use tracing::{info, warn};
 
 use crate::core::Daemon;
-use crate::locking::lock;
 
 use super::shared::reply_from_screen;
 
@@ -77,9 +76,10 @@ impl Daemon {
         anchor: Option<i64>,
         input_lines: usize,
     ) -> String {
-        let (id, input) = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| (e.rec.id.clone(), e.rec.last_input.clone()))
+        let (id, input) = self
+            .inner
+            .sessions
+            .get(name, |e| (e.rec.id.clone(), e.rec.last_input.clone()))
             .unwrap_or_default();
         // The copy is read only when the screen lost the turn's start (rarely): a turn's end
         // costs no read of it otherwise.

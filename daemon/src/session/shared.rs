@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::core::Entry;
 use crate::error::CoreError;
 use crate::model::Prompt;
 
@@ -67,16 +66,6 @@ pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt) -> Prompt {
         context: sp.context.clone(),
         ..Default::default()
     }
-}
-
-/// The session's entry while its CLI runs and nobody is stopping it.
-pub(crate) fn running<'a>(
-    sessions: &'a mut std::collections::BTreeMap<String, Entry>,
-    name: &str,
-) -> Option<&'a mut Entry> {
-    sessions
-        .get_mut(name)
-        .filter(|e| !e.stopping && !e.rec.state.is_exited())
 }
 
 pub(crate) fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {

@@ -27,7 +27,7 @@ impl Daemon {
         self.spawn_inner(req).instrument(span).await
     }
 
-    pub(crate) async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+    async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
@@ -115,21 +115,21 @@ impl Daemon {
         };
         let capped_owner = self.capped_owner(&req.owner);
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
-        {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the name is checked free and the limits counted over every session,
+        // and the name taken, as one step.
+        self.inner.sessions.transaction(|sessions| {
             if sessions.contains_key(&req.name) {
-                return Err(CoreError::AlreadyExists(req.name));
+                return Err(CoreError::AlreadyExists(req.name.clone()));
             }
-            self.check_limits(&sessions, &req.name, capped_owner.as_ref())?;
+            self.check_limits(sessions, &req.name, capped_owner.as_ref())?;
             let mut e = Entry::new(rec.clone());
             e.stopping = true; // not usable until it exists
             sessions.insert(req.name.clone(), e);
-        }
+            Ok(())
+        })?;
         let result = self.create_tmux_session(&rec, &cli, &req, false).await;
-        let mut sessions = lock(&self.inner.sessions);
         match result {
             Ok(s) => {
-                drop(sessions);
                 // A new session under a name someone else held before gets none of their chats:
                 // a chat user's session keeps only the chats they bound; the machine user's
                 // keeps those of the machine's user and the admins.
@@ -158,7 +158,7 @@ impl Daemon {
                 self.launched(&req.name, s).await
             }
             Err(e) => {
-                sessions.remove(&req.name);
+                self.inner.sessions.remove(&req.name);
                 Err(e)
             }
         }
@@ -170,17 +170,13 @@ impl Daemon {
         name: &str,
         s: MuxSession,
     ) -> Result<SessionRecord, CoreError> {
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let e = sessions
-                .get_mut(name)
-                .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
+        let rec = self.inner.sessions.try_update(name, |e| {
             e.rec.tmux_id = s.id;
             e.rec.pane = s.pane;
             e.rec.pid = s.pid;
             e.stopping = false;
-            e.rec.clone()
-        };
+            Ok(e.rec.clone())
+        })?;
         self.event(
             &rec.name,
             &rec.id,
@@ -228,7 +224,7 @@ impl Daemon {
     }
 
     /// Resolves and confines a working directory.
-    pub(crate) fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
+    fn resolve_dir(&self, requested: &str, cli: &CliSpec) -> Result<PathBuf, CoreError> {
         let raw = if requested.is_empty() {
             match &cli.dir {
                 Some(d) => expand_home(d),
@@ -418,9 +414,9 @@ impl Daemon {
         // have chosen what the program name resolves to) nor for a plain program.
         let probe = !jailed && cli.adapter != "generic";
         let version = crate::cli::version::read(&cli.adapter, &program, &version_argv, probe).await;
-        if let Some(e) = lock(&self.inner.sessions).get_mut(&rec.name) {
-            e.rec.cli_version = version;
-        }
+        self.inner
+            .sessions
+            .update(&rec.name, |e| e.rec.cli_version = version);
         env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
         let (argv, env) = self.through_launcher(&rec.id, argv, env, jailed)?;
         let meta = SessionMeta {
@@ -474,7 +470,7 @@ impl Daemon {
     /// Keeps a session's hook token in its tmux environment, for a daemon that loses its
     /// registry (see `recover_links`). Only over the control connection, which may still be
     /// attaching right after the first spawn: tried for a few seconds.
-    pub(crate) fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
+    fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
         let (mux, id, token) = (
             self.inner.mux.clone(),
             tmux_id.to_string(),
@@ -565,7 +561,7 @@ impl Daemon {
     }
 
     /// The PATH of tmux's global environment (what new sessions inherit), read now and kept.
-    pub(crate) async fn fresh_global_path(&self) -> String {
+    async fn fresh_global_path(&self) -> String {
         let path = match self.inner.mux.environment(None).await {
             Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
             _ => std::env::var("PATH").unwrap_or_default(),

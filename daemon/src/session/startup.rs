@@ -8,7 +8,6 @@ use crate::config::Settings;
 use crate::core::Daemon;
 use crate::core::bus::{Bus, Subscriber};
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::{Event, EventKind};
 use crate::tmux::Mux;
@@ -62,25 +61,20 @@ impl Daemon {
         // A prompt that was being answered automatically when the last daemon stopped: its
         // answer may never have been given. It is looked at again (the rules and the decider
         // run anew; what they leave goes to the chats), never left waiting unseen.
-        let unfinished: Vec<(String, String, crate::model::Prompt)> = lock(&daemon.inner.sessions)
-            .values()
-            .filter_map(|e| {
+        let unfinished: Vec<(String, String, crate::model::Prompt)> =
+            daemon.inner.sessions.filter_map(|e| {
                 let p = e.rec.prompt.clone().filter(|p| !p.auto.is_empty())?;
                 Some((e.rec.name.clone(), e.rec.id.clone(), p))
-            })
-            .collect();
+            });
         for (name, id, p) in unfinished {
             daemon.event(&name, &id, EventKind::Waiting { prompt: p });
         }
-        let names: Vec<String> = {
-            let mut sessions = lock(&daemon.inner.sessions);
-            for e in sessions.values_mut() {
-                if !e.rec.idle_program.is_empty() {
-                    e.rt.idle_foreground = Some(e.rec.idle_program.clone());
-                }
-                if e.rec.state != State::Working {
-                    continue;
-                }
+        // Every session is prepared, and named for its watcher, in one sweep.
+        let names: Vec<String> = daemon.inner.sessions.filter_map_mut(|e| {
+            if !e.rec.idle_program.is_empty() {
+                e.rt.idle_foreground = Some(e.rec.idle_program.clone());
+            }
+            if e.rec.state == State::Working {
                 // The turn ran on while no daemon watched: time and the screen finish it, its
                 // output read from where it began.
                 e.rt.turn.started = Some(Instant::now());
@@ -97,8 +91,8 @@ impl Daemon {
                         .and_then(|c| c.program_name());
                 }
             }
-            sessions.keys().cloned().collect()
-        };
+            Some(e.rec.name.clone())
+        });
         for n in names {
             daemon.start_watcher(&n);
         }

@@ -7,7 +7,6 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::store::events::EventKind;
 use crate::tmux::{MuxError, MuxSession};
@@ -45,7 +44,7 @@ impl Daemon {
                         forced: outcome.forced,
                     },
                 );
-                lock(&self.inner.sessions).remove(name);
+                self.inner.sessions.remove(name);
                 self.close_server_if_unused(&rec.server).await;
                 self.remove_session_files(&rec.id);
                 self.persist();
@@ -53,9 +52,7 @@ impl Daemon {
                 Ok(outcome)
             }
             Err(e) => {
-                if let Some(entry) = lock(&self.inner.sessions).get_mut(name) {
-                    entry.stopping = false;
-                }
+                self.inner.sessions.unreserve(name);
                 self.start_watcher(name);
                 Err(e)
             }
@@ -206,10 +203,7 @@ impl Daemon {
         None
     }
 
-    pub(crate) async fn find_tmux(
-        &self,
-        rec: &SessionRecord,
-    ) -> Result<Option<MuxSession>, MuxError> {
+    async fn find_tmux(&self, rec: &SessionRecord) -> Result<Option<MuxSession>, MuxError> {
         if !rec.server.is_empty() {
             // Adopted in place: its pane, with the same process (pane ids are reused after
             // the server restarts).
@@ -249,7 +243,7 @@ impl Daemon {
         {
             warn!(session = %name, "cannot stop following the released session in tmux: {e}");
         }
-        lock(&self.inner.sessions).remove(name);
+        self.inner.sessions.remove(name);
         self.close_server_if_unused(&rec.server).await;
         self.remove_session_files(&rec.id);
         self.event(name, &rec.id, EventKind::Released);
@@ -259,7 +253,7 @@ impl Daemon {
     }
 
     /// Per-session files (generated CLI settings) go with the session.
-    pub(crate) fn remove_session_files(&self, id: &str) {
+    fn remove_session_files(&self, id: &str) {
         self.drop_hook_socket(id);
         if let Err(e) = self.inner.queues.remove(id) {
             warn!("cannot remove the queued input of session {id}: {e}");
@@ -305,12 +299,16 @@ impl Daemon {
     /// itself (a crash): children that ignored the SIGHUP would otherwise pile up with each
     /// restart.
     fn end_what_was_left(&self, name: &str) {
-        let leader = lock(&self.inner.sessions)
-            .get(name)
-            // Only a CLI clibot started: an adopted pane's session is a person's shell, whose
-            // `nohup` jobs are theirs.
-            .filter(|e| e.rec.server.is_empty() && !e.rec.unmanaged && !e.rec.adopted)
-            .map_or(0, |e| e.rec.pid);
+        let leader = self
+            .inner
+            .sessions
+            .get(name, |e| {
+                // Only a CLI clibot started: an adopted pane's session is a person's shell,
+                // whose `nohup` jobs are theirs.
+                (e.rec.server.is_empty() && !e.rec.unmanaged && !e.rec.adopted).then_some(e.rec.pid)
+            })
+            .flatten()
+            .unwrap_or(0);
         if leader == 0 {
             return;
         }
@@ -348,33 +346,30 @@ impl Daemon {
         reason: &str,
         output: String,
     ) -> bool {
-        let id = {
-            let mut sessions = lock(&self.inner.sessions);
-            match sessions.get_mut(name) {
-                Some(e) if !e.rec.state.is_exited() => {
-                    e.rec.exit_status = status;
-                    e.rec.exit_reason = reason.to_string();
-                    e.rec.id.clone()
-                }
-                _ => return false,
+        let id = self.inner.sessions.update(name, |e| {
+            if e.rec.state.is_exited() {
+                return None;
             }
+            e.rec.exit_status = status;
+            e.rec.exit_reason = reason.to_string();
+            Some(e.rec.id.clone())
+        });
+        let Some(id) = id.flatten() else {
+            return false;
         };
         info!(session = name, ?status, "{reason}");
         self.stop_watcher(name);
         self.end_what_was_left(name);
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+        self.inner.sessions.update(name, |e| {
             // A hook still waiting for an answer will get none: the CLI is gone.
             for (_, (tx, _)) in e.rt.waiters.drain() {
                 let _ = tx.send(String::new());
             }
             e.rec.prompt = None;
-        }
+        });
         self.set_state(name, to, reason);
         let kind = if to == State::Hibernated {
-            let cli = lock(&self.inner.sessions)
-                .get(name)
-                .map(|e| e.rec.cli.clone())
-                .unwrap_or_default();
+            let cli = self.inner.sessions.cli_of(name).unwrap_or_default();
             EventKind::Hibernated {
                 reason: reason.to_string(),
                 resumes: self.resumes_conversations(&cli),
@@ -406,9 +401,10 @@ impl Daemon {
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let (seen, id) = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| (tail_lines(&e.rt.last_screen), e.rec.id.clone()))
+        let (seen, id) = self
+            .inner
+            .sessions
+            .get(name, |e| (tail_lines(&e.rt.last_screen), e.rec.id.clone()))
             .unwrap_or_default();
         if !seen.is_empty() || id.is_empty() {
             return seen;

@@ -9,33 +9,33 @@
 use tracing::info;
 
 use crate::core::Daemon;
-use crate::locking::lock;
 use crate::model::State;
 
 impl Daemon {
     /// Called once at start, after every session is watched again.
     pub(crate) fn take_up_at_start(&self) {
-        let (ready, sleeping): (Vec<String>, Vec<String>) = {
-            let sessions = lock(&self.inner.sessions);
-            let with_queue = |s: State| {
-                sessions
-                    .values()
-                    .filter(move |e| e.rec.state == s && !e.rec.queue.is_empty() && !e.stopping)
-                    .map(|e| e.rec.name.clone())
-            };
-            (
-                with_queue(State::Idle)
-                    .chain(with_queue(State::Error))
-                    .collect(),
-                with_queue(State::Hibernated).collect(),
-            )
+        // From one look at the table: each session with input queued, and its state.
+        let queued = self.inner.sessions.filter_map(|e| {
+            (!e.rec.queue.is_empty() && !e.stopping).then(|| (e.rec.state, e.rec.name.clone()))
+        });
+        let with_queue = |s: State| {
+            queued
+                .iter()
+                .filter(move |(state, _)| *state == s)
+                .map(|(_, name)| name.clone())
         };
+        let (ready, sleeping): (Vec<String>, Vec<String>) = (
+            with_queue(State::Idle)
+                .chain(with_queue(State::Error))
+                .collect(),
+            with_queue(State::Hibernated).collect(),
+        );
         for name in ready {
             info!(session = %name, "input was queued for a ready session: typed now");
-            if let Some(e) = lock(&self.inner.sessions).get_mut(&name) {
+            self.inner.sessions.update(&name, |e| {
                 e.rt.maybe_half_typed = true;
                 e.rt.maybe_entered = std::mem::take(&mut e.rec.queue_entering);
-            }
+            });
             self.deliver_queued(&name);
         }
         for name in sleeping {

@@ -6,7 +6,6 @@ use tracing::{info, warn};
 
 use crate::core::*;
 use crate::keys::Key;
-use crate::locking::lock;
 use crate::model::{State, TurnEnd};
 use crate::store::events::EventKind;
 
@@ -16,14 +15,8 @@ impl Daemon {
     pub(crate) async fn on_tick(&self, name: &str, target: &str) {
         let now = Instant::now();
         let idle_end = Duration::from_millis(self.inner.settings.config.daemon.idle_turn_end_ms);
-        let (id, out, publish) = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = running(&mut sessions, name) else {
-                return;
-            };
-            let Some(caps) = self.turn_caps(e) else {
-                return;
-            };
+        let ticked = self.inner.sessions.update_running(name, |e| {
+            let caps = self.turn_caps(e)?;
             let facts = crate::turn::Facts {
                 state: e.rec.state,
                 stalled: e.rec.stalled,
@@ -34,7 +27,10 @@ impl Daemon {
                 e.rec.stalled = true;
             }
             let publish = out.publish_prompt.then(|| e.rec.prompt.clone()).flatten();
-            (e.rec.id.clone(), out, publish)
+            Some((e.rec.id.clone(), out, publish))
+        });
+        let Some((id, out, publish)) = ticked.flatten() else {
+            return;
         };
         let crate::turn::TickOutcome {
             stalled,
@@ -67,13 +63,8 @@ impl Daemon {
         self.check_turn_timeout(name, target).await;
         if retry_enter {
             info!("no visible change after Enter; pressing Enter once more");
-            let input = lock(&self.inner.sessions)
-                .get(name)
-                .map(|e| e.input.clone());
-            let cli = lock(&self.inner.sessions)
-                .get(name)
-                .map(|e| e.rec.cli.clone())
-                .unwrap_or_default();
+            let input = self.inner.sessions.input_lock(name);
+            let cli = self.inner.sessions.cli_of(name).unwrap_or_default();
             if let Some(input) = input {
                 let _g = input.lock().await;
                 // Never an Enter into a dialog that came up meanwhile: it would answer it.
@@ -95,11 +86,7 @@ impl Daemon {
         if let Some((anchor, input_lines)) = complete_from_screen {
             // Quiet, but is a command still running in the foreground (a shell's `sleep 10`)?
             let fg = self.mux_of(name).foreground(target).await.ok();
-            let still_running = {
-                let mut sessions = lock(&self.inner.sessions);
-                let Some(e) = sessions.get_mut(name) else {
-                    return;
-                };
+            let still_running = self.inner.sessions.update(name, |e| {
                 // The CLI's own program in the foreground is the CLI at rest, whatever was
                 // learned (a read taken while its launcher was still starting it names the
                 // launcher): the record is corrected.
@@ -117,8 +104,9 @@ impl Daemon {
                     }
                     _ => false,
                 }
-            };
-            if still_running {
+            });
+            // Gone meanwhile, or not over.
+            if still_running.unwrap_or(true) {
                 return;
             }
             let text = self.screen_reply(name, target, anchor, input_lines).await;
@@ -130,30 +118,30 @@ impl Daemon {
     /// and no completion hook came (lost, or never sent). Looked at once more; if it still
     /// looks idle, the turn ends with the reply from the CLI's transcript (when it keeps one
     /// and it holds a new reply), and the next queued input goes.
-    pub(crate) async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
-        let Some((cli, pack)) = lock(&self.inner.sessions).get(name).and_then(|e| {
+    async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
+        let kind = self.inner.sessions.get(name, |e| {
             self.kind_of(&e.rec.cli)
                 .map(|(_, p)| (e.rec.cli.clone(), p))
-        }) else {
+        });
+        let Some((cli, pack)) = kind.flatten() else {
             return;
         };
         let Ok(screen) = self.mux_of(name).capture(target, None, false).await else {
             return;
         };
         let a = pack.analyze(&screen);
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = running(&mut sessions, name) else {
-                return;
-            };
+        let rec = self.inner.sessions.update_running(name, |e| {
             if !(a.settled && a.prompt.is_none())
                 || e.rec.state != State::Working
                 || e.rec.prompt.is_some()
             {
                 e.rt.turn.not_idle();
-                return;
+                return None;
             }
-            e.rec.clone()
+            Some(e.rec.clone())
+        });
+        let Some(rec) = rec.flatten() else {
+            return;
         };
         // A turn cancelled or failed may end without its completion signal by design (Copilot
         // CLI's): only one whose screen shows neither is a detection failure.
@@ -172,9 +160,7 @@ impl Daemon {
             "the CLI looks idle but its completion hook never came; ending the turn"
         );
         self.complete_turn(name, reply, TurnEnd::Idle);
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-            e.rt.turn.net_ended();
-        }
+        self.inner.sessions.update(name, |e| e.rt.turn.net_ended());
     }
 
     /// Records a finished turn and moves on to the next queued input.
@@ -201,9 +187,10 @@ impl Daemon {
             );
             return;
         }
-        let cancel_by = lock(&self.inner.sessions)
-            .get(name)
-            .map(|e| (e.rt.cancelling, e.rec.cancel_by.clone()));
+        let cancel_by = self
+            .inner
+            .sessions
+            .get(name, |e| (e.rt.cancelling, e.rec.cancel_by.clone()));
         match cancel_by {
             // This daemon's cancel is interrupting the turn: it reports the end.
             Some((true, _)) => {
@@ -225,13 +212,9 @@ impl Daemon {
             }
             _ => {}
         }
-        let id = {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let id = self.inner.sessions.update(name, |e| {
             if once && e.rt.turn.started.is_none() {
-                return;
+                return None;
             }
             e.rt.turn.completed(Instant::now());
             e.rec.turn_anchor = None;
@@ -242,7 +225,10 @@ impl Daemon {
                 remember_resolved(&mut e.rt.resolved, &p.id, "cli");
             }
             self.inner.metrics.turn_completed(name, &e.rec.cli);
-            e.rec.id.clone()
+            Some(e.rec.id.clone())
+        });
+        let Some(id) = id.flatten() else {
+            return;
         };
         let ev = self.event_full(
             name,
@@ -262,12 +248,12 @@ impl Daemon {
         } = ev.kind
         {
             let long = !blob_id.is_empty();
-            if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
+            self.inner.sessions.update(name, |e| {
                 e.rec.last_reply = Some(text);
                 e.rec.last_reply_seq = ev.seq;
                 e.rec.last_reply_blob = blob_id;
                 e.rec.last_reply_bytes = full_bytes;
-            }
+            });
             if long {
                 self.expire_blobs();
             }

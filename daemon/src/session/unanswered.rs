@@ -15,7 +15,6 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::chat::chats::Binding;
 use crate::cli::OnPromptTimeout;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::Prompt;
 use crate::store::events::EventKind;
 
@@ -41,63 +40,56 @@ impl Daemon {
     pub(crate) async fn check_unanswered(&self) {
         let d = &self.inner.settings.config.daemon;
         let now = crate::store::now_ms();
-        let mut due = Vec::new();
-        {
-            let mut sessions = lock(&self.inner.sessions);
-            for e in sessions.values_mut() {
-                if e.rec.state.is_exited() {
-                    continue;
-                }
-                let pol = self.cli(&e.rec.cli).map(|c| c.prompts).unwrap_or_default();
-                let Some(p) = e.rec.prompt.as_mut() else {
-                    continue;
-                };
-                // Not yet shown, or being answered by a rule or the decider.
-                if p.since_ms <= 0 || !p.auto.is_empty() {
-                    continue;
-                }
-                let age = Duration::from_millis(u64::try_from(now - p.since_ms).unwrap_or(0));
-                let remind_after = pol.remind_after.unwrap_or(d.remind_after);
-                let escalate_after = pol.escalate_after.unwrap_or(d.escalate_after);
-                let timeout = pol.prompt_timeout.unwrap_or(d.prompt_timeout);
-                let remind = (!remind_after.is_zero())
-                    .then(|| {
-                        u32::try_from(age.as_millis() / remind_after.as_millis())
-                            .unwrap_or(u32::MAX)
-                    })
-                    .filter(|n| *n > p.reminded);
-                if let Some(n) = remind {
-                    p.reminded = n;
-                }
-                let escalate = !escalate_after.is_zero() && age >= escalate_after && !p.escalated;
-                if escalate {
-                    p.escalated = true;
-                    if e.rt.escalated.len() >= ESCALATED_KEPT {
-                        e.rt.escalated.pop_front();
-                    }
-                    e.rt.escalated.push_back(p.id.clone());
-                }
-                let timeout = (!timeout.is_zero() && age >= timeout && !p.timed_out)
-                    .then(|| pol.on_prompt_timeout.unwrap_or(d.on_prompt_timeout));
-                if timeout.is_some() {
-                    p.timed_out = true;
-                }
-                if remind.is_some() || escalate || timeout.is_some() {
-                    due.push(Due {
-                        name: e.rec.name.clone(),
-                        session_id: e.rec.id.clone(),
-                        cli: e.rec.cli.clone(),
-                        unmanaged: e.rec.unmanaged,
-                        prompt: p.clone(),
-                        age,
-                        // An escalation or a timeout shows the prompt anyway: no reminder too.
-                        remind: remind.filter(|_| !escalate && timeout.is_none()),
-                        escalate,
-                        timeout,
-                    });
-                }
+        // Each prompt's reminders, escalation and timeout are marked as they are found due, in
+        // one sweep: a prompt is never made due twice.
+        let due = self.inner.sessions.filter_map_mut(|e| {
+            if e.rec.state.is_exited() {
+                return None;
             }
-        }
+            let pol = self.cli(&e.rec.cli).map(|c| c.prompts).unwrap_or_default();
+            let p = e.rec.prompt.as_mut()?;
+            // Not yet shown, or being answered by a rule or the decider.
+            if p.since_ms <= 0 || !p.auto.is_empty() {
+                return None;
+            }
+            let age = Duration::from_millis(u64::try_from(now - p.since_ms).unwrap_or(0));
+            let remind_after = pol.remind_after.unwrap_or(d.remind_after);
+            let escalate_after = pol.escalate_after.unwrap_or(d.escalate_after);
+            let timeout = pol.prompt_timeout.unwrap_or(d.prompt_timeout);
+            let remind = (!remind_after.is_zero())
+                .then(|| {
+                    u32::try_from(age.as_millis() / remind_after.as_millis()).unwrap_or(u32::MAX)
+                })
+                .filter(|n| *n > p.reminded);
+            if let Some(n) = remind {
+                p.reminded = n;
+            }
+            let escalate = !escalate_after.is_zero() && age >= escalate_after && !p.escalated;
+            if escalate {
+                p.escalated = true;
+                if e.rt.escalated.len() >= ESCALATED_KEPT {
+                    e.rt.escalated.pop_front();
+                }
+                e.rt.escalated.push_back(p.id.clone());
+            }
+            let timeout = (!timeout.is_zero() && age >= timeout && !p.timed_out)
+                .then(|| pol.on_prompt_timeout.unwrap_or(d.on_prompt_timeout));
+            if timeout.is_some() {
+                p.timed_out = true;
+            }
+            (remind.is_some() || escalate || timeout.is_some()).then(|| Due {
+                name: e.rec.name.clone(),
+                session_id: e.rec.id.clone(),
+                cli: e.rec.cli.clone(),
+                unmanaged: e.rec.unmanaged,
+                prompt: p.clone(),
+                age,
+                // An escalation or a timeout shows the prompt anyway: no reminder too.
+                remind: remind.filter(|_| !escalate && timeout.is_none()),
+                escalate,
+                timeout,
+            })
+        });
         if due.is_empty() {
             return;
         }
@@ -207,16 +199,14 @@ impl Daemon {
                 }
             }
             OnPromptTimeout::Decider => {
-                {
-                    let mut sessions = lock(&self.inner.sessions);
-                    let Some(e) = sessions.get_mut(&d.name) else {
-                        return;
-                    };
-                    let Some(cur) = e.rec.prompt.as_mut().filter(|c| c.id == p.id) else {
-                        return;
-                    };
+                let marked = self.inner.sessions.update(&d.name, |e| {
+                    let cur = e.rec.prompt.as_mut().filter(|c| c.id == p.id)?;
                     cur.auto = "decider".into();
                     e.rt.auto_for = Some((p.id.clone(), "decider".into()));
+                    Some(())
+                });
+                if marked.flatten().is_none() {
+                    return;
                 }
                 self.ask_decider(&d.name, p.clone()).await;
             }
@@ -232,10 +222,14 @@ impl Daemon {
     /// Where event `seq` of `session` goes on `platform` besides the session's own chats: a
     /// prompt's escalation, and how an escalated prompt ended, go to the admins' chats.
     pub fn escalation_bindings(&self, platform: &str, session: &str, seq: u64) -> Vec<Binding> {
-        let escalated: Vec<String> = match lock(&self.inner.sessions).get(session) {
-            Some(e) if !e.rt.escalated.is_empty() => e.rt.escalated.iter().cloned().collect(),
-            _ => return Vec::new(),
-        };
+        let escalated: Vec<String> = self
+            .inner
+            .sessions
+            .get(session, |e| e.rt.escalated.iter().cloned().collect())
+            .unwrap_or_default();
+        if escalated.is_empty() {
+            return Vec::new();
+        }
         let read = self.inner.events.read_after(seq.saturating_sub(1), 1);
         let Some(ev) = read.events.first().filter(|ev| ev.seq == seq) else {
             return Vec::new();

@@ -11,6 +11,7 @@
 //! are answered through the hook's decision (Claude Code, Codex) or only watched (Gemini CLI),
 //! by admins and the machine's user; nothing automatic answers them.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -19,7 +20,6 @@ use tracing::{Instrument, debug, info, info_span};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::store::events::EventKind;
 use crate::store::now_ms;
@@ -53,15 +53,13 @@ impl Daemon {
         super::shared::check_payload_shape(payload)?;
         let payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
-        let managed = lock(&self.inner.sessions)
-            .values()
-            .find(|e| {
-                !e.rec.unmanaged
-                    && !e.rec.state.is_exited()
-                    && e.rec.pid != 0
-                    && chain.contains(&(e.rec.pid as i32))
-            })
-            .map(|e| (e.rec.name.clone(), e.rec.cli.clone()));
+        let managed = self.inner.sessions.find_map(|e| {
+            (!e.rec.unmanaged
+                && !e.rec.state.is_exited()
+                && e.rec.pid != 0
+                && chain.contains(&(e.rec.pid as i32)))
+            .then(|| (e.rec.name.clone(), e.rec.cli.clone()))
+        });
         let name = match managed {
             // Its hooks speak the session's CLI's language only.
             Some((name, session_cli)) if session_cli == cli => name,
@@ -110,18 +108,19 @@ impl Daemon {
             .find_map(|k| payload.get(*k).and_then(Value::as_str))
             .unwrap_or("")
             .to_string();
-        let rec = {
-            let mut sessions = lock(&self.inner.sessions);
+        // A transaction: the name is checked and taken (or the session found already there
+        // updated) as one step, so that two hooks of one CLI make one session.
+        let rec = self.inner.sessions.transaction(|sessions| {
             match sessions.get_mut(&name) {
                 Some(e) if e.rec.unmanaged && !e.rec.state.is_exited() => {
                     if !conversation.is_empty() {
                         e.rec.cli_session_id = conversation;
                     }
-                    return name;
+                    return ControlFlow::Break(name.clone());
                 }
                 // A session clibot manages holds the name (one from before names were
                 // reserved): it is never replaced by a terminal's CLI.
-                Some(e) if !e.rec.unmanaged => return String::new(),
+                Some(e) if !e.rec.unmanaged => return ControlFlow::Break(String::new()),
                 _ => {}
             }
             let now = now_ms();
@@ -139,7 +138,12 @@ impl Daemon {
                 ..Default::default()
             };
             sessions.insert(name.clone(), Entry::new(rec.clone()));
-            rec
+            ControlFlow::Continue(rec)
+        });
+        // Found there already, or the name is not to be had: what the hook is told.
+        let rec = match rec {
+            ControlFlow::Continue(rec) => rec,
+            ControlFlow::Break(answer) => return answer,
         };
         let how = if crate::cli::adapter(cli).answers_through_hooks() {
             "its permission prompts can be answered here"
@@ -162,19 +166,17 @@ impl Daemon {
     }
 
     /// The CLI of unmanaged session `name` ended (its `SessionEnd`, or its process is gone).
-    pub(crate) fn end_unmanaged(&self, name: &str) {
+    fn end_unmanaged(&self, name: &str) {
         self.mark_exited(name, None, "the CLI ended");
         // Nothing of it stays to act on: it leaves the list (its events stay in the log).
-        lock(&self.inner.sessions).remove(name);
+        self.inner.sessions.remove(name);
     }
 
     /// The safety net for unmanaged sessions: one whose process is gone ended.
     pub(crate) fn check_unmanaged(&self) {
-        let gone: Vec<String> = lock(&self.inner.sessions)
-            .values()
-            .filter(|e| e.rec.unmanaged && !crate::procs::alive(e.rec.pid))
-            .map(|e| e.rec.name.clone())
-            .collect();
+        let gone: Vec<String> = self.inner.sessions.filter_map(|e| {
+            (e.rec.unmanaged && !crate::procs::alive(e.rec.pid)).then(|| e.rec.name.clone())
+        });
         for name in gone {
             self.end_unmanaged(&name);
         }

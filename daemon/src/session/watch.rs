@@ -9,7 +9,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use crate::cli::Adapter;
 use crate::cli::detect::Pack;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::State;
 use crate::tmux::{MuxError, WatchEvent};
 
@@ -26,15 +25,15 @@ impl Daemon {
     /// Starts the session's watcher (idempotent).
     pub(crate) fn start_watcher(&self, name: &str) {
         let token = CancellationToken::new();
-        {
-            let mut sessions = lock(&self.inner.sessions);
-            let Some(e) = sessions.get_mut(name) else {
-                return;
-            };
+        let started = self.inner.sessions.update(name, |e| {
             if e.rec.state.is_exited() || e.rt.watcher.is_some() {
-                return;
+                return false;
             }
             e.rt.watcher = Some(token.clone());
+            true
+        });
+        if started != Some(true) {
+            return;
         }
         let d = self.clone();
         let name = name.to_string();
@@ -60,37 +59,39 @@ impl Daemon {
 
     /// The port of the API a session's CLI serves, if it serves one.
     pub(crate) fn api_port(&self, name: &str) -> Option<u16> {
-        let sessions = lock(&self.inner.sessions);
-        let e = sessions.get(name)?;
-        let serves = self
-            .kind_of(&e.rec.cli)
-            .is_some_and(|(a, _)| a.serves_api());
-        (serves && e.rec.api_port != 0).then_some(e.rec.api_port)
+        self.inner
+            .sessions
+            .get(name, |e| {
+                let serves = self
+                    .kind_of(&e.rec.cli)
+                    .is_some_and(|(a, _)| a.serves_api());
+                (serves && e.rec.api_port != 0).then_some(e.rec.api_port)
+            })
+            .flatten()
     }
 
     pub(crate) fn stop_watcher(&self, name: &str) {
-        if let Some(e) = lock(&self.inner.sessions).get_mut(name)
-            && let Some(t) = e.rt.watcher.take()
-        {
-            t.cancel();
-        }
+        // Cancelled in the same step as it is taken: a watcher started meanwhile is never
+        // taken for this one.
+        self.inner.sessions.update(name, |e| {
+            if let Some(t) = e.rt.watcher.take() {
+                t.cancel();
+            }
+        });
     }
 
-    pub(crate) async fn watch_loop(self, name: &str, cancel: CancellationToken) {
+    async fn watch_loop(self, name: &str, cancel: CancellationToken) {
         let shutdown = self.inner.shutdown.clone();
         let mut backoff = Duration::from_millis(200);
-        'outer: loop {
-            // The session is watched (all its panes' output wakes the watcher); the CLI's own
-            // pane is read.
-            let Some((target, pane, poke)) = lock(&self.inner.sessions).get(name).map(|e| {
-                (
-                    e.rec.tmux_id.clone(),
-                    e.rec.target().to_string(),
-                    e.rt.poke.clone(),
-                )
-            }) else {
-                break;
-            };
+        // The session is watched (all its panes' output wakes the watcher); the CLI's own
+        // pane is read. Until the session is gone.
+        'outer: while let Some((target, pane, poke)) = self.inner.sessions.get(name, |e| {
+            (
+                e.rec.tmux_id.clone(),
+                e.rec.target().to_string(),
+                e.rt.poke.clone(),
+            )
+        }) {
             let mut rx = match self.mux_of(name).watch(&target).await {
                 // Stopped (released) while the watch was being set up: undo it.
                 Ok(_) if cancel.is_cancelled() => {
@@ -130,7 +131,7 @@ impl Daemon {
                         Some(WatchEvent::Closed) | None => {
                             // The session ended, or tmux went away: let the exit check decide.
                             self.check_sessions().await;
-                            let alive = lock(&self.inner.sessions).get(name).is_some_and(|e| !e.rec.state.is_exited());
+                            let alive = self.inner.sessions.alive(name);
                             if !alive {
                                 break 'outer;
                             }
@@ -161,7 +162,7 @@ impl Daemon {
     }
 
     /// The session's CLI tells by hook when it takes a prompt, and its hooks reach the daemon.
-    pub(crate) fn start_hook_live(&self, e: &crate::core::Entry) -> bool {
+    fn start_hook_live(&self, e: &crate::core::Entry) -> bool {
         !e.rec.hook_token.is_empty()
             && self
                 .kind_of(&e.rec.cli)
@@ -179,27 +180,29 @@ impl Daemon {
     }
 
     /// Whether the session has something that only time can settle.
-    pub(crate) fn wants_tick(&self, name: &str) -> bool {
-        lock(&self.inner.sessions).get(name).is_some_and(|e| {
-            matches!(e.rec.state, State::Working | State::Starting)
-                || e.rt.turn.prompt_pending_since.is_some()
-                || e.rt.turn.confirm_by.is_some()
-        })
+    fn wants_tick(&self, name: &str) -> bool {
+        self.inner
+            .sessions
+            .get(name, |e| {
+                matches!(e.rec.state, State::Working | State::Starting)
+                    || e.rt.turn.prompt_pending_since.is_some()
+                    || e.rt.turn.confirm_by.is_some()
+            })
+            .unwrap_or(false)
     }
 
-    pub(crate) fn note_output(&self, name: &str) {
-        let mut sessions = lock(&self.inner.sessions);
-        if let Some(e) = sessions.get_mut(name) {
+    fn note_output(&self, name: &str) {
+        self.inner.sessions.update(name, |e| {
             let caps = self.turn_caps(e);
             e.rt.turn.output(Instant::now(), caps.as_ref());
             if e.rec.stalled {
                 e.rec.stalled = false;
             }
-        }
+        });
     }
 
-    pub(crate) async fn read_screen(&self, name: &str, target: &str) {
-        let Some((cli, learn_idle)) = lock(&self.inner.sessions).get(name).map(|e| {
+    async fn read_screen(&self, name: &str, target: &str) {
+        let Some((cli, learn_idle)) = self.inner.sessions.get(name, |e| {
             // Never learned from a turn that outlived a daemon restart: its foreground is the
             // command still running, not the CLI.
             let calm = e.rec.state == State::Idle
@@ -216,32 +219,34 @@ impl Daemon {
         if learn_idle
             && !adapter.completes_by_hook()
             && let Ok(fg) = self.mux_of(name).foreground(target).await
-            && let Some(e) = lock(&self.inner.sessions).get_mut(name)
-            && e.rt.turn.started.is_none()
         {
-            // What the pane runs while waiting for input: a quiet pane running anything else
-            // is still working. Kept in the record for the next daemon.
-            e.rec.idle_program = fg.clone();
-            e.rt.idle_foreground = Some(fg);
+            self.inner.sessions.update(name, |e| {
+                if e.rt.turn.started.is_none() {
+                    // What the pane runs while waiting for input: a quiet pane running anything
+                    // else is still working. Kept in the record for the next daemon.
+                    e.rec.idle_program = fg.clone();
+                    e.rt.idle_foreground = Some(fg);
+                }
+            });
         }
         match self.mux_of(name).capture(target, None, false).await {
             Ok(screen) => {
                 let a = pack.analyze(&screen);
                 // A prompt gone from the screen: was someone at the desk? Asked only then.
                 let gone = a.prompt.is_none()
-                    && lock(&self.inner.sessions)
-                        .get(name)
-                        .is_some_and(|e| e.rec.prompt.is_some());
+                    && self
+                        .inner
+                        .sessions
+                        .get(name, |e| e.rec.prompt.is_some())
+                        .unwrap_or(false);
                 if gone {
                     let at = self.mux_of(name).desk_activity(target).await;
-                    if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-                        e.rt.desk_at = at;
-                    }
+                    self.inner.sessions.update(name, |e| e.rt.desk_at = at);
                 }
                 self.on_screen(name, a);
-                if let Some(e) = lock(&self.inner.sessions).get_mut(name) {
-                    e.rt.last_screen = screen;
-                }
+                self.inner
+                    .sessions
+                    .update(name, |e| e.rt.last_screen = screen);
             }
             Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => debug!("screen read failed: {e}"),

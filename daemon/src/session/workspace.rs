@@ -16,7 +16,6 @@ use crate::chat::access::PlatformAccess;
 use crate::confine::policy::{member_workspace, unfit_member_root};
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::paths::expand_home;
 
 impl Daemon {
@@ -135,11 +134,10 @@ impl Daemon {
         ) {
             return Err(CoreError::SecretDir { dir, secret });
         }
-        let sessions = lock(&self.inner.sessions);
         // Another's session below this directory would be in reach; so would one that
         // holds it, when that one lies in the member's roots too (a shared team root). A
         // session of the machine's user in the home above the workspace is neither.
-        let others = sessions.values().any(|e| {
+        let others = self.inner.sessions.any(|e| {
             let d = &e.rec.dir;
             e.rec.owner != owner
                 && !d.as_os_str().is_empty()
