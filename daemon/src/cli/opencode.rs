@@ -319,6 +319,48 @@ pub fn last_reply(messages: &Value) -> Option<String> {
     })
 }
 
+/// Whether a `session.idle` read now ends the turn that asked `asked` (the text clibot sent,
+/// or its head): the conversation's latest question is that one, and something answers it.
+/// False for an idle read late from an older turn — a cancelled one's, read after the next
+/// message was sent — when the conversation does not have this turn's question yet, or has
+/// no answer after it yet: the turn's own idle comes later. An empty `asked` (a turn begun at
+/// the desk) takes any question.
+pub fn idle_ends(messages: &Value, asked: &str) -> bool {
+    let Some(list) = messages.as_array() else {
+        return false;
+    };
+    let Some(q) = list
+        .iter()
+        .rposition(|m| m.pointer("/info/role").and_then(Value::as_str) == Some("user"))
+    else {
+        return false;
+    };
+    let answered = list[q + 1..]
+        .iter()
+        .any(|m| m.pointer("/info/role").and_then(Value::as_str) == Some("assistant"));
+    let flat = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let question = flat(
+        &list[q]
+            .get("parts")
+            .and_then(Value::as_array)
+            .map(|parts| {
+                parts
+                    .iter()
+                    .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|p| p.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default(),
+    );
+    let asked = flat(asked);
+    let same = asked.is_empty()
+        || question.is_empty()
+        || question.starts_with(&asked)
+        || asked.starts_with(&question);
+    answered && same
+}
+
 /// The reply of a turn that is over: the last message is the assistant's, finished, and
 /// begun at or after `since_ms` (Unix milliseconds). `None` while the turn may still run, or
 /// when the last turn is older.
@@ -542,5 +584,32 @@ mod tests {
         let asked = json!([msg("user", 100, None, "q")]);
         assert_eq!(finished_turn_reply(&asked, 0), None);
         assert_eq!(finished_turn_reply(&json!([]), 0), None);
+    }
+
+    /// An idle read after the next message was sent belongs to the turn before (cancelled):
+    /// it ends the next turn only once the conversation has that turn's question and an
+    /// answer to it.
+    #[test]
+    fn an_idle_ends_only_the_turn_whose_question_is_answered() {
+        let msg = |role: &str, text: &str| json!({"info": {"role": role}, "parts": [{"type": "text", "text": text}]});
+        let asked = "please say hello after the cancel";
+        // The cancelled turn's answer is last; the next question is not in yet.
+        let before = json!([
+            msg("user", "please answer the slow question"),
+            msg("assistant", "")
+        ]);
+        assert!(!idle_ends(&before, asked));
+        // The next question is in, with no answer yet.
+        let mut waiting = before.as_array().cloned().unwrap_or_default();
+        waiting.push(msg("user", asked));
+        assert!(!idle_ends(&json!(waiting), asked));
+        // Answered: the idle is this turn's.
+        waiting.push(msg("assistant", "Hello after the cancel."));
+        assert!(idle_ends(&json!(waiting), asked));
+        // Whitespace and a long message's head do not matter; a turn begun at the desk
+        // takes any question.
+        assert!(idle_ends(&json!(waiting), "please  say hello"));
+        assert!(idle_ends(&json!(waiting), ""));
+        assert!(!idle_ends(&json!([]), asked));
     }
 }

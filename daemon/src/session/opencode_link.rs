@@ -18,8 +18,8 @@ use tracing::{Instrument, debug, info, warn};
 use crate::cli::HookSignal;
 use crate::cli::local_http::{HttpError, LocalHttp};
 use crate::cli::opencode::{
-    API_USER, ApiEvent, ApiPrompt, finished_turn_reply, interpret, last_reply, permission_prompt,
-    question_prompt,
+    API_USER, ApiEvent, ApiPrompt, finished_turn_reply, idle_ends, interpret, last_reply,
+    permission_prompt, question_prompt,
 };
 use crate::core::Daemon;
 use crate::model::{Prompt, State};
@@ -362,18 +362,23 @@ impl Daemon {
                 }
                 // The turn may have been completed already by the catch-up after a reconnect,
                 // which saw it end just before this event arrived: never report it twice.
-                let running = self
-                    .inner
-                    .sessions
-                    .get(name, |e| {
-                        matches!(e.rec.state, State::Working | State::Waiting)
+                // What clibot sent for the running turn; none for a turn begun at the desk.
+                let asked = self.inner.sessions.get(name, |e| {
+                    let running = matches!(e.rec.state, State::Working | State::Waiting);
+                    running.then(|| {
+                        if e.rec.turn_started_ms > 0 {
+                            e.rec.last_input.clone()
+                        } else {
+                            String::new()
+                        }
                     })
-                    .unwrap_or(false);
-                if !running {
+                });
+                let Some(Some(asked)) = asked else {
                     return;
+                };
+                if let Some(text) = self.api_reply(http, &session, &asked).await {
+                    self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
                 }
-                let text = self.api_reply(http, &session).await;
-                self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
             }
             ApiEvent::Asked(p) => {
                 // The TUI shows the dialog only in the conversation on its screen.
@@ -398,16 +403,24 @@ impl Daemon {
         }
     }
 
-    /// The final reply of OpenCode session `session`'s last turn.
-    async fn api_reply(&self, http: &LocalHttp, session: &str) -> String {
+    /// The final reply of OpenCode session `session`'s last turn, when its idle ends the turn
+    /// that asked `asked`; `None` for an idle read late from an older turn (a cancelled one's,
+    /// after the next message went in): the running turn's own idle comes later.
+    async fn api_reply(&self, http: &LocalHttp, session: &str, asked: &str) -> Option<String> {
         match http
             .get_json(&format!("/session/{session}/message?limit=50"))
             .await
         {
-            Ok(messages) => last_reply(&messages).unwrap_or_default(),
+            Ok(messages) if !idle_ends(&messages, asked) => {
+                info!(
+                    "an idle from an older turn, read after the next message went in: not this turn's end"
+                );
+                None
+            }
+            Ok(messages) => Some(last_reply(&messages).unwrap_or_default()),
             Err(e) => {
                 warn!("cannot read the reply from OpenCode: {e}");
-                String::new()
+                Some(String::new())
             }
         }
     }
