@@ -23,6 +23,7 @@ pub mod names;
 pub mod ops;
 pub mod paths;
 pub mod procs;
+pub(crate) mod prompt;
 pub mod rpc;
 pub mod server;
 pub mod session;

@@ -1,6 +1,6 @@
 //! What a screen read means for a session: prompts appearing and going, readiness, a turn started at the desk, a turn that outlived a daemon restart.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::cli::detect::Analysis;
 use crate::core::*;
@@ -63,126 +63,51 @@ impl Daemon {
             } else {
                 a.prompt.as_ref()
             };
-            match (screen_prompt, e.rec.prompt.clone()) {
-                (Some(sp), Some(mut cur)) => {
-                    let pending = e.rt.turn.prompt_pending_since.is_some()
-                        && cur.source == crate::model::PromptSource::Hook;
-                    // Published from the hook alone, without options, because the dialog was
-                    // slow to appear: the same prompt again, now with the dialog's choices.
-                    let late_options = cur.source == crate::model::PromptSource::Hook
-                        && cur.options.is_empty()
-                        && !sp.options.is_empty();
-                    // A dialog whose question is drawn but not yet its options is waited for
-                    // (the tick publishes the hook's words if the options never come).
-                    let half_drawn = cur.options.is_empty() && sp.options.is_empty();
-                    if (pending && !half_drawn) || late_options {
-                        // The dialog the hook announced is on screen: take its exact words.
-                        if !sp.text.is_empty() && cur.kind != crate::model::PromptKind::Question {
-                            cur.text = sp.text.clone();
+            // The dialog: the prompt machine decides ([`crate::prompt`]).
+            let mut dialog = crate::prompt::Dialog {
+                current: e.rec.prompt.take(),
+                answered: e.rt.answered_screen.take(),
+            };
+            let seen = crate::prompt::Seen {
+                dialog: screen_prompt,
+                pending: e.rt.turn.prompt_pending_since.is_some(),
+                api: e.rt.api.is_some(),
+                keys_by: e.rt.keys_by.as_ref(),
+                desk_at: e.rt.desk_at,
+                now,
+            };
+            let actions = crate::prompt::on_screen(&mut dialog, &seen, &new_prompt);
+            e.rec.prompt = dialog.current;
+            e.rt.answered_screen = dialog.answered;
+            for action in actions {
+                match action {
+                    crate::prompt::Action::Publish { prompt, shown } => {
+                        if shown {
+                            e.rt.turn.prompt_shown();
                         }
-                        if !sp.options.is_empty() {
-                            cur.options = sp.options.clone();
-                        }
-                        if cur.subject.is_empty() {
-                            cur.subject = sp.subject.clone();
-                            cur.subject_partial |= sp.subject_partial;
-                        } else if !sp.subject.is_empty() && !subjects_agree(&cur.subject, sp) {
-                            // The hook said one thing, the dialog shows another: the dialog
-                            // is what an answer by keys acts on, and nothing automatic
-                            // answers a prompt whose two accounts disagree.
-                            cur.subject = sp.subject.clone();
-                            cur.subject_partial = true;
-                        }
-                        if cur.context.is_empty() {
-                            cur.context = sp.context.clone();
-                        }
-                        cur.answer = sp.answer;
-                        e.rt.turn.prompt_shown();
-                        e.rec.prompt = Some(cur.clone());
-                        events.push(EventKind::Waiting { prompt: cur });
-                    } else if !cur.same_question(&sp.kind, &sp.text, &sp.options)
-                        && cur.source == crate::model::PromptSource::Screen
-                    {
-                        // A different dialog replaced the previous one.
-                        events.push(EventKind::PromptResolved {
-                            prompt_id: cur.id.clone(),
-                            by: "terminal".into(),
-                            answer: String::new(),
-                            actor: String::new(),
-                            note: String::new(),
-                        });
-                        remember_resolved(&mut e.rt.resolved, &cur.id, "terminal");
-                        let p = new_prompt(sp);
-                        e.rec.prompt = Some(p.clone());
-                        events.push(EventKind::Waiting { prompt: p });
+                        events.push(EventKind::Waiting { prompt });
                     }
-                }
-                (Some(sp), None) => {
-                    // Right after an answer, with no dialog-free screen seen since, a dialog is
-                    // the answered one being closed (whatever its words look like in its last
-                    // frames): not a new prompt. One still there after that is published.
-                    let lingering = e.rt.answered_screen.as_ref().is_some_and(|(sig, at, _)| {
-                        now.duration_since(*at) < ANSWERED_LINGER
-                            && sig.as_ref().is_none_or(|s| {
-                                *s == signature(sp.kind.as_str(), &sp.text, &sp.subject)
-                            })
-                    });
-                    // Looked at again when the lingering ends (no output may come to wake the
-                    // watcher: the CLI waits for its answer).
-                    if let Some((_, at, scheduled @ false)) = e.rt.answered_screen.as_mut()
-                        && lingering
-                    {
-                        *scheduled = true;
-                        let (poke, wait) =
-                            (e.rt.poke.clone(), ANSWERED_LINGER - now.duration_since(*at));
-                        tokio::spawn(async move {
-                            tokio::time::sleep(wait + Duration::from_millis(20)).await;
-                            poke.notify_one();
-                        });
-                    }
-                    if !lingering {
-                        e.rt.answered_screen = None;
-                        let p = new_prompt(sp);
-                        e.rec.prompt = Some(p.clone());
-                        e.rt.turn.prompt_shown();
-                        state_to = Some((State::Waiting, "the CLI asks"));
-                        events.push(EventKind::Waiting { prompt: p });
-                    }
-                }
-                (None, Some(cur)) => {
-                    if e.rt.turn.prompt_pending_since.is_none() && e.rt.api.is_none() {
-                        // Gone from the screen, and nobody answered through clibot's answer:
-                        // keys pressed through clibot since it was shown answered it; else a
-                        // person at the terminal did, if a client there was active since; else
-                        // the CLI withdrew it.
-                        let since_s = cur.since_ms / 1000 - 1;
-                        let (by, actor, reason) = match &e.rt.keys_by {
-                            Some((at, who)) if *at >= cur.since_ms => {
-                                ("clibot", who.clone(), "answered by keys")
-                            }
-                            _ if e.rt.desk_at.is_some_and(|t| t >= since_s) => {
-                                ("terminal", String::new(), "answered at the terminal")
-                            }
-                            _ => ("cli", String::new(), "the dialog closed"),
-                        };
-                        e.rec.prompt = None;
-                        remember_resolved(&mut e.rt.resolved, &cur.id, by);
-                        if let Some((tx, _)) = e.rt.waiters.remove(&cur.id) {
+                    crate::prompt::Action::Resolved { id, by, actor } => {
+                        remember_resolved(&mut e.rt.resolved, &id, by);
+                        if let Some((tx, _)) = e.rt.waiters.remove(&id) {
                             let _ = tx.send(String::new());
                         }
                         events.push(EventKind::PromptResolved {
-                            prompt_id: cur.id.clone(),
+                            prompt_id: id,
                             by: by.into(),
                             answer: String::new(),
                             actor,
                             note: String::new(),
                         });
-                        state_to = Some((State::Working, reason));
                     }
-                }
-                (None, None) => {
-                    // The answered dialog is gone: the next dialog is a new one.
-                    e.rt.answered_screen = None;
+                    crate::prompt::Action::LookAgainIn(wait) => {
+                        let poke = e.rt.poke.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(wait).await;
+                            poke.notify_one();
+                        });
+                    }
+                    crate::prompt::Action::State(to, why) => state_to = Some((to, why)),
                 }
             }
             // A dialog is up and the session has its prompt, yet something (input typed under
@@ -271,12 +196,4 @@ impl Daemon {
             self.deliver_queued(name);
         }
     }
-}
-
-/// Whether a hook's subject and the one its dialog shows are the same, spaces aside (the
-/// screen's may be cut short: then a beginning of the hook's).
-fn subjects_agree(hook: &str, screen: &crate::cli::detect::ScreenPrompt) -> bool {
-    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let (h, s) = (norm(hook), norm(&screen.subject));
-    h == s || (screen.subject_partial && h.starts_with(s.trim_end_matches('…')))
 }

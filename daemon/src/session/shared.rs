@@ -19,15 +19,7 @@ pub(crate) const API_ANSWER_WAIT: Duration = Duration::from_secs(15);
 /// Longer single lines than this are pasted (a tmux command line holds about 16 KiB).
 pub(crate) const TYPE_MAX: usize = 2_048;
 
-/// How long after an answer a dialog still on screen is taken for the answered one closing.
-pub(crate) const ANSWERED_LINGER: Duration = Duration::from_secs(2);
-
-/// What identifies an answered dialog while it closes: its question and subject, not its
-/// options (an answer typed into an option's field, as Copilot's "No, and tell…", redraws
-/// them). Another command behind the same question has another subject.
-pub(crate) fn signature(kind: &str, text: &str, subject: &str) -> String {
-    format!("{kind}\u{1f}{text}\u{1f}{subject}")
-}
+pub(crate) use crate::prompt::signature;
 
 /// Lines of the pane since the turn began, without the echoed input and the prompt that
 /// follows the output (generic CLIs: "what the pane printed since the input").
