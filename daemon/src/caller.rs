@@ -60,7 +60,7 @@ impl Daemon {
             return Caller::Unknown;
         };
         // From one look at the table: the live sessions' processes, in the order of their names.
-        let running = self.inner.sessions.filter_map(|e| {
+        let running = self.sessions().filter_map(|e| {
             (e.rec.pid != 0 && !e.rec.state.is_exited())
                 .then(|| (e.rec.pid, e.rec.name.clone(), e.rec.owner.clone()))
         });

@@ -89,18 +89,18 @@ pub struct StatusInfo {
 }
 
 pub(crate) struct Inner {
-    pub(crate) settings: Settings,
+    settings: Settings,
     /// What `reload` replaces: CLIs, allowed roots, rules, guard, decider, delegation.
-    pub(crate) live: std::sync::RwLock<Arc<crate::core::live::Live>>,
+    live: std::sync::RwLock<Arc<crate::core::live::Live>>,
     /// The secret paths no session may start in (see [`crate::confine::secrets`]).
-    pub(crate) secrets: Vec<PathBuf>,
-    pub(crate) mux: Arc<dyn Mux>,
+    secrets: Vec<PathBuf>,
+    mux: Arc<dyn Mux>,
     /// The user's other tmux servers that sessions adopted in place run on: socket → its
     /// multiplexer (one control connection each, made when first needed).
-    pub(crate) servers: Mutex<std::collections::HashMap<String, Arc<dyn Mux>>>,
+    servers: Mutex<std::collections::HashMap<String, Arc<dyn Mux>>>,
     /// Every session, by name: the table's lock is its own ([`Sessions`]).
-    pub(crate) sessions: Sessions,
-    pub(crate) events: EventLog,
+    sessions: Sessions,
+    events: EventLog,
     registry_path: PathBuf,
     /// False when the registry exists but could not be read at start: it is not saved over.
     registry_writable: bool,
@@ -108,26 +108,26 @@ pub(crate) struct Inner {
     /// The registry is being written (true), and changed meanwhile (true): see `persist`.
     persist: Mutex<(bool, bool)>,
     started: Instant,
-    pub(crate) warnings: Mutex<Vec<String>>,
+    warnings: Mutex<Vec<String>>,
     /// The per-session hook sockets of jailed sessions.
-    pub(crate) hook_sockets: Mutex<crate::confine::HookSockets>,
-    pub(crate) paste_counter: AtomicU64,
+    hook_sockets: Mutex<crate::confine::HookSockets>,
+    paste_counter: AtomicU64,
     /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
-    pub(crate) shutdown: CancellationToken,
-    pub(crate) access: crate::chat::access::Access,
-    pub(crate) chats: crate::chat::chats::Chats,
+    shutdown: CancellationToken,
+    access: crate::chat::access::Access,
+    chats: crate::chat::chats::Chats,
     /// Recently accepted chat messages, so that one handed over twice is typed once.
-    pub(crate) seen_inputs: Arc<crate::chat::dedupe::Dedupe>,
+    seen_inputs: Arc<crate::chat::dedupe::Dedupe>,
     /// Each session's queued input, on disk ([`crate::store::queue_file`]).
-    pub(crate) queues: crate::store::queue_file::QueueFiles,
-    pub(crate) audit: crate::store::audit::Audit,
+    queues: crate::store::queue_file::QueueFiles,
+    audit: crate::store::audit::Audit,
     /// What became of automatic answers ([`crate::store::outcomes`]).
-    pub(crate) outcomes: crate::store::outcomes::Outcomes,
-    pub(crate) metrics: Arc<crate::ops::metrics::Metrics>,
+    outcomes: crate::store::outcomes::Outcomes,
+    metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
-    pub(crate) global_path: Mutex<Option<String>>,
+    global_path: Mutex<Option<String>>,
     /// `[gateway.PLATFORM] default_chat`, as the gateways set it: platform → chat.
-    pub(crate) default_chats: Mutex<std::collections::BTreeMap<String, String>>,
+    default_chats: Mutex<std::collections::BTreeMap<String, String>>,
     /// The parts that follow the events recorded ([`bus`]).
     bus: bus::Bus,
     /// Work started in the background that a shutdown lets finish ([`Daemon::in_background`]).
@@ -628,6 +628,7 @@ pub(crate) fn free_local_port() -> std::io::Result<u16> {
 pub(crate) mod bus;
 mod entry;
 pub(crate) mod live;
+mod parts;
 pub(crate) mod sessions;
 
 pub(crate) use entry::Entry;

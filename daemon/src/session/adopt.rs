@@ -23,14 +23,14 @@ impl Daemon {
         name: &str,
     ) -> Result<SessionRecord, CoreError> {
         let cli = self.cli(cli)?.clone();
-        let live = match self.inner.mux.list_sessions().await {
+        let live = match self.mux().list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
             Err(e) => return Err(e.into()),
         };
         let list_cmd = {
             let mut v = vec!["tmux".to_string()];
-            v.extend(self.inner.mux.server_args());
+            v.extend(self.mux().server_args());
             v.push("list-sessions".into());
             v.join(" ")
         };
@@ -57,7 +57,7 @@ impl Daemon {
         }
         // A transaction: the tmux session is checked unmanaged and the name free among all the
         // sessions, and the name taken, as one step.
-        let rec = self.inner.sessions.transaction(|sessions| {
+        let rec = self.sessions().transaction(|sessions| {
             if let Some(e) = sessions
                 .values()
                 .find(|e| e.rec.tmux_id == s.id || (!s.meta.id.is_empty() && e.rec.id == s.meta.id))
@@ -118,8 +118,8 @@ impl Daemon {
             dir: rec.dir.display().to_string(),
             created_ms: rec.created_at_ms.to_string(),
         };
-        if let Err(e) = self.inner.mux.set_meta(&rec.tmux_id, Some(&meta)).await {
-            self.inner.sessions.remove(&name);
+        if let Err(e) = self.mux().set_meta(&rec.tmux_id, Some(&meta)).await {
+            self.sessions().remove(&name);
             return Err(e.into());
         }
         self.event(
@@ -148,20 +148,20 @@ impl Daemon {
                 typing_from,
                 entering,
                 warnings,
-            } = self.inner.queues.load(&rec.id);
+            } = self.queues().load(&rec.id);
             for w in warnings {
                 self.warn(w);
             }
             // The last daemon began typing the head: submitted (the log says so), it leaves
             // the queue now; otherwise it is typed again, a half-typed line completed.
             if let Some(from) = typing_from {
-                let after = self.inner.events.read_after(from, usize::MAX).events;
+                let after = self.events().read_after(from, usize::MAX).events;
                 let submitted = crate::store::catch_up::submitted_since(&after, &rec.id, from);
                 rec.queue_entering = entering && !submitted;
                 if submitted {
                     info!(session = %rec.name, "the queued message being typed when the last daemon stopped was submitted: not typed again");
                     queue.remove(0);
-                    if let Err(e) = self.inner.queues.pop(&rec.id, &queue) {
+                    if let Err(e) = self.queues().pop(&rec.id, &queue) {
                         self.warn(format!(
                             "session {}: cannot record that a queued message was typed: {e}",
                             rec.name
@@ -170,7 +170,7 @@ impl Daemon {
                 }
             }
             if queue.is_empty() && !rec.queue.is_empty() {
-                if let Err(e) = self.inner.queues.rewrite(&rec.id, &rec.queue) {
+                if let Err(e) = self.queues().rewrite(&rec.id, &rec.queue) {
                     self.warn(format!(
                         "session {}: cannot move its queued input to its own file: {e}",
                         rec.name
@@ -188,7 +188,7 @@ impl Daemon {
                 .partition(|r| !r.server.is_empty());
         registry.sessions = own;
         let in_place = self.readopt_in_place(others).await;
-        let live = match self.inner.mux.list_sessions().await {
+        let live = match self.mux().list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
             Err(e) => {
@@ -196,7 +196,7 @@ impl Daemon {
                     "cannot list tmux sessions at start: {e}; sessions are kept as they were"
                 ));
                 // A transaction: the registry fills the table as one step.
-                self.inner.sessions.transaction(|sessions| {
+                self.sessions().transaction(|sessions| {
                     for rec in registry.sessions {
                         sessions.insert(rec.name.clone(), Entry::new(rec));
                     }
@@ -216,7 +216,7 @@ impl Daemon {
         let mut exited = Vec::new();
         // A transaction: the registry and what tmux runs are reconciled into the table as one
         // step (a session tmux knows is recovered only if no other holds its id or name).
-        self.inner.sessions.transaction(|sessions| {
+        self.sessions().transaction(|sessions| {
             for mut rec in registry.sessions {
                 match live.iter().find(|s| s.meta.id == rec.id) {
                     Some(s) => {
@@ -247,7 +247,7 @@ impl Daemon {
                     }
                     None => {}
                 }
-                if let Some(t) = self.inner.events.last_activity(&rec.name) {
+                if let Some(t) = self.events().last_activity(&rec.name) {
                     rec.last_activity_ms = rec.last_activity_ms.max(t);
                 }
                 sessions.insert(rec.name.clone(), Entry::new(rec));
@@ -299,7 +299,7 @@ impl Daemon {
         }
         // Jailed sessions' hooks reach the daemon through sockets of their own: serve them
         // again.
-        let jailed: Vec<(String, String)> = self.inner.sessions.filter_map(|e| {
+        let jailed: Vec<(String, String)> = self.sessions().filter_map(|e| {
             (!e.rec.jail_home.is_empty() && !e.rec.state.is_exited())
                 .then(|| (e.rec.name.clone(), e.rec.id.clone()))
         });
@@ -315,8 +315,7 @@ impl Daemon {
 
     /// A tmux session's own environment (empty when it cannot be read).
     async fn session_env(&self, tmux_id: &str) -> BTreeMap<String, String> {
-        self.inner
-            .mux
+        self.mux()
             .environment(Some(tmux_id))
             .await
             .unwrap_or_default()

@@ -1,6 +1,5 @@
 //! Answering a prompt: through the CLI's waiting hook, its API, or by keys on its dialog; late and repeated answers get clear errors.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tracing::info;
@@ -63,8 +62,7 @@ impl Daemon {
         // A secret is typed only where the program reads it hidden: checked before anything is
         // resolved, so a refused answer leaves the prompt waiting.
         let secret_at = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 e.rec
                     .prompt
@@ -77,7 +75,7 @@ impl Daemon {
             self.check_reads_hidden(name, &target).await?;
         }
         let (prompt, choice, hook_reply, input, target, id) =
-            self.inner.sessions.try_update(name, |e| {
+            self.sessions().try_update(name, |e| {
             let resolved_by = |id: &str| {
                 e.rt.resolved
                     .iter()
@@ -194,8 +192,7 @@ impl Daemon {
                 "keys"
             }
         };
-        self.inner
-            .sessions
+        self.sessions()
             .update(name, |e| e.rt.turn.answered(Instant::now()));
         let seq = self.event(
             name,
@@ -211,8 +208,7 @@ impl Daemon {
         // A new dialog may already be up and published (the CLI asked again at once): the
         // session waits on that one, it does not go back to working.
         let newer = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rec.prompt.is_some())
             .unwrap_or(false);
         if !newer {
@@ -237,7 +233,7 @@ impl Daemon {
         }
         // From one look at the table: the sessions that know the prompt, whether it is their
         // current one, and whether they resolved it lately. The current one wins.
-        let knowing = self.inner.sessions.filter_map(|e| {
+        let knowing = self.sessions().filter_map(|e| {
             let current = e.rec.prompt.as_ref().is_some_and(|p| p.id == prompt_id);
             let resolved = e.rt.resolved.iter().any(|(id, _)| id == prompt_id);
             (current || resolved).then(|| (e.rec.name.clone(), current, resolved))
@@ -257,8 +253,7 @@ impl Daemon {
         let deadline = Instant::now() + API_ANSWER_WAIT;
         loop {
             let linked = self
-                .inner
-                .sessions
+                .sessions()
                 .get(name, |e| match &e.rec.prompt {
                     Some(p) if p.source == crate::model::PromptSource::Api => {
                         e.rt.waiters.contains_key(&p.id)
@@ -298,7 +293,7 @@ impl Daemon {
                 Stroke::Text(t) => self.mux_of(name).send_text(target, t).await?,
                 Stroke::Secret(t) if t.is_empty() => {}
                 Stroke::Secret(t) => {
-                    let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+                    let n = self.next_paste();
                     let buffer = format!("clibot-hidden-{n}");
                     self.mux_of(name).type_hidden(target, &buffer, t).await?
                 }
@@ -309,7 +304,7 @@ impl Daemon {
 
     /// Whether the screen still shows `prompt` (the same question and options) after a second.
     async fn dialog_still_shown(&self, name: &str, target: &str, prompt: &Prompt) -> bool {
-        let Some(cli) = self.inner.sessions.cli_of(name) else {
+        let Some(cli) = self.sessions().cli_of(name) else {
             return false;
         };
         let Some((_, pack)) = self.kind_of(&cli) else {

@@ -56,7 +56,7 @@ impl Daemon {
         let a = self.automation();
         // The prompt is weighed against the session's state and the session marked with what
         // answers it, as one step: an automatic answer is decided once.
-        let plan = self.inner.sessions.update(session, |e| {
+        let plan = self.sessions().update(session, |e| {
             p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
             // When it began to wait: from its first publication.
             let first = e
@@ -78,8 +78,7 @@ impl Daemon {
                     crate::model::PromptKind::Question | crate::model::PromptKind::Secret
                 )
             {
-                self.inner
-                    .metrics
+                self.metrics()
                     .detection_failure(&e.rec.cli, &e.rec.cli_version, "no_options");
             }
             // What was done while nobody answered it ([`super::unanswered`]) stays done.
@@ -181,7 +180,7 @@ impl Daemon {
         let Some(decider) = a.decider.clone() else {
             return;
         };
-        let Some((cli, dir, last_reply, target)) = self.inner.sessions.get(name, |e| {
+        let Some((cli, dir, last_reply, target)) = self.sessions().get(name, |e| {
             (
                 e.rec.cli.clone(),
                 e.rec.dir.to_string_lossy().into_owned(),
@@ -216,7 +215,7 @@ impl Daemon {
             // A daemon going away does not wait for a decider (it is killed with its task): the
             // prompt is still marked as being answered automatically, so the next daemon asks
             // again.
-            _ = self.inner.shutdown.cancelled() => return,
+            _ = self.shutting_down().cancelled() => return,
         };
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {
@@ -295,10 +294,10 @@ impl Daemon {
         {
             Ok(_) => {
                 info!(by, "prompt answered automatically");
-                self.inner.audit.record(crate::store::audit::Audit::now(
+                self.audit_log().record(crate::store::audit::Audit::now(
                     by, "clibot", "", name, "answer", "accepted", note,
                 ));
-                self.inner.sessions.update(name, |e| {
+                self.sessions().update(name, |e| {
                     if let Some((id, who)) = e.rt.auto_for.as_mut()
                         && *id == prompt.id
                     {
@@ -322,7 +321,7 @@ impl Daemon {
 
     /// Shows a prompt that was being answered automatically to the people after all, with why.
     fn to_person(&self, name: &str, prompt: &Prompt, why: &str) {
-        let shown = self.inner.sessions.update(name, |e| {
+        let shown = self.sessions().update(name, |e| {
             if let Some((id, who)) = e.rt.auto_for.as_mut()
                 && *id == prompt.id
             {

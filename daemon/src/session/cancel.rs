@@ -35,7 +35,7 @@ impl Daemon {
         }
         // The intent first, on disk: a daemon that dies before it records the cancel leaves
         // the next one to report this turn's end as cancelled (see `complete_turn_if`).
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             e.rec.cancel_by = by.to_string();
             e.rt.cancelling = true;
         });
@@ -44,7 +44,7 @@ impl Daemon {
         let how = match how {
             Ok(how) => how,
             Err(err) => {
-                self.inner.sessions.update(name, |e| {
+                self.sessions().update(name, |e| {
                     e.rec.cancel_by.clear();
                     e.rt.cancelling = false;
                 });
@@ -71,8 +71,7 @@ impl Daemon {
     ) -> Result<String, CoreError> {
         let adapter = self.kind_of(&rec.cli).map(|(a, _)| a);
         let api = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rt.api.clone())
             .flatten()
             .filter(|_| rec.cli_session_id.starts_with("ses_"));
@@ -143,7 +142,7 @@ impl Daemon {
     pub(crate) fn record_cancel(&self, name: &str, by: &str, how: &str) -> usize {
         // The turn is over for clibot: its prompt (and a hook waiting on it) goes, and what
         // is queued goes next.
-        let ended = self.inner.sessions.update(name, |e| {
+        let ended = self.sessions().update(name, |e| {
             e.rec.cancel_by.clear();
             e.rt.cancelling = false;
             for (_, (tx, _)) in e.rt.waiters.drain() {
@@ -184,7 +183,7 @@ impl Daemon {
     /// Takes queued input back: the `n`th (from 1), or all with `None`. Returns how many went
     /// and how many are left.
     pub fn drop_queued(&self, name: &str, n: Option<usize>) -> Result<(usize, usize), CoreError> {
-        let (id, dropped, left) = self.inner.sessions.try_update(name, |e| {
+        let (id, dropped, left) = self.sessions().try_update(name, |e| {
             let before = e.rec.queue.len();
             match n {
                 None => e.rec.queue.clear(),
@@ -199,7 +198,7 @@ impl Daemon {
                     }));
                 }
             }
-            if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
+            if let Err(err) = self.queues().rewrite(&e.rec.id, &e.rec.queue) {
                 tracing::warn!("cannot record the queue on disk: {err}");
             }
             Ok((

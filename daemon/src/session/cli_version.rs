@@ -7,7 +7,6 @@ use tracing::warn;
 
 use crate::cli::version::Fit;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 use crate::store::events::EventKind;
 
@@ -34,14 +33,11 @@ impl Daemon {
             "{cli} {version} is {how} the versions clibot's screen patterns for it were made for ({}): a dialog it draws differently may not reach you",
             range.text
         );
-        {
-            let mut warnings = lock(&self.inner.warnings);
-            if warnings.iter().any(|w| w.starts_with(&head)) {
-                return;
-            }
-            warnings.push(format!(
-                "{head}. If a prompt goes unseen, save its screen (`clibotctl screen NAME > screen.txt`), try it with `clibotctl patterns test screen.txt --cli {cli}` and add patterns under [cli.{cli}.patterns]"
-            ));
+        let kept = format!(
+            "{head}. If a prompt goes unseen, save its screen (`clibotctl screen NAME > screen.txt`), try it with `clibotctl patterns test screen.txt --cli {cli}` and add patterns under [cli.{cli}.patterns]"
+        );
+        if !self.keep_warning(&kept, &head, 1) {
+            return;
         }
         warn!(cli = %cli, version = %version, range = %range.text, "a CLI outside its pattern pack's versions");
         let text = format!(
@@ -53,7 +49,7 @@ impl Daemon {
         let (d, name) = (self.clone(), rec.name.clone());
         self.in_background(async move {
             tokio::time::sleep(TELL_AFTER).await;
-            let id = d.inner.sessions.id_of(&name);
+            let id = d.sessions().id_of(&name);
             if let Some(id) = id {
                 d.event(
                     &name,

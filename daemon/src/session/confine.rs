@@ -5,7 +5,6 @@ use crate::cli::CliSpec;
 use crate::confine::*;
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::locking::lock;
 use crate::model::SessionRecord;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -16,8 +15,8 @@ impl Daemon {
     /// their platform's access settings.
     pub(crate) fn non_admin(&self, owner: &str) -> Option<crate::chat::access::PlatformAccess> {
         let (platform, user) = owner.split_once(':')?;
-        (self.inner.access.known(platform, user) != Some(true))
-            .then(|| self.inner.access.platform(platform))
+        (self.access().known(platform, user) != Some(true))
+            .then(|| self.access().platform(platform))
     }
 
     /// Refuses a CLI that `owner` may not start: non-admins only those their platform's
@@ -71,9 +70,9 @@ impl Daemon {
     /// Binds (once per session id) the socket through which a jailed session's hooks reach
     /// the daemon, and hands it to the server layer. Returns the socket's directory and path.
     pub(crate) fn hook_socket(&self, id: &str) -> Result<(PathBuf, PathBuf), CoreError> {
-        let dir = self.inner.settings.state_dir.join("hooks").join(id);
+        let dir = self.settings().state_dir.join("hooks").join(id);
         let path = dir.join("s");
-        let mut hs = lock(&self.inner.hook_sockets);
+        let mut hs = self.hook_sockets();
         if hs.served.contains_key(id) && path.exists() {
             return Ok((dir, path));
         }
@@ -87,7 +86,7 @@ impl Daemon {
         // between. Its directory is 0700, which is what keeps others out.
         let listener = UnixListener::bind(&path).map_err(err(&path))?;
         listener.set_nonblocking(true).map_err(err(&path))?;
-        let stop = self.inner.shutdown.child_token();
+        let stop = self.shutting_down().child_token();
         if let Some(old) = hs.served.insert(id.to_string(), stop.clone()) {
             old.cancel();
         }
@@ -103,17 +102,17 @@ impl Daemon {
 
     /// Stops serving session `id`'s hook socket and removes it.
     pub(crate) fn drop_hook_socket(&self, id: &str) {
-        if let Some(stop) = lock(&self.inner.hook_sockets).served.remove(id) {
+        if let Some(stop) = self.hook_sockets().served.remove(id) {
             stop.cancel();
         }
-        let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join("hooks").join(id));
+        let _ = std::fs::remove_dir_all(self.settings().state_dir.join("hooks").join(id));
     }
 
     /// The hook sockets to serve, for the server layer (once).
     pub fn take_hook_listeners(
         &self,
     ) -> Option<tokio::sync::mpsc::UnboundedReceiver<HookListener>> {
-        lock(&self.inner.hook_sockets).rx.take()
+        self.hook_sockets().rx.take()
     }
 
     /// Whether showing `p` read-only in a jail would show a secret: the home directory itself
@@ -124,8 +123,7 @@ impl Daemon {
         let canon = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
         home.starts_with(&canon)
             || self
-                .inner
-                .secrets
+                .secret_paths()
                 .iter()
                 .any(|s| s.starts_with(&canon) || canon.starts_with(s))
     }
@@ -146,7 +144,7 @@ impl Daemon {
         conf: &crate::chat::access::PlatformAccess,
         check: bool,
     ) -> Result<(Vec<String>, PathBuf), CoreError> {
-        let state = &self.inner.settings.state_dir;
+        let state = &self.settings().state_dir;
         let state_err = |path: &Path| {
             let path = path.to_path_buf();
             move |source| CoreError::State { path, source }
@@ -226,8 +224,7 @@ impl Daemon {
 
     /// Records where a jailed session's CLI has its home (empty: not jailed).
     pub(crate) fn set_jail_home(&self, name: &str, home: &str) {
-        self.inner
-            .sessions
+        self.sessions()
             .update(name, |e| e.rec.jail_home = home.to_string());
     }
 
@@ -238,7 +235,7 @@ impl Daemon {
     /// any other link is not. What is returned lies in a session area, which the readers open
     /// beneath it with no link followed (`confine::beneath::read_record`).
     pub(crate) fn jailed_record_path(&self, rec: &SessionRecord, seen: &str) -> Option<PathBuf> {
-        let state = &self.inner.settings.state_dir;
+        let state = &self.settings().state_dir;
         let own = state.join("jails").join(&rec.id).join("home");
         let files = state.join("sessions").join(&rec.id);
         // What this returns is read beneath these areas (a daemon restarted since the jail
@@ -286,7 +283,7 @@ impl Daemon {
             .filter(|(k, _)| TMUX_ENV.contains(&k.as_str()))
             .cloned()
             .collect();
-        let state = &self.inner.settings.state_dir;
+        let state = &self.settings().state_dir;
         let spec = crate::confine::launch::LaunchSpec {
             argv,
             env,

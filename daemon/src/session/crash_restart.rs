@@ -26,8 +26,8 @@ impl Daemon {
         if !failed {
             return;
         }
-        let d = &self.inner.settings.config.daemon;
-        let counted = self.inner.sessions.update(name, |e| {
+        let d = &self.settings().config.daemon;
+        let counted = self.sessions().update(name, |e| {
             if !e.rec.server.is_empty() || e.rec.unmanaged {
                 return None;
             }
@@ -73,7 +73,7 @@ impl Daemon {
         }
         let wait = Duration::from_secs(1u64 << (attempt - 1).min(5)).min(MAX_BACKOFF);
         // On disk before it is told: a daemon stopped during the backoff makes it all the same.
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             e.rec.restart_due_ms = crate::store::now_ms() + wait.as_millis() as i64;
         });
         self.persist();
@@ -100,7 +100,7 @@ impl Daemon {
     /// Restarts after a failure that a daemon stopped during the backoff had scheduled (the
     /// restart is due when it said).
     pub(crate) fn resume_crash_restarts(&self) {
-        let due: Vec<(String, i64, String)> = self.inner.sessions.filter_map(|e| {
+        let due: Vec<(String, i64, String)> = self.sessions().filter_map(|e| {
             (e.rec.restart_due_ms > 0 && e.rec.state == crate::model::State::Exited)
                 .then(|| (e.rec.name.clone(), e.rec.restart_due_ms, e.rec.cli.clone()))
         });
@@ -108,8 +108,7 @@ impl Daemon {
             let wait =
                 Duration::from_millis(at.saturating_sub(crate::store::now_ms()).max(0) as u64);
             let resume = self
-                .inner
-                .sessions
+                .sessions()
                 .get(&name, |e| !e.rec.cli_session_id.is_empty())
                 .unwrap_or(false)
                 && self.resumes_conversations(&cli);
@@ -124,12 +123,11 @@ impl Daemon {
         self.in_background(async move {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = d.inner.shutdown.cancelled() => return,
+                _ = d.shutting_down().cancelled() => return,
             }
             // Stopped, released or restarted by hand meanwhile: nothing to do.
             let (still_exited, id) = d
-                .inner
-                .sessions
+                .sessions()
                 .update(&name, |e| {
                     let due = e.rec.restart_due_ms > 0;
                     e.rec.restart_due_ms = 0;

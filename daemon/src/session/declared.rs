@@ -20,8 +20,7 @@ impl Daemon {
                 && filter.state.is_none_or(|s| r.state == s)
         };
         let mut out: Vec<SessionRecord> = self
-            .inner
-            .sessions
+            .sessions()
             .filter_map(|e| wanted(&e.rec).then(|| e.rec.clone()));
         // Declared in the config and not started: listed, so that `start` is one step.
         out.extend(self.declared_not_started().into_iter().filter(wanted));
@@ -32,7 +31,7 @@ impl Daemon {
     pub fn declared_not_started(&self) -> Vec<SessionRecord> {
         let live = self.live();
         // The names in use, from one look at the table (sorted, as it keeps them).
-        let sessions = self.inner.sessions.names();
+        let sessions = self.sessions().names();
         live.config
             .sessions
             .iter()
@@ -70,7 +69,7 @@ impl Daemon {
             .cloned()
             .collect();
         for d in auto {
-            let running = self.inner.sessions.alive(&d.name);
+            let running = self.sessions().alive(&d.name);
             if running {
                 continue;
             }
@@ -94,7 +93,7 @@ impl Daemon {
         let d = self
             .declaration(name)
             .ok_or_else(|| CoreError::NotDeclared(name.to_string()))?;
-        let existing = self.inner.sessions.state_of(name);
+        let existing = self.sessions().state_of(name);
         match existing {
             Some(s) if s.is_exited() => {
                 let resume = self.resumes_conversations(&d.cli);
@@ -103,7 +102,7 @@ impl Daemon {
             Some(_) => return Err(CoreError::AlreadyExists(name.to_string())),
             None => {}
         }
-        let tmux = match self.inner.mux.list_sessions().await {
+        let tmux = match self.mux().list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
             Err(e) => return Err(e.into()),

@@ -10,7 +10,6 @@
 use crate::chat::chats::Binding;
 use crate::core::Daemon;
 use crate::error::CoreError;
-use crate::locking::lock;
 
 impl Daemon {
     /// Sets (or, with an empty `chat`, clears) the platform's default chat.
@@ -19,7 +18,7 @@ impl Daemon {
             return Err(CoreError::DefaultChat("name the platform".into()));
         }
         if chat.is_empty() {
-            lock(&self.inner.default_chats).remove(platform);
+            self.set_default_chat_of(platform, None);
             return Ok(());
         }
         if !self.is_admin_chat(platform, chat) {
@@ -28,15 +27,15 @@ impl Daemon {
             )));
         }
         self.chats()
-            .ensure_home(platform, chat, self.inner.events.last_seq());
-        lock(&self.inner.default_chats).insert(platform.to_string(), chat.to_string());
+            .ensure_home(platform, chat, self.events().last_seq());
+        self.set_default_chat_of(platform, Some(chat));
         Ok(())
     }
 
     /// An admin's private chat (its id is the admin's user id), or a chat an admin bound (or
     /// bound a topic of: a forum whose sessions each have a topic).
     fn is_admin_chat(&self, platform: &str, chat: &str) -> bool {
-        let access = &self.inner.access;
+        let access = &self.access();
         if access.known(platform, chat) == Some(true) {
             return true;
         }
@@ -57,7 +56,7 @@ impl Daemon {
     pub fn note_chat(&self, platform: &str, chat: &str, admin: bool, group: bool) {
         if admin && !group && !platform.is_empty() && !chat.is_empty() {
             self.chats()
-                .note_admin_chat(platform, chat, self.inner.events.last_seq());
+                .note_admin_chat(platform, chat, self.events().last_seq());
         }
     }
 
@@ -66,14 +65,13 @@ impl Daemon {
     /// the chat has), and the default chat.
     pub fn unmanaged_bindings(&self, platform: &str, session: &str) -> Vec<Binding> {
         let unmanaged = self
-            .inner
-            .sessions
+            .sessions()
             .get(session, |e| e.rec.unmanaged)
             .unwrap_or(false);
         if !unmanaged {
             return Vec::new();
         }
-        let access = &self.inner.access;
+        let access = &self.access();
         let mut out: Vec<Binding> = Vec::new();
         for chat in self.chats().admin_chats(platform) {
             if let Some(b) = self
@@ -103,7 +101,7 @@ impl Daemon {
     /// Where the gateway tells the admins that another platform is down: the admins' private
     /// chats of `platform` (while they are admins) and its default chat.
     pub fn admin_notice_chats(&self, platform: &str) -> Vec<String> {
-        let access = &self.inner.access;
+        let access = &self.access();
         let mut out: Vec<String> = Vec::new();
         for chat in self.chats().admin_chats(platform) {
             let still = self
@@ -122,7 +120,7 @@ impl Daemon {
                 out.push(chat);
             }
         }
-        if let Some(chat) = lock(&self.inner.default_chats).get(platform).cloned()
+        if let Some(chat) = self.default_chat_of(platform)
             && !out.contains(&chat)
         {
             out.push(chat);
@@ -133,10 +131,9 @@ impl Daemon {
     /// The default chat's binding, for an event of `session` that no chat of `platform` is
     /// bound to, when the session was started on the machine.
     pub fn default_chat_binding(&self, platform: &str, session: &str) -> Option<Binding> {
-        let chat = lock(&self.inner.default_chats).get(platform).cloned()?;
+        let chat = self.default_chat_of(platform)?;
         let machine = self
-            .inner
-            .sessions
+            .sessions()
             .get(session, |e| e.rec.owner.is_empty())
             .unwrap_or(false);
         if !machine {

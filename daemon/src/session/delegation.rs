@@ -47,8 +47,7 @@ impl Daemon {
             return;
         }
         let wanted = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 e.rec.delegate && e.rec.delegated_to.is_empty() && !e.stopping
             })
@@ -96,7 +95,7 @@ impl Daemon {
         // A transaction: the name the work goes to is reserved in the session's record as it
         // is found free among all the others, so that a second error cannot start a second
         // delegation nor take the same name.
-        let (old, candidates) = self.inner.sessions.transaction(|sessions| {
+        let (old, candidates) = self.sessions().transaction(|sessions| {
             let e = sessions
                 .get(name)
                 .ok_or_else(|| CoreError::NoSuchSession(name.to_string()))?;
@@ -169,7 +168,7 @@ impl Daemon {
         let mut started = None;
         for target in candidates {
             // A transaction, as above: the next free name, reserved as it is found.
-            let new_name = self.inner.sessions.transaction(|sessions| {
+            let new_name = self.sessions().transaction(|sessions| {
                 let n = free_name(sessions, name, &target);
                 if let Some(e) = sessions.get_mut(name) {
                     e.rec.delegated_to = n.clone();
@@ -209,9 +208,7 @@ impl Daemon {
             }
         }
         let Some((target, new_name, new)) = started else {
-            self.inner
-                .sessions
-                .update(name, |e| e.rec.delegated_to.clear());
+            self.sessions().update(name, |e| e.rec.delegated_to.clear());
             return Err(CoreError::Delegation(match to {
                 Some(_) => skipped.join("; "),
                 None => format!(
@@ -220,12 +217,11 @@ impl Daemon {
                 ),
             }));
         };
-        self.inner
-            .sessions
+        self.sessions()
             .update(&new_name, |e| e.rec.shared_with = old.shared_with.clone());
         let line = why(&old.cli, reason, detail);
         info!(session = %name, to = %new_name, reason, ?skipped, "handing the work on");
-        let moved = self.inner.chats.move_session(name, &new_name);
+        let moved = self.chats().move_session(name, &new_name);
         self.event(
             name,
             &old.id,
@@ -247,8 +243,7 @@ impl Daemon {
             "delegation",
             &format!("{notice}; continuing in {new_name} ({target})"),
         );
-        self.inner
-            .metrics
+        self.metrics()
             .delegated(&old.cli, &target, reason, &new_name, since);
         // git runs only where no jail can change the repository under it (its config names
         // programs git runs, and a jailed session could add one between any check and the run).
@@ -273,16 +268,16 @@ impl Daemon {
         if !skipped.is_empty() {
             audit.push_str(&format!("; passed over: {}", skipped.join("; ")));
         }
-        self.inner.audit.record(crate::store::audit::Audit::now(
+        self.audit_log().record(crate::store::audit::Audit::now(
             "clibot", "clibot", "", name, "delegate", "accepted", &audit,
         ));
         self.persist();
-        Ok(self.inner.sessions.record(&new_name).unwrap_or(new))
+        Ok(self.sessions().record(&new_name).unwrap_or(new))
     }
 
     /// A line for the session's chats.
     pub(crate) fn notice(&self, name: &str, kind: &str, text: &str) {
-        let id = self.inner.sessions.id_of(name).unwrap_or_default();
+        let id = self.sessions().id_of(name).unwrap_or_default();
         self.event(
             name,
             &id,

@@ -13,7 +13,7 @@ impl Daemon {
     pub async fn discover(&self) -> Vec<Found> {
         // From one look at the table: each live session's process, and whether clibot only
         // watches it.
-        let live = self.inner.sessions.filter_map(|e| {
+        let live = self.sessions().filter_map(|e| {
             (!e.rec.state.is_exited() && e.rec.pid > 0)
                 .then(|| (e.rec.pid, e.rec.unmanaged, e.rec.name.clone()))
         });
@@ -27,7 +27,7 @@ impl Daemon {
                 .map(|(pid, _, name)| (pid, name))
                 .collect(),
         );
-        let tmux = self.inner.settings.config.tmux.binary.clone();
+        let tmux = self.settings().config.tmux.binary.clone();
         let mut found = crate::discover::scan(&tmux, &managed).await;
         for f in &mut found {
             if let Some(name) = watched.get(&f.pid) {

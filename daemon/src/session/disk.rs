@@ -55,7 +55,7 @@ impl Daemon {
     /// Measures every running jailed session's use of the disk now and then (see
     /// `disk_check_every`) until `shutdown`.
     pub async fn run_disk_watch(self, shutdown: CancellationToken) {
-        let every = disk_check_every(self.inner.settings.config.daemon.poll_interval_ms);
+        let every = disk_check_every(self.settings().config.daemon.poll_interval_ms);
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -67,8 +67,8 @@ impl Daemon {
     /// One measurement: each running jailed session over its platform's `jail_disk` is
     /// stopped and kept, with the reason.
     async fn check_jail_disk(&self) {
-        let state = self.inner.settings.state_dir.clone();
-        let jailed: Vec<(String, String, PathBuf, String)> = self.inner.sessions.filter_map(|e| {
+        let state = self.settings().state_dir.clone();
+        let jailed: Vec<(String, String, PathBuf, String)> = self.sessions().filter_map(|e| {
             (!e.rec.jail_home.is_empty() && !e.rec.state.is_exited() && !e.stopping).then(|| {
                 (
                     e.rec.name.clone(),
@@ -107,7 +107,7 @@ impl Daemon {
 
     /// Stops session `name` and keeps it, exited with `reason` (told to its chats).
     async fn stop_over_disk(&self, name: &str, reason: &str) {
-        let rec = self.inner.sessions.update(name, |e| {
+        let rec = self.sessions().update(name, |e| {
             if e.stopping {
                 return None;
             }
@@ -119,7 +119,7 @@ impl Daemon {
         };
         self.stop_watcher(name);
         let stopped = self.stop_inner(&rec, true, None).await;
-        self.inner.sessions.unreserve(name);
+        self.sessions().unreserve(name);
         let status = stopped.ok().and_then(|o| o.exit_status);
         self.mark_exited(name, status, reason);
         self.notice(name, "disk", reason);

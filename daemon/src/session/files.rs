@@ -114,7 +114,7 @@ impl Daemon {
         };
         if let Some(secret) = crate::confine::secrets::secret_containing(
             &dir.join(&rel),
-            &self.inner.secrets,
+            self.secret_paths(),
             &self.live().lifted_secrets,
         ) {
             return Err(CoreError::FileRefused(format!(
@@ -233,7 +233,7 @@ impl Daemon {
     /// Both are reached beneath the session's directory with no link followed, so an outbox
     /// or a sent folder that is a link to elsewhere is refused, not used.
     pub(crate) async fn scan_outboxes(&self) {
-        let dirs: Vec<(String, String, PathBuf)> = self.inner.sessions.filter_map(|e| {
+        let dirs: Vec<(String, String, PathBuf)> = self.sessions().filter_map(|e| {
             (!e.rec.state.is_exited() && !e.rec.unmanaged)
                 .then(|| (e.rec.name.clone(), e.rec.id.clone(), e.rec.dir.clone()))
         });
@@ -258,7 +258,7 @@ impl Daemon {
                     continue;
                 }
             };
-            let ready: Option<Vec<(String, u64)>> = self.inner.sessions.update(&name, |e| {
+            let ready: Option<Vec<(String, u64)>> = self.sessions().update(&name, |e| {
                 // Ready: the same size as at the last look.
                 let ready = seen
                     .iter()
@@ -301,7 +301,7 @@ impl Daemon {
                 return;
             }
         };
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             e.rt.outbox.retain(|(f, _)| f != file);
             e.rt.outbox_told = None;
         });
@@ -326,8 +326,7 @@ impl Daemon {
     /// Tells session `name`'s chats why its outbox is not used, once for the same reason.
     fn tell_outbox_once(&self, name: &str, why: String) {
         let told = self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| {
                 e.rt.outbox_told.replace(why.clone()).as_ref() == Some(&why)
             })

@@ -13,7 +13,7 @@ use crate::store::events::EventKind;
 impl Daemon {
     /// Starts waking session `name` if it is hibernated and not already waking.
     pub(crate) fn wake_if_hibernated(&self, name: &str) {
-        let woken = self.inner.sessions.update(name, |e| {
+        let woken = self.sessions().update(name, |e| {
             if e.rec.state != State::Hibernated || e.rt.waking || e.stopping {
                 return None;
             }
@@ -40,7 +40,7 @@ impl Daemon {
                 info!(resume, "a message came: waking the hibernated session");
                 match d.restart_inner(&name, resume).await {
                     Ok(rec) => {
-                        d.inner.sessions.update(&name, |e| e.rt.waking = false);
+                        d.sessions().update(&name, |e| e.rt.waking = false);
                         d.event(&name, &rec.id, EventKind::Woken { resumed: resume });
                         // What came while it woke is typed once it is ready (if it already
                         // is, now).
@@ -48,7 +48,7 @@ impl Daemon {
                     }
                     Err(e) => {
                         warn!("the hibernated session could not be woken: {e}");
-                        d.inner.sessions.update(&name, |e| e.rt.waking = false);
+                        d.sessions().update(&name, |e| e.rt.waking = false);
                         d.event(
                             &name,
                             &id,

@@ -35,8 +35,7 @@ impl Daemon {
         let mut payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
         let (name, cli, rec) = self
-            .inner
-            .sessions
+            .sessions()
             .find_map(|e| {
                 (e.rec.id == session_id && crate::ids::token_eq(&e.rec.hook_token, token))
                     .then(|| (e.rec.name.clone(), e.rec.cli.clone(), e.rec.clone()))
@@ -86,8 +85,7 @@ impl Daemon {
     /// this turn with this very reply (the hook is late, not a new turn).
     fn hook_completed(&self, name: &str, text: String) {
         let late = self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| {
                 let same = e.rec.state == State::Idle && e.rec.last_reply.as_ref() == Some(&text);
                 e.rt.turn.hook_completed_late(same)
@@ -105,7 +103,7 @@ impl Daemon {
     /// screen agrees. The notice may come late, after the next input was typed: then the
     /// screen shows that turn working (or the typed text) and nothing is ended.
     async fn idle_again(&self, name: &str) {
-        let looked = self.inner.sessions.get(name, |e| {
+        let looked = self.sessions().get(name, |e| {
             // A turn that began a moment ago is the next one, whose input was just typed.
             let running =
                 e.rt.turn
@@ -143,8 +141,7 @@ impl Daemon {
             match signal {
                 HookSignal::Ignore => Ok(String::new()),
                 HookSignal::TurnStarted => {
-                    self.inner
-                        .sessions
+                    self.sessions()
                         .update(&name, |e| e.rt.turn.hook_started(Instant::now()));
                     self.set_state(&name, State::Working, "prompt submitted");
                     Ok(String::new())
@@ -182,7 +179,7 @@ impl Daemon {
                             if let Some(text) = got {
                                 break text;
                             }
-                            if Instant::now() >= deadline || d.inner.shutdown.is_cancelled() {
+                            if Instant::now() >= deadline || d.shutting_down().is_cancelled() {
                                 info!(
                                     "the CLI's records never held that stop; reading them as they are"
                                 );
@@ -200,7 +197,7 @@ impl Daemon {
                     Ok(String::new())
                 }
                 HookSignal::Error { kind, message } => {
-                    let Some(id) = self.inner.sessions.update(&name, |e| {
+                    let Some(id) = self.sessions().update(&name, |e| {
                         e.rec.error = Some(message.clone());
                         e.rt.turn.failed();
                         e.rec.id.clone()
@@ -242,8 +239,7 @@ impl Daemon {
     ) -> Result<String, CoreError> {
         let watch_only = !wait
             && self
-                .inner
-                .sessions
+                .sessions()
                 .get(name, |e| e.rec.unmanaged)
                 .unwrap_or(false);
         // A CLI clibot does not run, whose hook cannot carry an answer (Gemini CLI): shown,
@@ -277,7 +273,7 @@ impl Daemon {
             ..Default::default()
         };
         let (tx, rx) = oneshot::channel();
-        let poke = self.inner.sessions.update(name, |e| {
+        let poke = self.sessions().update(name, |e| {
             if let Some(old) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &old.id, "cli");
                 // The hook that announced it waits no longer: its dialog is gone.
@@ -298,8 +294,7 @@ impl Daemon {
         self.set_state(name, State::Waiting, "permission requested");
         poke.notify_one();
         let unmanaged = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rec.unmanaged.then(|| e.rec.id.clone()))
             .flatten();
         if let Some(id) = &unmanaged {
@@ -321,18 +316,18 @@ impl Daemon {
         let wait = if unmanaged.is_some() {
             super::unmanaged::UNMANAGED_WAIT
         } else {
-            Duration::from_millis(self.inner.settings.config.daemon.permission_wait_ms)
+            Duration::from_millis(self.settings().config.daemon.permission_wait_ms)
         };
         tokio::select! {
             r = rx => Ok(r.unwrap_or_default()),
             _ = tokio::time::sleep(wait) => {
-                self.inner.sessions.update(name, |e| {
+                self.sessions().update(name, |e| {
                     e.rt.waiters.remove(&prompt.id);
                 });
                 info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");
                 Ok(String::new())
             }
-            _ = self.inner.shutdown.cancelled() => Ok(String::new()),
+            _ = self.shutting_down().cancelled() => Ok(String::new()),
         }
     }
 }

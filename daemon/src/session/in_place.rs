@@ -16,7 +16,6 @@ use tracing::{info, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::is_valid_name;
 use crate::store::events::EventKind;
@@ -38,13 +37,13 @@ impl Daemon {
     /// The multiplexer of tmux server `server` (a socket path; empty: clibot's own).
     pub(crate) fn mux_on(&self, server: &str) -> Result<Arc<dyn Mux>, CoreError> {
         if server.is_empty() {
-            return Ok(self.inner.mux.clone());
+            return Ok(self.mux().clone());
         }
-        let mut servers = lock(&self.inner.servers);
+        let mut servers = self.servers();
         if let Some(m) = servers.get(server) {
             return Ok(m.clone());
         }
-        let mux = self.inner.mux.on_server(Path::new(server)).ok_or_else(|| {
+        let mux = self.mux().on_server(Path::new(server)).ok_or_else(|| {
             CoreError::CannotAdoptHere(
                 "this daemon cannot follow panes on other tmux servers".into(),
             )
@@ -67,12 +66,10 @@ impl Daemon {
     /// there): such a session cannot exist, as adoption refuses it first.
     pub(crate) fn mux_of(&self, name: &str) -> Arc<dyn Mux> {
         let server = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rec.server.clone())
             .unwrap_or_default();
-        self.mux_on(&server)
-            .unwrap_or_else(|_| self.inner.mux.clone())
+        self.mux_on(&server).unwrap_or_else(|_| self.mux().clone())
     }
 
     /// Starts managing a CLI that discovery found in a tmux pane (`found`: its id, CLI-PID),
@@ -103,8 +100,7 @@ impl Daemon {
     /// own), where it runs.
     pub async fn adopt_in_place(&self, req: InPlace<'_>) -> Result<SessionRecord, CoreError> {
         let own = self
-            .inner
-            .mux
+            .mux()
             .server_socket()
             .and_then(|p| std::fs::canonicalize(p).ok());
         let server = match (req.server.is_empty(), &own) {
@@ -129,7 +125,7 @@ impl Daemon {
         }
         let server_s = server.display().to_string();
         let mux = if own.as_deref() == Some(server.as_path()) {
-            self.inner.mux.clone()
+            self.mux().clone()
         } else {
             self.mux_on(&server_s)?
         };
@@ -158,7 +154,7 @@ impl Daemon {
             )));
         }
         if own.as_deref() != Some(server.as_path())
-            && let Some(holder) = self.inner.sessions.find_map(|e| {
+            && let Some(holder) = self.sessions().find_map(|e| {
                 (!e.rec.state.is_exited() && e.rec.server == server_s && e.rec.pane == row.pane)
                     .then(|| e.rec.name.clone())
             })
@@ -196,7 +192,7 @@ impl Daemon {
         let server_field = server_s.clone();
         // A transaction: the pane is checked unmanaged and the name free among all the
         // sessions, and the name taken, as one step.
-        let rec = self.inner.sessions.transaction(|sessions| {
+        let rec = self.sessions().transaction(|sessions| {
             if let Some(e) = sessions.values().find(|e| {
                 !e.rec.state.is_exited() && e.rec.server == server_field && e.rec.pane == row.pane
             }) {
@@ -288,9 +284,7 @@ impl Daemon {
                     _ => exited.push(rec.name.clone()),
                 }
             }
-            self.inner
-                .sessions
-                .insert(rec.name.clone(), Entry::new(rec));
+            self.sessions().insert(rec.name.clone(), Entry::new(rec));
         }
         for name in exited {
             self.mark_exited(&name, None, "its pane on the other tmux server is gone");
@@ -304,13 +298,12 @@ impl Daemon {
             return;
         }
         let used = self
-            .inner
-            .sessions
+            .sessions()
             .any(|e| e.rec.server == server && !e.rec.state.is_exited());
         if used {
             return;
         }
-        let mux = lock(&self.inner.servers).remove(server);
+        let mux = self.servers().remove(server);
         if let Some(m) = mux {
             m.close().await;
             info!(server, "no longer following this tmux server");

@@ -1,6 +1,5 @@
 //! Input to a session: typed now when the CLI is ready, else queued (bounded, on disk) and typed when the running turn ends; keys at once.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use tracing::{Instrument, info, info_span, warn};
@@ -44,10 +43,10 @@ impl Daemon {
         submit: bool,
     ) -> Result<(u64, bool), CoreError> {
         let (max_inputs, max_bytes) = {
-            let d = &self.inner.settings.config.daemon;
+            let d = &self.settings().config.daemon;
             (d.max_queued_inputs, d.max_queued_bytes)
         };
-        let (queued, id) = self.inner.sessions.try_update(name, |e| {
+        let (queued, id) = self.sessions().try_update(name, |e| {
             // Hibernated, or being woken: the message waits in the queue meanwhile.
             let waking = e.rt.waking || e.rt.hibernating;
             if e.stopping && !waking {
@@ -84,7 +83,7 @@ impl Daemon {
                 e.rec.queue.push(text.clone());
                 // One line appended to the session's queue file, in the queue's order: the cost
                 // of the message, not of every session's record.
-                let file = self.inner.queues.push(&e.rec.id, &text);
+                let file = self.queues().push(&e.rec.id, &text);
                 Ok((Some((e.rec.queue.len() as u32, file)), e.rec.id.clone()))
             } else {
                 Ok((None, e.rec.id.clone()))
@@ -94,10 +93,10 @@ impl Daemon {
             if let Err(e) = file.and_then(|f| crate::store::off_worker(|| f.sync_data())) {
                 // Not on disk, so not confirmed: the sender keeps it and is told why.
                 warn!("cannot keep the queued message on disk; not queued: {e}");
-                self.inner.sessions.update(name, |e| {
+                self.sessions().update(name, |e| {
                     if let Some(i) = e.rec.queue.iter().rposition(|t| *t == text) {
                         e.rec.queue.remove(i);
-                        if let Err(err) = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue) {
+                        if let Err(err) = self.queues().rewrite(&e.rec.id, &e.rec.queue) {
                             warn!("cannot rewrite the queue file either: {err}");
                         }
                     }
@@ -119,9 +118,9 @@ impl Daemon {
 
     /// Queues a message a dialog held back (at the queue's head: it came first).
     async fn queue_held(&self, name: &str, text: String) -> Result<(u64, bool), CoreError> {
-        let (id, file) = self.inner.sessions.try_update(name, |e| {
+        let (id, file) = self.sessions().try_update(name, |e| {
             e.rec.queue.insert(0, text.clone());
-            let file = self.inner.queues.rewrite(&e.rec.id, &e.rec.queue);
+            let file = self.queues().rewrite(&e.rec.id, &e.rec.queue);
             Ok((e.rec.id.clone(), file))
         })?;
         if let Err(err) = file {
@@ -137,8 +136,7 @@ impl Daemon {
     /// published as a prompt. A password prompt does not hold a message: it is typed hidden.
     pub(crate) async fn dialog_up(&self, name: &str, target: &str, cli: &str) -> bool {
         let waiting = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 e.rec.state == State::Waiting
                     && e.rec.prompt.as_ref().is_none_or(|p| !p.is_secret())
@@ -192,7 +190,7 @@ impl Daemon {
         let _turn = input.lock().await;
         // Another message may have started a turn while this one waited for the lock: a
         // submitted message then waits for that turn (its Enter could meet its dialog).
-        let state = self.inner.sessions.state_of(name);
+        let state = self.sessions().state_of(name);
         if submit && !matches!(state, Some(State::Idle | State::Error)) {
             return Ok(Delivery::Held);
         }
@@ -222,8 +220,7 @@ impl Daemon {
         // A CLI with an API takes a submitted message through it: no keystroke can be lost
         // while its TUI is still settling, and its confirmation is the API's own answer.
         let api = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rt.api.clone())
             .flatten()
             .filter(|_| submit && !text.is_empty());
@@ -240,8 +237,7 @@ impl Daemon {
             // The last daemon typed it and died before Enter: it is submitted, not typed twice.
             info!("the queued message was typed already by the last daemon; submitting it");
         } else if self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| std::mem::take(&mut e.rt.maybe_entered))
             .unwrap_or(false)
         {
@@ -252,7 +248,7 @@ impl Daemon {
                 "the queued message's Enter was being pressed when the last daemon stopped; not typed again"
             );
         } else if text.contains('\n') || text.len() > TYPE_MAX {
-            let n = self.inner.paste_counter.fetch_add(1, Ordering::Relaxed);
+            let n = self.next_paste();
             mux.paste(rec.target(), &format!("clibot-{}-{n}", rec.id), text)
                 .await?;
         } else if !text.is_empty() {
@@ -265,16 +261,10 @@ impl Daemon {
             // A queued message (typed while its delivery holds the queue): its file says the
             // Enter is being pressed, for a daemon killed before `input_sent` is written.
             let queued = self
-                .inner
-                .sessions
+                .sessions()
                 .get(name, |e| e.rt.delivering)
                 .unwrap_or(false);
-            if queued
-                && let Err(e) = self
-                    .inner
-                    .queues
-                    .entering(&rec.id, self.inner.events.last_seq())
-            {
+            if queued && let Err(e) = self.queues().entering(&rec.id, self.events().last_seq()) {
                 warn!("cannot record on disk that a queued message's Enter is pressed: {e}");
             }
             mux.send_keys(rec.target(), &[Key::Named("Enter".into())])
@@ -282,7 +272,7 @@ impl Daemon {
         }
         let now = Instant::now();
         if submit {
-            self.inner.sessions.update(name, |e| {
+            self.sessions().update(name, |e| {
                 e.rt.turn
                     .submitted(now, anchor, text.lines().count(), by_api);
                 e.rec.turn_anchor = anchor;
@@ -320,8 +310,7 @@ impl Daemon {
     /// that died before it pressed Enter (asked once, after a start with input queued).
     async fn already_typed(&self, name: &str, target: &str, text: &str) -> bool {
         let asked = self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| std::mem::take(&mut e.rt.maybe_half_typed))
             .unwrap_or(false);
         let text = text.trim_end();
@@ -347,7 +336,7 @@ impl Daemon {
     /// queue (in memory and on disk) only once it was typed: a daemon killed while typing it
     /// finds it queued still, and a dialog that holds it keeps it first in line.
     pub(crate) fn deliver_queued(&self, name: &str) {
-        let next = self.inner.sessions.update(name, |e| {
+        let next = self.sessions().update(name, |e| {
             if e.rt.delivering
                 || e.rec.queue.is_empty()
                 || !matches!(e.rec.state, State::Idle | State::Error)
@@ -358,11 +347,7 @@ impl Daemon {
             // Before the head is typed, its file says so: a daemon killed from here on leaves
             // the next one to ask the event log whether it was submitted (then it is not
             // typed again) or not (then it is, a half-typed line completed).
-            if let Err(err) = self
-                .inner
-                .queues
-                .typing(&e.rec.id, self.inner.events.last_seq())
-            {
+            if let Err(err) = self.queues().typing(&e.rec.id, self.events().last_seq()) {
                 warn!("cannot record on disk that a queued message is being typed: {err}");
             }
             e.rec.queue.first().cloned()
@@ -374,10 +359,10 @@ impl Daemon {
         let name = name.to_string();
         self.in_background(async move {
             let taken = |d: &Daemon| {
-                d.inner.sessions.update(&name, |e| {
+                d.sessions().update(&name, |e| {
                     if e.rec.queue.first() == Some(&next) {
                         e.rec.queue.remove(0);
-                        if let Err(err) = d.inner.queues.pop(&e.rec.id, &e.rec.queue) {
+                        if let Err(err) = d.queues().pop(&e.rec.id, &e.rec.queue) {
                             warn!("cannot record on disk that a queued message was typed: {err}");
                         }
                     }
@@ -392,7 +377,7 @@ impl Daemon {
                 Err(e) => {
                     taken(&d);
                     warn!(session = %name, "queued input could not be delivered: {e}");
-                    let id = d.inner.sessions.id_of(&name).unwrap_or_default();
+                    let id = d.sessions().id_of(&name).unwrap_or_default();
                     d.event(
                         &name,
                         &id,
@@ -407,7 +392,7 @@ impl Daemon {
                     true
                 }
             };
-            d.inner.sessions.update(&name, |e| e.rt.delivering = false);
+            d.sessions().update(&name, |e| e.rt.delivering = false);
             d.persist();
             if failed {
                 // The session did not start a turn: the next queued input may go.
@@ -434,7 +419,7 @@ impl Daemon {
         if key.is_empty() {
             return self.send_or_answer_secret(name, text, submit, by).await;
         }
-        match self.inner.seen_inputs.claim(key).await {
+        match self.seen_inputs().claim(key).await {
             crate::chat::dedupe::Claim::Seen(seq) => {
                 info!(
                     session = name,
@@ -458,7 +443,7 @@ impl Daemon {
 
     /// Refuses text longer than one `send` may carry (`[daemon] max_input_bytes`).
     fn check_input_len(&self, text: &str) -> Result<(), CoreError> {
-        let max = self.inner.settings.config.daemon.max_input_bytes;
+        let max = self.settings().config.daemon.max_input_bytes;
         if text.len() > max {
             return Err(CoreError::TextTooLong {
                 len: text.len(),
@@ -478,8 +463,7 @@ impl Daemon {
         by: &str,
     ) -> Result<Sent, CoreError> {
         let secret = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 e.rec
                     .prompt
@@ -510,7 +494,7 @@ impl Daemon {
     /// redelivered update does not restart, stop or press anything twice. Kept with the keys of
     /// typed messages, under their own prefix.
     pub async fn claim_once(&self, key: &str) -> bool {
-        match self.inner.seen_inputs.claim(&format!("once:{key}")).await {
+        match self.seen_inputs().claim(&format!("once:{key}")).await {
             crate::chat::dedupe::Claim::Seen(_) => false,
             crate::chat::dedupe::Claim::Mine(reservation) => {
                 reservation.done(0);
@@ -584,7 +568,7 @@ impl Daemon {
             return Err(CoreError::Exited(name.to_string()));
         }
         let _turn = input.lock().await;
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             e.rt.keys_by = Some((crate::store::now_ms(), by.to_string()));
         });
         self.mux_of(&rec.name)
@@ -596,8 +580,7 @@ impl Daemon {
     }
 
     pub(crate) fn touch(&self, name: &str) {
-        self.inner
-            .sessions
+        self.sessions()
             .update(name, |e| e.rec.last_activity_ms = now_ms());
     }
 

@@ -202,8 +202,7 @@ impl Daemon {
         only: &str,
     ) -> Result<(Vec<(String, String, Verdict)>, String), CoreError> {
         let platforms: Vec<_> = self
-            .inner
-            .access
+            .access()
             .platforms()
             .into_iter()
             .filter(|(_, conf)| conf.sandbox != crate::chat::access::Sandbox::Off)
@@ -214,7 +213,7 @@ impl Daemon {
                 "no platform is configured under [access.*] with its sandbox on".into(),
             ));
         }
-        let global = lock(&self.inner.global_path).clone().unwrap_or_default();
+        let global = self.global_path().unwrap_or_default();
         let search = format!("{global}:/usr/bin:/bin:/usr/local/bin");
         let Some(bwrap) = crate::confine::jail::find_bwrap(&search) else {
             return Err(CoreError::NoSandbox);
@@ -230,7 +229,7 @@ impl Daemon {
             self.cli(only)?;
         }
         clis.sort_by(|a, b| a.name.cmp(&b.name));
-        let scratch = self.inner.settings.state_dir.join("jail-check");
+        let scratch = self.settings().state_dir.join("jail-check");
         crate::paths::create_private_dir(&scratch).map_err(|source| CoreError::State {
             path: scratch.clone(),
             source,
@@ -248,7 +247,7 @@ impl Daemon {
             }
         }
         for d in ["jails/jail-check", "sessions/jail-check"] {
-            let _ = std::fs::remove_dir_all(self.inner.settings.state_dir.join(d));
+            let _ = std::fs::remove_dir_all(self.settings().state_dir.join(d));
         }
         Ok((out, String::new()))
     }

@@ -17,8 +17,7 @@ impl Daemon {
         // Which sessions to check is decided before tmux is asked: a session spawned while the
         // list is in flight is not in it, and must not be taken for gone.
         let (candidates, in_place): (Vec<_>, Vec<_>) = self
-            .inner
-            .sessions
+            .sessions()
             .filter_map(|e| {
                 (!e.stopping && !e.rec.state.is_exited() && !e.rec.unmanaged).then(|| e.rec.clone())
             })
@@ -32,14 +31,13 @@ impl Daemon {
         self.check_in_place(in_place).await;
         // Working or waiting on a prompt: a CLI that ends now ends in the middle of its turn.
         let mid_turn = |name: &str| {
-            self.inner
-                .sessions
+            self.sessions()
                 .get(name, |e| {
                     matches!(e.rec.state, State::Working | State::Waiting)
                 })
                 .unwrap_or(false)
         };
-        let live = match self.inner.mux.list_sessions().await {
+        let live = match self.mux().list_sessions().await {
             Ok(l) => l,
             Err(MuxError::NoServer(_)) => Vec::new(),
             Err(e) => {
@@ -63,8 +61,7 @@ impl Daemon {
                     let delegates = crashed.is_some()
                         && self.live().config.delegation.chain_for("crash").is_some()
                         && self
-                            .inner
-                            .sessions
+                            .sessions()
                             .get(&name, |e| e.rec.delegate)
                             .unwrap_or(false);
                     if let Some(detail) = &crashed {
@@ -121,8 +118,7 @@ impl Daemon {
                 }
             }
             if self
-                .inner
-                .sessions
+                .sessions()
                 .get(&rec.name, |e| e.rec.state.is_exited())
                 .unwrap_or(false)
             {
@@ -135,10 +131,10 @@ impl Daemon {
     /// the local user and for admins, who are not capped per user.
     pub(crate) fn capped_owner(&self, owner: &str) -> Option<(String, String, usize)> {
         let (platform, user) = owner.split_once(':')?;
-        if self.inner.access.known(platform, user) == Some(true) {
+        if self.access().known(platform, user) == Some(true) {
             return None;
         }
-        let cap = self.inner.access.platform(platform).max_sessions_per_user;
+        let cap = self.access().platform(platform).max_sessions_per_user;
         Some((platform.to_string(), user.to_string(), cap))
     }
 
@@ -182,7 +178,7 @@ impl Daemon {
             }
         };
         let total = sessions.values().filter(running).count();
-        let max = self.inner.settings.config.daemon.max_sessions;
+        let max = self.settings().config.daemon.max_sessions;
         if total >= max {
             return Err(CoreError::TooManySessions {
                 name: name.to_string(),
@@ -219,7 +215,7 @@ impl Daemon {
     /// wakes it, resuming its conversation (`super::hibernate`). Adopted sessions are left
     /// alone: clibot did not start them.
     pub async fn reap_idle(&self) {
-        let default = self.inner.settings.config.daemon.idle_stop_after;
+        let default = self.settings().config.daemon.idle_stop_after;
         let live = self.live();
         let after_for = |cli: &str| {
             live.clis
@@ -227,7 +223,7 @@ impl Daemon {
                 .and_then(|c| c.idle_stop_after)
                 .unwrap_or(default)
         };
-        let due: Vec<(String, Duration)> = self.inner.sessions.filter_map(|e| {
+        let due: Vec<(String, Duration)> = self.sessions().filter_map(|e| {
             if e.rec.adopted {
                 return None;
             }
@@ -243,7 +239,7 @@ impl Daemon {
 
     async fn reap(&self, name: &str, after: Duration) {
         // Checked again as it is reserved: input may have come meanwhile.
-        let rec = self.inner.sessions.update(name, |e| {
+        let rec = self.sessions().update(name, |e| {
             // A CLI adopted where it runs in the user's own tmux is theirs: never reaped.
             if !e.rec.server.is_empty() || e.rec.unmanaged || idle_for(e).is_none_or(|d| d < after)
             {
@@ -260,7 +256,7 @@ impl Daemon {
         let reason = format!("idle for {}", crate::duration::format_duration(after));
         info!("stopping the session: {reason}");
         let stopped = self.stop_inner(&rec, false, None).await;
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             e.stopping = false;
             e.rt.hibernating = false;
         });
@@ -269,8 +265,7 @@ impl Daemon {
                 self.mark_hibernated(name, outcome.exit_status, &reason);
                 // A message that came while it was being stopped wakes it at once.
                 let queued = self
-                    .inner
-                    .sessions
+                    .sessions()
                     .get(name, |e| !e.rec.queue.is_empty())
                     .unwrap_or(false);
                 if queued {
@@ -290,10 +285,9 @@ impl Daemon {
     /// is one `list-sessions`, which costs the tmux server time in proportion to its sessions,
     /// and it is only the safety net (each session's watcher reports its end at once).
     pub async fn run_monitor(self, shutdown: CancellationToken) {
-        let base =
-            Duration::from_millis(self.inner.settings.config.daemon.poll_interval_ms.max(100));
+        let base = Duration::from_millis(self.settings().config.daemon.poll_interval_ms.max(100));
         loop {
-            let running = self.inner.sessions.count(|e| !e.rec.state.is_exited()) as u32;
+            let running = self.sessions().count(|e| !e.rec.state.is_exited()) as u32;
             let period = base.max(SAFETY_NET_PER_SESSION * running);
             tokio::select! {
                 _ = shutdown.cancelled() => break,

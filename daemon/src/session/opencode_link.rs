@@ -80,21 +80,20 @@ impl Daemon {
     /// Follows session `name`'s OpenCode server on 127.0.0.1:`port` until the session ends.
     pub(crate) async fn api_link(self, name: &str, port: u16, cancel: CancellationToken) {
         let Some((secret, pid)) = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| (e.rec.hook_token.clone(), e.rec.pid))
         else {
             return;
         };
         // The password goes only to the server the session's own program runs.
         let http = LocalHttp::new(port, API_USER, &secret).owned_by(pid);
-        let shutdown = self.inner.shutdown.clone();
+        let shutdown = self.shutting_down().clone();
         let mut backoff = Duration::from_millis(100);
         let mut seen = Seen::default();
         let mut was_live = false;
         let mut probed = false;
         loop {
-            let alive = self.inner.sessions.alive(name);
+            let alive = self.sessions().alive(name);
             if !alive || cancel.is_cancelled() || shutdown.is_cancelled() {
                 break;
             }
@@ -129,7 +128,7 @@ impl Daemon {
                         port,
                         "OpenCode's port refuses this session's password; following the screen only"
                     );
-                    let poke = self.inner.sessions.update(name, |e| {
+                    let poke = self.sessions().update(name, |e| {
                         e.rt.api_gave_up = true;
                         e.rt.poke.clone()
                     });
@@ -176,8 +175,7 @@ impl Daemon {
                 }
             }
             let Some(target) = self
-                .inner
-                .sessions
+                .sessions()
                 .get(name, |e| {
                     (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
                 })
@@ -201,8 +199,7 @@ impl Daemon {
     /// Remembers OpenCode's own id for the conversation, so that a restart can resume it.
     fn note_cli_session(&self, name: &str, session: &str) {
         let changed = self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| {
                 let changed = e.rec.cli_session_id != session;
                 e.rec.cli_session_id = session.to_string();
@@ -217,7 +214,7 @@ impl Daemon {
     /// The API is reachable (`Some`) or not. A starting session is ready once its screen is
     /// too: the screen is read again at once.
     fn set_api(&self, name: &str, api: Option<LocalHttp>) {
-        let poke = self.inner.sessions.update(name, |e| {
+        let poke = self.sessions().update(name, |e| {
             e.rt.api = api;
             e.rt.poke.clone()
         });
@@ -235,8 +232,7 @@ impl Daemon {
         text: &str,
     ) -> Result<(), HttpError> {
         let known = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| e.rec.cli_session_id.clone())
             .filter(|id| id.starts_with("ses_"));
         let body = json!({ "parts": [{ "type": "text", "text": text }] });
@@ -289,8 +285,7 @@ impl Daemon {
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
                     let Some(target) = d
-                        .inner
-                        .sessions
+                        .sessions()
                         .get(&name, |e| {
                             (!e.rec.state.is_exited()).then(|| e.rec.target().to_string())
                         })
@@ -334,8 +329,7 @@ impl Daemon {
                 // catch-up already reported: while clibot sees no turn running, one starts
                 // only when OpenCode says the session is busy now.
                 let idle_here = self
-                    .inner
-                    .sessions
+                    .sessions()
                     .get(name, |e| {
                         !matches!(e.rec.state, State::Working | State::Waiting)
                     })
@@ -363,7 +357,7 @@ impl Daemon {
                 // The turn may have been completed already by the catch-up after a reconnect,
                 // which saw it end just before this event arrived: never report it twice.
                 // What clibot sent for the running turn; none for a turn begun at the desk.
-                let asked = self.inner.sessions.get(name, |e| {
+                let asked = self.sessions().get(name, |e| {
                     let running = matches!(e.rec.state, State::Working | State::Waiting);
                     running.then(|| {
                         if e.rec.turn_started_ms > 0 {
@@ -443,8 +437,7 @@ impl Daemon {
         }
         // A prompt recorded before a restart that is no longer pending was answered meanwhile.
         let gone = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 e.rec
                     .prompt
@@ -479,7 +472,7 @@ impl Daemon {
             root_busy |= self.is_root(http, seen, id).await;
         }
         seen.busy = root_busy;
-        let Some((state, started, recovered_ms)) = self.inner.sessions.get(name, |e| {
+        let Some((state, started, recovered_ms)) = self.sessions().get(name, |e| {
             (
                 e.rec.state,
                 e.rt.turn.started,
@@ -551,7 +544,7 @@ impl Daemon {
                 }
                 if let Err(e) = result {
                     warn!("the answer did not reach OpenCode: {e}");
-                    let id = d.inner.sessions.id_of(&name);
+                    let id = d.sessions().id_of(&name);
                     if let Some(id) = id {
                         d.event(
                             &name,
@@ -576,7 +569,7 @@ impl Daemon {
     fn api_prompt(&self, name: &str, p: ApiPrompt) -> Option<oneshot::Receiver<String>> {
         let (tx, rx) = oneshot::channel();
         // `None`: already waited on; `Some(None)`: recorded, but known from before a restart.
-        let recorded = self.inner.sessions.update(name, |e| {
+        let recorded = self.sessions().update(name, |e| {
             if e.rt.waiters.contains_key(&p.request) {
                 return None;
             }
@@ -625,8 +618,7 @@ impl Daemon {
     /// the terminal did.
     fn api_prompt_replied(&self, name: &str, request: &str) {
         let waited = self
-            .inner
-            .sessions
+            .sessions()
             .update(name, |e| e.rt.waiters.remove(request).is_some())
             .unwrap_or(false);
         if waited {
@@ -637,7 +629,7 @@ impl Daemon {
     /// The prompt `request` is no longer pending, and nobody answered it through clibot: the
     /// person at the terminal did.
     fn resolve_api_prompt(&self, name: &str, request: &str) {
-        let id = self.inner.sessions.update(name, |e| {
+        let id = self.sessions().update(name, |e| {
             e.rt.waiters.remove(request);
             if e.rec.prompt.as_ref().is_none_or(|p| p.id != request) {
                 return None;

@@ -102,7 +102,7 @@ impl Daemon {
             AutoBy::Decider => "decider".to_string(),
         };
         let (key, index, row_about) = self.auto_row(&by);
-        self.inner.outcomes.expect(
+        self.outcomes().expect(
             session,
             &prompt.id,
             Expected {
@@ -120,21 +120,20 @@ impl Daemon {
     /// The automatic answer to `prompt_id` was not given (the prompt went away, or to a
     /// person).
     pub(crate) fn unexpect_answer(&self, prompt_id: &str) {
-        self.inner.outcomes.unexpect(prompt_id);
+        self.outcomes().unexpect(prompt_id);
     }
 
     /// `by` looked at a prompt and left it to a person.
     pub(crate) fn note_left_to_person(&self, by: AutoBy) {
         let (key, index, about) = self.auto_row(&by);
-        self.inner
-            .outcomes
+        self.outcomes()
             .left_to_person(&key, index, &about, now_ms());
     }
 
     /// What event `kind` of `session` means for its automatic answers (called for every
     /// event, once written).
     fn follow_outcomes(&self, session: &str, kind: &EventKind) {
-        let o = &self.inner.outcomes;
+        let o = &self.outcomes();
         let now = now_ms();
         if let EventKind::PromptResolved { prompt_id, by, .. } = kind {
             o.resolved(session, prompt_id, by, now);
@@ -176,7 +175,7 @@ impl Daemon {
     /// the decider: answers, approvals and denials, outcomes, prompts left to a person, when it
     /// last fired; and the latest answers.
     pub fn automation_report(&self) -> Report {
-        let book = self.inner.outcomes.book();
+        let book = self.outcomes().book();
         let a = self.automation();
         let mut used: Vec<&str> = Vec::new();
         let mut rows = Vec::new();

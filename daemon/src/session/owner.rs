@@ -9,7 +9,7 @@ use crate::store::events::EventKind;
 impl Daemon {
     /// Whether `actor` is an admin (the local user counts as one).
     pub fn is_admin(&self, actor: &Actor) -> bool {
-        actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true)
+        actor.is_local() || self.access().known(&actor.platform, &actor.user) == Some(true)
     }
 
     /// Whether `actor` may see and use session `rec`: the local user and admins use all; a
@@ -21,7 +21,7 @@ impl Daemon {
         let key = actor.key();
         rec.owner == key
             || rec.shared_with.contains(&key)
-            || self.inner.access.known(&actor.platform, &actor.user) == Some(true)
+            || self.access().known(&actor.platform, &actor.user) == Some(true)
     }
 
     /// Refuses `actor` a session that is not theirs, in the words used for one that does not
@@ -35,7 +35,7 @@ impl Daemon {
             Ok(rec)
                 if manage
                     && rec.owner != actor.key()
-                    && self.inner.access.known(&actor.platform, &actor.user) != Some(true) =>
+                    && self.access().known(&actor.platform, &actor.user) != Some(true) =>
             {
                 Err(CoreError::NotOwner(name.to_string()))
             }
@@ -73,8 +73,8 @@ impl Daemon {
             });
         }
         let admin =
-            actor.is_local() || self.inner.access.known(&actor.platform, &actor.user) == Some(true);
-        let shared = self.inner.sessions.try_update(name, |e| {
+            actor.is_local() || self.access().known(&actor.platform, &actor.user) == Some(true);
+        let shared = self.sessions().try_update(name, |e| {
             if !admin && e.rec.owner != actor.key() {
                 return Err(if self.may_use_rec(actor, &e.rec) {
                     CoreError::OnlyOwnerShares {
@@ -122,10 +122,7 @@ impl Daemon {
     /// A refused user is answered only now and then (an empty reason: say nothing), and their
     /// repeated refusals are folded into one audit line a minute.
     pub fn check_access(&self, actor: &Actor, name: &str) -> crate::chat::access::Decision {
-        let (d, issued) = self
-            .inner
-            .access
-            .check_chat(&actor.platform, &actor.user, name);
+        let (d, issued) = self.access().check_chat(&actor.platform, &actor.user, name);
         let detail = match &d {
             crate::chat::access::Decision::Allowed { .. } => Ok(()),
             crate::chat::access::Decision::Denied { code: Some(_), .. } if issued => {

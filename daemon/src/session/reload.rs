@@ -4,15 +4,13 @@ use crate::config::Config;
 use crate::core::Daemon;
 use crate::core::live::*;
 use crate::error::CoreError;
-use std::sync::Arc;
 
 impl Daemon {
     /// Re-reads the config file the daemon started with (or the default one). An invalid file
     /// changes nothing, and the error says why.
     pub fn reload_from_file(&self) -> Result<ReloadReport, CoreError> {
         let path = self
-            .inner
-            .settings
+            .settings()
             .config_file
             .clone()
             .or_else(clibot_proto::default_config_path);
@@ -65,11 +63,11 @@ impl Daemon {
     /// Applies `config`'s reloadable sections at once (an allowlist removal stops delivery to
     /// that user's chats now); says which changed sections need a restart.
     pub fn reload(&self, config: Config) -> Result<ReloadReport, CoreError> {
-        let (live, warnings) = Live::build(&config, &self.inner.secrets)?;
+        let (live, warnings) = Live::build(&config, self.secret_paths())?;
         let old = self.live();
         let (reloaded, needs_restart) = changed(&old.config, &config);
-        self.inner.access.set_config(config.access.clone());
-        *self.inner.live.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(live);
+        self.access().set_config(config.access.clone());
+        self.set_live(live);
         for w in warnings {
             self.warn(w);
         }

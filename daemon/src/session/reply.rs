@@ -15,8 +15,7 @@ pub struct LastReply {
 impl Daemon {
     /// The last completed turn's reply (its head when long, with the blob holding it whole).
     pub fn last_reply(&self, name: &str) -> Result<LastReply, CoreError> {
-        self.inner
-            .sessions
+        self.sessions()
             .get(name, |e| LastReply {
                 text: e.rec.last_reply.clone().unwrap_or_default(),
                 seq: e.rec.last_reply_seq,
@@ -41,7 +40,7 @@ impl Daemon {
                 .extend(rec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
         if !rec.jail_home.is_empty() {
-            let own = (self.inner.settings.state_dir.join("jails"))
+            let own = (self.settings().state_dir.join("jails"))
                 .join(&rec.id)
                 .join("home");
             let home = std::path::PathBuf::from(&rec.jail_home);
@@ -82,14 +81,13 @@ impl Daemon {
     /// Removes blobs no retained event names, keeping every session's last reply.
     pub(crate) fn expire_blobs(&self) {
         let pinned: std::collections::HashSet<String> = self
-            .inner
-            .sessions
+            .sessions()
             .filter_map(|e| {
                 (!e.rec.last_reply_blob.is_empty()).then(|| e.rec.last_reply_blob.clone())
             })
             .into_iter()
             .collect();
-        let events = &self.inner.events;
+        let events = &self.events();
         if let Some(oldest) = events.oldest_time_ms() {
             events.blobs().expire(oldest, &pinned);
         }

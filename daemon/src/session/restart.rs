@@ -31,7 +31,7 @@ impl Daemon {
     /// Marks session `name` as being stopped (or restarted), so that nothing else acts on it
     /// meanwhile, and returns its record.
     pub(crate) fn reserve(&self, name: &str) -> Result<SessionRecord, CoreError> {
-        self.inner.sessions.usable(name, |e| {
+        self.sessions().usable(name, |e| {
             e.stopping = true;
             // Stopped or restarted by hand: a restart after a failure that was due is not made.
             e.rec.restart_due_ms = 0;
@@ -48,7 +48,7 @@ impl Daemon {
         let capped_owner = self.get(name).ok().map(|r| self.capped_owner(&r.owner));
         // A transaction: an exited session's room under the limits is counted over every
         // session, and the reservation is made before another start can take that room.
-        let rec = self.inner.sessions.transaction(|sessions| {
+        let rec = self.sessions().transaction(|sessions| {
             let e = usable(sessions, name)?;
             let exited = e.rec.state.is_exited();
             if exited && let Some(owner) = &capped_owner {
@@ -60,7 +60,7 @@ impl Daemon {
             Ok::<_, CoreError>(e.rec.clone())
         })?;
         let release = |d: &Daemon| {
-            d.inner.sessions.unreserve(name);
+            d.sessions().unreserve(name);
             d.start_watcher(name);
         };
         if rec.unmanaged {
@@ -140,14 +140,14 @@ impl Daemon {
             match free_local_port() {
                 Ok(p) => fresh.api_port = p,
                 Err(e) => {
-                    self.inner.sessions.unreserve(name);
+                    self.sessions().unreserve(name);
                     self.mark_exited(name, outcome.exit_status, "restart failed: no free port");
                     self.persist();
                     return Err(CoreError::NoPort(e));
                 }
             }
         }
-        self.inner.sessions.replace(name, |old| {
+        self.sessions().replace(name, |old| {
             let mut e = Entry::new(fresh.clone());
             e.stopping = true;
             // The restarts after failures count across restarts (a crash loop is one loop).
@@ -180,7 +180,7 @@ impl Daemon {
         match self.create_tmux_session(&fresh, &cli, &req, resume).await {
             Ok(s) => self.launched(name, s).await,
             Err(e) => {
-                self.inner.sessions.unreserve(name);
+                self.sessions().unreserve(name);
                 self.mark_exited(name, None, &format!("restart failed: {e}"));
                 self.persist();
                 Err(e)

@@ -129,7 +129,7 @@ impl Daemon {
         }
         let name = if task.name.is_empty() {
             // The names in use, from one look at the table (sorted, as it keeps them).
-            let sessions = self.inner.sessions.names();
+            let sessions = self.sessions().names();
             let declared = self.live().config.sessions.clone();
             session_name(&choice.cli, &|n| {
                 sessions.iter().any(|s| s == n) || declared.iter().any(|d| d.name == n)

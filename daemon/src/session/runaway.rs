@@ -33,8 +33,7 @@ impl Daemon {
 
     /// How long session `name`'s running turn has been working, if it is.
     pub(crate) fn working_for(&self, name: &str) -> Option<Duration> {
-        self.inner
-            .sessions
+        self.sessions()
             .get(name, |e| {
                 Some(e)
                     .filter(|e| matches!(e.rec.state, State::Working | State::Waiting))
@@ -47,8 +46,8 @@ impl Daemon {
     /// Checks the running turn against its CLI's `turn_timeout` (else `[daemon]`'s), once per
     /// turn: a notice, then the action.
     pub(crate) async fn check_turn_timeout(&self, name: &str, target: &str) {
-        let d = &self.inner.settings.config.daemon;
-        let timed_out = self.inner.sessions.update(name, |e| {
+        let d = &self.settings().config.daemon;
+        let timed_out = self.sessions().update(name, |e| {
             if e.rec.state != State::Working {
                 return None;
             }

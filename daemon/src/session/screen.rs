@@ -4,7 +4,6 @@ use std::time::Instant;
 
 use crate::cli::detect::Analysis;
 use crate::core::*;
-use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
@@ -21,7 +20,7 @@ impl Daemon {
         let mut events: Vec<EventKind> = Vec::new();
         let mut state_to: Option<(State, &'static str)> = None;
         let mut new_mode_warning: Option<String> = None;
-        let id = self.inner.sessions.update_running(name, |e| {
+        let id = self.sessions().update_running(name, |e| {
             let id = e.rec.id.clone();
             let now = Instant::now();
             // A CLI that runs its tools without asking: its chats are told once, since no
@@ -167,14 +166,8 @@ impl Daemon {
         if let Some(w) = new_mode_warning {
             // A session can draw any footer and be restarted at will: a few such warnings are
             // kept, not one per name it makes up.
-            let mut warnings = lock(&self.inner.warnings);
-            let kept = warnings
-                .iter()
-                .filter(|k| k.contains("runs in a mode clibot does not know"))
-                .count();
-            if kept < MAX_MODE_WARNINGS && !warnings.contains(&w) {
+            if self.keep_warning(&w, "runs in a mode clibot does not know", MAX_MODE_WARNINGS) {
                 tracing::warn!(session = %name, "{w}");
-                warnings.push(w);
             }
         }
         for ev in events {
@@ -183,7 +176,7 @@ impl Daemon {
         if recovered_turn {
             // The reply is read from the CLI's records off the async workers; the turn ends
             // once it is read.
-            let rec = self.inner.sessions.record(name);
+            let rec = self.sessions().record(name);
             let (d, name) = (self.clone(), name.to_string());
             self.in_background(async move {
                 let text = match rec {

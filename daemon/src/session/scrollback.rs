@@ -53,7 +53,7 @@ impl Daemon {
     /// Starts copying the turn's output outside tmux, for a CLI whose reply is read off its
     /// screen. A failure costs only the copy (the reply is read off the screen as before).
     pub(crate) async fn copy_turn_output(&self, name: &str, id: &str, target: &str) {
-        let file = path(&self.inner.settings.state_dir, id);
+        let file = path(&self.settings().state_dir, id);
         if let Err(e) = super::early::prepare(&file) {
             warn!("cannot prepare {}: {e}", file.display());
             return;
@@ -77,8 +77,7 @@ impl Daemon {
         input_lines: usize,
     ) -> String {
         let (id, input) = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| (e.rec.id.clone(), e.rec.last_input.clone()))
             .unwrap_or_default();
         // The copy is read only when the screen lost the turn's start (rarely): a turn's end
@@ -111,7 +110,7 @@ impl Daemon {
                 .map(|c| reply_from_screen(&c, input_lines))
                 .unwrap_or_default();
         };
-        let limit = i64::from(self.inner.settings.config.tmux.history_limit);
+        let limit = i64::from(self.settings().config.tmux.history_limit);
         // tmux trims to nine tenths of the limit: below that, no line has gone.
         if hist < limit - limit / 10 - 1 || a < 0 {
             return mux
@@ -173,7 +172,7 @@ impl Daemon {
         id: &str,
         target: &str,
     ) -> Option<PathBuf> {
-        let file = path(&self.inner.settings.state_dir, id);
+        let file = path(&self.settings().state_dir, id);
         if !file.exists() {
             return None;
         }

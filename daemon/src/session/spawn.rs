@@ -11,7 +11,6 @@ use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
 use crate::ids::new_uuid;
-use crate::locking::lock;
 use crate::model::{SessionRecord, State};
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::paths::create_private_dir;
@@ -117,7 +116,7 @@ impl Daemon {
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
         // A transaction: the name is checked free and the limits counted over every session,
         // and the name taken, as one step.
-        self.inner.sessions.transaction(|sessions| {
+        self.sessions().transaction(|sessions| {
             if sessions.contains_key(&req.name) {
                 return Err(CoreError::AlreadyExists(req.name.clone()));
             }
@@ -134,13 +133,13 @@ impl Daemon {
                 // a chat user's session keeps only the chats they bound; the machine user's
                 // keeps those of the machine's user and the admins.
                 let owner = req.owner.as_str();
-                let others: Vec<String> = (self.inner.chats.binders_of(&req.name))
+                let others: Vec<String> = (self.chats().binders_of(&req.name))
                     .into_iter()
                     .filter(|binder| {
                         let admin = binder == "local"
                             || binder
                                 .split_once(':')
-                                .is_some_and(|(p, u)| self.inner.access.known(p, u) == Some(true));
+                                .is_some_and(|(p, u)| self.access().known(p, u) == Some(true));
                         if owner.is_empty() {
                             !admin
                         } else {
@@ -148,7 +147,7 @@ impl Daemon {
                         }
                     })
                     .collect();
-                let ended = self.inner.chats.end_bindings_by(&req.name, &others);
+                let ended = self.chats().end_bindings_by(&req.name, &others);
                 if ended > 0 {
                     info!(
                         ended,
@@ -158,7 +157,7 @@ impl Daemon {
                 self.launched(&req.name, s).await
             }
             Err(e) => {
-                self.inner.sessions.remove(&req.name);
+                self.sessions().remove(&req.name);
                 Err(e)
             }
         }
@@ -170,7 +169,7 @@ impl Daemon {
         name: &str,
         s: MuxSession,
     ) -> Result<SessionRecord, CoreError> {
-        let rec = self.inner.sessions.try_update(name, |e| {
+        let rec = self.sessions().try_update(name, |e| {
             e.rec.tmux_id = s.id;
             e.rec.pane = s.pane;
             e.rec.pid = s.pid;
@@ -256,7 +255,7 @@ impl Daemon {
         let live = self.live();
         if let Some(secret) = crate::confine::secrets::secret_containing(
             &dir,
-            &self.inner.secrets,
+            self.secret_paths(),
             &live.lifted_secrets,
         ) {
             return Err(CoreError::SecretDir { dir, secret });
@@ -298,11 +297,11 @@ impl Daemon {
             let mut given = cli.env.clone();
             given.extend(req.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             let (hook_command, hook_argv) = self.hook_command(&cli.name);
-            let files_dir = self.inner.settings.state_dir.join("sessions").join(&rec.id);
+            let files_dir = self.settings().state_dir.join("sessions").join(&rec.id);
             let launch = adapter.launch(&crate::cli::LaunchContext {
                 hook_command: &hook_command,
                 cli_session_id: &rec.cli_session_id,
-                permission_wait_secs: self.inner.settings.config.daemon.permission_wait_ms / 1000,
+                permission_wait_secs: self.settings().config.daemon.permission_wait_ms / 1000,
                 hook_argv: &hook_argv,
                 files_dir: &files_dir,
                 home: &home,
@@ -361,13 +360,13 @@ impl Daemon {
             .rev()
             .find(|(k, _)| k == "PATH")
             .map(|(_, p)| p.clone())
-            .or_else(|| lock(&self.inner.global_path).clone())
+            .or_else(|| self.global_path())
             .unwrap_or_default();
         let (socket, jailed) = match self.jail_for(&rec.owner, &path_for_jail)? {
             Some(bwrap) => {
                 let conf = self
                     .non_admin(&rec.owner)
-                    .unwrap_or_else(|| self.inner.access.platform(""));
+                    .unwrap_or_else(|| self.access().platform(""));
                 let (d, rec2, cli2, home2, argv2) = (
                     self.clone(),
                     rec.clone(),
@@ -384,7 +383,7 @@ impl Daemon {
                         );
                         // What the CLI's links point to in its home is made in the jail's own
                         // home too, which the jail shows there.
-                        let own = (d.inner.settings.state_dir.join("jails"))
+                        let own = (d.settings().state_dir.join("jails"))
                             .join(&rec2.id)
                             .join("home");
                         if r.is_ok()
@@ -407,15 +406,14 @@ impl Daemon {
             }
             None => {
                 self.set_jail_home(&rec.name, "");
-                (self.inner.settings.socket.clone(), false)
+                (self.settings().socket.clone(), false)
             }
         };
         // `PROGRAM --version` runs outside any jail: never for a jailed session (its owner may
         // have chosen what the program name resolves to) nor for a plain program.
         let probe = !jailed && cli.adapter != "generic";
         let version = crate::cli::version::read(&cli.adapter, &program, &version_argv, probe).await;
-        self.inner
-            .sessions
+        self.sessions()
             .update(&rec.name, |e| e.rec.cli_version = version);
         env.push(("CLIBOT_SOCKET".into(), socket.display().to_string()));
         let (argv, env) = self.through_launcher(&rec.id, argv, env, jailed)?;
@@ -426,7 +424,7 @@ impl Daemon {
             dir: rec.dir.display().to_string(),
             created_ms: rec.created_at_ms.to_string(),
         };
-        let early = super::early::path(&self.inner.settings.state_dir, &rec.id);
+        let early = super::early::path(&self.settings().state_dir, &rec.id);
         let early_pipe = match super::early::prepare(&early) {
             Ok(()) => Some(super::early::pipe_command(&early)),
             Err(e) => {
@@ -437,7 +435,7 @@ impl Daemon {
                 None
             }
         };
-        let t = &self.inner.settings.config.tmux;
+        let t = &self.settings().config.tmux;
         let spec = NewSession {
             early_pipe: early_pipe.as_deref(),
             name: &rec.name,
@@ -448,7 +446,7 @@ impl Daemon {
             height: t.height,
             meta: &meta,
         };
-        let mux = &self.inner.mux;
+        let mux = &self.mux();
         let created = match mux.new_session(&spec).await {
             // The tmux server went away (killed, or its unit restarted): start it and retry once.
             Err(MuxError::NoServer(_)) => {
@@ -471,11 +469,7 @@ impl Daemon {
     /// registry (see `recover_links`). Only over the control connection, which may still be
     /// attaching right after the first spawn: tried for a few seconds.
     fn keep_token_in_tmux(&self, tmux_id: &str, token: &str) {
-        let (mux, id, token) = (
-            self.inner.mux.clone(),
-            tmux_id.to_string(),
-            token.to_string(),
-        );
+        let (mux, id, token) = (self.mux().clone(), tmux_id.to_string(), token.to_string());
         self.in_background(async move {
             for _ in 0..50 {
                 match mux.set_private_env(&id, "CLIBOT_HOOK_TOKEN", &token).await {
@@ -508,7 +502,7 @@ impl Daemon {
             .rev()
             .find(|(k, _)| k == "PATH")
             .map(|(_, p)| p.clone());
-        let kept = lock(&self.inner.global_path).clone();
+        let kept = self.global_path();
         let path = match (own, kept) {
             (Some(p), _) => p,
             (None, Some(p)) if crate::cli::program::find(program, &p, dir).is_ok() => p,
@@ -533,7 +527,7 @@ impl Daemon {
     /// The shell command the CLI's hooks run: the configured one, or the `clibotctl` installed
     /// next to this `clibotd`, quoted for the shell the CLI runs hooks with.
     pub(crate) fn hook_command(&self, cli: &str) -> (String, Vec<String>) {
-        let base: Vec<String> = match &self.inner.settings.config.daemon.hook_command {
+        let base: Vec<String> = match &self.settings().config.daemon.hook_command {
             // A configured command is shell text; as an argv it runs through sh, with any
             // arguments the CLI appends passed on.
             Some(c) => vec!["sh".into(), "-c".into(), format!("{c} \"$@\""), "sh".into()],
@@ -547,7 +541,7 @@ impl Daemon {
                 vec![ctl, "hook".into()]
             }
         };
-        let shell = match &self.inner.settings.config.daemon.hook_command {
+        let shell = match &self.settings().config.daemon.hook_command {
             Some(c) => c.clone(),
             None => base
                 .iter()
@@ -562,11 +556,11 @@ impl Daemon {
 
     /// The PATH of tmux's global environment (what new sessions inherit), read now and kept.
     async fn fresh_global_path(&self) -> String {
-        let path = match self.inner.mux.environment(None).await {
+        let path = match self.mux().environment(None).await {
             Ok(g) if g.contains_key("PATH") => g.get("PATH").cloned().unwrap_or_default(),
             _ => std::env::var("PATH").unwrap_or_default(),
         };
-        *lock(&self.inner.global_path) = Some(path.clone());
+        self.set_global_path(path.clone());
         path
     }
 }

@@ -62,7 +62,7 @@ impl Daemon {
         // answer may never have been given. It is looked at again (the rules and the decider
         // run anew; what they leave goes to the chats), never left waiting unseen.
         let unfinished: Vec<(String, String, crate::model::Prompt)> =
-            daemon.inner.sessions.filter_map(|e| {
+            daemon.sessions().filter_map(|e| {
                 let p = e.rec.prompt.clone().filter(|p| !p.auto.is_empty())?;
                 Some((e.rec.name.clone(), e.rec.id.clone(), p))
             });
@@ -70,7 +70,7 @@ impl Daemon {
             daemon.event(&name, &id, EventKind::Waiting { prompt: p });
         }
         // Every session is prepared, and named for its watcher, in one sweep.
-        let names: Vec<String> = daemon.inner.sessions.filter_map_mut(|e| {
+        let names: Vec<String> = daemon.sessions().filter_map_mut(|e| {
             if !e.rec.idle_program.is_empty() {
                 e.rt.idle_foreground = Some(e.rec.idle_program.clone());
             }

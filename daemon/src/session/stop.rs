@@ -44,7 +44,7 @@ impl Daemon {
                         forced: outcome.forced,
                     },
                 );
-                self.inner.sessions.remove(name);
+                self.sessions().remove(name);
                 self.close_server_if_unused(&rec.server).await;
                 self.remove_session_files(&rec.id);
                 self.persist();
@@ -52,7 +52,7 @@ impl Daemon {
                 Ok(outcome)
             }
             Err(e) => {
-                self.inner.sessions.unreserve(name);
+                self.sessions().unreserve(name);
                 self.start_watcher(name);
                 Err(e)
             }
@@ -116,9 +116,9 @@ impl Daemon {
         force: bool,
         timeout: Option<Duration>,
     ) -> Result<StopOutcome, CoreError> {
-        let mux = &self.inner.mux;
+        let mux = &self.mux();
         let timeout = timeout.unwrap_or(Duration::from_millis(
-            self.inner.settings.config.daemon.stop_timeout_ms,
+            self.settings().config.daemon.stop_timeout_ms,
         ));
         if rec.unmanaged {
             // Not clibot's to end: it is only forgotten (its next report brings it back).
@@ -192,7 +192,7 @@ impl Daemon {
     pub(crate) async fn settled_exit_status(&self, id: &str, tmux_id: &str) -> Option<i32> {
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(30)).await;
-            if let Ok(l) = self.inner.mux.list_sessions().await {
+            if let Ok(l) = self.mux().list_sessions().await {
                 match l.into_iter().find(|s| s.meta.id == id || s.id == tmux_id) {
                     Some(s) if s.dead_status.is_some() => return s.dead_status,
                     Some(_) => {}
@@ -218,7 +218,7 @@ impl Daemon {
                 Err(e) => Err(e),
             };
         }
-        match self.inner.mux.list_sessions().await {
+        match self.mux().list_sessions().await {
             Ok(l) => Ok(l
                 .into_iter()
                 .find(|s| s.meta.id == rec.id || (!rec.tmux_id.is_empty() && s.id == rec.tmux_id))),
@@ -232,7 +232,7 @@ impl Daemon {
         let (rec, _) = self.lookup(name)?;
         // A session adopted in place never had clibot's options written on it.
         if rec.server.is_empty() && !rec.unmanaged {
-            match self.inner.mux.set_meta(&rec.tmux_id, None).await {
+            match self.mux().set_meta(&rec.tmux_id, None).await {
                 Ok(()) | Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -243,7 +243,7 @@ impl Daemon {
         {
             warn!(session = %name, "cannot stop following the released session in tmux: {e}");
         }
-        self.inner.sessions.remove(name);
+        self.sessions().remove(name);
         self.close_server_if_unused(&rec.server).await;
         self.remove_session_files(&rec.id);
         self.event(name, &rec.id, EventKind::Released);
@@ -255,15 +255,15 @@ impl Daemon {
     /// Per-session files (generated CLI settings) go with the session.
     fn remove_session_files(&self, id: &str) {
         self.drop_hook_socket(id);
-        if let Err(e) = self.inner.queues.remove(id) {
+        if let Err(e) = self.queues().remove(id) {
             warn!("cannot remove the queued input of session {id}: {e}");
         }
         // A jail may have left any number of files there: removed on the blocking pool (std's
         // removal never follows a link out of the tree), without holding anything up.
-        let jail = self.inner.settings.state_dir.join("jails").join(id);
-        let _ = std::fs::remove_file(super::early::path(&self.inner.settings.state_dir, id));
-        let _ = std::fs::remove_file(super::scrollback::path(&self.inner.settings.state_dir, id));
-        let dir = self.inner.settings.state_dir.join("sessions").join(id);
+        let jail = self.settings().state_dir.join("jails").join(id);
+        let _ = std::fs::remove_file(super::early::path(&self.settings().state_dir, id));
+        let _ = std::fs::remove_file(super::scrollback::path(&self.settings().state_dir, id));
+        let dir = self.settings().state_dir.join("sessions").join(id);
         let remove = move || {
             let _ = std::fs::remove_dir_all(&jail);
             if dir.exists()
@@ -300,8 +300,7 @@ impl Daemon {
     /// restart.
     fn end_what_was_left(&self, name: &str) {
         let leader = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| {
                 // Only a CLI clibot started: an adopted pane's session is a person's shell,
                 // whose `nohup` jobs are theirs.
@@ -346,7 +345,7 @@ impl Daemon {
         reason: &str,
         output: String,
     ) -> bool {
-        let id = self.inner.sessions.update(name, |e| {
+        let id = self.sessions().update(name, |e| {
             if e.rec.state.is_exited() {
                 return None;
             }
@@ -360,7 +359,7 @@ impl Daemon {
         info!(session = name, ?status, "{reason}");
         self.stop_watcher(name);
         self.end_what_was_left(name);
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             // A hook still waiting for an answer will get none: the CLI is gone.
             for (_, (tx, _)) in e.rt.waiters.drain() {
                 let _ = tx.send(String::new());
@@ -369,7 +368,7 @@ impl Daemon {
         });
         self.set_state(name, to, reason);
         let kind = if to == State::Hibernated {
-            let cli = self.inner.sessions.cli_of(name).unwrap_or_default();
+            let cli = self.sessions().cli_of(name).unwrap_or_default();
             EventKind::Hibernated {
                 reason: reason.to_string(),
                 resumes: self.resumes_conversations(&cli),
@@ -402,15 +401,14 @@ impl Daemon {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let (seen, id) = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| (tail_lines(&e.rt.last_screen), e.rec.id.clone()))
             .unwrap_or_default();
         if !seen.is_empty() || id.is_empty() {
             return seen;
         }
         // Nothing on the screen, ever: what the CLI printed first (it died as it started).
-        let file = super::early::path(&self.inner.settings.state_dir, &id);
+        let file = super::early::path(&self.settings().state_dir, &id);
         tokio::task::spawn_blocking(move || tail_lines(&super::early::read(&file)))
             .await
             .unwrap_or_default()

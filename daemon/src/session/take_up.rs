@@ -15,7 +15,7 @@ impl Daemon {
     /// Called once at start, after every session is watched again.
     pub(crate) fn take_up_at_start(&self) {
         // From one look at the table: each session with input queued, and its state.
-        let queued = self.inner.sessions.filter_map(|e| {
+        let queued = self.sessions().filter_map(|e| {
             (!e.rec.queue.is_empty() && !e.stopping).then(|| (e.rec.state, e.rec.name.clone()))
         });
         let with_queue = |s: State| {
@@ -32,7 +32,7 @@ impl Daemon {
         );
         for name in ready {
             info!(session = %name, "input was queued for a ready session: typed now");
-            self.inner.sessions.update(&name, |e| {
+            self.sessions().update(&name, |e| {
                 e.rt.maybe_half_typed = true;
                 e.rt.maybe_entered = std::mem::take(&mut e.rec.queue_entering);
             });

@@ -14,8 +14,8 @@ use super::shared::*;
 impl Daemon {
     pub(crate) async fn on_tick(&self, name: &str, target: &str) {
         let now = Instant::now();
-        let idle_end = Duration::from_millis(self.inner.settings.config.daemon.idle_turn_end_ms);
-        let ticked = self.inner.sessions.update_running(name, |e| {
+        let idle_end = Duration::from_millis(self.settings().config.daemon.idle_turn_end_ms);
+        let ticked = self.sessions().update_running(name, |e| {
             let caps = self.turn_caps(e)?;
             let facts = crate::turn::Facts {
                 state: e.rec.state,
@@ -63,8 +63,8 @@ impl Daemon {
         self.check_turn_timeout(name, target).await;
         if retry_enter {
             info!("no visible change after Enter; pressing Enter once more");
-            let input = self.inner.sessions.input_lock(name);
-            let cli = self.inner.sessions.cli_of(name).unwrap_or_default();
+            let input = self.sessions().input_lock(name);
+            let cli = self.sessions().cli_of(name).unwrap_or_default();
             if let Some(input) = input {
                 let _g = input.lock().await;
                 // Never an Enter into a dialog that came up meanwhile: it would answer it.
@@ -86,7 +86,7 @@ impl Daemon {
         if let Some((anchor, input_lines)) = complete_from_screen {
             // Quiet, but is a command still running in the foreground (a shell's `sleep 10`)?
             let fg = self.mux_of(name).foreground(target).await.ok();
-            let still_running = self.inner.sessions.update(name, |e| {
+            let still_running = self.sessions().update(name, |e| {
                 // The CLI's own program in the foreground is the CLI at rest, whatever was
                 // learned (a read taken while its launcher was still starting it names the
                 // launcher): the record is corrected.
@@ -119,7 +119,7 @@ impl Daemon {
     /// looks idle, the turn ends with the reply from the CLI's transcript (when it keeps one
     /// and it holds a new reply), and the next queued input goes.
     async fn end_idle_turn(&self, name: &str, target: &str, idle_end: Duration) {
-        let kind = self.inner.sessions.get(name, |e| {
+        let kind = self.sessions().get(name, |e| {
             self.kind_of(&e.rec.cli)
                 .map(|(_, p)| (e.rec.cli.clone(), p))
         });
@@ -130,7 +130,7 @@ impl Daemon {
             return;
         };
         let a = pack.analyze(&screen);
-        let rec = self.inner.sessions.update_running(name, |e| {
+        let rec = self.sessions().update_running(name, |e| {
             if !(a.settled && a.prompt.is_none())
                 || e.rec.state != State::Working
                 || e.rec.prompt.is_some()
@@ -146,8 +146,7 @@ impl Daemon {
         // A turn cancelled or failed may end without its completion signal by design (Copilot
         // CLI's): only one whose screen shows neither is a detection failure.
         if !a.interrupted && a.error.is_none() {
-            self.inner
-                .metrics
+            self.metrics()
                 .detection_failure(&cli, &rec.cli_version, "no_completion");
         }
         let reply = self
@@ -160,7 +159,7 @@ impl Daemon {
             "the CLI looks idle but its completion hook never came; ending the turn"
         );
         self.complete_turn(name, reply, TurnEnd::Idle);
-        self.inner.sessions.update(name, |e| e.rt.turn.net_ended());
+        self.sessions().update(name, |e| e.rt.turn.net_ended());
     }
 
     /// Records a finished turn and moves on to the next queued input.
@@ -180,7 +179,7 @@ impl Daemon {
         // A daemon shutting down has saved its sessions for the last time, the turn still
         // running: recorded now, it would be reported again by the next daemon, which finds
         // it running and sees it ended. Left to that daemon, it is reported once.
-        if self.inner.shutdown.is_cancelled() {
+        if self.shutting_down().is_cancelled() {
             info!(
                 source = source.as_str(),
                 "a turn ended while the daemon stops: the next daemon reports it"
@@ -188,8 +187,7 @@ impl Daemon {
             return;
         }
         let cancel_by = self
-            .inner
-            .sessions
+            .sessions()
             .get(name, |e| (e.rt.cancelling, e.rec.cancel_by.clone()));
         match cancel_by {
             // This daemon's cancel is interrupting the turn: it reports the end.
@@ -212,7 +210,7 @@ impl Daemon {
             }
             _ => {}
         }
-        let id = self.inner.sessions.update(name, |e| {
+        let id = self.sessions().update(name, |e| {
             if once && e.rt.turn.started.is_none() {
                 return None;
             }
@@ -224,7 +222,7 @@ impl Daemon {
             if let Some(p) = e.rec.prompt.take() {
                 remember_resolved(&mut e.rt.resolved, &p.id, "cli");
             }
-            self.inner.metrics.turn_completed(name, &e.rec.cli);
+            self.metrics().turn_completed(name, &e.rec.cli);
             Some(e.rec.id.clone())
         });
         let Some(id) = id.flatten() else {
@@ -248,7 +246,7 @@ impl Daemon {
         } = ev.kind
         {
             let long = !blob_id.is_empty();
-            self.inner.sessions.update(name, |e| {
+            self.sessions().update(name, |e| {
                 e.rec.last_reply = Some(text);
                 e.rec.last_reply_seq = ev.seq;
                 e.rec.last_reply_blob = blob_id;

@@ -38,11 +38,11 @@ struct Due {
 impl Daemon {
     /// Looks at every prompt a person is to answer and does what its age calls for.
     pub(crate) async fn check_unanswered(&self) {
-        let d = &self.inner.settings.config.daemon;
+        let d = &self.settings().config.daemon;
         let now = crate::store::now_ms();
         // Each prompt's reminders, escalation and timeout are marked as they are found due, in
         // one sweep: a prompt is never made due twice.
-        let due = self.inner.sessions.filter_map_mut(|e| {
+        let due = self.sessions().filter_map_mut(|e| {
             if e.rec.state.is_exited() {
                 return None;
             }
@@ -103,7 +103,7 @@ impl Daemon {
     async fn nudge(&self, d: Due) {
         let age_ms = u64::try_from(d.age.as_millis()).unwrap_or(u64::MAX);
         let waited = crate::duration::format_words(d.age);
-        let metrics = &self.inner.metrics;
+        let metrics = self.metrics();
         if let Some(count) = d.remind {
             info!(prompt = %d.prompt.id, count, "reminding: nobody has answered the prompt");
             metrics.prompt_nudged("reminder", &d.cli, "");
@@ -199,7 +199,7 @@ impl Daemon {
                 }
             }
             OnPromptTimeout::Decider => {
-                let marked = self.inner.sessions.update(&d.name, |e| {
+                let marked = self.sessions().update(&d.name, |e| {
                     let cur = e.rec.prompt.as_mut().filter(|c| c.id == p.id)?;
                     cur.auto = "decider".into();
                     e.rt.auto_for = Some((p.id.clone(), "decider".into()));
@@ -214,7 +214,7 @@ impl Daemon {
     }
 
     fn audit_nudge(&self, session: &str, action: &str, detail: &str) {
-        self.inner.audit.record(crate::store::audit::Audit::now(
+        self.audit_log().record(crate::store::audit::Audit::now(
             "clibot", "", "", session, action, "accepted", detail,
         ));
     }
@@ -223,14 +223,13 @@ impl Daemon {
     /// prompt's escalation, and how an escalated prompt ended, go to the admins' chats.
     pub fn escalation_bindings(&self, platform: &str, session: &str, seq: u64) -> Vec<Binding> {
         let escalated: Vec<String> = self
-            .inner
-            .sessions
+            .sessions()
             .get(session, |e| e.rt.escalated.iter().cloned().collect())
             .unwrap_or_default();
         if escalated.is_empty() {
             return Vec::new();
         }
-        let read = self.inner.events.read_after(seq.saturating_sub(1), 1);
+        let read = self.events().read_after(seq.saturating_sub(1), 1);
         let Some(ev) = read.events.first().filter(|ev| ev.seq == seq) else {
             return Vec::new();
         };

@@ -53,7 +53,7 @@ impl Daemon {
         super::shared::check_payload_shape(payload)?;
         let payload: Value = serde_json::from_str(payload)
             .map_err(|e| CoreError::HookPayload(format!("hook payload is not JSON: {e}")))?;
-        let managed = self.inner.sessions.find_map(|e| {
+        let managed = self.sessions().find_map(|e| {
             (!e.rec.unmanaged
                 && !e.rec.state.is_exited()
                 && e.rec.pid != 0
@@ -110,7 +110,7 @@ impl Daemon {
             .to_string();
         // A transaction: the name is checked and taken (or the session found already there
         // updated) as one step, so that two hooks of one CLI make one session.
-        let rec = self.inner.sessions.transaction(|sessions| {
+        let rec = self.sessions().transaction(|sessions| {
             match sessions.get_mut(&name) {
                 Some(e) if e.rec.unmanaged && !e.rec.state.is_exited() => {
                     if !conversation.is_empty() {
@@ -169,12 +169,12 @@ impl Daemon {
     fn end_unmanaged(&self, name: &str) {
         self.mark_exited(name, None, "the CLI ended");
         // Nothing of it stays to act on: it leaves the list (its events stay in the log).
-        self.inner.sessions.remove(name);
+        self.sessions().remove(name);
     }
 
     /// The safety net for unmanaged sessions: one whose process is gone ended.
     pub(crate) fn check_unmanaged(&self) {
-        let gone: Vec<String> = self.inner.sessions.filter_map(|e| {
+        let gone: Vec<String> = self.sessions().filter_map(|e| {
             (e.rec.unmanaged && !crate::procs::alive(e.rec.pid)).then(|| e.rec.name.clone())
         });
         for name in gone {

@@ -25,7 +25,7 @@ impl Daemon {
     /// Starts the session's watcher (idempotent).
     pub(crate) fn start_watcher(&self, name: &str) {
         let token = CancellationToken::new();
-        let started = self.inner.sessions.update(name, |e| {
+        let started = self.sessions().update(name, |e| {
             if e.rec.state.is_exited() || e.rt.watcher.is_some() {
                 return false;
             }
@@ -59,8 +59,7 @@ impl Daemon {
 
     /// The port of the API a session's CLI serves, if it serves one.
     pub(crate) fn api_port(&self, name: &str) -> Option<u16> {
-        self.inner
-            .sessions
+        self.sessions()
             .get(name, |e| {
                 let serves = self
                     .kind_of(&e.rec.cli)
@@ -73,7 +72,7 @@ impl Daemon {
     pub(crate) fn stop_watcher(&self, name: &str) {
         // Cancelled in the same step as it is taken: a watcher started meanwhile is never
         // taken for this one.
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             if let Some(t) = e.rt.watcher.take() {
                 t.cancel();
             }
@@ -81,11 +80,11 @@ impl Daemon {
     }
 
     async fn watch_loop(self, name: &str, cancel: CancellationToken) {
-        let shutdown = self.inner.shutdown.clone();
+        let shutdown = self.shutting_down().clone();
         let mut backoff = Duration::from_millis(200);
         // The session is watched (all its panes' output wakes the watcher); the CLI's own
         // pane is read. Until the session is gone.
-        'outer: while let Some((target, pane, poke)) = self.inner.sessions.get(name, |e| {
+        'outer: while let Some((target, pane, poke)) = self.sessions().get(name, |e| {
             (
                 e.rec.tmux_id.clone(),
                 e.rec.target().to_string(),
@@ -131,7 +130,7 @@ impl Daemon {
                         Some(WatchEvent::Closed) | None => {
                             // The session ended, or tmux went away: let the exit check decide.
                             self.check_sessions().await;
-                            let alive = self.inner.sessions.alive(name);
+                            let alive = self.sessions().alive(name);
                             if !alive {
                                 break 'outer;
                             }
@@ -181,8 +180,7 @@ impl Daemon {
 
     /// Whether the session has something that only time can settle.
     fn wants_tick(&self, name: &str) -> bool {
-        self.inner
-            .sessions
+        self.sessions()
             .get(name, |e| {
                 matches!(e.rec.state, State::Working | State::Starting)
                     || e.rt.turn.prompt_pending_since.is_some()
@@ -192,7 +190,7 @@ impl Daemon {
     }
 
     fn note_output(&self, name: &str) {
-        self.inner.sessions.update(name, |e| {
+        self.sessions().update(name, |e| {
             let caps = self.turn_caps(e);
             e.rt.turn.output(Instant::now(), caps.as_ref());
             if e.rec.stalled {
@@ -202,7 +200,7 @@ impl Daemon {
     }
 
     async fn read_screen(&self, name: &str, target: &str) {
-        let Some((cli, learn_idle)) = self.inner.sessions.get(name, |e| {
+        let Some((cli, learn_idle)) = self.sessions().get(name, |e| {
             // Never learned from a turn that outlived a daemon restart: its foreground is the
             // command still running, not the CLI.
             let calm = e.rec.state == State::Idle
@@ -220,7 +218,7 @@ impl Daemon {
             && !adapter.completes_by_hook()
             && let Ok(fg) = self.mux_of(name).foreground(target).await
         {
-            self.inner.sessions.update(name, |e| {
+            self.sessions().update(name, |e| {
                 if e.rt.turn.started.is_none() {
                     // What the pane runs while waiting for input: a quiet pane running anything
                     // else is still working. Kept in the record for the next daemon.
@@ -235,18 +233,15 @@ impl Daemon {
                 // A prompt gone from the screen: was someone at the desk? Asked only then.
                 let gone = a.prompt.is_none()
                     && self
-                        .inner
-                        .sessions
+                        .sessions()
                         .get(name, |e| e.rec.prompt.is_some())
                         .unwrap_or(false);
                 if gone {
                     let at = self.mux_of(name).desk_activity(target).await;
-                    self.inner.sessions.update(name, |e| e.rt.desk_at = at);
+                    self.sessions().update(name, |e| e.rt.desk_at = at);
                 }
                 self.on_screen(name, a);
-                self.inner
-                    .sessions
-                    .update(name, |e| e.rt.last_screen = screen);
+                self.sessions().update(name, |e| e.rt.last_screen = screen);
             }
             Err(MuxError::NoSuchTarget(_)) | Err(MuxError::NoServer(_)) => {}
             Err(e) => debug!("screen read failed: {e}"),
@@ -257,7 +252,7 @@ impl Daemon {
     pub(crate) fn turn_caps(&self, e: &crate::core::Entry) -> Option<crate::turn::Caps> {
         let live = self.live();
         let kind = live.kinds.get(&e.rec.cli)?;
-        let d = &self.inner.settings.config.daemon;
+        let d = &self.settings().config.daemon;
         Some(crate::turn::Caps {
             by_hook: kind.adapter.completes_by_hook(),
             start_hook: self.start_hook_live(e),

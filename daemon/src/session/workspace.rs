@@ -27,7 +27,7 @@ impl Daemon {
         conf: &PlatformAccess,
     ) -> Result<Vec<PathBuf>, CoreError> {
         let (platform, user) = owner.split_once(':').unwrap_or(("", owner));
-        let data = &self.inner.settings.data_dir;
+        let data = &self.settings().data_dir;
         let workspace = member_workspace(data, platform, user);
         let member = workspace
             .file_name()
@@ -46,8 +46,8 @@ impl Daemon {
         let home = expand_home(Path::new("~"));
         let home = home.canonicalize().unwrap_or(home);
         let mut owner_dirs =
-            crate::confine::secrets::config_paths(self.inner.settings.config_file.as_deref());
-        owner_dirs.push(self.inner.settings.state_dir.clone());
+            crate::confine::secrets::config_paths(self.settings().config_file.as_deref());
+        owner_dirs.push(self.settings().state_dir.clone());
         let owner_dirs: Vec<PathBuf> = owner_dirs
             .into_iter()
             .map(|d| d.canonicalize().unwrap_or(d))
@@ -129,7 +129,7 @@ impl Daemon {
         }
         if let Some(secret) = crate::confine::secrets::secret_containing(
             &dir,
-            &self.inner.secrets,
+            self.secret_paths(),
             &self.live().lifted_secrets,
         ) {
             return Err(CoreError::SecretDir { dir, secret });
@@ -137,7 +137,7 @@ impl Daemon {
         // Another's session below this directory would be in reach; so would one that
         // holds it, when that one lies in the member's roots too (a shared team root). A
         // session of the machine's user in the home above the workspace is neither.
-        let others = self.inner.sessions.any(|e| {
+        let others = self.sessions().any(|e| {
             let d = &e.rec.dir;
             e.rec.owner != owner
                 && !d.as_os_str().is_empty()
