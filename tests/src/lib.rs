@@ -472,6 +472,31 @@ impl Harness {
             .map(|l| serde_json::from_str(l).expect("event line is JSON"))
             .collect()
     }
+
+    /// Waits until the gateway told the daemon that `platform` chat `chat` was shown every
+    /// event through `seq` (its delivery cursor, `chats --json`): a gateway killed after that
+    /// sends none of them again.
+    pub fn wait_delivered(&self, platform: &str, chat: &str, seq: u64) {
+        let cursor = || -> u64 {
+            let rows: serde_json::Value =
+                serde_json::from_str(&self.ctl_ok(&["chats", "--json"])).unwrap_or_default();
+            rows.as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["platform"] == platform && r["chat"] == chat)
+                .and_then(|r| r["delivered_through"].as_u64())
+                .unwrap_or(0)
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while cursor() < seq {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{platform} chat {chat} was never shown event {seq} (its cursor is {})",
+                cursor()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Default for Harness {

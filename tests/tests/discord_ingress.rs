@@ -82,8 +82,17 @@ fn messages_sent_while_the_gateway_is_down_are_handled_once_in_order() {
     dc.wait_sent("the first reply", |s| {
         contents(s, ADMIN_DM).iter().any(|t| t.contains("warm-1"))
     });
-    // Handled, and recorded as such in the daemon (it happens right after the reply).
+    // Handled, and recorded as such in the daemon (it happens right after the reply); and
+    // the reply's delivery acknowledged, or the restarted gateway would send it again.
     wait_cursor(&h, ADMIN_DM, warm);
+    let replied = h
+        .events()
+        .iter()
+        .filter(|e| e["type"] == "turn_completed")
+        .filter_map(|e| e["seq"].as_u64())
+        .max()
+        .expect("the first turn's reply");
+    h.wait_delivered("discord", &ADMIN_DM.to_string(), replied);
 
     // Killed: nothing is connected to Discord's gateway while the user writes.
     let _ = g.kill();
