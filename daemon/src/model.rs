@@ -202,36 +202,42 @@ pub enum PromptKind {
 }
 
 impl PromptKind {
-    const NAMED: [PromptKind; 7] = [
-        PromptKind::Permission,
-        PromptKind::Question,
-        PromptKind::Confirm,
-        PromptKind::Select,
-        PromptKind::Trust,
-        PromptKind::Secret,
-        PromptKind::Continue,
-    ];
+    /// The contract's enum for this kind (OTHER for a pack's own), whose name is the kind's.
+    pub fn proto(&self) -> clibot_proto::v1::PromptKind {
+        use clibot_proto::v1::PromptKind as P;
+        match self {
+            PromptKind::Permission => P::Permission,
+            PromptKind::Question => P::Question,
+            PromptKind::Confirm => P::Confirm,
+            PromptKind::Select => P::Select,
+            PromptKind::Trust => P::Trust,
+            PromptKind::Secret => P::Secret,
+            PromptKind::Continue => P::Continue,
+            PromptKind::Other(_) => P::Other,
+        }
+    }
 
     pub fn as_str(&self) -> &str {
         match self {
-            PromptKind::Permission => "permission",
-            PromptKind::Question => "question",
-            PromptKind::Confirm => "confirm",
-            PromptKind::Select => "select",
-            PromptKind::Trust => "trust",
-            PromptKind::Secret => "secret",
-            PromptKind::Continue => "continue",
             PromptKind::Other(k) => k,
+            k => k.proto().name(),
         }
     }
 }
 
 impl From<&str> for PromptKind {
     fn from(name: &str) -> PromptKind {
-        PromptKind::NAMED
-            .into_iter()
-            .find(|k| k.as_str() == name)
-            .unwrap_or_else(|| PromptKind::Other(name.to_string()))
+        use clibot_proto::v1::PromptKind as P;
+        match P::named(name) {
+            Some(P::Permission) => PromptKind::Permission,
+            Some(P::Question) => PromptKind::Question,
+            Some(P::Confirm) => PromptKind::Confirm,
+            Some(P::Select) => PromptKind::Select,
+            Some(P::Trust) => PromptKind::Trust,
+            Some(P::Secret) => PromptKind::Secret,
+            Some(P::Continue) => PromptKind::Continue,
+            _ => PromptKind::Other(name.to_string()),
+        }
     }
 }
 

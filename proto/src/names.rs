@@ -5,6 +5,22 @@
 use crate::v1::{Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd};
 
 impl PromptKind {
+    /// The kinds clibot gives a meaning of its own, each with its name.
+    pub const NAMED: [PromptKind; 7] = [
+        PromptKind::Permission,
+        PromptKind::Question,
+        PromptKind::Confirm,
+        PromptKind::Select,
+        PromptKind::Trust,
+        PromptKind::Secret,
+        PromptKind::Continue,
+    ];
+
+    /// The kind named `name`, when clibot gives it a meaning of its own.
+    pub fn named(name: &str) -> Option<PromptKind> {
+        PromptKind::NAMED.into_iter().find(|k| k.name() == name)
+    }
+
     /// "permission", "question", ...; "" for UNSPECIFIED and for OTHER (whose name is the
     /// prompt's `other_kind`: see [`Prompt::kind_name`]).
     pub fn name(self) -> &'static str {
@@ -33,16 +49,7 @@ impl Prompt {
     /// Sets the kind from its name: a name clibot gives no meaning of its own is OTHER, kept
     /// in `other_kind`.
     pub fn set_kind_name(&mut self, name: &str) {
-        const NAMED: [PromptKind; 7] = [
-            PromptKind::Permission,
-            PromptKind::Question,
-            PromptKind::Confirm,
-            PromptKind::Select,
-            PromptKind::Trust,
-            PromptKind::Secret,
-            PromptKind::Continue,
-        ];
-        match NAMED.into_iter().find(|k| k.name() == name) {
+        match PromptKind::named(name) {
             Some(k) => {
                 self.set_kind(k);
                 self.other_kind.clear();
@@ -143,15 +150,7 @@ mod tests {
                 );
             }
         };
-        for k in [
-            PromptKind::Permission,
-            PromptKind::Question,
-            PromptKind::Confirm,
-            PromptKind::Select,
-            PromptKind::Trust,
-            PromptKind::Secret,
-            PromptKind::Continue,
-        ] {
+        for k in PromptKind::NAMED {
             check(k.as_str_name(), "PROMPT_KIND_", k.name());
         }
         for s in [PromptSource::Hook, PromptSource::Screen, PromptSource::Api] {
