@@ -255,9 +255,9 @@ impl Daemon {
         Ok((daemon, registry))
     }
 
-    /// Cancelled when the daemon shuts down.
-    pub fn shutdown_token(&self) -> CancellationToken {
-        self.inner.shutdown.clone()
+    /// Cancelled when the daemon shuts down; every watcher and waiting hook ends with it.
+    pub fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
     }
 
     /// Writes an audit record.

@@ -347,7 +347,7 @@ fn run(
             socket: socket.clone(),
         };
         let daemon = Daemon::start(settings, Arc::new(tmux)).await?;
-        let shutdown = daemon.shutdown_token();
+        let shutdown = daemon.shutdown_token().clone();
         if let Some(addr) = daemon.settings().config.daemon.metrics_listen {
             let metrics_listener =
                 tokio::net::TcpListener::bind(addr).await.with_context(|| {

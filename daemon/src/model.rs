@@ -286,12 +286,18 @@ pub enum PromptSource {
 }
 
 impl PromptSource {
-    pub fn as_str(self) -> &'static str {
+    /// The contract's enum, whose name is this source's.
+    pub fn proto(self) -> clibot_proto::v1::PromptSource {
+        use clibot_proto::v1::PromptSource as P;
         match self {
-            PromptSource::Hook => "hook",
-            PromptSource::Screen => "screen",
-            PromptSource::Api => "api",
+            PromptSource::Hook => P::Hook,
+            PromptSource::Screen => P::Screen,
+            PromptSource::Api => P::Api,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.proto().name()
     }
 }
 
@@ -308,12 +314,18 @@ pub enum SubjectKind {
 }
 
 impl SubjectKind {
-    pub fn as_str(self) -> &'static str {
+    /// The contract's enum, whose name is this kind's.
+    pub fn proto(self) -> clibot_proto::v1::SubjectKind {
+        use clibot_proto::v1::SubjectKind as P;
         match self {
-            SubjectKind::Command => "command",
-            SubjectKind::Path => "path",
-            SubjectKind::Url => "url",
+            SubjectKind::Command => P::Command,
+            SubjectKind::Path => P::Path,
+            SubjectKind::Url => P::Url,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.proto().name()
     }
 
     /// The kind named `name` ("command", "path", "url").
@@ -342,14 +354,20 @@ pub enum TurnEnd {
 }
 
 impl TurnEnd {
-    pub fn as_str(self) -> &'static str {
+    /// The contract's enum, whose name is this ending's.
+    pub fn proto(self) -> clibot_proto::v1::TurnEnd {
+        use clibot_proto::v1::TurnEnd as P;
         match self {
-            TurnEnd::Hook => "hook",
-            TurnEnd::Api => "api",
-            TurnEnd::Screen => "screen",
-            TurnEnd::Transcript => "transcript",
-            TurnEnd::Idle => "idle",
+            TurnEnd::Hook => P::Hook,
+            TurnEnd::Api => P::Api,
+            TurnEnd::Screen => P::Screen,
+            TurnEnd::Transcript => P::Transcript,
+            TurnEnd::Idle => P::Idle,
         }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.proto().name()
     }
 }
 

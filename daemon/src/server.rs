@@ -394,6 +394,8 @@ where
         };
         let path = req.uri().path().to_string();
         let method = path.rsplit('/').next().unwrap_or("").to_string();
+        // The method's row, looked up once: where it may be called from and who may call it.
+        let row = crate::rpc::policy::row(&method);
         let refusal = match &caller {
             Caller::Unknown => Some(
                 "the calling process cannot be traced (it is gone, or its ancestry is unreadable): calls are taken only from a process that still runs",
@@ -401,7 +403,7 @@ where
             Caller::HookSocket { .. } if method != "Hook" => {
                 Some("this socket serves only its session's hook calls")
             }
-            _ => match (crate::rpc::policy::reach(&method), &caller) {
+            _ => match (row.map(|(reach, _)| reach), &caller) {
                 (None, _) => Some(
                     "no such method in this clibotd (an older daemon than the client?): upgrade and restart clibotd",
                 ),
@@ -418,8 +420,8 @@ where
         let actor = crate::rpc::convert::actor_of(Some(&caller), req.headers());
         // Who may call it, by its row: a method only the machine's user may call refuses a
         // chat user here, before its handler, and audits that when its row says so.
-        let refusal = refusal.or_else(|| match crate::rpc::policy::who(&method) {
-            crate::rpc::policy::Who::Machine { why, audit } => {
+        let refusal = refusal.or_else(|| match row.map(|(_, who)| who) {
+            Some(crate::rpc::policy::Who::Machine { why, audit }) => {
                 if actor.is_local() {
                     return None;
                 }
@@ -440,8 +442,9 @@ where
         let chat = crate::rpc::convert::reads_in_chat(&actor);
         req.extensions_mut().insert(caller);
         req.extensions_mut().insert(actor);
-        req.extensions_mut()
-            .insert(crate::rpc::policy::who(&method));
+        if let Some((_, who)) = row {
+            req.extensions_mut().insert(who);
+        }
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();

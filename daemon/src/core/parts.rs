@@ -7,8 +7,6 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
-use tokio_util::sync::CancellationToken;
-
 use super::Daemon;
 use super::sessions::Sessions;
 use crate::locking::lock;
@@ -56,11 +54,6 @@ impl Daemon {
     /// The secret paths no session may start in.
     pub(crate) fn secret_paths(&self) -> &[std::path::PathBuf] {
         &self.inner.secrets
-    }
-
-    /// Cancelled when the daemon shuts down.
-    pub(crate) fn shutting_down(&self) -> &CancellationToken {
-        &self.inner.shutdown
     }
 
     /// A number no other paste of this daemon's has used (tmux buffer names).

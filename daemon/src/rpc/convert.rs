@@ -320,7 +320,6 @@ pub(super) fn state_from_proto(s: v1::SessionState) -> Option<State> {
 }
 
 pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
-    use crate::model::{PromptSource, SubjectKind};
     let mut out = v1::Prompt {
         id: p.id,
         text: p.text,
@@ -333,29 +332,12 @@ pub(super) fn prompt_to_proto(p: crate::model::Prompt) -> v1::Prompt {
         ..Default::default()
     };
     out.set_kind_name(p.kind.as_str());
-    out.set_source(match p.source {
-        PromptSource::Hook => v1::PromptSource::Hook,
-        PromptSource::Screen => v1::PromptSource::Screen,
-        PromptSource::Api => v1::PromptSource::Api,
-    });
-    out.set_subject_kind(match p.subject_kind {
-        Some(SubjectKind::Command) => v1::SubjectKind::Command,
-        Some(SubjectKind::Path) => v1::SubjectKind::Path,
-        Some(SubjectKind::Url) => v1::SubjectKind::Url,
-        None => v1::SubjectKind::Unspecified,
-    });
+    out.set_source(p.source.proto());
+    out.set_subject_kind(p.subject_kind.map_or(
+        v1::SubjectKind::Unspecified,
+        crate::model::SubjectKind::proto,
+    ));
     out
-}
-
-fn turn_end_to_proto(t: crate::model::TurnEnd) -> v1::TurnEnd {
-    use crate::model::TurnEnd;
-    match t {
-        TurnEnd::Hook => v1::TurnEnd::Hook,
-        TurnEnd::Api => v1::TurnEnd::Api,
-        TurnEnd::Screen => v1::TurnEnd::Screen,
-        TurnEnd::Transcript => v1::TurnEnd::Transcript,
-        TurnEnd::Idle => v1::TurnEnd::Idle,
-    }
 }
 
 pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
@@ -455,7 +437,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             full_bytes,
         } => Kind::TurnCompleted(v1::TurnCompleted {
             text,
-            source: turn_end_to_proto(source).into(),
+            source: source.proto().into(),
             blob_id,
             full_bytes,
         }),

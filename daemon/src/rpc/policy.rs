@@ -170,26 +170,26 @@ const TABLE: &[(&str, Reach, Who)] = &[
     ),
 ];
 
-/// Where `method` (the last part of a call's path) may be called from; `None`: it has no row,
-/// and is refused.
-pub(crate) fn reach(method: &str) -> Option<Reach> {
+/// The row of `method` (the last part of a call's path): where it may be called from and who
+/// may call it; `None`: it has no row, and is refused.
+pub(crate) fn row(method: &str) -> Option<(Reach, Who)> {
     TABLE
         .iter()
         .find(|(m, ..)| *m == method)
-        .map(|(_, r, _)| *r)
-}
-
-/// Who may call `method`; [`Who::Anyone`] for a method with no row (which [`reach`] refuses).
-pub(crate) fn who(method: &str) -> Who {
-    TABLE
-        .iter()
-        .find(|(m, ..)| *m == method)
-        .map_or(Who::Anyone, |(.., w)| *w)
+        .map(|(_, r, w)| (*r, *w))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn reach(method: &str) -> Option<Reach> {
+        row(method).map(|(r, _)| r)
+    }
+
+    fn who(method: &str) -> Who {
+        row(method).map_or(Who::Anyone, |(_, w)| w)
+    }
 
     const PROTO: &str = include_str!("../../../proto/proto/clibot/v1/clibot.proto");
 

@@ -215,7 +215,7 @@ impl Daemon {
             // A daemon going away does not wait for a decider (it is killed with its task): the
             // prompt is still marked as being answered automatically, so the next daemon asks
             // again.
-            _ = self.shutting_down().cancelled() => return,
+            _ = self.shutdown_token().cancelled() => return,
         };
         let why = match verdict {
             Ok(Verdict::Choice { choice, note }) => {

@@ -86,7 +86,7 @@ impl Daemon {
         // between. Its directory is 0700, which is what keeps others out.
         let listener = UnixListener::bind(&path).map_err(err(&path))?;
         listener.set_nonblocking(true).map_err(err(&path))?;
-        let stop = self.shutting_down().child_token();
+        let stop = self.shutdown_token().child_token();
         if let Some(old) = hs.served.insert(id.to_string(), stop.clone()) {
             old.cancel();
         }

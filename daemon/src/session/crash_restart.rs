@@ -123,7 +123,7 @@ impl Daemon {
         self.in_background(async move {
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = d.shutting_down().cancelled() => return,
+                _ = d.shutdown_token().cancelled() => return,
             }
             // Stopped, released or restarted by hand meanwhile: nothing to do.
             let (still_exited, id) = d

@@ -179,7 +179,7 @@ impl Daemon {
                             if let Some(text) = got {
                                 break text;
                             }
-                            if Instant::now() >= deadline || d.shutting_down().is_cancelled() {
+                            if Instant::now() >= deadline || d.shutdown_token().is_cancelled() {
                                 info!(
                                     "the CLI's records never held that stop; reading them as they are"
                                 );
@@ -327,7 +327,7 @@ impl Daemon {
                 info!("no answer through clibot in time; the CLI's dialog stays for keys or the terminal");
                 Ok(String::new())
             }
-            _ = self.shutting_down().cancelled() => Ok(String::new()),
+            _ = self.shutdown_token().cancelled() => Ok(String::new()),
         }
     }
 }

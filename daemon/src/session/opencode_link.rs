@@ -87,7 +87,7 @@ impl Daemon {
         };
         // The password goes only to the server the session's own program runs.
         let http = LocalHttp::new(port, API_USER, &secret).owned_by(pid);
-        let shutdown = self.shutting_down().clone();
+        let shutdown = self.shutdown_token().clone();
         let mut backoff = Duration::from_millis(100);
         let mut seen = Seen::default();
         let mut was_live = false;

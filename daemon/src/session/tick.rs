@@ -179,7 +179,7 @@ impl Daemon {
         // A daemon shutting down has saved its sessions for the last time, the turn still
         // running: recorded now, it would be reported again by the next daemon, which finds
         // it running and sees it ended. Left to that daemon, it is reported once.
-        if self.shutting_down().is_cancelled() {
+        if self.shutdown_token().is_cancelled() {
             info!(
                 source = source.as_str(),
                 "a turn ended while the daemon stops: the next daemon reports it"

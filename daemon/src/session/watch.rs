@@ -80,7 +80,7 @@ impl Daemon {
     }
 
     async fn watch_loop(self, name: &str, cancel: CancellationToken) {
-        let shutdown = self.shutting_down().clone();
+        let shutdown = self.shutdown_token().clone();
         let mut backoff = Duration::from_millis(200);
         // The session is watched (all its panes' output wakes the watcher); the CLI's own
         // pane is read. Until the session is gone.
