@@ -426,14 +426,7 @@ impl Daemon {
             .inner
             .sessions
             .update(name, |e| {
-                if e.rec.state == to {
-                    return None;
-                }
-                let from = e.rec.state;
-                e.rec.state = to;
-                e.rec.last_activity_ms = now_ms();
-                // Wake the watcher: the new state may need its clock (quiescence, stalls).
-                e.rt.poke.notify_one();
+                let from = e.change_state(to, now_ms())?;
                 Some((from, e.rec.id.clone()))
             })
             .flatten();

@@ -475,9 +475,32 @@ pub enum AnswerStyle {
     Down,
 }
 
+/// What kind of caller an [`Actor`] is: what decides which rights apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActorKind {
+    /// The machine's user (clibotctl, the console gateway, a process in a session made on the
+    /// machine): every right.
+    Local,
+    /// A chat user relayed by the gateway, or a process in a session a chat user owns, acting
+    /// on its owner's behalf: the access policy decides.
+    Chat,
+}
+
+impl ActorKind {
+    /// The contract's enum, whose name is this kind's.
+    pub fn proto(self) -> clibot_proto::v1::ActorKind {
+        match self {
+            ActorKind::Local => clibot_proto::v1::ActorKind::Local,
+            ActorKind::Chat => clibot_proto::v1::ActorKind::Chat,
+        }
+    }
+}
+
 /// Who asks: the local user, or a chat user relayed by the gateway.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Actor {
+    pub kind: ActorKind,
+    /// "local" for the machine's user; the chat platform otherwise.
     pub platform: String,
     pub user: String,
     pub chat: String,
@@ -487,26 +510,51 @@ pub struct Actor {
 }
 
 impl Actor {
+    /// The key, platform and user the machine's user goes by in owners, binders and the audit
+    /// log.
+    pub const LOCAL: &'static str = "local";
+
     pub fn local() -> Actor {
         Actor {
-            platform: "local".into(),
-            user: "local".into(),
+            kind: ActorKind::Local,
+            platform: Actor::LOCAL.into(),
+            user: Actor::LOCAL.into(),
             chat: String::new(),
             via: String::new(),
         }
     }
 
+    /// A chat user of `platform`, in `chat` (empty when no chat is known).
+    pub fn chat_user(platform: &str, user: &str, chat: &str) -> Actor {
+        Actor {
+            kind: ActorKind::Chat,
+            platform: platform.to_string(),
+            user: user.to_string(),
+            chat: chat.to_string(),
+            via: String::new(),
+        }
+    }
+
+    /// The actor a key names ("local" or "PLATFORM:USER", as [`Actor::key`] makes them);
+    /// `None` for anything else.
+    pub fn from_key(key: &str) -> Option<Actor> {
+        if key == Actor::LOCAL {
+            return Some(Actor::local());
+        }
+        let (platform, user) = key.split_once(':')?;
+        Some(Actor::chat_user(platform, user, ""))
+    }
+
     /// "PLATFORM:USER", or "local": how sessions name their owner and who answered.
     pub fn key(&self) -> String {
-        if self.is_local() {
-            "local".into()
-        } else {
-            format!("{}:{}", self.platform, self.user)
+        match self.kind {
+            ActorKind::Local => Actor::LOCAL.into(),
+            ActorKind::Chat => format!("{}:{}", self.platform, self.user),
         }
     }
 
     pub fn is_local(&self) -> bool {
-        self.platform == "local"
+        self.kind == ActorKind::Local
     }
 }
 

@@ -2,7 +2,7 @@
 //! rules say "permission", "hook", "command", not `PROMPT_KIND_PERMISSION`. One place turns
 //! each enum into its name and back, for every crate.
 
-use crate::v1::{Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd};
+use crate::v1::{ActorKind, Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd};
 
 impl PromptKind {
     /// The kinds clibot gives a meaning of its own, each with its name.
@@ -109,6 +109,29 @@ impl TurnEnd {
     }
 }
 
+impl ActorKind {
+    /// "local", "chat"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActorKind::Local => "local",
+            ActorKind::Chat => "chat",
+            ActorKind::Unspecified => "",
+        }
+    }
+
+    /// The kind of the caller an actor key names: "local" is the machine's user,
+    /// "PLATFORM:USER" a chat user, anything else (an empty key) is not known.
+    pub fn of_key(key: &str) -> ActorKind {
+        if key == "local" {
+            ActorKind::Local
+        } else if key.contains(':') {
+            ActorKind::Chat
+        } else {
+            ActorKind::Unspecified
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,5 +191,15 @@ mod tests {
         ] {
             check(t.as_str_name(), "TURN_END_", t.name());
         }
+    }
+
+    /// An actor key names its kind: the machine's user, a chat user, or nobody known.
+    #[test]
+    fn actor_keys_name_their_kind() {
+        assert_eq!(ActorKind::of_key("local"), ActorKind::Local);
+        assert_eq!(ActorKind::of_key("telegram:123"), ActorKind::Chat);
+        assert_eq!(ActorKind::of_key(""), ActorKind::Unspecified);
+        assert_eq!(ActorKind::Chat.name(), "chat");
+        assert_eq!(ActorKind::Local.name(), "local");
     }
 }

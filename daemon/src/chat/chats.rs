@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Actor;
 use crate::store::{MAX_SEQ, dropped_entries, sane_seq, set_aside, write_atomic};
 
 /// A chat bound to a session, and how far it has been delivered.
@@ -440,8 +441,14 @@ impl Chats {
         {
             return;
         }
-        st.bindings
-            .push(Binding::new(platform, chat, "", false, last_seq, "local"));
+        st.bindings.push(Binding::new(
+            platform,
+            chat,
+            "",
+            false,
+            last_seq,
+            Actor::LOCAL,
+        ));
         self.save(&st);
     }
 
@@ -462,8 +469,14 @@ impl Chats {
             .iter()
             .any(|b| b.platform == platform && b.chat == chat)
         {
-            st.bindings
-                .push(Binding::new(platform, chat, "", false, last_seq, "local"));
+            st.bindings.push(Binding::new(
+                platform,
+                chat,
+                "",
+                false,
+                last_seq,
+                Actor::LOCAL,
+            ));
         }
         self.save(&st);
     }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::Adapter;
 use crate::cli::detect::Pack;
-use crate::model::SessionRecord;
+use crate::model::{Prompt, SessionRecord, State};
 
 /// One session in the table.
 pub(crate) struct Entry {
@@ -137,6 +137,12 @@ impl Default for Runtime {
     }
 }
 
+/// How many resolved prompts a session remembers, for late answers' errors.
+const RESOLVED_KEPT: usize = 32;
+
+/// The session's transitions that more than one feature makes: each keeps the record and the
+/// runtime beside it in agreement (the record's state, dialog, exit and turn fields are written
+/// only here and when the log is replayed: a structure test checks it).
 impl Entry {
     pub(crate) fn new(rec: SessionRecord) -> Entry {
         Entry {
@@ -145,5 +151,129 @@ impl Entry {
             stopping: false,
             rt: Runtime::default(),
         }
+    }
+
+    /// The session's state becomes `to`: the state it left, or `None` when it was in it
+    /// already. Wakes the session's watcher: the new state may need its clock (quiescence,
+    /// stalls).
+    pub(crate) fn change_state(&mut self, to: State, now_ms: i64) -> Option<State> {
+        if self.rec.state == to {
+            return None;
+        }
+        let from = self.rec.state;
+        self.rec.state = to;
+        self.rec.last_activity_ms = now_ms;
+        self.rt.poke.notify_one();
+        Some(from)
+    }
+
+    /// The CLI waits on `prompt` now (announced by its hook or API, or read on its screen).
+    pub(crate) fn show_prompt(&mut self, prompt: Option<Prompt>) {
+        self.rec.prompt = prompt;
+    }
+
+    /// The dialog the session waited on is gone, resolved `by` ("cli", "terminal", "cancel",
+    /// who answered): remembered, so that a late answer to it is told who did. The prompt it
+    /// was; `None` when none waited.
+    pub(crate) fn resolve_prompt(&mut self, by: &str) -> Option<Prompt> {
+        let p = self.rec.prompt.take()?;
+        self.remember_resolved(&p.id, by);
+        Some(p)
+    }
+
+    /// Prompt `id` was resolved `by`: kept for late answers' errors (the latest few).
+    pub(crate) fn remember_resolved(&mut self, id: &str, by: &str) {
+        self.rt.resolved.push_back((id.to_string(), by.to_string()));
+        while self.rt.resolved.len() > RESOLVED_KEPT {
+            self.rt.resolved.pop_front();
+        }
+    }
+
+    /// A turn began with the input typed: where its output starts (`anchor`) and when.
+    pub(crate) fn turn_began(&mut self, anchor: Option<i64>, now_ms: i64) {
+        self.rec.turn_anchor = anchor;
+        self.rec.turn_input_lines = self.rt.turn.input_lines.min(u32::MAX as usize) as u32;
+        self.rec.turn_started_ms = now_ms;
+    }
+
+    /// The running turn ended (completed, cancelled): the turn machine and the record's turn
+    /// fields are cleared together.
+    pub(crate) fn turn_ended(&mut self, now: Instant) {
+        self.rt.turn.completed(now);
+        self.rec.turn_anchor = None;
+        self.rec.turn_input_lines = 0;
+        self.rec.turn_started_ms = 0;
+        self.rec.stalled = false;
+    }
+
+    /// The CLI exited with `status` for `reason`; false when its exit was recorded already.
+    pub(crate) fn exited(&mut self, status: Option<i32>, reason: &str) -> bool {
+        if self.rec.state.is_exited() {
+            return false;
+        }
+        self.rec.exit_status = status;
+        self.rec.exit_reason = reason.to_string();
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// The record's state, dialog, exit and turn fields are written only by [`super::Entry`]'s
+    /// transitions (and where the log is replayed or a loaded record mended): a feature that
+    /// wrote them itself would leave the runtime beside them disagreeing.
+    #[test]
+    fn the_record_s_transition_fields_are_written_only_here() {
+        const FIELDS: [&str; 7] = [
+            "state",
+            "prompt",
+            "exit_status",
+            "exit_reason",
+            "turn_started_ms",
+            "turn_anchor",
+            "turn_input_lines",
+        ];
+        const WRITERS: [&str; 3] = ["core/entry.rs", "store/catch_up.rs", "store/mod.rs"];
+        fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        walk(&src, &mut files);
+        assert!(files.len() > 50, "{}", src.display());
+        let mut found = Vec::new();
+        for f in files {
+            let rel = f.strip_prefix(&src).map(|r| r.display().to_string());
+            let rel = rel.unwrap_or_default();
+            if WRITERS.contains(&rel.as_str())
+                || rel.ends_with("tests.rs")
+                || rel.contains("/tests/")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            // Only the file's code before its test module.
+            let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+            for (n, line) in code.lines().enumerate() {
+                for field in FIELDS {
+                    if line.contains(&format!("rec.{field} = ")) {
+                        found.push(format!("{rel}:{}: {}", n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "write these through Entry's transitions (core/entry.rs): {found:#?}"
+        );
     }
 }

@@ -42,12 +42,7 @@ pub(super) async fn check_access(
     if r.platform.is_empty() || r.user.is_empty() {
         return Err(Status::invalid_argument("platform and user are required"));
     }
-    let actor = Actor {
-        platform: r.platform,
-        user: r.user,
-        chat: r.chat,
-        via: String::new(),
-    };
+    let actor = Actor::chat_user(&r.platform, &r.user, &r.chat);
     if r.group {
         // Groups are off unless named; and in a group, where everyone reads along, a
         // stranger gets no pairing code and no reply: pairing happens in a direct message.

@@ -150,9 +150,9 @@ impl Daemon {
                 .is_none()
                 .then(|| signature(p.kind.as_str(), &p.text, &p.subject));
             e.rt.answered_screen = Some((sig, Instant::now(), false));
-            e.rec.prompt = None;
+            e.show_prompt(None);
             e.rt.turn.prompt_resolved();
-            remember_resolved(&mut e.rt.resolved, &p.id, resolver);
+            e.remember_resolved(&p.id, resolver);
             Ok((
                 p,
                 choice,

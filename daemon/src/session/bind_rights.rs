@@ -7,24 +7,10 @@ use crate::model::Actor;
 use crate::store::events::EventKind;
 
 impl Daemon {
-    /// The actor behind a binder key ("local" or "PLATFORM:USER").
-    fn binder_actor(binder: &str) -> Option<Actor> {
-        if binder == "local" {
-            return Some(Actor::local());
-        }
-        let (platform, user) = binder.split_once(':')?;
-        Some(Actor {
-            platform: platform.to_string(),
-            user: user.to_string(),
-            chat: String::new(),
-            via: String::new(),
-        })
-    }
-
     /// Whether `binder` may still use `session` (true for a session that no longer exists:
     /// nothing is delivered from it anyway).
     fn binder_may_use(&self, binder: &str, session: &str) -> bool {
-        let Some(actor) = Daemon::binder_actor(binder) else {
+        let Some(actor) = Actor::from_key(binder) else {
             return false;
         };
         let Ok(rec) = self.get(session) else {
@@ -51,7 +37,7 @@ impl Daemon {
             let Ok(rec) = self.get(&b.session) else {
                 continue;
             };
-            let who = if b.binder == "local" {
+            let who = if b.binder == Actor::LOCAL {
                 "the machine's user".to_string()
             } else {
                 b.binder.clone()
@@ -68,7 +54,7 @@ impl Daemon {
                 },
             );
             self.chats().end_after(&b.platform, &b.chat, seq);
-            if let Some(actor) = Daemon::binder_actor(&b.binder) {
+            if let Some(actor) = Actor::from_key(&b.binder) {
                 self.audit(
                     &Actor {
                         chat: b.chat.clone(),

@@ -10,8 +10,6 @@ use crate::keys::Key;
 use crate::model::State;
 use crate::store::events::EventKind;
 
-use super::shared::remember_resolved;
-
 /// What a cancel did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cancelled {
@@ -148,14 +146,8 @@ impl Daemon {
             for (_, (tx, _)) in e.rt.waiters.drain() {
                 let _ = tx.send(String::new());
             }
-            if let Some(p) = e.rec.prompt.take() {
-                remember_resolved(&mut e.rt.resolved, &p.id, "cancel");
-            }
-            e.rt.turn.completed(std::time::Instant::now());
-            e.rec.turn_anchor = None;
-            e.rec.turn_input_lines = 0;
-            e.rec.turn_started_ms = 0;
-            e.rec.stalled = false;
+            e.resolve_prompt("cancel");
+            e.turn_ended(std::time::Instant::now());
             (e.rec.id.clone(), e.rec.queue.len())
         });
         let Some((id, queued)) = ended else {

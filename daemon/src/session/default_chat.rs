@@ -10,6 +10,7 @@
 use crate::chat::chats::Binding;
 use crate::core::Daemon;
 use crate::error::CoreError;
+use crate::model::Actor;
 
 impl Daemon {
     /// Sets (or, with an empty `chat`, clears) the platform's default chat.
@@ -81,7 +82,7 @@ impl Daemon {
                 .next()
             {
                 // Only while an admin of the platform may still use it.
-                let still = b.binder == "local"
+                let still = b.binder == Actor::LOCAL
                     || b.binder
                         .split_once(':')
                         .is_some_and(|(p, u)| access.known(p, u) == Some(true));
@@ -110,7 +111,7 @@ impl Daemon {
                 .into_iter()
                 .next()
                 .is_some_and(|b| {
-                    b.binder == "local"
+                    b.binder == Actor::LOCAL
                         || b.binder
                             .split_once(':')
                             .is_some_and(|(p, u)| access.known(p, u) == Some(true))

@@ -274,14 +274,13 @@ impl Daemon {
         };
         let (tx, rx) = oneshot::channel();
         let poke = self.sessions().update(name, |e| {
-            if let Some(old) = e.rec.prompt.take() {
-                remember_resolved(&mut e.rt.resolved, &old.id, "cli");
+            if let Some(old) = e.resolve_prompt("cli") {
                 // The hook that announced it waits no longer: its dialog is gone.
                 if let Some((tx, _)) = e.rt.waiters.remove(&old.id) {
                     let _ = tx.send(String::new());
                 }
             }
-            e.rec.prompt = Some(prompt.clone());
+            e.show_prompt(Some(prompt.clone()));
             e.rt.turn.prompt_announced(Instant::now());
             if wait {
                 e.rt.waiters.insert(prompt.id.clone(), (tx, payload));

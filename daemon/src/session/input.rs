@@ -7,7 +7,7 @@ use tracing::{Instrument, info, info_span, warn};
 use crate::core::*;
 use crate::error::CoreError;
 use crate::keys::Key;
-use crate::model::State;
+use crate::model::{Actor, State};
 use crate::store::events::EventKind;
 use crate::store::now_ms;
 
@@ -275,9 +275,7 @@ impl Daemon {
             self.sessions().update(name, |e| {
                 e.rt.turn
                     .submitted(now, anchor, text.lines().count(), by_api);
-                e.rec.turn_anchor = anchor;
-                e.rec.turn_input_lines = e.rt.turn.input_lines.min(u32::MAX as usize) as u32;
-                e.rec.turn_started_ms = crate::store::now_ms();
+                e.turn_began(anchor, crate::store::now_ms());
                 e.rec.last_activity_ms = crate::store::now_ms();
                 e.rec.error = None;
                 if !text.trim().is_empty() {
@@ -538,7 +536,7 @@ impl Daemon {
     /// C-c interrupts the running turn. Only input being typed right now goes first (keys
     /// wait for the paste or the keystrokes in progress, never inside them).
     pub async fn send_keys(&self, name: &str, keys: &[String]) -> Result<u64, CoreError> {
-        self.send_keys_by(name, keys, "local").await
+        self.send_keys_by(name, keys, Actor::LOCAL).await
     }
 
     /// [`Daemon::send_keys`] on behalf of `by` ("local", or "PLATFORM:USER"): a dialog that

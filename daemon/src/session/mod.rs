@@ -57,4 +57,3 @@ pub use jail_check::Verdict as JailVerdict;
 pub use outcomes::{Report, ReportRow};
 pub use reply::LastReply;
 pub use route::{RouteTask, Routed};
-pub(crate) use shared::remember_resolved;

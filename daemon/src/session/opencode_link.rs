@@ -23,7 +23,6 @@ use crate::cli::opencode::{
 };
 use crate::core::Daemon;
 use crate::model::{Prompt, State};
-use crate::session::remember_resolved;
 use crate::store::events::EventKind;
 
 /// How long opening the event stream may take: OpenCode accepts connections while it is still
@@ -578,9 +577,7 @@ impl Daemon {
             if e.rec.prompt.as_ref().is_some_and(|c| c.id == p.request) {
                 return Some(None);
             }
-            if let Some(old) = e.rec.prompt.take() {
-                remember_resolved(&mut e.rt.resolved, &old.id, "cli");
-            }
+            e.resolve_prompt("cli");
             let subject_kind = crate::automation::subject::from_payload(&p.payload)
                 .or_else(|| {
                     p.payload
@@ -600,7 +597,7 @@ impl Daemon {
                 answer: p.answer,
                 ..Default::default()
             };
-            e.rec.prompt = Some(prompt.clone());
+            e.show_prompt(Some(prompt.clone()));
             e.rt.turn.prompt_shown();
             Some(Some((prompt, e.rec.id.clone())))
         });
@@ -634,8 +631,7 @@ impl Daemon {
             if e.rec.prompt.as_ref().is_none_or(|p| p.id != request) {
                 return None;
             }
-            e.rec.prompt = None;
-            remember_resolved(&mut e.rt.resolved, request, "terminal");
+            e.resolve_prompt("terminal");
             Some(e.rec.id.clone())
         });
         let Some(id) = id.flatten() else {

@@ -76,7 +76,7 @@ impl Daemon {
                 now,
             };
             let actions = crate::prompt::on_screen(&mut dialog, &seen, &new_prompt);
-            e.rec.prompt = dialog.current;
+            e.show_prompt(dialog.current);
             e.rt.answered_screen = dialog.answered;
             for action in actions {
                 match action {
@@ -87,7 +87,7 @@ impl Daemon {
                         events.push(EventKind::Waiting { prompt });
                     }
                     crate::prompt::Action::Resolved { id, by, actor } => {
-                        remember_resolved(&mut e.rt.resolved, &id, by);
+                        e.remember_resolved(&id, by);
                         if let Some((tx, _)) = e.rt.waiters.remove(&id) {
                             let _ = tx.send(String::new());
                         }

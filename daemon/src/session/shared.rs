@@ -1,7 +1,6 @@
 //! What the session's files share: prompts as records and their signatures, the table entry of a
 //! running session, a reply read off the screen.
 
-use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::error::CoreError;
@@ -57,13 +56,6 @@ pub(crate) fn new_prompt(sp: &crate::cli::detect::ScreenPrompt) -> Prompt {
         answer: sp.answer,
         context: sp.context.clone(),
         ..Default::default()
-    }
-}
-
-pub(crate) fn remember_resolved(resolved: &mut VecDeque<(String, String)>, id: &str, by: &str) {
-    resolved.push_back((id.to_string(), by.to_string()));
-    while resolved.len() > 32 {
-        resolved.pop_front();
     }
 }
 

@@ -11,7 +11,7 @@ use crate::core::*;
 use crate::error::CoreError;
 use crate::ids::new_id;
 use crate::ids::new_uuid;
-use crate::model::{SessionRecord, State};
+use crate::model::{Actor, SessionRecord, State};
 use crate::names::{is_valid_env_key, is_valid_name};
 use crate::paths::create_private_dir;
 use crate::paths::expand_home;
@@ -136,7 +136,7 @@ impl Daemon {
                 let others: Vec<String> = (self.chats().binders_of(&req.name))
                     .into_iter()
                     .filter(|binder| {
-                        let admin = binder == "local"
+                        let admin = binder == Actor::LOCAL
                             || binder
                                 .split_once(':')
                                 .is_some_and(|(p, u)| self.access().known(p, u) == Some(true));

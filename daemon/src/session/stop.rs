@@ -345,14 +345,9 @@ impl Daemon {
         reason: &str,
         output: String,
     ) -> bool {
-        let id = self.sessions().update(name, |e| {
-            if e.rec.state.is_exited() {
-                return None;
-            }
-            e.rec.exit_status = status;
-            e.rec.exit_reason = reason.to_string();
-            Some(e.rec.id.clone())
-        });
+        let id = self
+            .sessions()
+            .update(name, |e| e.exited(status, reason).then(|| e.rec.id.clone()));
         let Some(id) = id.flatten() else {
             return false;
         };
@@ -364,7 +359,7 @@ impl Daemon {
             for (_, (tx, _)) in e.rt.waiters.drain() {
                 let _ = tx.send(String::new());
             }
-            e.rec.prompt = None;
+            e.show_prompt(None);
         });
         self.set_state(name, to, reason);
         let kind = if to == State::Hibernated {

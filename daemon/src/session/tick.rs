@@ -9,8 +9,6 @@ use crate::keys::Key;
 use crate::model::{State, TurnEnd};
 use crate::store::events::EventKind;
 
-use super::shared::*;
-
 impl Daemon {
     pub(crate) async fn on_tick(&self, name: &str, target: &str) {
         let now = Instant::now();
@@ -214,14 +212,8 @@ impl Daemon {
             if once && e.rt.turn.started.is_none() {
                 return None;
             }
-            e.rt.turn.completed(Instant::now());
-            e.rec.turn_anchor = None;
-            e.rec.turn_input_lines = 0;
-            e.rec.turn_started_ms = 0;
-            e.rec.stalled = false;
-            if let Some(p) = e.rec.prompt.take() {
-                remember_resolved(&mut e.rt.resolved, &p.id, "cli");
-            }
+            e.turn_ended(Instant::now());
+            e.resolve_prompt("cli");
             self.metrics().turn_completed(name, &e.rec.cli);
             Some(e.rec.id.clone())
         });
