@@ -371,6 +371,7 @@ impl<S, B> tower::Service<http::Request<B>> for Gate<S>
 where
     S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
     S::Future: Send + 'static,
+    S::Error: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -403,7 +404,7 @@ where
             Caller::HookSocket { .. } if method != "Hook" => {
                 Some("this socket serves only its session's hook calls")
             }
-            _ => match (row.map(|(reach, _)| reach), &caller) {
+            _ => match (row.map(|r| r.reach), &caller) {
                 (None, _) => Some(
                     "no such method in this clibotd (an older daemon than the client?): upgrade and restart clibotd",
                 ),
@@ -420,7 +421,7 @@ where
         let actor = crate::rpc::convert::actor_of(Some(&caller), req.headers());
         // Who may call it, by its row: a method only the machine's user may call refuses a
         // chat user here, before its handler, and audits that when its row says so.
-        let refusal = refusal.or_else(|| match row.map(|(_, who)| who) {
+        let refusal = refusal.or_else(|| match row.map(|r| r.who) {
             Some(crate::rpc::policy::Who::Machine { why, audit }) => {
                 if actor.is_local() {
                     return None;
@@ -440,16 +441,48 @@ where
         }
         // A chat caller reads a core error in chat words, whatever the method.
         let chat = crate::rpc::convert::reads_in_chat(&actor);
-        req.extensions_mut().insert(caller);
-        req.extensions_mut().insert(actor);
-        if let Some((_, who)) = row {
-            req.extensions_mut().insert(who);
+        let rights = row.map(|r| crate::rpc::policy::Rights::new(r.who));
+        if let Some(rights) = &rights {
+            req.extensions_mut().insert(rights.clone());
         }
+        req.extensions_mut().insert(caller);
+        req.extensions_mut().insert(actor.clone());
         let started = Instant::now();
         let call = self.inner.call(req);
         let metrics = self.metrics.clone();
+        // A call whose outcome the audit log keeps runs apart from its connection, to its end
+        // (see `Kept::Outcome`), and is audited here once it ended.
+        let kept = row
+            .filter(|r| r.kept == crate::rpc::policy::Kept::Outcome)
+            .and_then(|r| r.action())
+            .zip(rights);
+        let daemon = self.daemon.clone();
         Box::pin(async move {
-            let r = call.await;
+            let r = match kept {
+                Some((action, rights)) => {
+                    // Audited inside the task: this future is dropped when the caller hangs up.
+                    let task = tokio::spawn(async move {
+                        let r = call.await;
+                        if let (Ok(resp), Some(session)) = (&r, rights.session_let_in()) {
+                            match Status::from_header_map(resp.headers()) {
+                                Some(s) if s.code() != tonic::Code::Ok => {
+                                    daemon.audit(&actor, &session, action, Err(s.message()))
+                                }
+                                _ => daemon.audit(&actor, &session, action, Ok(())),
+                            }
+                        }
+                        r
+                    });
+                    match task.await {
+                        Ok(r) => r,
+                        Err(e) => Ok(Status::internal(format!(
+                            "the daemon failed while doing {action}: {e}; see its log"
+                        ))
+                        .into_http()),
+                    }
+                }
+                None => call.await,
+            };
             if let Some(m) = metrics {
                 m.rpc(&path, started.elapsed());
             }

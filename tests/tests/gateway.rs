@@ -313,14 +313,13 @@ fn a_console_trial_that_ended_leaves_doctor_clean() {
         let out = h.ctl(&["doctor", "--json"]);
         serde_json::from_slice(&out.stdout).expect("doctor --json")
     };
-    // While it may still run, it is shown; past the silence limit (30 s), it is gone.
-    std::thread::sleep(Duration::from_secs(32));
+    // While it may still run, it is shown, and nothing fails; past the silence limit (30 s)
+    // it is dropped (`rpc::tests` checks that on the daemon's paused clock).
     let v = doctor(&h);
     let checks = v["checks"].as_array().cloned().unwrap_or_default();
     assert!(
-        !checks
-            .iter()
-            .any(|c| c["name"] == "gateway console" || c["status"] == "fail"),
+        checks.iter().any(|c| c["name"] == "gateway console"),
         "{v:#}"
     );
+    assert!(!checks.iter().any(|c| c["status"] == "fail"), "{v:#}");
 }

@@ -78,13 +78,15 @@ pub(super) fn actor<T>(req: &Request<T>) -> Actor {
 
 /// What a chat user needs to make this call: its row in `policy.rs`, which the gate handed
 /// on. A call that did not pass the gate has none: only the machine's user may make it.
-pub(super) fn rights<T>(req: &Request<T>) -> super::policy::Who {
+pub(super) fn rights<T>(req: &Request<T>) -> super::policy::Rights {
     req.extensions()
-        .get::<super::policy::Who>()
-        .copied()
-        .unwrap_or(super::policy::Who::Machine {
-            why: "this call did not pass the daemon's gate",
-            audit: None,
+        .get::<super::policy::Rights>()
+        .cloned()
+        .unwrap_or_else(|| {
+            super::policy::Rights::new(super::policy::Who::Machine {
+                why: "this call did not pass the daemon's gate",
+                audit: None,
+            })
         })
 }
 
@@ -95,12 +97,7 @@ pub(crate) fn actor_of(
 ) -> Actor {
     if let Some(Caller::Session { name, owner }) = caller {
         let mut a = match owner.split_once(':') {
-            Some((platform, user)) => Actor {
-                platform: platform.to_string(),
-                user: user.to_string(),
-                chat: String::new(),
-                via: String::new(),
-            },
+            Some((platform, user)) => Actor::chat_user(platform, user, ""),
             None => Actor::local(),
         };
         a.via = format!("session:{name}");
@@ -113,12 +110,9 @@ pub(crate) fn actor_of(
             .map(str::to_string)
     };
     match (get("clibot-platform"), get("clibot-user")) {
-        (Some(platform), Some(user)) if !platform.is_empty() && platform != "local" => Actor {
-            platform,
-            user,
-            chat: get("clibot-chat").unwrap_or_default(),
-            via: String::new(),
-        },
+        (Some(platform), Some(user)) if !platform.is_empty() && platform != Actor::LOCAL => {
+            Actor::chat_user(&platform, &user, &get("clibot-chat").unwrap_or_default())
+        }
         // The local user, possibly through the console gateway, which names its one chat so
         // that what is typed there lands in its transcript too.
         _ => Actor {
@@ -454,6 +448,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             prompt_id,
             by,
             answer,
+            actor_kind: clibot_proto::v1::ActorKind::of_key(&actor).into(),
             actor,
             note,
         }),

@@ -14,10 +14,8 @@ pub(super) async fn send_input(
     let text = r.text.clone();
     let by = actor.key();
     let sent = svc
-        .detached(&actor, &session, "send", move |d| async move {
-            d.send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key, &by)
-                .await
-        })
+        .daemon
+        .send_input_once(&r.session, &r.text, r.submit, &r.dedupe_key, &by)
         .await?;
     if sent.secret {
         svc.record_in(&actor, &session, &crate::model::secret_placeholder(&text));
@@ -40,18 +38,10 @@ pub(super) async fn send_keys(
     // Control keys can interrupt or quit a CLI: from a chat, admins, and owners in their own
     // sessions; never someone it is only shared with.
     svc.permit(&actor, who, &r.session)?;
-    if let Err(e) = svc.daemon.check_keys(&actor, &r.session) {
-        svc.daemon
-            .audit(&actor, &r.session, "keys", Err("not the owner or an admin"));
-        return Err(e.into());
-    }
-    let session = r.session.clone();
+    // Refused after the row's check: the gate audits it.
+    svc.daemon.check_keys(&actor, &r.session)?;
     let by = actor.key();
-    let seq = svc
-        .detached(&actor, &session, "keys", move |d| async move {
-            d.send_keys_by(&r.session, &r.keys, &by).await
-        })
-        .await?;
+    let seq = svc.daemon.send_keys_by(&r.session, &r.keys, &by).await?;
     Ok(Response::new(v1::SendKeysResponse { seq }))
 }
 
@@ -111,10 +101,8 @@ pub(super) async fn answer_prompt(
     let answer = r.answer.clone();
     let by = actor.key();
     let a = svc
-        .detached(&actor, &session, "answer", move |d| async move {
-            d.answer_prompt(&r.session, &r.prompt_id, &r.answer, &by)
-                .await
-        })
+        .daemon
+        .answer_prompt(&r.session, &r.prompt_id, &r.answer, &by)
         .await?;
     if a.secret {
         svc.record_in(&actor, &session, &crate::model::secret_placeholder(&answer));

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use clibot_proto::v1::{self, clibot_server::Clibot, event::Kind};
 use tokio_stream::Stream;
@@ -20,7 +22,7 @@ use crate::model::Actor;
 use crate::model::{SessionRecord, State};
 use crate::store::events::{Event, EventKind};
 use crate::tmux::MuxError;
-use policy::Who;
+use policy::{Rights, Who};
 
 mod chat;
 pub(crate) mod convert;
@@ -54,6 +56,26 @@ pub struct Service {
 /// A gateway that has not reported for this long is shown as not running.
 const GATEWAY_SILENT: Duration = Duration::from_secs(30);
 
+/// How a gateway's last report is shown once it has been `silent` that long: as it said while
+/// it may still run, as stopped past [`GATEWAY_SILENT`]; a `--console` trial that ended is no
+/// gateway that stopped and is not shown (doctor would fail on it for good).
+fn as_shown(g: &v1::GatewayStatus, silent: Duration) -> Option<v1::GatewayStatus> {
+    if silent <= GATEWAY_SILENT {
+        return Some(g.clone());
+    }
+    if g.platform == "console" {
+        return None;
+    }
+    let mut g = g.clone();
+    g.detail = format!(
+        "no report for {} s: the gateway is not running (last state: {})",
+        silent.as_secs(),
+        g.state
+    );
+    g.state = "stopped".into();
+    Some(g)
+}
+
 impl Service {
     pub fn new(daemon: Daemon, shutdown: CancellationToken) -> Service {
         let settings = daemon.settings();
@@ -85,20 +107,9 @@ impl Service {
         let reports = self.gateways.lock().unwrap_or_else(|p| p.into_inner());
         reports
             .values()
-            // A `--console` trial that ended is no gateway that stopped: it is not reported
-            // (doctor would fail on it for good).
-            .filter(|(g, at)| !(g.platform == "console" && at.elapsed() > GATEWAY_SILENT))
-            .map(|(g, at)| {
-                let mut g = g.clone();
+            .filter_map(|(g, at)| as_shown(g, at.elapsed()))
+            .map(|mut g| {
                 g.chats_bound = self.daemon.chats().bindings(&g.platform, "", "").len() as u32;
-                if at.elapsed() > GATEWAY_SILENT {
-                    g.detail = format!(
-                        "no report for {} s: the gateway is not running (last state: {})",
-                        at.elapsed().as_secs(),
-                        g.state
-                    );
-                    g.state = "stopped".into();
-                }
                 g
             })
             .collect()
@@ -108,15 +119,17 @@ impl Service {
     /// caller, checked for `session` (the one the request names; empty when none). The local
     /// user passes; refusals are audited under the row's action.
     #[allow(clippy::result_large_err)]
-    fn permit(&self, actor: &Actor, who: Who, session: &str) -> Result<(), Status> {
-        match who {
+    fn permit(&self, actor: &Actor, rights: Rights, session: &str) -> Result<(), Status> {
+        match rights.who {
             // The gate refused a chat user already; the handler decides the rest.
-            Who::Anyone | Who::Machine { .. } => Ok(()),
-            Who::Member { action } => self.authorize(actor, session, action, false),
-            Who::Admin { action } => self.authorize(actor, session, action, true),
-            Who::Owner { action } => self.owned(actor, session, action, (false, false)),
-            Who::Manager { action, admin } => self.owned(actor, session, action, (admin, true)),
+            Who::Anyone | Who::Machine { .. } => {}
+            Who::Member { action } => self.authorize(actor, session, action, false)?,
+            Who::Admin { action } => self.authorize(actor, session, action, true)?,
+            Who::Owner { action } => self.owned(actor, session, action, (false, false))?,
+            Who::Manager { action, admin } => self.owned(actor, session, action, (admin, true))?,
         }
+        rights.let_in(session);
+        Ok(())
     }
 
     /// A chat user must be allowed (and for `admin_only` actions, an admin); the local user
@@ -161,42 +174,6 @@ impl Service {
             return Err(e.into());
         }
         Ok(())
-    }
-
-    /// Runs a changing action to its end, whoever hangs up, then audits it. tonic drops a
-    /// handler's future when its client disconnects (a `clibotctl` killed by Ctrl-C, a gateway
-    /// restarting mid-call); an action cut off halfway — a session left "being stopped", text
-    /// typed without its Enter, a chat message typed but its key not recorded — is worse than
-    /// one that finishes with nobody waiting for the answer.
-    async fn detached<T, F, Fut>(
-        &self,
-        actor: &Actor,
-        session: &str,
-        action: &'static str,
-        f: F,
-    ) -> Result<T, Status>
-    where
-        F: FnOnce(Daemon) -> Fut,
-        Fut: std::future::Future<Output = Result<T, CoreError>> + Send + 'static,
-        T: Send + 'static,
-    {
-        let d = self.daemon.clone();
-        let (actor, session) = (actor.clone(), session.to_string());
-        let work = f(d.clone());
-        let task = tokio::spawn(async move {
-            let r = work.await;
-            match &r {
-                Ok(_) => d.audit(&actor, &session, action, Ok(())),
-                Err(e) => d.audit(&actor, &session, action, Err(&e.to_string())),
-            }
-            r
-        });
-        match task.await {
-            Ok(r) => r.map_err(Status::from),
-            Err(e) => Err(Status::internal(format!(
-                "the daemon failed while doing {action}: {e}; see its log"
-            ))),
-        }
     }
 }
 
@@ -604,5 +581,46 @@ impl Clibot for Service {
         req: Request<v1::WatchEventsRequest>,
     ) -> Result<Response<EventStream>, Status> {
         watch::watch_events(self, req).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(platform: &str) -> v1::GatewayStatus {
+        v1::GatewayStatus {
+            platform: platform.into(),
+            state: "connected".into(),
+            ..Default::default()
+        }
+    }
+
+    /// On the daemon's clock: a gateway is shown as it said for 30 s after its last report,
+    /// then as stopped; a console trial is then gone (paused time: no test waits 30 s).
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_gateway_is_stopped_and_an_ended_console_trial_gone() {
+        let at = Instant::now();
+        let (tg, console) = (report("telegram"), report("console"));
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert_eq!(
+            as_shown(&tg, at.elapsed()).map(|g| g.state),
+            Some("connected".into())
+        );
+        assert!(as_shown(&console, at.elapsed()).is_some());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let shown = as_shown(&tg, at.elapsed()).expect("still listed");
+        assert_eq!(shown.state, "stopped");
+        assert!(
+            shown.detail.contains("no report for 31 s"),
+            "{}",
+            shown.detail
+        );
+        assert!(
+            shown.detail.contains("last state: connected"),
+            "{}",
+            shown.detail
+        );
+        assert_eq!(as_shown(&console, at.elapsed()), None);
     }
 }

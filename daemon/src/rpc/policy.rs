@@ -19,6 +19,75 @@ pub(crate) enum Reach {
     Outside,
 }
 
+/// What the audit log keeps of a call, under its row's action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kept {
+    /// Refusals only: reading, listing, the gateway's bookkeeping.
+    Refusals,
+    /// Refusals and, once the caller passed its row's check, how the call ended (accepted, or
+    /// refused with the error): what changes a session. Such a call also runs to its end when
+    /// its caller hangs up (the gate runs it apart from the connection): an action cut off
+    /// halfway — a session left "being stopped", text typed without its Enter, a chat
+    /// message typed but its key not recorded — is worse than one that finishes with nobody
+    /// waiting for the answer.
+    Outcome,
+}
+
+/// A method's row: where it may be called from, who may call it, what the audit log keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub(crate) reach: Reach,
+    pub(crate) who: Who,
+    pub(crate) kept: Kept,
+}
+
+impl Row {
+    /// The action the audit log names this call by: its row's (`None` for `Anyone`, whose
+    /// handler decides).
+    pub(crate) fn action(&self) -> Option<&'static str> {
+        match self.who {
+            Who::Anyone => None,
+            Who::Member { action }
+            | Who::Admin { action }
+            | Who::Owner { action }
+            | Who::Manager { action, .. } => Some(action),
+            Who::Machine { audit, .. } => audit,
+        }
+    }
+}
+
+/// What the gate hands a call's handler of its row ([`crate::rpc::convert::rights`]): what a
+/// chat user needs, and where the handler notes the session it let the caller act on — the
+/// gate audits the call's outcome under it when the row keeps outcomes.
+#[derive(Debug, Clone)]
+pub(crate) struct Rights {
+    pub(crate) who: Who,
+    let_in: Arc<Mutex<Option<String>>>,
+}
+
+impl Rights {
+    pub(crate) fn new(who: Who) -> Rights {
+        Rights {
+            who,
+            let_in: Arc::default(),
+        }
+    }
+
+    /// The caller passed the row's check for `session` (empty when the call names none).
+    pub(crate) fn let_in(&self, session: &str) {
+        *crate::locking::lock(&self.let_in) = Some(session.to_string());
+    }
+
+    /// The session the handler let the caller act on; `None` when it refused them (and audited
+    /// that itself) or never got that far.
+    pub(crate) fn session_let_in(&self) -> Option<String> {
+        crate::locking::lock(&self.let_in).clone()
+    }
+}
+
+use std::sync::{Arc, Mutex};
+
+use Kept::{Outcome, Refusals};
 use Reach::{Outside, Sessions};
 use Who::Anyone;
 
@@ -69,21 +138,21 @@ const fn manager(action: &'static str) -> Who {
 }
 
 /// Every RPC, with where it may be called from and who may call it.
-const TABLE: &[(&str, Reach, Who)] = &[
-    ("Status", Sessions, Anyone),
-    ("ListSessions", Sessions, Anyone),
-    ("GetSession", Sessions, owner("status")),
-    ("SpawnSession", Sessions, member("spawn")),
-    ("StartSession", Sessions, admin("start")),
-    ("Route", Sessions, member("route")),
-    ("SendInput", Sessions, owner("send")),
-    ("SendKeys", Sessions, owner("keys")),
-    ("CancelTurn", Sessions, owner("cancel")),
-    ("ListQueue", Sessions, owner("queue")),
-    ("DropQueued", Sessions, owner("drop")),
-    ("Capture", Sessions, owner("screen")),
-    ("StopSession", Sessions, manager("stop")),
-    ("AdoptSession", Outside, admin("adopt")),
+const TABLE: &[(&str, Reach, Who, Kept)] = &[
+    ("Status", Sessions, Anyone, Refusals),
+    ("ListSessions", Sessions, Anyone, Refusals),
+    ("GetSession", Sessions, owner("status"), Refusals),
+    ("SpawnSession", Sessions, member("spawn"), Outcome),
+    ("StartSession", Sessions, admin("start"), Outcome),
+    ("Route", Sessions, member("route"), Outcome),
+    ("SendInput", Sessions, owner("send"), Outcome),
+    ("SendKeys", Sessions, owner("keys"), Outcome),
+    ("CancelTurn", Sessions, owner("cancel"), Outcome),
+    ("ListQueue", Sessions, owner("queue"), Refusals),
+    ("DropQueued", Sessions, owner("drop"), Refusals),
+    ("Capture", Sessions, owner("screen"), Refusals),
+    ("StopSession", Sessions, manager("stop"), Outcome),
+    ("AdoptSession", Outside, admin("adopt"), Outcome),
     (
         "ReleaseSession",
         Sessions,
@@ -91,20 +160,21 @@ const TABLE: &[(&str, Reach, Who)] = &[
             action: "release",
             admin: true,
         },
+        Outcome,
     ),
-    ("RestartSession", Sessions, manager("restart")),
-    ("WatchEvents", Outside, Anyone),
-    ("AnswerPrompt", Sessions, owner("answer")),
-    ("GetLastReply", Sessions, owner("last")),
-    ("Hook", Sessions, Anyone),
-    ("CheckAccess", Outside, Anyone),
-    ("ListPairings", Outside, Anyone),
-    ("ApprovePairing", Outside, Anyone),
-    ("RevokeAccess", Outside, Anyone),
-    ("AckEvents", Outside, Anyone),
-    ("GetCursor", Outside, Anyone),
-    ("SetBinding", Outside, owner("bind")),
-    ("ListBindings", Outside, Anyone),
+    ("RestartSession", Sessions, manager("restart"), Outcome),
+    ("WatchEvents", Outside, Anyone, Refusals),
+    ("AnswerPrompt", Sessions, owner("answer"), Outcome),
+    ("GetLastReply", Sessions, owner("last"), Refusals),
+    ("Hook", Sessions, Anyone, Refusals),
+    ("CheckAccess", Outside, Anyone, Refusals),
+    ("ListPairings", Outside, Anyone, Refusals),
+    ("ApprovePairing", Outside, Anyone, Refusals),
+    ("RevokeAccess", Outside, Anyone, Refusals),
+    ("AckEvents", Outside, Anyone, Refusals),
+    ("GetCursor", Outside, Anyone, Refusals),
+    ("SetBinding", Outside, owner("bind"), Refusals),
+    ("ListBindings", Outside, Anyone, Refusals),
     (
         "SetDefaultChat",
         Sessions,
@@ -112,14 +182,15 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "only the machine's user (the gateway) names the default chat",
             audit: Some("default_chat"),
         },
+        Refusals,
     ),
-    ("Discover", Sessions, admin("discover")),
-    ("MarkChatBroken", Outside, Anyone),
-    ("ShareSession", Sessions, Anyone),
-    ("AckIngress", Outside, Anyone),
-    ("ListIngress", Outside, Anyone),
-    ("ReportGateway", Outside, Anyone),
-    ("GetTranscript", Outside, member("history")),
+    ("Discover", Sessions, admin("discover"), Refusals),
+    ("MarkChatBroken", Outside, Anyone, Refusals),
+    ("ShareSession", Sessions, Anyone, Refusals),
+    ("AckIngress", Outside, Anyone, Refusals),
+    ("ListIngress", Outside, Anyone, Refusals),
+    ("ReportGateway", Outside, Anyone, Refusals),
+    ("GetTranscript", Outside, member("history"), Refusals),
     (
         "GetMetrics",
         Sessions,
@@ -127,8 +198,9 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "the metrics are for the local user only",
             audit: None,
         },
+        Refusals,
     ),
-    ("ListRules", Sessions, Anyone),
+    ("ListRules", Sessions, Anyone, Refusals),
     (
         "TestPatterns",
         Sessions,
@@ -136,6 +208,7 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "patterns are tested on the machine: clibotctl patterns test FILE",
             audit: None,
         },
+        Refusals,
     ),
     (
         "Reload",
@@ -144,12 +217,13 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "only the machine's user may reload the config",
             audit: Some("reload"),
         },
+        Refusals,
     ),
-    ("Delegate", Sessions, owner("delegate")),
-    ("ReadBlob", Outside, Anyone),
-    ("GetFile", Sessions, owner("get")),
-    ("PutFile", Sessions, owner("send")),
-    ("ClaimOnce", Outside, Anyone),
+    ("Delegate", Sessions, owner("delegate"), Outcome),
+    ("ReadBlob", Outside, Anyone, Refusals),
+    ("GetFile", Sessions, owner("get"), Refusals),
+    ("PutFile", Sessions, owner("send"), Refusals),
+    ("ClaimOnce", Outside, Anyone, Refusals),
     // It names every session's commands.
     (
         "AutomationReport",
@@ -158,6 +232,7 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "the automation report is for the local user only",
             audit: None,
         },
+        Refusals,
     ),
     // It runs programs.
     (
@@ -167,16 +242,17 @@ const TABLE: &[(&str, Reach, Who)] = &[
             why: "the jail check is for the local user only (clibotctl doctor)",
             audit: None,
         },
+        Refusals,
     ),
 ];
 
 /// The row of `method` (the last part of a call's path): where it may be called from and who
 /// may call it; `None`: it has no row, and is refused.
-pub(crate) fn row(method: &str) -> Option<(Reach, Who)> {
+pub(crate) fn row(method: &str) -> Option<Row> {
     TABLE
         .iter()
         .find(|(m, ..)| *m == method)
-        .map(|(_, r, w)| (*r, *w))
+        .map(|&(_, reach, who, kept)| Row { reach, who, kept })
 }
 
 #[cfg(test)]
@@ -184,11 +260,11 @@ mod tests {
     use super::*;
 
     fn reach(method: &str) -> Option<Reach> {
-        row(method).map(|(r, _)| r)
+        row(method).map(|r| r.reach)
     }
 
     fn who(method: &str) -> Who {
-        row(method).map_or(Who::Anyone, |(_, w)| w)
+        row(method).map_or(Who::Anyone, |r| r.who)
     }
 
     const PROTO: &str = include_str!("../../../proto/proto/clibot/v1/clibot.proto");
@@ -264,7 +340,7 @@ mod tests {
             ),
             ("ListRules", "a list, filtered to what the caller may read"),
         ];
-        for (method, _, who) in TABLE {
+        for (method, _, who, _) in TABLE {
             if *who == Anyone && names_a_session(method) {
                 assert!(
                     HANDLER_DECIDES.iter().any(|(m, _)| m == method),
@@ -274,6 +350,26 @@ mod tests {
         }
         assert!(names_a_session("SendInput") && names_a_session("PutFile"));
         assert!(!names_a_session("Status"));
+    }
+
+    /// A call whose outcome is kept is audited under its row's action, checked by its
+    /// handler for the session it names.
+    #[test]
+    fn a_method_whose_outcome_is_kept_names_its_action() {
+        for (method, _, who, kept) in TABLE {
+            if *kept == Outcome {
+                assert!(
+                    matches!(
+                        who,
+                        Who::Member { .. }
+                            | Who::Admin { .. }
+                            | Who::Owner { .. }
+                            | Who::Manager { .. }
+                    ),
+                    "{method}: an audited outcome needs a chat right naming its action"
+                );
+            }
+        }
     }
 
     #[test]
@@ -290,6 +386,9 @@ mod tests {
                 admin: true
             }
         );
+        assert_eq!(row("StopSession").map(|r| r.kept), Some(Outcome));
+        assert_eq!(row("Capture").map(|r| r.kept), Some(Refusals));
+        assert_eq!(row("SendInput").and_then(|r| r.action()), Some("send"));
         assert!(matches!(
             who("Reload"),
             Who::Machine {

@@ -45,12 +45,7 @@ pub(super) async fn start_session(
     let name = req.into_inner().name;
     // A declared session runs as the machine's user, unjailed: like spawning on the machine.
     svc.permit(&actor, who, &name)?;
-    let session = name.clone();
-    let rec = svc
-        .detached(&actor, &session, "start", move |d| async move {
-            d.start_declared(&name).await
-        })
-        .await?;
+    let rec = svc.daemon.start_declared(&name).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
@@ -74,11 +69,7 @@ pub(super) async fn route(
         },
         dry_run: r.dry_run,
     };
-    let routed = svc
-        .detached(&actor, &r.name, "route", move |d| async move {
-            d.route_task(task).await
-        })
-        .await?;
+    let routed = svc.daemon.route_task(task).await?;
     Ok(Response::new(v1::RouteResponse {
         cli: routed.choice.cli,
         by: routed.choice.by,
@@ -122,12 +113,7 @@ pub(super) async fn spawn_session(
     // permission prompts, a preloaded library): never from inside a session, whose program
     // could otherwise start a sibling freer than itself.
     if actor.via.starts_with("session:") && (!r.args.is_empty() || !r.env.is_empty()) {
-        svc.daemon.audit(
-            &actor,
-            &name,
-            "spawn",
-            Err("args or env from inside a session"),
-        );
+        // The gate audits the refusal.
         return Err(Status::permission_denied(
             "a session started from inside a session takes no arguments or environment: start it from the machine (clibotctl at a terminal) or from a chat",
         ));
@@ -148,11 +134,7 @@ pub(super) async fn spawn_session(
         delegated_reasons: Vec::new(),
         resume: r.resume,
     };
-    let rec = svc
-        .detached(&actor, &name, "spawn", move |d| async move {
-            d.spawn(req).await
-        })
-        .await?;
+    let rec = svc.daemon.spawn(req).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
@@ -164,12 +146,7 @@ pub(super) async fn stop_session(
     let r = req.into_inner();
     svc.permit(&actor, who, &r.session)?;
     let timeout = (r.timeout_ms > 0).then(|| Duration::from_millis(r.timeout_ms.into()));
-    let session = r.session.clone();
-    let out = svc
-        .detached(&actor, &session, "stop", move |d| async move {
-            d.stop(&r.session, r.force, timeout).await
-        })
-        .await?;
+    let out = svc.daemon.stop(&r.session, r.force, timeout).await?;
     Ok(Response::new(v1::StopSessionResponse {
         forced: out.forced,
         exit_status: out.exit_status,
@@ -188,23 +165,20 @@ pub(super) async fn adopt_session(
         .cloned()
         .unwrap_or_default();
     svc.permit(&actor, who, &subject)?;
-    let rec = svc
-        .detached(&actor, &subject, "adopt", move |d| async move {
-            if !r.found.is_empty() {
-                d.adopt_found(&r.found, &r.name).await
-            } else if !r.pane.is_empty() {
-                let req = InPlace {
-                    server: &r.server,
-                    pane: &r.pane,
-                    cli: &r.cli,
-                    name: &r.name,
-                };
-                d.adopt_in_place(req).await
-            } else {
-                d.adopt(&r.tmux_session, &r.cli, &r.name).await
-            }
-        })
-        .await?;
+    let d = &svc.daemon;
+    let rec = if !r.found.is_empty() {
+        d.adopt_found(&r.found, &r.name).await?
+    } else if !r.pane.is_empty() {
+        let req = InPlace {
+            server: &r.server,
+            pane: &r.pane,
+            cli: &r.cli,
+            name: &r.name,
+        };
+        d.adopt_in_place(req).await?
+    } else {
+        d.adopt(&r.tmux_session, &r.cli, &r.name).await?
+    };
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
@@ -215,11 +189,7 @@ pub(super) async fn release_session(
     let (actor, who) = (actor(&req), rights(&req));
     let session = req.into_inner().session;
     svc.permit(&actor, who, &session)?;
-    let name = session.clone();
-    svc.detached(&actor, &session, "release", move |d| async move {
-        d.release(&name).await
-    })
-    .await?;
+    svc.daemon.release(&session).await?;
     Ok(Response::new(v1::ReleaseSessionResponse {}))
 }
 
@@ -230,12 +200,7 @@ pub(super) async fn restart_session(
     let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     svc.permit(&actor, who, &r.session)?;
-    let session = r.session.clone();
-    let rec = svc
-        .detached(&actor, &session, "restart", move |d| async move {
-            d.restart(&r.session, !r.fresh).await
-        })
-        .await?;
+    let rec = svc.daemon.restart(&r.session, !r.fresh).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 
@@ -246,13 +211,8 @@ pub(super) async fn delegate(
     let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     svc.permit(&actor, who, &r.session)?;
-    let session = r.session.clone();
     let who = actor.key();
-    let rec = svc
-        .detached(&actor, &session, "delegate", move |d| async move {
-            let to = Some(r.cli.as_str()).filter(|c| !c.is_empty());
-            d.delegate(&r.session, to, "manual", &who).await
-        })
-        .await?;
+    let to = Some(r.cli.as_str()).filter(|c| !c.is_empty());
+    let rec = svc.daemon.delegate(&r.session, to, "manual", &who).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
