@@ -428,6 +428,12 @@ pub enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// Jobs: work that starts itself on a schedule, when a session goes idle, or by hand
+    /// (docs/JOBS.md).
+    Jobs {
+        #[command(subcommand)]
+        action: JobsAction,
+    },
     /// Print the daemon's log: its clibotd.log in the state directory, else the journal
     /// (`journalctl --user -u clibotd`). Works with the daemon down.
     Logs {
@@ -526,6 +532,103 @@ pub enum AutomationAction {
     /// (the turn completed, errored, undone by an interrupt or a stop within a minute,
     /// pending), prompts left to a person, the last time each fired; then the latest answers.
     Report {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A job as `jobs add` takes it: the fields of a `[[jobs]]` entry.
+#[derive(Debug, clap::Args)]
+pub struct JobArgs {
+    /// The job's name.
+    pub name: String,
+    /// Type the prompt into this session (queued behind its running turn).
+    #[arg(long, conflicts_with_all = ["cli", "dir"])]
+    pub session: Option<String>,
+    /// Or start a session of this CLI for each run, in --dir.
+    #[arg(long, requires = "dir")]
+    pub cli: Option<String>,
+    #[arg(long)]
+    pub dir: Option<String>,
+    /// What is typed.
+    #[arg(long)]
+    pub prompt: String,
+    /// Five cron fields ("0 9 * * 1-5"), in --tz.
+    #[arg(long, group = "when")]
+    pub cron: Option<String>,
+    /// An IANA time zone for --cron and --at [default: the machine's].
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Every so long ("30m").
+    #[arg(long, group = "when")]
+    pub every: Option<String>,
+    /// Once, at this local time ("2026-12-01T09:00").
+    #[arg(long, group = "when")]
+    pub at: Option<String>,
+    /// Once, this long from now ("2h").
+    #[arg(long, group = "when")]
+    pub after: Option<String>,
+    /// Each time this session ends a turn with nothing queued.
+    #[arg(long, group = "when")]
+    pub when_idle: Option<String>,
+    /// A program (and its arguments) run first in the target's directory: exit 0 runs the
+    /// job with its output added, 1 skips the run, anything else fails it. E.g. --gate sh
+    /// --gate -c --gate 'test -f TODO'.
+    #[arg(long = "gate", allow_hyphen_values = true)]
+    pub gate: Vec<String>,
+    /// When the previous run has not ended: skip, queue or parallel.
+    #[arg(long, default_value = "skip")]
+    pub overlap: String,
+    /// Runs due while clibotd was down: skip or run_once.
+    #[arg(long, default_value = "skip")]
+    pub missed: String,
+    /// At most N runs a day (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_runs_per_day: u32,
+    /// Say nothing in the chats when a run has nothing to say.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Pause after N failed runs in a row [default: 3].
+    #[arg(long, default_value_t = 0)]
+    pub pause_after_failures: u32,
+    /// Replace a job of the same name.
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JobsAction {
+    /// Add a job (checked first: every mistake names its field).
+    Add {
+        #[command(flatten)]
+        job: Box<JobArgs>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The jobs: when each is due, what it did last, what it missed or skipped.
+    List {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One job, all of it.
+    Show {
+        name: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a job (one from the config is removed in the config).
+    Remove { name: String },
+    /// Pause a job: nothing runs until it is resumed.
+    Pause { name: String },
+    /// Resume a paused job: its next time counts from now.
+    Resume { name: String },
+    /// Run a job now, whatever its schedule.
+    Run {
+        name: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

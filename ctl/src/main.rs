@@ -303,6 +303,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
             } => chat::revoke(c, platform, user, json).await,
         },
+        Command::Jobs { action } => commands::jobs::run(c, action).await,
         Command::Attach { name } => sessions::attach(c, name).await,
         Command::Automation {
             action: AutomationAction::Report { json },

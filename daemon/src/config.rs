@@ -59,6 +59,8 @@ pub struct Config {
     pub sessions: Vec<DeclaredSession>,
     /// `[[routes]]`: which CLI a new task goes to (`!!ask`, `clibotctl route`), first match.
     pub routes: Vec<crate::automation::routing::RouteConfig>,
+    /// `[[jobs]]`: work that starts itself (docs/JOBS.md).
+    pub jobs: Vec<crate::jobs::JobSpec>,
 }
 
 /// One `[[sessions]]` entry.
@@ -254,6 +256,7 @@ pub const DAEMON_SECTIONS: &[&str] = &[
     "delegation",
     "sessions",
     "routes",
+    "jobs",
 ];
 
 /// Top-level sections of the config file that neither the daemon nor the gateway reads (a

@@ -123,6 +123,8 @@ pub(crate) struct Inner {
     audit: crate::store::audit::Audit,
     /// What became of automatic answers ([`crate::store::outcomes`]).
     outcomes: crate::store::outcomes::Outcomes,
+    /// The jobs, what they did and when they are due ([`crate::jobs::table`]).
+    jobs: crate::jobs::Jobs,
     metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     global_path: Mutex<Option<String>>,
@@ -219,6 +221,8 @@ impl Daemon {
         warnings.extend(w);
         let (outcomes, w) = crate::store::outcomes::Outcomes::open(&state_dir, now_ms());
         warnings.extend(w);
+        let (jobs, w) = crate::jobs::Jobs::open(&state_dir, now_ms());
+        warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
         }
@@ -227,6 +231,7 @@ impl Daemon {
                 access,
                 audit,
                 outcomes,
+                jobs,
                 chats,
                 seen_inputs,
                 queues: crate::store::queue_file::QueueFiles::new(&state_dir),

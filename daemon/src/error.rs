@@ -70,6 +70,16 @@ pub enum CoreError {
     TmuxNameTaken(String),
     #[error("no session named {0:?}: see `clibotctl list` for the sessions there are")]
     NoSuchSession(String),
+    /// A job as written does not check: the message names the field.
+    #[error("the job is not valid: {0}")]
+    JobInvalid(String),
+    /// A job's run that started and failed (its gate, its session), and why.
+    #[error("the job's run failed: {0}")]
+    JobFailed(String),
+    /// A job that does not exist, or a run its rules refuse (paused, still running, its
+    /// daily limit).
+    #[error("{0}")]
+    JobNotRun(#[from] crate::jobs::table::NoRun),
     #[error(
         "no session named {0:?} that you may use: a session belongs to the chat user who made it; its owner can share it with `!!share {0} PLATFORM:USER`"
     )]

@@ -16,6 +16,7 @@ pub mod discover;
 pub mod duration;
 pub mod error;
 pub mod ids;
+pub mod jobs;
 pub mod keys;
 pub mod locking;
 pub mod model;

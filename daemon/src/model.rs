@@ -475,6 +475,69 @@ pub enum AnswerStyle {
     Down,
 }
 
+/// What started a job's run ([`crate::jobs`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobTrigger {
+    /// Its time came.
+    #[default]
+    Schedule,
+    /// Its time passed while the daemon was down, and it runs once now (`missed = "run_once"`).
+    Late,
+    /// `clibotctl jobs run` or the chat's Run button.
+    Manual,
+    /// Its `when_idle` session ended a turn with nothing queued.
+    Idle,
+}
+
+impl JobTrigger {
+    /// The contract's enum, whose name is this trigger's.
+    pub fn proto(self) -> clibot_proto::v1::JobTrigger {
+        use clibot_proto::v1::JobTrigger as P;
+        match self {
+            JobTrigger::Schedule => P::Schedule,
+            JobTrigger::Late => P::Late,
+            JobTrigger::Manual => P::Manual,
+            JobTrigger::Idle => P::Idle,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.proto().name()
+    }
+}
+
+/// How a job's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobOutcome {
+    /// The turn completed.
+    Done,
+    /// Its gate said there is nothing to do (exit 1).
+    GateSkipped,
+    /// The gate failed, the session could not be reached, the CLI erred or ended.
+    Failed,
+    /// Somebody cancelled the turn.
+    Cancelled,
+}
+
+impl JobOutcome {
+    /// The contract's enum, whose name is this outcome's.
+    pub fn proto(self) -> clibot_proto::v1::JobOutcome {
+        use clibot_proto::v1::JobOutcome as P;
+        match self {
+            JobOutcome::Done => P::Done,
+            JobOutcome::GateSkipped => P::GateSkipped,
+            JobOutcome::Failed => P::Failed,
+            JobOutcome::Cancelled => P::Cancelled,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        self.proto().name()
+    }
+}
+
 /// What kind of caller an [`Actor`] is: what decides which rights apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActorKind {

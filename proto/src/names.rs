@@ -2,7 +2,9 @@
 //! rules say "permission", "hook", "command", not `PROMPT_KIND_PERMISSION`. One place turns
 //! each enum into its name and back, for every crate.
 
-use crate::v1::{ActorKind, Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd};
+use crate::v1::{
+    ActorKind, JobOutcome, JobTrigger, Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd,
+};
 
 impl PromptKind {
     /// The kinds clibot gives a meaning of its own, each with its name.
@@ -105,6 +107,32 @@ impl TurnEnd {
             TurnEnd::Transcript => "transcript",
             TurnEnd::Idle => "idle",
             TurnEnd::Unspecified => "",
+        }
+    }
+}
+
+impl JobTrigger {
+    /// "schedule", "late", "manual", "idle"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobTrigger::Schedule => "schedule",
+            JobTrigger::Late => "late",
+            JobTrigger::Manual => "manual",
+            JobTrigger::Idle => "idle",
+            JobTrigger::Unspecified => "",
+        }
+    }
+}
+
+impl JobOutcome {
+    /// "done", "gate_skipped", "failed", "cancelled"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobOutcome::Done => "done",
+            JobOutcome::GateSkipped => "gate_skipped",
+            JobOutcome::Failed => "failed",
+            JobOutcome::Cancelled => "cancelled",
+            JobOutcome::Unspecified => "",
         }
     }
 }

@@ -340,6 +340,20 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "paired",
             json!({"platform": p.platform, "user": p.user, "chat": p.chat}),
         ),
+        Kind::JobStarted(j) => (
+            "job_started",
+            json!({"job": j.job, "run": j.run, "trigger": j.trigger().name(), "prompt": j.prompt}),
+        ),
+        Kind::JobFinished(j) => (
+            "job_finished",
+            json!({"job": j.job, "run": j.run, "outcome": j.outcome().name(), "detail": j.detail,
+                   "quiet": j.quiet, "paused": j.paused}),
+        ),
+        Kind::JobSkipped(j) => ("job_skipped", json!({"job": j.job, "reason": j.reason})),
+        Kind::JobMissed(j) => (
+            "job_missed",
+            json!({"job": j.job, "due_ms": j.due_ms, "count": j.count, "ran": j.ran}),
+        ),
         Kind::PromptReminded(r) => (
             "prompt_reminded",
             json!({"prompt": r.prompt.as_ref().map(prompt_json), "count": r.count, "age_ms": r.age_ms}),

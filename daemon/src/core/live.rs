@@ -144,6 +144,9 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     if diff(&old.routes, &new.routes) {
         reloaded.push("routes".into());
     }
+    if diff(&old.jobs, &new.jobs) {
+        reloaded.push("jobs".into());
+    }
     if diff(&old.sessions, &new.sessions) {
         reloaded.push("sessions".into());
     }

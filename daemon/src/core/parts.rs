@@ -41,6 +41,11 @@ impl Daemon {
         &self.inner.outcomes
     }
 
+    /// The jobs' table.
+    pub(crate) fn jobs(&self) -> &crate::jobs::Jobs {
+        &self.inner.jobs
+    }
+
     /// The audit log itself (records are written with [`Daemon::audit`]).
     pub(crate) fn audit_log(&self) -> &crate::store::audit::Audit {
         &self.inner.audit

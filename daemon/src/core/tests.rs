@@ -1303,7 +1303,8 @@ async fn the_started_daemon_has_every_part_on_the_bus() {
             "metrics",
             "outcomes of automatic answers",
             "automatic answers",
-            "delegation"
+            "delegation",
+            "jobs"
         ]
     );
 }

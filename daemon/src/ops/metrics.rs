@@ -86,6 +86,7 @@ pub struct Metrics {
     gateway_progress: Mutex<BTreeMap<String, i64>>,
     rpc_duration: HistogramFamily,
     delegations: Family<Labels, Counter>,
+    job_runs: Family<Labels, Counter>,
     delegation_seconds: HistogramFamily,
     prompt_reminders: Family<Labels, Counter>,
     prompt_escalations: Family<Labels, Counter>,
@@ -130,6 +131,7 @@ impl Metrics {
             gateway_progress: Mutex::default(),
             rpc_duration: Family::new_with_constructor(rpc_buckets),
             delegations: Family::default(),
+            job_runs: Family::default(),
             delegation_seconds: Family::new_with_constructor(seconds_buckets),
             prompt_reminders: Family::default(),
             prompt_escalations: Family::default(),
@@ -201,6 +203,11 @@ impl Metrics {
             "delegations",
             "Work handed to another CLI, by the CLI it left, the CLI it went to, and why (an error kind, crash, stalled, manual)",
             m.delegations.clone(),
+        );
+        registry.register(
+            "jobs_runs",
+            "Job runs by job and outcome: done, gate_skipped, failed, cancelled; skipped (not started) and missed (due while the daemon was down)",
+            m.job_runs.clone(),
         );
         registry.register(
             "delegation_seconds",
@@ -290,6 +297,9 @@ impl Metrics {
                     self.prompt_wait.observe(at.elapsed().as_secs_f64());
                 }
             }
+            EventKind::JobFinished { job, outcome, .. } => self.job_run(job, outcome.as_str()),
+            EventKind::JobSkipped { job, .. } => self.job_run(job, "skipped"),
+            EventKind::JobMissed { job, .. } => self.job_run(job, "missed"),
             EventKind::Error { kind, .. } => {
                 self.errors
                     .get_or_create(&label("kind", non_empty(kind)))
@@ -323,6 +333,16 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(at.elapsed().as_secs_f64());
         }
+    }
+
+    /// A job's run counted by how it ended (or that it did not start, or was missed).
+    fn job_run(&self, job: &str, outcome: &str) {
+        self.job_runs
+            .get_or_create(&vec![
+                ("job", job.to_string()),
+                ("outcome", outcome.to_string()),
+            ])
+            .inc();
     }
 
     /// Work moved from a session of `from` to `session`, which runs `to`, because of `reason`;

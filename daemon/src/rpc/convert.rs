@@ -143,7 +143,10 @@ impl From<CoreError> for Status {
             | CoreError::NoQueuedInput(_)
             | CoreError::NotAChatUser { .. }
             | CoreError::OnlyOwnerShares { .. }
-            | CoreError::UnknownKey(_) => Code::InvalidArgument,
+            | CoreError::UnknownKey(_)
+            | CoreError::JobInvalid(_) => Code::InvalidArgument,
+            CoreError::JobNotRun(crate::jobs::table::NoRun::NoSuchJob(_)) => Code::NotFound,
+            CoreError::JobNotRun(_) | CoreError::JobFailed(_) => Code::FailedPrecondition,
             CoreError::UnknownCli { .. }
             | CoreError::NoSuchSession(_)
             | CoreError::NotDeclared(_)
@@ -484,6 +487,44 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             platform,
             user,
             chat,
+        }),
+        EventKind::JobStarted {
+            job,
+            run,
+            trigger,
+            prompt,
+        } => Kind::JobStarted(v1::JobStarted {
+            job,
+            run,
+            trigger: trigger.proto().into(),
+            prompt,
+        }),
+        EventKind::JobFinished {
+            job,
+            run,
+            outcome,
+            detail,
+            quiet,
+            paused,
+        } => Kind::JobFinished(v1::JobFinished {
+            job,
+            run,
+            outcome: outcome.proto().into(),
+            detail,
+            quiet,
+            paused,
+        }),
+        EventKind::JobSkipped { job, reason } => Kind::JobSkipped(v1::JobSkipped { job, reason }),
+        EventKind::JobMissed {
+            job,
+            due_ms,
+            count,
+            ran,
+        } => Kind::JobMissed(v1::JobMissed {
+            job,
+            due_ms,
+            count,
+            ran,
         }),
         EventKind::PromptTimedOut {
             prompt_id,

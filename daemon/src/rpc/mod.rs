@@ -27,6 +27,7 @@ use policy::{Rights, Who};
 mod chat;
 pub(crate) mod convert;
 mod io;
+mod jobs;
 mod ops;
 pub(crate) mod policy;
 mod sessions;
@@ -572,6 +573,35 @@ impl Clibot for Service {
         req: Request<v1::GetTranscriptRequest>,
     ) -> Result<Response<v1::GetTranscriptResponse>, Status> {
         chat::get_transcript(self, req).await
+    }
+
+    async fn add_job(&self, req: Request<v1::AddJobRequest>) -> Result<Response<v1::Job>, Status> {
+        jobs::add_job(self, req).await
+    }
+
+    async fn list_jobs(
+        &self,
+        req: Request<v1::ListJobsRequest>,
+    ) -> Result<Response<v1::ListJobsResponse>, Status> {
+        jobs::list_jobs(self, req)
+    }
+
+    async fn remove_job(&self, req: Request<v1::JobRequest>) -> Result<Response<v1::Job>, Status> {
+        jobs::remove_job(self, req).await
+    }
+
+    async fn pause_job(
+        &self,
+        req: Request<v1::PauseJobRequest>,
+    ) -> Result<Response<v1::Job>, Status> {
+        jobs::pause_job(self, req).await
+    }
+
+    async fn run_job(
+        &self,
+        req: Request<v1::JobRequest>,
+    ) -> Result<Response<v1::RunJobResponse>, Status> {
+        jobs::run_job(self, req).await
     }
 
     type WatchEventsStream = EventStream;

@@ -234,6 +234,12 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
         },
         Refusals,
     ),
+    // A chat user's own jobs, on sessions they own; the handlers check which.
+    ("AddJob", Sessions, member("job add"), Outcome),
+    ("ListJobs", Sessions, Anyone, Refusals),
+    ("RemoveJob", Sessions, member("job remove"), Outcome),
+    ("PauseJob", Sessions, member("job pause"), Outcome),
+    ("RunJob", Sessions, member("job run"), Outcome),
     // It runs programs.
     (
         "CheckJail",

@@ -72,11 +72,17 @@ impl Daemon {
             self.warn(w);
         }
         self.enforce_binders();
+        let jobs = self
+            .jobs()
+            .sync_config(&config.jobs, crate::store::now_ms());
+        for w in &jobs {
+            tracing::warn!("{w}");
+        }
         tracing::info!(?reloaded, ?needs_restart, "config reloaded");
         Ok(ReloadReport {
             reloaded,
             needs_restart,
-            warnings: Vec::new(),
+            warnings: jobs,
         })
     }
 }

@@ -21,6 +21,7 @@ fn subscribers() -> Vec<Arc<dyn Subscriber>> {
         Arc::new(super::outcomes::AutomaticOutcomes),
         Arc::new(super::auto_answer::AutomaticAnswers),
         Arc::new(super::delegation::Delegation),
+        Arc::new(super::jobs::JobWatch),
     ]
 }
 
@@ -97,6 +98,12 @@ impl Daemon {
             daemon.start_watcher(&n);
         }
         daemon.take_up_at_start();
+        // The config's jobs, as the file says now (one it dropped is gone; one it changed
+        // starts its rhythm anew).
+        let jobs = daemon.live().config.jobs.clone();
+        for w in daemon.jobs().sync_config(&jobs, crate::store::now_ms()) {
+            daemon.warn(w);
+        }
         Ok(daemon)
     }
 }

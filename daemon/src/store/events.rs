@@ -205,6 +205,40 @@ pub enum EventKind {
         user: String,
         chat: String,
     },
+    /// A job's run started: what it types, and why now.
+    JobStarted {
+        job: String,
+        run: u64,
+        trigger: crate::model::JobTrigger,
+        prompt: String,
+    },
+    /// A job's run ended.
+    JobFinished {
+        job: String,
+        run: u64,
+        outcome: crate::model::JobOutcome,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+        /// Not for the chats: the job is quiet and had nothing to say.
+        #[serde(default)]
+        quiet: bool,
+        /// The job paused itself after this run.
+        #[serde(default)]
+        paused: bool,
+    },
+    /// A job's run did not start, and why.
+    JobSkipped {
+        job: String,
+        reason: String,
+    },
+    /// A job fell due while the daemon was down: `count` times from `due_ms`; `ran`: it runs
+    /// once now.
+    JobMissed {
+        job: String,
+        due_ms: i64,
+        count: u64,
+        ran: bool,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,

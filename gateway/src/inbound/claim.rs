@@ -48,7 +48,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Restart { .. }
         | Command::Answer { .. }
         | Command::Share { .. }
-        | Command::Delegate { .. } => true,
+        | Command::Delegate { .. }
+        | Command::Job { .. } => true,
         Command::Help { .. }
         | Command::Sessions
         | Command::Discover
@@ -62,7 +63,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Last
         | Command::Pair { .. }
         | Command::History { .. }
-        | Command::Rules => false,
+        | Command::Rules
+        | Command::Jobs => false,
     }
 }
 

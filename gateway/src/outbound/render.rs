@@ -14,6 +14,18 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
         Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
         Kind::Notice(n) => format!("[{s}] {}", n.text),
+        Kind::JobStarted(j) => format!("[{s}] ⏰ job {} (run {}): {}", j.job, j.run, j.prompt),
+        Kind::JobFinished(j) if j.quiet => return None,
+        Kind::JobFinished(j) => job_finished(s, j),
+        Kind::JobSkipped(j) => format!("[{s}] ⏰ job {} skipped: {}", j.job, j.reason),
+        Kind::JobMissed(j) if j.ran => format!(
+            "[{s}] ⏰ job {} fell due {} time(s) while clibot was down; it runs once now",
+            j.job, j.count
+        ),
+        Kind::JobMissed(j) => format!(
+            "[{s}] ⏰ job {} fell due {} time(s) while clibot was down and was not run (missed = \"skip\"); it runs again at its next time",
+            j.job, j.count
+        ),
         Kind::TurnCancelled(c) if c.by == "turn_timeout" => {
             format!("[{s}] the turn ran too long and was cancelled")
         }
@@ -127,6 +139,32 @@ fn stall_text(s: &str, st: &v1::Stalled) -> String {
     t
 }
 
+/// A job's run that ended, in a chat's words.
+fn job_finished(s: &str, j: &v1::JobFinished) -> String {
+    use v1::JobOutcome;
+    let mut t = match j.outcome() {
+        JobOutcome::Done => format!("[{s}] ⏰ job {} (run {}) done", j.job, j.run),
+        JobOutcome::GateSkipped => format!(
+            "[{s}] ⏰ job {} (run {}): its gate found nothing to do",
+            j.job, j.run
+        ),
+        JobOutcome::Cancelled => format!("[{s}] ⏰ job {} (run {}) cancelled", j.job, j.run),
+        JobOutcome::Failed | JobOutcome::Unspecified => {
+            format!("[{s}] ⏰ job {} (run {}) failed", j.job, j.run)
+        }
+    };
+    if !j.detail.is_empty() {
+        t.push_str(&format!(": {}", j.detail));
+    }
+    if j.paused {
+        t.push_str(&format!(
+            "\nThe job is paused after failing again and again: clibotctl jobs resume {} (or !!job resume {}) once it is fixed",
+            j.job, j.job
+        ));
+    }
+    t
+}
+
 /// Whether a chat does anything with this event (the rest are skipped without a lookup).
 pub fn for_chats(ev: &v1::Event) -> bool {
     matches!(
@@ -141,6 +179,10 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::Stalled(_)
                 | Kind::ChatSuspended(_)
                 | Kind::Notice(_)
+                | Kind::JobStarted(_)
+                | Kind::JobFinished(_)
+                | Kind::JobSkipped(_)
+                | Kind::JobMissed(_)
                 | Kind::TurnCancelled(_)
                 | Kind::PromptReminded(_)
                 | Kind::PromptEscalated(_)

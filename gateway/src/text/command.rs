@@ -172,6 +172,38 @@ pub enum Command {
         /// A valid CLI name; `None` for the next one of `[delegation] to`.
         cli: Option<String>,
     },
+    /// `jobs`: the jobs this user may see.
+    Jobs,
+    /// `job run|pause|resume|remove NAME`.
+    Job { action: JobAction, name: String },
+}
+
+/// What `job` does to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobAction {
+    Run,
+    Pause,
+    Resume,
+    Remove,
+}
+
+impl JobAction {
+    pub const ALL: [JobAction; 4] = [
+        JobAction::Run,
+        JobAction::Pause,
+        JobAction::Resume,
+        JobAction::Remove,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobAction::Run => "run",
+            JobAction::Pause => "pause",
+            JobAction::Resume => "resume",
+            JobAction::Remove => "remove",
+        }
+    }
 }
 
 impl Command {
@@ -205,6 +237,8 @@ impl Command {
             Command::History { .. } => CommandName::History,
             Command::Rules => CommandName::Rules,
             Command::Delegate { .. } => CommandName::Delegate,
+            Command::Jobs => CommandName::Jobs,
+            Command::Job { .. } => CommandName::Job,
         }
     }
 }
@@ -570,6 +604,19 @@ impl CommandParser {
             CommandName::Status => a.no_more(&mut tokens).map(|()| Command::Status)?,
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
             CommandName::Rules => a.no_more(&mut tokens).map(|()| Command::Rules)?,
+            CommandName::Jobs => a.no_more(&mut tokens).map(|()| Command::Jobs)?,
+            CommandName::Job => {
+                let word = tokens.next().unwrap_or_default();
+                let action = JobAction::ALL
+                    .into_iter()
+                    .find(|j| j.as_str().eq_ignore_ascii_case(word))
+                    .ok_or_else(|| {
+                        a.invalid("ACTION", word, "run, pause, resume or remove".into())
+                    })?;
+                let name = a.name("NAME", tokens.next())?;
+                a.no_more(&mut tokens)?;
+                Command::Job { action, name }
+            }
             CommandName::Delegate => {
                 let cli = tokens.next().map(|t| a.name("CLI", Some(t))).transpose()?;
                 a.no_more(&mut tokens)?;
@@ -1482,7 +1529,11 @@ mod props {
                     parts.push("delegate".into());
                 }
             }
-            Command::Rules => {}
+            Command::Rules | Command::Jobs => {}
+            Command::Job { action, name } => {
+                parts.push(action.as_str().into());
+                parts.push(name.clone());
+            }
             Command::Delegate { cli } => parts.extend(cli.clone()),
             Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
             Command::Get { path, force } => {
@@ -1559,6 +1610,9 @@ mod props {
                     delegate
                 }),
             Just(Command::Rules),
+            Just(Command::Jobs),
+            (proptest::sample::select(JobAction::ALL.to_vec()), name())
+                .prop_map(|(action, name)| Command::Job { action, name }),
             proptest::option::of(name()).prop_map(|cli| Command::Delegate { cli }),
             proptest::option::of(1..=MAX_SCREEN_LINES).prop_map(|lines| Command::Screen { lines }),
             proptest::collection::vec("[A-Za-z0-9-]{1,32}", 1..=MAX_KEYS)

@@ -352,6 +352,29 @@ impl Router {
                 return Ok(self.maybe_file(msg, "history.txt", text).await);
             }
             Command::Rules => c.list_rules(self.req(msg, v1::ListRulesRequest {})).await?.into_inner().describe(),
+            Command::Jobs => {
+                let jobs = c.list_jobs(self.req(msg, v1::ListJobsRequest {})).await?.into_inner().jobs;
+                jobs_text(&jobs, crate::ops::health::now_ms())
+            }
+            Command::Job { action, name } => {
+                use clibot_gateway::command::JobAction;
+                let job = v1::JobRequest { name: name.clone() };
+                match action {
+                    JobAction::Run => {
+                        let r = c.run_job(self.req(msg, job)).await?.into_inner();
+                        format!("⏰ job {name}: run {} started in {}", r.run, r.session)
+                    }
+                    JobAction::Remove => {
+                        c.remove_job(self.req(msg, job)).await?;
+                        format!("job {name} removed")
+                    }
+                    JobAction::Pause | JobAction::Resume => {
+                        let paused = action == JobAction::Pause;
+                        c.pause_job(self.req(msg, v1::PauseJobRequest { name: name.clone(), paused })).await?;
+                        format!("job {name} {}", if paused { "paused" } else { "resumed" })
+                    }
+                }
+            }
             Command::Delegate { cli } => {
                 let session = need(&bound)?;
                 let req = v1::DelegateRequest { session, cli: cli.unwrap_or_default() };
@@ -362,6 +385,64 @@ impl Router {
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
     }
+}
+
+/// The jobs, one line each: name, when, where, and its state.
+fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
+    if jobs.is_empty() {
+        return "no jobs you may see: they are added on the machine (clibotctl jobs add, docs/JOBS.md)".into();
+    }
+    let mut out = String::from("⏰ jobs:");
+    for j in jobs {
+        let Some(s) = &j.spec else { continue };
+        let when = [
+            ("cron ", &s.cron),
+            ("every ", &s.every),
+            ("at ", &s.at),
+            ("after ", &s.after),
+            ("when idle: ", &s.when_idle),
+        ]
+        .into_iter()
+        .find(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}{v}"))
+        .unwrap_or_default();
+        let target = if s.session.is_empty() {
+            format!("new {}", s.cli)
+        } else {
+            s.session.clone()
+        };
+        let state = if j.running_run > 0 {
+            format!("running (run {})", j.running_run)
+        } else if j.paused {
+            format!(
+                "paused{}",
+                if j.paused_why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", j.paused_why)
+                }
+            )
+        } else if j.next_due_ms > 0 {
+            format!("next in {}", age_words((j.next_due_ms - now_ms) / 1000))
+        } else {
+            "not due by the clock".into()
+        };
+        let last = j.last.as_ref().map_or(String::new(), |l| {
+            format!(
+                " · last {} {} ago",
+                l.outcome().name(),
+                age_words((now_ms - l.ended_ms) / 1000)
+            )
+        });
+        out.push_str(&format!(
+            "\n• {} — {when} → {target} · {state}{last}",
+            s.name
+        ));
+        if j.missed + j.skipped > 0 {
+            out.push_str(&format!(" · missed {}, skipped {}", j.missed, j.skipped));
+        }
+    }
+    out
 }
 
 /// `40s`, `12m`, `3h 5m`.

@@ -35,11 +35,13 @@ pub enum CommandName {
     History,
     Rules,
     Delegate,
+    Jobs,
+    Job,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 27] = [
+    pub const ALL: [CommandName; 29] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -67,6 +69,8 @@ impl CommandName {
         CommandName::History,
         CommandName::Rules,
         CommandName::Delegate,
+        CommandName::Jobs,
+        CommandName::Job,
     ];
 
     /// The word typed after the prefix.
@@ -99,6 +103,8 @@ impl CommandName {
             CommandName::History => "history",
             CommandName::Rules => "rules",
             CommandName::Delegate => "delegate",
+            CommandName::Jobs => "jobs",
+            CommandName::Job => "job",
         }
     }
 
@@ -123,7 +129,9 @@ impl CommandName {
             CommandName::Share => "NAME USER [off]",
             CommandName::History => "[N]",
             CommandName::Delegate => "[CLI]",
+            CommandName::Job => "run|pause|resume|remove NAME",
             CommandName::Rules
+            | CommandName::Jobs
             | CommandName::Sessions
             | CommandName::Discover
             | CommandName::Pending
@@ -187,6 +195,10 @@ impl CommandName {
             CommandName::Delegate => {
                 "hand the current session's work to CLI (or the next configured one) and move this chat there"
             }
+            CommandName::Jobs => "list the jobs you may see: when each runs, what it did last",
+            CommandName::Job => {
+                "run a job now, pause or resume it, or remove it (its owner or an admin)"
+            }
         }
     }
 
@@ -243,6 +255,10 @@ impl CommandName {
             CommandName::History => "Example: {p}history 50.",
             CommandName::Rules => "Rules are set in the machine's config ([[rules]]).",
             CommandName::Delegate => "Example: {p}delegate codex.",
+            CommandName::Jobs => {
+                "Jobs are added on the machine: clibotctl jobs add (docs/JOBS.md)."
+            }
+            CommandName::Job => "Example: {p}job run nightly, {p}job pause nightly.",
         };
         format!(
             "{} — {}\n{}",

@@ -1,0 +1,15 @@
+//! Work that starts itself: jobs that run on a schedule, when a session goes idle, or by hand,
+//! and goals that keep a session going until a check passes.
+//!
+//! What this folder owns: what a job is (`spec`: checked as it is written, every error naming
+//! its field), when a cron line is due (`cron`), and the jobs' durable table (`table`: what is
+//! due, what runs, what ended, in `jobs.json`). It decides nothing about sessions: running a
+//! job (its gate, typing its prompt, starting its session) and following its turn are the
+//! daemon's, in `session/jobs.rs` and `session/job_clock.rs`.
+
+pub mod cron;
+pub mod spec;
+pub mod table;
+
+pub use spec::{JobSpec, Missed, Overlap};
+pub use table::{Jobs, Outcome, Trigger};

@@ -1,0 +1,196 @@
+//! Jobs: add, list, remove, pause and resume, run now. Translation only: the core decides
+//! (who may, what a job is, when it runs).
+
+use super::*;
+use crate::jobs::table::{Job, Origin};
+use crate::jobs::{JobSpec, Missed, Overlap};
+
+/// A job's spec from the wire; `overlap` and `missed` name their choice.
+fn spec_from(s: v1::JobSpec) -> Result<JobSpec, CoreError> {
+    let overlap = match s.overlap.as_str() {
+        "" | "skip" => Overlap::Skip,
+        "queue" => Overlap::Queue,
+        "parallel" => Overlap::Parallel,
+        o => {
+            return Err(CoreError::JobInvalid(format!(
+                "overlap: {o:?} is none of skip, queue, parallel"
+            )));
+        }
+    };
+    let missed = match s.missed.as_str() {
+        "" | "skip" => Missed::Skip,
+        "run_once" => Missed::RunOnce,
+        m => {
+            return Err(CoreError::JobInvalid(format!(
+                "missed: {m:?} is neither skip nor run_once"
+            )));
+        }
+    };
+    Ok(JobSpec {
+        name: s.name,
+        session: s.session,
+        cli: s.cli,
+        dir: s.dir,
+        prompt: s.prompt,
+        cron: s.cron,
+        tz: s.tz,
+        every: s.every,
+        at: s.at,
+        after: s.after,
+        when_idle: s.when_idle,
+        gate: s.gate,
+        overlap,
+        missed,
+        max_runs_per_day: s.max_runs_per_day,
+        quiet: s.quiet,
+        pause_after_failures: s.pause_after_failures,
+    })
+}
+
+fn spec_to(s: &JobSpec) -> v1::JobSpec {
+    v1::JobSpec {
+        name: s.name.clone(),
+        session: s.session.clone(),
+        cli: s.cli.clone(),
+        dir: s.dir.clone(),
+        prompt: s.prompt.clone(),
+        cron: s.cron.clone(),
+        tz: s.tz.clone(),
+        every: s.every.clone(),
+        at: s.at.clone(),
+        after: s.after.clone(),
+        when_idle: s.when_idle.clone(),
+        gate: s.gate.clone(),
+        overlap: match s.overlap {
+            Overlap::Skip => "skip",
+            Overlap::Queue => "queue",
+            Overlap::Parallel => "parallel",
+        }
+        .into(),
+        missed: match s.missed {
+            Missed::Skip => "skip",
+            Missed::RunOnce => "run_once",
+        }
+        .into(),
+        max_runs_per_day: s.max_runs_per_day,
+        quiet: s.quiet,
+        pause_after_failures: s.pause_after_failures,
+    }
+}
+
+pub(super) fn job_to(j: &Job) -> v1::Job {
+    v1::Job {
+        spec: Some(spec_to(&j.spec)),
+        origin: match j.origin {
+            Origin::Config => "config",
+            Origin::Added => "added",
+        }
+        .into(),
+        owner: j.owner.clone(),
+        paused: j.paused,
+        paused_why: j.paused_why.clone(),
+        next_due_ms: j.next_due_ms,
+        runs: j.runs,
+        running_run: j.running.as_ref().map_or(0, |r| r.run),
+        running_session: j
+            .running
+            .as_ref()
+            .map(|r| r.session.clone())
+            .unwrap_or_default(),
+        runs_today: j.runs_today,
+        failures_in_row: j.failures_in_row,
+        missed: j.missed,
+        skipped: j.skipped,
+        last: j.last.as_ref().map(|l| v1::JobRun {
+            run: l.run,
+            trigger: l.trigger.proto().into(),
+            started_ms: l.started_ms,
+            ended_ms: l.ended_ms,
+            outcome: l.outcome.proto().into(),
+            detail: l.detail.clone(),
+        }),
+        last_miss: j.last_miss.clone(),
+        added_ms: j.added_ms,
+    }
+}
+
+pub(super) async fn add_job(
+    svc: &Service,
+    req: Request<v1::AddJobRequest>,
+) -> Result<Response<v1::Job>, Status> {
+    let (actor, who) = (actor(&req), rights(&req));
+    let r = req.into_inner();
+    let spec = spec_from(r.spec.unwrap_or_default())?;
+    svc.permit(&actor, who, &spec.session)?;
+    let job = svc.daemon.add_job(&actor, spec, r.replace)?;
+    Ok(Response::new(job_to(&job)))
+}
+
+#[allow(clippy::result_large_err)]
+pub(super) fn list_jobs(
+    svc: &Service,
+    req: Request<v1::ListJobsRequest>,
+) -> Result<Response<v1::ListJobsResponse>, Status> {
+    let actor = actor(&req);
+    let jobs = svc
+        .daemon
+        .jobs()
+        .list()
+        .iter()
+        .filter(|j| svc.daemon.check_job(&actor, &j.spec.name, false).is_ok())
+        .map(job_to)
+        .collect();
+    Ok(Response::new(v1::ListJobsResponse { jobs }))
+}
+
+pub(super) async fn remove_job(
+    svc: &Service,
+    req: Request<v1::JobRequest>,
+) -> Result<Response<v1::Job>, Status> {
+    let (actor, who) = (actor(&req), rights(&req));
+    let name = req.into_inner().name;
+    svc.permit(&actor, who, "")?;
+    let job = svc.daemon.check_job(&actor, &name, true)?;
+    if job.origin == Origin::Config {
+        return Err(CoreError::JobInvalid(format!(
+            "name: job {name:?} is defined in the config ([[jobs]]); remove it there and run clibotctl reload"
+        ))
+        .into());
+    }
+    let job = svc.daemon.jobs().remove(&name).map_err(CoreError::from)?;
+    Ok(Response::new(job_to(&job)))
+}
+
+pub(super) async fn pause_job(
+    svc: &Service,
+    req: Request<v1::PauseJobRequest>,
+) -> Result<Response<v1::Job>, Status> {
+    let (actor, who) = (actor(&req), rights(&req));
+    let r = req.into_inner();
+    svc.permit(&actor, who, "")?;
+    svc.daemon.check_job(&actor, &r.name, true)?;
+    let job = svc
+        .daemon
+        .jobs()
+        .set_paused(&r.name, r.paused, "", crate::store::now_ms())
+        .map_err(CoreError::from)?;
+    Ok(Response::new(job_to(&job)))
+}
+
+pub(super) async fn run_job(
+    svc: &Service,
+    req: Request<v1::JobRequest>,
+) -> Result<Response<v1::RunJobResponse>, Status> {
+    let (actor, who) = (actor(&req), rights(&req));
+    let name = req.into_inner().name;
+    svc.permit(&actor, who, "")?;
+    svc.daemon.check_job(&actor, &name, true)?;
+    let started = svc
+        .daemon
+        .run_job(&name, crate::jobs::Trigger::Manual)
+        .await?;
+    Ok(Response::new(v1::RunJobResponse {
+        run: started.run,
+        session: started.session,
+    }))
+}
