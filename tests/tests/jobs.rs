@@ -300,3 +300,107 @@ fn mistakes_in_a_job_are_refused_naming_the_field() {
     }
     assert!(h.ctl_ok(&["jobs", "list"]).contains("no jobs"));
 }
+
+/// `when_idle`: a session's turn that ends with nothing queued starts the job in another
+/// session; a job's own turn starts no `when_idle` job, its own or another's (no loop, no
+/// chain).
+#[test]
+fn an_idle_session_starts_its_jobs_and_a_job_never_loops_on_its_own_turn() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    h.spawn_bash("s");
+    h.spawn_bash("t");
+    h.ctl_ok(&[
+        "jobs",
+        "add",
+        "follow",
+        "--session",
+        "t",
+        "--prompt",
+        "echo followed-$((2*5))",
+        "--when-idle",
+        "s",
+    ]);
+    h.ctl_ok(&[
+        "jobs",
+        "add",
+        "self",
+        "--session",
+        "s",
+        "--prompt",
+        "echo self-ran",
+        "--when-idle",
+        "s",
+    ]);
+    h.ctl_ok(&["send", "s", "echo person-$((1+1))"]);
+    h.wait_screen("t", "the follow-up in t", |s| {
+        lines(s).contains(&"followed-10")
+    });
+    wait_event(&h, "s", "the self job's end", |e| {
+        e["type"] == "job_finished" && e["job"] == "self"
+    });
+    // A marker after the self job's turn: by then a loop would have started it again.
+    h.ctl_ok(&["send", "t", "echo marker-$((3+3))"]);
+    h.wait_screen("t", "the marker", |s| lines(s).contains(&"marker-6"));
+    let runs = |job: &str| {
+        h.events()
+            .iter()
+            .filter(|e| e["type"] == "job_started" && e["job"] == job)
+            .count()
+    };
+    assert_eq!(runs("self"), 1, "{:#?}", h.events());
+    assert_eq!(runs("follow"), 1, "only the person's turn in s started it");
+    assert_eq!(job(&h, "follow")["last"]["trigger"], "idle");
+}
+
+/// `[[jobs]]` in the config: there at start, changed and removed by a reload; one added by
+/// hand is kept whatever the config says, and the config's cannot be removed by hand.
+#[test]
+fn config_jobs_follow_the_file() {
+    let mut h = Harness::with_config(
+        r#"
+[[jobs]]
+name = "daily"
+session = "s"
+prompt = "echo daily"
+cron = "0 9 * * *"
+tz = "Europe/Berlin"
+"#,
+    );
+    h.start_daemon();
+    let j = job(&h, "daily");
+    assert_eq!(
+        (j["origin"].as_str(), j["tz"].as_str()),
+        (Some("config"), Some("Europe/Berlin"))
+    );
+    assert!(j["next_due_ms"].as_i64().is_some_and(|t| t > 0), "{j:#}");
+    let out = h.ctl(&["jobs", "remove", "daily"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("defined in the config"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    let text = text.replace("cron = \"0 9 * * *\"", "every = \"2h\"");
+    std::fs::write(
+        &h.config,
+        text.replace("name = \"daily\"", "name = \"often\""),
+    )
+    .expect("write");
+    h.ctl_ok(&["reload"]);
+    let list: Value = serde_json::from_str(&h.ctl_ok(&["jobs", "list", "--json"])).expect("json");
+    let names: Vec<&str> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["name"].as_str())
+        .collect();
+    assert_eq!(names, ["often"], "{list:#}");
+    // A mistake in the file is said by the reload, and the rest stands.
+    let text = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(&h.config, text.replace("every = \"2h\"", "every = \"2x\"")).expect("write");
+    let out = h.ctl(&["reload"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("[[jobs]] \"often\": every: "), "{err}");
+}

@@ -76,13 +76,13 @@ impl Subscriber for JobWatch {
         if !matches!(ev.kind, EventKind::TurnCompleted { .. }) {
             return;
         }
-        // A turn that ended with nothing queued: the session is idle. A job's own turn does
-        // not start that job again (it would loop).
+        // A turn that ended with nothing queued: the session is idle. A job's turn starts no
+        // `when_idle` job: jobs that start each other would loop, or chain without end.
         let idle = d.queued(session).is_ok_and(|q| q.is_empty());
+        if !idle || !runs.is_empty() {
+            return;
+        }
         for job in d.jobs().on_idle_of(session) {
-            if !idle || runs.iter().any(|(j, _)| *j == job) {
-                continue;
-            }
             let d2 = d.clone();
             d.in_background(async move {
                 if let Err(e) = d2.run_job(&job, Trigger::Idle).await {
