@@ -428,6 +428,28 @@ pub enum Command {
         #[command(subcommand)]
         action: PairingAction,
     },
+    /// A session's goal: after each turn, CMD runs in the session's directory; while it fails,
+    /// the session is told what failed and goes on (docs/JOBS.md). Without --until or --off:
+    /// show the goal.
+    Goal {
+        /// The session.
+        name: String,
+        /// A shell command that exits 0 once the goal is reached.
+        #[arg(long, conflicts_with = "off")]
+        until: Option<String>,
+        /// Rounds at most [default: 10].
+        #[arg(long, default_value_t = 0)]
+        max_turns: u32,
+        /// Time at most, from now ("90m") [default: 2h].
+        #[arg(long)]
+        max_time: Option<String>,
+        /// End the goal.
+        #[arg(long)]
+        off: bool,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Jobs: work that starts itself on a schedule, when a session goes idle, or by hand
     /// (docs/JOBS.md).
     Jobs {
@@ -595,6 +617,41 @@ pub struct JobArgs {
     /// Replace a job of the same name.
     #[arg(long)]
     pub replace: bool,
+}
+
+impl JobArgs {
+    /// The job as the daemon takes it; a relative --dir is made absolute here (the daemon
+    /// has a directory of its own).
+    pub fn spec(self) -> clibot_proto::v1::JobSpec {
+        let dir = self.dir.map(|dir| {
+            let p = std::path::Path::new(&dir);
+            if p.is_absolute() || dir.starts_with('~') {
+                return dir;
+            }
+            std::env::current_dir()
+                .map(|c| c.join(p).display().to_string())
+                .unwrap_or(dir)
+        });
+        clibot_proto::v1::JobSpec {
+            name: self.name,
+            session: self.session.unwrap_or_default(),
+            cli: self.cli.unwrap_or_default(),
+            dir: dir.unwrap_or_default(),
+            prompt: self.prompt,
+            cron: self.cron.unwrap_or_default(),
+            tz: self.tz.unwrap_or_default(),
+            every: self.every.unwrap_or_default(),
+            at: self.at.unwrap_or_default(),
+            after: self.after.unwrap_or_default(),
+            when_idle: self.when_idle.unwrap_or_default(),
+            gate: self.gate,
+            overlap: self.overlap,
+            missed: self.missed,
+            max_runs_per_day: self.max_runs_per_day,
+            quiet: self.quiet,
+            pause_after_failures: self.pause_after_failures,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

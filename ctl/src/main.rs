@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Parser;
 
-use crate::args::{AutomationAction, Cli, Command, PairingAction};
+use crate::args::{AutomationAction, Cli, Command, JobsAction, PairingAction};
 use crate::commands::{chat, docs, hook, io, ops, prompts, script, sessions};
 
 fn main() -> ExitCode {
@@ -303,7 +303,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 json,
             } => chat::revoke(c, platform, user, json).await,
         },
-        Command::Jobs { action } => commands::jobs::run(c, action).await,
+        Command::Jobs { action } => match action {
+            JobsAction::Add { job, json } => {
+                let replace = job.replace;
+                commands::jobs::add(c, job.spec(), replace, json).await
+            }
+            JobsAction::List { json } => commands::jobs::list(c, json).await,
+            JobsAction::Show { name, json } => commands::jobs::show(c, &name, json).await,
+            JobsAction::Remove { name } => commands::jobs::remove(c, name).await,
+            JobsAction::Pause { name } => commands::jobs::pause(c, &name, true).await,
+            JobsAction::Resume { name } => commands::jobs::pause(c, &name, false).await,
+            JobsAction::Run { name, json } => commands::jobs::run_now(c, name, json).await,
+        },
+        Command::Goal {
+            name,
+            until,
+            max_turns,
+            max_time,
+            off,
+            json,
+        } => commands::jobs::goal(c, name, until, (max_turns, max_time), off, json).await,
         Command::Attach { name } => sessions::attach(c, name).await,
         Command::Automation {
             action: AutomationAction::Report { json },

@@ -125,6 +125,8 @@ pub(crate) struct Inner {
     outcomes: crate::store::outcomes::Outcomes,
     /// The jobs, what they did and when they are due ([`crate::jobs::table`]).
     jobs: crate::jobs::Jobs,
+    /// The sessions' goals ([`crate::jobs::goals`]).
+    goals: crate::jobs::goals::Goals,
     metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     global_path: Mutex<Option<String>>,
@@ -223,6 +225,8 @@ impl Daemon {
         warnings.extend(w);
         let (jobs, w) = crate::jobs::Jobs::open(&state_dir, now_ms());
         warnings.extend(w);
+        let (goals, w) = crate::jobs::goals::Goals::open(&state_dir);
+        warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
         }
@@ -232,6 +236,7 @@ impl Daemon {
                 audit,
                 outcomes,
                 jobs,
+                goals,
                 chats,
                 seen_inputs,
                 queues: crate::store::queue_file::QueueFiles::new(&state_dir),

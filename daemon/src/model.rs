@@ -538,6 +538,39 @@ impl JobOutcome {
     }
 }
 
+/// Why a session's goal ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalEnd {
+    /// Its check passed.
+    Reached,
+    /// It used its rounds and the check still fails.
+    Turns,
+    /// It ran out of time.
+    Time,
+    /// A prompt waits for a person, or a person cancelled the turn.
+    Person,
+    /// Turned off.
+    Off,
+    /// The session ended, or the check could not be run.
+    Ended,
+}
+
+impl GoalEnd {
+    /// The contract's enum, whose name is this one's.
+    pub fn proto(self) -> clibot_proto::v1::GoalEnd {
+        use clibot_proto::v1::GoalEnd as P;
+        match self {
+            GoalEnd::Reached => P::Reached,
+            GoalEnd::Turns => P::Turns,
+            GoalEnd::Time => P::Time,
+            GoalEnd::Person => P::Person,
+            GoalEnd::Off => P::Off,
+            GoalEnd::Ended => P::Ended,
+        }
+    }
+}
+
 /// What kind of caller an [`Actor`] is: what decides which rights apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActorKind {

@@ -3,7 +3,8 @@
 //! each enum into its name and back, for every crate.
 
 use crate::v1::{
-    ActorKind, JobOutcome, JobTrigger, Prompt, PromptKind, PromptSource, SubjectKind, TurnEnd,
+    ActorKind, GoalEnd, JobOutcome, JobTrigger, Prompt, PromptKind, PromptSource, SubjectKind,
+    TurnEnd,
 };
 
 impl PromptKind {
@@ -133,6 +134,21 @@ impl JobOutcome {
             JobOutcome::Failed => "failed",
             JobOutcome::Cancelled => "cancelled",
             JobOutcome::Unspecified => "",
+        }
+    }
+}
+
+impl GoalEnd {
+    /// "reached", "turns", "time", "person", "off", "ended"; "" for UNSPECIFIED.
+    pub fn name(self) -> &'static str {
+        match self {
+            GoalEnd::Reached => "reached",
+            GoalEnd::Turns => "turns",
+            GoalEnd::Time => "time",
+            GoalEnd::Person => "person",
+            GoalEnd::Off => "off",
+            GoalEnd::Ended => "ended",
+            GoalEnd::Unspecified => "",
         }
     }
 }

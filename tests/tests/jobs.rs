@@ -404,3 +404,73 @@ tz = "Europe/Berlin"
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("[[jobs]] \"often\": every: "), "{err}");
 }
+
+/// A goal keeps a generic CLI going until a file appears: the check runs at once and after each
+/// turn; each failed check is a round the session is told of; the passing check ends it. A goal
+/// also stops when it is turned off.
+#[test]
+fn a_goal_keeps_a_session_working_until_its_check_passes() {
+    let mut h = Harness::with_config(
+        r#"
+[cli.worker]
+argv = ["bash", "--norc", "--noprofile", "-c", "n=0; printf 'ready> '; while IFS= read -r line; do n=$((n+1)); echo \"worked round $n\"; if [ $n -ge 2 ]; then touch done.txt; fi; printf 'ready> '; done"]
+submit_delay_ms = 50
+quiet_ms = 300
+"#,
+    );
+    h.start_daemon();
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "w", "--cli", "worker", "--dir", &work]);
+    h.wait_screen("w", "the worker's prompt", |s| s.contains("ready>"));
+    let out = h.ctl_ok(&[
+        "goal",
+        "w",
+        "--until",
+        "test -f done.txt",
+        "--max-turns",
+        "5",
+    ]);
+    assert!(
+        out.contains("w works until `test -f done.txt` succeeds"),
+        "{out}"
+    );
+    let ended = wait_event(&h, "w", "the goal's end", |e| e["type"] == "goal_ended");
+    assert_eq!(
+        (ended["reason"].as_str(), ended["rounds"].as_u64()),
+        (Some("reached"), Some(2)),
+        "{ended}"
+    );
+    assert!(h.work.join("done.txt").exists());
+    let rounds: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "goal_round")
+        .collect();
+    assert_eq!(rounds.len(), 2, "{rounds:#?}");
+    assert_eq!(rounds[0]["exit_code"], 1);
+    let typed: Vec<Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "input_sent")
+        .collect();
+    assert!(
+        typed[0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("`test -f done.txt` exited with status 1")),
+        "{typed:#?}"
+    );
+    let shown = h.ctl_ok(&["goal", "w"]);
+    assert!(shown.contains("w has no goal"), "{shown}");
+
+    // Off: a goal that can never pass ends when turned off, and nothing more is typed.
+    std::fs::remove_file(h.work.join("done.txt")).expect("rm");
+    h.ctl_ok(&["goal", "w", "--until", "test -f never.txt"]);
+    wait_event(&h, "w", "its first round", |e| {
+        e["type"] == "goal_round" && e["until"] == "test -f never.txt"
+    });
+    h.ctl_ok(&["goal", "w", "--off"]);
+    let off = wait_event(&h, "w", "the goal off", |e| {
+        e["type"] == "goal_ended" && e["until"] == "test -f never.txt"
+    });
+    assert_eq!(off["reason"], "off");
+}

@@ -1,63 +1,43 @@
-//! `jobs add|list|show|remove|pause|resume|run`: work that starts itself.
+//! `jobs add|list|show|remove|pause|resume|run`: work that starts itself; `goal`: a session's
+//! goal.
 
 use clibot_proto::Client;
 use clibot_proto::v1;
 use serde_json::{Value, json};
 
 use super::output::{ago, human, now_ms, print_json};
-use crate::args::{JobArgs, JobsAction};
 
-/// One `jobs` command.
-pub async fn run(c: &mut Client, action: JobsAction) -> anyhow::Result<()> {
-    match action {
-        JobsAction::Add { job, json } => add(c, *job, json).await,
-        JobsAction::List { json } => list(c, json).await,
-        JobsAction::Show { name, json } => show(c, &name, json).await,
-        JobsAction::Remove { name } => {
-            c.remove_job(v1::JobRequest { name: name.clone() }).await?;
-            println!("job {name} removed");
-            Ok(())
-        }
-        JobsAction::Pause { name } => pause(c, &name, true).await,
-        JobsAction::Resume { name } => pause(c, &name, false).await,
-        JobsAction::Run { name, json } => {
-            let r = c
-                .run_job(v1::JobRequest { name: name.clone() })
-                .await?
-                .into_inner();
-            if json {
-                return print_json(&json!({"job": name, "run": r.run, "session": r.session}));
-            }
-            println!("job {name}: run {} started in {}", r.run, r.session);
-            Ok(())
-        }
-    }
+/// `jobs remove NAME`.
+pub async fn remove(c: &mut Client, name: String) -> anyhow::Result<()> {
+    c.remove_job(v1::JobRequest { name: name.clone() }).await?;
+    println!("job {name} removed");
+    Ok(())
 }
 
-async fn add(c: &mut Client, a: JobArgs, json_out: bool) -> anyhow::Result<()> {
-    let spec = v1::JobSpec {
-        name: a.name,
-        session: a.session.unwrap_or_default(),
-        cli: a.cli.unwrap_or_default(),
-        dir: a.dir.map(absolute).unwrap_or_default(),
-        prompt: a.prompt,
-        cron: a.cron.unwrap_or_default(),
-        tz: a.tz.unwrap_or_default(),
-        every: a.every.unwrap_or_default(),
-        at: a.at.unwrap_or_default(),
-        after: a.after.unwrap_or_default(),
-        when_idle: a.when_idle.unwrap_or_default(),
-        gate: a.gate,
-        overlap: a.overlap,
-        missed: a.missed,
-        max_runs_per_day: a.max_runs_per_day,
-        quiet: a.quiet,
-        pause_after_failures: a.pause_after_failures,
-    };
+/// `jobs run NAME`.
+pub async fn run_now(c: &mut Client, name: String, json_out: bool) -> anyhow::Result<()> {
+    let r = c
+        .run_job(v1::JobRequest { name: name.clone() })
+        .await?
+        .into_inner();
+    if json_out {
+        return print_json(&json!({"job": name, "run": r.run, "session": r.session}));
+    }
+    println!("job {name}: run {} started in {}", r.run, r.session);
+    Ok(())
+}
+
+/// `jobs add`: `spec` as the flags gave it.
+pub async fn add(
+    c: &mut Client,
+    spec: v1::JobSpec,
+    replace: bool,
+    json_out: bool,
+) -> anyhow::Result<()> {
     let job = c
         .add_job(v1::AddJobRequest {
             spec: Some(spec),
-            replace: a.replace,
+            replace,
         })
         .await?
         .into_inner();
@@ -69,18 +49,8 @@ async fn add(c: &mut Client, a: JobArgs, json_out: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A relative `--dir` is the caller's, made absolute here (the daemon has its own).
-fn absolute(dir: String) -> String {
-    let p = std::path::Path::new(&dir);
-    if p.is_absolute() || dir.starts_with('~') {
-        return dir;
-    }
-    std::env::current_dir()
-        .map(|c| c.join(p).display().to_string())
-        .unwrap_or(dir)
-}
-
-async fn pause(c: &mut Client, name: &str, paused: bool) -> anyhow::Result<()> {
+/// `jobs pause|resume NAME`.
+pub async fn pause(c: &mut Client, name: &str, paused: bool) -> anyhow::Result<()> {
     let job = c
         .pause_job(v1::PauseJobRequest {
             name: name.to_string(),
@@ -96,7 +66,8 @@ async fn pause(c: &mut Client, name: &str, paused: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn list(c: &mut Client, json_out: bool) -> anyhow::Result<()> {
+/// `jobs list`.
+pub async fn list(c: &mut Client, json_out: bool) -> anyhow::Result<()> {
     let jobs = c.list_jobs(v1::ListJobsRequest {}).await?.into_inner().jobs;
     if json_out {
         return print_json(&Value::Array(jobs.iter().map(job_json).collect()));
@@ -126,7 +97,8 @@ async fn list(c: &mut Client, json_out: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn show(c: &mut Client, name: &str, json_out: bool) -> anyhow::Result<()> {
+/// `jobs show NAME`.
+pub async fn show(c: &mut Client, name: &str, json_out: bool) -> anyhow::Result<()> {
     let jobs = c.list_jobs(v1::ListJobsRequest {}).await?.into_inner().jobs;
     let Some(j) = jobs
         .iter()
@@ -262,4 +234,61 @@ fn job_json(j: &v1::Job) -> Value {
             "ended_ms": l.ended_ms, "outcome": l.outcome().name(), "detail": l.detail,
         })),
     })
+}
+
+/// `goal NAME [--until CMD] [--max-turns N] [--max-time D] [--off]`.
+pub async fn goal(
+    c: &mut Client,
+    name: String,
+    until: Option<String>,
+    (max_turns, max_time): (u32, Option<String>),
+    off: bool,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let max_time_ms = match max_time {
+        Some(t) => clibot_proto::duration::parse_duration(&t)
+            .map_err(|e| anyhow::anyhow!("--max-time: {e}"))?
+            .as_millis() as u64,
+        None => 0,
+    };
+    let setting = until.is_some();
+    let g = c
+        .set_goal(v1::SetGoalRequest {
+            session: name.clone(),
+            until: until.unwrap_or_default(),
+            max_turns,
+            max_time_ms,
+            off,
+        })
+        .await?
+        .into_inner();
+    if json_out {
+        return print_json(&json!({
+            "session": g.session, "until": (!g.until.is_empty()).then_some(&g.until),
+            "max_turns": g.max_turns, "max_time_ms": g.max_time_ms, "rounds": g.rounds,
+            "started_ms": (g.started_ms > 0).then_some(g.started_ms), "owner": g.owner,
+        }));
+    }
+    match (off, setting, g.until.is_empty()) {
+        (true, _, true) => println!("{name} has no goal"),
+        (true, _, false) => println!(
+            "{name}'s goal `{}` is off after {} rounds",
+            g.until, g.rounds
+        ),
+        (false, true, _) => println!(
+            "{name} works until `{}` succeeds (at most {} rounds, {}); checking now",
+            g.until,
+            g.max_turns,
+            human(std::time::Duration::from_millis(g.max_time_ms))
+        ),
+        (false, false, true) => println!("{name} has no goal"),
+        (false, false, false) => println!(
+            "{name} works until `{}` succeeds: round {} of at most {}, started {} ago",
+            g.until,
+            g.rounds,
+            g.max_turns,
+            ago(g.started_ms)
+        ),
+    }
+    Ok(())
 }

@@ -350,6 +350,14 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
                    "quiet": j.quiet, "paused": j.paused}),
         ),
         Kind::JobSkipped(j) => ("job_skipped", json!({"job": j.job, "reason": j.reason})),
+        Kind::GoalRound(g) => (
+            "goal_round",
+            json!({"until": g.until, "round": g.round, "exit_code": g.exit_code, "output": g.output}),
+        ),
+        Kind::GoalEnded(g) => (
+            "goal_ended",
+            json!({"until": g.until, "reason": g.reason().name(), "rounds": g.rounds, "detail": g.detail}),
+        ),
         Kind::JobMissed(j) => (
             "job_missed",
             json!({"job": j.job, "due_ms": j.due_ms, "count": j.count, "ran": j.ran}),

@@ -46,6 +46,11 @@ impl Daemon {
         &self.inner.jobs
     }
 
+    /// The sessions' goals.
+    pub(crate) fn goals(&self) -> &crate::jobs::goals::Goals {
+        &self.inner.goals
+    }
+
     /// The audit log itself (records are written with [`Daemon::audit`]).
     pub(crate) fn audit_log(&self) -> &crate::store::audit::Audit {
         &self.inner.audit

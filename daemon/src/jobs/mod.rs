@@ -1,5 +1,6 @@
 //! Work that starts itself: jobs that run on a schedule, when a session goes idle, or by hand,
-//! and goals that keep a session going until a check passes.
+//! and goals that keep a session going until a check passes (`goals`: each session's goal and
+//! its rounds, in `goals.json`).
 //!
 //! What this folder owns: what a job is (`spec`: checked as it is written, every error naming
 //! its field), when a cron line is due (`cron`), and the jobs' durable table (`table`: what is
@@ -8,6 +9,7 @@
 //! daemon's, in `session/jobs.rs` and `session/job_clock.rs`.
 
 pub mod cron;
+pub mod goals;
 pub mod spec;
 pub mod table;
 

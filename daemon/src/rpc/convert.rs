@@ -515,6 +515,28 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             paused,
         }),
         EventKind::JobSkipped { job, reason } => Kind::JobSkipped(v1::JobSkipped { job, reason }),
+        EventKind::GoalRound {
+            until,
+            round,
+            exit_code,
+            output,
+        } => Kind::GoalRound(v1::GoalRound {
+            until,
+            round,
+            exit_code,
+            output,
+        }),
+        EventKind::GoalEnded {
+            until,
+            reason,
+            rounds,
+            detail,
+        } => Kind::GoalEnded(v1::GoalEnded {
+            until,
+            reason: reason.proto().into(),
+            rounds,
+            detail,
+        }),
         EventKind::JobMissed {
             job,
             due_ms,

@@ -1,5 +1,5 @@
-//! Jobs: add, list, remove, pause and resume, run now. Translation only: the core decides
-//! (who may, what a job is, when it runs).
+//! Jobs: add, list, remove, pause and resume, run now; and sessions' goals. Translation only:
+//! the core decides (who may, what a job is, when it runs, what a check says).
 
 use super::*;
 use crate::jobs::table::{Job, Origin};
@@ -193,4 +193,47 @@ pub(super) async fn run_job(
         run: started.run,
         session: started.session,
     }))
+}
+
+fn goal_to(g: &crate::jobs::goals::Goal) -> v1::Goal {
+    v1::Goal {
+        session: g.session.clone(),
+        until: g.until.clone(),
+        max_turns: g.max_turns,
+        max_time_ms: g.max_time_ms,
+        rounds: g.rounds,
+        started_ms: g.started_ms,
+        owner: g.owner.clone(),
+    }
+}
+
+pub(super) async fn set_goal(
+    svc: &Service,
+    req: Request<v1::SetGoalRequest>,
+) -> Result<Response<v1::Goal>, Status> {
+    let (actor, who) = (actor(&req), rights(&req));
+    let r = req.into_inner();
+    svc.permit(&actor, who, &r.session)?;
+    let goal = if r.off {
+        svc.daemon.end_goal(
+            &r.session,
+            crate::model::GoalEnd::Off,
+            &format!("by {}", actor.key()),
+        )
+    } else if r.until.is_empty() {
+        svc.daemon.get(&r.session)?;
+        svc.daemon.goals().get(&r.session)
+    } else {
+        Some(
+            svc.daemon
+                .set_goal(&actor, &r.session, &r.until, r.max_turns, r.max_time_ms)
+                .await?,
+        )
+    };
+    Ok(Response::new(goal.as_ref().map(goal_to).unwrap_or(
+        v1::Goal {
+            session: r.session,
+            ..Default::default()
+        },
+    )))
 }

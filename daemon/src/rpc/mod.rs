@@ -604,6 +604,13 @@ impl Clibot for Service {
         jobs::run_job(self, req).await
     }
 
+    async fn set_goal(
+        &self,
+        req: Request<v1::SetGoalRequest>,
+    ) -> Result<Response<v1::Goal>, Status> {
+        jobs::set_goal(self, req).await
+    }
+
     type WatchEventsStream = EventStream;
 
     async fn watch_events(

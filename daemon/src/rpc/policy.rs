@@ -240,6 +240,8 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     ("RemoveJob", Sessions, member("job remove"), Outcome),
     ("PauseJob", Sessions, member("job pause"), Outcome),
     ("RunJob", Sessions, member("job run"), Outcome),
+    // A goal types into the session: who may manage it.
+    ("SetGoal", Sessions, manager("goal"), Outcome),
     // It runs programs.
     (
         "CheckJail",

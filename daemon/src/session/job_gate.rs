@@ -1,4 +1,4 @@
-//! A job's gate: a program run before the job, in its target's directory and jailed as the
+//! A job's gate (and a goal's check, run the same way): a program run before the job, in its target's directory and jailed as the
 //! target's session is, whose exit status says whether there is work (0: run, with what it
 //! printed added to the prompt; 1: nothing to do; anything else: the run fails).
 //!
@@ -32,6 +32,19 @@ pub enum Gate {
     Skip(String),
     /// Anything else: the run fails, and why.
     Failed(String),
+}
+
+/// How a gate or a check ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ran {
+    /// It ended (`code`: `None` when killed, or past [`GATE_TIMEOUT`]), with what it printed.
+    Ended {
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+    },
+    /// It could not be started, and why.
+    NotRun(String),
 }
 
 /// Judges a gate's end: its exit code (`None`: killed, timed out) and its output.
@@ -104,47 +117,76 @@ impl Daemon {
         rec: &SessionRecord,
         gate: &[String],
     ) -> Result<Gate, CoreError> {
+        Ok(match self.run_checked(owner, rec, gate).await? {
+            Ran::Ended {
+                code,
+                stdout,
+                stderr,
+            } => judge(code, &stdout, &stderr),
+            Ran::NotRun(why) => Gate::Failed(why),
+        })
+    }
+
+    /// Runs `argv` as a gate or a goal's check is run: in `rec`'s directory, jailed as its
+    /// session is, for at most [`GATE_TIMEOUT`], its output capped.
+    pub(crate) async fn run_checked(
+        &self,
+        owner: &str,
+        rec: &SessionRecord,
+        argv: &[String],
+    ) -> Result<Ran, CoreError> {
         let global = self.global_path().unwrap_or_default();
-        let argv = self.jailed_gate_argv(owner, rec, gate, &global).await?;
-        let Some(program) = argv.0.first() else {
-            return Ok(Gate::Failed("the gate names no program".into()));
+        let (argv, file) = self.jailed_gate_argv(owner, rec, argv, &global).await?;
+        let ran = self.run_capped(&argv, &rec.dir, &global).await;
+        if let Some(file) = file {
+            let _ = std::fs::remove_file(file);
+        }
+        Ok(ran)
+    }
+
+    async fn run_capped(&self, argv: &[String], dir: &Path, global: &str) -> Ran {
+        let Some(program) = argv.first() else {
+            return Ran::NotRun("no program is named".into());
         };
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(&argv.0[1..])
-            .current_dir(&rec.dir)
+        cmd.args(&argv[1..])
+            .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         if !global.is_empty() {
-            cmd.env("PATH", &global);
+            cmd.env("PATH", global);
         }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                return Ok(Gate::Failed(format!(
-                    "the gate {:?} cannot be run: {e} (is it installed and executable?)",
-                    gate.first().map(String::as_str).unwrap_or_default()
-                )));
+                return Ran::NotRun(format!(
+                    "{program:?} cannot be run: {e} (is it installed and executable?)"
+                ));
             }
         };
         let (Some(out), Some(err)) = (child.stdout.take(), child.stderr.take()) else {
-            return Ok(Gate::Failed("the gate's output cannot be read".into()));
+            return Ran::NotRun("its output cannot be read".into());
         };
         let run = async {
             let (stdout, stderr) = tokio::join!(read_capped(out), read_capped(err));
             let status = child.wait().await;
             (status, stdout, stderr)
         };
-        let gate_result = match tokio::time::timeout(GATE_TIMEOUT, run).await {
-            Ok((Ok(status), stdout, stderr)) => judge(status.code(), &stdout, &stderr),
-            Ok((Err(e), ..)) => Gate::Failed(format!("the gate could not be waited for: {e}")),
-            Err(_) => judge(None, "", ""),
-        };
-        if let Some(file) = argv.1 {
-            let _ = std::fs::remove_file(file);
+        match tokio::time::timeout(GATE_TIMEOUT, run).await {
+            Ok((Ok(status), stdout, stderr)) => Ran::Ended {
+                code: status.code(),
+                stdout,
+                stderr,
+            },
+            Ok((Err(e), ..)) => Ran::NotRun(format!("it could not be waited for: {e}")),
+            Err(_) => Ran::Ended {
+                code: None,
+                stdout: String::new(),
+                stderr: String::new(),
+            },
         }
-        Ok(gate_result)
     }
 
     /// The gate's argv: as written for a session that runs unjailed; through the jail and the

@@ -31,8 +31,9 @@ pub struct RunStarted {
     pub session: String,
 }
 
-/// Follows the sessions' events for the jobs: a run's turn that ended ends the run; a
-/// session's turn that ended with nothing queued starts its `when_idle` jobs.
+/// Follows the sessions' events for the jobs and goals: a run's turn that ended ends the run;
+/// a session's turn that ended with nothing queued starts its `when_idle` jobs; a session's
+/// goal is checked after each turn and stopped when a person is needed.
 pub(crate) struct JobWatch;
 
 impl Subscriber for JobWatch {
@@ -45,6 +46,7 @@ impl Subscriber for JobWatch {
         if session.is_empty() {
             return;
         }
+        d.goal_follows(session, &ev.kind);
         let ended = match &ev.kind {
             EventKind::InputSent { text, .. } => {
                 d.jobs().typed_into(session, text);
@@ -158,7 +160,7 @@ impl Daemon {
 
     /// Runs job `name` now: its owner's access checked, its gate run, its prompt typed into
     /// its session (queued behind a running turn) or a new session started for it. The run
-    /// then ends with its turn ([`JobWatch`]).
+    /// then ends with its turn (the `JobWatch` subscriber).
     pub async fn run_job(&self, name: &str, trigger: Trigger) -> Result<RunStarted, CoreError> {
         let started = match self.jobs().begin(name, trigger, now_ms()) {
             Ok(s) => s,

@@ -21,6 +21,7 @@ mod discover;
 mod disk;
 mod early;
 mod files;
+mod goals;
 mod hibernate;
 mod hooks;
 mod in_place;

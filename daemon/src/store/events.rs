@@ -239,6 +239,22 @@ pub enum EventKind {
         count: u64,
         ran: bool,
     },
+    /// A goal's check failed: the session is sent back to work (round `round`).
+    GoalRound {
+        until: String,
+        round: u32,
+        exit_code: i32,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output: String,
+    },
+    /// A goal ended, and why.
+    GoalEnded {
+        until: String,
+        reason: crate::model::GoalEnd,
+        rounds: u32,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        detail: String,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,

@@ -49,7 +49,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Answer { .. }
         | Command::Share { .. }
         | Command::Delegate { .. }
-        | Command::Job { .. } => true,
+        | Command::Job { .. }
+        | Command::Goal { .. } => true,
         Command::Help { .. }
         | Command::Sessions
         | Command::Discover

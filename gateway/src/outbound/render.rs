@@ -18,6 +18,14 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::JobFinished(j) if j.quiet => return None,
         Kind::JobFinished(j) => job_finished(s, j),
         Kind::JobSkipped(j) => format!("[{s}] ⏰ job {} skipped: {}", j.job, j.reason),
+        Kind::GoalRound(g) => format!(
+            "[{s}] 🎯 goal round {}: `{}` exited with status {}; the session goes on{}",
+            g.round,
+            g.until,
+            g.exit_code,
+            if g.output.is_empty() { String::new() } else { format!(":\n{}", g.output) }
+        ),
+        Kind::GoalEnded(g) => goal_ended(s, g),
         Kind::JobMissed(j) if j.ran => format!(
             "[{s}] ⏰ job {} fell due {} time(s) while clibot was down; it runs once now",
             j.job, j.count
@@ -139,6 +147,34 @@ fn stall_text(s: &str, st: &v1::Stalled) -> String {
     t
 }
 
+/// A goal that ended, in a chat's words.
+fn goal_ended(s: &str, g: &v1::GoalEnded) -> String {
+    use v1::GoalEnd;
+    let rounds = match g.rounds {
+        1 => "1 round".to_string(),
+        n => format!("{n} rounds"),
+    };
+    let why = match g.reason() {
+        GoalEnd::Reached => {
+            return format!("[{s}] 🎯 goal reached after {rounds}: `{}` passes", g.until);
+        }
+        GoalEnd::Turns => "it used its rounds and the check still fails".to_string(),
+        GoalEnd::Time => "it ran out of time and the check still fails".to_string(),
+        GoalEnd::Person => "a person is needed".to_string(),
+        GoalEnd::Off => "it was turned off".to_string(),
+        GoalEnd::Ended | GoalEnd::Unspecified => "it cannot go on".to_string(),
+    };
+    let detail = if g.detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", g.detail)
+    };
+    format!(
+        "[{s}] 🎯 goal `{}` stopped after {rounds}: {why}{detail}",
+        g.until
+    )
+}
+
 /// A job's run that ended, in a chat's words.
 fn job_finished(s: &str, j: &v1::JobFinished) -> String {
     use v1::JobOutcome;
@@ -183,6 +219,8 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::JobFinished(_)
                 | Kind::JobSkipped(_)
                 | Kind::JobMissed(_)
+                | Kind::GoalRound(_)
+                | Kind::GoalEnded(_)
                 | Kind::TurnCancelled(_)
                 | Kind::PromptReminded(_)
                 | Kind::PromptEscalated(_)

@@ -174,6 +174,13 @@ pub enum Command {
     },
     /// `jobs`: the jobs this user may see.
     Jobs,
+    /// `goal NAME [CMD…|off]`: set, end (`off`) or show (neither) session NAME's goal.
+    Goal {
+        name: String,
+        /// The check, the rest of the line; empty to show the goal.
+        until: String,
+        off: bool,
+    },
     /// `job run|pause|resume|remove NAME`.
     Job { action: JobAction, name: String },
 }
@@ -239,6 +246,7 @@ impl Command {
             Command::Delegate { .. } => CommandName::Delegate,
             Command::Jobs => CommandName::Jobs,
             Command::Job { .. } => CommandName::Job,
+            Command::Goal { .. } => CommandName::Goal,
         }
     }
 }
@@ -605,6 +613,16 @@ impl CommandParser {
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
             CommandName::Rules => a.no_more(&mut tokens).map(|()| Command::Rules)?,
             CommandName::Jobs => a.no_more(&mut tokens).map(|()| Command::Jobs)?,
+            CommandName::Goal => {
+                let name = a.name("NAME", tokens.next())?;
+                let rest = nth_rest(args, 1).unwrap_or("");
+                let off = rest.eq_ignore_ascii_case("off");
+                Command::Goal {
+                    name,
+                    until: if off { String::new() } else { rest.to_string() },
+                    off,
+                }
+            }
             CommandName::Job => {
                 let word = tokens.next().unwrap_or_default();
                 let action = JobAction::ALL
@@ -1534,6 +1552,14 @@ mod props {
                 parts.push(action.as_str().into());
                 parts.push(name.clone());
             }
+            Command::Goal { name, until, off } => {
+                parts.push(name.clone());
+                if *off {
+                    parts.push("off".into());
+                } else if !until.is_empty() {
+                    parts.push(until.clone());
+                }
+            }
             Command::Delegate { cli } => parts.extend(cli.clone()),
             Command::Screen { lines } => parts.extend(lines.map(|n| n.to_string())),
             Command::Get { path, force } => {
@@ -1611,6 +1637,13 @@ mod props {
                 }),
             Just(Command::Rules),
             Just(Command::Jobs),
+            (name(), "[a-z][a-z0-9 ./_-]{0,30}[a-z0-9]")
+                .prop_filter("not off", |(_, u)| !u.eq_ignore_ascii_case("off"))
+                .prop_map(|(name, until)| Command::Goal {
+                    name,
+                    until,
+                    off: false
+                }),
             (proptest::sample::select(JobAction::ALL.to_vec()), name())
                 .prop_map(|(action, name)| Command::Job { action, name }),
             proptest::option::of(name()).prop_map(|cli| Command::Delegate { cli }),

@@ -352,6 +352,16 @@ impl Router {
                 return Ok(self.maybe_file(msg, "history.txt", text).await);
             }
             Command::Rules => c.list_rules(self.req(msg, v1::ListRulesRequest {})).await?.into_inner().describe(),
+            Command::Goal { name, until, off } => {
+                let req = v1::SetGoalRequest { session: name.clone(), until: until.clone(), off, ..Default::default() };
+                let g = c.set_goal(self.req(msg, req)).await?.into_inner();
+                match (off, until.is_empty(), g.until.is_empty()) {
+                    (true, ..) => format!("🎯 {name}'s goal is off"),
+                    (false, false, _) => format!("🎯 {name} works until `{until}` succeeds (at most {} rounds); checking now", g.max_turns),
+                    (false, true, true) => format!("{name} has no goal: {}goal {name} CMD sets one", self.parser.prefix()),
+                    (false, true, false) => format!("🎯 {name} works until `{}` succeeds: round {} of at most {}", g.until, g.rounds, g.max_turns),
+                }
+            }
             Command::Jobs => {
                 let jobs = c.list_jobs(self.req(msg, v1::ListJobsRequest {})).await?.into_inner().jobs;
                 jobs_text(&jobs, crate::ops::health::now_ms())

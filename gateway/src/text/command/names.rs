@@ -37,11 +37,12 @@ pub enum CommandName {
     Delegate,
     Jobs,
     Job,
+    Goal,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 29] = [
+    pub const ALL: [CommandName; 30] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -71,6 +72,7 @@ impl CommandName {
         CommandName::Delegate,
         CommandName::Jobs,
         CommandName::Job,
+        CommandName::Goal,
     ];
 
     /// The word typed after the prefix.
@@ -105,6 +107,7 @@ impl CommandName {
             CommandName::Delegate => "delegate",
             CommandName::Jobs => "jobs",
             CommandName::Job => "job",
+            CommandName::Goal => "goal",
         }
     }
 
@@ -130,6 +133,7 @@ impl CommandName {
             CommandName::History => "[N]",
             CommandName::Delegate => "[CLI]",
             CommandName::Job => "run|pause|resume|remove NAME",
+            CommandName::Goal => "NAME [CMD…|off]",
             CommandName::Rules
             | CommandName::Jobs
             | CommandName::Sessions
@@ -199,6 +203,9 @@ impl CommandName {
             CommandName::Job => {
                 "run a job now, pause or resume it, or remove it (its owner or an admin)"
             }
+            CommandName::Goal => {
+                "keep session NAME working until the shell command CMD succeeds (checked after each turn); off ends it"
+            }
         }
     }
 
@@ -259,6 +266,9 @@ impl CommandName {
                 "Jobs are added on the machine: clibotctl jobs add (docs/JOBS.md)."
             }
             CommandName::Job => "Example: {p}job run nightly, {p}job pause nightly.",
+            CommandName::Goal => {
+                "Example: {p}goal api cargo test — at most 10 rounds and 2 hours; {p}goal api shows it."
+            }
         };
         format!(
             "{} — {}\n{}",
