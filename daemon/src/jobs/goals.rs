@@ -5,13 +5,13 @@
 //! safe unattended when "done" is a command's exit status a person chose.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
 use crate::model::GoalEnd;
-use crate::store::{set_aside, write_atomic};
+use crate::store::json_file::JsonFile;
 
 /// Rounds a goal may take unless it says otherwise.
 pub const DEFAULT_MAX_TURNS: u32 = 10;
@@ -49,50 +49,24 @@ pub enum Next {
 
 /// The goals and their file.
 pub struct Goals {
-    path: PathBuf,
-    writable: bool,
+    file: JsonFile,
     goals: Mutex<BTreeMap<String, Goal>>,
 }
 
 impl Goals {
     /// Reads `goals.json` in `state_dir`; one that cannot be parsed is set aside.
     pub fn open(state_dir: &Path) -> (Goals, Option<String>) {
-        let path = state_dir.join("goals.json");
-        let (goals, writable, warning) = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<BTreeMap<String, Goal>>(&bytes) {
-                Ok(mut g) => {
-                    // A check that ran when the daemon stopped is run again at the next turn.
-                    g.values_mut().for_each(|g| g.checking = false);
-                    (g, true, None)
-                }
-                Err(e) => {
-                    let kept = set_aside(&path)
-                        .map(|p| format!("it is kept at {}", p.display()))
-                        .unwrap_or_else(|e| format!("it could not be set aside ({e})"));
-                    (
-                        BTreeMap::new(),
-                        true,
-                        Some(format!(
-                            "the goals {} cannot be read ({e}): sessions have no goals until they are set again; {kept}",
-                            path.display()
-                        )),
-                    )
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (BTreeMap::new(), true, None),
-            Err(e) => (
-                BTreeMap::new(),
-                false,
-                Some(format!(
-                    "cannot read the goals {} ({e}): none is kept until it can be read",
-                    path.display()
-                )),
-            ),
-        };
+        let (mut goals, file, warning): (BTreeMap<String, Goal>, _, _) = JsonFile::open(
+            state_dir,
+            "goals.json",
+            "the goals",
+            "sessions have no goals until they are set again",
+        );
+        // A check that ran when the daemon stopped is run again at the next turn.
+        goals.values_mut().for_each(|g| g.checking = false);
         (
             Goals {
-                path,
-                writable,
+                file,
                 goals: Mutex::new(goals),
             },
             warning,
@@ -104,15 +78,7 @@ impl Goals {
     }
 
     fn save(&self, goals: &BTreeMap<String, Goal>) {
-        if !self.writable {
-            return;
-        }
-        let result = serde_json::to_vec_pretty(goals)
-            .map_err(std::io::Error::other)
-            .and_then(|data| write_atomic(&self.path, &data));
-        if let Err(e) = result {
-            tracing::error!(path = %self.path.display(), "cannot save the goals: {e}");
-        }
+        self.file.save(goals);
     }
 
     pub fn get(&self, session: &str) -> Option<Goal> {

@@ -7,7 +7,7 @@
 //! made: at most once, always accounted for.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use jiff::Timestamp;
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::{JobSpec, Missed, Overlap, When};
 pub use crate::model::{JobOutcome as Outcome, JobTrigger as Trigger};
-use crate::store::{set_aside, write_atomic};
+use crate::store::json_file::JsonFile;
 
 /// A run this late (the machine asleep, the daemon stalled) was missed; one due before the
 /// daemon started was missed whatever its lateness.
@@ -138,10 +138,9 @@ struct File {
 
 /// The table and its file.
 pub struct Jobs {
-    path: PathBuf,
+    file: JsonFile,
     /// When this daemon opened the table: a due time before it fell while no daemon ran.
     opened_ms: i64,
-    writable: bool,
     jobs: Mutex<BTreeMap<String, Job>>,
     /// Woken when a job is added, changed or removed: the clock looks again.
     changed: tokio::sync::Notify,
@@ -166,35 +165,12 @@ impl Jobs {
     /// Reads `jobs.json` in `state_dir`; one that cannot be parsed is set aside and the table
     /// starts empty, said in the warning.
     pub fn open(state_dir: &Path, now_ms: i64) -> (Jobs, Option<String>) {
-        let path = state_dir.join("jobs.json");
-        let (file, writable, warning) = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<File>(&bytes) {
-                Ok(f) => (f, true, None),
-                Err(e) => {
-                    let kept = match set_aside(&path) {
-                        Ok(p) => format!("it is kept at {}", p.display()),
-                        Err(e) => format!("it could not be set aside ({e})"),
-                    };
-                    (
-                        File::default(),
-                        true,
-                        Some(format!(
-                            "the jobs {} cannot be read ({e}): jobs added by clibotctl or a chat are lost until restored; {kept}",
-                            path.display()
-                        )),
-                    )
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (File::default(), true, None),
-            Err(e) => (
-                File::default(),
-                false,
-                Some(format!(
-                    "cannot read the jobs {} ({e}): no job runs and none is saved until it can be read (chmod 600 it and restart)",
-                    path.display()
-                )),
-            ),
-        };
+        let (file, json, warning): (File, _, _) = JsonFile::open(
+            state_dir,
+            "jobs.json",
+            "the jobs",
+            "jobs added by clibotctl or a chat are lost until restored",
+        );
         // A job whose spec no longer checks (a zone removed from the machine) stays listed,
         // paused, rather than lost.
         let mut jobs = file.jobs;
@@ -207,9 +183,8 @@ impl Jobs {
         }
         (
             Jobs {
-                path,
+                file: json,
                 opened_ms: now_ms,
-                writable,
                 jobs: Mutex::new(jobs),
                 changed: tokio::sync::Notify::new(),
             },
@@ -223,16 +198,7 @@ impl Jobs {
 
     /// Writes the table (under its lock, so that an older state never lands last).
     fn save(&self, jobs: &BTreeMap<String, Job>) {
-        if !self.writable {
-            return;
-        }
-        let file = File { jobs: jobs.clone() };
-        let result = serde_json::to_vec_pretty(&file)
-            .map_err(std::io::Error::other)
-            .and_then(|data| write_atomic(&self.path, &data));
-        if let Err(e) = result {
-            tracing::error!(path = %self.path.display(), "cannot save the jobs: {e}");
-        }
+        self.file.save(&File { jobs: jobs.clone() });
     }
 
     /// Waits until a job is added, changed or removed.

@@ -11,6 +11,7 @@ pub mod blobs;
 pub mod catch_up;
 pub mod event_memory;
 pub mod events;
+pub mod json_file;
 pub mod outcomes;
 pub mod queue_file;
 pub mod rotating;

@@ -11,12 +11,12 @@
 //! daemon decides what an event means for an answer.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{set_aside, write_atomic};
+use crate::store::json_file::JsonFile;
 
 /// An interrupt or a stop this soon after an answer undoes it.
 pub const UNDO_WINDOW_MS: i64 = 60_000;
@@ -299,9 +299,7 @@ struct State {
 
 /// The book and its file.
 pub struct Outcomes {
-    path: PathBuf,
-    /// False when the file exists but cannot be read: it is then not saved over.
-    writable: bool,
+    file: JsonFile,
     state: Mutex<State>,
 }
 
@@ -309,42 +307,22 @@ impl Outcomes {
     /// Reads `automation.json` in `state_dir`; a file that is not what it should be is set
     /// aside (`automation.json.corrupt-<ms>`) and counting starts again, said in the warning.
     pub fn open(state_dir: &Path, now_ms: i64) -> (Outcomes, Option<String>) {
-        let path = state_dir.join("automation.json");
-        let (book, writable, warning) = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<Book>(&bytes) {
-                Ok(mut b) => {
-                    b.tidy();
-                    (b, true, None)
-                }
-                Err(e) => {
-                    let kept = match set_aside(&path) {
-                        Ok(p) => format!("it is kept at {}", p.display()),
-                        Err(e) => format!("it could not be set aside ({e})"),
-                    };
-                    (
-                        Book::new(now_ms),
-                        true,
-                        Some(format!(
-                            "the automation outcomes {} cannot be read ({e}): counting starts again; {kept}",
-                            path.display()
-                        )),
-                    )
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (Book::new(now_ms), true, None),
-            Err(e) => (
-                Book::new(now_ms),
-                false,
-                Some(format!(
-                    "cannot read the automation outcomes {} ({e}): they are not kept until it can be read (chmod 600 it and restart)",
-                    path.display()
-                )),
-            ),
+        let (book, file, warning): (Option<Book>, _, _) = JsonFile::open(
+            state_dir,
+            "automation.json",
+            "the automation outcomes",
+            "counting starts again",
+        );
+        let book = match book {
+            Some(mut b) => {
+                b.tidy();
+                b
+            }
+            None => Book::new(now_ms),
         };
         (
             Outcomes {
-                path,
-                writable,
+                file,
                 state: Mutex::new(State {
                     book,
                     announced: HashMap::new(),
@@ -359,15 +337,7 @@ impl Outcomes {
     }
 
     fn save(&self, book: &Book) {
-        if !self.writable {
-            return;
-        }
-        let result = serde_json::to_vec_pretty(book)
-            .map_err(std::io::Error::other)
-            .and_then(|data| write_atomic(&self.path, &data));
-        if let Err(e) = result {
-            tracing::error!(path = %self.path.display(), "cannot save the automation outcomes: {e}");
-        }
+        self.file.save(book);
     }
 
     /// An automatic answer to prompt `prompt_id` of `session` is about to be given.
