@@ -571,6 +571,7 @@ pub struct JobArgs {
     /// Or start a session of this CLI for each run, in --dir.
     #[arg(long, requires = "dir")]
     pub cli: Option<String>,
+    /// The directory the sessions of --cli start in.
     #[arg(long)]
     pub dir: Option<String>,
     /// What is typed.
@@ -672,19 +673,30 @@ pub enum JobsAction {
     },
     /// One job, all of it.
     Show {
+        /// The job.
         name: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Remove a job (one from the config is removed in the config).
-    Remove { name: String },
+    Remove {
+        /// The job.
+        name: String,
+    },
     /// Pause a job: nothing runs until it is resumed.
-    Pause { name: String },
+    Pause {
+        /// The job.
+        name: String,
+    },
     /// Resume a paused job: its next time counts from now.
-    Resume { name: String },
+    Resume {
+        /// The job.
+        name: String,
+    },
     /// Run a job now, whatever its schedule.
     Run {
+        /// The job.
         name: String,
         /// Print JSON instead of text.
         #[arg(long)]

@@ -57,6 +57,7 @@ fn parse(words: &[String], commands: &BTreeSet<String>) -> Option<(Vec<String>, 
         "automation" => &["report"],
         "patterns" => &["test"],
         "hooks" => &["install", "uninstall", "status"],
+        "jobs" => &["add", "list", "show", "remove", "pause", "resume", "run"],
         _ => &[],
     };
     if let Some(sub) = words.get(i + 1)
