@@ -752,3 +752,81 @@ fn real_cli_a_session_in_auto_mode_is_ready_and_says_that_it_asks_nothing() {
         .count();
     assert_eq!(notices, 1, "told once");
 }
+
+/// A job drives the real Claude Code while nobody watches: its tool prompt is answered by a
+/// rule and the run ends done; a second job's dangerous command waits for a person (the guard),
+/// the run stays open until then, and the job says so.
+#[test]
+fn real_cli_a_jobs_prompt_is_answered_by_a_rule_and_a_guarded_one_waits_for_a_person() {
+    let s = setup_with(
+        |w| {
+            vec![
+                touch_rule(w, "make marker", "by-job.txt"),
+                Rule::tool(
+                    "clean up",
+                    "Bash",
+                    json!({"command": format!("rm -rf {}", w.join("build").display()), "description": "Remove the build"}),
+                    "Cleaned.",
+                ),
+            ]
+        },
+        "",
+        "\n[[rules]]\ncli = \"claude\"\ncommand = [\"touch *\", \"rm *\"]\naction = \"allow\"\n",
+    );
+    std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
+    wait_idle(&s.h);
+    s.h.ctl_ok(&[
+        "jobs",
+        "add",
+        "marker",
+        "--session",
+        "cc",
+        "--prompt",
+        "please make marker",
+        "--after",
+        "1s",
+    ]);
+    let done = wait_event(&s.h, "the job's end", |e| e["type"] == "job_finished");
+    assert_eq!(done["outcome"], "done", "{done}");
+    assert!(
+        s.work.join("by-job.txt").exists(),
+        "the rule approved the job's tool"
+    );
+    let r = wait_event(&s.h, "resolved", |e| e["type"] == "prompt_resolved");
+    assert_eq!(r["by"], "rule 1");
+
+    s.h.ctl_ok(&[
+        "jobs",
+        "add",
+        "clean",
+        "--session",
+        "cc",
+        "--prompt",
+        "please clean up",
+        "--every",
+        "1h",
+    ]);
+    let since = last_seq(&s.h);
+    s.h.ctl_ok(&["jobs", "run", "clean"]);
+    let w = wait_event(&s.h, "the guarded prompt", |e| {
+        e["type"] == "waiting" && e["seq"].as_u64() > Some(since)
+    });
+    assert_eq!(w["warning"], "a recursive forced delete (rm -rf)");
+    assert_eq!(w["auto"], "");
+    let j: Value =
+        serde_json::from_str(&s.h.ctl_ok(&["jobs", "show", "clean", "--json"])).expect("json");
+    assert_eq!(
+        j["running"]["run"], 1,
+        "the run waits with its prompt: {j:#}"
+    );
+    assert!(
+        s.work.join("build").exists(),
+        "nothing ran without a person"
+    );
+    s.h.ctl_ok(&["answer", "cc", "no"]);
+    let end = wait_event(&s.h, "the guarded job's end", |e| {
+        e["type"] == "job_finished" && e["job"] == "clean"
+    });
+    assert_eq!(end["outcome"], "done", "{end}");
+    assert!(s.work.join("build").exists(), "refused by the person");
+}
