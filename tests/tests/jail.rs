@@ -655,3 +655,59 @@ fn a_cli_that_cannot_run_inside_the_jail_is_refused_with_what_it_printed_there()
             .is_some_and(|a| a.iter().any(|s| s["name"] == "aw" && s["state"] == "idle"))
     });
 }
+
+/// A goal's check and a job's gate on a member's session run in that session's jail, even
+/// when the machine's user set them: what they run (a build, a test) is the member's code,
+/// and it reaches no further than the member's session could.
+#[test]
+fn a_goal_check_and_a_job_gate_on_a_members_session_run_in_its_jail() {
+    let j = jail("");
+    let ws = j.ann_bash("m", "");
+    let outside = j.h.work.join("outside.txt");
+    let escape = format!("touch {} && test -f done.txt", outside.display());
+    j.h.ctl_ok(&["goal", "m", "--until", &escape, "--max-turns", "1"]);
+    let ended =
+        j.h.wait_event("m", "the goal's end", Duration::from_secs(30), |e| {
+            e["type"] == "goal_ended"
+        });
+    assert_ne!(ended["reason"], "reached", "{ended}");
+    assert!(
+        !outside.exists(),
+        "the check wrote outside the member's jail"
+    );
+    j.h.ctl_ok(&[
+        "jobs",
+        "add",
+        "g",
+        "--session",
+        "m",
+        "--prompt",
+        "echo gated",
+        "--every",
+        "1h",
+        "--gate",
+        "sh",
+        "--gate",
+        "-c",
+        "--gate",
+        &format!("touch {} ; exit 1", outside.display()),
+    ]);
+    j.h.ctl_ok(&["jobs", "run", "g"]);
+    let done =
+        j.h.wait_event("m", "the gate's end", Duration::from_secs(30), |e| {
+            e["type"] == "job_finished"
+        });
+    assert_eq!(done["outcome"], "gate_skipped", "{done}");
+    assert!(
+        !outside.exists(),
+        "the gate wrote outside the member's jail"
+    );
+    // Inside its own workspace the check works.
+    std::fs::write(ws.join("done.txt"), "").expect("write");
+    j.h.ctl_ok(&["goal", "m", "--until", "test -f done.txt"]);
+    let reached =
+        j.h.wait_event("m", "the goal reached", Duration::from_secs(30), |e| {
+            e["type"] == "goal_ended" && e["reason"] == "reached"
+        });
+    assert_eq!(reached["rounds"], 0);
+}

@@ -95,7 +95,9 @@ impl Daemon {
             }
         };
         let argv = vec!["sh".to_string(), "-c".to_string(), goal.until.clone()];
-        let (passed, code, output) = match self.run_checked(&goal.owner, &rec, &argv).await {
+        // Jailed as the session is, whoever set the goal: what the check runs (a build, its
+        // tests) is the session owner's code.
+        let (passed, code, output) = match self.run_checked(&rec.owner, &rec, &argv).await {
             Ok(Ran::Ended {
                 code,
                 stdout,

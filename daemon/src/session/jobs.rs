@@ -201,13 +201,20 @@ impl Daemon {
                 name: format!("{name}-{run}"),
                 cli: cli.clone(),
                 dir: crate::paths::expand_home(std::path::Path::new(dir)),
+                owner: if started.owner == Actor::LOCAL {
+                    String::new()
+                } else {
+                    started.owner.clone()
+                },
                 ..Default::default()
             },
         };
         let mut prompt = started.spec.prompt.clone();
         if !started.spec.gate.is_empty() {
             let gate = self
-                .run_gate(&started.owner, &rec, &started.spec.gate)
+                // Jailed as the target's session is, whoever owns the job: the gate runs in
+                // that session's directory, among files its CLI may have written.
+                .run_gate(&rec.owner, &rec, &started.spec.gate)
                 .await
                 .map_err(|e| fail(self, &started.spec.session, e.to_string()))?;
             match gate {
