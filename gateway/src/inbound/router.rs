@@ -11,6 +11,7 @@ use tonic::Request;
 
 use crate::inbound::claim::{self, Claims};
 use crate::inbound::verified::Verified;
+use crate::outbound::relay::lost;
 use crate::platforms::{Inbound, Platform};
 
 mod commands;
@@ -108,20 +109,14 @@ impl Router {
         msg: &Inbound,
     ) -> Result<(), tonic::Status> {
         let routed = self.route(c, msg).await;
-        if !matches!(&routed, Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown))
-        {
+        if !matches!(&routed, Err(s) if lost(s)) {
             // Handled (a lost daemon has it handled again, and its claim still counts).
             self.claims.done(self.platform.name(), msg);
         }
         let text = match routed {
             Ok(Some(t)) => t,
             Ok(None) => return Ok(()),
-            Err(status)
-                if matches!(
-                    status.code(),
-                    tonic::Code::Unavailable | tonic::Code::Unknown
-                ) =>
-            {
+            Err(status) if lost(&status) => {
                 return Err(status);
             }
             Err(status) if status.code() == tonic::Code::Internal => {
@@ -445,7 +440,7 @@ impl Router {
                 {
                     let req = v1::StartSessionRequest { name: name.clone() };
                     if let Err(e) = c.start_session(self.req(msg, req)).await {
-                        if matches!(e.code(), tonic::Code::Unavailable | tonic::Code::Unknown) {
+                        if lost(&e) {
                             return Err(e);
                         }
                         return Ok(Bound::Nothing);

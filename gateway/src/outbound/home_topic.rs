@@ -55,7 +55,7 @@ impl HomeTopics {
             group: chats[i].group,
         };
         if let Err(s) = c.set_binding(req).await {
-            if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown) {
+            if crate::outbound::relay::lost(&s) {
                 return Err(s);
             }
             eprintln!(

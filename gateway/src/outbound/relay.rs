@@ -39,8 +39,10 @@ const HEALTHY: Duration = Duration::from_secs(30);
 const MAX_RECONNECT: Duration = Duration::from_secs(10);
 
 /// Whether a failed call means the daemon connection is gone (rather than a refusal of this
-/// one call, which is logged and skipped: replaying it would fail the same way).
-fn lost(s: &tonic::Status) -> bool {
+/// one call, which is logged and skipped: replaying it would fail the same way). One answer
+/// for every caller: a call cut off as the daemon died reads "operation was canceled"
+/// (Cancelled), which a chat must read as the daemon being away, not as a reply.
+pub(crate) fn lost(s: &tonic::Status) -> bool {
     matches!(
         s.code(),
         tonic::Code::Unavailable
