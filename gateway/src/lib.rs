@@ -17,3 +17,17 @@ mod text;
 pub use text::{chunk, command, phone_screen, redact, shot, telegram_html};
 
 pub use redact::redact;
+
+/// Whether a failed call means the daemon connection is gone (rather than a refusal of this
+/// one call, which is logged and skipped: replaying it would fail the same way). One answer
+/// for every caller: a call cut off as the daemon died reads "operation was canceled"
+/// (Cancelled), which a chat must read as the daemon being away, not as a reply.
+pub fn daemon_lost(s: &tonic::Status) -> bool {
+    matches!(
+        s.code(),
+        tonic::Code::Unavailable
+            | tonic::Code::Unknown
+            | tonic::Code::Cancelled
+            | tonic::Code::DeadlineExceeded
+    )
+}

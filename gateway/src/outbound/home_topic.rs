@@ -55,7 +55,7 @@ impl HomeTopics {
             group: chats[i].group,
         };
         if let Err(s) = c.set_binding(req).await {
-            if crate::outbound::relay::lost(&s) {
+            if clibot_gateway::daemon_lost(&s) {
                 return Err(s);
             }
             eprintln!(

@@ -38,19 +38,7 @@ const HEALTHY: Duration = Duration::from_secs(30);
 /// Longest wait between two connections to the daemon.
 const MAX_RECONNECT: Duration = Duration::from_secs(10);
 
-/// Whether a failed call means the daemon connection is gone (rather than a refusal of this
-/// one call, which is logged and skipped: replaying it would fail the same way). One answer
-/// for every caller: a call cut off as the daemon died reads "operation was canceled"
-/// (Cancelled), which a chat must read as the daemon being away, not as a reply.
-pub(crate) fn lost(s: &tonic::Status) -> bool {
-    matches!(
-        s.code(),
-        tonic::Code::Unavailable
-            | tonic::Code::Unknown
-            | tonic::Code::Cancelled
-            | tonic::Code::DeadlineExceeded
-    )
-}
+pub(crate) use clibot_gateway::daemon_lost as lost;
 
 /// A call made for one event: a refusal is logged and the event's routing skipped (`None`);
 /// a lost connection is the caller's to handle.
