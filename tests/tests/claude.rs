@@ -147,12 +147,13 @@ fn no_phantom_prompt(h: &Harness) {
     assert_ne!(resolved[0]["by"], "terminal", "{resolved:#?}");
 }
 
-#[test]
-fn real_cli_an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerous_one() {
-    let s = setup_with(
+/// A session whose mock makes `marker` with a touch (an allow rule approves it) on "make marker"
+/// and removes `build` with `rm -rf` (the guard keeps it for a person) on "clean up".
+fn rule_and_guard(marker: &str) -> Setup {
+    setup_with(
         |w| {
             vec![
-                touch_rule(w, "make marker", "ruled.txt"),
+                touch_rule(w, "make marker", marker),
                 Rule::tool(
                     "clean up",
                     "Bash",
@@ -163,7 +164,12 @@ fn real_cli_an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a
         },
         "",
         "\n[[rules]]\ncli = \"claude\"\ncommand = [\"touch *\", \"rm *\"]\naction = \"allow\"\n",
-    );
+    )
+}
+
+#[test]
+fn real_cli_an_allow_rule_approves_a_bash_command_and_the_guard_still_asks_for_a_dangerous_one() {
+    let s = rule_and_guard("ruled.txt");
     std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
     wait_idle(&s.h);
     s.h.ctl_ok(&["send", "cc", "please make marker"]);
@@ -758,21 +764,7 @@ fn real_cli_a_session_in_auto_mode_is_ready_and_says_that_it_asks_nothing() {
 /// the run stays open until then, and the job says so.
 #[test]
 fn real_cli_a_jobs_prompt_is_answered_by_a_rule_and_a_guarded_one_waits_for_a_person() {
-    let s = setup_with(
-        |w| {
-            vec![
-                touch_rule(w, "make marker", "by-job.txt"),
-                Rule::tool(
-                    "clean up",
-                    "Bash",
-                    json!({"command": format!("rm -rf {}", w.join("build").display()), "description": "Remove the build"}),
-                    "Cleaned.",
-                ),
-            ]
-        },
-        "",
-        "\n[[rules]]\ncli = \"claude\"\ncommand = [\"touch *\", \"rm *\"]\naction = \"allow\"\n",
-    );
+    let s = rule_and_guard("by-job.txt");
     std::fs::create_dir_all(s.work.join("build")).expect("mkdir");
     wait_idle(&s.h);
     s.h.ctl_ok(&[
