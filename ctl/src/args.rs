@@ -595,6 +595,25 @@ pub struct JobArgs {
     /// Each time this session ends a turn with nothing queued.
     #[arg(long, group = "when")]
     pub when_idle: Option<String>,
+    /// Each time a delivery signed with the job's secret comes to POST /hooks/NAME
+    /// ([triggers] listen). A new secret is made and printed once, unless
+    /// --webhook-secret-env names a variable holding one.
+    #[arg(long, group = "when")]
+    pub webhook: bool,
+    /// The environment variable holding the webhook's secret (never given on the command
+    /// line: other users can read it there).
+    #[arg(long, requires = "webhook", value_name = "VAR")]
+    pub webhook_secret_env: Option<String>,
+    /// A field of the payload added to the prompt ("workflow_run.html_url"); repeatable.
+    #[arg(long = "webhook-field", requires = "webhook", value_name = "PATH")]
+    pub webhook_fields: Vec<String>,
+    /// Run only when a field has this value ("workflow_run.conclusion=failure"); repeatable.
+    #[arg(
+        long = "webhook-match",
+        requires = "webhook",
+        value_name = "PATH=VALUE"
+    )]
+    pub webhook_matches: Vec<String>,
     /// A program (and its arguments) run first in the target's directory: exit 0 runs the
     /// job with its output added, 1 skips the run, anything else fails it. E.g. --gate sh
     /// --gate -c --gate 'test -f TODO'.
@@ -623,7 +642,40 @@ pub struct JobArgs {
 impl JobArgs {
     /// The job as the daemon takes it; a relative --dir is made absolute here (the daemon
     /// has a directory of its own).
-    pub fn spec(self) -> clibot_proto::v1::JobSpec {
+    ///
+    /// With `--webhook`, the secret is read from `--webhook-secret-env` or made here; the
+    /// second value is a made one, to print once.
+    pub fn spec(self) -> anyhow::Result<(clibot_proto::v1::JobSpec, Option<String>)> {
+        let mut made = None;
+        let webhook = if self.webhook {
+            let secret = match &self.webhook_secret_env {
+                Some(var) => std::env::var(var).map_err(|_| {
+                    anyhow::anyhow!("--webhook-secret-env: ${var} is not set (export it first)")
+                })?,
+                None => {
+                    let s = new_secret()?;
+                    made = Some(s.clone());
+                    s
+                }
+            };
+            let mut r#match = std::collections::HashMap::new();
+            for m in &self.webhook_matches {
+                let (path, value) = m.split_once('=').ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--webhook-match {m:?}: write PATH=VALUE (workflow_run.conclusion=failure)"
+                    )
+                })?;
+                r#match.insert(path.to_string(), value.to_string());
+            }
+            Some(clibot_proto::v1::JobWebhook {
+                secret,
+                fields: self.webhook_fields.clone(),
+                r#match,
+                secret_set: false,
+            })
+        } else {
+            None
+        };
         let dir = self.dir.map(|dir| {
             let p = std::path::Path::new(&dir);
             if p.is_absolute() || dir.starts_with('~') {
@@ -633,7 +685,7 @@ impl JobArgs {
                 .map(|c| c.join(p).display().to_string())
                 .unwrap_or(dir)
         });
-        clibot_proto::v1::JobSpec {
+        let spec = clibot_proto::v1::JobSpec {
             name: self.name,
             session: self.session.unwrap_or_default(),
             cli: self.cli.unwrap_or_default(),
@@ -651,8 +703,20 @@ impl JobArgs {
             max_runs_per_day: self.max_runs_per_day,
             quiet: self.quiet,
             pause_after_failures: self.pause_after_failures,
-        }
+            webhook,
+        };
+        Ok((spec, made))
     }
+}
+
+/// A webhook secret: 32 random bytes from the kernel, in hex.
+fn new_secret() -> anyhow::Result<String> {
+    use std::io::Read;
+    let mut b = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .map_err(|e| anyhow::anyhow!("cannot make a webhook secret (/dev/urandom: {e})"))?;
+    Ok(b.iter().map(|x| format!("{x:02x}")).collect())
 }
 
 #[derive(Debug, Subcommand)]

@@ -306,7 +306,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Jobs { action } => match action {
             JobsAction::Add { job, json } => {
                 let replace = job.replace;
-                commands::jobs::add(c, job.spec(), replace, json).await
+                let (spec, secret) = job.spec()?;
+                commands::jobs::add(c, spec, secret, replace, json).await
             }
             JobsAction::List { json } => commands::jobs::list(c, json).await,
             JobsAction::Show { name, json } => commands::jobs::show(c, &name, json).await,

@@ -61,6 +61,8 @@ pub struct Config {
     pub routes: Vec<crate::automation::routing::RouteConfig>,
     /// `[[jobs]]`: work that starts itself (docs/JOBS.md).
     pub jobs: Vec<crate::jobs::JobSpec>,
+    /// `[triggers]`: where webhooks that start jobs are taken (off by default).
+    pub triggers: crate::jobs::webhook::TriggersConfig,
 }
 
 /// One `[[sessions]]` entry.
@@ -257,6 +259,7 @@ pub const DAEMON_SECTIONS: &[&str] = &[
     "sessions",
     "routes",
     "jobs",
+    "triggers",
 ];
 
 /// Top-level sections of the config file that neither the daemon nor the gateway reads (a
@@ -482,6 +485,7 @@ impl Config {
                     .into(),
             ));
         }
+        self.triggers.check().map_err(invalid)?;
         if let Some(addr) = self.daemon.metrics_listen {
             crate::ops::metrics::check_listen(addr, self.daemon.metrics_allow_remote)
                 .map_err(invalid)?;
@@ -630,6 +634,12 @@ mod tests {
         parse("[daemon]\nmetrics_listen = \"0.0.0.0:9477\"\nmetrics_allow_remote = true\n")
             .expect("allowed");
         parse("[daemon]\nmetrics_listen = \"localhost\"\n").expect_err("not an address");
+        // Webhooks: loopback or a Unix socket only, whatever else is set.
+        let e = parse("[triggers]\nlisten = \"0.0.0.0:8790\"\n").expect_err("remote");
+        assert!(e.to_string().contains("[triggers] listen"), "{e}");
+        parse("[triggers]\nlisten = \"127.0.0.1:8790\"\nwindow = \"2m\"\n").expect("loopback");
+        let e = parse("[triggers]\nwindow = \"soon\"\n").expect_err("window");
+        assert!(e.to_string().contains("[triggers] window"), "{e}");
     }
 
     #[test]

@@ -364,6 +364,13 @@ fn run(
                 shutdown.clone(),
             ));
         }
+        let triggers = daemon.settings().config.triggers.listen();
+        if let Ok(Some(listen)) = triggers {
+            let at = clibotd::ops::triggers::serve(daemon.clone(), listen, shutdown.clone())
+                .await
+                .context("cannot listen on [triggers] listen")?;
+            info!(listen = %at, "taking webhooks on /hooks/JOB");
+        }
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));
         tokio::spawn(daemon.clone().run_disk_watch(shutdown.clone()));
         let clock = daemon.clone();

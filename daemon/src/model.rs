@@ -488,6 +488,8 @@ pub enum JobTrigger {
     Manual,
     /// Its `when_idle` session ended a turn with nothing queued.
     Idle,
+    /// A signed delivery came to its webhook.
+    Webhook,
 }
 
 impl JobTrigger {
@@ -499,6 +501,7 @@ impl JobTrigger {
             JobTrigger::Late => P::Late,
             JobTrigger::Manual => P::Manual,
             JobTrigger::Idle => P::Idle,
+            JobTrigger::Webhook => P::Webhook,
         }
     }
 

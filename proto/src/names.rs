@@ -113,13 +113,14 @@ impl TurnEnd {
 }
 
 impl JobTrigger {
-    /// "schedule", "late", "manual", "idle"; "" for UNSPECIFIED.
+    /// "schedule", "late", "manual", "idle", "webhook"; "" for UNSPECIFIED.
     pub fn name(self) -> &'static str {
         match self {
             JobTrigger::Schedule => "schedule",
             JobTrigger::Late => "late",
             JobTrigger::Manual => "manual",
             JobTrigger::Idle => "idle",
+            JobTrigger::Webhook => "webhook",
             JobTrigger::Unspecified => "",
         }
     }

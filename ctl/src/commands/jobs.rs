@@ -21,16 +21,28 @@ pub async fn run_now(c: &mut Client, name: String, json_out: bool) -> anyhow::Re
         .await?
         .into_inner();
     if json_out {
-        return print_json(&json!({"job": name, "run": r.run, "session": r.session}));
+        return print_json(&json!({
+            "job": name, "run": r.run, "session": r.session,
+            "skipped": r.skipped, "detail": r.detail,
+        }));
     }
-    println!("job {name}: run {} started in {}", r.run, r.session);
+    if r.skipped {
+        println!(
+            "job {name}: run {} skipped by its gate: {}",
+            r.run, r.detail
+        );
+    } else {
+        println!("job {name}: run {} started in {}", r.run, r.session);
+    }
     Ok(())
 }
 
-/// `jobs add`: `spec` as the flags gave it.
+/// `jobs add`: `spec` as the flags gave it; `secret`, a webhook secret made for it, is
+/// printed once (the daemon never shows it again).
 pub async fn add(
     c: &mut Client,
     spec: v1::JobSpec,
+    secret: Option<String>,
     replace: bool,
     json_out: bool,
 ) -> anyhow::Result<()> {
@@ -42,10 +54,19 @@ pub async fn add(
         .await?
         .into_inner();
     if json_out {
-        return print_json(&job_json(&job));
+        let mut v = job_json(&job);
+        if let Some(s) = &secret {
+            v["webhook_secret"] = json!(s);
+        }
+        return print_json(&v);
     }
     let name = job.spec.as_ref().map(|s| s.name.as_str()).unwrap_or("");
     println!("job {name} added; {}", next_words(&job));
+    if let Some(s) = secret {
+        println!(
+            "webhook: POST /hooks/{name} on [triggers] listen, signed with this secret (shown once):\n  {s}"
+        );
+    }
     Ok(())
 }
 
@@ -114,6 +135,24 @@ pub async fn show(c: &mut Client, name: &str, json_out: bool) -> anyhow::Result<
     println!("  when:    {}", when_words(&s));
     println!("  target:  {}", target_words(&s));
     println!("  prompt:  {}", s.prompt);
+    if let Some(w) = &s.webhook {
+        let mut m: Vec<String> = w.r#match.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        m.sort();
+        println!(
+            "  webhook: POST /hooks/{}{}{}",
+            s.name,
+            if w.fields.is_empty() {
+                String::new()
+            } else {
+                format!("; fields {}", w.fields.join(", "))
+            },
+            if m.is_empty() {
+                String::new()
+            } else {
+                format!("; only when {}", m.join(", "))
+            }
+        );
+    }
     if !s.gate.is_empty() {
         println!("  gate:    {}", s.gate.join(" "));
     }
@@ -176,6 +215,8 @@ fn when_words(s: &v1::JobSpec) -> String {
         format!("at {}{tz}", s.at)
     } else if !s.after.is_empty() {
         format!("after {}", s.after)
+    } else if s.webhook.is_some() {
+        "on its webhook".into()
     } else {
         format!("when {} is idle", s.when_idle)
     }
@@ -210,6 +251,11 @@ fn next_words(j: &v1::Job) -> String {
         format!("next in {}", human(std::time::Duration::from_secs(secs)))
     } else if j.spec.as_ref().is_some_and(|s| !s.when_idle.is_empty()) {
         "waits for its session to go idle".into()
+    } else if j.spec.as_ref().is_some_and(|s| s.webhook.is_some()) {
+        format!(
+            "runs on POST /hooks/{}",
+            j.spec.as_ref().map_or("", |s| s.name.as_str())
+        )
     } else {
         "not due again".into()
     }
@@ -224,6 +270,9 @@ fn job_json(j: &v1::Job) -> Value {
         "when_idle": s.when_idle, "gate": s.gate, "overlap": or(&s.overlap, "skip"),
         "missed_policy": or(&s.missed, "skip"), "max_runs_per_day": s.max_runs_per_day,
         "quiet": s.quiet, "pause_after_failures": s.pause_after_failures,
+        "webhook": s.webhook.as_ref().map(|w| json!({
+            "fields": w.fields, "match": w.r#match, "secret_set": w.secret_set,
+        })),
         "origin": j.origin, "owner": j.owner, "paused": j.paused, "paused_why": j.paused_why,
         "next_due_ms": (j.next_due_ms > 0).then_some(j.next_due_ms),
         "runs": j.runs, "runs_today": j.runs_today, "failures_in_row": j.failures_in_row,

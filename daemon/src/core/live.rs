@@ -144,7 +144,8 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     if diff(&old.routes, &new.routes) {
         reloaded.push("routes".into());
     }
-    if diff(&old.jobs, &new.jobs) {
+    // Compared as values: a webhook's secret is masked in its Debug form.
+    if old.jobs != new.jobs {
         reloaded.push("jobs".into());
     }
     if diff(&old.sessions, &new.sessions) {
@@ -161,6 +162,9 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     }
     if diff(&old.tmux, &new.tmux) {
         restart.push("tmux".into());
+    }
+    if diff(&old.triggers, &new.triggers) {
+        restart.push("triggers".into());
     }
     (reloaded, restart)
 }

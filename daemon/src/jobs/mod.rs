@@ -4,7 +4,8 @@
 //!
 //! What this folder owns: what a job is (`spec`: checked as it is written, every error naming
 //! its field), when a cron line is due (`cron`), and the jobs' durable table (`table`: what is
-//! due, what runs, what ended, in `jobs.json`). It decides nothing about sessions: running a
+//! due, what runs, what ended, in `jobs.json`), and what a webhook's delivery must prove
+//! (`webhook`). It decides nothing about sessions: running a
 //! job (its gate, typing its prompt, starting its session) and following its turn are the
 //! daemon's, in `session/jobs.rs` and `session/job_clock.rs`.
 
@@ -12,6 +13,7 @@ pub mod cron;
 pub mod goals;
 pub mod spec;
 pub mod table;
+pub mod webhook;
 
 pub use spec::{JobSpec, Missed, Overlap};
 pub use table::{Jobs, Outcome, Trigger};

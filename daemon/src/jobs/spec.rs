@@ -46,7 +46,8 @@ pub enum Missed {
     RunOnce,
 }
 
-/// A job as written. Exactly one of `cron`, `every`, `at`, `after`, `when_idle` says when;
+/// A job as written. Exactly one of `cron`, `every`, `at`, `after`, `when_idle`, `webhook`
+/// says when;
 /// exactly one of `session` and `cli` says where.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -82,6 +83,9 @@ pub struct JobSpec {
     pub quiet: bool,
     /// Pause after this many failed runs in a row; 0: the default (3).
     pub pause_after_failures: u32,
+    /// Or when a signed delivery comes to `/hooks/NAME` (`[triggers] listen`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<super::webhook::Webhook>,
 }
 
 /// When a job is due.
@@ -98,6 +102,8 @@ pub enum When {
     After(Duration),
     /// Each time this session ends a turn with nothing queued.
     WhenIdle(String),
+    /// Each time a signed delivery comes to its webhook.
+    Webhook,
 }
 
 /// Where a run goes.
@@ -202,13 +208,19 @@ impl JobSpec {
             check_name(&self.when_idle).map_err(|e| e.replacen("name", "when_idle", 1))?;
             whens.push(When::WhenIdle(self.when_idle.clone()));
         }
+        if let Some(hook) = &self.webhook {
+            hook.check()?;
+            whens.push(When::Webhook);
+        }
         let when = match whens.len() {
             1 => whens.remove(0),
             0 => {
-                return Err("cron, every, at, after, when_idle: say when the job runs (e.g. cron = \"0 9 * * 1-5\" or every = \"30m\")".into());
+                return Err("cron, every, at, after, when_idle, webhook: say when the job runs (e.g. cron = \"0 9 * * 1-5\" or every = \"30m\")".into());
             }
             _ => {
-                return Err("cron, every, at, after, when_idle: give only one of them".into());
+                return Err(
+                    "cron, every, at, after, when_idle, webhook: give only one of them".into(),
+                );
             }
         };
         if let Some(first) = self.gate.first()
@@ -290,7 +302,7 @@ impl When {
                 .ok()?;
                 (t > after).then_some(t)
             }
-            When::WhenIdle(_) => None,
+            When::WhenIdle(_) | When::Webhook => None,
         }
     }
 

@@ -14,6 +14,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::spec::{JobSpec, Missed, Overlap, When};
+use super::webhook::SeenIds;
 pub use crate::model::{JobOutcome as Outcome, JobTrigger as Trigger};
 use crate::store::json_file::JsonFile;
 
@@ -144,6 +145,8 @@ pub struct Jobs {
     jobs: Mutex<BTreeMap<String, Job>>,
     /// Woken when a job is added, changed or removed: the clock looks again.
     changed: tokio::sync::Notify,
+    /// The webhook deliveries taken (their ids), against replays.
+    deliveries: Mutex<SeenIds>,
 }
 
 fn ts(ms: i64) -> Timestamp {
@@ -181,12 +184,18 @@ impl Jobs {
                 j.paused_why = e;
             }
         }
+        let (deliveries, seen_warning) = SeenIds::open(state_dir);
+        let warning = match (warning, seen_warning) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or(b),
+        };
         (
             Jobs {
                 file: json,
                 opened_ms: now_ms,
                 jobs: Mutex::new(jobs),
                 changed: tokio::sync::Notify::new(),
+                deliveries: Mutex::new(deliveries),
             },
             warning,
         )
@@ -194,6 +203,14 @@ impl Jobs {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Job>> {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes webhook delivery `id` for job `name`: false when it was taken before (a replay).
+    pub fn take_delivery(&self, name: &str, id: &str, now_ms: i64) -> bool {
+        self.deliveries
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take(name, id, now_ms)
     }
 
     /// Writes the table (under its lock, so that an older state never lands last).

@@ -27,7 +27,7 @@ use crate::locking::lock;
 use crate::model::State;
 use crate::store::events::EventKind;
 
-pub mod http;
+use super::http;
 
 /// The `Content-Type` of what `/metrics` serves.
 pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
@@ -541,7 +541,32 @@ pub async fn serve_http<F>(
 ) where
     F: Fn() -> String + Clone + Send + Sync + 'static,
 {
-    http::serve(listener, text, http::Limits::default(), shutdown).await
+    let handle = move |req: hyper::Request<hyper::body::Incoming>| {
+        let body =
+            (req.method() == hyper::Method::GET && req.uri().path() == "/metrics").then(&text);
+        let path_is_metrics = req.uri().path() == "/metrics";
+        async move {
+            match body {
+                Some(body) => {
+                    let mut r = http::text(200, body);
+                    r.headers_mut().insert(
+                        hyper::header::CONTENT_TYPE,
+                        hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+                    );
+                    r
+                }
+                None if path_is_metrics => http::text(405, "GET only\n"),
+                None => http::text(404, "the metrics are on /metrics\n"),
+            }
+        }
+    };
+    http::serve(
+        listener,
+        handle,
+        http::Limits::new("metrics endpoint"),
+        shutdown,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -44,6 +44,11 @@ fn spec_from(s: v1::JobSpec) -> Result<JobSpec, CoreError> {
         max_runs_per_day: s.max_runs_per_day,
         quiet: s.quiet,
         pause_after_failures: s.pause_after_failures,
+        webhook: s.webhook.map(|w| crate::jobs::webhook::Webhook {
+            secret: w.secret,
+            fields: w.fields,
+            matches: w.r#match.into_iter().collect(),
+        }),
     })
 }
 
@@ -75,6 +80,13 @@ fn spec_to(s: &JobSpec) -> v1::JobSpec {
         max_runs_per_day: s.max_runs_per_day,
         quiet: s.quiet,
         pause_after_failures: s.pause_after_failures,
+        // The secret never leaves the daemon.
+        webhook: s.webhook.as_ref().map(|w| v1::JobWebhook {
+            secret: String::new(),
+            fields: w.fields.clone(),
+            r#match: w.matches.clone().into_iter().collect(),
+            secret_set: !w.secret.is_empty(),
+        }),
     }
 }
 
@@ -187,11 +199,13 @@ pub(super) async fn run_job(
     svc.daemon.check_job(&actor, &name, true)?;
     let started = svc
         .daemon
-        .run_job(&name, crate::jobs::Trigger::Manual)
+        .run_job(&name, crate::jobs::Trigger::Manual, "")
         .await?;
     Ok(Response::new(v1::RunJobResponse {
         run: started.run,
         session: started.session,
+        skipped: started.skipped.is_some(),
+        detail: started.skipped.unwrap_or_default(),
     }))
 }
 

@@ -24,11 +24,13 @@ use crate::store::now_ms;
 /// The longest the clock sleeps between two looks.
 const CLOCK_MAX_SLEEP: Duration = Duration::from_secs(60);
 
-/// A run that started: its number and the session it types into.
+/// A run that started: its number and the session it types into; `skipped` says why its
+/// gate said there was nothing to do (the run then ended at once).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunStarted {
     pub run: u64,
     pub session: String,
+    pub skipped: Option<String>,
 }
 
 /// Follows the sessions' events for the jobs and goals: a run's turn that ended ends the run;
@@ -87,7 +89,7 @@ impl Subscriber for JobWatch {
         for job in d.jobs().on_idle_of(session) {
             let d2 = d.clone();
             d.in_background(async move {
-                if let Err(e) = d2.run_job(&job, Trigger::Idle).await {
+                if let Err(e) = d2.run_job(&job, Trigger::Idle, "").await {
                     tracing::info!(job, "an idle job did not run: {e}");
                 }
             });
@@ -135,7 +137,7 @@ impl Daemon {
         }
         let d = self.clone();
         self.in_background(async move {
-            if let Err(e) = d.run_job(&due.name, due.trigger).await {
+            if let Err(e) = d.run_job(&due.name, due.trigger, "").await {
                 tracing::info!(job = %due.name, "a due job did not run: {e}");
             }
         });
@@ -158,10 +160,16 @@ impl Daemon {
         self.event(session, &id, kind);
     }
 
-    /// Runs job `name` now: its owner's access checked, its gate run, its prompt typed into
-    /// its session (queued behind a running turn) or a new session started for it. The run
-    /// then ends with its turn (the `JobWatch` subscriber).
-    pub async fn run_job(&self, name: &str, trigger: Trigger) -> Result<RunStarted, CoreError> {
+    /// Runs job `name` now: its owner's access checked, its gate run, its prompt (with
+    /// `added`, what a webhook's delivery brought) typed into its session (queued behind a
+    /// running turn) or a new session started for it. The run then ends with its turn (the
+    /// `JobWatch` subscriber).
+    pub async fn run_job(
+        &self,
+        name: &str,
+        trigger: Trigger,
+        added: &str,
+    ) -> Result<RunStarted, CoreError> {
         let started = match self.jobs().begin(name, trigger, now_ms()) {
             Ok(s) => s,
             Err(no) => {
@@ -210,6 +218,10 @@ impl Daemon {
             },
         };
         let mut prompt = started.spec.prompt.clone();
+        if !added.is_empty() {
+            prompt.push_str("\n\n");
+            prompt.push_str(added);
+        }
         if !started.spec.gate.is_empty() {
             let gate = self
                 // Jailed as the target's session is, whoever owns the job: the gate runs in
@@ -235,6 +247,7 @@ impl Daemon {
                     return Ok(RunStarted {
                         run,
                         session: started.spec.session.clone(),
+                        skipped: Some(why),
                     });
                 }
                 Gate::Failed(why) => return Err(fail(self, &started.spec.session, why)),
@@ -283,7 +296,11 @@ impl Daemon {
         match sent {
             Ok(_) => {
                 self.audit(&actor, &session, "job run", Ok(()));
-                Ok(RunStarted { run, session })
+                Ok(RunStarted {
+                    run,
+                    session,
+                    skipped: None,
+                })
             }
             Err(e) => {
                 self.audit(&actor, &session, "job run", Err(&e.to_string()));

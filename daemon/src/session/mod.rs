@@ -49,6 +49,7 @@ mod tick;
 mod unanswered;
 mod unmanaged;
 mod watch;
+pub mod webhook;
 mod workspace;
 
 pub use answer::Answered;

@@ -14,7 +14,15 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
         Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
         Kind::Notice(n) => format!("[{s}] {}", n.text),
-        Kind::JobStarted(j) => format!("[{s}] ⏰ job {} (run {}): {}", j.job, j.run, j.prompt),
+        Kind::JobStarted(j) => {
+            let why = match j.trigger() {
+                v1::JobTrigger::Webhook => ", by its webhook",
+                v1::JobTrigger::Manual => ", run by hand",
+                v1::JobTrigger::Late => ", late: it was due while clibotd was down",
+                _ => "",
+            };
+            format!("[{s}] ⏰ job {} (run {}{why}): {}", j.job, j.run, j.prompt)
+        }
         Kind::JobFinished(j) if j.quiet => return None,
         Kind::JobFinished(j) => job_finished(s, j),
         Kind::JobSkipped(j) => format!("[{s}] ⏰ job {} skipped: {}", j.job, j.reason),

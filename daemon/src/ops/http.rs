@@ -1,5 +1,6 @@
-//! The `GET /metrics` endpoint (`[daemon] metrics_listen`), bounded so that it cannot take the
-//! daemon's file descriptors.
+//! The daemon's small HTTP/1 endpoints — `GET /metrics` (`[daemon] metrics_listen`) and the
+//! webhooks (`[triggers] listen`) — bounded so that they cannot take the daemon's file
+//! descriptors.
 //!
 //! Any local user can connect to a TCP port on 127.0.0.1. Without bounds, idle connections
 //! pile up until the daemon has no descriptor left, and then `clibotctl list` hangs (its socket
@@ -16,6 +17,7 @@
 //!   a connection open by trickling bytes either.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,15 +39,53 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Limits {
     pub max_connections: usize,
     pub idle_timeout: Duration,
+    /// What the endpoint is, for the log ("metrics endpoint").
+    pub what: &'static str,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl Limits {
+    pub fn new(what: &'static str) -> Limits {
         Limits {
             max_connections: MAX_CONNECTIONS,
             idle_timeout: IDLE_TIMEOUT,
+            what,
         }
     }
+}
+
+/// An answer's body.
+pub type Body = http_body_util::Full<hyper::body::Bytes>;
+
+/// A listening socket the endpoint accepts connections on: TCP or Unix.
+pub trait Listener: Send + 'static {
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    fn accept_one(&self) -> impl Future<Output = std::io::Result<Self::Io>> + Send;
+}
+
+impl Listener for tokio::net::TcpListener {
+    type Io = tokio::net::TcpStream;
+    async fn accept_one(&self) -> std::io::Result<Self::Io> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
+impl Listener for tokio::net::UnixListener {
+    type Io = tokio::net::UnixStream;
+    async fn accept_one(&self) -> std::io::Result<Self::Io> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
+/// A plain-text answer.
+pub fn text(status: u16, body: impl Into<String>) -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(Body::new(hyper::body::Bytes::from(body.into())));
+    *r.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 /// One open connection, as the accept loop sees it.
@@ -79,26 +119,24 @@ impl Drop for Leave {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until `shutdown` is cancelled: `text` makes the body;
-/// anything else is 404 (405 for another method on /metrics).
-pub async fn serve<F>(
-    listener: tokio::net::TcpListener,
-    text: F,
-    limits: Limits,
-    shutdown: CancellationToken,
-) where
-    F: Fn() -> String + Clone + Send + Sync + 'static,
+/// Serves `listener` until `shutdown` is cancelled: `handle` answers each request.
+pub async fn serve<L, H, Fut>(listener: L, handle: H, limits: Limits, shutdown: CancellationToken)
+where
+    L: Listener,
+    H: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = hyper::Response<Body>> + Send + 'static,
 {
+    let what = limits.what;
     let table = Arc::new(Mutex::new(Table::default()));
     let mut refused_told = false;
     loop {
         let stream = tokio::select! {
             _ = shutdown.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+            accepted = listener.accept_one() => match accepted {
+                Ok(stream) => stream,
                 Err(e) => {
                     // Out of descriptors (EMFILE) among others: wait instead of spinning.
-                    tracing::warn!("metrics endpoint: cannot accept a connection: {e}");
+                    tracing::warn!("{what}: cannot accept a connection: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -123,7 +161,7 @@ pub async fn serve<F>(
                         if !refused_told {
                             refused_told = true;
                             tracing::warn!(
-                                "metrics endpoint: {} connections are answering requests at once; further connections are closed until one ends",
+                                "{what}: {} connections are answering requests at once; further connections are closed until one ends",
                                 limits.max_connections
                             );
                         }
@@ -149,28 +187,27 @@ pub async fn serve<F>(
             table: table.clone(),
             id,
         };
-        let text = text.clone();
+        let handle = handle.clone();
         tokio::spawn(async move {
             let _leave = leave;
-            connection(stream, text, busy, close, limits.idle_timeout).await;
+            connection(stream, handle, busy, close, limits).await;
         });
     }
 }
 
 /// Serves one connection until it ends, is idle too long, or `close` is cancelled.
-async fn connection<F>(
-    stream: tokio::net::TcpStream,
-    text: F,
+async fn connection<S, H, Fut>(
+    stream: S,
+    handle: H,
     busy: Arc<AtomicBool>,
     close: CancellationToken,
-    idle: Duration,
+    limits: Limits,
 ) where
-    F: Fn() -> String + Clone + Send + Sync + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = hyper::Response<Body>> + Send + 'static,
 {
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper::{Method, Response, StatusCode};
-
+    let (idle, what) = (limits.idle_timeout, limits.what);
     let started = Instant::now();
     let active = Arc::new(AtomicU64::new(0));
     let io = Tracked {
@@ -180,28 +217,12 @@ async fn connection<F>(
         busy: busy.clone(),
     };
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-        let text = text.clone();
+        let handle = handle.clone();
         let busy = busy.clone();
         async move {
             // Busy until the answer is flushed to the socket (see `Tracked::poll_flush`).
             busy.store(true, Ordering::Release);
-            let (status, content_type, body) = match (req.method(), req.uri().path()) {
-                (&Method::GET, "/metrics") => (StatusCode::OK, super::CONTENT_TYPE, text()),
-                (_, "/metrics") => (
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "text/plain; charset=utf-8",
-                    "GET only\n".to_string(),
-                ),
-                _ => (
-                    StatusCode::NOT_FOUND,
-                    "text/plain; charset=utf-8",
-                    "the metrics are on /metrics\n".to_string(),
-                ),
-            };
-            Response::builder()
-                .status(status)
-                .header(hyper::header::CONTENT_TYPE, content_type)
-                .body(Full::new(Bytes::from(body)))
+            Ok::<_, std::convert::Infallible>(handle(req).await)
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
@@ -215,7 +236,7 @@ async fn connection<F>(
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
-                    tracing::debug!("metrics endpoint: connection ended: {e}");
+                    tracing::debug!("{what}: connection ended: {e}");
                 }
                 return;
             }
@@ -223,7 +244,7 @@ async fn connection<F>(
             _ = tokio::time::sleep_until(deadline.into()) => {
                 // Bytes moved meanwhile: wait from the newer activity on.
                 if active.load(Ordering::Acquire) == last.as_millis() as u64 {
-                    tracing::debug!("metrics endpoint: closing a connection idle for {idle:?}");
+                    tracing::debug!("{what}: closing a connection idle for {idle:?}");
                     return;
                 }
             }
@@ -233,21 +254,21 @@ async fn connection<F>(
 
 /// A stream that notes when it last read or wrote a byte (ms since `started`), and that the
 /// answer to a request was handed to the kernel (a flush after it), ending the request's `busy`.
-struct Tracked {
-    inner: tokio::net::TcpStream,
+struct Tracked<S> {
+    inner: S,
     started: Instant,
     active: Arc<AtomicU64>,
     busy: Arc<AtomicBool>,
 }
 
-impl Tracked {
+impl<S> Tracked<S> {
     fn touch(&self) {
         let ms = self.started.elapsed().as_millis() as u64;
         self.active.store(ms, Ordering::Release);
     }
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -262,7 +283,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -301,7 +322,7 @@ mod tests {
         let shutdown = CancellationToken::new();
         tokio::spawn(serve(
             listener,
-            || "m 1\n".to_string(),
+            |_req| async { text(200, "m 1\n") },
             limits,
             shutdown.clone(),
         ));
@@ -335,6 +356,7 @@ mod tests {
         let limits = Limits {
             max_connections: 4,
             idle_timeout: Duration::from_secs(30),
+            what: "test endpoint",
         };
         let (addr, shutdown) = start(limits).await;
         let mut idle = Vec::new();
@@ -362,6 +384,7 @@ mod tests {
         let limits = Limits {
             max_connections: 64,
             idle_timeout: Duration::from_millis(300),
+            what: "test endpoint",
         };
         let (addr, shutdown) = start(limits).await;
         let mut silent = tokio::net::TcpStream::connect(addr).await.expect("connect");
