@@ -432,7 +432,10 @@ pub fn hibernate_and_wake(
         done["text"]
             .as_str()
             .is_some_and(|t| t.contains("Again, after the wake.")),
-        "{done}"
+        "{done}\nevents: {:#?}\nscreen:\n{}\ndaemon log:\n{}",
+        h.events(),
+        String::from_utf8_lossy(&h.ctl(&["screen", name]).stdout),
+        h.daemon_log()
     );
     let after: Vec<Value> = h
         .events()
