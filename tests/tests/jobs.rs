@@ -175,7 +175,9 @@ fn a_gate_skips_a_run_or_adds_what_it_found() {
         "--gate",
         "test -f go || exit 1; cat go",
     ]);
-    h.ctl_ok(&["jobs", "run", "gated"]);
+    // The person who ran it is told the gate skipped it, not that it started.
+    let said = h.ctl_ok(&["jobs", "run", "gated"]);
+    assert!(said.contains("run 1 skipped by its gate"), "{said}");
     let skipped = wait_event(&h, "s", "the gate's no", |e| e["type"] == "job_finished");
     assert_eq!(skipped["outcome"], "gate_skipped", "{skipped}");
     std::fs::write(h.work.join("go"), "found-$((4*4))\n").expect("write");
