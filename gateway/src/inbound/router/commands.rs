@@ -372,7 +372,11 @@ impl Router {
                 match action {
                     JobAction::Run => {
                         let r = c.run_job(self.req(msg, job)).await?.into_inner();
-                        format!("⏰ job {name}: run {} started in {}", r.run, r.session)
+                        if r.skipped {
+                            format!("⏰ job {name}: run {} skipped by its gate: {}", r.run, r.detail)
+                        } else {
+                            format!("⏰ job {name}: run {} started in {}", r.run, r.session)
+                        }
                     }
                     JobAction::Remove => {
                         c.remove_job(self.req(msg, job)).await?;
@@ -415,7 +419,13 @@ fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
         .into_iter()
         .find(|(_, v)| !v.is_empty())
         .map(|(k, v)| format!("{k}{v}"))
-        .unwrap_or_default();
+        .unwrap_or_else(|| {
+            if s.webhook.is_some() {
+                "on its webhook".into()
+            } else {
+                String::new()
+            }
+        });
         let target = if s.session.is_empty() {
             format!("new {}", s.cli)
         } else {
