@@ -318,6 +318,29 @@ pub fn with_gateway(h: &crate::Harness) -> (FakeTelegram, std::process::Child) {
 }
 
 impl FakeTelegram {
+    /// The newest message to `chat` whose text holds `needle` and that has buttons (waited
+    /// for): its id and its buttons' callback data.
+    pub fn buttons(&self, chat: i64, needle: &str) -> (i64, Vec<String>) {
+        let with =
+            |m: &&Sent| m.chat_id == chat && m.text.contains(needle) && m.reply_markup.is_some();
+        let sent = self.wait_sent(needle, |s| s.iter().any(|m| with(&m)));
+        let Some(m) = sent.iter().rev().find(with) else {
+            panic!("no message with buttons holding {needle:?}");
+        };
+        let data = m.reply_markup.as_ref().map_or_else(Vec::new, |r| {
+            r["inline_keyboard"]
+                .as_array()
+                .map(|rows| {
+                    rows.iter()
+                        .flat_map(|r| r.as_array().cloned().unwrap_or_default())
+                        .filter_map(|b| b["callback_data"].as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        (m.message_id, data)
+    }
+
     /// Starts the fake for a bot with this token (`"123456:ABC..."`: the part before the colon
     /// is the bot's user id, as on Telegram) on an ephemeral port of 127.0.0.1. The socket is
     /// bound before this returns, so no request can be refused.

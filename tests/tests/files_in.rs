@@ -221,29 +221,6 @@ fn on_feishu_an_image_and_a_file_reach_the_session_by_path() {
     let _ = g.wait();
 }
 
-/// The buttons' callback data of the newest message to `chat` whose text holds `needle`.
-fn buttons(tg: &FakeTelegram, chat: i64, needle: &str) -> (i64, Vec<String>) {
-    let sent = tg.wait_sent(needle, |s| {
-        s.iter()
-            .any(|m| m.chat_id == chat && m.text.contains(needle) && m.reply_markup.is_some())
-    });
-    let m = sent
-        .iter()
-        .rev()
-        .find(|m| m.chat_id == chat && m.text.contains(needle) && m.reply_markup.is_some())
-        .expect("the message");
-    let data = m.reply_markup.as_ref().expect("buttons")["inline_keyboard"]
-        .as_array()
-        .map(|rows| {
-            rows.iter()
-                .flat_map(|r| r.as_array().cloned().unwrap_or_default())
-                .filter_map(|b| b["callback_data"].as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
-    (m.message_id, data)
-}
-
 #[test]
 fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
     let (h, tg, _g) = fake_telegram::started(&format!(
@@ -255,7 +232,7 @@ fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
 
     // The "transcriber" reads the recording back: its words are the note's bytes.
     tg.push_file(ADMIN, ADMIN, "voice", "", b"echo from-voice-$((6*7))", "");
-    let (message, data) = buttons(&tg, ADMIN, "echo from-voice-$((6*7))");
+    let (message, data) = tg.buttons(ADMIN, "echo from-voice-$((6*7))");
     assert_eq!(data.len(), 2, "Send and Cancel: {data:?}");
     // Nothing is typed before the sender says so.
     std::thread::sleep(Duration::from_millis(800));
@@ -272,7 +249,7 @@ fn a_voice_note_is_transcribed_shown_and_sent_only_when_the_sender_says_so() {
 
     // Cancel: dropped.
     tg.push_file(ADMIN, ADMIN, "voice", "", b"echo cancelled-$((1+1))", "");
-    let (message, data) = buttons(&tg, ADMIN, "echo cancelled-$((1+1))");
+    let (message, data) = tg.buttons(ADMIN, "echo cancelled-$((1+1))");
     tg.push_callback(ADMIN, ADMIN, message, &data[1]);
     said(&tg, ADMIN, "not sent");
     std::thread::sleep(Duration::from_millis(800));
@@ -303,6 +280,6 @@ fn a_slow_transcription_holds_up_no_other_chat() {
         "the other chat waited {:?}",
         asked.elapsed()
     );
-    let (_, data) = buttons(&tg, ADMIN, "echo slow-voice");
+    let (_, data) = tg.buttons(ADMIN, "echo slow-voice");
     assert_eq!(data.len(), 2, "{data:?}");
 }

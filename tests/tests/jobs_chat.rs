@@ -1,6 +1,8 @@
 //! Jobs from a chat, with the real gateway (teloxide against a fake Telegram) and clibotd: the
 //! chat bound to a job's session reads each run (`⏰ job …`) and its end; `!!jobs` lists what the
-//! user may see; a member may run and pause the jobs of their sessions and nobody else's.
+//! user may see; a member may run and pause the jobs of their sessions and nobody else's;
+//! `!!job add` shows a card and adds the job only on its Add button, pressed by the one who
+//! wrote it, also after the gateway restarted in between.
 
 use clibot_tests::fake_telegram::{self, texts};
 
@@ -54,7 +56,7 @@ fn a_job_is_seen_run_and_paused_from_the_chat_by_whom_it_belongs_to() {
     tg.wait_sent("the run in Ann's chat", |s| {
         let t = texts(s, ANN);
         t.iter()
-            .any(|t| t.contains("⏰ job tidy (run 1): echo tidied"))
+            .any(|t| t.contains("⏰ job tidy (run 1, run by hand): echo tidied"))
             && t.iter().any(|t| t.contains("tidied-9"))
             && t.iter().any(|t| t.contains("⏰ job tidy (run 1) done"))
     });
@@ -75,6 +77,133 @@ fn a_job_is_seen_run_and_paused_from_the_chat_by_whom_it_belongs_to() {
         .filter(|e| e["type"] == "job_started")
         .count();
     assert_eq!(started, 1);
+    let _ = g.kill();
+    let _ = g.wait();
+}
+
+#[test]
+fn a_job_added_in_the_chat_exists_only_once_its_card_is_confirmed_by_its_author() {
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n"
+    ));
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
+    tg.wait_sent("Ann's session", |s| {
+        texts(s, ANN).iter().any(|t| t.contains("started mine"))
+    });
+    let jobs = |h: &clibot_tests::Harness| -> usize {
+        serde_json::from_str::<serde_json::Value>(&h.ctl_ok(&["jobs", "list", "--json"]))
+            .ok()
+            .and_then(|v| v.as_array().map(Vec::len))
+            .unwrap_or(0)
+    };
+    // Mistakes are told at once, naming the field; nothing is shown to confirm.
+    tg.push_message(
+        ANN,
+        ANN,
+        "Ann",
+        "!!job add tidy session=mine every=10s prompt=echo x",
+    );
+    tg.push_message(
+        ANN,
+        ANN,
+        "Ann",
+        "!!job add tidy session=nobody every=1h prompt=echo x",
+    );
+    tg.push_message(ANN, ANN, "Ann", "!!job add tidy session=mine every=1h");
+    tg.wait_sent("the refusals", |s| {
+        let t = texts(s, ANN);
+        t.iter()
+            .any(|t| t.contains("every: \"10s\" is shorter than a minute"))
+            && t.iter()
+                .any(|t| t.contains("session: no session named \"nobody\""))
+            && t.iter().any(|t| t.contains("prompt"))
+    });
+    // A member may not propose a job into a session that is not theirs.
+    tg.push_message(
+        BOB,
+        BOB,
+        "Bob",
+        "!!job add sneak session=mine every=1h prompt=echo pwned",
+    );
+    tg.wait_sent("Bob refused", |s| {
+        texts(s, BOB).iter().any(|t| t.contains("mine"))
+    });
+    assert!(
+        !tg.sent()
+            .iter()
+            .any(|m| m.chat_id == BOB && m.reply_markup.is_some()),
+        "Bob got no card"
+    );
+
+    tg.push_message(
+        ANN,
+        ANN,
+        "Ann",
+        "!!job add tidy session=mine every=1h quiet prompt=echo tidied-$((5*5))",
+    );
+    let (message, data) = tg.buttons(ANN, "⏰ Add job tidy?");
+    assert_eq!(data.len(), 2, "Add and Cancel: {data:?}");
+    let card = tg
+        .sent()
+        .into_iter()
+        .rev()
+        .find(|m| m.message_id == message)
+        .map(|m| m.text)
+        .unwrap_or_default();
+    assert!(
+        card.contains("every 1h") && card.contains("into: mine") && card.contains("echo tidied"),
+        "{card}"
+    );
+    assert_eq!(jobs(&h), 0, "nothing exists before Add");
+    // The gateway dies and comes back: the card still works (the daemon keeps it).
+    let _ = g.kill();
+    let _ = g.wait();
+    let mut g = fake_telegram::gateway(&h, &tg);
+    // Bob presses Ann's button: not his.
+    tg.push_callback(ANN, BOB, message, &data[0]);
+    tg.wait_sent("Bob's press refused", |s| {
+        s.iter().any(|m| m.text.contains("not yours"))
+    });
+    assert_eq!(jobs(&h), 0);
+    tg.push_callback(ANN, ANN, message, &data[0]);
+    tg.wait_sent("added", |s| {
+        texts(s, ANN)
+            .iter()
+            .any(|t| t.contains("⏰ job tidy added; first run in"))
+    });
+    let j: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["jobs", "show", "tidy", "--json"])).expect("json");
+    assert_eq!(
+        (
+            j["owner"].as_str(),
+            j["every"].as_str(),
+            j["quiet"].as_bool()
+        ),
+        (
+            Some(format!("telegram:{ANN}").as_str()),
+            Some("1h"),
+            Some(true)
+        ),
+        "{j:#}"
+    );
+    // A second press adds nothing more.
+    tg.push_callback(ANN, ANN, message, &data[0]);
+    tg.wait_sent("answered already", |s| {
+        texts(s, ANN).iter().any(|t| t.contains("answered already"))
+    });
+    // Cancel drops a card's job.
+    tg.push_message(
+        ANN,
+        ANN,
+        "Ann",
+        "!!job add other session=mine after=2h prompt=echo later",
+    );
+    let (message, data) = tg.buttons(ANN, "⏰ Add job other?");
+    tg.push_callback(ANN, ANN, message, &data[1]);
+    tg.wait_sent("cancelled", |s| {
+        texts(s, ANN).iter().any(|t| t == "not added")
+    });
+    assert_eq!(jobs(&h), 1, "only tidy");
     let _ = g.kill();
     let _ = g.wait();
 }

@@ -50,6 +50,7 @@ pub async fn add(
         .add_job(v1::AddJobRequest {
             spec: Some(spec),
             replace,
+            ..Default::default()
         })
         .await?
         .into_inner();

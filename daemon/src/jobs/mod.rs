@@ -3,14 +3,16 @@
 //! its rounds, in `goals.json`).
 //!
 //! What this folder owns: what a job is (`spec`: checked as it is written, every error naming
-//! its field), when a cron line is due (`cron`), and the jobs' durable table (`table`: what is
-//! due, what runs, what ended, in `jobs.json`), and what a webhook's delivery must prove
-//! (`webhook`). It decides nothing about sessions: running a
-//! job (its gate, typing its prompt, starting its session) and following its turn are the
-//! daemon's, in `session/jobs.rs` and `session/job_clock.rs`.
+//! its field), when a cron line is due (`cron`), the jobs' durable table (`table`: what is
+//! due, what runs, what ended, in `jobs.json`), what a webhook's delivery must prove
+//! (`webhook`), and the jobs proposed from a chat that wait for their button (`proposals`).
+//! It decides nothing about sessions: running a job (its gate, typing its prompt, starting
+//! its session), following its turn and taking a webhook are the daemon's, in
+//! `session/jobs.rs`, `session/job_gate.rs` and `session/webhook.rs`.
 
 pub mod cron;
 pub mod goals;
+pub mod proposals;
 pub mod spec;
 pub mod table;
 pub mod webhook;

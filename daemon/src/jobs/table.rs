@@ -13,6 +13,7 @@ use std::sync::Mutex;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::proposals::Proposals;
 use super::spec::{JobSpec, Missed, Overlap, When};
 use super::webhook::SeenIds;
 pub use crate::model::{JobOutcome as Outcome, JobTrigger as Trigger};
@@ -147,6 +148,8 @@ pub struct Jobs {
     changed: tokio::sync::Notify,
     /// The webhook deliveries taken (their ids), against replays.
     deliveries: Mutex<SeenIds>,
+    /// Jobs proposed from a chat, waiting for their button.
+    proposals: Proposals,
 }
 
 fn ts(ms: i64) -> Timestamp {
@@ -185,10 +188,12 @@ impl Jobs {
             }
         }
         let (deliveries, seen_warning) = SeenIds::open(state_dir);
-        let warning = match (warning, seen_warning) {
-            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-            (a, b) => a.or(b),
-        };
+        let (proposals, proposals_warning) = Proposals::open(state_dir);
+        let warnings: Vec<String> = [warning, seen_warning, proposals_warning]
+            .into_iter()
+            .flatten()
+            .collect();
+        let warning = (!warnings.is_empty()).then(|| warnings.join("; "));
         (
             Jobs {
                 file: json,
@@ -196,6 +201,7 @@ impl Jobs {
                 jobs: Mutex::new(jobs),
                 changed: tokio::sync::Notify::new(),
                 deliveries: Mutex::new(deliveries),
+                proposals,
             },
             warning,
         )
@@ -203,6 +209,11 @@ impl Jobs {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Job>> {
         self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The jobs proposed from chats, waiting for their button.
+    pub fn proposals(&self) -> &Proposals {
+        &self.proposals
     }
 
     /// Takes webhook delivery `id` for job `name`: false when it was taken before (a replay).

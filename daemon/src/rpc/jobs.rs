@@ -123,6 +123,7 @@ pub(super) fn job_to(j: &Job) -> v1::Job {
         }),
         last_miss: j.last_miss.clone(),
         added_ms: j.added_ms,
+        proposal: String::new(),
     }
 }
 
@@ -132,8 +133,25 @@ pub(super) async fn add_job(
 ) -> Result<Response<v1::Job>, Status> {
     let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
+    if !r.proposal.is_empty() {
+        svc.permit(&actor, who, "")?;
+        return match svc.daemon.confirm_job(&actor, &r.proposal, !r.cancel)? {
+            Some(job) => Ok(Response::new(job_to(&job))),
+            None => Ok(Response::new(v1::Job {
+                proposal: r.proposal,
+                ..Default::default()
+            })),
+        };
+    }
     let spec = spec_from(r.spec.unwrap_or_default())?;
     svc.permit(&actor, who, &spec.session)?;
+    if r.propose {
+        let (job, id) = svc.daemon.propose_job(&actor, spec)?;
+        return Ok(Response::new(v1::Job {
+            proposal: id,
+            ..job_to(&job)
+        }));
+    }
     let job = svc.daemon.add_job(&actor, spec, r.replace)?;
     Ok(Response::new(job_to(&job)))
 }

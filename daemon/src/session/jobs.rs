@@ -345,6 +345,83 @@ impl Daemon {
         spec: JobSpec,
         replace: bool,
     ) -> Result<crate::jobs::table::Job, CoreError> {
+        self.vet_job(actor, &spec)?;
+        self.jobs()
+            .add(
+                spec,
+                &actor.key(),
+                crate::jobs::table::Origin::Added,
+                now_ms(),
+                replace,
+            )
+            .map_err(CoreError::JobInvalid)
+    }
+
+    /// Checks a job `actor` proposes from a chat as `add_job` would, and keeps it for its
+    /// card's Add button: the job as it would be (its next due time) and the card's id. A
+    /// webhook job is not proposed from a chat: its secret would pass through the chat.
+    pub fn propose_job(
+        &self,
+        actor: &Actor,
+        spec: JobSpec,
+    ) -> Result<(crate::jobs::table::Job, String), CoreError> {
+        if spec.webhook.is_some() {
+            return Err(CoreError::JobInvalid(
+                "webhook: webhook jobs are added on the machine (clibotctl jobs add --webhook): their secret must not pass through a chat".into(),
+            ));
+        }
+        self.vet_job(actor, &spec)?;
+        let now = now_ms();
+        let checked = spec
+            .check(
+                Timestamp::from_millisecond(now).unwrap_or(Timestamp::UNIX_EPOCH),
+                false,
+            )
+            .map_err(CoreError::JobInvalid)?;
+        if self.jobs().get(&spec.name).is_some() {
+            return Err(CoreError::JobInvalid(format!(
+                "name: a job {:?} exists (!!job remove {} first, or choose another name)",
+                spec.name, spec.name
+            )));
+        }
+        let added = Timestamp::from_millisecond(now).unwrap_or(Timestamp::UNIX_EPOCH);
+        let preview = crate::jobs::table::Job {
+            next_due_ms: checked
+                .when
+                .next_after(added, added)
+                .map_or(0, |t| t.as_millisecond()),
+            spec: spec.clone(),
+            owner: actor.key(),
+            added_ms: now,
+            ..Default::default()
+        };
+        let id = self.jobs().proposals().propose(spec, &actor.key(), now);
+        Ok((preview, id))
+    }
+
+    /// The Add (`accept`) or Cancel button of job card `id`, pressed by `actor` (its proposer
+    /// only): the job added — its rights checked again, as they may have changed since —
+    /// or `None` when cancelled.
+    pub fn confirm_job(
+        &self,
+        actor: &Actor,
+        id: &str,
+        accept: bool,
+    ) -> Result<Option<crate::jobs::table::Job>, CoreError> {
+        let p = self
+            .jobs()
+            .proposals()
+            .take(id, &actor.key(), now_ms())
+            .map_err(|e| CoreError::JobInvalid(e.to_string()))?;
+        if !accept {
+            return Ok(None);
+        }
+        self.add_job(actor, p.spec, false).map(Some)
+    }
+
+    /// What `add_job` and `propose_job` check before a job exists: its sessions, its CLI, its
+    /// gate's program, and that `actor` may add it.
+    fn vet_job(&self, actor: &Actor, spec: &JobSpec) -> Result<(), CoreError> {
         for (field, session) in [("session", &spec.session), ("when_idle", &spec.when_idle)] {
             if !session.is_empty() && self.get(session).is_err() {
                 return Err(CoreError::JobInvalid(format!(
@@ -373,15 +450,7 @@ impl Daemon {
             }
             self.check_owner(actor, &spec.session, true)?;
         }
-        self.jobs()
-            .add(
-                spec,
-                &actor.key(),
-                crate::jobs::table::Origin::Added,
-                now_ms(),
-                replace,
-            )
-            .map_err(CoreError::JobInvalid)
+        Ok(())
     }
 
     /// Whether `actor` may change or run job `name` (`manage`), or see it: admins and the

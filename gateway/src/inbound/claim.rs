@@ -50,6 +50,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Share { .. }
         | Command::Delegate { .. }
         | Command::Job { .. }
+        | Command::JobAdd { .. }
         | Command::Goal { .. } => true,
         Command::Help { .. }
         | Command::Sessions

@@ -16,6 +16,7 @@ use crate::platforms::{Inbound, Platform};
 
 mod commands;
 mod files_in;
+mod job_card;
 
 /// The pseudo-prompt id prefix of a `discover` button: `d.ID` adopts CLI ID.
 pub(crate) const DISCOVERED: &str = "d.";

@@ -26,6 +26,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+pub mod job_add;
 mod names;
 pub use names::CommandName;
 
@@ -183,6 +184,11 @@ pub enum Command {
     },
     /// `job run|pause|resume|remove NAME`.
     Job { action: JobAction, name: String },
+    /// `job add NAME key=value … prompt=TEXT`: the fields as written ([`job_add`]).
+    JobAdd {
+        name: String,
+        fields: Vec<(String, String)>,
+    },
 }
 
 /// What `job` does to a job.
@@ -245,7 +251,7 @@ impl Command {
             Command::Rules => CommandName::Rules,
             Command::Delegate { .. } => CommandName::Delegate,
             Command::Jobs => CommandName::Jobs,
-            Command::Job { .. } => CommandName::Job,
+            Command::Job { .. } | Command::JobAdd { .. } => CommandName::Job,
             Command::Goal { .. } => CommandName::Goal,
         }
     }
@@ -300,6 +306,12 @@ pub enum CommandError {
         /// What it must look like.
         expected: String,
     },
+    /// Arguments that do not fit together, said in words (`job add`'s fields).
+    Fields {
+        prefix: String,
+        command: CommandName,
+        message: String,
+    },
 }
 
 impl CommandError {
@@ -309,7 +321,8 @@ impl CommandError {
             CommandError::Empty { .. } | CommandError::Unknown { .. } => None,
             CommandError::MissingArgument { command, .. }
             | CommandError::TooManyArguments { command, .. }
-            | CommandError::InvalidArgument { command, .. } => Some(*command),
+            | CommandError::InvalidArgument { command, .. }
+            | CommandError::Fields { command, .. } => Some(*command),
         }
     }
 }
@@ -375,6 +388,11 @@ impl fmt::Display for CommandError {
                 "{prefix}{command}: {what} {value:?} is not valid, it must be {expected}; usage: {}",
                 command.usage(prefix)
             ),
+            CommandError::Fields {
+                prefix,
+                command,
+                message,
+            } => write!(f, "{prefix}{command} add: {message}"),
         }
     }
 }
@@ -625,11 +643,23 @@ impl CommandParser {
             }
             CommandName::Job => {
                 let word = tokens.next().unwrap_or_default();
+                if word.eq_ignore_ascii_case("add") {
+                    let name = a.name("NAME", tokens.next())?;
+                    let fields =
+                        job_add::fields(nth_rest(args, 2).unwrap_or("")).map_err(|message| {
+                            CommandError::Fields {
+                                prefix: a.prefix.to_string(),
+                                command: a.command,
+                                message,
+                            }
+                        })?;
+                    return Ok(Command::JobAdd { name, fields });
+                }
                 let action = JobAction::ALL
                     .into_iter()
                     .find(|j| j.as_str().eq_ignore_ascii_case(word))
                     .ok_or_else(|| {
-                        a.invalid("ACTION", word, "run, pause, resume or remove".into())
+                        a.invalid("ACTION", word, "add, run, pause, resume or remove".into())
                     })?;
                 let name = a.name("NAME", tokens.next())?;
                 a.no_more(&mut tokens)?;
@@ -1551,6 +1581,11 @@ mod props {
             Command::Job { action, name } => {
                 parts.push(action.as_str().into());
                 parts.push(name.clone());
+            }
+            Command::JobAdd { name, fields } => {
+                parts.push("add".into());
+                parts.push(name.clone());
+                parts.extend(fields.iter().map(|(k, v)| format!("{k}=\"{v}\"")));
             }
             Command::Goal { name, until, off } => {
                 parts.push(name.clone());

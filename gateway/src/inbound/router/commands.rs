@@ -306,6 +306,10 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
                     return Ok(Some(self.adopt_found(c, msg, id, None).await?));
                 }
+                // A press on a job card's Add / Cancel.
+                if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::job_card::JOB_CARD)) {
+                    return Ok(Some(self.job_card_answer(c, msg, id, &choice).await?));
+                }
                 // A press on a transcription's Send / Cancel.
                 if let Some(id) = msg.prompt.as_deref().filter(|p| p.starts_with(crate::inbound::transcribe::VOICE)) {
                     return Ok(Some(self.voice_answer(c, msg, id, &choice).await?));
@@ -389,6 +393,7 @@ impl Router {
                     }
                 }
             }
+            Command::JobAdd { name, fields } => return self.job_card(c, msg, &name, &fields).await,
             Command::Delegate { cli } => {
                 let session = need(&bound)?;
                 let req = v1::DelegateRequest { session, cli: cli.unwrap_or_default() };
@@ -466,7 +471,7 @@ fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
 }
 
 /// `40s`, `12m`, `3h 5m`.
-fn age_words(secs: i64) -> String {
+pub(super) fn age_words(secs: i64) -> String {
     match secs {
         ..60 => format!("{}s", secs.max(0)),
         60..3600 => format!("{}m", secs / 60),

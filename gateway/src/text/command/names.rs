@@ -132,7 +132,7 @@ impl CommandName {
             CommandName::Share => "NAME USER [off]",
             CommandName::History => "[N]",
             CommandName::Delegate => "[CLI]",
-            CommandName::Job => "run|pause|resume|remove NAME",
+            CommandName::Job => "add|run|pause|resume|remove NAME",
             CommandName::Goal => "NAME [CMD…|off]",
             CommandName::Rules
             | CommandName::Jobs
@@ -201,7 +201,7 @@ impl CommandName {
             }
             CommandName::Jobs => "list the jobs you may see: when each runs, what it did last",
             CommandName::Job => {
-                "run a job now, pause or resume it, or remove it (its owner or an admin)"
+                "add a job (shown on a card with Add and Cancel first), run one now, pause or resume it, or remove it (its owner or an admin)"
             }
             CommandName::Goal => {
                 "keep session NAME working until the shell command CMD succeeds (checked after each turn); off ends it"
@@ -263,9 +263,11 @@ impl CommandName {
             CommandName::Rules => "Rules are set in the machine's config ([[rules]]).",
             CommandName::Delegate => "Example: {p}delegate codex.",
             CommandName::Jobs => {
-                "Jobs are added on the machine: clibotctl jobs add (docs/JOBS.md)."
+                "Jobs are added with {p}job add, or on the machine: clibotctl jobs add (docs/JOBS.md)."
             }
-            CommandName::Job => "Example: {p}job run nightly, {p}job pause nightly.",
+            CommandName::Job => {
+                "Example: {p}job add nightly session=api cron=\"0 9 * * 1-5\" tz=Europe/Berlin prompt=Run the tests — fields key=value (session, cli, dir, cron, tz, every, at, after, idle, gate, overlap, missed, max_runs_per_day, quiet, pause_after_failures), prompt=TEXT last; {p}job run nightly, {p}job pause nightly."
+            }
             CommandName::Goal => {
                 "Example: {p}goal api cargo test — at most 10 rounds and 2 hours; {p}goal api shows it."
             }
