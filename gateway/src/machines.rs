@@ -361,6 +361,7 @@ async fn unbind_on(m: &mut Member, msg: &Inbound) -> Result<(), String> {
         chat: msg.chat.clone(),
         session: String::new(),
         group: msg.group,
+        from_seq: 0,
     });
     for (k, v) in [
         ("clibot-platform", platform.as_str()),

@@ -545,3 +545,47 @@ fn a_freed_name_hands_neither_topic_nor_binding_to_whoever_reuses_it() {
         "the admin's old topic typed into Ann's session"
     );
 }
+
+#[test]
+fn each_run_of_a_job_that_starts_sessions_gets_a_topic_of_its_own() {
+    let mut h = Harness::with_config(&config(&format!("default_chat = \"{ADMIN}\"")));
+    h.start_daemon();
+    let tg = FakeTelegram::start(TEST_TOKEN);
+    tg.enable_private_topics();
+    let _g = gateway(&h, &tg);
+    let work = h.work.display().to_string();
+    h.ctl_ok(&[
+        "jobs",
+        "add",
+        "nightly",
+        "--cli",
+        "asker",
+        "--dir",
+        &work,
+        "--prompt",
+        "echo nightly-$((6*7))",
+        "--every",
+        "1h",
+        "--overlap",
+        "parallel",
+    ]);
+    for run in [1, 2] {
+        h.ctl_ok(&["jobs", "run", "nightly"]);
+        let name = format!("nightly-{run}");
+        let (t, _) = topic(&tg, ADMIN, &name);
+        said_in(
+            &tg,
+            ADMIN,
+            Some(t),
+            &format!("⏰ job nightly (run {run}, run by hand)"),
+        );
+        said_in(&tg, ADMIN, Some(t), "nightly-42");
+    }
+    assert_eq!(tg.topics(ADMIN).len(), 2, "{:?}", tg.topics(ADMIN));
+    assert!(
+        in_topic(&tg.sent(), ADMIN, None)
+            .iter()
+            .all(|t| !t.contains("nightly-42")),
+        "no run's reply went to the chat itself"
+    );
+}

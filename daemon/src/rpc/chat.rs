@@ -314,7 +314,11 @@ pub(super) async fn set_binding(
         svc.daemon.audit(&actor, &r.session, "bind", Err(why));
         return Err(Status::permission_denied(why));
     }
-    let last = svc.daemon.events().last_seq();
+    let mut last = svc.daemon.events().last_seq();
+    // A topic the gateway opened for an event (as the machine's user) starts at that event.
+    if r.from_seq > 0 && actor.is_local() {
+        last = last.min(r.from_seq - 1);
+    }
     svc.daemon.chats().bind(
         &r.platform,
         &r.chat,

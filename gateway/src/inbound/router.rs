@@ -517,6 +517,7 @@ impl Router {
             chat: chat.to_string(),
             session: session.into(),
             group: msg.group,
+            from_seq: 0,
         };
         match c.set_binding(self.req(msg, req)).await {
             Ok(_) => Ok(()),

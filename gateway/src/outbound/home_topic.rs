@@ -53,6 +53,8 @@ impl HomeTopics {
             chat: topic.clone(),
             session: ev.session.clone(),
             group: chats[i].group,
+            // What the session said while the topic was being opened goes there too.
+            from_seq: ev.seq,
         };
         if let Err(s) = c.set_binding(req).await {
             if clibot_gateway::daemon_lost(&s) {
