@@ -204,6 +204,27 @@ fn a_job_added_in_the_chat_exists_only_once_its_card_is_confirmed_by_its_author(
         texts(s, ANN).iter().any(|t| t == "not added")
     });
     assert_eq!(jobs(&h), 1, "only tidy");
+    // Ann loses access (the allowlist no longer names her): her job pauses now, not at its
+    // next run an hour away.
+    let config = std::fs::read_to_string(&h.config).expect("config");
+    std::fs::write(
+        &h.config,
+        config.replace(
+            &format!("allow = [\"{ANN}\", \"{BOB}\"]"),
+            &format!("allow = [\"{BOB}\"]"),
+        ),
+    )
+    .expect("config");
+    h.ctl_ok(&["reload"]);
+    let j: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["jobs", "show", "tidy", "--json"])).expect("json");
+    assert_eq!(j["paused"], true, "{j:#}");
+    assert!(
+        j["paused_why"]
+            .as_str()
+            .is_some_and(|w| w.contains("no longer has access")),
+        "{j:#}"
+    );
     let _ = g.kill();
     let _ = g.wait();
 }

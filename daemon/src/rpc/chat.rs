@@ -519,6 +519,7 @@ pub(super) async fn revoke_access(
         res.as_ref().map(|_| ()).map_err(|e| e.message()),
     );
     res?;
+    svc.daemon.pause_jobs_of_lost_owners();
     Ok(Response::new(v1::RevokeAccessResponse {}))
 }
 

@@ -453,6 +453,32 @@ impl Daemon {
         Ok(())
     }
 
+    /// Pauses at once the jobs whose owner lost access (revoked, or dropped from the config),
+    /// each said in its session's chats, rather than at their next run: a revoked user's work
+    /// must not stay scheduled.
+    pub fn pause_jobs_of_lost_owners(&self) {
+        for job in self.jobs().list() {
+            let lost = Actor::from_key(&job.owner)
+                .filter(|a| !a.is_local())
+                .is_some_and(|a| self.access().known(&a.platform, &a.user).is_none());
+            if !lost || job.paused {
+                continue;
+            }
+            let name = job.spec.name.clone();
+            let why = format!("its owner {} no longer has access", job.owner);
+            if self.jobs().set_paused(&name, true, &why, now_ms()).is_ok() {
+                tracing::info!(job = %name, "paused: {why}");
+                self.job_event(
+                    &self.job_session(&name),
+                    EventKind::Notice {
+                        text: format!("⏰ job {name} paused: {why}"),
+                        kind: "job".into(),
+                    },
+                );
+            }
+        }
+    }
+
     /// Whether `actor` may change or run job `name` (`manage`), or see it: admins and the
     /// machine's user every job; a chat user their own jobs, and the jobs that type into a
     /// session they own (to see: one they may use). Anyone else is told there is no such job.

@@ -72,6 +72,7 @@ impl Daemon {
             self.warn(w);
         }
         self.enforce_binders();
+        self.pause_jobs_of_lost_owners();
         let jobs = self
             .jobs()
             .sync_config(&config.jobs, crate::store::now_ms());
