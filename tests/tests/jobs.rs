@@ -476,3 +476,42 @@ quiet_ms = 300
     });
     assert_eq!(off["reason"], "off");
 }
+
+#[test]
+fn an_every_job_types_into_a_shell_on_its_own_rhythm() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    h.spawn_bash("s");
+    let added = h.ctl_ok(&[
+        "jobs",
+        "add",
+        "tick",
+        "--session",
+        "s",
+        "--prompt",
+        "echo tick-$((7*6))",
+        "--every",
+        "1m",
+        "--json",
+    ]);
+    let added: Value = serde_json::from_str(&added).expect("json");
+    let first_due = added["next_due_ms"].as_i64().unwrap_or_default();
+    // A minute from when it was added, by the clock, not by a person.
+    let started = h.wait_event("s", "the first tick", Duration::from_secs(120), |e| {
+        e["type"] == "job_started"
+    });
+    assert_eq!(started["trigger"], "schedule", "{started}");
+    let at = started["time_ms"].as_i64().unwrap_or_default();
+    assert!(
+        at >= first_due && at - first_due < 5_000,
+        "started at {at}, due at {first_due}"
+    );
+    h.wait_screen("s", "the tick ran", |s| lines(s).contains(&"tick-42"));
+    wait_event(&h, "s", "the tick's end", |e| e["type"] == "job_finished");
+    let j = job(&h, "tick");
+    assert_eq!(
+        j["next_due_ms"].as_i64(),
+        Some(first_due + 60_000),
+        "the next tick keeps the rhythm: {j:#}"
+    );
+}
