@@ -450,6 +450,25 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// What the turns cost, from the CLIs' own records: tokens by session, user, CLI, day or
+    /// model, and each CLI's plan windows where its records tell them (docs/USAGE.md).
+    Usage {
+        /// Group by session, user, cli, day or model.
+        #[arg(long, default_value = "session")]
+        by: String,
+        /// Turns of the last D ("7d", "24h"), or since a date ("2026-11-01") [default: 7d].
+        #[arg(long)]
+        since: Option<String>,
+        /// Only this session's turns.
+        #[arg(long)]
+        session: Option<String>,
+        /// Print JSON instead of text.
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+        /// Print CSV (a header line, then one line per group).
+        #[arg(long)]
+        csv: bool,
+    },
     /// Jobs: work that starts itself on a schedule, when a session goes idle, or by hand
     /// (docs/JOBS.md).
     Jobs {

@@ -324,6 +324,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             off,
             json,
         } => commands::jobs::goal(c, name, until, (max_turns, max_time), off, json).await,
+        Command::Usage {
+            by,
+            since,
+            session,
+            json,
+            csv,
+        } => commands::usage::show(c, &by, since.as_deref(), session, (json, csv)).await,
         Command::Attach { name } => sessions::attach(c, name).await,
         Command::Automation {
             action: AutomationAction::Report { json },

@@ -127,6 +127,8 @@ pub(crate) struct Inner {
     jobs: crate::jobs::Jobs,
     /// The sessions' goals ([`crate::jobs::goals`]).
     goals: crate::jobs::goals::Goals,
+    /// The counted turns' usage ([`crate::usage::ledger`]).
+    usage: crate::usage::ledger::Ledger,
     metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     global_path: Mutex<Option<String>>,
@@ -227,6 +229,8 @@ impl Daemon {
         warnings.extend(w);
         let (goals, w) = crate::jobs::goals::Goals::open(&state_dir);
         warnings.extend(w);
+        let (usage, w) = crate::usage::ledger::Ledger::open(&state_dir);
+        warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
         }
@@ -237,6 +241,7 @@ impl Daemon {
                 outcomes,
                 jobs,
                 goals,
+                usage,
                 chats,
                 seen_inputs,
                 queues: crate::store::queue_file::QueueFiles::new(&state_dir),

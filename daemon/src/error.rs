@@ -73,6 +73,9 @@ pub enum CoreError {
     /// A job as written does not check: the message names the field.
     #[error("the job is not valid: {0}")]
     JobInvalid(String),
+    /// A usage query that cannot be answered as asked (its grouping).
+    #[error("{0}")]
+    UsageQuery(String),
     /// A job's run that started and failed (its gate, its session), and why.
     #[error("the job's run failed: {0}")]
     JobFailed(String),

@@ -31,3 +31,4 @@ pub mod session;
 pub mod store;
 pub mod tmux;
 pub mod turn;
+pub mod usage;

@@ -12,6 +12,7 @@ mod paths;
 pub mod platforms;
 mod remote;
 mod text;
+pub mod usage_words;
 pub mod versions;
 
 pub use config_file::{MissingEnv, default_config_path, substitute_env};

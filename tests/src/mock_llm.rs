@@ -538,14 +538,20 @@ pub(crate) fn decide_turn(
     }
 }
 
-/// Usage figures; the client shows or sums them, so they only need to be plausible.
+/// Usage figures, distinct per kind so that a count that mixes them up shows: input 1000,
+/// cache writes 200, cache reads 3000, and `output_tokens` as given.
 fn usage(output_tokens: usize) -> Value {
     json!({
-        "input_tokens": 10,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "input_tokens": 1000,
+        "cache_creation_input_tokens": 200,
+        "cache_read_input_tokens": 3000,
         "output_tokens": output_tokens,
     })
+}
+
+/// A message's final output tokens: 4 and 3 per content block (its start said 1).
+pub fn output_tokens(blocks: usize) -> usize {
+    4 + 3 * blocks
 }
 
 /// The non-streaming answer: one `message` object.
@@ -568,7 +574,7 @@ fn message_json(id: &str, model: &str, completion: &Completion) -> Value {
         "content": content,
         "stop_reason": completion.stop_reason(),
         "stop_sequence": null,
-        "usage": usage(5),
+        "usage": usage(output_tokens(completion.blocks.len())),
     })
 }
 
@@ -638,7 +644,7 @@ fn sse_events(
         "message_delta",
         json!({ "type": "message_delta",
                 "delta": { "stop_reason": completion.stop_reason(), "stop_sequence": null },
-                "usage": { "output_tokens": 5 } }),
+                "usage": { "output_tokens": output_tokens(completion.blocks.len()) } }),
     ));
     events.push(("message_stop", json!({ "type": "message_stop" })));
     events

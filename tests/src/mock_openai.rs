@@ -46,7 +46,26 @@ pub(crate) async fn handle_responses(state: &Mutex<State>, bytes: &[u8]) -> Resp
             .iter()
             .map(|(event, data)| sse_frame(event, data))
             .collect();
-        stream_response(frames)
+        let mut r = stream_response(frames);
+        // The plan's windows, as ChatGPT-plan accounts get them: Codex records them in its
+        // rollout (`rate_limits`), the only place clibot learns them.
+        let reset = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            + PRIMARY_RESETS_IN_SECS;
+        for (k, v) in [
+            ("x-codex-primary-used-percent", "42.0".to_string()),
+            ("x-codex-primary-window-minutes", "300".to_string()),
+            ("x-codex-primary-reset-at", reset.to_string()),
+            ("x-codex-secondary-used-percent", "30.0".to_string()),
+            ("x-codex-secondary-window-minutes", "10080".to_string()),
+            ("x-codex-secondary-reset-at", (reset + 86_400).to_string()),
+        ] {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(&v) {
+                r.headers_mut().insert(k, v);
+            }
+        }
+        r
     } else {
         let output = output_items(&id, &completion);
         json_response(
@@ -154,15 +173,18 @@ fn output_items(id: &str, completion: &Completion) -> Vec<Value> {
         .collect()
 }
 
+/// When the primary (5-hour) window the mock reports resets, from each answer.
+pub const PRIMARY_RESETS_IN_SECS: u64 = 3600;
+
 /// A `response` object with this status and output.
 fn response_object(id: &str, model: &str, status: &str, output: Vec<Value>) -> Value {
     let usage = (status == "completed").then(|| {
         json!({
-            "input_tokens": 10,
-            "input_tokens_details": { "cached_tokens": 0 },
-            "output_tokens": 5,
+            "input_tokens": 1200,
+            "input_tokens_details": { "cached_tokens": 800 },
+            "output_tokens": 5 + 3 * output.len(),
             "output_tokens_details": { "reasoning_tokens": 0 },
-            "total_tokens": 15,
+            "total_tokens": 1205 + 3 * output.len(),
         })
     });
     json!({
@@ -360,7 +382,7 @@ mod tests {
         assert_eq!(done["item"]["content"][0]["text"], text);
         let (_, completed) = &events[events.len() - 1];
         assert_eq!(completed["response"]["status"], "completed");
-        assert_eq!(completed["response"]["usage"]["total_tokens"], 15);
+        assert_eq!(completed["response"]["usage"]["total_tokens"], 1208);
     }
 
     #[test]

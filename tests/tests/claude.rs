@@ -130,6 +130,42 @@ fn real_cli_a_tool_call_waits_with_its_options_and_yes_runs_it() {
     let err = s.h.ctl_err(&["answer", "cc", "1", "--prompt", &id]);
     assert!(err.contains("already resolved"), "{err}");
     no_phantom_prompt(&s.h);
+    // What the turn cost, from Claude Code's transcript: two API calls (the tool call, the
+    // answer), each 1000 in, 200 cache writes, 3000 cache reads and 7 out (the mock's).
+    let u = wait_event(&s.h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (
+            &u["input"],
+            &u["output"],
+            &u["cache_read"],
+            &u["cache_write"],
+            &u["calls"]
+        ),
+        (
+            &json!(2000),
+            &json!(14),
+            &json!(6000),
+            &json!(400),
+            &json!(2)
+        ),
+        "{u}"
+    );
+    let v: Value =
+        serde_json::from_str(&s.h.ctl_ok(&["usage", "--by", "cli", "--json"])).expect("json");
+    assert_eq!(v["rows"][0]["key"], "claude", "{v:#}");
+    assert_eq!(v["rows"][0]["output"], 14, "{v:#}");
+    assert_eq!(
+        v["windows"][0]["windows"],
+        json!([]),
+        "Claude Code's transcript tells no plan window: {v:#}"
+    );
+    let metrics = s.h.ctl_ok(&["metrics"]);
+    assert!(
+        metrics.contains("clibot_tokens_total{cli=\"claude\",kind=\"cache_read\"} 6000"),
+        "{metrics}"
+    );
 }
 
 /// A prompt answered through its hook is resolved by that answer: the dialog Claude Code is

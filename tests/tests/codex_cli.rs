@@ -161,6 +161,52 @@ fn real_cli_approving_through_clibot_runs_the_command() {
         ),
         (Some("clibot"), Some("Yes, proceed (y)"), Some(id.as_str()))
     );
+    // What the turn cost, from Codex's rollout: two API calls (the command, the answer), each
+    // 1200 in of which 800 cached and 8 out; and the plan's windows its answers told.
+    let u = wait_event(&s.h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (&u["input"], &u["output"], &u["cache_read"], &u["calls"]),
+        (&json!(800), &json!(16), &json!(1600), &json!(2)),
+        "{u}"
+    );
+    let windows: Vec<(String, f64)> = u["windows"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|w| {
+                    (
+                        w["name"].as_str().unwrap_or_default().to_string(),
+                        w["used_percent"].as_f64().unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        windows,
+        [("5h".to_string(), 42.0), ("7d".to_string(), 30.0)]
+    );
+    let text = s.h.ctl_ok(&["usage", "--by", "cli"]);
+    assert!(
+        text.contains("codex: 5h 42 % (resets in ") && text.contains("· 7d 30 %"),
+        "{text}"
+    );
+    let csv = s.h.ctl_ok(&["usage", "--by", "session", "--csv"]);
+    assert_eq!(
+        csv.lines().collect::<Vec<_>>(),
+        [
+            "session,turns,calls,input,output,cache_read,cache_write",
+            &format!("{SESSION},1,2,800,16,1600,0")
+        ],
+        "{csv}"
+    );
+    let metrics = s.h.ctl_ok(&["metrics"]);
+    assert!(
+        metrics.contains("clibot_plan_window_used_ratio{cli=\"codex\",window=\"5h\"} 0.42"),
+        "{metrics}"
+    );
 }
 
 #[test]

@@ -1325,6 +1325,7 @@ async fn chat_bindings_and_delivery_cursors_survive_a_daemon_crash() {
         chat: "42".into(),
         session: session.into(),
         group: false,
+        from_seq: 0,
     };
     c.set_binding(bind("api")).await.expect("bind");
     assert_eq!(

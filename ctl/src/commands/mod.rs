@@ -24,3 +24,4 @@ pub mod patterns;
 pub mod prompts;
 pub mod script;
 pub mod sessions;
+pub mod usage;

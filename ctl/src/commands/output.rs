@@ -358,6 +358,15 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "goal_ended",
             json!({"until": g.until, "reason": g.reason().name(), "rounds": g.rounds, "detail": g.detail}),
         ),
+        Kind::TurnUsage(u) => (
+            "turn_usage",
+            json!({"turn_seq": u.turn_seq, "input": u.input, "output": u.output,
+                   "cache_read": u.cache_read, "cache_write": u.cache_write, "model": u.model,
+                   "calls": u.calls,
+                   "windows": u.windows.iter().map(|w| json!({"name": w.name,
+                       "used_percent": w.used_percent, "resets_at_ms": w.resets_at_ms}))
+                       .collect::<Vec<_>>()}),
+        ),
         Kind::JobMissed(j) => (
             "job_missed",
             json!({"job": j.job, "due_ms": j.due_ms, "count": j.count, "ran": j.ran}),

@@ -174,31 +174,21 @@ impl Adapter for Claude {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
-        if rec.cli_session_id.is_empty() {
-            return None;
-        }
-        // ${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/<cwd with every non-alphanumeric as '-'>/<id>.jsonl
-        let env = |k: &str| {
-            cli.and_then(|c| c.env.get(k).cloned())
-                .or_else(|| std::env::var(k).ok())
-        };
-        let base = match env("CLAUDE_CONFIG_DIR") {
-            Some(d) => std::path::PathBuf::from(d),
-            None => std::path::PathBuf::from(env("HOME")?).join(".claude"),
-        };
-        let enc: String = rec
-            .dir
-            .display()
-            .to_string()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        claude_transcript_reply(
-            &base
-                .join("projects")
-                .join(enc)
-                .join(format!("{}.jsonl", rec.cli_session_id)),
+        claude_transcript_reply(&transcript_path(rec, cli)?)
+    }
+
+    fn turn_usage(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        let path = transcript_path(rec, cli)?;
+        let text = crate::confine::beneath::read_record_tail(
+            &path,
+            crate::confine::beneath::TRANSCRIPT_TAIL,
         )
+        .ok()?;
+        crate::usage::claude::last_turn(&text)
     }
 
     fn answers_through_hooks(&self) -> bool {
@@ -243,6 +233,26 @@ impl Adapter for Claude {
             wrap(json!({"behavior": "allow"}))
         })
     }
+}
+
+/// A session's transcript: `${CLAUDE_CONFIG_DIR:-$HOME/.claude}/projects/<cwd with every
+/// non-alphanumeric as '-'>/<id>.jsonl`.
+fn transcript_path(
+    rec: &crate::model::SessionRecord,
+    cli: Option<&crate::cli::CliSpec>,
+) -> Option<PathBuf> {
+    if rec.cli_session_id.is_empty() {
+        return None;
+    }
+    let env = |k: &str| {
+        cli.and_then(|c| c.env.get(k).cloned())
+            .or_else(|| std::env::var(k).ok())
+    };
+    let base = match env("CLAUDE_CONFIG_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env("HOME")?).join(".claude"),
+    };
+    Some(claude_project_dir(&base, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)))
 }
 
 /// The last assistant reply in a Claude Code transcript (JSONL): the text blocks of the newest

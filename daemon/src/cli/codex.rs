@@ -51,6 +51,20 @@ impl Adapter for Codex {
         true
     }
 
+    fn turn_usage(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        let path = session_rollout(rec, cli)?;
+        let text = crate::confine::beneath::read_record_tail(
+            &path,
+            crate::confine::beneath::TRANSCRIPT_TAIL,
+        )
+        .ok()?;
+        crate::usage::codex::last_turn(&text, crate::store::now_ms())
+    }
+
     fn launch(&self, ctx: &LaunchContext<'_>) -> Launch {
         // `codex resume --last` continues the most recent session in this directory.
         let mut args: Vec<String> = if ctx.resume && !ctx.conversation.is_empty() {
@@ -135,6 +149,40 @@ impl Adapter for Codex {
         };
         Some(json!({"hookSpecificOutput": {"hookEventName": "PermissionRequest", "decision": decision}}).to_string())
     }
+}
+
+/// The rollout a session writes: the one named by its conversation id when Codex uses clibot's
+/// (`rollout-…-<id>.jsonl`), else the newest one of its directory written since its turn began.
+fn session_rollout(
+    rec: &crate::model::SessionRecord,
+    cli: Option<&crate::cli::CliSpec>,
+) -> Option<PathBuf> {
+    let env = |k: &str| {
+        cli.and_then(|c| c.env.get(k).cloned())
+            .or_else(|| std::env::var(k).ok())
+    };
+    let home = match env("CODEX_HOME") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env("HOME")?).join(".codex"),
+    };
+    let mut files = Vec::new();
+    collect_rollouts(&home.join("sessions"), 0, &mut files);
+    if !rec.cli_session_id.is_empty()
+        && let Some(f) = files.iter().find(|f| {
+            f.file_stem()
+                .is_some_and(|s| s.to_string_lossy().ends_with(&rec.cli_session_id))
+        })
+    {
+        return Some(f.clone());
+    }
+    let wanted = format!("\"{}\"", rec.dir.display());
+    files.retain(|f| {
+        crate::confine::beneath::read_record_head(f, 1 << 20)
+            .ok()
+            .and_then(|t| t.lines().next().map(|l| l.contains(&wanted)))
+            .unwrap_or(false)
+    });
+    only_recent(files, rec.turn_started_ms)
 }
 
 /// Codex's rollout files under `dir` (`YYYY/MM/DD/rollout-*.jsonl`).

@@ -199,6 +199,15 @@ pub trait Adapter: Send + Sync {
     ) -> Option<String> {
         None
     }
+    /// What the session's last turn cost, from the CLI's own records; `None` where it keeps
+    /// none (a generic CLI) or they hold nothing for the turn.
+    fn turn_usage(
+        &self,
+        _rec: &crate::model::SessionRecord,
+        _cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        None
+    }
 }
 
 mod spec;

@@ -51,6 +51,11 @@ impl Daemon {
         &self.inner.goals
     }
 
+    /// The ledger of counted turns.
+    pub(crate) fn usage(&self) -> &crate::usage::ledger::Ledger {
+        &self.inner.usage
+    }
+
     /// The audit log itself (records are written with [`Daemon::audit`]).
     pub(crate) fn audit_log(&self) -> &crate::store::audit::Audit {
         &self.inner.audit

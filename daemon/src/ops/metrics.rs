@@ -87,6 +87,8 @@ pub struct Metrics {
     rpc_duration: HistogramFamily,
     delegations: Family<Labels, Counter>,
     job_runs: Family<Labels, Counter>,
+    tokens: Family<Labels, Counter>,
+    plan_used: Family<Labels, Gauge<f64, AtomicU64>>,
     delegation_seconds: HistogramFamily,
     prompt_reminders: Family<Labels, Counter>,
     prompt_escalations: Family<Labels, Counter>,
@@ -132,6 +134,8 @@ impl Metrics {
             rpc_duration: Family::new_with_constructor(rpc_buckets),
             delegations: Family::default(),
             job_runs: Family::default(),
+            tokens: Family::default(),
+            plan_used: Family::default(),
             delegation_seconds: Family::new_with_constructor(seconds_buckets),
             prompt_reminders: Family::default(),
             prompt_escalations: Family::default(),
@@ -208,6 +212,16 @@ impl Metrics {
             "jobs_runs",
             "Job runs by job and outcome: done, gate_skipped, failed, cancelled; skipped (not started) and missed (due while the daemon was down)",
             m.job_runs.clone(),
+        );
+        registry.register(
+            "tokens",
+            "Tokens the CLIs' turns used, from their own records, by CLI and kind (input, output, cache_read, cache_write)",
+            m.tokens.clone(),
+        );
+        registry.register(
+            "plan_window_used_ratio",
+            "The share of a plan's usage window used (0 to 1), as the CLI last recorded it, by CLI and window (5h, 7d)",
+            m.plan_used.clone(),
         );
         registry.register(
             "delegation_seconds",
@@ -336,6 +350,20 @@ impl Metrics {
     }
 
     /// A job's run counted by how it ended (or that it did not start, or was missed).
+    /// A turn of `cli` used `u`.
+    pub(crate) fn turn_usage(&self, cli: &str, u: &crate::usage::TurnUsage) {
+        for (kind, n) in u.tokens.kinds() {
+            self.tokens
+                .get_or_create(&vec![("cli", cli.to_string()), ("kind", kind.to_string())])
+                .inc_by(n);
+        }
+        for w in &u.windows {
+            self.plan_used
+                .get_or_create(&vec![("cli", cli.to_string()), ("window", w.name.clone())])
+                .set(w.used_percent / 100.0);
+        }
+    }
+
     fn job_run(&self, job: &str, outcome: &str) {
         self.job_runs
             .get_or_create(&vec![

@@ -144,7 +144,8 @@ impl From<CoreError> for Status {
             | CoreError::NotAChatUser { .. }
             | CoreError::OnlyOwnerShares { .. }
             | CoreError::UnknownKey(_)
-            | CoreError::JobInvalid(_) => Code::InvalidArgument,
+            | CoreError::JobInvalid(_)
+            | CoreError::UsageQuery(_) => Code::InvalidArgument,
             CoreError::JobNotRun(crate::jobs::table::NoRun::NoSuchJob(_)) => Code::NotFound,
             CoreError::JobNotRun(_) | CoreError::JobFailed(_) => Code::FailedPrecondition,
             CoreError::UnknownCli { .. }
@@ -537,6 +538,22 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             rounds,
             detail,
         }),
+        EventKind::TurnUsage {
+            turn_seq,
+            tokens,
+            model,
+            calls,
+            windows,
+        } => Kind::TurnUsage(v1::TurnUsage {
+            turn_seq,
+            input: tokens.input,
+            output: tokens.output,
+            cache_read: tokens.cache_read,
+            cache_write: tokens.cache_write,
+            model,
+            calls,
+            windows: windows.iter().map(plan_window).collect(),
+        }),
         EventKind::JobMissed {
             job,
             due_ms,
@@ -618,6 +635,15 @@ pub(super) fn blob_status(e: crate::store::blobs::BlobError) -> Status {
         E::NotFound(_) => Status::not_found(e.to_string()),
         E::PastEnd { .. } => Status::out_of_range(e.to_string()),
         E::Io { .. } => Status::internal(e.to_string()),
+    }
+}
+
+/// A plan window on the wire.
+pub(crate) fn plan_window(w: &crate::usage::PlanWindow) -> v1::PlanWindow {
+    v1::PlanWindow {
+        name: w.name.clone(),
+        used_percent: w.used_percent,
+        resets_at_ms: w.resets_at_ms,
     }
 }
 

@@ -32,6 +32,7 @@ mod ops;
 pub(crate) mod policy;
 mod sessions;
 mod turns;
+mod usage;
 mod watch;
 
 pub use convert::event_to_proto;
@@ -609,6 +610,13 @@ impl Clibot for Service {
         req: Request<v1::SetGoalRequest>,
     ) -> Result<Response<v1::Goal>, Status> {
         jobs::set_goal(self, req).await
+    }
+
+    async fn get_usage(
+        &self,
+        req: Request<v1::GetUsageRequest>,
+    ) -> Result<Response<v1::GetUsageResponse>, Status> {
+        usage::get_usage(self, req)
     }
 
     type WatchEventsStream = EventStream;

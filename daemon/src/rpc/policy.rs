@@ -242,6 +242,8 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     ("RunJob", Sessions, member("job run"), Outcome),
     // A goal types into the session: who may manage it.
     ("SetGoal", Sessions, manager("goal"), Outcome),
+    // Read-only; the handler keeps a chat user to their own sessions' turns.
+    ("GetUsage", Sessions, Anyone, Refusals),
     // It runs programs.
     (
         "CheckJail",

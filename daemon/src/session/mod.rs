@@ -48,6 +48,7 @@ mod take_up;
 mod tick;
 mod unanswered;
 mod unmanaged;
+mod usage;
 mod watch;
 pub mod webhook;
 mod workspace;

@@ -26,13 +26,27 @@ impl Daemon {
     }
 
     /// The final reply of `rec`'s turn from its CLI's own records, when no hook gave it — read
-    /// where the CLI keeps them: for a jailed session in its own home (the home it sees is
-    /// that one), never in the user's. Off the async workers.
+    /// where the CLI keeps them (see [`Daemon::records_cli`]). Off the async workers.
     pub(crate) async fn recovered_reply(
         &self,
         rec: &crate::model::SessionRecord,
     ) -> Option<String> {
         let (adapter, _) = self.kind_of(&rec.cli)?;
+        let cli = self.records_cli(rec);
+        let rec = rec.clone();
+        tokio::task::spawn_blocking(move || adapter.recover_reply(&rec, cli.as_ref()))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// `rec`'s CLI spec with the environment its records are found by: what the session was
+    /// started with over the CLI's configuration, and for a jailed session its own home (the
+    /// home it sees is that one), never the user's.
+    pub(crate) fn records_cli(
+        &self,
+        rec: &crate::model::SessionRecord,
+    ) -> Option<crate::cli::CliSpec> {
         let mut cli = self.cli(&rec.cli).ok().map(|c| (*c).clone());
         // What the session was started with wins over the CLI's configuration, as at spawn.
         if let Some(c) = cli.as_mut() {
@@ -71,11 +85,7 @@ impl Daemon {
                 }
             }
         }
-        let rec = rec.clone();
-        tokio::task::spawn_blocking(move || adapter.recover_reply(&rec, cli.as_ref()))
-            .await
-            .ok()
-            .flatten()
+        cli
     }
 
     /// Removes blobs no retained event names, keeping every session's last reply.

@@ -208,18 +208,21 @@ impl Daemon {
             }
             _ => {}
         }
-        let id = self.sessions().update(name, |e| {
+        let ended = self.sessions().update(name, |e| {
             if once && e.rt.turn.started.is_none() {
                 return None;
             }
+            // As it was during the turn: its records are found by when the turn began.
+            let during = e.rec.clone();
             e.turn_ended(Instant::now());
             e.resolve_prompt("cli");
             self.metrics().turn_completed(name, &e.rec.cli);
-            Some(e.rec.id.clone())
+            Some(during)
         });
-        let Some(id) = id.flatten() else {
+        let Some(during) = ended.flatten() else {
             return;
         };
+        let id = during.id.clone();
         let ev = self.event_full(
             name,
             &id,
@@ -248,6 +251,7 @@ impl Daemon {
                 self.expire_blobs();
             }
         }
+        self.count_turn(during, ev.seq);
         info!(source = source.as_str(), "turn completed");
         let reason = if source == TurnEnd::Idle {
             "turn ended: the CLI looked idle and no completion hook came"

@@ -255,6 +255,18 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         detail: String,
     },
+    /// What the turn that ended as event `turn_seq` cost, from the CLI's own records.
+    TurnUsage {
+        turn_seq: u64,
+        #[serde(flatten)]
+        tokens: crate::usage::Tokens,
+        #[serde(default)]
+        model: String,
+        #[serde(default)]
+        calls: u32,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        windows: Vec<crate::usage::PlanWindow>,
+    },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]
     Unknown,

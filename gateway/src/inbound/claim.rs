@@ -66,7 +66,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Pair { .. }
         | Command::History { .. }
         | Command::Rules
-        | Command::Jobs => false,
+        | Command::Jobs
+        | Command::Usage { .. } => false,
     }
 }
 

@@ -175,6 +175,8 @@ pub enum Command {
     },
     /// `jobs`: the jobs this user may see.
     Jobs,
+    /// `usage [day|week|month]`: tokens by session over that span (a day when not said).
+    Usage { span: UsageSpan },
     /// `goal NAME [CMD…|off]`: set, end (`off`) or show (neither) session NAME's goal.
     Goal {
         name: String,
@@ -189,6 +191,37 @@ pub enum Command {
         name: String,
         fields: Vec<(String, String)>,
     },
+}
+
+/// How far back `usage` looks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSpan {
+    Day,
+    Week,
+    Month,
+}
+
+impl UsageSpan {
+    pub const ALL: [UsageSpan; 3] = [UsageSpan::Day, UsageSpan::Week, UsageSpan::Month];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UsageSpan::Day => "day",
+            UsageSpan::Week => "week",
+            UsageSpan::Month => "month",
+        }
+    }
+
+    /// Its length in milliseconds.
+    pub fn ms(self) -> i64 {
+        86_400_000
+            * match self {
+                UsageSpan::Day => 1,
+                UsageSpan::Week => 7,
+                UsageSpan::Month => 30,
+            }
+    }
 }
 
 /// What `job` does to a job.
@@ -251,6 +284,7 @@ impl Command {
             Command::Rules => CommandName::Rules,
             Command::Delegate { .. } => CommandName::Delegate,
             Command::Jobs => CommandName::Jobs,
+            Command::Usage { .. } => CommandName::Usage,
             Command::Job { .. } | Command::JobAdd { .. } => CommandName::Job,
             Command::Goal { .. } => CommandName::Goal,
         }
@@ -631,6 +665,17 @@ impl CommandParser {
             CommandName::Last => a.no_more(&mut tokens).map(|()| Command::Last)?,
             CommandName::Rules => a.no_more(&mut tokens).map(|()| Command::Rules)?,
             CommandName::Jobs => a.no_more(&mut tokens).map(|()| Command::Jobs)?,
+            CommandName::Usage => {
+                let span = match tokens.next() {
+                    None => UsageSpan::Day,
+                    Some(w) => UsageSpan::ALL
+                        .into_iter()
+                        .find(|s| s.as_str().eq_ignore_ascii_case(w))
+                        .ok_or_else(|| a.invalid("SPAN", w, "day, week or month".into()))?,
+                };
+                a.no_more(&mut tokens)?;
+                Command::Usage { span }
+            }
             CommandName::Goal => {
                 let name = a.name("NAME", tokens.next())?;
                 let rest = nth_rest(args, 1).unwrap_or("");
@@ -1578,6 +1623,7 @@ mod props {
                 }
             }
             Command::Rules | Command::Jobs => {}
+            Command::Usage { span } => parts.push(span.as_str().into()),
             Command::Job { action, name } => {
                 parts.push(action.as_str().into());
                 parts.push(name.clone());
@@ -1672,6 +1718,7 @@ mod props {
                 }),
             Just(Command::Rules),
             Just(Command::Jobs),
+            prop::sample::select(UsageSpan::ALL.to_vec()).prop_map(|span| Command::Usage { span }),
             (name(), "[a-z][a-z0-9 ./_-]{0,30}[a-z0-9]")
                 .prop_filter("not off", |(_, u)| !u.eq_ignore_ascii_case("off"))
                 .prop_map(|(name, until)| Command::Goal {

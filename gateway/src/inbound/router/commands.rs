@@ -366,6 +366,15 @@ impl Router {
                     (false, true, false) => format!("🎯 {name} works until `{}` succeeds: round {} of at most {}", g.until, g.rounds, g.max_turns),
                 }
             }
+            Command::Usage { span } => {
+                let req = v1::GetUsageRequest {
+                    by: "session".into(),
+                    since_ms: crate::ops::health::now_ms() - span.ms(),
+                    session: String::new(),
+                };
+                let r = c.get_usage(self.req(msg, req)).await?.into_inner();
+                usage_text(&r, span.as_str(), crate::ops::health::now_ms())
+            }
             Command::Jobs => {
                 let jobs = c.list_jobs(self.req(msg, v1::ListJobsRequest {})).await?.into_inner().jobs;
                 jobs_text(&jobs, crate::ops::health::now_ms())
@@ -404,6 +413,35 @@ impl Router {
             Command::Pair { .. } => "pairing is approved on the machine: the owner runs `clibotctl pairing approve CODE`".into(),
         }))
     }
+}
+
+/// `!!usage`: one line per session, then each CLI's plan windows.
+fn usage_text(r: &v1::GetUsageResponse, span: &str, now_ms: i64) -> String {
+    use clibot_proto::usage_words::{tokens, windows};
+    if r.rows.is_empty() {
+        return format!(
+            "no turns of yours counted in the last {span} (a CLI that keeps no records of its usage is not counted)"
+        );
+    }
+    let mut out = format!("📊 usage, last {span}:");
+    for x in &r.rows {
+        out.push_str(&format!(
+            "\n• {} — {} turns · {} in · {} out · {} cached",
+            x.key,
+            x.turns,
+            tokens(x.input),
+            tokens(x.output),
+            tokens(x.cache_read)
+        ));
+    }
+    for w in &r.windows {
+        if w.windows.is_empty() {
+            out.push_str(&format!("\n{}: its records tell no plan window", w.cli));
+        } else {
+            out.push_str(&format!("\n{}: {}", w.cli, windows(&w.windows, now_ms)));
+        }
+    }
+    out
 }
 
 /// The jobs, one line each: name, when, where, and its state.

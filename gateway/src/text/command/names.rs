@@ -36,13 +36,14 @@ pub enum CommandName {
     Rules,
     Delegate,
     Jobs,
+    Usage,
     Job,
     Goal,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 30] = [
+    pub const ALL: [CommandName; 31] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -71,6 +72,7 @@ impl CommandName {
         CommandName::Rules,
         CommandName::Delegate,
         CommandName::Jobs,
+        CommandName::Usage,
         CommandName::Job,
         CommandName::Goal,
     ];
@@ -106,6 +108,7 @@ impl CommandName {
             CommandName::Rules => "rules",
             CommandName::Delegate => "delegate",
             CommandName::Jobs => "jobs",
+            CommandName::Usage => "usage",
             CommandName::Job => "job",
             CommandName::Goal => "goal",
         }
@@ -134,6 +137,7 @@ impl CommandName {
             CommandName::Delegate => "[CLI]",
             CommandName::Job => "add|run|pause|resume|remove NAME",
             CommandName::Goal => "NAME [CMD…|off]",
+            CommandName::Usage => "[day|week|month]",
             CommandName::Rules
             | CommandName::Jobs
             | CommandName::Sessions
@@ -200,6 +204,9 @@ impl CommandName {
                 "hand the current session's work to CLI (or the next configured one) and move this chat there"
             }
             CommandName::Jobs => "list the jobs you may see: when each runs, what it did last",
+            CommandName::Usage => {
+                "what your sessions' turns cost in tokens today (or this week, month), and the plan's windows where the CLI tells them"
+            }
             CommandName::Job => {
                 "add a job (shown on a card with Add and Cancel first), run one now, pause or resume it, or remove it (its owner or an admin)"
             }
@@ -265,6 +272,7 @@ impl CommandName {
             CommandName::Jobs => {
                 "Jobs are added with {p}job add, or on the machine: clibotctl jobs add (docs/JOBS.md)."
             }
+            CommandName::Usage => "Example: {p}usage week. Admins see every session's.",
             CommandName::Job => {
                 "Example: {p}job add nightly session=api cron=\"0 9 * * 1-5\" tz=Europe/Berlin prompt=Run the tests — fields key=value (session, cli, dir, cron, tz, every, at, after, idle, gate, overlap, missed, max_runs_per_day, quiet, pause_after_failures), prompt=TEXT last; {p}job run nightly, {p}job pause nightly."
             }

@@ -1,0 +1,127 @@
+//! `usage`: what the turns cost, from the ledger the daemon keeps (docs/USAGE.md).
+
+use clibot_proto::Client;
+use clibot_proto::usage_words::{tokens, windows};
+use clibot_proto::v1;
+use serde_json::json;
+
+use super::output::{now_ms, print_json};
+
+/// `--since`: a span back from now ("7d") or a local date ("2026-11-01", from its midnight UTC).
+fn since_ms(since: Option<&str>) -> anyhow::Result<i64> {
+    let s = since.unwrap_or("7d").trim();
+    if let Ok(d) = clibot_proto::duration::parse_duration(s) {
+        return Ok(now_ms() - d.as_millis().min(i64::MAX as u128) as i64);
+    }
+    let parts: Vec<i64> = s.split('-').filter_map(|p| p.parse().ok()).collect();
+    if let [y, m, d] = parts[..]
+        && (1970..=9999).contains(&y)
+        && (1..=12).contains(&m)
+        && (1..=31).contains(&d)
+    {
+        // Days since the epoch (proleptic Gregorian), then milliseconds.
+        let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+        let era = y.div_euclid(400);
+        let yoe = y - era * 400;
+        let doy = (153 * m + 2) / 5 + d - 1;
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+        return Ok((era * 146_097 + doe - 719_468) * 86_400_000);
+    }
+    anyhow::bail!("--since {s:?}: give a span back from now (7d, 24h) or a date (2026-11-01)")
+}
+
+/// `usage [--by K] [--since D] [--session S] [--json|--csv]`.
+pub async fn show(
+    c: &mut Client,
+    by: &str,
+    since: Option<&str>,
+    session: Option<String>,
+    (json_out, csv): (bool, bool),
+) -> anyhow::Result<()> {
+    let r = c
+        .get_usage(v1::GetUsageRequest {
+            by: by.to_string(),
+            since_ms: since_ms(since)?,
+            session: session.unwrap_or_default(),
+        })
+        .await?
+        .into_inner();
+    if json_out {
+        return print_json(&json!({
+            "by": by,
+            "rows": r.rows.iter().map(|x| json!({
+                "key": x.key, "turns": x.turns, "calls": x.calls, "input": x.input,
+                "output": x.output, "cache_read": x.cache_read, "cache_write": x.cache_write,
+            })).collect::<Vec<_>>(),
+            "windows": r.windows.iter().map(|w| json!({
+                "cli": w.cli, "at_ms": w.at_ms,
+                "windows": w.windows.iter().map(|x| json!({
+                    "name": x.name, "used_percent": x.used_percent, "resets_at_ms": x.resets_at_ms,
+                })).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
+        }));
+    }
+    if csv {
+        println!("{by},turns,calls,input,output,cache_read,cache_write");
+        for x in &r.rows {
+            let key = if x.key.contains([',', '"', '\n']) {
+                format!("\"{}\"", x.key.replace('"', "\"\""))
+            } else {
+                x.key.clone()
+            };
+            println!(
+                "{key},{},{},{},{},{},{}",
+                x.turns, x.calls, x.input, x.output, x.cache_read, x.cache_write
+            );
+        }
+        return Ok(());
+    }
+    if r.rows.is_empty() {
+        println!(
+            "no turns counted in that time (a CLI that keeps no records of its usage is not counted)"
+        );
+    } else {
+        println!(
+            "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}",
+            by.to_uppercase(),
+            "TURNS",
+            "INPUT",
+            "OUTPUT",
+            "CACHE READ",
+            "CACHE WRITE"
+        );
+        for x in &r.rows {
+            println!(
+                "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}",
+                x.key,
+                x.turns,
+                tokens(x.input),
+                tokens(x.output),
+                tokens(x.cache_read),
+                tokens(x.cache_write)
+            );
+        }
+    }
+    for w in &r.windows {
+        if w.windows.is_empty() {
+            println!("{}: its records tell no plan window", w.cli);
+        } else {
+            println!("{}: {}", w.cli, windows(&w.windows, now_ms()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn since_is_a_span_or_a_date() {
+        assert_eq!(since_ms(Some("2026-11-01")).ok(), Some(1_793_491_200_000));
+        assert_eq!(since_ms(Some("1970-01-02")).ok(), Some(86_400_000));
+        let week = since_ms(None).expect("default");
+        assert!((now_ms() - week - 7 * 86_400_000).abs() < 5_000);
+        assert!(since_ms(Some("last tuesday")).is_err());
+    }
+}

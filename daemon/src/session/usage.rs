@@ -1,0 +1,125 @@
+//! Counting a turn: once it ended, what it cost is read from its CLI's records (off the async
+//! workers, where the CLI keeps them: a jailed session's in its own home), appended to the
+//! ledger once, counted in the metrics, and told as a `turn_usage` event.
+
+use crate::core::Daemon;
+use crate::error::CoreError;
+use crate::model::{Actor, SessionRecord};
+use crate::store::events::EventKind;
+use crate::usage::PlanWindow;
+use crate::usage::ledger::{By, Entry, Row, sum};
+
+/// How often, and how far apart, a turn's records are read until they hold its end.
+const RECORD_TRIES: u32 = 15;
+const RECORD_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A CLI's plan windows as last recorded, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CliWindows {
+    pub cli: String,
+    pub windows: Vec<PlanWindow>,
+    pub at_ms: i64,
+}
+
+impl Daemon {
+    /// Counts the turn of `rec` (as it was when the turn ended) that ended as event `seq`.
+    pub(crate) fn count_turn(&self, rec: SessionRecord, seq: u64) {
+        let d = self.clone();
+        self.in_background(async move {
+            let Some((adapter, _)) = d.kind_of(&rec.cli) else {
+                return;
+            };
+            let cli = d.records_cli(&rec);
+            // The CLI may still be writing its records as its hook reports the turn's end:
+            // read until they hold the end, for a few seconds at most (then what is there).
+            let mut usage = None;
+            for _ in 0..RECORD_TRIES {
+                let (a, r, c) = (adapter.clone(), rec.clone(), cli.clone());
+                usage = tokio::task::spawn_blocking(move || a.turn_usage(&r, c.as_ref()))
+                    .await
+                    .ok()
+                    .flatten();
+                if usage.as_ref().is_some_and(|u| u.complete) {
+                    break;
+                }
+                tokio::time::sleep(RECORD_WAIT).await;
+            }
+            let Some(usage) = usage.filter(|u| !u.tokens.is_zero() || !u.windows.is_empty()) else {
+                return;
+            };
+            let entry = Entry {
+                time_ms: crate::store::now_ms(),
+                seq,
+                session: rec.name.clone(),
+                cli: rec.cli.clone(),
+                owner: if rec.owner.is_empty() {
+                    crate::model::Actor::LOCAL.to_string()
+                } else {
+                    rec.owner.clone()
+                },
+                model: usage.model.clone(),
+                tokens: usage.tokens,
+                calls: usage.calls,
+                windows: usage.windows.clone(),
+            };
+            if !d.usage().record(&entry) {
+                return;
+            }
+            d.metrics().turn_usage(&rec.cli, &usage);
+            d.event(
+                &rec.name,
+                &rec.id,
+                EventKind::TurnUsage {
+                    turn_seq: seq,
+                    tokens: usage.tokens,
+                    model: usage.model,
+                    calls: usage.calls,
+                    windows: usage.windows,
+                },
+            );
+        });
+    }
+
+    /// What `actor` may see of the ledger since `since_ms`, summed `by`: admins and the
+    /// machine's user every turn, a chat user the turns of sessions they own; only `session`'s
+    /// when one is named. With each CLI's plan windows as last recorded (none: its records
+    /// tell none).
+    pub fn usage_view(
+        &self,
+        actor: &Actor,
+        by: &str,
+        since_ms: i64,
+        session: &str,
+    ) -> Result<(Vec<Row>, Vec<CliWindows>), CoreError> {
+        let by = By::parse(by).ok_or_else(|| {
+            CoreError::UsageQuery(format!(
+                "by: {by:?} is none of session, user, cli, day, model"
+            ))
+        })?;
+        let all = self.is_admin(actor);
+        let mine = actor.key();
+        let entries: Vec<Entry> = self
+            .usage()
+            .since(since_ms)
+            .into_iter()
+            .filter(|e| all || e.owner == mine)
+            .filter(|e| session.is_empty() || e.session == session)
+            .collect();
+        let mut windows: Vec<CliWindows> = Vec::new();
+        for e in &entries {
+            match windows.iter_mut().find(|w| w.cli == e.cli) {
+                Some(w) if !e.windows.is_empty() && e.time_ms >= w.at_ms => {
+                    w.windows = e.windows.clone();
+                    w.at_ms = e.time_ms;
+                }
+                Some(_) => {}
+                None => windows.push(CliWindows {
+                    cli: e.cli.clone(),
+                    windows: e.windows.clone(),
+                    at_ms: if e.windows.is_empty() { 0 } else { e.time_ms },
+                }),
+            }
+        }
+        Ok((sum(&entries, by), windows))
+    }
+}

@@ -1,0 +1,99 @@
+//! What work costs: the tokens of each turn, read from the CLI's own records, and the plan's
+//! windows where the CLI records them.
+//!
+//! Why from the CLI's records and nothing else: they are what the CLI was billed for (its
+//! API's usage figures, written down by the CLI), they need no credentials and no private
+//! endpoint, and they are already on disk. Each CLI writes them differently — Claude Code a
+//! line per content block, repeating a message's usage as it grows; Codex running totals —
+//! so each has its reader here, fixed by golden files captured from the pinned versions.
+//!
+//! What this folder owns: the figures (`TurnUsage`), the readers (`claude`, `codex`), and the
+//! ledger of counted turns (`ledger`: `usage.jsonl`, one line per turn, read for the views).
+
+pub mod claude;
+pub mod codex;
+pub mod ledger;
+
+use serde::{Deserialize, Serialize};
+
+/// Tokens, by kind. `input` is what was not read from the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, o: &Tokens) {
+        self.input += o.input;
+        self.output += o.output;
+        self.cache_read += o.cache_read;
+        self.cache_write += o.cache_write;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Tokens::default()
+    }
+
+    /// `(kind, count)` for each kind, as metrics and CSV name them.
+    pub fn kinds(&self) -> [(&'static str, u64); 4] {
+        [
+            ("input", self.input),
+            ("output", self.output),
+            ("cache_read", self.cache_read),
+            ("cache_write", self.cache_write),
+        ]
+    }
+}
+
+/// One of a plan's usage windows, as the CLI recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanWindow {
+    /// Its length, as people say it: "5h", "7d".
+    pub name: String,
+    pub used_percent: f64,
+    /// When it resets (ms since the epoch); 0: not said.
+    pub resets_at_ms: i64,
+}
+
+/// What a turn cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnUsage {
+    pub tokens: Tokens,
+    /// The model that answered (the last one, when several did).
+    pub model: String,
+    /// The API calls the turn made.
+    pub calls: u32,
+    /// The plan's windows after the turn, when the CLI records them.
+    pub windows: Vec<PlanWindow>,
+    /// The records hold the turn's end: a CLI may still be writing them when its hook says
+    /// the turn ended, and a count read before is short.
+    #[serde(skip)]
+    pub complete: bool,
+}
+
+/// A window's length in minutes, as people say it.
+pub fn window_name(minutes: u64) -> String {
+    match minutes {
+        0 => "window".into(),
+        m if m % 1440 == 0 => format!("{}d", m / 1440),
+        m if m % 60 == 0 => format!("{}h", m / 60),
+        m => format!("{m}m"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_are_named_as_people_say_them() {
+        assert_eq!(window_name(300), "5h");
+        assert_eq!(window_name(10080), "7d");
+        assert_eq!(window_name(90), "90m");
+        assert_eq!(window_name(0), "window");
+    }
+}
