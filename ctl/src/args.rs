@@ -87,6 +87,10 @@ pub enum Command {
         /// Code's session id, Codex's thread id, OpenCode's ses_…) instead of a new one.
         #[arg(long, value_name = "CONVERSATION_ID")]
         resume: Option<String>,
+        /// Start it with this account profile of its CLI ([cli.NAME.profiles.PROFILE]: its own
+        /// config directory, say); its usage is counted under it.
+        #[arg(long)]
+        profile: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -453,7 +457,7 @@ pub enum Command {
     /// What the turns cost, from the CLIs' own records: tokens by session, user, CLI, day or
     /// model, and each CLI's plan windows where its records tell them (docs/USAGE.md).
     Usage {
-        /// Group by session, user, cli, day or model.
+        /// Group by session, user, cli, day, model or profile (CLI:PROFILE).
         #[arg(long, default_value = "session")]
         by: String,
         /// Turns of the last D ("7d", "24h"), or since a date ("2026-11-01") [default: 7d].

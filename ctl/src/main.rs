@@ -159,10 +159,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             args,
             delegate,
             resume,
+            profile,
             json,
         } => {
             let mut req = sessions::spawn_request(name, cli, dir, env, args, delegate)?;
             req.resume = resume.unwrap_or_default();
+            req.profile = profile.unwrap_or_default();
             sessions::spawn(c, req, json).await
         }
         Command::Send {

@@ -63,6 +63,8 @@ pub struct Config {
     pub jobs: Vec<crate::jobs::JobSpec>,
     /// `[triggers]`: where webhooks that start jobs are taken (off by default).
     pub triggers: crate::jobs::webhook::TriggersConfig,
+    /// `[usage]`: how what the turns cost is shown (docs/USAGE.md).
+    pub usage: crate::usage::UsageConfig,
 }
 
 /// One `[[sessions]]` entry.
@@ -260,6 +262,7 @@ pub const DAEMON_SECTIONS: &[&str] = &[
     "routes",
     "jobs",
     "triggers",
+    "usage",
 ];
 
 /// Top-level sections of the config file that neither the daemon nor the gateway reads (a
@@ -533,6 +536,7 @@ impl Config {
                 on_turn_timeout: None,
                 restart: None,
                 prompts: Default::default(),
+                profiles: BTreeMap::new(),
             });
             if let Some(v) = &o.adapter {
                 entry.adapter = v.clone();
@@ -565,6 +569,9 @@ impl Config {
             p.on_prompt_timeout = o.on_prompt_timeout.or(p.on_prompt_timeout);
             if let Some(v) = &o.argv {
                 entry.argv = v.clone();
+            }
+            if let Some(v) = &o.profiles {
+                entry.profiles.extend(v.clone());
             }
             if let Some(v) = &o.env {
                 entry.env.extend(v.clone());

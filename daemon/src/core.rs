@@ -52,6 +52,8 @@ pub struct SpawnRequest {
     pub delegated_reasons: Vec<String>,
     /// A conversation of the CLI to continue (`spawn --resume ID`); empty: a new one.
     pub resume: String,
+    /// An account profile of the CLI (`[cli.NAME.profiles.PROFILE]`); empty: none.
+    pub profile: String,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.

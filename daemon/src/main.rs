@@ -366,9 +366,10 @@ fn run(
         }
         let triggers = daemon.settings().config.triggers.listen();
         if let Ok(Some(listen)) = triggers {
-            let at = clibotd::ops::triggers::serve(daemon.clone(), listen, shutdown.clone())
-                .await
-                .context("cannot listen on [triggers] listen")?;
+            let at =
+                clibotd::session::webhook_http::serve(daemon.clone(), listen, shutdown.clone())
+                    .await
+                    .context("cannot listen on [triggers] listen")?;
             info!(listen = %at, "taking webhooks on /hooks/JOB");
         }
         tokio::spawn(daemon.clone().run_monitor(shutdown.clone()));

@@ -162,6 +162,10 @@ pub struct SessionRecord {
     /// The session this one handed its work to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub delegated_to: String,
+    /// The account profile it was started with (`[cli.NAME.profiles.PROFILE]`; its
+    /// environment is in `env`); empty: none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub profile: String,
     /// Who asked to cancel the running turn, written before the CLI is interrupted: a daemon
     /// that dies before it records the cancel leaves the next one to report the turn's end as
     /// cancelled, not completed. Empty when no cancel is under way.
@@ -655,6 +659,49 @@ impl Actor {
     pub fn is_local(&self) -> bool {
         self.kind == ActorKind::Local
     }
+}
+
+/// Tokens, by kind. `input` is what was not read from the cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, o: &Tokens) {
+        self.input += o.input;
+        self.output += o.output;
+        self.cache_read += o.cache_read;
+        self.cache_write += o.cache_write;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == Tokens::default()
+    }
+
+    /// `(kind, count)` for each kind, as metrics and CSV name them.
+    pub fn kinds(&self) -> [(&'static str, u64); 4] {
+        [
+            ("input", self.input),
+            ("output", self.output),
+            ("cache_read", self.cache_read),
+            ("cache_write", self.cache_write),
+        ]
+    }
+}
+
+/// One of a plan's usage windows, as the CLI recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanWindow {
+    /// Its length, as people say it: "5h", "7d".
+    pub name: String,
+    pub used_percent: f64,
+    /// When it resets (ms since the epoch); 0: not said.
+    pub resets_at_ms: i64,
 }
 
 #[cfg(test)]

@@ -917,7 +917,7 @@ fn gemini_chunk(id: &str, model: &str, parts: Vec<Value>, last: bool) -> Value {
     }
     json!({
         "candidates": [candidate],
-        "usageMetadata": { "promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15 },
+        "usageMetadata": { "promptTokenCount": 1500, "cachedContentTokenCount": 500, "candidatesTokenCount": 6, "thoughtsTokenCount": 2, "totalTokenCount": 1508 },
         "modelVersion": model,
         "responseId": id,
     })

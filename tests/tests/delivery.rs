@@ -379,7 +379,7 @@ async fn oversized_requests_are_refused_naming_the_limit() {
             args,
             env,
             delegate: false,
-            resume: String::new(),
+            ..Default::default()
         }
     };
     let err = c

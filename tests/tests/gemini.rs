@@ -98,6 +98,16 @@ fn real_cli_a_shell_confirmation_waits_and_a_key_answers_it() {
         std::fs::read_to_string(s.h.dir.path().join("gemini/home/.gemini/settings.json"))
             .expect("settings");
     assert!(!settings.contains("clibot"), "{settings}");
+    // What the turn cost, from Gemini CLI's chat file: two answers (the command, the reply),
+    // each 1500 in of which 500 cached, 6 out and 2 of thoughts (the mock's).
+    let u = wait_event(&s.h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (&u["input"], &u["output"], &u["cache_read"], &u["calls"]),
+        (&json!(2000), &json!(16), &json!(1000), &json!(2)),
+        "{u}"
+    );
 }
 
 fn touch_rule(work: &std::path::Path, file: &str) -> Rule {

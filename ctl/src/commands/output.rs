@@ -73,6 +73,7 @@ pub fn session_json(s: &v1::Session) -> Value {
         "delegate": s.delegate, "delegated_from": s.delegated_from,
         "delegated_to": s.delegated_to,
         "conversation_id": s.conversation_id,
+        "profile": s.profile,
     })
 }
 

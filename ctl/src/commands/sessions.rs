@@ -106,7 +106,7 @@ pub fn spawn_request(
         args,
         env: envs,
         delegate,
-        resume: String::new(),
+        ..Default::default()
     })
 }
 

@@ -36,6 +36,17 @@ impl Adapter for Gemini {
         "gemini"
     }
 
+    fn turn_usage(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        let path = session_chat(rec, cli)?;
+        let text = crate::confine::beneath::read_record(&path, crate::confine::beneath::RECORD_MAX)
+            .ok()?;
+        crate::usage::gemini::last_turn(&gemini_messages(&text))
+    }
+
     /// Esc cancels Gemini CLI's request (`esc to cancel`; Ctrl-C twice quits).
     fn cancel_keys(&self) -> &'static [&'static str] {
         &["Escape"]
@@ -116,12 +127,10 @@ impl Adapter for Gemini {
     }
 }
 
-/// The last reply in a Gemini CLI chat file (JSONL): records are replayed as Gemini does — a
-/// record with an id replaces the earlier one with that id, `{"$set": {"messages": [...]}}`
-/// replaces the whole history — and the newest `gemini` message with text wins.
-pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text =
-        crate::confine::beneath::read_record(path, crate::confine::beneath::RECORD_MAX).ok()?;
+/// The messages of a Gemini CLI chat file (JSONL), records replayed as Gemini does: a record
+/// with an id replaces the earlier one with that id, `{"$set": {"messages": [...]}}` replaces
+/// the whole history.
+pub fn gemini_messages(text: &str) -> Vec<Value> {
     let mut messages: Vec<Value> = Vec::new();
     for line in text.lines() {
         let Ok(v) = serde_json::from_str::<Value>(line) else {
@@ -145,6 +154,14 @@ pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
             None => messages.push(v),
         }
     }
+    messages
+}
+
+/// The last reply in a Gemini CLI chat file: the newest `gemini` message with text.
+pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
+    let text =
+        crate::confine::beneath::read_record(path, crate::confine::beneath::RECORD_MAX).ok()?;
+    let messages = gemini_messages(&text);
     let content_text = |m: &Value| -> String {
         match m.get("content") {
             Some(Value::String(s)) => s.clone(),
@@ -164,10 +181,44 @@ pub fn gemini_transcript_reply(path: &std::path::Path) -> Option<String> {
         .find(|t| !t.trim().is_empty())
 }
 
-/// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
-/// the short name from `~/.gemini/projects.json`; a chat's first line holds its `sessionId`
-/// (what `gemini --resume` takes).
-pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
+/// The chat file a session writes: in its project's chats, the one whose `sessionId` is the
+/// session's conversation when known, else the one written since its turn began.
+fn session_chat(
+    rec: &crate::model::SessionRecord,
+    cli: Option<&crate::cli::CliSpec>,
+) -> Option<PathBuf> {
+    let env = |k: &str| {
+        cli.and_then(|c| c.env.get(k).cloned())
+            .or_else(|| std::env::var(k).ok())
+    };
+    // The per-session home clibot launched it with (see `launch`), else its own.
+    let own = env(crate::cli::SESSION_FILES)
+        .map(|f| PathBuf::from(f).join("gemini-home"))
+        .filter(|h| h.is_dir());
+    let base = own
+        .or_else(|| env("GEMINI_CLI_HOME").map(PathBuf::from))
+        .or_else(|| env("HOME").map(PathBuf::from))?
+        .join(".gemini");
+    let files = project_chats(&base, &rec.dir)?;
+    let head = |f: &PathBuf| -> Option<String> {
+        let first =
+            crate::confine::beneath::read_record_head(f, crate::confine::beneath::RECORD_MAX)
+                .ok()?;
+        let meta: Value = serde_json::from_str(first.lines().next()?).ok()?;
+        meta["sessionId"].as_str().map(str::to_string)
+    };
+    if !rec.cli_session_id.is_empty()
+        && let Some(f) = files
+            .iter()
+            .find(|f| head(f).as_deref() == Some(&rec.cli_session_id))
+    {
+        return Some(f.clone());
+    }
+    only_recent(files, rec.turn_started_ms)
+}
+
+/// The chat files of the project `dir` under `base` (`~/.gemini`).
+fn project_chats(base: &Path, dir: &Path) -> Option<Vec<PathBuf>> {
     let projects: serde_json::Value = serde_json::from_str(
         &crate::confine::beneath::read_record(&base.join("projects.json"), 4 << 20).ok()?,
     )
@@ -177,16 +228,24 @@ pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<Str
         return None;
     }
     let chats = base.join("tmp").join(short).join("chats");
-    let files = std::fs::read_dir(chats)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
-        })
-        .collect();
-    let f = only_recent(files, since_ms)?;
+    Some(
+        std::fs::read_dir(chats)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("session-"))
+            })
+            .collect(),
+    )
+}
+
+/// Gemini CLI keeps a project's chats in `~/.gemini/tmp/<short name>/chats/session-*.jsonl`,
+/// the short name from `~/.gemini/projects.json`; a chat's first line holds its `sessionId`
+/// (what `gemini --resume` takes).
+pub fn gemini_conversation(base: &Path, dir: &Path, since_ms: i64) -> Option<String> {
+    let f = only_recent(project_chats(base, dir)?, since_ms)?;
     let first =
         crate::confine::beneath::read_record_head(&f, crate::confine::beneath::RECORD_MAX).ok()?;
     let meta: serde_json::Value = serde_json::from_str(first.lines().next()?).ok()?;

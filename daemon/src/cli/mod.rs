@@ -21,6 +21,11 @@ use crate::cli::running::Running;
 use crate::keys::Key;
 use crate::model::Prompt;
 
+/// Set in the spec a session's records are read with (never in a CLI's environment): the
+/// session's private directory of files, where an adapter may have placed its launch's state
+/// (Gemini CLI's per-session home).
+pub const SESSION_FILES: &str = "CLIBOT_SESSION_FILES";
+
 /// What a launch needs to know.
 pub struct LaunchContext<'a> {
     /// The shell command a hook runs (`'/path/clibotctl' hook --cli NAME`).
@@ -212,7 +217,9 @@ pub trait Adapter: Send + Sync {
 
 mod spec;
 pub(crate) use spec::builtin_clis;
-pub use spec::{CliOverride, CliSpec, OnPromptTimeout, OnTurnTimeout, PromptPolicy, RestartPolicy};
+pub use spec::{
+    CliOverride, CliSpec, OnPromptTimeout, OnTurnTimeout, Profile, PromptPolicy, RestartPolicy,
+};
 mod claude;
 mod codex;
 mod copilot;
@@ -224,7 +231,7 @@ mod qwen;
 pub use claude::{Claude, claude_transcript_reply};
 pub use codex::Codex;
 pub use copilot::{Copilot, copilot_transcript_reply};
-pub use gemini::{Gemini, gemini_transcript_reply};
+pub use gemini::{Gemini, gemini_messages, gemini_transcript_reply};
 pub use opencode::OpenCode;
 pub use qwen::{Qwen, qwen_chats, qwen_transcript_reply};
 

@@ -46,6 +46,18 @@ pub struct CliOverride {
     pub prompt_timeout: Option<Duration>,
     /// Overrides `[daemon] on_prompt_timeout` for this CLI.
     pub on_prompt_timeout: Option<OnPromptTimeout>,
+    /// `[cli.NAME.profiles.PROFILE]`: accounts a session may be started with.
+    pub profiles: Option<BTreeMap<String, Profile>>,
+}
+
+/// An account profile of a CLI: the environment that points it at another account (its
+/// config directory: `CLAUDE_CONFIG_DIR`, `CODEX_HOME`, …). A session started with it keeps
+/// it across restarts, and its usage is counted under it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
 }
 
 /// What happens to a prompt nobody answered within `prompt_timeout`.
@@ -141,6 +153,8 @@ pub struct CliSpec {
     pub restart: Option<RestartPolicy>,
     /// Each `None`: `[daemon]`'s.
     pub prompts: PromptPolicy,
+    /// Its account profiles, by name.
+    pub profiles: BTreeMap<String, Profile>,
 }
 
 /// The CLIs every installation knows.
@@ -173,6 +187,7 @@ pub(crate) fn builtin_clis() -> BTreeMap<String, CliSpec> {
             idle_stop_after: None,
             turn_timeout: None,
             on_turn_timeout: None,
+            profiles: BTreeMap::new(),
             restart: None,
             prompts: PromptPolicy::default(),
         };

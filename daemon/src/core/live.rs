@@ -141,6 +141,9 @@ pub(crate) fn changed(old: &Config, new: &Config) -> (Vec<String>, Vec<String>) 
     if diff(&old.cli_overrides, &new.cli_overrides) {
         reloaded.push("cli".into());
     }
+    if diff(&old.usage, &new.usage) {
+        reloaded.push("usage".into());
+    }
     if diff(&old.routes, &new.routes) {
         reloaded.push("routes".into());
     }

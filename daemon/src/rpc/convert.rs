@@ -370,6 +370,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         unmanaged: r.unmanaged,
         cli_version: r.cli_version,
         conversation_id: r.cli_session_id,
+        profile: r.profile,
     }
 }
 
@@ -544,6 +545,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             model,
             calls,
             windows,
+            footer,
         } => Kind::TurnUsage(v1::TurnUsage {
             turn_seq,
             input: tokens.input,
@@ -553,6 +555,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             model,
             calls,
             windows: windows.iter().map(plan_window).collect(),
+            footer,
         }),
         EventKind::JobMissed {
             job,

@@ -349,6 +349,10 @@ mod tests {
                 "only its owner shares it, with a user it names: the core checks both",
             ),
             ("ListRules", "a list, filtered to what the caller may read"),
+            (
+                "GetUsage",
+                "a sum, filtered to the turns of sessions the caller owns",
+            ),
         ];
         for (method, _, who, _) in TABLE {
             if *who == Anyone && names_a_session(method) {

@@ -112,10 +112,12 @@ pub(super) async fn spawn_session(
     // Arguments and environment change what a CLI may do unasked (a flag that skips its
     // permission prompts, a preloaded library): never from inside a session, whose program
     // could otherwise start a sibling freer than itself.
-    if actor.via.starts_with("session:") && (!r.args.is_empty() || !r.env.is_empty()) {
+    if actor.via.starts_with("session:")
+        && (!r.args.is_empty() || !r.env.is_empty() || !r.profile.is_empty())
+    {
         // The gate audits the refusal.
         return Err(Status::permission_denied(
-            "a session started from inside a session takes no arguments or environment: start it from the machine (clibotctl at a terminal) or from a chat",
+            "a session started from inside a session takes no arguments, environment or profile: start it from the machine (clibotctl at a terminal) or from a chat",
         ));
     }
     let req = SpawnRequest {
@@ -133,6 +135,7 @@ pub(super) async fn spawn_session(
         delegated_from: Vec::new(),
         delegated_reasons: Vec::new(),
         resume: r.resume,
+        profile: r.profile,
     };
     let rec = svc.daemon.spawn(req).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))

@@ -51,6 +51,7 @@ mod unmanaged;
 mod usage;
 mod watch;
 pub mod webhook;
+pub mod webhook_http;
 mod workspace;
 
 pub use answer::Answered;

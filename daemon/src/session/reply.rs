@@ -48,10 +48,16 @@ impl Daemon {
         rec: &crate::model::SessionRecord,
     ) -> Option<crate::cli::CliSpec> {
         let mut cli = self.cli(&rec.cli).ok().map(|c| (*c).clone());
-        // What the session was started with wins over the CLI's configuration, as at spawn.
+        // What the session was started with wins over the CLI's configuration, as at spawn;
+        // and where its launch placed files of its own.
         if let Some(c) = cli.as_mut() {
             c.env
                 .extend(rec.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let files = self.settings().state_dir.join("sessions").join(&rec.id);
+            c.env.insert(
+                crate::cli::SESSION_FILES.into(),
+                files.display().to_string(),
+            );
         }
         if !rec.jail_home.is_empty() {
             let own = (self.settings().state_dir.join("jails"))

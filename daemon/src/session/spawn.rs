@@ -21,12 +21,49 @@ use crate::tmux::{MuxError, MuxSession, NewSession, SessionMeta};
 
 impl Daemon {
     /// Starts a configured CLI in a new tmux session.
+    /// Puts account profile `req.profile` of `cli` into the request's environment (what the
+    /// request sets itself wins; `~/` is the home directory). Admins' and the machine's
+    /// sessions only: a profile points the CLI at an account's credentials, which a member's
+    /// jail must not reach.
+    fn take_profile(
+        &self,
+        req: &mut SpawnRequest,
+        cli: &crate::cli::CliSpec,
+    ) -> Result<(), CoreError> {
+        if self.non_admin(&req.owner).is_some() {
+            return Err(CoreError::BadSpawn(
+                "profile: only admins and the machine's user start sessions with an account profile".into(),
+            ));
+        }
+        let Some(p) = cli.profiles.get(&req.profile) else {
+            let known: Vec<&str> = cli.profiles.keys().map(String::as_str).collect();
+            return Err(CoreError::BadSpawn(format!(
+                "profile: {} has no profile {:?} ({}); [cli.{}.profiles.NAME] env = {{ … }} defines one",
+                cli.name,
+                req.profile,
+                if known.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("it has {}", known.join(", "))
+                },
+                cli.name
+            )));
+        };
+        for (k, v) in &p.env {
+            let v = crate::paths::expand_home(std::path::Path::new(v))
+                .display()
+                .to_string();
+            req.env.entry(k.clone()).or_insert(v);
+        }
+        Ok(())
+    }
+
     pub async fn spawn(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
         let span = info_span!("session", session = %req.name);
         self.spawn_inner(req).instrument(span).await
     }
 
-    async fn spawn_inner(&self, req: SpawnRequest) -> Result<SessionRecord, CoreError> {
+    async fn spawn_inner(&self, mut req: SpawnRequest) -> Result<SessionRecord, CoreError> {
         if !is_valid_name(&req.name) {
             return Err(CoreError::InvalidName(req.name));
         }
@@ -35,6 +72,9 @@ impl Daemon {
         }
         crate::ops::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
+        if !req.profile.is_empty() {
+            self.take_profile(&mut req, &cli)?;
+        }
         let dir = match self.non_admin(&req.owner) {
             Some(conf) => self.member_dir(&req.owner, &conf, &req.dir)?,
             None => self.resolve_dir(&req.dir, &cli)?,
@@ -110,6 +150,7 @@ impl Daemon {
             } else {
                 0
             },
+            profile: req.profile.clone(),
             ..Default::default()
         };
         let capped_owner = self.capped_owner(&req.owner);

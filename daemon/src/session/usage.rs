@@ -45,6 +45,7 @@ impl Daemon {
                 tokio::time::sleep(RECORD_WAIT).await;
             }
             let Some(usage) = usage.filter(|u| !u.tokens.is_zero() || !u.windows.is_empty()) else {
+                tracing::debug!(cli = %rec.cli, "no usage of the turn in the CLI's records");
                 return;
             };
             let entry = Entry {
@@ -58,6 +59,7 @@ impl Daemon {
                     rec.owner.clone()
                 },
                 model: usage.model.clone(),
+                profile: rec.profile.clone(),
                 tokens: usage.tokens,
                 calls: usage.calls,
                 windows: usage.windows.clone(),
@@ -75,6 +77,7 @@ impl Daemon {
                     model: usage.model,
                     calls: usage.calls,
                     windows: usage.windows,
+                    footer: d.live().config.usage.footer,
                 },
             );
         });
@@ -93,7 +96,7 @@ impl Daemon {
     ) -> Result<(Vec<Row>, Vec<CliWindows>), CoreError> {
         let by = By::parse(by).ok_or_else(|| {
             CoreError::UsageQuery(format!(
-                "by: {by:?} is none of session, user, cli, day, model"
+                "by: {by:?} is none of session, user, cli, day, model, profile"
             ))
         })?;
         let all = self.is_admin(actor);

@@ -259,13 +259,16 @@ pub enum EventKind {
     TurnUsage {
         turn_seq: u64,
         #[serde(flatten)]
-        tokens: crate::usage::Tokens,
+        tokens: crate::model::Tokens,
         #[serde(default)]
         model: String,
         #[serde(default)]
         calls: u32,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        windows: Vec<crate::usage::PlanWindow>,
+        windows: Vec<crate::model::PlanWindow>,
+        /// The chats show it under the reply (`[usage] footer`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        footer: bool,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]

@@ -33,6 +33,9 @@ pub struct Entry {
     /// "local" or PLATFORM:USER: whose session it is.
     pub owner: String,
     pub model: String,
+    /// The account profile the session was started with; empty: none.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub profile: String,
     #[serde(flatten)]
     pub tokens: Tokens,
     pub calls: u32,
@@ -48,6 +51,7 @@ pub enum By {
     Cli,
     Day,
     Model,
+    Profile,
 }
 
 impl By {
@@ -58,6 +62,7 @@ impl By {
             "cli" => By::Cli,
             "day" => By::Day,
             "model" => By::Model,
+            "profile" => By::Profile,
             _ => return None,
         })
     }
@@ -68,6 +73,7 @@ impl By {
             By::User => e.owner.clone(),
             By::Cli => e.cli.clone(),
             By::Model => e.model.clone(),
+            By::Profile => format!("{}:{}", e.cli, e.profile),
             By::Day => jiff::Timestamp::from_millisecond(e.time_ms)
                 .map(|t| t.to_zoned(jiff::tz::TimeZone::system()).date().to_string())
                 .unwrap_or_default(),
@@ -206,6 +212,7 @@ mod tests {
             cli: "claude".into(),
             owner: owner.into(),
             model: "m".into(),
+            profile: String::new(),
             tokens: Tokens {
                 input: 10,
                 output,

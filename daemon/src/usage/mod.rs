@@ -7,57 +7,25 @@
 //! line per content block, repeating a message's usage as it grows; Codex running totals —
 //! so each has its reader here, fixed by golden files captured from the pinned versions.
 //!
-//! What this folder owns: the figures (`TurnUsage`), the readers (`claude`, `codex`), and the
+//! What this folder owns: the figures (`TurnUsage`), the readers (`claude`, `codex`, `gemini`), and the
 //! ledger of counted turns (`ledger`: `usage.jsonl`, one line per turn, read for the views).
 
 pub mod claude;
 pub mod codex;
+pub mod gemini;
 pub mod ledger;
 
 use serde::{Deserialize, Serialize};
 
-/// Tokens, by kind. `input` is what was not read from the cache.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Tokens {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
+/// `[usage]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UsageConfig {
+    /// A line under each final reply in the chats: "1.2k in · 340 out · 5h 42 %".
+    pub footer: bool,
 }
 
-impl Tokens {
-    pub fn add(&mut self, o: &Tokens) {
-        self.input += o.input;
-        self.output += o.output;
-        self.cache_read += o.cache_read;
-        self.cache_write += o.cache_write;
-    }
-
-    pub fn is_zero(&self) -> bool {
-        *self == Tokens::default()
-    }
-
-    /// `(kind, count)` for each kind, as metrics and CSV name them.
-    pub fn kinds(&self) -> [(&'static str, u64); 4] {
-        [
-            ("input", self.input),
-            ("output", self.output),
-            ("cache_read", self.cache_read),
-            ("cache_write", self.cache_write),
-        ]
-    }
-}
-
-/// One of a plan's usage windows, as the CLI recorded it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlanWindow {
-    /// Its length, as people say it: "5h", "7d".
-    pub name: String,
-    pub used_percent: f64,
-    /// When it resets (ms since the epoch); 0: not said.
-    pub resets_at_ms: i64,
-}
+pub use crate::model::{PlanWindow, Tokens};
 
 /// What a turn cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

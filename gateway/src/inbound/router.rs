@@ -661,6 +661,15 @@ pub fn history_text(entries: &[v1::TranscriptEntry], redact: impl Fn(&str) -> St
         .join("\n")
 }
 
+/// `40s`, `12m`, `3h 5m`.
+pub(crate) fn age_words(secs: i64) -> String {
+    match secs {
+        ..60 => format!("{}s", secs.max(0)),
+        60..3600 => format!("{}m", secs / 60),
+        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     //! The router and the relay against an in-memory platform and a real daemon.

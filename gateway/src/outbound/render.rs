@@ -14,6 +14,21 @@ pub fn render(ev: &v1::Event) -> Option<String> {
         Kind::Waiting(w) => format!("[{s}] {}", prompt_text(w.prompt.as_ref()?)),
         Kind::PromptResolved(r) if !r.note.is_empty() => format!("[{s}] {}", r.note),
         Kind::Notice(n) => format!("[{s}] {}", n.text),
+        Kind::TurnUsage(u) if u.footer => {
+            use clibot_proto::usage_words::tokens;
+            let mut line = format!(
+                "[{s}] 📊 {} in · {} out",
+                tokens(u.input),
+                tokens(u.output)
+            );
+            if u.cache_read > 0 {
+                line.push_str(&format!(" · {} cached", tokens(u.cache_read)));
+            }
+            for w in &u.windows {
+                line.push_str(&format!(" · {} {:.0} %", w.name, w.used_percent));
+            }
+            line
+        }
         Kind::JobStarted(j) => {
             let why = match j.trigger() {
                 v1::JobTrigger::Webhook => ", by its webhook",
@@ -224,6 +239,7 @@ pub fn for_chats(ev: &v1::Event) -> bool {
                 | Kind::ChatSuspended(_)
                 | Kind::Notice(_)
                 | Kind::JobStarted(_)
+                | Kind::TurnUsage(_)
                 | Kind::JobFinished(_)
                 | Kind::JobSkipped(_)
                 | Kind::JobMissed(_)
@@ -381,6 +397,32 @@ mod tests {
         assert_eq!(
             render(&exited(None, "its tmux session is gone")).as_deref(),
             Some("[api] the session ended: its tmux session is gone")
+        );
+    }
+
+    #[test]
+    fn a_turns_usage_is_a_footer_only_when_asked_for() {
+        let usage = |footer: bool| v1::Event {
+            seq: 2,
+            session: "api".into(),
+            kind: Some(Kind::TurnUsage(v1::TurnUsage {
+                input: 2000,
+                output: 14,
+                cache_read: 6000,
+                windows: vec![v1::PlanWindow {
+                    name: "5h".into(),
+                    used_percent: 42.4,
+                    resets_at_ms: 0,
+                }],
+                footer,
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        assert_eq!(render(&usage(false)), None);
+        assert_eq!(
+            render(&usage(true)).as_deref(),
+            Some("[api] 📊 2.0k in · 14 out · 6.0k cached · 5h 42 %")
         );
     }
 }

@@ -507,12 +507,3 @@ fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
     }
     out
 }
-
-/// `40s`, `12m`, `3h 5m`.
-pub(super) fn age_words(secs: i64) -> String {
-    match secs {
-        ..60 => format!("{}s", secs.max(0)),
-        60..3600 => format!("{}m", secs / 60),
-        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
-    }
-}

@@ -5,7 +5,7 @@
 use clibot_gateway::command::job_add;
 use clibot_proto::v1;
 
-use super::Router;
+use super::{Router, age_words};
 use crate::platforms::Inbound;
 
 /// The pseudo prompt id of a job card's buttons: `j.ID`.
@@ -74,7 +74,7 @@ fn card_text(j: &v1::Job, now_ms: i64) -> String {
     };
     let next = if j.next_due_ms > 0 {
         let secs = (j.next_due_ms - now_ms).max(0) / 1000;
-        format!("; first run in {}", super::commands::age_words(secs))
+        format!("; first run in {}", age_words(secs))
     } else {
         String::new()
     };
@@ -165,7 +165,7 @@ impl Router {
         let name = job.spec.as_ref().map_or("", |s| s.name.as_str());
         let next = if job.next_due_ms > 0 {
             let secs = (job.next_due_ms - crate::ops::health::now_ms()).max(0) / 1000;
-            format!("; first run in {}", super::commands::age_words(secs))
+            format!("; first run in {}", age_words(secs))
         } else {
             String::new()
         };

@@ -1,7 +1,7 @@
 //! The webhook endpoint (`[triggers] listen`): `POST /hooks/JOB` on a loopback port or a Unix
 //! socket, bounded like the metrics endpoint (connections, idle time), with a capped body
 //! that must arrive in [`BODY_WITHIN`]. What a delivery must prove is the daemon's
-//! (`session/webhook.rs`); this file only reads requests and writes answers.
+//! (`webhook.rs`); this file only reads requests and writes answers.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -9,9 +9,9 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use tokio_util::sync::CancellationToken;
 
-use super::http;
 use crate::core::Daemon;
 use crate::jobs::webhook::{Delivery, Listen};
+use crate::ops::http;
 
 /// How long a request's body may take to arrive.
 pub const BODY_WITHIN: Duration = Duration::from_secs(30);
