@@ -244,14 +244,7 @@ fn transcript_path(
     if rec.cli_session_id.is_empty() {
         return None;
     }
-    let env = |k: &str| {
-        cli.and_then(|c| c.env.get(k).cloned())
-            .or_else(|| std::env::var(k).ok())
-    };
-    let base = match env("CLAUDE_CONFIG_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env("HOME")?).join(".claude"),
-    };
+    let base = super::records_dir(cli, "CLAUDE_CONFIG_DIR", ".claude")?;
     Some(claude_project_dir(&base, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)))
 }
 

@@ -157,14 +157,7 @@ fn session_rollout(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
 ) -> Option<PathBuf> {
-    let env = |k: &str| {
-        cli.and_then(|c| c.env.get(k).cloned())
-            .or_else(|| std::env::var(k).ok())
-    };
-    let home = match env("CODEX_HOME") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env("HOME")?).join(".codex"),
-    };
+    let home = super::records_dir(cli, "CODEX_HOME", ".codex")?;
     let mut files = Vec::new();
     collect_rollouts(&home.join("sessions"), 0, &mut files);
     if !rec.cli_session_id.is_empty()

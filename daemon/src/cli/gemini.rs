@@ -187,18 +187,16 @@ fn session_chat(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
 ) -> Option<PathBuf> {
-    let env = |k: &str| {
-        cli.and_then(|c| c.env.get(k).cloned())
-            .or_else(|| std::env::var(k).ok())
-    };
     // The per-session home clibot launched it with (see `launch`), else its own.
-    let own = env(crate::cli::SESSION_FILES)
+    let own = cli
+        .and_then(|c| c.env.get(crate::cli::SESSION_FILES))
         .map(|f| PathBuf::from(f).join("gemini-home"))
         .filter(|h| h.is_dir());
-    let base = own
-        .or_else(|| env("GEMINI_CLI_HOME").map(PathBuf::from))
-        .or_else(|| env("HOME").map(PathBuf::from))?
-        .join(".gemini");
+    let base = match own {
+        Some(h) => h,
+        None => super::records_dir(cli, "GEMINI_CLI_HOME", "")?,
+    }
+    .join(".gemini");
     let files = project_chats(&base, &rec.dir)?;
     let head = |f: &PathBuf| -> Option<String> {
         let first =

@@ -26,6 +26,23 @@ use crate::model::Prompt;
 /// (Gemini CLI's per-session home).
 pub const SESSION_FILES: &str = "CLIBOT_SESSION_FILES";
 
+/// Where a CLI keeps its records: its setting `var` (`CODEX_HOME`) in the session's spec, else
+/// in the daemon's environment, else `below_home` in the spec's (or the daemon's) `HOME`.
+pub(crate) fn records_dir(
+    cli: Option<&CliSpec>,
+    var: &str,
+    below_home: &str,
+) -> Option<std::path::PathBuf> {
+    let env = |k: &str| {
+        cli.and_then(|c| c.env.get(k).cloned())
+            .or_else(|| std::env::var(k).ok())
+    };
+    match env(var) {
+        Some(d) => Some(d.into()),
+        None => Some(std::path::PathBuf::from(env("HOME")?).join(below_home)),
+    }
+}
+
 /// What a launch needs to know.
 pub struct LaunchContext<'a> {
     /// The shell command a hook runs (`'/path/clibotctl' hook --cli NAME`).

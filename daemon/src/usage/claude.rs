@@ -12,11 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{Tokens, TurnUsage};
-
-fn n(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
+use super::{Tokens, TurnUsage, count, json_lines};
 
 /// Whether `line` is a person's message (not a tool's result fed back).
 fn typed_by_a_person(line: &Value) -> bool {
@@ -36,10 +32,7 @@ fn typed_by_a_person(line: &Value) -> bool {
 
 /// The usage of the transcript's last turn; `None` when it holds no assistant message since.
 pub fn last_turn(text: &str) -> Option<TurnUsage> {
-    let lines: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = json_lines(text);
     let start = lines
         .iter()
         .rposition(typed_by_a_person)
@@ -71,10 +64,10 @@ pub fn last_turn(text: &str) -> Option<TurnUsage> {
             .and_then(Value::as_str)
             .map_or_else(|| format!("line-{i}"), str::to_string);
         let tokens = Tokens {
-            input: n(u, "input_tokens"),
-            output: n(u, "output_tokens"),
-            cache_read: n(u, "cache_read_input_tokens"),
-            cache_write: n(u, "cache_creation_input_tokens"),
+            input: count(u, "input_tokens"),
+            output: count(u, "output_tokens"),
+            cache_read: count(u, "cache_read_input_tokens"),
+            cache_write: count(u, "cache_creation_input_tokens"),
         };
         match by_id.get_mut(&id) {
             Some(seen) if seen.0 >= tokens.output => {}

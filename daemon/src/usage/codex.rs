@@ -10,23 +10,19 @@
 
 use serde_json::Value;
 
-use super::{PlanWindow, Tokens, TurnUsage, window_name};
-
-fn n(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
+use super::{PlanWindow, Tokens, TurnUsage, count, json_lines, window_name};
 
 fn payload_type(line: &Value) -> Option<&str> {
     line.pointer("/payload/type").and_then(Value::as_str)
 }
 
 fn totals(u: &Value) -> Tokens {
-    let cached = n(u, "cached_input_tokens");
+    let cached = count(u, "cached_input_tokens");
     Tokens {
-        input: n(u, "input_tokens").saturating_sub(cached),
-        output: n(u, "output_tokens"),
+        input: count(u, "input_tokens").saturating_sub(cached),
+        output: count(u, "output_tokens"),
         cache_read: cached,
-        cache_write: n(u, "cache_write_input_tokens"),
+        cache_write: count(u, "cache_write_input_tokens"),
     }
 }
 
@@ -41,7 +37,7 @@ fn minus(a: Tokens, b: Tokens) -> Tokens {
 
 fn window(w: &Value, now_ms: i64) -> Option<PlanWindow> {
     let used = w.get("used_percent").and_then(Value::as_f64)?;
-    let minutes = n(w, "window_minutes");
+    let minutes = count(w, "window_minutes");
     let resets_at_ms = match (
         w.get("resets_at").and_then(Value::as_i64),
         w.get("resets_in_seconds").and_then(Value::as_i64),
@@ -60,10 +56,7 @@ fn window(w: &Value, now_ms: i64) -> Option<PlanWindow> {
 /// The usage of the rollout's last turn (`now_ms` places a window's "resets in N s"); `None`
 /// when no `token_count` follows the last message a person sent.
 pub fn last_turn(text: &str, now_ms: i64) -> Option<TurnUsage> {
-    let lines: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = json_lines(text);
     // A turn begins with `task_started` and its `turn_context` (older versions: the person's
     // `user_message`).
     let start = lines
@@ -137,7 +130,7 @@ pub fn last_turn(text: &str, now_ms: i64) -> Option<TurnUsage> {
 mod tests {
     use super::*;
 
-    fn count(input: u64, cached: u64, output: u64) -> String {
+    fn token_count(input: u64, cached: u64, output: u64) -> String {
         format!(
             r#"{{"type":"event_msg","payload":{{"type":"token_count","info":{{"total_token_usage":{{"input_tokens":{input},"cached_input_tokens":{cached},"output_tokens":{output}}}}},"rate_limits":{{"primary":{{"used_percent":42.0,"window_minutes":300,"resets_at":1800000000}},"secondary":{{"used_percent":30.5,"window_minutes":10080,"resets_in_seconds":60}}}}}}}}"#
         )
@@ -148,11 +141,11 @@ mod tests {
         let text = [
             r#"{"type":"turn_context","payload":{"model":"gpt-x"}}"#.to_string(),
             r#"{"type":"event_msg","payload":{"type":"user_message","message":"one"}}"#.into(),
-            count(100, 40, 5),
+            token_count(100, 40, 5),
             r#"{"type":"event_msg","payload":{"type":"user_message","message":"two"}}"#.into(),
-            count(250, 100, 9),
-            count(250, 100, 9),
-            count(400, 150, 20),
+            token_count(250, 100, 9),
+            token_count(250, 100, 9),
+            token_count(400, 150, 20),
         ]
         .join("\n");
         let u = last_turn(&text, 1000).expect("a turn");

@@ -9,11 +9,7 @@
 
 use serde_json::Value;
 
-use super::{Tokens, TurnUsage};
-
-fn n(v: &Value, k: &str) -> u64 {
-    v.get(k).and_then(Value::as_u64).unwrap_or(0)
-}
+use super::{Tokens, TurnUsage, count};
 
 /// The usage of the last turn of the replayed `messages`; `None` when no answer since the
 /// last user message carries tokens.
@@ -37,10 +33,10 @@ pub fn last_turn(messages: &[Value]) -> Option<TurnUsage> {
     let mut usage = TurnUsage::default();
     for m in &answers {
         let Some(t) = m.get("tokens") else { continue };
-        let cached = n(t, "cached");
+        let cached = count(t, "cached");
         usage.tokens.add(&Tokens {
-            input: n(t, "input").saturating_sub(cached),
-            output: n(t, "output") + n(t, "thoughts"),
+            input: count(t, "input").saturating_sub(cached),
+            output: count(t, "output") + count(t, "thoughts"),
             cache_read: cached,
             cache_write: 0,
         });

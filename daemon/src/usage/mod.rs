@@ -43,6 +43,18 @@ pub struct TurnUsage {
     pub complete: bool,
 }
 
+/// A count in a CLI's record (`0` when missing or not a count).
+pub(crate) fn count(v: &serde_json::Value, k: &str) -> u64 {
+    v.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0)
+}
+
+/// The JSON lines of a record file; lines that are not JSON (a torn last line) are skipped.
+pub(crate) fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 /// A window's length in minutes, as people say it.
 pub fn window_name(minutes: u64) -> String {
     match minutes {
