@@ -452,23 +452,7 @@ fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
     let mut out = String::from("⏰ jobs:");
     for j in jobs {
         let Some(s) = &j.spec else { continue };
-        let when = [
-            ("cron ", &s.cron),
-            ("every ", &s.every),
-            ("at ", &s.at),
-            ("after ", &s.after),
-            ("when idle: ", &s.when_idle),
-        ]
-        .into_iter()
-        .find(|(_, v)| !v.is_empty())
-        .map(|(k, v)| format!("{k}{v}"))
-        .unwrap_or_else(|| {
-            if s.webhook.is_some() {
-                "on its webhook".into()
-            } else {
-                String::new()
-            }
-        });
+        let when = super::job_card::when_words(s);
         let target = if s.session.is_empty() {
             format!("new {}", s.cli)
         } else {

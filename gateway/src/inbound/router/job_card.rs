@@ -53,20 +53,31 @@ fn spec_of(name: &str, fields: &[(String, String)]) -> Result<v1::JobSpec, Strin
     Ok(s)
 }
 
-/// What the card says: the job as the daemon read it.
-fn card_text(j: &v1::Job, now_ms: i64) -> String {
-    let s = j.spec.clone().unwrap_or_default();
-    let when = [
+/// When a job runs, in a few words: "every 1h", "when idle: api", "on its webhook".
+pub(super) fn when_words(s: &v1::JobSpec) -> String {
+    [
         ("cron ", &s.cron),
         ("every ", &s.every),
         ("at ", &s.at),
         ("after ", &s.after),
-        ("when this session is idle: ", &s.when_idle),
+        ("when idle: ", &s.when_idle),
     ]
     .into_iter()
     .find(|(_, v)| !v.is_empty())
     .map(|(k, v)| format!("{k}{v}"))
-    .unwrap_or_default();
+    .unwrap_or_else(|| {
+        if s.webhook.is_some() {
+            "on its webhook".into()
+        } else {
+            String::new()
+        }
+    })
+}
+
+/// What the card says: the job as the daemon read it.
+fn card_text(j: &v1::Job, now_ms: i64) -> String {
+    let s = j.spec.clone().unwrap_or_default();
+    let when = when_words(&s);
     let tz = if s.tz.is_empty() {
         String::new()
     } else {
