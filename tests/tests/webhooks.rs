@@ -236,7 +236,7 @@ fn a_webhook_job_added_by_clibotctl_takes_its_printed_secret_over_a_unix_socket(
     let dir = tempfile::tempdir().expect("tempdir");
     let sock = dir.path().join("hooks.sock");
     let mut h = Harness::with_config(&format!(
-        "[triggers]\nlisten = \"unix:{}\"\n",
+        "[triggers]\nlisten = \"unix:{}\"\nmax_body = 1024\n",
         sock.display()
     ));
     h.start_daemon();
@@ -269,6 +269,11 @@ fn a_webhook_job_added_by_clibotctl_takes_its_printed_secret_over_a_unix_socket(
     h.wait_screen("s", "the job's command ran", |s| {
         lines(s).contains(&"deploy-42")
     });
+    // A body over [triggers] max_body is refused before anything reads it.
+    let big = format!(r#"{{"ref":"{}"}}"#, "x".repeat(2048));
+    let (status, text) = post(&at, "deploy", "x-2", &big, sign(&secret, None, &big), None);
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("max_body"), "{text}");
     // Without a delivery id a signed delivery is refused: a replay could not be told apart.
     let mut no_id = std::os::unix::net::UnixStream::connect(&sock).expect("connect");
     no_id
