@@ -182,12 +182,7 @@ impl Adapter for Claude {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<crate::usage::TurnUsage> {
-        let path = transcript_path(rec, cli)?;
-        let text = crate::confine::beneath::read_record_tail(
-            &path,
-            crate::confine::beneath::TRANSCRIPT_TAIL,
-        )
-        .ok()?;
+        let text = super::transcript_tail(&transcript_path(rec, cli)?)?;
         crate::usage::claude::last_turn(&text)
     }
 
@@ -251,9 +246,7 @@ fn transcript_path(
 /// The last assistant reply in a Claude Code transcript (JSONL): the text blocks of the newest
 /// assistant message that is not in a side chain.
 pub fn claude_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text =
-        crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL)
-            .ok()?;
+    let text = super::transcript_tail(path)?;
     let mut last_id: Option<String> = None;
     let mut parts: Vec<String> = Vec::new();
     for line in text.lines() {

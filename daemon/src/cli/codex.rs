@@ -56,12 +56,7 @@ impl Adapter for Codex {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<crate::usage::TurnUsage> {
-        let path = session_rollout(rec, cli)?;
-        let text = crate::confine::beneath::read_record_tail(
-            &path,
-            crate::confine::beneath::TRANSCRIPT_TAIL,
-        )
-        .ok()?;
+        let text = super::transcript_tail(&session_rollout(rec, cli)?)?;
         crate::usage::codex::last_turn(&text, crate::store::now_ms())
     }
 

@@ -43,6 +43,14 @@ pub(crate) fn records_dir(
     }
 }
 
+/// The tail of a CLI's transcript (its last [`TRANSCRIPT_TAIL`] bytes, whole lines), read
+/// without following a link a session could plant.
+///
+/// [`TRANSCRIPT_TAIL`]: crate::confine::beneath::TRANSCRIPT_TAIL
+pub(crate) fn transcript_tail(path: &std::path::Path) -> Option<String> {
+    crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL).ok()
+}
+
 /// What a launch needs to know.
 pub struct LaunchContext<'a> {
     /// The shell command a hook runs (`'/path/clibotctl' hook --cli NAME`).

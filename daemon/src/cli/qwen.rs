@@ -177,9 +177,7 @@ pub fn qwen_chats(base: &std::path::Path, dir: &std::path::Path) -> std::path::P
 /// The last reply in a Qwen Code conversation file: the text parts (not thoughts) of the last
 /// `assistant` record that has any.
 pub fn qwen_transcript_reply(path: &std::path::Path) -> Option<String> {
-    let text =
-        crate::confine::beneath::read_record_tail(path, crate::confine::beneath::TRANSCRIPT_TAIL)
-            .ok()?;
+    let text = super::transcript_tail(path)?;
     text.lines()
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
