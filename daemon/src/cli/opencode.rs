@@ -361,6 +361,20 @@ pub fn idle_ends(messages: &Value, asked: &str) -> bool {
     answered && same
 }
 
+/// Whether the conversation's last message is an answer still being written (no
+/// `time.completed`): an idle read then may be an older turn's, read late (a cancelled turn's
+/// idle, after the next message went in and OpenCode began answering it).
+pub fn answer_running(messages: &Value) -> bool {
+    messages
+        .as_array()
+        .and_then(|l| l.last())
+        .and_then(|m| m.get("info"))
+        .is_some_and(|info| {
+            info.get("role").and_then(Value::as_str) == Some("assistant")
+                && info.pointer("/time/completed").is_none_or(Value::is_null)
+        })
+}
+
 /// The reply of a turn that is over: the last message is the assistant's, finished, and
 /// begun at or after `since_ms` (Unix milliseconds). `None` while the turn may still run, or
 /// when the last turn is older.
@@ -611,5 +625,28 @@ mod tests {
         assert!(idle_ends(&json!(waiting), "please  say hello"));
         assert!(idle_ends(&json!(waiting), ""));
         assert!(!idle_ends(&json!([]), asked));
+    }
+
+    /// The next turn's answer has begun but is not finished: a late idle (the cancelled
+    /// turn's) must not end it with an empty reply.
+    #[test]
+    fn an_answer_without_a_completed_time_is_still_running() {
+        let msg = |role: &str, completed: Value| {
+            json!({"info": {"role": role, "time": {"created": 1, "completed": completed}},
+                   "parts": []})
+        };
+        assert!(answer_running(&json!([
+            msg("user", Value::Null),
+            msg("assistant", Value::Null)
+        ])));
+        assert!(answer_running(
+            &json!([msg("user", Value::Null), {"info": {"role": "assistant"}}])
+        ));
+        assert!(!answer_running(&json!([
+            msg("user", Value::Null),
+            msg("assistant", json!(5))
+        ])));
+        assert!(!answer_running(&json!([msg("user", Value::Null)])));
+        assert!(!answer_running(&json!([])));
     }
 }

@@ -18,8 +18,8 @@ use tracing::{Instrument, debug, info, warn};
 use crate::cli::HookSignal;
 use crate::cli::local_http::{HttpError, LocalHttp};
 use crate::cli::opencode::{
-    API_USER, ApiEvent, ApiPrompt, finished_turn_reply, idle_ends, interpret, last_reply,
-    permission_prompt, question_prompt,
+    API_USER, ApiEvent, ApiPrompt, answer_running, finished_turn_reply, idle_ends, interpret,
+    last_reply, permission_prompt, question_prompt,
 };
 use crate::core::Daemon;
 use crate::model::{Prompt, State};
@@ -408,6 +408,12 @@ impl Daemon {
                 info!(
                     "an idle from an older turn, read after the next message went in: not this turn's end"
                 );
+                None
+            }
+            // The answer is still being written and OpenCode says the session works: a late
+            // idle of the cancelled turn before, read once the next turn's answer began.
+            Ok(messages) if answer_running(&messages) && busy_now(http, session).await => {
+                info!("an idle read while the next answer is being written: not this turn's end");
                 None
             }
             Ok(messages) => Some(last_reply(&messages).unwrap_or_default()),
