@@ -122,6 +122,33 @@ fn real_cli_a_permission_answered_yes_then_no_from_telegram() {
 fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(rules, "");
     approvals::answered_at_the_terminal(&s.h, SESSION, 3);
+    // What the turn cost, from Copilot's events file: two calls (the command, the reply), each
+    // 1000 in, 200 cache writes, 3000 cache reads and 7 out (the mock's).
+    let done =
+        s.h.events()
+            .into_iter()
+            .rfind(|e| e["type"] == "turn_completed")
+            .expect("the turn completed");
+    let u = wait_event(&s.h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (
+            &u["input"],
+            &u["output"],
+            &u["cache_read"],
+            &u["cache_write"],
+            &u["calls"]
+        ),
+        (
+            &json!(2000),
+            &json!(14),
+            &json!(6000),
+            &json!(400),
+            &json!(2)
+        ),
+        "{u}"
+    );
 }
 
 #[test]

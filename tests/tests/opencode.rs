@@ -183,6 +183,29 @@ fn real_cli_a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart()
     let done = s.wait("final reply", |e| e["type"] == "turn_completed");
     assert_eq!(done["text"], "Marker created.");
     assert!(s.work.join("marker.txt").exists(), "the command ran");
+    // What the turn cost, from OpenCode's messages: two calls (the command, the reply), each
+    // 1000 in, 200 cache writes, 3000 cache reads and 7 out (the mock's).
+    let u = s.wait("the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (
+            &u["input"],
+            &u["output"],
+            &u["cache_read"],
+            &u["cache_write"],
+            &u["calls"]
+        ),
+        (
+            &json!(2000),
+            &json!(14),
+            &json!(6000),
+            &json!(400),
+            &json!(2)
+        ),
+        "{u}"
+    );
+    assert_eq!(u["model"], "mock-model", "{u}");
     // Through OpenCode's API, not keys: the restarted daemon re-attached to the request.
     let log = s.h.daemon_log();
     assert!(log.contains(r#"via="api""#), "{log}");

@@ -110,6 +110,22 @@ fn real_cli_a_permission_answered_yes_then_no_from_telegram() {
 fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let s = setup(rules, "");
     approvals::answered_at_the_terminal(&s.h, SESSION, 4);
+    // What the turn cost, from Qwen Code's conversation file: two answers (the command, the
+    // reply), each 10 prompt and 5 completion tokens, none cached (the mock's).
+    let done =
+        s.h.events()
+            .into_iter()
+            .rfind(|e| e["type"] == "turn_completed")
+            .expect("the turn completed");
+    let u = wait_event(&s.h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    assert_eq!(
+        (&u["input"], &u["output"], &u["cache_read"], &u["calls"]),
+        (&json!(20), &json!(10), &json!(0), &json!(2)),
+        "{u}"
+    );
+    assert_eq!(u["model"], "mock-model", "{u}");
 }
 
 #[test]

@@ -170,19 +170,36 @@ impl Adapter for Copilot {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
-        let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
-        let home = match env("COPILOT_HOME") {
-            Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
-                .join(".copilot"),
-        };
-        copilot_transcript_reply(
-            &home
-                .join("session-state")
-                .join(&rec.cli_session_id)
-                .join("events.jsonl"),
-        )
+        copilot_transcript_reply(&session_events(rec, cli)?)
     }
+
+    fn turn_usage(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        let text = super::transcript_tail(&session_events(rec, cli)?)?;
+        crate::usage::copilot::last_turn(&text)
+    }
+}
+
+/// The events file of session `rec`: `session-state/<its id>/events.jsonl` in the Copilot home
+/// its spec names (`COPILOT_HOME`), else in `~/.copilot`.
+fn session_events(
+    rec: &crate::model::SessionRecord,
+    cli: Option<&crate::cli::CliSpec>,
+) -> Option<std::path::PathBuf> {
+    let id = &rec.cli_session_id;
+    if id.is_empty() || id.contains('/') || id.contains("..") {
+        return None;
+    }
+    let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
+    let home = match env("COPILOT_HOME") {
+        Some(h) => std::path::PathBuf::from(h),
+        None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
+            .join(".copilot"),
+    };
+    Some(home.join("session-state").join(id).join("events.jsonl"))
 }
 
 /// The reply of the turn whose end the `agentStop` call stamped `stamp` reported, once the

@@ -23,6 +23,9 @@ pub const API_USER: &str = "opencode";
 pub const PERMISSION_OPTIONS: [&str; 3] = ["Allow once", "Allow always", "Reject"];
 
 impl Adapter for OpenCode {
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &["ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"]
+    }
     fn name(&self) -> &'static str {
         "opencode"
     }

@@ -43,6 +43,9 @@ impl Adapter for Qwen {
         let base = r.state_dir("QWEN_HOME", ".qwen")?;
         qwen_conversation(&base, r.dir, r.pid)
     }
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &["OPENAI_API_KEY", "DASHSCOPE_API_KEY"]
+    }
     fn name(&self) -> &'static str {
         "qwen"
     }
@@ -150,16 +153,36 @@ impl Adapter for Qwen {
         rec: &crate::model::SessionRecord,
         cli: Option<&crate::cli::CliSpec>,
     ) -> Option<String> {
-        let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
-        let home = match env("QWEN_HOME") {
-            Some(h) => std::path::PathBuf::from(h),
-            None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
-                .join(".qwen"),
-        };
-        qwen_transcript_reply(
-            &qwen_chats(&home, &rec.dir).join(format!("{}.jsonl", rec.cli_session_id)),
-        )
+        qwen_transcript_reply(&session_chat(rec, cli)?)
     }
+
+    fn turn_usage(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<crate::usage::TurnUsage> {
+        let text = super::transcript_tail(&session_chat(rec, cli)?)?;
+        crate::usage::qwen::last_turn(&text)
+    }
+}
+
+/// The conversation file of session `rec`: `<its id>.jsonl` in its directory's chats, in the
+/// Qwen home its spec names (`QWEN_HOME`), else in `~/.qwen`.
+fn session_chat(
+    rec: &crate::model::SessionRecord,
+    cli: Option<&crate::cli::CliSpec>,
+) -> Option<std::path::PathBuf> {
+    let id = &rec.cli_session_id;
+    if id.is_empty() || id.contains('/') || id.contains("..") {
+        return None;
+    }
+    let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
+    let home = match env("QWEN_HOME") {
+        Some(h) => std::path::PathBuf::from(h),
+        None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
+            .join(".qwen"),
+    };
+    Some(qwen_chats(&home, &rec.dir).join(format!("{id}.jsonl")))
 }
 
 /// Where Qwen Code (in its home `base`) keeps the conversations of directory `dir`:

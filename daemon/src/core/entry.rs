@@ -73,6 +73,10 @@ pub(crate) struct Runtime {
     /// The link to the CLI's API gave up (the port refused the session's password): the
     /// session is read off the screen like any program's.
     pub(crate) api_gave_up: bool,
+    /// What the turn being completed cost, as the CLI's API told it with the turn's end: set by
+    /// the link right before it completes the turn, taken when the turn is counted
+    /// (`Daemon::count_turn`), cleared right after.
+    pub(crate) api_usage: Option<crate::usage::TurnUsage>,
     /// The last screen read, for the last words of a CLI whose dead pane lost them.
     pub(crate) last_screen: String,
     /// The prompt last looked at for an automatic answer, and who is answering it now
@@ -122,6 +126,7 @@ impl Default for Runtime {
             idle_foreground: None,
             api: None,
             api_gave_up: false,
+            api_usage: None,
             last_screen: String::new(),
             auto_for: None,
             escalated: VecDeque::new(),

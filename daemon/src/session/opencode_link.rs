@@ -24,6 +24,7 @@ use crate::cli::opencode::{
 use crate::core::Daemon;
 use crate::model::{Prompt, State};
 use crate::store::events::EventKind;
+use crate::usage::TurnUsage;
 
 /// How long opening the event stream may take: OpenCode accepts connections while it is still
 /// starting, and answers them once it is ready.
@@ -369,8 +370,8 @@ impl Daemon {
                 let Some(Some(asked)) = asked else {
                     return;
                 };
-                if let Some(text) = self.api_reply(http, &session, &asked).await {
-                    self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
+                if let Some((text, usage)) = self.api_reply(http, &session, &asked).await {
+                    self.complete_api_turn(name, text, usage);
                 }
             }
             ApiEvent::Asked(p) => {
@@ -396,10 +397,25 @@ impl Daemon {
         }
     }
 
-    /// The final reply of OpenCode session `session`'s last turn, when its idle ends the turn
-    /// that asked `asked`; `None` for an idle read late from an older turn (a cancelled one's,
-    /// after the next message went in): the running turn's own idle comes later.
-    async fn api_reply(&self, http: &LocalHttp, session: &str, asked: &str) -> Option<String> {
+    /// Completes the running turn with its reply and what it cost (from OpenCode's messages),
+    /// the cost handed to the count of the turn through the session's runtime state: left
+    /// there, a turn already completed would give it to the next.
+    fn complete_api_turn(&self, name: &str, text: String, usage: Option<TurnUsage>) {
+        self.sessions().update(name, |e| e.rt.api_usage = usage);
+        self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
+        self.sessions().update(name, |e| e.rt.api_usage = None);
+    }
+
+    /// The final reply of OpenCode session `session`'s last turn and what the turn cost, when
+    /// its idle ends the turn that asked `asked`; `None` for an idle read late from an older
+    /// turn (a cancelled one's, after the next message went in): the running turn's own idle
+    /// comes later.
+    async fn api_reply(
+        &self,
+        http: &LocalHttp,
+        session: &str,
+        asked: &str,
+    ) -> Option<(String, Option<TurnUsage>)> {
         match http
             .get_json(&format!("/session/{session}/message?limit=50"))
             .await
@@ -416,10 +432,13 @@ impl Daemon {
                 info!("an idle read while the next answer is being written: not this turn's end");
                 None
             }
-            Ok(messages) => Some(last_reply(&messages).unwrap_or_default()),
+            Ok(messages) => Some((
+                last_reply(&messages).unwrap_or_default(),
+                crate::usage::opencode::last_turn(&messages),
+            )),
             Err(e) => {
                 warn!("cannot read the reply from OpenCode: {e}");
-                Some(String::new())
+                Some((String::new(), None))
             }
         }
     }
@@ -520,7 +539,8 @@ impl Daemon {
             return;
         };
         if let Some(text) = finished_turn_reply(&messages, since_ms) {
-            self.complete_turn_once(name, text, crate::model::TurnEnd::Api);
+            let usage = crate::usage::opencode::last_turn(&messages);
+            self.complete_api_turn(name, text, usage);
         }
     }
 
