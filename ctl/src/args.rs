@@ -473,6 +473,18 @@ pub enum Command {
         #[arg(long)]
         csv: bool,
     },
+    /// The budgets ([[budgets]] in the config) and what they used in their period.
+    Budgets {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Acts on a budget: `budget lift NAME` lets the input it holds go, for the rest of its
+    /// period (docs/USAGE.md).
+    Budget {
+        #[command(subcommand)]
+        action: BudgetAction,
+    },
     /// Jobs: work that starts itself on a schedule, when a session goes idle, or by hand
     /// (docs/JOBS.md).
     Jobs {
@@ -740,6 +752,15 @@ fn new_secret() -> anyhow::Result<String> {
         .and_then(|mut f| f.read_exact(&mut b))
         .map_err(|e| anyhow::anyhow!("cannot make a webhook secret (/dev/urandom: {e})"))?;
     Ok(b.iter().map(|x| format!("{x:02x}")).collect())
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BudgetAction {
+    /// Lifts a budget in force for the rest of its period: held input goes, sessions start.
+    Lift {
+        /// The budget's name (`clibotctl budgets` lists them).
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use anyhow::bail;
 use clap::Parser;
 
-use crate::args::{AutomationAction, Cli, Command, JobsAction, PairingAction};
+use crate::args::{AutomationAction, BudgetAction, Cli, Command, JobsAction, PairingAction};
 use crate::commands::{chat, docs, hook, io, ops, prompts, script, sessions};
 
 fn main() -> ExitCode {
@@ -333,6 +333,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             json,
             csv,
         } => commands::usage::show(c, &by, since.as_deref(), session, (json, csv)).await,
+        Command::Budgets { json } => commands::usage::budgets(c, json).await,
+        Command::Budget {
+            action: BudgetAction::Lift { name },
+        } => commands::usage::lift(c, name).await,
         Command::Attach { name } => sessions::attach(c, name).await,
         Command::Automation {
             action: AutomationAction::Report { json },

@@ -65,6 +65,8 @@ pub struct Config {
     pub triggers: crate::jobs::webhook::TriggersConfig,
     /// `[usage]`: how what the turns cost is shown (docs/USAGE.md).
     pub usage: crate::usage::UsageConfig,
+    /// `[[budgets]]`: what the turns may cost, and what happens when they have.
+    pub budgets: Vec<crate::usage::budgets::BudgetSpec>,
 }
 
 /// One `[[sessions]]` entry.
@@ -263,6 +265,7 @@ pub const DAEMON_SECTIONS: &[&str] = &[
     "jobs",
     "triggers",
     "usage",
+    "budgets",
 ];
 
 /// Top-level sections of the config file that neither the daemon nor the gateway reads (a
@@ -489,6 +492,16 @@ impl Config {
             ));
         }
         self.triggers.check().map_err(invalid)?;
+        let mut names = std::collections::HashSet::new();
+        for b in &self.budgets {
+            b.check().map_err(invalid)?;
+            if !names.insert(b.name.as_str()) {
+                return Err(invalid(format!(
+                    "[[budgets]]: two budgets are named {:?}; names are how they are lifted",
+                    b.name
+                )));
+            }
+        }
         if let Some(addr) = self.daemon.metrics_listen {
             crate::ops::metrics::check_listen(addr, self.daemon.metrics_allow_remote)
                 .map_err(invalid)?;

@@ -131,6 +131,8 @@ pub(crate) struct Inner {
     goals: crate::jobs::goals::Goals,
     /// The counted turns' usage ([`crate::usage::ledger`]).
     usage: crate::usage::ledger::Ledger,
+    /// What the budgets did in their periods ([`crate::usage::budgets`]).
+    budgets: crate::usage::budgets::Budgets,
     metrics: Arc<crate::ops::metrics::Metrics>,
     /// tmux's global PATH, once read (see `check_program`).
     global_path: Mutex<Option<String>>,
@@ -233,6 +235,8 @@ impl Daemon {
         warnings.extend(w);
         let (usage, w) = crate::usage::ledger::Ledger::open(&state_dir);
         warnings.extend(w);
+        let (budgets, w) = crate::usage::budgets::Budgets::open(&state_dir);
+        warnings.extend(w);
         for w in &warnings {
             warn!("{w}");
         }
@@ -244,6 +248,7 @@ impl Daemon {
                 jobs,
                 goals,
                 usage,
+                budgets,
                 chats,
                 seen_inputs,
                 queues: crate::store::queue_file::QueueFiles::new(&state_dir),

@@ -293,6 +293,13 @@ pub enum CoreError {
         "session {name:?} cannot queue more input: {detail}; wait for the running turn, or interrupt it (`clibotctl keys {name} Escape` / C-c)"
     )]
     QueueFull { name: String, detail: String },
+    /// A budget in force refuses new sessions in its scope (`action = "stop"` or `"hold"`).
+    #[error(
+        "budget {name:?} is spent ({detail}): no session starts in its scope until the period ends or an admin lifts it (`clibotctl budget lift {name}`, or `!!budget lift {name}` in a chat)"
+    )]
+    OverBudget { name: String, detail: String },
+    #[error("no budget named {0:?} is in force: `clibotctl budgets` lists them and what they used")]
+    NoBudgetInForce(String),
     /// Input that could not be kept on disk is not confirmed as queued: a restart would lose it.
     #[error(
         "the message was not queued: it could not be written to clibot's state directory ({0}); free space there (is the disk full?) and send it again"

@@ -15,6 +15,19 @@ pub fn tokens(n: u64) -> String {
     }
 }
 
+/// Dollars as an estimate: "≈ $0.42", "≈ $12", "< $0.01".
+pub fn money(usd: f64) -> String {
+    if usd <= 0.0 {
+        "≈ $0".into()
+    } else if usd < 0.01 {
+        "< $0.01".into()
+    } else if usd < 10.0 {
+        format!("≈ ${usd:.2}")
+    } else {
+        format!("≈ ${usd:.0}")
+    }
+}
+
 /// `1h 10m`, `3d 4h`, `45s`.
 fn span(secs: i64) -> String {
     let s = secs.max(0);
@@ -62,5 +75,9 @@ mod tests {
             "5h 42 % (resets in 1h 10m) · 7d 30 %"
         );
         assert_eq!(windows(&[w("5h", 99.0, 10)], 20), "5h (reset since)");
+        assert_eq!(
+            [0.4249, 0.004, 12.4].map(money),
+            ["≈ $0.42", "< $0.01", "≈ $12"]
+        );
     }
 }

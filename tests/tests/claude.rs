@@ -168,6 +168,116 @@ fn real_cli_a_tool_call_waits_with_its_options_and_yes_runs_it() {
     );
 }
 
+/// A budget over Claude Code's turns (2000 tokens a day, told at half): the first turn
+/// (1000 in, 200 cache writes, 7 out: the mock's) warns once, the second spends it, and a
+/// third message waits in the queue, told why, until the machine's user lifts the budget;
+/// then it is typed and answered. The turns are priced (an API key is set for the CLI, and
+/// `[usage.prices]` prices its model).
+#[test]
+fn real_cli_a_budget_warns_then_holds_input_until_it_is_lifted() {
+    let s = setup_with(
+        |_| {
+            vec![
+                Rule::text("first", "First answer."),
+                Rule::text("second", "Second answer."),
+                Rule::text("third", "Third answer."),
+            ]
+        },
+        "",
+        // The pinned version's default model is newer than the release's price table: priced
+        // by an override (a model nobody priced gets no money figure, never a guess).
+        "\n[usage.prices.\"claude-opus-5\"]\ninput = 5.0\noutput = 25.0\n\n[[budgets]]\nname = \"daily\"\ncli = \"claude\"\ntokens = 2000\nwarn_at = 50\naction = \"hold\"\n",
+    );
+    wait_idle(&s.h);
+    let notices = |h: &Harness| -> Vec<String> {
+        h.events()
+            .iter()
+            .filter(|e| e["type"] == "notice" && e["kind"] == "budget")
+            .filter_map(|e| e["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    s.h.ctl_ok(&["send", "cc", "the first question"]);
+    let warned = wait_event(&s.h, "the warning", |e| {
+        e["type"] == "notice" && e["kind"] == "budget"
+    });
+    let text = warned["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("budget daily: 60 % used") && text.contains("1.2k of 2.0k tokens today"),
+        "{warned}"
+    );
+    let u = wait_event(&s.h, "the first turn's usage", |e| {
+        e["type"] == "turn_usage"
+    });
+    assert!(u["usd"].as_f64().is_some_and(|d| d > 0.0), "priced: {u}");
+    let seq = last_seq(&s.h);
+    s.h.ctl_ok(&["send", "cc", "the second question"]);
+    let spent = wait_event(&s.h, "the budget spent", |e| {
+        e["seq"].as_u64().is_some_and(|n| n > seq) && e["type"] == "notice" && e["kind"] == "budget"
+    });
+    assert!(
+        spent["text"].as_str().is_some_and(
+            |t| t.contains("budget daily is spent") && t.contains("!!budget lift daily")
+        ),
+        "{spent}"
+    );
+    assert_eq!(notices(&s.h).len(), 2, "the warning is told once");
+    let v: Value = serde_json::from_str(&s.h.ctl_ok(&["budgets", "--json"])).expect("json");
+    assert_eq!(
+        (&v[0]["name"], &v[0]["in_force"], &v[0]["action"]),
+        (&json!("daily"), &json!(true), &json!("hold")),
+        "{v:#}"
+    );
+    // Held: queued, told why, not typed.
+    let seq = last_seq(&s.h);
+    let out = s.h.ctl_ok(&["send", "cc", "the third question", "--json"]);
+    assert!(
+        out.contains("\"queued\": true") || out.contains("\"queued\":true"),
+        "{out}"
+    );
+    wait_event(&s.h, "the hold told", |e| {
+        e["seq"].as_u64().is_some_and(|n| n > seq)
+            && e["type"] == "notice"
+            && e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("this message waits"))
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        !s.h.events()
+            .iter()
+            .any(|e| e["seq"].as_u64().is_some_and(|n| n > seq)
+                && (e["type"] == "input_sent" || e["type"] == "turn_started")),
+        "held input was typed"
+    );
+    assert!(
+        clibot_tests::live::requests_with(&s.mock, "the third question").is_empty(),
+        "held input reached the model"
+    );
+    s.h.ctl_ok(&["budget", "lift", "daily"]);
+    let done = wait_event(&s.h, "the held message answered", |e| {
+        e["seq"].as_u64().is_some_and(|n| n > seq) && e["type"] == "turn_completed"
+    });
+    assert_eq!(done["text"], "Third answer.");
+    let err = s.h.ctl_err(&["budget", "lift", "daily"]);
+    assert!(
+        err.contains("no budget named \"daily\" is in force"),
+        "{err}"
+    );
+    let v: Value = serde_json::from_str(&s.h.ctl_ok(&["budgets", "--json"])).expect("json");
+    assert_eq!(v[0]["lifted_by"], "local", "{v:#}");
+    let usage: Value =
+        serde_json::from_str(&s.h.ctl_ok(&["usage", "--by", "cli", "--json"])).expect("json");
+    assert!(
+        usage["rows"][0]["usd"].as_f64().is_some_and(|d| d > 0.0),
+        "{usage:#}"
+    );
+    let csv = s.h.ctl_ok(&["usage", "--by", "cli", "--csv"]);
+    assert!(
+        csv.starts_with("cli,turns,calls,input,output,cache_read,cache_write,usd\nclaude,"),
+        "{csv}"
+    );
+}
+
 /// A prompt answered through its hook is resolved by that answer: the dialog Claude Code is
 /// still closing on screen is not a second prompt, and nobody "answered at the terminal".
 fn no_phantom_prompt(h: &Harness) {

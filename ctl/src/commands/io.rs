@@ -54,7 +54,9 @@ pub async fn send(
         return print_json(&json!({"session": name, "seq": r.seq, "queued": r.queued}));
     }
     if r.queued {
-        eprintln!("queued: {name} is busy; the text is delivered when the current turn ends");
+        eprintln!(
+            "queued: {name} does not take input now (a turn runs, or a budget holds it); the text is delivered when it does (`clibotctl queue {name}` shows what waits)"
+        );
     }
     Ok(())
 }

@@ -363,7 +363,7 @@ fn kind_fields(k: &Kind) -> (&'static str, Value) {
             "turn_usage",
             json!({"turn_seq": u.turn_seq, "input": u.input, "output": u.output,
                    "cache_read": u.cache_read, "cache_write": u.cache_write, "model": u.model,
-                   "calls": u.calls,
+                   "calls": u.calls, "usd": u.priced.then_some(u.usd),
                    "windows": u.windows.iter().map(|w| json!({"name": w.name,
                        "used_percent": w.used_percent, "resets_at_ms": w.resets_at_ms}))
                        .collect::<Vec<_>>()}),

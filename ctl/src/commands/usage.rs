@@ -1,7 +1,7 @@
 //! `usage`: what the turns cost, from the ledger the daemon keeps (docs/USAGE.md).
 
 use clibot_proto::Client;
-use clibot_proto::usage_words::{tokens, windows};
+use clibot_proto::usage_words::{money, tokens, windows};
 use clibot_proto::v1;
 use serde_json::json;
 
@@ -52,6 +52,7 @@ pub async fn show(
             "rows": r.rows.iter().map(|x| json!({
                 "key": x.key, "turns": x.turns, "calls": x.calls, "input": x.input,
                 "output": x.output, "cache_read": x.cache_read, "cache_write": x.cache_write,
+                "usd": (x.priced > 0).then_some(x.usd), "priced_turns": x.priced,
             })).collect::<Vec<_>>(),
             "windows": r.windows.iter().map(|w| json!({
                 "cli": w.cli, "at_ms": w.at_ms,
@@ -62,15 +63,21 @@ pub async fn show(
         }));
     }
     if csv {
-        println!("{by},turns,calls,input,output,cache_read,cache_write");
+        println!("{by},turns,calls,input,output,cache_read,cache_write,usd");
         for x in &r.rows {
             let key = if x.key.contains([',', '"', '\n']) {
                 format!("\"{}\"", x.key.replace('"', "\"\""))
             } else {
                 x.key.clone()
             };
+            // Empty when no turn of the row has a price (not a zero: nothing was estimated).
+            let usd = if x.priced > 0 {
+                format!("{:.4}", x.usd)
+            } else {
+                String::new()
+            };
             println!(
-                "{key},{},{},{},{},{},{}",
+                "{key},{},{},{},{},{},{},{usd}",
                 x.turns, x.calls, x.input, x.output, x.cache_read, x.cache_write
             );
         }
@@ -81,18 +88,26 @@ pub async fn show(
             "no turns counted in that time (a CLI that keeps no records of its usage is not counted)"
         );
     } else {
+        let priced = r.rows.iter().any(|x| x.priced > 0);
         println!(
-            "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}",
+            "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}{}",
             by.to_uppercase(),
             "TURNS",
             "INPUT",
             "OUTPUT",
             "CACHE READ",
-            "CACHE WRITE"
+            "CACHE WRITE",
+            if priced { "  COST (LIST PRICE)" } else { "" }
         );
         for x in &r.rows {
+            let cost = match x.priced {
+                0 if priced => "  -".to_string(),
+                0 => String::new(),
+                n if n < x.turns => format!("  {} ({n} of {} turns)", money(x.usd), x.turns),
+                _ => format!("  {}", money(x.usd)),
+            };
             println!(
-                "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}",
+                "{:<24} {:>6} {:>8} {:>8} {:>11} {:>12}{cost}",
                 x.key,
                 x.turns,
                 tokens(x.input),
@@ -109,6 +124,53 @@ pub async fn show(
             println!("{}: {}", w.cli, windows(&w.windows, now_ms()));
         }
     }
+    Ok(())
+}
+
+/// `budgets [--json]`.
+pub async fn budgets(c: &mut Client, json_out: bool) -> anyhow::Result<()> {
+    let r = c
+        .list_budgets(v1::ListBudgetsRequest {})
+        .await?
+        .into_inner();
+    if json_out {
+        return print_json(&json!(
+            r.budgets
+                .iter()
+                .map(|b| json!({
+                    "name": b.name, "scope": b.scope, "per": b.per, "used": b.used,
+                    "percent": b.percent, "action": b.action, "in_force": b.in_force,
+                    "warned": b.warned, "lifted_by": b.lifted_by, "period": b.period,
+                }))
+                .collect::<Vec<_>>()
+        ));
+    }
+    if r.budgets.is_empty() {
+        println!("no budgets: add [[budgets]] to the config (docs/USAGE.md)");
+    }
+    for b in &r.budgets {
+        let state = if b.in_force {
+            format!("IN FORCE ({}): clibotctl budget lift {}", b.action, b.name)
+        } else if !b.lifted_by.is_empty() {
+            format!("lifted by {}", b.lifted_by)
+        } else if b.warned {
+            "warned".into()
+        } else {
+            "ok".into()
+        };
+        println!(
+            "{}: {} — {} per {} ({:.0} %), at 100 % {}; {state}",
+            b.name, b.scope, b.used, b.per, b.percent, b.action
+        );
+    }
+    Ok(())
+}
+
+/// `budget lift NAME`.
+pub async fn lift(c: &mut Client, name: String) -> anyhow::Result<()> {
+    c.lift_budget(v1::LiftBudgetRequest { name: name.clone() })
+        .await?;
+    println!("budget {name} lifted for the rest of its period; held input goes now");
     Ok(())
 }
 

@@ -177,6 +177,10 @@ impl Adapter for Claude {
         claude_transcript_reply(&transcript_path(rec, cli)?)
     }
 
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
+    }
+
     fn turn_usage(
         &self,
         rec: &crate::model::SessionRecord,

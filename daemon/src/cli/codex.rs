@@ -51,6 +51,10 @@ impl Adapter for Codex {
         true
     }
 
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &["OPENAI_API_KEY", "CODEX_API_KEY"]
+    }
+
     fn turn_usage(
         &self,
         rec: &crate::model::SessionRecord,

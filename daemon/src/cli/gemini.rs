@@ -36,6 +36,10 @@ impl Adapter for Gemini {
         "gemini"
     }
 
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &["GEMINI_API_KEY", "GOOGLE_API_KEY"]
+    }
+
     fn turn_usage(
         &self,
         rec: &crate::model::SessionRecord,

@@ -238,6 +238,11 @@ pub trait Adapter: Send + Sync {
     ) -> Option<crate::usage::TurnUsage> {
         None
     }
+    /// The environment variables that hold an API key for the CLI: set for a session, its
+    /// turns are billed per token, and money is estimated for them (`[usage] money = "api"`).
+    fn api_key_vars(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 mod spec;

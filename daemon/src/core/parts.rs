@@ -56,6 +56,11 @@ impl Daemon {
         &self.inner.usage
     }
 
+    /// The budgets' states.
+    pub(crate) fn budgets(&self) -> &crate::usage::budgets::Budgets {
+        &self.inner.budgets
+    }
+
     /// The audit log itself (records are written with [`Daemon::audit`]).
     pub(crate) fn audit_log(&self) -> &crate::store::audit::Audit {
         &self.inner.audit

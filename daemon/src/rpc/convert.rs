@@ -185,13 +185,15 @@ impl From<CoreError> for Status {
             | CoreError::DialogShown { .. }
             | CoreError::SecretNotTyped(_)
             | CoreError::NothingToCancel { .. }
+            | CoreError::NoBudgetInForce(_)
             | CoreError::CancelNotTaken { .. }
             | CoreError::NoOwnBinary
             | CoreError::AlreadyResolved(..) => Code::FailedPrecondition,
             CoreError::HookDenied => Code::PermissionDenied,
             CoreError::TooManySessions { .. }
             | CoreError::TooManyForUser { .. }
-            | CoreError::QueueFull { .. } => Code::ResourceExhausted,
+            | CoreError::QueueFull { .. }
+            | CoreError::OverBudget { .. } => Code::ResourceExhausted,
             CoreError::Mux(MuxError::NoServer(_))
             | CoreError::Mux(MuxError::Spawn { .. })
             | CoreError::NoPort(_)
@@ -546,6 +548,7 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             calls,
             windows,
             footer,
+            usd,
         } => Kind::TurnUsage(v1::TurnUsage {
             turn_seq,
             input: tokens.input,
@@ -556,6 +559,8 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             calls,
             windows: windows.iter().map(plan_window).collect(),
             footer,
+            usd: usd.unwrap_or(0.0),
+            priced: usd.is_some(),
         }),
         EventKind::JobMissed {
             job,

@@ -619,6 +619,20 @@ impl Clibot for Service {
         usage::get_usage(self, req)
     }
 
+    async fn list_budgets(
+        &self,
+        req: Request<v1::ListBudgetsRequest>,
+    ) -> Result<Response<v1::ListBudgetsResponse>, Status> {
+        usage::list_budgets(self, req)
+    }
+
+    async fn lift_budget(
+        &self,
+        req: Request<v1::LiftBudgetRequest>,
+    ) -> Result<Response<v1::LiftBudgetResponse>, Status> {
+        usage::lift_budget(self, req)
+    }
+
     type WatchEventsStream = EventStream;
 
     async fn watch_events(

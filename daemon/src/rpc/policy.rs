@@ -244,6 +244,9 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     ("SetGoal", Sessions, manager("goal"), Outcome),
     // Read-only; the handler keeps a chat user to their own sessions' turns.
     ("GetUsage", Sessions, Anyone, Refusals),
+    // A list the handler filters; a lift lets held input go: admins, never a session.
+    ("ListBudgets", Sessions, Anyone, Refusals),
+    ("LiftBudget", Outside, admin("budget lift"), Outcome),
     // It runs programs.
     (
         "CheckJail",

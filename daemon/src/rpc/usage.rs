@@ -24,6 +24,8 @@ pub(super) fn get_usage(
                 output: r.tokens.output,
                 cache_read: r.tokens.cache_read,
                 cache_write: r.tokens.cache_write,
+                usd: r.usd,
+                priced: r.priced,
             })
             .collect(),
         windows: windows
@@ -35,4 +37,52 @@ pub(super) fn get_usage(
             })
             .collect(),
     }))
+}
+
+#[allow(clippy::result_large_err)]
+pub(super) fn list_budgets(
+    svc: &Service,
+    req: Request<v1::ListBudgetsRequest>,
+) -> Result<Response<v1::ListBudgetsResponse>, Status> {
+    let actor = actor(&req);
+    let budgets = svc
+        .daemon
+        .budget_views(&actor)
+        .into_iter()
+        .map(|b| {
+            let plan = b.spec.plan_percent.is_some();
+            let (used, percent) = match &b.used {
+                Some(u) => (crate::session::budget_amount_words(&b.spec, u), u.percent()),
+                None => ("its CLI has told no such window yet".to_string(), 0.0),
+            };
+            v1::Budget {
+                scope: b.spec.scope_words(),
+                per: if plan {
+                    "window".into()
+                } else {
+                    format!("{:?}", b.spec.per).to_lowercase()
+                },
+                used,
+                percent,
+                action: format!("{:?}", b.spec.action).to_lowercase(),
+                in_force: b.in_force,
+                warned: b.state.warned,
+                lifted_by: b.state.lifted_by,
+                period: b.used.map(|u| u.period).unwrap_or(b.state.period),
+                name: b.spec.name,
+            }
+        })
+        .collect();
+    Ok(Response::new(v1::ListBudgetsResponse { budgets }))
+}
+
+#[allow(clippy::result_large_err)]
+pub(super) fn lift_budget(
+    svc: &Service,
+    req: Request<v1::LiftBudgetRequest>,
+) -> Result<Response<v1::LiftBudgetResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    svc.daemon.lift_budget(&actor, &r.name)?;
+    Ok(Response::new(v1::LiftBudgetResponse {}))
 }

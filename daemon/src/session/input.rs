@@ -46,6 +46,8 @@ impl Daemon {
             let d = &self.settings().config.daemon;
             (d.max_queued_inputs, d.max_queued_bytes)
         };
+        // A budget that holds this session's input: the message waits in the queue.
+        let held = if submit { self.budget_hold(name) } else { None };
         let (queued, id) = self.sessions().try_update(name, |e| {
             // Hibernated, or being woken: the message waits in the queue meanwhile.
             let waking = e.rt.waking || e.rt.hibernating;
@@ -56,6 +58,7 @@ impl Daemon {
                 return Err(CoreError::Exited(name.to_string()));
             }
             let busy = waking
+                || held.is_some()
                 || matches!(
                     e.rec.state,
                     State::Working | State::Waiting | State::Starting | State::Hibernated
@@ -104,6 +107,18 @@ impl Daemon {
                 return Err(CoreError::NotQueued(e));
             }
             let seq = self.event(name, &id, EventKind::InputQueued { text, position });
+            if let Some((spec, _)) = &held {
+                info!(position, budget = %spec.name, "input held by a budget");
+                self.event(
+                    name,
+                    &id,
+                    EventKind::Notice {
+                        text: Self::held_words(spec),
+                        kind: "budget".into(),
+                    },
+                );
+                return Ok((seq, true));
+            }
             info!(position, "input queued behind the running turn");
             self.wake_if_hibernated(name);
             return Ok((seq, true));
@@ -334,6 +349,10 @@ impl Daemon {
     /// queue (in memory and on disk) only once it was typed: a daemon killed while typing it
     /// finds it queued still, and a dialog that holds it keeps it first in line.
     pub(crate) fn deliver_queued(&self, name: &str) {
+        // A budget in force holds the queue until it is lifted or its period ends.
+        if self.budget_hold(name).is_some() {
+            return;
+        }
         let next = self.sessions().update(name, |e| {
             if e.rt.delivering
                 || e.rec.queue.is_empty()

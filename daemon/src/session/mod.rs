@@ -10,6 +10,7 @@ mod adopt;
 mod answer;
 mod auto_answer;
 mod bind_rights;
+mod budgets;
 mod cancel;
 mod cli_version;
 mod confine;
@@ -55,6 +56,7 @@ pub mod webhook_http;
 mod workspace;
 
 pub use answer::Answered;
+pub use budgets::{BudgetView, budget_amount_words};
 pub use cancel::Cancelled;
 pub use files::MAX_FILE_BYTES;
 pub use in_place::InPlace;

@@ -72,6 +72,15 @@ impl Daemon {
         }
         crate::ops::limits::check_spawn(&req.args, req.env.iter())?;
         let cli = self.cli(&req.cli)?.clone();
+        self.refuse_over_budget(crate::usage::budgets::Scoped {
+            session: &req.name,
+            owner: if req.owner.is_empty() {
+                crate::model::Actor::LOCAL
+            } else {
+                &req.owner
+            },
+            cli: &cli.name,
+        })?;
         if !req.profile.is_empty() {
             self.take_profile(&mut req, &cli)?;
         }

@@ -220,13 +220,14 @@ impl Daemon {
     }
 
     /// Where event `seq` of `session` goes on `platform` besides the session's own chats: a
-    /// prompt's escalation, and how an escalated prompt ended, go to the admins' chats.
+    /// prompt's escalation, how an escalated prompt ended, and what a budget did go to the
+    /// admins' chats.
     pub fn escalation_bindings(&self, platform: &str, session: &str, seq: u64) -> Vec<Binding> {
         let escalated: Vec<String> = self
             .sessions()
             .get(session, |e| e.rt.escalated.iter().cloned().collect())
             .unwrap_or_default();
-        if escalated.is_empty() {
+        if escalated.is_empty() && self.live().config.budgets.is_empty() {
             return Vec::new();
         }
         let read = self.events().read_after(seq.saturating_sub(1), 1);
@@ -235,6 +236,8 @@ impl Daemon {
         };
         let for_admins = match &ev.kind {
             EventKind::PromptEscalated { .. } => true,
+            // What a budget did is the admins' to know (and to lift).
+            EventKind::Notice { kind, .. } => kind == "budget",
             EventKind::PromptResolved { prompt_id, .. }
             | EventKind::PromptTimedOut { prompt_id, .. } => escalated.contains(prompt_id),
             _ => false,

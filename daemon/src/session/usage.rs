@@ -24,6 +24,11 @@ pub struct CliWindows {
 impl Daemon {
     /// Counts the turn of `rec` (as it was when the turn ended) that ended as event `seq`.
     pub(crate) fn count_turn(&self, rec: SessionRecord, seq: u64) {
+        // A CLI followed through its API (OpenCode) told what the turn cost with its end.
+        let told = self
+            .sessions()
+            .update(&rec.name, |e| e.rt.api_usage.take())
+            .flatten();
         let d = self.clone();
         self.in_background(async move {
             let Some((adapter, _)) = d.kind_of(&rec.cli) else {
@@ -32,8 +37,9 @@ impl Daemon {
             let cli = d.records_cli(&rec);
             // The CLI may still be writing its records as its hook reports the turn's end:
             // read until they hold the end, for a few seconds at most (then what is there).
-            let mut usage = None;
-            for _ in 0..RECORD_TRIES {
+            let tries = if told.is_some() { 0 } else { RECORD_TRIES };
+            let mut usage = told;
+            for _ in 0..tries {
                 let (a, r, c) = (adapter.clone(), rec.clone(), cli.clone());
                 usage = tokio::task::spawn_blocking(move || a.turn_usage(&r, c.as_ref()))
                     .await
@@ -48,6 +54,7 @@ impl Daemon {
                 tracing::debug!(cli = %rec.cli, "no usage of the turn in the CLI's records");
                 return;
             };
+            let usd = d.estimate(adapter.api_key_vars(), cli.as_ref(), &usage);
             let entry = Entry {
                 time_ms: crate::store::now_ms(),
                 seq,
@@ -63,6 +70,7 @@ impl Daemon {
                 tokens: usage.tokens,
                 calls: usage.calls,
                 windows: usage.windows.clone(),
+                usd,
             };
             if !d.usage().record(&entry) {
                 return;
@@ -78,9 +86,37 @@ impl Daemon {
                     calls: usage.calls,
                     windows: usage.windows,
                     footer: d.live().config.usage.footer,
+                    usd,
                 },
             );
+            d.check_budgets(&entry);
         });
+    }
+
+    /// What the turn would cost at list price, when money is shown for the session (see
+    /// [`crate::usage::prices`]): with an API key set for the session, or always; `None` for a model
+    /// nobody priced.
+    fn estimate(
+        &self,
+        key_vars: &[&str],
+        cli: Option<&crate::cli::CliSpec>,
+        usage: &crate::usage::TurnUsage,
+    ) -> Option<f64> {
+        use crate::usage::prices::{Money, price_of};
+        let config = &self.live().config.usage;
+        let priced = match config.money {
+            Money::Never => false,
+            Money::Always => true,
+            Money::Api => key_vars.iter().any(|k| {
+                cli.and_then(|c| c.env.get(*k))
+                    .is_some_and(|v| !v.trim().is_empty())
+                    || std::env::var(k).is_ok_and(|v| !v.trim().is_empty())
+            }),
+        };
+        if !priced {
+            return None;
+        }
+        price_of(&usage.model, &config.prices).map(|p| p.cost(&usage.tokens))
     }
 
     /// What `actor` may see of the ledger since `since_ms`, summed `by`: admins and the

@@ -269,6 +269,9 @@ pub enum EventKind {
         /// The chats show it under the reply (`[usage] footer`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         footer: bool,
+        /// Dollars at list price, when money is estimated for the session.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        usd: Option<f64>,
     },
     /// Written by a newer daemon; kept so that sequence numbers stay gap-free.
     #[serde(other)]

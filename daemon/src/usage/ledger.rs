@@ -41,6 +41,9 @@ pub struct Entry {
     pub calls: u32,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub windows: Vec<PlanWindow>,
+    /// Dollars at list price, when money is estimated for the session ([`super::prices`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usd: Option<f64>,
 }
 
 /// How the views group turns.
@@ -82,12 +85,16 @@ impl By {
 }
 
 /// A group's sum.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Row {
     pub key: String,
     pub tokens: Tokens,
     pub turns: u64,
     pub calls: u64,
+    /// Dollars of the priced turns among them (see `priced`).
+    pub usd: f64,
+    /// How many of the turns have a price.
+    pub priced: u64,
 }
 
 /// Sums `entries` by `by`, biggest first (output, then input).
@@ -102,6 +109,10 @@ pub fn sum(entries: &[Entry], by: By) -> Vec<Row> {
         r.tokens.add(&e.tokens);
         r.turns += 1;
         r.calls += u64::from(e.calls);
+        if let Some(usd) = e.usd {
+            r.usd += usd;
+            r.priced += 1;
+        }
     }
     let mut rows: Vec<Row> = rows.into_values().collect();
     if by == By::Day {
@@ -221,6 +232,7 @@ mod tests {
             },
             calls: 2,
             windows: vec![],
+            usd: None,
         }
     }
 

@@ -6,23 +6,36 @@
 //! endpoint, and they are already on disk. Each CLI writes them differently — Claude Code a
 //! line per content block, repeating a message's usage as it grows; Codex running totals —
 //! so each has its reader here, fixed by golden files captured from the pinned versions.
+//! OpenCode's are read from the API it serves (the messages of the turn), not from a file.
 //!
-//! What this folder owns: the figures (`TurnUsage`), the readers (`claude`, `codex`, `gemini`), and the
-//! ledger of counted turns (`ledger`: `usage.jsonl`, one line per turn, read for the views).
+//! What this folder owns: the figures (`TurnUsage`), the readers (`claude`, `codex`, `copilot`,
+//! `gemini`, `opencode`, `qwen`), the ledger of counted turns (`ledger`: `usage.jsonl`, one
+//! line per turn, read for the views), money as an estimate (`prices`) and the budgets that
+//! act on the ledger (`budgets`).
 
+pub mod budgets;
 pub mod claude;
 pub mod codex;
+pub mod copilot;
 pub mod gemini;
 pub mod ledger;
+pub mod opencode;
+pub mod prices;
+pub mod qwen;
 
 use serde::{Deserialize, Serialize};
 
 /// `[usage]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UsageConfig {
     /// A line under each final reply in the chats: "1.2k in · 340 out · 5h 42 %".
     pub footer: bool,
+    /// When money is estimated: `"api"` (sessions using an API key), `"always"`, `"never"`.
+    pub money: prices::Money,
+    /// `[usage.prices."MODEL-PREFIX"] input = 3.0, output = 15.0` (dollars per million
+    /// tokens; `cache_read`, `cache_write` optional): over the release's own table.
+    pub prices: std::collections::BTreeMap<String, prices::Price>,
 }
 
 pub use crate::model::{PlanWindow, Tokens};

@@ -52,6 +52,7 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Job { .. }
         | Command::JobAdd { .. }
         | Command::Goal { .. } => true,
+        Command::Budget { lift } => lift.is_some(),
         Command::Help { .. }
         | Command::Sessions
         | Command::Discover

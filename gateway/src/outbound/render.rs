@@ -27,6 +27,9 @@ pub fn render(ev: &v1::Event) -> Option<String> {
             for w in &u.windows {
                 line.push_str(&format!(" · {} {:.0} %", w.name, w.used_percent));
             }
+            if u.priced {
+                line.push_str(&format!(" · {}", clibot_proto::usage_words::money(u.usd)));
+            }
             line
         }
         Kind::JobStarted(j) => {

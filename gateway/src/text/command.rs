@@ -29,8 +29,10 @@ use serde::{Deserialize, Serialize};
 mod choices;
 pub mod job_add;
 mod names;
+mod suggest;
 pub use choices::{JobAction, UsageSpan};
 pub use names::CommandName;
+use suggest::suggest;
 
 /// The default command prefix.
 pub const DEFAULT_PREFIX: &str = "!!";
@@ -95,6 +97,9 @@ pub enum Command {
         /// The working directory as typed (the rest of the line, surrounding quotes
         /// removed); `~` is not expanded here.
         dir: Option<String>,
+        /// An account profile (`--profile P`: `[cli.NAME.profiles.P]`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
         /// A last word `delegate`: hand the work to another CLI when this one hits its limits.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         delegate: bool,
@@ -179,6 +184,8 @@ pub enum Command {
     Jobs,
     /// `usage [day|week|month]`: tokens by session over that span (a day when not said).
     Usage { span: UsageSpan },
+    /// `budget [lift NAME]`: the budgets, or lift one.
+    Budget { lift: Option<String> },
     /// `goal NAME [CMD…|off]`: set, end (`off`) or show (neither) session NAME's goal.
     Goal {
         name: String,
@@ -228,6 +235,7 @@ impl Command {
             Command::Delegate { .. } => CommandName::Delegate,
             Command::Jobs => CommandName::Jobs,
             Command::Usage { .. } => CommandName::Usage,
+            Command::Budget { .. } => CommandName::Budget,
             Command::Job { .. } | Command::JobAdd { .. } => CommandName::Job,
             Command::Goal { .. } => CommandName::Goal,
         }
@@ -619,6 +627,17 @@ impl CommandParser {
                 a.no_more(&mut tokens)?;
                 Command::Usage { span }
             }
+            CommandName::Budget => {
+                let lift = match tokens.next() {
+                    None => None,
+                    Some(w) if w.eq_ignore_ascii_case("lift") => {
+                        Some(a.name("NAME", tokens.next())?)
+                    }
+                    Some(w) => return Err(a.invalid("ACTION", w, "lift NAME".into())),
+                };
+                a.no_more(&mut tokens)?;
+                Command::Budget { lift }
+            }
             CommandName::Goal => {
                 let name = a.name("NAME", tokens.next())?;
                 let rest = nth_rest(args, 1).unwrap_or("");
@@ -668,18 +687,35 @@ impl CommandParser {
                 let cli = a.name("CLI", tokens.next())?;
                 // DIR is the rest of the line, so paths with spaces work; a last word
                 // `delegate` is the flag (a directory of that name: `./delegate`).
-                let rest = nth_rest(args, 2).unwrap_or("").trim();
-                let (rest, delegate) = match rest.rsplit_once(char::is_whitespace) {
-                    Some((head, "delegate")) => (head.trim_end(), true),
-                    _ if rest == "delegate" => ("", true),
-                    _ => (rest, false),
-                };
+                // Last words `--profile P` and `delegate`, in either order, are options.
+                let mut rest = nth_rest(args, 2).unwrap_or("").trim();
+                let (mut delegate, mut profile) = (false, None);
+                loop {
+                    let (head, last) = rest
+                        .rsplit_once(char::is_whitespace)
+                        .map_or(("", rest), |(h, l)| (h.trim_end(), l));
+                    if last == "delegate" && !delegate {
+                        delegate = true;
+                        rest = head;
+                        continue;
+                    }
+                    let (before, flag) = head
+                        .rsplit_once(char::is_whitespace)
+                        .map_or(("", head), |(h, l)| (h.trim_end(), l));
+                    if flag == "--profile" && profile.is_none() && !last.is_empty() {
+                        profile = Some(a.name("PROFILE", Some(last))?);
+                        rest = before;
+                        continue;
+                    }
+                    break;
+                }
                 let dir = Some(unquote(rest)).filter(|d| !d.is_empty());
                 Command::New {
                     name,
                     cli,
                     dir: dir.map(str::to_string),
                     delegate,
+                    profile,
                 }
             }
             CommandName::Screen => {
@@ -929,40 +965,6 @@ fn unquote(s: &str) -> &str {
     s
 }
 
-/// A command close to `word`: one it starts, one that starts with it, or one within edit
-/// distance 2.
-fn suggest(word: &str) -> Option<CommandName> {
-    let w = word.to_ascii_lowercase();
-    if w.is_empty() {
-        return None;
-    }
-    CommandName::ALL
-        .into_iter()
-        .find(|c| c.as_str().starts_with(&w) || (w.len() > 3 && w.starts_with(c.as_str())))
-        .or_else(|| {
-            CommandName::ALL
-                .into_iter()
-                .map(|c| (edit_distance(&w, c.as_str()), c))
-                .filter(|(d, _)| *d <= 2)
-                .min_by_key(|(d, _)| *d)
-                .map(|(_, c)| c)
-        })
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1074,7 +1076,8 @@ mod tests {
                 name: "api".into(),
                 cli: "claude".into(),
                 dir: None,
-                delegate: false
+                delegate: false,
+                profile: None
             }
         );
         assert_eq!(
@@ -1083,7 +1086,8 @@ mod tests {
                 name: "api".into(),
                 cli: "claude".into(),
                 dir: Some("~/src/my project".into()),
-                delegate: false
+                delegate: false,
+                profile: None
             }
         );
         assert_eq!(
@@ -1092,7 +1096,8 @@ mod tests {
                 name: "web".into(),
                 cli: "codex".into(),
                 dir: Some("/tmp/a b".into()),
-                delegate: false
+                delegate: false,
+                profile: None
             }
         );
         assert_eq!(
@@ -1101,7 +1106,8 @@ mod tests {
                 name: "api".into(),
                 cli: "claude".into(),
                 dir: Some("~/src/app".into()),
-                delegate: true
+                delegate: true,
+                profile: None
             }
         );
         assert_eq!(
@@ -1110,7 +1116,28 @@ mod tests {
                 name: "api".into(),
                 cli: "claude".into(),
                 dir: None,
-                delegate: true
+                delegate: true,
+                profile: None
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude ~/src/app --profile work delegate"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: Some("~/src/app".into()),
+                delegate: true,
+                profile: Some("work".into())
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude delegate --profile work"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: None,
+                delegate: true,
+                profile: Some("work".into())
             }
         );
         assert_eq!(cmd("!!rules"), Command::Rules);
@@ -1226,11 +1253,11 @@ mod tests {
         assert_eq!(e.command(), Some(CommandName::Use));
         assert_eq!(
             err("!!new api").to_string(),
-            "!!new needs CLI; usage: !!new NAME CLI [DIR] [delegate]"
+            "!!new needs CLI; usage: !!new NAME CLI [DIR] [--profile P] [delegate]"
         );
         assert_eq!(
             err("!!new").to_string(),
-            "!!new needs NAME; usage: !!new NAME CLI [DIR] [delegate]"
+            "!!new needs NAME; usage: !!new NAME CLI [DIR] [--profile P] [delegate]"
         );
         assert_eq!(
             err("!!keys").to_string(),
@@ -1418,7 +1445,7 @@ mod tests {
         for c in CommandName::ALL {
             assert!(h.contains(&c.usage("!!")), "{c}");
         }
-        assert!(h.contains("!!new NAME CLI [DIR] [delegate] — start CLI"));
+        assert!(h.contains("!!new NAME CLI [DIR] [--profile P] [delegate] — start CLI"));
     }
 
     #[test]
@@ -1557,16 +1584,27 @@ mod props {
                 cli,
                 dir,
                 delegate,
+                profile,
             } => {
                 parts.push(name.clone());
                 parts.push(cli.clone());
                 parts.extend(dir.clone());
+                if let Some(p) = profile {
+                    parts.push("--profile".into());
+                    parts.push(p.clone());
+                }
                 if *delegate {
                     parts.push("delegate".into());
                 }
             }
             Command::Rules | Command::Jobs => {}
             Command::Usage { span } => parts.push(span.as_str().into()),
+            Command::Budget { lift } => {
+                if let Some(name) = lift {
+                    parts.push("lift".into());
+                    parts.push(name.clone());
+                }
+            }
             Command::Job { action, name } => {
                 parts.push(action.as_str().into());
                 parts.push(name.clone());
@@ -1650,18 +1688,23 @@ mod props {
                 proptest::option::of("[~/A-Za-z0-9._-][A-Za-z0-9/._ -]{0,40}[A-Za-z0-9/._-]")
                     .prop_filter("not the flag", |d| !d
                         .as_deref()
-                        .is_some_and(|d| d == "delegate" || d.ends_with(" delegate"))),
-                any::<bool>()
+                        .is_some_and(|d| d == "delegate"
+                            || d.ends_with(" delegate")
+                            || d.contains("--profile"))),
+                any::<bool>(),
+                proptest::option::of(name())
             )
-                .prop_map(|(name, cli, dir, delegate)| Command::New {
+                .prop_map(|(name, cli, dir, delegate, profile)| Command::New {
                     name,
                     cli,
                     dir,
-                    delegate
+                    delegate,
+                    profile
                 }),
             Just(Command::Rules),
             Just(Command::Jobs),
             prop::sample::select(UsageSpan::ALL.to_vec()).prop_map(|span| Command::Usage { span }),
+            prop::option::of(name()).prop_map(|lift| Command::Budget { lift }),
             (name(), "[a-z][a-z0-9 ./_-]{0,30}[a-z0-9]")
                 .prop_filter("not off", |(_, u)| !u.eq_ignore_ascii_case("off"))
                 .prop_map(|(name, until)| Command::Goal {

@@ -1,7 +1,7 @@
 //! A client that claims a chat identity it does not have: run from inside a session by the
 //! owner-boundary tests, as an attacker would. `clibot-forge SOCKET PLATFORM USER ACTION [ARG]`
 //! with ACTION `list` (prints the session names it is shown), `screen NAME`, `approve CODE`
-//! or `spawn NAME CLI DIR`; exits 0 when the daemon did what was asked, 3 when it refused.
+//! or `spawn NAME CLI DIR [PROFILE]`; exits 0 when the daemon did what was asked, 3 when it refused.
 
 use clibot_proto::v1;
 
@@ -87,6 +87,7 @@ async fn run(args: &[String]) -> Result<String, String> {
                 name: arg(0),
                 cli: arg(1),
                 dir: arg(2),
+                profile: arg(3),
                 ..Default::default()
             };
             let r = c

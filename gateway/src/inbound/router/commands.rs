@@ -149,8 +149,8 @@ impl Router {
                 let place = self.place(c, msg, &name).await?;
                 if msg.topics { format!("{name}: {place}") } else { format!("this chat now talks to {name}") }
             }
-            Command::New { name, cli, dir, delegate } => {
-                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, ..Default::default() };
+            Command::New { name, cli, dir, delegate, profile } => {
+                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, profile: profile.unwrap_or_default(), ..Default::default() };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
                 match self.place(c, msg, &name).await {
                     Ok(place) => format!("started {} ({}) in {}; {place}", s.name, s.cli, s.dir),
@@ -375,6 +375,14 @@ impl Router {
                 let r = c.get_usage(self.req(msg, req)).await?.into_inner();
                 usage_text(&r, span.as_str(), crate::ops::health::now_ms())
             }
+            Command::Budget { lift: Some(name) } => {
+                c.lift_budget(self.req(msg, v1::LiftBudgetRequest { name: name.clone() })).await?;
+                format!("💰 budget {name} lifted for the rest of its period; held input goes now")
+            }
+            Command::Budget { lift: None } => {
+                let r = c.list_budgets(self.req(msg, v1::ListBudgetsRequest {})).await?.into_inner();
+                budgets_text(&r.budgets)
+            }
             Command::Jobs => {
                 let jobs = c.list_jobs(self.req(msg, v1::ListJobsRequest {})).await?.into_inner().jobs;
                 jobs_text(&jobs, crate::ops::health::now_ms())
@@ -417,7 +425,7 @@ impl Router {
 
 /// `!!usage`: one line per session, then each CLI's plan windows.
 fn usage_text(r: &v1::GetUsageResponse, span: &str, now_ms: i64) -> String {
-    use clibot_proto::usage_words::{tokens, windows};
+    use clibot_proto::usage_words::{money, tokens, windows};
     if r.rows.is_empty() {
         return format!(
             "no turns of yours counted in the last {span} (a CLI that keeps no records of its usage is not counted)"
@@ -433,6 +441,9 @@ fn usage_text(r: &v1::GetUsageResponse, span: &str, now_ms: i64) -> String {
             tokens(x.output),
             tokens(x.cache_read)
         ));
+        if x.priced > 0 {
+            out.push_str(&format!(" · {}", money(x.usd)));
+        }
     }
     for w in &r.windows {
         if w.windows.is_empty() {
@@ -440,6 +451,32 @@ fn usage_text(r: &v1::GetUsageResponse, span: &str, now_ms: i64) -> String {
         } else {
             out.push_str(&format!("\n{}: {}", w.cli, windows(&w.windows, now_ms)));
         }
+    }
+    out
+}
+
+/// `!!budget`: one line per budget, with what it used and whether it holds.
+fn budgets_text(budgets: &[v1::Budget]) -> String {
+    if budgets.is_empty() {
+        return "no budgets you may see: they are set in the config ([[budgets]], docs/USAGE.md)"
+            .into();
+    }
+    let mut out = String::from("💰 budgets:");
+    for b in budgets {
+        let state = if b.in_force {
+            format!(
+                "spent ({}): an admin lifts it with !!budget lift {}",
+                b.action, b.name
+            )
+        } else if !b.lifted_by.is_empty() {
+            format!("lifted by {}", b.lifted_by)
+        } else {
+            format!("at 100 %: {}", b.action)
+        };
+        out.push_str(&format!(
+            "\n• {} ({}, per {}): {} — {:.0} %; {state}",
+            b.name, b.scope, b.per, b.used, b.percent
+        ));
     }
     out
 }

@@ -39,11 +39,12 @@ pub enum CommandName {
     Usage,
     Job,
     Goal,
+    Budget,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 31] = [
+    pub const ALL: [CommandName; 32] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -75,6 +76,7 @@ impl CommandName {
         CommandName::Usage,
         CommandName::Job,
         CommandName::Goal,
+        CommandName::Budget,
     ];
 
     /// The word typed after the prefix.
@@ -111,6 +113,7 @@ impl CommandName {
             CommandName::Usage => "usage",
             CommandName::Job => "job",
             CommandName::Goal => "goal",
+            CommandName::Budget => "budget",
         }
     }
 
@@ -119,7 +122,7 @@ impl CommandName {
         match self {
             CommandName::Help => "[COMMAND]",
             CommandName::Use => "NAME",
-            CommandName::New => "NAME CLI [DIR] [delegate]",
+            CommandName::New => "NAME CLI [DIR] [--profile P] [delegate]",
             CommandName::Screen => "[N]",
             CommandName::Get => "[--force] PATH",
             CommandName::Keys => "KEY…",
@@ -138,6 +141,7 @@ impl CommandName {
             CommandName::Job => "add|run|pause|resume|remove NAME",
             CommandName::Goal => "NAME [CMD…|off]",
             CommandName::Usage => "[day|week|month]",
+            CommandName::Budget => "[lift NAME]",
             CommandName::Rules
             | CommandName::Jobs
             | CommandName::Sessions
@@ -213,6 +217,9 @@ impl CommandName {
             CommandName::Goal => {
                 "keep session NAME working until the shell command CMD succeeds (checked after each turn); off ends it"
             }
+            CommandName::Budget => {
+                "the budgets and what they used this period; lift NAME lets the input a spent budget holds go (admins)"
+            }
         }
     }
 
@@ -273,6 +280,9 @@ impl CommandName {
                 "Jobs are added with {p}job add, or on the machine: clibotctl jobs add (docs/JOBS.md)."
             }
             CommandName::Usage => "Example: {p}usage week. Admins see every session's.",
+            CommandName::Budget => {
+                "Budgets are set in the config ([[budgets]]); a lift lasts until the period ends."
+            }
             CommandName::Job => {
                 "Example: {p}job add nightly session=api cron=\"0 9 * * 1-5\" tz=Europe/Berlin prompt=Run the tests — fields key=value (session, cli, dir, cron, tz, every, at, after, idle, gate, overlap, missed, max_runs_per_day, quiet, pause_after_failures), prompt=TEXT last; {p}job run nightly, {p}job pause nightly."
             }
