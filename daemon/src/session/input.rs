@@ -33,6 +33,9 @@ pub struct Sent {
     pub secret: bool,
 }
 
+/// The longest text whose echo is checked before its Enter (see `ensure_echoed`).
+const ECHO_CHECKED_MAX: usize = 200;
+
 impl Daemon {
     /// Accepts input: delivered now when the CLI is ready, else queued behind the running turn.
     /// Returns the event's sequence number and whether it was queued.
@@ -268,6 +271,15 @@ impl Daemon {
                 .await?;
         } else if !text.is_empty() {
             mux.send_text(rec.target(), text).await?;
+            // An AI CLI's input box echoes what is typed: one still settling (a woken Gemini
+            // CLI loading its history) may drop it, and Enter would then submit nothing.
+            let echoes = self
+                .kind_of(&rec.cli)
+                .is_some_and(|(a, _)| a.completes_by_hook());
+            // (A long text may be shown folded, "[Pasted text #1]": only short ones are checked.)
+            if submit && echoes && text.len() <= ECHO_CHECKED_MAX {
+                self.ensure_echoed(mux.as_ref(), rec.target(), text).await?;
+            }
         }
         if submit && !by_api {
             if !text.is_empty() {
@@ -343,6 +355,34 @@ impl Daemon {
             .lines()
             .nth(usize::try_from(y).unwrap_or(usize::MAX))
             .is_some_and(|l| l.trim_end().ends_with(text))
+    }
+
+    /// Waits for the head of `text`, just typed (at most [`ECHO_CHECKED_MAX`] bytes), to show on the screen (3 s at most); a CLI
+    /// that never showed it was not taking input yet, and it is typed once more.
+    async fn ensure_echoed(
+        &self,
+        mux: &dyn crate::tmux::Mux,
+        target: &str,
+        text: &str,
+    ) -> Result<(), crate::tmux::MuxError> {
+        let head: String = text.trim().chars().take(16).collect();
+        if head.chars().count() < 4 {
+            return Ok(());
+        }
+        for _ in 0..15 {
+            let shown = mux
+                .capture(target, None, false)
+                .await
+                .map_or(true, |s| s.contains(&head));
+            if shown {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        warn!(
+            "the typed text never showed on the screen (the CLI was not taking input yet); typing it again"
+        );
+        mux.send_text(target, text).await
     }
 
     /// Delivers the oldest queued input if the session is ready for it. The message leaves the
