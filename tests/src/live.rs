@@ -539,3 +539,13 @@ pub fn discovered_and_resumed(
         "the model saw the exchange held at the desk: {asked:#?}"
     );
 }
+
+/// Asserts a `turn_usage` event's counts: `[input, output, cache_read, cache_write, calls]`.
+pub fn assert_usage(u: &serde_json::Value, want: [u64; 5]) {
+    let got = ["input", "output", "cache_read", "cache_write", "calls"].map(|k| u[k].as_u64());
+    assert_eq!(
+        got,
+        want.map(Some),
+        "[input, output, cache_read, cache_write, calls]: {u}"
+    );
+}

@@ -197,8 +197,9 @@ fn real_cli_approving_through_clibot_runs_the_command() {
     assert_eq!(
         csv.lines().collect::<Vec<_>>(),
         [
-            "session,turns,calls,input,output,cache_read,cache_write",
-            &format!("{SESSION},1,2,800,16,1600,0")
+            // No money: the key is in a variable of the mock provider's own, not OPENAI_API_KEY.
+            "session,turns,calls,input,output,cache_read,cache_write,usd",
+            &format!("{SESSION},1,2,800,16,1600,0,")
         ],
         "{csv}"
     );

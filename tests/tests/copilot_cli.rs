@@ -132,23 +132,7 @@ fn real_cli_answering_at_the_terminal_resolves_the_prompt() {
     let u = wait_event(&s.h, "the turn's usage", |e| {
         e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
     });
-    assert_eq!(
-        (
-            &u["input"],
-            &u["output"],
-            &u["cache_read"],
-            &u["cache_write"],
-            &u["calls"]
-        ),
-        (
-            &json!(2000),
-            &json!(14),
-            &json!(6000),
-            &json!(400),
-            &json!(2)
-        ),
-        "{u}"
-    );
+    clibot_tests::live::assert_usage(&u, [2000, 14, 6000, 400, 2]);
 }
 
 #[test]

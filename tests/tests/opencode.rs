@@ -188,23 +188,7 @@ fn real_cli_a_shell_command_waits_and_yes_runs_it_even_across_a_daemon_restart()
     let u = s.wait("the turn's usage", |e| {
         e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
     });
-    assert_eq!(
-        (
-            &u["input"],
-            &u["output"],
-            &u["cache_read"],
-            &u["cache_write"],
-            &u["calls"]
-        ),
-        (
-            &json!(2000),
-            &json!(14),
-            &json!(6000),
-            &json!(400),
-            &json!(2)
-        ),
-        "{u}"
-    );
+    clibot_tests::live::assert_usage(&u, [2000, 14, 6000, 400, 2]);
     assert_eq!(u["model"], "mock-model", "{u}");
     // Through OpenCode's API, not keys: the restarted daemon re-attached to the request.
     let log = s.h.daemon_log();

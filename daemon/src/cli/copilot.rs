@@ -184,7 +184,7 @@ impl Adapter for Copilot {
 }
 
 /// The events file of session `rec`: `session-state/<its id>/events.jsonl` in the Copilot home
-/// its spec names (`COPILOT_HOME`), else in `~/.copilot`.
+/// its spec names (`COPILOT_HOME`, see [`super::records_dir`]), else in `~/.copilot`.
 fn session_events(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
@@ -193,12 +193,7 @@ fn session_events(
     if id.is_empty() || id.contains('/') || id.contains("..") {
         return None;
     }
-    let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
-    let home = match env("COPILOT_HOME") {
-        Some(h) => std::path::PathBuf::from(h),
-        None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
-            .join(".copilot"),
-    };
+    let home = super::records_dir(cli, "COPILOT_HOME", ".copilot")?;
     Some(home.join("session-state").join(id).join("events.jsonl"))
 }
 

@@ -167,7 +167,7 @@ impl Adapter for Qwen {
 }
 
 /// The conversation file of session `rec`: `<its id>.jsonl` in its directory's chats, in the
-/// Qwen home its spec names (`QWEN_HOME`), else in `~/.qwen`.
+/// Qwen home its spec names (`QWEN_HOME`, see [`super::records_dir`]), else in `~/.qwen`.
 fn session_chat(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
@@ -176,12 +176,7 @@ fn session_chat(
     if id.is_empty() || id.contains('/') || id.contains("..") {
         return None;
     }
-    let env = |k: &str| cli.and_then(|c| c.env.get(k).cloned());
-    let home = match env("QWEN_HOME") {
-        Some(h) => std::path::PathBuf::from(h),
-        None => std::path::PathBuf::from(env("HOME").or_else(|| std::env::var("HOME").ok())?)
-            .join(".qwen"),
-    };
+    let home = super::records_dir(cli, "QWEN_HOME", ".qwen")?;
     Some(qwen_chats(&home, &rec.dir).join(format!("{id}.jsonl")))
 }
 
