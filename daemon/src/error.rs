@@ -89,6 +89,9 @@ pub enum CoreError {
     NotYours(String),
     #[error("only the owner of {0:?} or an admin may do that; it is only shared with you")]
     NotOwner(String),
+    /// A press on a usage limit's card that cannot be done.
+    #[error("{0}")]
+    LimitCard(String),
     #[error("no tmux session {0:?} on clibot's tmux server: see `{1}` for the sessions there are")]
     NoSuchTmuxSession(String, String),
     #[error("tmux session {0:?} is already managed as session {1:?}")]

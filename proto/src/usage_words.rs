@@ -29,7 +29,7 @@ pub fn money(usd: f64) -> String {
 }
 
 /// `1h 10m`, `3d 4h`, `45s`.
-fn span(secs: i64) -> String {
+pub fn span(secs: i64) -> String {
     let s = secs.max(0);
     match s {
         0..60 => format!("{s}s"),

@@ -369,7 +369,39 @@ async fn handle(
                     .iter()
                     .map(|(event, data)| sse_frame(event, data))
                     .collect();
-                Ok(stream_response(frames))
+                let mut r = stream_response(frames);
+                // The plan's windows, as a Claude subscription gets them: Claude Code passes
+                // them to a status-line command only (and ignores them with an API key).
+                let reset = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs())
+                    + crate::mock_openai::PRIMARY_RESETS_IN_SECS;
+                for (k, v) in [
+                    ("anthropic-ratelimit-unified-status", "allowed".to_string()),
+                    (
+                        "anthropic-ratelimit-unified-5h-utilization",
+                        "0.42".to_string(),
+                    ),
+                    ("anthropic-ratelimit-unified-5h-reset", reset.to_string()),
+                    (
+                        "anthropic-ratelimit-unified-7d-utilization",
+                        "0.30".to_string(),
+                    ),
+                    (
+                        "anthropic-ratelimit-unified-7d-reset",
+                        (reset + 86_400).to_string(),
+                    ),
+                    (
+                        "anthropic-ratelimit-unified-representative-claim",
+                        "five_hour".to_string(),
+                    ),
+                    ("anthropic-ratelimit-unified-reset", reset.to_string()),
+                ] {
+                    if let Ok(v) = HeaderValue::from_str(&v) {
+                        r.headers_mut().insert(k, v);
+                    }
+                }
+                Ok(r)
             } else {
                 Ok(json_response(
                     StatusCode::OK,

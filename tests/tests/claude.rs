@@ -135,23 +135,7 @@ fn real_cli_a_tool_call_waits_with_its_options_and_yes_runs_it() {
     let u = wait_event(&s.h, "the turn's usage", |e| {
         e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
     });
-    assert_eq!(
-        (
-            &u["input"],
-            &u["output"],
-            &u["cache_read"],
-            &u["cache_write"],
-            &u["calls"]
-        ),
-        (
-            &json!(2000),
-            &json!(14),
-            &json!(6000),
-            &json!(400),
-            &json!(2)
-        ),
-        "{u}"
-    );
+    clibot_tests::live::assert_usage(&u, [2000, 14, 6000, 400, 2]);
     let v: Value =
         serde_json::from_str(&s.h.ctl_ok(&["usage", "--by", "cli", "--json"])).expect("json");
     assert_eq!(v["rows"][0]["key"], "claude", "{v:#}");
@@ -275,6 +259,68 @@ fn real_cli_a_budget_warns_then_holds_input_until_it_is_lifted() {
     assert!(
         csv.starts_with("cli,turns,calls,input,output,cache_read,cache_write,usd\nclaude,"),
         "{csv}"
+    );
+}
+
+/// With a subscription (an OAuth token, no API key) Claude Code reads its plan's windows from
+/// the API's headers and tells them only to a status-line command: clibot's reports them, and
+/// the turn's usage carries them (the mock's 42 % of 5 h and 30 % of 7 d, with their resets).
+/// No money is estimated for a plan.
+#[test]
+fn real_cli_a_subscription_tells_its_plan_windows_through_the_status_line() {
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![Rule::text("say hello", "Hello.")]);
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    let mut env: Vec<(String, String)> = claude
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "ANTHROPIC_API_KEY")
+        .collect();
+    env.push(("CLAUDE_CODE_OAUTH_TOKEN".into(), "sk-ant-oat01-mock".into()));
+    h.add_cli("claude", &claude.argv(), &env, "");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &w]);
+    wait_idle(&h);
+    h.ctl_ok(&["send", "cc", "please say hello"]);
+    let done = wait_event(&h, "the reply", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "Hello.");
+    let u = wait_event(&h, "the turn's usage", |e| {
+        e["type"] == "turn_usage" && e["turn_seq"] == done["seq"]
+    });
+    let windows: Vec<(String, f64)> = u["windows"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|w| {
+                    (
+                        w["name"].as_str().unwrap_or_default().to_string(),
+                        w["used_percent"].as_f64().unwrap_or(-1.0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(
+        windows,
+        vec![("5h".to_string(), 42.0), ("7d".to_string(), 30.0)],
+        "{u}"
+    );
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let reset = u["windows"][0]["resets_at_ms"].as_i64().unwrap_or(0);
+    assert!(
+        (reset - now_ms - 3_600_000).abs() < 120_000,
+        "the 5h window resets in an hour: {u}"
+    );
+    assert!(u["usd"].is_null(), "no money for a plan: {u}");
+    let metrics = h.ctl_ok(&["metrics"]);
+    assert!(
+        metrics.contains("clibot_plan_window_used_ratio{cli=\"claude\",window=\"5h\"} 0.42"),
+        "{metrics}"
     );
 }
 

@@ -228,3 +228,72 @@ fn a_job_added_in_the_chat_exists_only_once_its_card_is_confirmed_by_its_author(
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// A session hits its plan's usage limit (a program saying so in the words a provider uses
+/// through Qwen Code, with the reset to the second): the chat reads when it resets, with
+/// **Resume at reset** and **Delegate now**; Resume adds a one-off job of the presser's that
+/// types "continue" once the limit has reset, and someone else's press does nothing.
+#[test]
+fn a_usage_limit_offers_to_resume_at_its_reset_and_the_session_continues_then() {
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\", \"{BOB}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n"
+    ));
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
+    tg.wait_sent("Ann's session", |s| {
+        texts(s, ANN).iter().any(|t| t.contains("started mine"))
+    });
+    // The typed line does not read as the limit; its output does.
+    tg.push_message(
+        ANN,
+        ANN,
+        "Ann",
+        "printf 'Quota exh%s: the 5-hour quota is exhausted and will reset at %s UTC.\\n' austed \"$(date -u -d '+15 sec' '+%Y-%m-%d %H:%M:%S')\"",
+    );
+    let (message, data) = tg.buttons(ANN, "⛔ usage limit");
+    assert_eq!(data.len(), 2, "Resume at reset and Delegate now: {data:?}");
+    let card = tg
+        .sent()
+        .into_iter()
+        .rev()
+        .find(|m| m.message_id == message)
+        .map(|m| m.text)
+        .unwrap_or_default();
+    assert!(card.contains("It resets in"), "{card}");
+    let err: Vec<serde_json::Value> = h
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "error" && e["kind"] == "usage_limit")
+        .collect();
+    assert_eq!(err.len(), 1, "{err:?}");
+    // Bob's press on Ann's card: not his.
+    tg.push_callback(ANN, BOB, message, &data[0]);
+    tg.wait_sent("Bob's press refused", |s| {
+        s.iter().any(|m| {
+            m.text
+                .contains("no session named \"mine\" that you may use")
+        })
+    });
+    tg.push_callback(ANN, ANN, message, &data[0]);
+    tg.wait_sent("resume planned", |s| {
+        texts(s, ANN)
+            .iter()
+            .any(|t| t.contains("mine is told to continue in") && t.contains("job resume-mine-"))
+    });
+    let jobs: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["jobs", "list", "--json"])).expect("json");
+    let job = &jobs[0];
+    assert_eq!(
+        (job["session"].as_str(), job["owner"].as_str()),
+        (Some("mine"), Some(format!("telegram:{ANN}").as_str())),
+        "{jobs:#}"
+    );
+    // Once the limit has reset (and half a minute more), "continue" is typed into the session.
+    h.wait_event(
+        "mine",
+        "continue typed",
+        std::time::Duration::from_secs(90),
+        |e| e["type"] == "input_sent" && e["text"] == "continue",
+    );
+    let _ = g.kill();
+    let _ = g.wait();
+}

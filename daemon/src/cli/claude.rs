@@ -23,6 +23,31 @@ const CLAUDE_HOOKS: &[(&str, u64)] = &[
     ("SessionEnd", 10),
 ];
 
+/// The event clibot's status-line command reports (its stdin is Claude Code's status JSON).
+const STATUS_LINE: &str = "StatusLine";
+
+/// The plan's windows in Claude Code's status JSON (`rate_limits.five_hour` / `seven_day`:
+/// `used_percentage` 0–100, `resets_at` in seconds); none with an API key.
+pub fn status_windows(payload: &Value) -> Vec<crate::usage::PlanWindow> {
+    let Some(limits) = payload.get("rate_limits") else {
+        return Vec::new();
+    };
+    [("five_hour", "5h"), ("seven_day", "7d")]
+        .into_iter()
+        .filter_map(|(key, name)| {
+            let w = limits.get(key)?;
+            Some(crate::usage::PlanWindow {
+                name: name.into(),
+                used_percent: w.get("used_percentage").and_then(Value::as_f64)?,
+                resets_at_ms: w
+                    .get("resets_at")
+                    .and_then(Value::as_i64)
+                    .map_or(0, |s| s.saturating_mul(1000)),
+            })
+        })
+        .collect()
+}
+
 impl Adapter for Claude {
     fn running_conversation(&self, r: &Running<'_>) -> Option<String> {
         if let Some(id) = r.flag(&["--resume", "-r", "--session-id"]) {
@@ -74,7 +99,23 @@ impl Adapter for Claude {
             first.insert("matcher".into(), json!("*"));
         }
         hooks.insert("PermissionRequest".into(), perm);
-        let settings = json!({ "hooks": hooks });
+        let mut settings = json!({ "hooks": hooks });
+        // The plan's windows reach only a status-line command (Claude Code writes them nowhere
+        // else): clibot's reports them and shows nothing — unless the user has a status line
+        // of their own, which is kept (and the windows are then not known).
+        let config = match ctx.env_value("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+            Some(d) => std::path::PathBuf::from(d),
+            None => ctx.home.join(".claude"),
+        };
+        let own = super::read_settings(&config.join("settings.json"))
+            .get("statusLine")
+            .is_some();
+        if !own && let Some(s) = settings.as_object_mut() {
+            s.insert(
+                "statusLine".into(),
+                json!({ "type": "command", "command": format!("{} {STATUS_LINE}", ctx.hook_command) }),
+            );
+        }
         // A restart continues the conversation clibot started under this id.
         let session = if ctx.resume {
             "--resume"
@@ -96,6 +137,7 @@ impl Adapter for Claude {
         let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         match event {
             "UserPromptSubmit" => HookSignal::TurnStarted,
+            STATUS_LINE => HookSignal::PlanWindows(status_windows(payload)),
             "Stop" => {
                 let mut text = s(payload, "last_assistant_message");
                 if text.is_empty() {
@@ -108,11 +150,17 @@ impl Adapter for Claude {
                 HookSignal::TurnCompleted { text }
             }
             "StopFailure" => {
-                let message = [s(payload, "error"), s(payload, "error_details")]
-                    .into_iter()
-                    .filter(|x| !x.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(": ");
+                // Its words (`last_assistant_message`: "You've hit your 5-hour limit · resets
+                // 6:58pm (Europe/Paris)") tell a plan's limit from a rate limit, and when it resets.
+                let message = [
+                    s(payload, "error"),
+                    s(payload, "error_details"),
+                    s(payload, "last_assistant_message"),
+                ]
+                .into_iter()
+                .filter(|x| !x.is_empty())
+                .collect::<Vec<_>>()
+                .join(": ");
                 HookSignal::Error {
                     kind: classify_error(&message).to_string(),
                     message,

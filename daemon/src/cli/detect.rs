@@ -150,6 +150,9 @@ fn compile_all(ps: &[String], what: &str) -> Result<Vec<Regex>, String> {
     ps.iter().map(|p| compile(p, what)).collect()
 }
 
+/// How many non-blank lines at the bottom of the screen are read for errors, at least.
+const ERROR_LINES: usize = 6;
+
 /// The built-in packs, by name ("generic", "claude", "codex", "gemini", "opencode").
 pub fn builtin_packs() -> BTreeMap<String, PackConfig> {
     // The embedded file is part of the binary and covered by tests; an error here is a build bug.
@@ -248,6 +251,16 @@ impl Pack {
             }
         }
         let tail = lines[start..].join("\n");
+        // Errors are looked for a little further up: a program's message (a usage limit and
+        // its reset) is seldom its last line, which is its prompt again.
+        let mut err_start = start;
+        while err_start > 0 && seen < self.check_lines.max(ERROR_LINES) {
+            err_start -= 1;
+            if !lines[err_start].trim().is_empty() {
+                seen += 1;
+            }
+        }
+        let err_tail = lines[err_start..].join("\n");
         let mut a = Analysis {
             busy: self.busy.iter().any(|r| r.is_match(&tail)),
             idle: self.idle.iter().any(|r| r.is_match(&tail)),
@@ -274,12 +287,27 @@ impl Pack {
         };
         a.settled = !a.busy && (a.idle || self.idle.is_empty());
         for (kind, r) in &self.errors {
-            if let Some(m) = r.find(&tail) {
+            let tail = &err_tail;
+            if let Some(m) = r.find(tail) {
                 let line = tail[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-                let line_end = tail[m.end()..]
+                let mut line_end = tail[m.end()..]
                     .find('\n')
                     .map_or(tail.len(), |i| m.end() + i);
-                a.error = Some((kind.clone(), clean_line(&tail[line..line_end]).to_string()));
+                // A usage limit's reset time may be wrapped onto the next line.
+                let told = |t: &str| {
+                    crate::usage::limits::reset_of(t, 0, &jiff::tz::TimeZone::UTC).is_some()
+                };
+                if kind == "usage_limit" && line_end < tail.len() && !told(&tail[line..line_end]) {
+                    line_end = tail[line_end + 1..]
+                        .find('\n')
+                        .map_or(tail.len(), |i| line_end + 1 + i);
+                }
+                let text = tail[line..line_end]
+                    .lines()
+                    .map(clean_line)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                a.error = Some((kind.clone(), text.trim().to_string()));
                 break;
             }
         }
@@ -1016,5 +1044,22 @@ pub(crate) mod tests {
         assert!(!goes_on(&t, t.find("touch x").unwrap_or(0) + 7, 0));
         let t = "Run: ls [y/n]".to_string();
         assert!(!goes_on(&t, 7, 0));
+    }
+
+    /// A plan's usage limit on a program's screen is an error of its own kind, with the line
+    /// after it (where a wrapped reset time goes); the typed command that prints it is not.
+    #[test]
+    fn a_usage_limit_on_a_programs_screen_is_read_with_its_next_line() {
+        let p = pack("generic");
+        let a = p.analyze(
+            "$ printf 'Quota exh%s: resets' austed\nQuota exhausted: the quota will reset at\n2026-11-29 18:00:00 UTC.\n$ ",
+        );
+        assert_eq!(
+            a.error,
+            Some((
+                "usage_limit".to_string(),
+                "Quota exhausted: the quota will reset at 2026-11-29 18:00:00 UTC.".to_string()
+            ))
+        );
     }
 }

@@ -131,6 +131,9 @@ pub enum HookSignal {
     /// The CLI waits for input again: a turn that ended without its completion hook (refused
     /// at a dialog, cancelled at the desk) is over, if the screen agrees.
     Idle,
+    /// The plan's windows as the CLI knows them now (Claude Code's status line): kept for the
+    /// next counted turn.
+    PlanWindows(Vec<crate::usage::PlanWindow>),
     /// Nothing the daemon acts on.
     Ignore,
 }
@@ -584,14 +587,24 @@ fn strip_json_comments(text: &str) -> String {
 
 /// Recognises common failure messages.
 pub fn classify_error(message: &str) -> &'static str {
-    let m = message.to_lowercase();
+    let m = message.to_lowercase().replace('\u{2019}', "'");
+    // A plan's limit first: its messages may also carry a rate-limit error code (Claude Code's
+    // `StopFailure` says `rate_limit` for both), and Claude Code says of a plain rate limit
+    // that it is "not your usage limit".
+    if (m.contains("you've hit your") && m.contains("limit"))
+        || m.contains("usage limit reached")
+        || m.contains("quota exhausted")
+        || m.contains("exhausted your daily quota")
+    {
+        return "usage_limit";
+    }
     if m.contains("rate limit")
         || m.contains("rate_limit")
         || m.contains("429")
         || m.contains("overloaded")
     {
         "rate_limit"
-    } else if m.contains("usage limit")
+    } else if (m.contains("usage limit") && !m.contains("not your usage limit"))
         || m.contains("credit balance")
         || m.contains("limit reached")
     {
@@ -843,5 +856,22 @@ mod tests {
         assert_eq!(classify_error("Invalid API key"), "auth");
         assert_eq!(classify_error("Credit balance is too low"), "usage_limit");
         assert_eq!(classify_error("something odd"), "other");
+        // Claude Code's StopFailure says `rate_limit` for a plan's limit too: its words decide.
+        assert_eq!(
+            classify_error(
+                "rate_limit: You've hit your 5-hour limit · resets 6:58pm (Europe/Paris)"
+            ),
+            "usage_limit"
+        );
+        assert_eq!(
+            classify_error("You’ve hit your usage limit. Try again at 7:00 PM."),
+            "usage_limit"
+        );
+        assert_eq!(
+            classify_error(
+                "rate_limit: API Error: Server is temporarily limiting requests (not your usage limit)"
+            ),
+            "rate_limit"
+        );
     }
 }

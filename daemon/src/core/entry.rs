@@ -77,6 +77,11 @@ pub(crate) struct Runtime {
     /// the link right before it completes the turn, taken when the turn is counted
     /// (`Daemon::count_turn`), cleared right after.
     pub(crate) api_usage: Option<crate::usage::TurnUsage>,
+    /// The plan's windows as the CLI last told them outside its records (Claude Code's status
+    /// line), for the turns counted next.
+    pub(crate) plan_windows: Vec<crate::usage::PlanWindow>,
+    /// When the CLI's status line last reported (with windows or without).
+    pub(crate) status_at: Option<Instant>,
     /// The last screen read, for the last words of a CLI whose dead pane lost them.
     pub(crate) last_screen: String,
     /// The prompt last looked at for an automatic answer, and who is answering it now
@@ -127,6 +132,8 @@ impl Default for Runtime {
             api: None,
             api_gave_up: false,
             api_usage: None,
+            plan_windows: Vec::new(),
+            status_at: None,
             last_screen: String::new(),
             auto_for: None,
             escalated: VecDeque::new(),

@@ -185,6 +185,7 @@ impl From<CoreError> for Status {
             | CoreError::DialogShown { .. }
             | CoreError::SecretNotTyped(_)
             | CoreError::NothingToCancel { .. }
+            | CoreError::LimitCard(_)
             | CoreError::NoBudgetInForce(_)
             | CoreError::CancelNotTaken { .. }
             | CoreError::NoOwnBinary
@@ -378,6 +379,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
 
 /// Converts a logged event; `None` for kinds this build does not know.
 pub fn event_to_proto(e: Event) -> Option<v1::Event> {
+    let time_ms = e.time_ms;
     let kind = match e.kind {
         EventKind::DaemonStarted {
             pid,
@@ -430,7 +432,20 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
             output,
         }),
         EventKind::Stopped { forced } => Kind::Stopped(v1::SessionStopped { forced }),
-        EventKind::Error { message, kind } => Kind::Error(v1::Error { message, kind }),
+        EventKind::Error { message, kind } => {
+            // Read against the event's own time: a time of day is the next one after it.
+            let resets_at_ms = if kind == "usage_limit" {
+                crate::usage::limits::reset_of(&message, time_ms, &jiff::tz::TimeZone::system())
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            Kind::Error(v1::Error {
+                message,
+                kind,
+                resets_at_ms,
+            })
+        }
         EventKind::TurnCompleted {
             text,
             source,

@@ -619,6 +619,13 @@ impl Clibot for Service {
         usage::get_usage(self, req)
     }
 
+    async fn limit_action(
+        &self,
+        req: Request<v1::LimitActionRequest>,
+    ) -> Result<Response<v1::LimitActionResponse>, Status> {
+        usage::limit_action(self, req).await
+    }
+
     async fn list_budgets(
         &self,
         req: Request<v1::ListBudgetsRequest>,

@@ -247,6 +247,8 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     // A list the handler filters; a lift lets held input go: admins, never a session.
     ("ListBudgets", Sessions, Anyone, Refusals),
     ("LiftBudget", Outside, admin("budget lift"), Outcome),
+    // The handler reads the limit's session from its event and checks the caller may use it.
+    ("LimitAction", Sessions, Anyone, Refusals),
     // It runs programs.
     (
         "CheckJail",

@@ -86,3 +86,23 @@ pub(super) fn lift_budget(
     svc.daemon.lift_budget(&actor, &r.name)?;
     Ok(Response::new(v1::LiftBudgetResponse {}))
 }
+
+pub(super) async fn limit_action(
+    svc: &Service,
+    req: Request<v1::LimitActionRequest>,
+) -> Result<Response<v1::LimitActionResponse>, Status> {
+    let actor = actor(&req);
+    let r = req.into_inner();
+    let action = crate::session::LimitAction::parse(&r.action).ok_or_else(|| {
+        Status::invalid_argument(format!("action {:?}: resume or delegate", r.action))
+    })?;
+    let result = svc.daemon.limit_action(&actor, r.seq, action).await;
+    let refused = result.as_ref().err().map(ToString::to_string);
+    svc.daemon.audit(
+        &actor,
+        "",
+        &format!("limit {}", r.action),
+        refused.as_deref().map_or(Ok(()), Err),
+    );
+    Ok(Response::new(v1::LimitActionResponse { text: result? }))
+}

@@ -140,6 +140,15 @@ impl Daemon {
         {
             match signal {
                 HookSignal::Ignore => Ok(String::new()),
+                HookSignal::PlanWindows(windows) => {
+                    // None with an API key, or after an answer that carried none: then none
+                    // is known.
+                    self.sessions().update(&name, |e| {
+                        e.rt.plan_windows = windows;
+                        e.rt.status_at = Some(Instant::now());
+                    });
+                    Ok(String::new())
+                }
                 HookSignal::TurnStarted => {
                     self.sessions()
                         .update(&name, |e| e.rt.turn.hook_started(Instant::now()));

@@ -12,6 +12,9 @@ use crate::usage::ledger::{By, Entry, Row, sum};
 /// How often, and how far apart, a turn's records are read until they hold its end.
 const RECORD_TRIES: u32 = 15;
 const RECORD_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often a status line's report after the turn is waited for (Claude Code runs it 300 ms
+/// after an answer).
+const STATUS_TRIES: u32 = 10;
 
 /// A CLI's plan windows as last recorded, and when.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +32,7 @@ impl Daemon {
             .sessions()
             .update(&rec.name, |e| e.rt.api_usage.take())
             .flatten();
+        let ended = std::time::Instant::now();
         let d = self.clone();
         self.in_background(async move {
             let Some((adapter, _)) = d.kind_of(&rec.cli) else {
@@ -49,6 +53,10 @@ impl Daemon {
                     break;
                 }
                 tokio::time::sleep(RECORD_WAIT).await;
+            }
+            // Windows the records do not tell, the CLI's status line may have.
+            if let Some(u) = usage.as_mut().filter(|u| u.windows.is_empty()) {
+                u.windows = d.status_windows(&rec.name, ended).await;
             }
             let Some(usage) = usage.filter(|u| !u.tokens.is_zero() || !u.windows.is_empty()) else {
                 tracing::debug!(cli = %rec.cli, "no usage of the turn in the CLI's records");
@@ -91,6 +99,25 @@ impl Daemon {
             );
             d.check_budgets(&entry);
         });
+    }
+
+    /// The plan's windows the CLI's status line told after `ended` (it runs a moment after
+    /// each answer): waited for a little while, where a status line reports at all.
+    async fn status_windows(&self, name: &str, ended: std::time::Instant) -> Vec<PlanWindow> {
+        for _ in 0..STATUS_TRIES {
+            let fresh = self
+                .sessions()
+                .get(name, |e| e.rt.status_at.map(|at| at > ended))
+                .flatten();
+            // Never reported (no status line of clibot's), or reported since the turn ended.
+            if fresh != Some(false) {
+                break;
+            }
+            tokio::time::sleep(RECORD_WAIT).await;
+        }
+        self.sessions()
+            .get(name, |e| e.rt.plan_windows.clone())
+            .unwrap_or_default()
     }
 
     /// What the turn would cost at list price, when money is shown for the session (see

@@ -19,6 +19,7 @@ pub mod codex;
 pub mod copilot;
 pub mod gemini;
 pub mod ledger;
+pub mod limits;
 pub mod opencode;
 pub mod prices;
 pub mod qwen;

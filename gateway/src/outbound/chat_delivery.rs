@@ -432,6 +432,18 @@ impl ChatDelivery {
             self.ack(ev.seq, 0, &p.id, &message).await;
             return Ok(());
         }
+        // A usage limit: its buttons under it (pressed, they act through the daemon).
+        if let Some((card, options)) = crate::outbound::render::limit_card(ev) {
+            self.sending(ev.seq, 0).await?;
+            let message = self
+                .platform
+                .send_prompt(&self.chat, &card, &text, &options)
+                .await
+                .map_err(Self::fail)?
+                .unwrap_or_default();
+            self.ack(ev.seq, 0, "", &message).await;
+            return Ok(());
+        }
         let opts = ChunkOptions::new(self.platform.max_message(), Measure::Chars);
         if should_send_as_file(&text, &opts, MAX_MESSAGES) {
             let summary = file_summary(&text, 12, &ChunkOptions::new(1024, Measure::Utf16));

@@ -125,6 +125,7 @@ pub fn render(ev: &v1::Event) -> Option<String> {
                 format!("{head}; its last output:\n{}", e.output)
             }
         }
+        Kind::Error(e) if e.kind == "usage_limit" => limit_text(s, e),
         Kind::Error(e) => format!("[{s}] error: {}", e.message),
         Kind::Stalled(st) => stall_text(s, st),
         // Which chat is not said: it may be another user's private chat, and this one may be
@@ -271,6 +272,44 @@ pub fn shown_prompt(ev: &v1::Event) -> Option<&v1::Prompt> {
     }
 }
 
+/// The pseudo prompt id of a usage limit's buttons: `l.SEQ` (Resume at reset, Delegate now)
+/// or `l.SEQ.d` (Delegate now: the CLI did not say when its limit resets).
+pub const LIMIT_CARD: &str = "l.";
+
+/// A usage limit in words: the CLI's message and, when it says, when the limit resets.
+fn limit_text(s: &str, e: &v1::Error) -> String {
+    let mut t = format!("[{s}] ⛔ usage limit: {}", e.message);
+    let now = crate::ops::health::now_ms();
+    if e.resets_at_ms > now {
+        t.push_str(&format!(
+            "\nIt resets in {}: Resume at reset tells the session to continue then; Delegate now hands its work to the next CLI.",
+            clibot_proto::usage_words::span((e.resets_at_ms - now) / 1000)
+        ));
+    }
+    t
+}
+
+/// The buttons under a usage limit: its card's id and options (see [`LIMIT_CARD`]).
+pub fn limit_card(ev: &v1::Event) -> Option<(String, Vec<String>)> {
+    let Some(Kind::Error(e)) = ev.kind.as_ref() else {
+        return None;
+    };
+    if e.kind != "usage_limit" {
+        return None;
+    }
+    Some(if e.resets_at_ms > crate::ops::health::now_ms() {
+        (
+            format!("{LIMIT_CARD}{}", ev.seq),
+            vec!["Resume at reset".into(), "Delegate now".into()],
+        )
+    } else {
+        (
+            format!("{LIMIT_CARD}{}.d", ev.seq),
+            vec!["Delegate now".into()],
+        )
+    })
+}
+
 /// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
 /// question that explain it), the question, its subject, the numbered options.
 pub fn prompt_text(p: &v1::Prompt) -> String {
@@ -307,6 +346,42 @@ pub fn prompt_text(p: &v1::Prompt) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A usage limit gets its buttons: Resume at reset only when the reset time is known and
+    /// ahead; other errors get none.
+    #[test]
+    fn a_usage_limit_gets_its_card() {
+        let ev = |kind: &str, resets_at_ms: i64| v1::Event {
+            seq: 42,
+            session: "api".into(),
+            kind: Some(Kind::Error(v1::Error {
+                message: "You've hit your 5-hour limit".into(),
+                kind: kind.into(),
+                resets_at_ms,
+            })),
+            ..Default::default()
+        };
+        let later = crate::ops::health::now_ms() + 3_600_000;
+        assert_eq!(
+            limit_card(&ev("usage_limit", later)),
+            Some((
+                "l.42".to_string(),
+                vec!["Resume at reset".to_string(), "Delegate now".to_string()]
+            ))
+        );
+        assert_eq!(
+            limit_card(&ev("usage_limit", 0)),
+            Some(("l.42.d".to_string(), vec!["Delegate now".to_string()]))
+        );
+        assert_eq!(limit_card(&ev("rate_limit", later)), None);
+        let text = render(&ev("usage_limit", later)).unwrap_or_default();
+        assert!(
+            text.starts_with(
+                "[api] ⛔ usage limit: You've hit your 5-hour limit\nIt resets in 59m"
+            ),
+            "{text}"
+        );
+    }
 
     fn exited(status: Option<i32>, reason: &str) -> v1::Event {
         v1::Event {

@@ -310,6 +310,10 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::job_card::JOB_CARD)) {
                     return Ok(Some(self.job_card_answer(c, msg, id, &choice).await?));
                 }
+                // A press on a usage limit's Resume at reset / Delegate now.
+                if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(crate::outbound::render::LIMIT_CARD)) {
+                    return Ok(Some(self.limit_answer(c, msg, id, &choice).await?));
+                }
                 // A press on a transcription's Send / Cancel.
                 if let Some(id) = msg.prompt.as_deref().filter(|p| p.starts_with(crate::inbound::transcribe::VOICE)) {
                     return Ok(Some(self.voice_answer(c, msg, id, &choice).await?));
@@ -453,6 +457,35 @@ fn usage_text(r: &v1::GetUsageResponse, span: &str, now_ms: i64) -> String {
         }
     }
     out
+}
+
+impl Router {
+    /// A press on a usage limit's card (`SEQ` or `SEQ.d`, see `LIMIT_CARD`).
+    async fn limit_answer(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        id: &str,
+        choice: &str,
+    ) -> Result<String, tonic::Status> {
+        let (seq, only_delegate) = match id.strip_suffix(".d") {
+            Some(seq) => (seq, true),
+            None => (id, false),
+        };
+        let Ok(seq) = seq.parse::<u64>() else {
+            return Ok("that button is not one of clibot's".into());
+        };
+        let action = match (only_delegate, choice) {
+            (false, "1") => "resume",
+            (false, "2") | (true, "1") => "delegate",
+            _ => return Ok("that button is not one of clibot's".into()),
+        };
+        let req = v1::LimitActionRequest {
+            seq,
+            action: action.into(),
+        };
+        Ok(c.limit_action(self.req(msg, req)).await?.into_inner().text)
+    }
 }
 
 /// `!!budget`: one line per budget, with what it used and whether it holds.
