@@ -189,10 +189,7 @@ fn session_events(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
 ) -> Option<std::path::PathBuf> {
-    let id = &rec.cli_session_id;
-    if id.is_empty() || id.contains('/') || id.contains("..") {
-        return None;
-    }
+    let id = super::record_id(&rec.cli_session_id)?;
     let home = super::records_dir(cli, "COPILOT_HOME", ".copilot")?;
     Some(home.join("session-state").join(id).join("events.jsonl"))
 }

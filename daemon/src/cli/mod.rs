@@ -43,6 +43,12 @@ pub(crate) fn records_dir(
     }
 }
 
+/// A CLI's own conversation id, when it can name a file of its records: not empty, and no
+/// path of its own (`/`, `..`).
+pub(crate) fn record_id(id: &str) -> Option<&str> {
+    (!id.is_empty() && !id.contains('/') && !id.contains("..")).then_some(id)
+}
+
 /// The tail of a CLI's transcript (its last [`TRANSCRIPT_TAIL`] bytes, whole lines), read
 /// without following a link a session could plant.
 ///

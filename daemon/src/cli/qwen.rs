@@ -172,10 +172,7 @@ fn session_chat(
     rec: &crate::model::SessionRecord,
     cli: Option<&crate::cli::CliSpec>,
 ) -> Option<std::path::PathBuf> {
-    let id = &rec.cli_session_id;
-    if id.is_empty() || id.contains('/') || id.contains("..") {
-        return None;
-    }
+    let id = super::record_id(&rec.cli_session_id)?;
     let home = super::records_dir(cli, "QWEN_HOME", ".qwen")?;
     Some(qwen_chats(&home, &rec.dir).join(format!("{id}.jsonl")))
 }

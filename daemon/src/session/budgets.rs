@@ -67,12 +67,17 @@ impl Daemon {
     }
 
     /// What `spec` has used now, from the ledger.
-    fn budget_used(&self, spec: &BudgetSpec, now_ms: i64) -> Option<Used> {
-        let since = match spec.limit() {
-            Limit::Plan { .. } => now_ms - PLAN_LOOKBACK_MS,
-            _ => spec.period(now_ms).1,
-        };
-        spec.used(&self.usage().since(since), now_ms)
+    /// The ledger as far back as any of `specs` needs it, read once for all of them (each
+    /// `BudgetSpec::used` keeps its own period).
+    fn budget_ledger(&self, specs: &[BudgetSpec], now_ms: i64) -> Vec<Entry> {
+        let since = specs
+            .iter()
+            .map(|spec| match spec.limit() {
+                Limit::Plan { .. } => now_ms - PLAN_LOOKBACK_MS,
+                _ => spec.period(now_ms).1,
+            })
+            .min();
+        since.map_or_else(Vec::new, |s| self.usage().since(s))
     }
 
     /// Whether `spec`'s state holds now: reached in the period that is current, not lifted.
@@ -105,6 +110,10 @@ impl Daemon {
 
     /// The hold budget over session `name`, if one holds its input now.
     pub(crate) fn budget_hold(&self, name: &str) -> Option<(BudgetSpec, State)> {
+        // Asked before every input: nothing to look up without budgets.
+        if self.live().config.budgets.is_empty() {
+            return None;
+        }
         let (cli, owner) = self
             .sessions()
             .get(name, |e| (e.rec.cli.clone(), e.rec.owner.clone()))?;
@@ -156,15 +165,20 @@ impl Daemon {
     /// Weighs the turn `e` against every budget whose scope it is in.
     pub(crate) fn check_budgets(&self, e: &Entry) {
         let now = crate::store::now_ms();
-        for spec in self.budget_specs() {
-            if !spec.covers(Scoped {
-                session: &e.session,
-                owner: &e.owner,
-                cli: &e.cli,
-            }) {
-                continue;
-            }
-            let Some(used) = self.budget_used(&spec, now) else {
+        let specs: Vec<BudgetSpec> = self
+            .budget_specs()
+            .into_iter()
+            .filter(|spec| {
+                spec.covers(Scoped {
+                    session: &e.session,
+                    owner: &e.owner,
+                    cli: &e.cli,
+                })
+            })
+            .collect();
+        let ledger = self.budget_ledger(&specs, now);
+        for spec in specs {
+            let Some(used) = spec.used(&ledger, now) else {
                 continue;
             };
             for crossed in self.budgets().observe(&spec, &used) {
@@ -312,7 +326,8 @@ impl Daemon {
         let all = self.is_admin(actor);
         let me = actor.key();
         let now = crate::store::now_ms();
-        self.budget_specs()
+        let specs: Vec<BudgetSpec> = self
+            .budget_specs()
             .into_iter()
             .filter(|spec| {
                 all || (spec.user.is_empty() || spec.user == me)
@@ -322,9 +337,13 @@ impl Daemon {
                             .get(&spec.session, |e| e.rec.owner == me)
                             .unwrap_or(false))
             })
+            .collect();
+        let ledger = self.budget_ledger(&specs, now);
+        specs
+            .into_iter()
             .map(|spec| {
                 let state = self.budgets().state(&spec.name);
-                let used = self.budget_used(&spec, now);
+                let used = spec.used(&ledger, now);
                 let in_force = Self::budget_in_force(&spec, &state, now);
                 BudgetView {
                     spec,
