@@ -279,6 +279,11 @@ pub enum Command {
         /// Start a new conversation instead of resuming the previous one.
         #[arg(long)]
         fresh: bool,
+        /// Start it with this account profile of its CLI ([cli.NAME.profiles.PROFILE]): its
+        /// conversation is carried to that account where the CLI's records allow (Claude
+        /// Code, Codex), else it starts a new one and is handed the last request.
+        #[arg(long, value_name = "PROFILE")]
+        profile: Option<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

@@ -217,7 +217,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             sessions::adopt(c, how, json).await
         }
-        Command::Restart { name, fresh, json } => sessions::restart(c, name, fresh, json).await,
+        Command::Restart {
+            name,
+            fresh,
+            profile,
+            json,
+        } => sessions::restart(c, name, fresh, profile, json).await,
         Command::Start { name, json } => sessions::start(c, name, json).await,
         Command::Discover { json } => sessions::discover(c, json).await,
         Command::Pending { json } => prompts::pending(c, json).await,

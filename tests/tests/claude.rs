@@ -152,6 +152,92 @@ fn real_cli_a_tool_call_waits_with_its_options_and_yes_runs_it() {
     );
 }
 
+/// A switch of account profile (`restart --profile work`, what the usage limit's **Switch to
+/// work** does): the profile names another config directory (another account's login); the
+/// conversation's transcript is carried there, Claude Code resumes it, and the next request
+/// to the model holds the earlier exchange.
+#[test]
+fn real_cli_a_profile_switch_carries_the_conversation_to_the_other_account() {
+    assert!(clibot_tests::claude::claude_available());
+    let mut h = Harness::with_config("");
+    let work = h.work.clone();
+    let mock = MockLlm::start(vec![
+        Rule::text("first question", "First answer."),
+        Rule::text("second question", "Second answer."),
+    ]);
+    let claude = ClaudeHome::new(&h.dir.path().join("claude"), &work, &mock.url());
+    // The other account: its own config directory, set up as a logged-in one is.
+    let other = claude.home().join(".claude-work");
+    std::fs::create_dir_all(&other).expect("mkdir");
+    std::fs::copy(
+        claude.home().join(".claude.json"),
+        other.join(".claude.json"),
+    )
+    .expect("copy");
+    h.add_cli("claude", &claude.argv(), &claude.env(), "");
+    let mut text = std::fs::read_to_string(&h.config).expect("config");
+    text.push_str(&format!(
+        "\n[cli.claude.profiles.work]\nenv = {{ CLAUDE_CONFIG_DIR = \"{}\" }}\n",
+        other.display()
+    ));
+    std::fs::write(&h.config, text).expect("config");
+    h.start_daemon_without(UNSET_ENV);
+    let w = work.display().to_string();
+    h.ctl_ok(&["spawn", "cc", "--cli", "claude", "--dir", &w]);
+    wait_idle(&h);
+    h.ctl_ok(&["send", "cc", "the first question"]);
+    let done = wait_event(&h, "the first answer", |e| e["type"] == "turn_completed");
+    assert_eq!(done["text"], "First answer.");
+    let seq = last_seq(&h);
+    let out = h.ctl_ok(&["restart", "cc", "--profile", "work"]);
+    assert!(
+        out.contains("restarted cc (claude) with profile work"),
+        "{out}"
+    );
+    let told = wait_event(&h, "the switch told", |e| {
+        e["seq"].as_u64().is_some_and(|n| n > seq)
+            && e["type"] == "notice"
+            && e["kind"] == "profile"
+    });
+    assert!(
+        told["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("its conversation resumed")),
+        "{told}"
+    );
+    let show: Value = serde_json::from_str(&h.ctl_ok(&["show", "cc", "--json"])).expect("json");
+    assert_eq!(show["profile"], "work", "{show:#}");
+    let id = show["conversation_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let carried = std::fs::read_dir(other.join("projects"))
+        .expect("the other account's projects")
+        .filter_map(Result::ok)
+        .any(|d| d.path().join(format!("{id}.jsonl")).is_file());
+    assert!(
+        carried,
+        "the transcript {id}.jsonl is in the other account's home"
+    );
+    wait_event(&h, "ready again", |e| {
+        e["seq"].as_u64().is_some_and(|n| n > seq)
+            && e["type"] == "state_changed"
+            && e["to"] == "idle"
+    });
+    h.ctl_ok(&["send", "cc", "the second question"]);
+    let done = wait_event(&h, "the second answer", |e| {
+        e["type"] == "turn_completed" && e["text"] == "Second answer."
+    });
+    assert_eq!(done["text"], "Second answer.");
+    let asked = clibot_tests::live::requests_with(&mock, "the second question");
+    assert!(
+        asked
+            .iter()
+            .any(|r| r.contains("the first question") && r.contains("First answer.")),
+        "the resumed conversation holds the first exchange: {asked:?}"
+    );
+}
+
 /// A budget over Claude Code's turns (2000 tokens a day, told at half): the first turn
 /// (1000 in, 200 cache writes, 7 out: the mock's) warns once, the second spends it, and a
 /// third message waits in the queue, told why, until the machine's user lifts the budget;

@@ -297,3 +297,62 @@ fn a_usage_limit_offers_to_resume_at_its_reset_and_the_session_continues_then() 
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// An admin's session hits its usage limit while its CLI has other account profiles: the card
+/// offers **Switch to PROFILE** for each; the press starts the session again with that
+/// profile's environment, said in the chat, and `show` names the profile. A member's session
+/// is offered none (profiles name an account's credentials).
+#[test]
+fn a_usage_limit_offers_to_switch_to_another_account_profile() {
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n\n[cli.bash.profiles.night]\nenv = {{ CLIBOT_ACCOUNT = \"night-shift\" }}\n"
+    ));
+    let limit = "printf 'Quota exh%s: the 5-hour quota is exhausted.\\n' austed";
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!new box bash");
+    tg.wait_sent("the admin's session", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started box"))
+    });
+    tg.push_message(ADMIN, ADMIN, "Admin", limit);
+    let (message, data) = tg.buttons(ADMIN, "⛔ usage limit");
+    assert_eq!(data.len(), 2, "Delegate now and Switch to night: {data:?}");
+    let card = tg
+        .sent()
+        .into_iter()
+        .rev()
+        .find(|m| m.message_id == message)
+        .map(|m| format!("{} {:?}", m.text, m.reply_markup))
+        .unwrap_or_default();
+    assert!(card.contains("Switch to night"), "{card}");
+    tg.push_callback(ADMIN, ADMIN, message, &data[1]);
+    tg.wait_sent("the switch told", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("box starts again with profile night"))
+    });
+    h.wait_event(
+        "box",
+        "running again",
+        std::time::Duration::from_secs(30),
+        |e| e["type"] == "notice" && e["kind"] == "profile",
+    );
+    let show: serde_json::Value =
+        serde_json::from_str(&h.ctl_ok(&["show", "box", "--json"])).expect("json");
+    assert_eq!(show["profile"], "night", "{show:#}");
+    // The profile's environment is the shell's now.
+    tg.push_message(ADMIN, ADMIN, "Admin", "echo account=$CLIBOT_ACCOUNT");
+    tg.wait_sent("the new account's variable", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("account=night-shift"))
+    });
+    // A member's session: no profile to switch to.
+    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
+    tg.wait_sent("Ann's session", |s| {
+        texts(s, ANN).iter().any(|t| t.contains("started mine"))
+    });
+    tg.push_message(ANN, ANN, "Ann", limit);
+    let (_, data) = tg.buttons(ANN, "⛔ usage limit");
+    assert_eq!(data.len(), 1, "only Delegate now: {data:?}");
+    let _ = g.kill();
+    let _ = g.wait();
+}

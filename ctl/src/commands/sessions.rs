@@ -358,11 +358,18 @@ pub async fn start(c: &mut Client, name: String, json: bool) -> anyhow::Result<(
     Ok(())
 }
 
-pub async fn restart(c: &mut Client, name: String, fresh: bool, json: bool) -> anyhow::Result<()> {
+pub async fn restart(
+    c: &mut Client,
+    name: String,
+    fresh: bool,
+    profile: Option<String>,
+    json: bool,
+) -> anyhow::Result<()> {
     let s = c
         .restart_session(v1::RestartSessionRequest {
             session: name.clone(),
             fresh,
+            profile: profile.clone().unwrap_or_default(),
         })
         .await?
         .into_inner();
@@ -372,9 +379,14 @@ pub async fn restart(c: &mut Client, name: String, fresh: bool, json: bool) -> a
     let how = match (fresh, s.resumable) {
         (_, false) => "",
         (true, true) => " with a new conversation",
+        // A switch of profile says itself whether the conversation went along (in its events).
+        (false, true) if profile.is_some() => "",
         (false, true) => ", resuming its conversation",
     };
-    println!("restarted {} ({}){how}", s.name, s.cli);
+    let with = profile
+        .map(|p| format!(" with profile {p}"))
+        .unwrap_or_default();
+    println!("restarted {} ({}){with}{how}", s.name, s.cli);
     Ok(())
 }
 

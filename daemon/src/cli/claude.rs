@@ -229,6 +229,15 @@ impl Adapter for Claude {
         &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"]
     }
 
+    fn conversation_record(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<(PathBuf, Option<PathBuf>)> {
+        let home = super::records_dir(cli, "CLAUDE_CONFIG_DIR", ".claude")?;
+        Some((home, transcript_path(rec, cli)))
+    }
+
     fn turn_usage(
         &self,
         rec: &crate::model::SessionRecord,

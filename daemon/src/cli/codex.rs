@@ -55,6 +55,15 @@ impl Adapter for Codex {
         &["OPENAI_API_KEY", "CODEX_API_KEY"]
     }
 
+    fn conversation_record(
+        &self,
+        rec: &crate::model::SessionRecord,
+        cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<(PathBuf, Option<PathBuf>)> {
+        let home = super::records_dir(cli, "CODEX_HOME", ".codex")?;
+        Some((home, session_rollout(rec, cli)))
+    }
+
     fn turn_usage(
         &self,
         rec: &crate::model::SessionRecord,

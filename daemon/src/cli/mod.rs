@@ -252,6 +252,18 @@ pub trait Adapter: Send + Sync {
     fn api_key_vars(&self) -> &'static [&'static str] {
         &[]
     }
+    /// The home of the CLI's records for a session started with `cli` (`CLAUDE_CONFIG_DIR`,
+    /// `CODEX_HOME`), and the file below it its resume reads session `rec`'s conversation
+    /// from: a switch of account profile copies that file to the same place in the other
+    /// account's home, so the conversation goes on there. `None` where the CLI keeps none
+    /// clibot knows (the switch then starts a new conversation with a handoff).
+    fn conversation_record(
+        &self,
+        _rec: &crate::model::SessionRecord,
+        _cli: Option<&crate::cli::CliSpec>,
+    ) -> Option<(std::path::PathBuf, Option<std::path::PathBuf>)> {
+        None
+    }
 }
 
 mod spec;

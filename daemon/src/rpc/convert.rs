@@ -444,6 +444,8 @@ pub fn event_to_proto(e: Event) -> Option<v1::Event> {
                 message,
                 kind,
                 resets_at_ms,
+                // Filled in by the event stream, which knows the configuration.
+                switch_profiles: Vec::new(),
             })
         }
         EventKind::TurnCompleted {

@@ -203,7 +203,13 @@ pub(super) async fn restart_session(
     let (actor, who) = (actor(&req), rights(&req));
     let r = req.into_inner();
     svc.permit(&actor, who, &r.session)?;
-    let rec = svc.daemon.restart(&r.session, !r.fresh).await?;
+    let rec = if r.profile.is_empty() {
+        svc.daemon.restart(&r.session, !r.fresh).await?
+    } else {
+        svc.daemon
+            .switch_profile(&r.session, &r.profile, r.fresh)
+            .await?
+    };
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))
 }
 

@@ -94,7 +94,10 @@ pub(super) async fn limit_action(
     let actor = actor(&req);
     let r = req.into_inner();
     let action = crate::session::LimitAction::parse(&r.action).ok_or_else(|| {
-        Status::invalid_argument(format!("action {:?}: resume or delegate", r.action))
+        Status::invalid_argument(format!(
+            "action {:?}: resume, delegate or switch:PROFILE",
+            r.action
+        ))
     })?;
     let result = svc.daemon.limit_action(&actor, r.seq, action).await;
     let refused = result.as_ref().err().map(ToString::to_string);

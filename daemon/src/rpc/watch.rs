@@ -38,7 +38,7 @@ pub(super) async fn watch_events(
                 if !r.sessions.is_empty() && !r.sessions.contains(&ev.session) {
                     continue;
                 }
-                if let Some(pe) = event_to_proto(ev)
+                if let Some(pe) = event_to_proto(ev).map(|pe| with_profiles(&daemon, pe))
                     && tx.send(Ok(pe)).await.is_err()
                 {
                     return;
@@ -63,4 +63,15 @@ pub(super) async fn watch_events(
     Ok(Response::new(Box::pin(
         tokio_stream::wrappers::ReceiverStream::new(rx),
     )))
+}
+
+/// A usage limit with the profiles its session could go on with (for its card's buttons),
+/// as the configuration has them now.
+fn with_profiles(daemon: &crate::core::Daemon, mut pe: v1::Event) -> v1::Event {
+    if let Some(Kind::Error(e)) = pe.kind.as_mut()
+        && e.kind == "usage_limit"
+    {
+        e.switch_profiles = daemon.other_profiles(&pe.session);
+    }
+    pe
 }

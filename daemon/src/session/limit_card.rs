@@ -1,6 +1,7 @@
 //! The buttons under a usage limit: **Resume at reset** (a one-off job that types "continue"
-//! into the session shortly after the limit resets) and **Delegate now** (the delegation
-//! chain, as `!!delegate` would). The card carries only the limit event's number: the daemon
+//! into the session shortly after the limit resets), **Delegate now** (the delegation
+//! chain, as `!!delegate` would) and **Switch to PROFILE** (the session started again with
+//! another account profile of its CLI, see `profile_switch`). The card carries only the limit event's number: the daemon
 //! reads the event back, so the press acts on the session and the reset time it told, and
 //! checks the presser may use that session.
 
@@ -19,10 +20,12 @@ const AFTER_RESET_MS: i64 = 30_000;
 const RESUME_PROMPT: &str = "continue";
 
 /// What a press on a limit's card asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LimitAction {
     Resume,
     Delegate,
+    /// Go on with this account profile.
+    Switch(String),
 }
 
 impl LimitAction {
@@ -30,7 +33,10 @@ impl LimitAction {
         match s {
             "resume" => Some(LimitAction::Resume),
             "delegate" => Some(LimitAction::Delegate),
-            _ => None,
+            _ => s
+                .strip_prefix("switch:")
+                .filter(|p| !p.is_empty())
+                .map(|p| LimitAction::Switch(p.to_string())),
         }
     }
 }
@@ -101,6 +107,20 @@ impl Daemon {
                 Ok(format!(
                     "⏰ {session} is told to continue in {} (when its limit has reset): job {name}, removed with !!job remove {name}",
                     clibot_proto::usage_words::span(secs)
+                ))
+            }
+            LimitAction::Switch(profile) => {
+                // An account's credentials: an admin's choice, not that of a user the session
+                // is shared with.
+                if !self.is_admin(actor) {
+                    return Err(CoreError::LimitCard(
+                        "switching a session's account profile is for admins".into(),
+                    ));
+                }
+                let r = self.switch_profile(&session, &profile, false).await?;
+                Ok(format!(
+                    "🔁 {session} starts again with profile {profile} ({})",
+                    r.cli
                 ))
             }
             LimitAction::Delegate => {

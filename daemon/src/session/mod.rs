@@ -35,6 +35,7 @@ mod limits;
 mod opencode_link;
 mod outcomes;
 mod owner;
+mod profile_switch;
 mod reload;
 mod reply;
 mod restart;

@@ -35,25 +35,11 @@ impl Daemon {
                 "profile: only admins and the machine's user start sessions with an account profile".into(),
             ));
         }
-        let Some(p) = cli.profiles.get(&req.profile) else {
-            let known: Vec<&str> = cli.profiles.keys().map(String::as_str).collect();
-            return Err(CoreError::BadSpawn(format!(
-                "profile: {} has no profile {:?} ({}); [cli.{}.profiles.NAME] env = {{ … }} defines one",
-                cli.name,
-                req.profile,
-                if known.is_empty() {
-                    "it has none".to_string()
-                } else {
-                    format!("it has {}", known.join(", "))
-                },
-                cli.name
-            )));
-        };
+        let p = super::profile_switch::profile_of(cli, &req.profile)?;
         for (k, v) in &p.env {
-            let v = crate::paths::expand_home(std::path::Path::new(v))
-                .display()
-                .to_string();
-            req.env.entry(k.clone()).or_insert(v);
+            req.env
+                .entry(k.clone())
+                .or_insert_with(|| super::profile_switch::profile_value(v));
         }
         Ok(())
     }

@@ -273,7 +273,8 @@ pub fn shown_prompt(ev: &v1::Event) -> Option<&v1::Prompt> {
 }
 
 /// The pseudo prompt id of a usage limit's buttons: `l.SEQ` (Resume at reset, Delegate now)
-/// or `l.SEQ.d` (Delegate now: the CLI did not say when its limit resets).
+/// or `l.SEQ.d` (Delegate now: the CLI did not say when its limit resets), each followed by
+/// one **Switch to PROFILE** per other account profile of the session's CLI.
 pub const LIMIT_CARD: &str = "l.";
 
 /// A usage limit in words: the CLI's message and, when it says, when the limit resets.
@@ -286,6 +287,9 @@ fn limit_text(s: &str, e: &v1::Error) -> String {
             clibot_proto::usage_words::span((e.resets_at_ms - now) / 1000)
         ));
     }
+    if !e.switch_profiles.is_empty() {
+        t.push_str(" Switch to … starts it again with another account profile, its conversation carried over where the CLI allows.");
+    }
     t
 }
 
@@ -297,17 +301,19 @@ pub fn limit_card(ev: &v1::Event) -> Option<(String, Vec<String>)> {
     if e.kind != "usage_limit" {
         return None;
     }
-    Some(if e.resets_at_ms > crate::ops::health::now_ms() {
+    let (id, mut options) = if e.resets_at_ms > crate::ops::health::now_ms() {
         (
             format!("{LIMIT_CARD}{}", ev.seq),
-            vec!["Resume at reset".into(), "Delegate now".into()],
+            vec!["Resume at reset".to_string(), "Delegate now".to_string()],
         )
     } else {
         (
             format!("{LIMIT_CARD}{}.d", ev.seq),
-            vec!["Delegate now".into()],
+            vec!["Delegate now".to_string()],
         )
-    })
+    };
+    options.extend(e.switch_profiles.iter().map(|p| format!("Switch to {p}")));
+    Some((id, options))
 }
 
 /// A prompt as a chat message: the guard's warning, the dialog's context (the lines above its
@@ -358,6 +364,7 @@ mod tests {
                 message: "You've hit your 5-hour limit".into(),
                 kind: kind.into(),
                 resets_at_ms,
+                switch_profiles: Vec::new(),
             })),
             ..Default::default()
         };
@@ -374,6 +381,19 @@ mod tests {
             Some(("l.42.d".to_string(), vec!["Delegate now".to_string()]))
         );
         assert_eq!(limit_card(&ev("rate_limit", later)), None);
+        // The account profiles it could go on with follow, one button each.
+        let mut two = ev("usage_limit", 0);
+        if let Some(Kind::Error(e)) = two.kind.as_mut() {
+            e.switch_profiles = vec!["work".into(), "home".into()];
+        }
+        assert_eq!(
+            limit_card(&two).map(|c| c.1),
+            Some(vec![
+                "Delegate now".to_string(),
+                "Switch to work".to_string(),
+                "Switch to home".to_string()
+            ])
+        );
         let text = render(&ev("usage_limit", later)).unwrap_or_default();
         assert!(
             // 59m or 1h 0m, as the clock ticks between the two reads.

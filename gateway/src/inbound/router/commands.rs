@@ -281,7 +281,7 @@ impl Router {
                     Some(n) => n,
                     None => need(&bound)?,
                 };
-                let req = v1::RestartSessionRequest { session: session.clone(), fresh };
+                let req = v1::RestartSessionRequest { session: session.clone(), fresh, ..Default::default() };
                 let s = c.restart_session(self.req(msg, req)).await?.into_inner();
                 match (fresh, s.resumable) {
                     (_, false) => format!("restarted {session}"),
@@ -475,16 +475,41 @@ impl Router {
         let Ok(seq) = seq.parse::<u64>() else {
             return Ok("that button is not one of clibot's".into());
         };
-        let action = match (only_delegate, choice) {
-            (false, "1") => "resume",
-            (false, "2") | (true, "1") => "delegate",
+        let fixed = if only_delegate { 1 } else { 2 };
+        let action = match (only_delegate, choice.parse::<usize>()) {
+            (false, Ok(1)) => "resume".to_string(),
+            (false, Ok(2)) | (true, Ok(1)) => "delegate".to_string(),
+            // A Switch to PROFILE button: its profile, as the limit's event names them.
+            (_, Ok(n)) if n > fixed => match limit_profiles(c, seq).await.get(n - fixed - 1) {
+                Some(p) => format!("switch:{p}"),
+                None => return Ok("that profile is no longer offered: clibotctl restart NAME --profile P picks one".into()),
+            },
             _ => return Ok("that button is not one of clibot's".into()),
         };
-        let req = v1::LimitActionRequest {
-            seq,
-            action: action.into(),
-        };
+        let req = v1::LimitActionRequest { seq, action };
         Ok(c.limit_action(self.req(msg, req)).await?.into_inner().text)
+    }
+}
+
+/// The profiles the usage limit told as event `seq` offers to switch to, read back from the
+/// daemon (the gateway keeps no copy of what its cards showed).
+async fn limit_profiles(c: &mut clibot_proto::Client, seq: u64) -> Vec<String> {
+    use tokio_stream::StreamExt;
+    let req = v1::WatchEventsRequest {
+        since: Some(seq.saturating_sub(1)),
+        sessions: Vec::new(),
+        follow: false,
+    };
+    let Ok(stream) = c.watch_events(req).await else {
+        return Vec::new();
+    };
+    match stream.into_inner().next().await {
+        Some(Ok(v1::Event {
+            seq: s,
+            kind: Some(v1::event::Kind::Error(e)),
+            ..
+        })) if s == seq => e.switch_profiles,
+        _ => Vec::new(),
     }
 }
 
