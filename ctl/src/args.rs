@@ -459,10 +459,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// What the turns cost, from the CLIs' own records: tokens by session, user, CLI, day or
-    /// model, and each CLI's plan windows where its records tell them (docs/USAGE.md).
+    /// What the turns cost, from the CLIs' own records: tokens by session, user, CLI, day,
+    /// model, profile or machine, and each CLI's plan windows where its records tell them (docs/USAGE.md).
     Usage {
-        /// Group by session, user, cli, day, model or profile (CLI:PROFILE).
+        /// Group by session, user, cli, day, model, profile (CLI:PROFILE) or machine (each
+        /// daemon of [[gateway.machines]] asked in turn).
         #[arg(long, default_value = "session")]
         by: String,
         /// Turns of the last D ("7d", "24h"), or since a date ("2026-11-01") [default: 7d].

@@ -46,16 +46,41 @@ pub fn configured_socket() -> Option<PathBuf> {
     configured_daemon_path("socket")
 }
 
-/// A path in the config file's `[daemon]` section (`~/` expanded).
-pub fn configured_daemon_path(key: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("CLIBOT_CONFIG")
+/// The config file the daemon reads: `CLIBOT_CONFIG` or `~/.config/clibot/config.toml`.
+fn config_path() -> Option<PathBuf> {
+    std::env::var_os("CLIBOT_CONFIG")
         .filter(|p| !p.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
             directories::ProjectDirs::from("", "", "clibot")
                 .map(|d| d.config_dir().join("config.toml"))
-        })?;
-    let table: toml::Table = std::fs::read_to_string(path).ok()?.parse().ok()?;
+        })
+}
+
+/// The daemons of the config file's `[[gateway.machines]]` (none: only the local one is meant).
+pub fn configured_machines() -> anyhow::Result<Vec<clibot_proto::MachineConfig>> {
+    let Some(path) = config_path() else {
+        return Ok(Vec::new());
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(anyhow!("{}: {e}", path.display())),
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?;
+    let Some(list) = table.get("gateway").and_then(|g| g.get("machines")) else {
+        return Ok(Vec::new());
+    };
+    list.clone()
+        .try_into()
+        .map_err(|e| anyhow!("{}: [[gateway.machines]]: {e}", path.display()))
+}
+
+/// A path in the config file's `[daemon]` section (`~/` expanded).
+pub fn configured_daemon_path(key: &str) -> Option<PathBuf> {
+    let table: toml::Table = std::fs::read_to_string(config_path()?).ok()?.parse().ok()?;
     let s = table.get("daemon")?.get(key)?.as_str()?;
     match s.strip_prefix("~/") {
         Some(rest) => directories::BaseDirs::new().map(|b| b.home_dir().join(rest)),

@@ -128,6 +128,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             state_dir: Some(dir),
             json,
         } => return ops::audit(dir, session, user, since, *lines, *json),
+        // Every machine's daemon is asked, not the one --host names.
+        Command::Usage {
+            by,
+            since,
+            session,
+            json,
+            csv,
+        } if by == "machine" => {
+            if cli.host.as_deref().is_some_and(|h| !h.trim().is_empty()) {
+                bail!(
+                    "usage --by machine asks every machine of [[gateway.machines]]; leave out --host (or CLIBOT_HOST)"
+                );
+            }
+            return commands::usage::by_machine(
+                &socket,
+                since.as_deref(),
+                session.clone(),
+                (*json, *csv),
+            )
+            .await;
+        }
         _ => {}
     }
     let target = match &cli.host {

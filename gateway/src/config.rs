@@ -41,28 +41,7 @@ pub struct GatewayConfig {
     pub machines: Vec<MachineConfig>,
 }
 
-/// `[[gateway.machines]]`: a daemon this gateway serves, by exactly one way to reach it.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct MachineConfig {
-    /// What sessions are addressed by there (`NAME/SESSION`) and replies are labelled with.
-    pub name: String,
-    /// Its socket on this machine.
-    pub socket: Option<String>,
-    /// `user@host` or `ssh://user@host:port`: `ssh -o BatchMode=yes … HOST clibotctl dial-stdio`.
-    pub ssh: Option<String>,
-    /// More ssh arguments (`["-i", "~/.ssh/clibot"]`).
-    #[serde(default)]
-    pub ssh_options: Vec<String>,
-    /// The clibotctl run there (default `clibotctl`; a non-interactive ssh often lacks
-    /// `~/.cargo/bin` on PATH).
-    pub remote_clibotctl: Option<String>,
-    /// A program whose standard input and output reach the daemon.
-    pub command: Option<Vec<String>>,
-    /// Pairing codes are issued here and unbound chats talk here (default: the first).
-    #[serde(default)]
-    pub home: bool,
-}
+pub use clibot_proto::MachineConfig;
 
 pub use clibot_proto::duration::parse_duration;
 

@@ -50,40 +50,11 @@ pub fn from_config(
     }
     let mut out: Vec<Machine> = Vec::new();
     for m in list {
-        let name = m.name.trim();
-        let valid = !name.is_empty()
-            && name.len() <= 32
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !valid {
-            return Err(format!(
-                "[[gateway.machines]] name {name:?}: use 1 to 32 letters, digits, '-' or '_' (it leads session names: NAME/SESSION)"
-            ));
-        }
+        let name = m.checked_name()?;
         if out.iter().any(|o| o.name == name) {
             return Err(format!("[[gateway.machines]] name {name:?} is used twice"));
         }
-        let target = match (&m.socket, &m.ssh, &m.command) {
-            (Some(s), None, None) => Target::Socket(s.into()),
-            (None, Some(ssh), None) => Target::ssh(
-                ssh,
-                &[],
-                &m.ssh_options,
-                m.remote_clibotctl.as_deref().unwrap_or("clibotctl"),
-                Some(control_dir),
-            )
-            .map_err(|e| format!("[[gateway.machines]] {name}: {e}"))?,
-            (None, None, Some(argv)) if !argv.is_empty() => Target::Command {
-                argv: argv.clone(),
-                label: argv.join(" "),
-            },
-            _ => {
-                return Err(format!(
-                    "[[gateway.machines]] {name}: give exactly one of socket = PATH, ssh = \"user@host\" or command = [...]"
-                ));
-            }
-        };
+        let target = m.target(Some(control_dir))?;
         out.push(Machine {
             name: name.to_string(),
             target,
@@ -157,8 +128,8 @@ enum Pick {
 const NAMED: &[&str] = &[
     "use", "new", "start", "stop", "restart", "cancel", "share", "adopt",
 ];
-/// Commands that list what each machine has.
-const LISTS: &[&str] = &["sessions", "pending", "discover", "rules"];
+/// Commands that list what each machine has (each machine's answer is led by its name).
+const LISTS: &[&str] = &["sessions", "pending", "discover", "rules", "usage"];
 /// Commands that change the chat's binding: afterwards, other machines let go of the chat.
 const BINDS: &[&str] = &["use", "new", "start", "adopt", "ask"];
 
@@ -169,6 +140,10 @@ fn pick(names: &[&str], prefix: &str, text: &str) -> Pick {
     let mut words = rest.split_whitespace();
     let cmd = words.next().unwrap_or_default().to_ascii_lowercase();
     if LISTS.contains(&cmd.as_str()) {
+        return Pick::All;
+    }
+    // `!!budget` lists each machine's budgets; `!!budget lift NAME` acts where the chat is.
+    if cmd == "budget" && words.clone().next().is_none() {
         return Pick::All;
     }
     if matches!(cmd.as_str(), "help" | "whoami" | "pair") {
@@ -685,6 +660,9 @@ mod tests {
         assert_eq!(p("echo box/api"), Pick::Bound);
         assert_eq!(p("!!sessions"), Pick::All);
         assert_eq!(p("!!pending"), Pick::All);
+        assert_eq!(p("!!usage 7d"), Pick::All);
+        assert_eq!(p("!!budget"), Pick::All);
+        assert_eq!(p("!!budget lift daily"), Pick::Bound);
         assert_eq!(p("!!help"), Pick::Home);
         assert_eq!(p("!!status"), Pick::Bound);
     }

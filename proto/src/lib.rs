@@ -19,7 +19,7 @@ pub use config_file::{MissingEnv, default_config_path, substitute_env};
 pub use connect::{ConnectError, connect, open_socket};
 pub use errors::describe;
 pub use paths::{default_socket_path, private_runtime_dir};
-pub use remote::{Target, connect_to};
+pub use remote::{MachineConfig, Target, connect_to};
 pub use text::utc;
 
 /// Generated code for package `clibot.v1`.

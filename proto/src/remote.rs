@@ -103,6 +103,72 @@ impl Target {
     }
 }
 
+/// `[[gateway.machines]]`: a daemon reached by exactly one way. Read by the gateway (which
+/// serves them all) and by `clibotctl usage --by machine` (which asks each).
+#[derive(Debug, Clone, Default, serde::Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MachineConfig {
+    /// What sessions are addressed by there (`NAME/SESSION`) and replies are labelled with.
+    pub name: String,
+    /// Its socket on this machine.
+    pub socket: Option<String>,
+    /// `user@host` or `ssh://user@host:port`: `ssh -o BatchMode=yes … HOST clibotctl dial-stdio`.
+    pub ssh: Option<String>,
+    /// More ssh arguments (`["-i", "~/.ssh/clibot"]`).
+    #[serde(default)]
+    pub ssh_options: Vec<String>,
+    /// The clibotctl run there (default `clibotctl`; a non-interactive ssh often lacks
+    /// `~/.cargo/bin` on PATH).
+    pub remote_clibotctl: Option<String>,
+    /// A program whose standard input and output reach the daemon.
+    pub command: Option<Vec<String>>,
+    /// Pairing codes are issued here and unbound chats talk here (default: the first).
+    #[serde(default)]
+    pub home: bool,
+}
+
+impl MachineConfig {
+    /// Its name, checked: 1 to 32 letters, digits, `-` or `_` (it leads session names).
+    pub fn checked_name(&self) -> Result<&str, String> {
+        let name = self.name.trim();
+        let valid = !name.is_empty()
+            && name.len() <= 32
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if valid {
+            Ok(name)
+        } else {
+            Err(format!(
+                "[[gateway.machines]] name {name:?}: use 1 to 32 letters, digits, '-' or '_' (it leads session names: NAME/SESSION)"
+            ))
+        }
+    }
+
+    /// How its daemon is reached; with `control_dir`, ssh connections to one host are shared.
+    pub fn target(&self, control_dir: Option<&Path>) -> Result<Target, String> {
+        let name = self.name.trim();
+        match (&self.socket, &self.ssh, &self.command) {
+            (Some(s), None, None) => Ok(Target::Socket(s.into())),
+            (None, Some(ssh), None) => Target::ssh(
+                ssh,
+                &[],
+                &self.ssh_options,
+                self.remote_clibotctl.as_deref().unwrap_or("clibotctl"),
+                control_dir,
+            )
+            .map_err(|e| format!("[[gateway.machines]] {name}: {e}")),
+            (None, None, Some(argv)) if !argv.is_empty() => Ok(Target::Command {
+                argv: argv.clone(),
+                label: argv.join(" "),
+            }),
+            _ => Err(format!(
+                "[[gateway.machines]] {name}: give exactly one of socket = PATH, ssh = \"user@host\" or command = [...]"
+            )),
+        }
+    }
+}
+
 /// `ssh://[user@]host[:port]` or `[user@]host` as (`[user@]host`, port). A host that could be
 /// read as an option (`-oProxyCommand=…`) or holds spaces or control characters is refused.
 fn parse_ssh(spec: &str) -> Result<(String, Option<u16>), String> {

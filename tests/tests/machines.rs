@@ -129,6 +129,10 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
     b.wait_screen("two", "b's output", |s| s.contains("bee-6"));
     said(&tg, "[b] [two]");
     said(&tg, "bee-6");
+    // `!!usage` is answered by each machine for itself.
+    tg.push_message(ADMIN, ADMIN, "Owner", "!!usage");
+    said(&tg, "[a] no turns of yours counted");
+    said(&tg, "[b] no turns of yours counted");
     assert!(!screen(&a, "one").contains("bee-6"));
 
     // Access stays per machine: Mel, allowed on a only, gets nothing from b — no binding to
@@ -294,4 +298,92 @@ fn one_gateway_serves_two_machines_one_over_ssh() {
         1,
         "told once"
     );
+}
+
+/// One counted turn as the ledger keeps it (`usage.jsonl` in the state directory).
+fn ledger_line(seq: u64, session: &str, input: u64, output: u64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    format!(
+        "{{\"time_ms\":{now},\"seq\":{seq},\"session\":\"{session}\",\"cli\":\"claude\",\"owner\":\"local\",\"model\":\"m\",\"input\":{input},\"output\":{output},\"cache_read\":0,\"cache_write\":0,\"calls\":1}}\n"
+    )
+}
+
+/// `clibotctl usage --by machine` asks each daemon of `[[gateway.machines]]` and sums its turns
+/// into one row; a machine that does not answer is named and the command fails (a total that
+/// silently left it out would mislead), and `--host` is refused with it.
+#[test]
+fn usage_by_machine_sums_each_daemons_ledger_and_names_one_that_does_not_answer() {
+    let mut b = Harness::with_config("");
+    std::fs::create_dir_all(&b.state_dir).expect("mkdir");
+    std::fs::write(
+        b.state_dir.join("usage.jsonl"),
+        ledger_line(7, "api", 1000, 50) + &ledger_line(9, "web", 500, 25),
+    )
+    .expect("b's ledger");
+    b.start_daemon();
+    let mut a = Harness::with_config("");
+    std::fs::create_dir_all(&a.state_dir).expect("mkdir");
+    std::fs::write(
+        a.state_dir.join("usage.jsonl"),
+        ledger_line(3, "one", 200, 5),
+    )
+    .expect("a's ledger");
+    let (sa, sb) = (a.socket.clone(), b.socket.clone());
+    let machines = |gone: bool| {
+        let mut m = format!(
+            "\n[[gateway.machines]]\nname = \"a\"\nsocket = \"{}\"\nhome = true\n\n[[gateway.machines]]\nname = \"b\"\nsocket = \"{}\"\n",
+            sa.display(),
+            sb.display()
+        );
+        if gone {
+            m.push_str(
+                "\n[[gateway.machines]]\nname = \"c\"\nsocket = \"/nonexistent/clibotd.sock\"\n",
+            );
+        }
+        m
+    };
+    let base = std::fs::read_to_string(&a.config).expect("config");
+    std::fs::write(&a.config, format!("{base}{}", machines(true))).expect("config");
+    a.start_daemon();
+    let out = a.ctl(&["usage", "--by", "machine", "--json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "c did not answer: {stderr}");
+    assert!(stderr.contains("not counted: c ("), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows: Vec<(String, u64, u64, u64)> = v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            (
+                r["key"].as_str().unwrap_or_default().to_string(),
+                r["turns"].as_u64().unwrap_or(0),
+                r["input"].as_u64().unwrap_or(0),
+                r["output"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("b".to_string(), 2, 1500, 75), ("a".to_string(), 1, 200, 5)],
+        "{v:#}"
+    );
+    assert_eq!(v["unreachable"][0]["machine"], "c", "{v:#}");
+    // Every machine answers: a table, and success.
+    std::fs::write(&a.config, format!("{base}{}", machines(false))).expect("config");
+    let table = a.ctl_ok(&["usage", "--by", "machine"]);
+    assert!(table.starts_with("MACHINE"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("b ") && l.contains("1.5k")),
+        "{table}"
+    );
+    let csv = a.ctl_ok(&["usage", "--by", "machine", "--csv"]);
+    assert!(csv.lines().any(|l| l == "a,1,1,200,5,0,0,"), "{csv}");
+    let err = a.ctl_err(&["--host", "me@box", "usage", "--by", "machine"]);
+    assert!(err.contains("leave out --host"), "{err}");
 }

@@ -46,8 +46,101 @@ pub async fn show(
         })
         .await?
         .into_inner();
+    print(by, &r, (json_out, csv), &[])
+}
+
+/// `usage --by machine`: each daemon of `[[gateway.machines]]` asked in turn (only this
+/// machine's when none is listed), its turns summed into one row per machine. One that does not
+/// answer is named (in `unreachable` with `--json`) and makes the command fail after the rest
+/// is printed: a total that silently left a machine out would mislead.
+pub async fn by_machine(
+    socket: &std::path::Path,
+    since: Option<&str>,
+    session: Option<String>,
+    (json_out, csv): (bool, bool),
+) -> anyhow::Result<()> {
+    let machines = crate::connect::configured_machines()?;
+    let mut targets: Vec<(String, anyhow::Result<clibot_proto::Target>)> = Vec::new();
+    if machines.is_empty() {
+        targets.push((
+            "local".into(),
+            Ok(clibot_proto::Target::Socket(socket.to_path_buf())),
+        ));
+    }
+    for m in &machines {
+        let name = m.checked_name().map_err(anyhow::Error::msg)?.to_string();
+        targets.push((name, m.target(None).map_err(anyhow::Error::msg)));
+    }
+    let req = v1::GetUsageRequest {
+        by: "session".into(),
+        since_ms: since_ms(since)?,
+        session: session.unwrap_or_default(),
+    };
+    let mut all = v1::GetUsageResponse::default();
+    let mut unreachable: Vec<(String, String)> = Vec::new();
+    for (name, target) in targets {
+        let asked = async {
+            let target = target?;
+            let mut c = tokio::time::timeout(
+                std::time::Duration::from_secs(20),
+                clibot_proto::connect_to(&target),
+            )
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer in 20 s"))??;
+            Ok::<_, anyhow::Error>(c.get_usage(req.clone()).await?.into_inner())
+        };
+        match asked.await {
+            Ok(r) => {
+                let mut row = v1::UsageRow {
+                    key: name.clone(),
+                    ..Default::default()
+                };
+                for x in &r.rows {
+                    row.turns += x.turns;
+                    row.calls += x.calls;
+                    row.input += x.input;
+                    row.output += x.output;
+                    row.cache_read += x.cache_read;
+                    row.cache_write += x.cache_write;
+                    row.usd += x.usd;
+                    row.priced += x.priced;
+                }
+                if row.turns > 0 {
+                    all.rows.push(row);
+                }
+                all.windows.extend(r.windows.into_iter().map(|mut w| {
+                    w.cli = format!("{name}/{}", w.cli);
+                    w
+                }));
+            }
+            Err(e) => unreachable.push((name, format!("{e:#}"))),
+        }
+    }
+    all.rows
+        .sort_by(|a, b| (b.output, b.input).cmp(&(a.output, a.input)));
+    print("machine", &all, (json_out, csv), &unreachable)?;
+    if unreachable.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<String> = unreachable
+        .iter()
+        .map(|(n, e)| format!("{n} ({e})"))
+        .collect();
+    anyhow::bail!(
+        "not counted: {} did not answer; the totals above leave it out",
+        names.join(", ")
+    )
+}
+
+/// Prints a usage view: a table, `--json` or `--csv`; `unreachable` names the machines left out.
+fn print(
+    by: &str,
+    r: &v1::GetUsageResponse,
+    (json_out, csv): (bool, bool),
+    unreachable: &[(String, String)],
+) -> anyhow::Result<()> {
     if json_out {
-        return print_json(&json!({
+        let mut v = json!({
             "by": by,
             "rows": r.rows.iter().map(|x| json!({
                 "key": x.key, "turns": x.turns, "calls": x.calls, "input": x.input,
@@ -60,7 +153,14 @@ pub async fn show(
                     "name": x.name, "used_percent": x.used_percent, "resets_at_ms": x.resets_at_ms,
                 })).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
-        }));
+        });
+        if by == "machine" {
+            v["unreachable"] = unreachable
+                .iter()
+                .map(|(m, e)| json!({"machine": m, "error": e}))
+                .collect();
+        }
+        return print_json(&v);
     }
     if csv {
         println!("{by},turns,calls,input,output,cache_read,cache_write,usd");
