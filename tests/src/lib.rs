@@ -96,6 +96,9 @@ pub struct Harness {
     pub config: PathBuf,
     pub work: PathBuf,
     daemon: Option<Child>,
+    /// The gateways started for this harness: ended with it (a test that drops its `Child`
+    /// would leave one reconnecting to a daemon that is gone, holding what it inherited).
+    gateways: std::sync::Mutex<Vec<u32>>,
 }
 
 /// The config every test starts from: confined to the test's work dir, quick safety net, and
@@ -156,6 +159,7 @@ impl Harness {
             work,
             dir,
             daemon: None,
+            gateways: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -285,7 +289,11 @@ impl Harness {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.spawn().expect("start clibot-gateway")
+        let child = cmd.spawn().expect("start clibot-gateway");
+        if let Ok(mut g) = self.gateways.lock() {
+            g.push(child.id());
+        }
+        child
     }
 
     /// What the gateways of this test logged so far.
@@ -507,6 +515,16 @@ impl Default for Harness {
 
 impl Drop for Harness {
     fn drop(&mut self) {
+        let gateways = self.gateways.lock().map(|g| g.clone()).unwrap_or_default();
+        for pid in gateways {
+            // Still this harness's gateway (not a pid used again since): then it goes.
+            let ours = std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(&*self.socket.to_string_lossy())
+            });
+            if ours && procs::alive(pid) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+        }
         self.kill_daemon();
         procs::end_tmux_server(|args| self.try_tmux(args));
     }

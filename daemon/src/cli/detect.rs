@@ -1061,5 +1061,22 @@ pub(crate) mod tests {
                 "Quota exhausted: the quota will reset at 2026-11-29 18:00:00 UTC.".to_string()
             ))
         );
+        // Copilot CLI shows GitHub's words: a quota, or the hours-long limit on requests.
+        let p = pack("copilot");
+        for (screen, head) in [
+            (
+                " ✗ Sorry, you've hit a rate limit that restricts the number of Copilot model requests you can make within a specific time period. Please try again in 2 hours. Please review our Terms of\n   Service (https://docs.github.com/site-policy/github-terms/github-terms-of-service).\n",
+                "✗ Sorry, you've hit a rate limit that restricts",
+            ),
+            (
+                " ✘ Model call failed: {\"message\":\"You have no quota\",\"code\":\"quota_exceeded\"}\n",
+                "✘ Model call failed",
+            ),
+        ] {
+            let a = p.analyze(screen);
+            let (kind, text) = a.error.unwrap_or_default();
+            assert_eq!(kind, "usage_limit", "{screen}");
+            assert!(text.starts_with(head), "{text}");
+        }
     }
 }

@@ -6,7 +6,9 @@
 //! - Codex: `You’ve hit your usage limit. … try again at 7:00 PM.` (the machine's local time), or
 //!   `Try again at Dec 2nd, 2026 1:31 AM.`;
 //! - Gemini CLI: `Access resets at 7:01 PM GMT+1.`;
-//! - Qwen Code shows the provider's words, e.g. `… will reset at 2026-11-29 18:00:00 UTC`.
+//! - Qwen Code shows the provider's words, e.g. `… will reset at 2026-11-29 18:00:00 UTC`;
+//! - Copilot CLI shows GitHub's, e.g. `… within a specific time period. Please try again in 2
+//!   hours.` (its quota messages, `You have no quota`, say no reset).
 //!
 //! Why from the words: the message is what every path carries (a hook's payload, the screen),
 //! and a time of day without a date is the next such time after the message was written. What
@@ -41,6 +43,11 @@ static STAMP: LazyLock<Option<Regex>> = LazyLock::new(|| {
         r"(?i:reset(?:s)? at) (?P<date>\d{4}-\d{2}-\d{2})[ T](?P<time>\d{2}:\d{2}(?::\d{2})?)(?P<utc> ?(?:UTC|Z))?",
     )
     .ok()
+});
+
+/// A span ahead of the message: Copilot CLI's `Please try again in 2 hours.`
+static AFTER: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?i:try again in) (?P<n>\d{1,4}) (?P<unit>minute|hour|day)s?\b").ok()
 });
 
 /// The month of a three-letter English abbreviation.
@@ -148,6 +155,15 @@ pub fn reset_of(text: &str, now_ms: i64, local: &TimeZone) -> Option<i64> {
             return Some(ms);
         }
     }
+    if let Some(c) = AFTER.as_ref().and_then(|re| re.captures(&text)) {
+        let n: i64 = c["n"].parse().ok()?;
+        let unit: i64 = match &c["unit"].to_ascii_lowercase()[..] {
+            "minute" => 60_000,
+            "hour" => 3_600_000,
+            _ => 86_400_000,
+        };
+        return Some(now_ms + n * unit);
+    }
     let c = STAMP.as_ref()?.captures(&text)?;
     let date: Date = c["date"].parse().ok()?;
     let time: Time = c["time"].parse().ok()?;
@@ -217,6 +233,18 @@ mod tests {
                 "Quota exhausted: the 5-hour quota is exhausted and will reset at 2026-11-29 18:00:00 UTC."
             ),
             Some(utc("2026-11-29T18:00:00Z"))
+        );
+        assert_eq!(
+            r(
+                "✗ Sorry, you've hit a rate limit that restricts the number of Copilot model requests you can make within a specific time period. Please try again in 2 hours."
+            ),
+            Some(NOW + 2 * 3_600_000)
+        );
+        assert_eq!(
+            r(
+                "✘ Quota exceeded. Upgrade to increase your limit: https://github.com/features/copilot/plans"
+            ),
+            None
         );
         assert_eq!(r("You've hit your usage limit. Try again later."), None);
         assert_eq!(r("rate limit exceeded"), None);
