@@ -307,14 +307,14 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
     let (h, tg, mut g) = fake_telegram::started(&format!(
         "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n\n[cli.bash.profiles.night]\nenv = {{ CLIBOT_ACCOUNT = \"night-shift\" }}\n"
     ));
-    let limit = "printf 'Quota exh%s: the 5-hour quota is exhausted.\\n' austed";
+    let limit = "printf 'Quota exh%s: the 5-hour quota is exhausted and will reset at %s UTC.\\n' austed \"$(date -u -d '+2 hour' '+%Y-%m-%d %H:%M:%S')\"";
     tg.push_message(ADMIN, ADMIN, "Admin", "!!new box bash");
     tg.wait_sent("the admin's session", |s| {
         texts(s, ADMIN).iter().any(|t| t.contains("started box"))
     });
     tg.push_message(ADMIN, ADMIN, "Admin", limit);
     let (message, data) = tg.buttons(ADMIN, "⛔ usage limit");
-    assert_eq!(data.len(), 2, "Delegate now and Switch to night: {data:?}");
+    assert_eq!(data.len(), 3, "Resume at reset, Delegate now and Switch to night: {data:?}");
     let card = tg
         .sent()
         .into_iter()
@@ -323,7 +323,7 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
         .map(|m| format!("{} {:?}", m.text, m.reply_markup))
         .unwrap_or_default();
     assert!(card.contains("Switch to night"), "{card}");
-    tg.push_callback(ADMIN, ADMIN, message, &data[1]);
+    tg.push_callback(ADMIN, ADMIN, message, &data[2]);
     tg.wait_sent("the switch told", |s| {
         texts(s, ADMIN)
             .iter()
@@ -352,7 +352,7 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
     });
     tg.push_message(ANN, ANN, "Ann", limit);
     let (_, data) = tg.buttons(ANN, "⛔ usage limit");
-    assert_eq!(data.len(), 1, "only Delegate now: {data:?}");
+    assert_eq!(data.len(), 2, "Resume at reset and Delegate now, no profile: {data:?}");
     let _ = g.kill();
     let _ = g.wait();
 }
