@@ -45,140 +45,140 @@ impl State {
 /// The persisted record of one session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SessionRecord {
-    pub id: String,
-    pub name: String,
-    pub cli: String,
+    pub(crate) id: String,
+    pub(crate) name: String,
+    pub(crate) cli: String,
     /// The version of the CLI's program when it was last started (empty: unknown).
     #[serde(default)]
-    pub cli_version: String,
-    pub dir: PathBuf,
-    pub state: State,
-    pub created_at_ms: i64,
+    pub(crate) cli_version: String,
+    pub(crate) dir: PathBuf,
+    pub(crate) state: State,
+    pub(crate) created_at_ms: i64,
     #[serde(default)]
-    pub last_activity_ms: i64,
+    pub(crate) last_activity_ms: i64,
     /// The tmux session's name and id (`$3`); the daemon targets the id.
-    pub tmux_session: String,
-    pub tmux_id: String,
+    pub(crate) tmux_session: String,
+    pub(crate) tmux_id: String,
     /// The CLI's pane (`%7`): what input, keys and screen reads target, so that a window or
     /// pane opened later in the session never receives them. Empty in records written before
     /// it was kept: the session (its active pane) is targeted then, until re-adoption fills it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub pane: String,
+    pub(crate) pane: String,
     /// The socket of the tmux server the pane is on, for a session adopted where it runs on
     /// another server of the user's; empty: clibot's own server. tmux ids (`$3`, `%7`) are
     /// unique only per server.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub server: String,
+    pub(crate) server: String,
     /// A CLI clibot did not start that reports through the global hooks (`u-CLI-PID`): no
     /// pane clibot knows, never typed into, never persisted (its next hook call brings it
     /// back after a restart).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unmanaged: bool,
+    pub(crate) unmanaged: bool,
     #[serde(default)]
-    pub pid: u32,
+    pub(crate) pid: u32,
     #[serde(default)]
-    pub exit_status: Option<i32>,
+    pub(crate) exit_status: Option<i32>,
     #[serde(default)]
-    pub adopted: bool,
+    pub(crate) adopted: bool,
     #[serde(default)]
-    pub args: Vec<String>,
+    pub(crate) args: Vec<String>,
     /// Environment variables given at spawn (kept for a restart).
     #[serde(default)]
-    pub env: std::collections::BTreeMap<String, String>,
+    pub(crate) env: std::collections::BTreeMap<String, String>,
     /// The prompt the session waits on.
     #[serde(default)]
-    pub prompt: Option<Prompt>,
+    pub(crate) prompt: Option<Prompt>,
     /// Working without output for longer than the stall time.
     #[serde(default)]
-    pub stalled: bool,
+    pub(crate) stalled: bool,
     /// The final reply of the last completed turn, and its event's sequence number.
     #[serde(default)]
-    pub last_reply: Option<String>,
+    pub(crate) last_reply: Option<String>,
     #[serde(default)]
-    pub last_reply_seq: u64,
+    pub(crate) last_reply_seq: u64,
     /// When the last reply was longer than an event carries, the blob that holds it whole
     /// ([`crate::store::blobs`]) and its length; `last_reply` is then its head.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub last_reply_blob: String,
+    pub(crate) last_reply_blob: String,
     #[serde(default, skip_serializing_if = "crate::model::is_zero")]
-    pub last_reply_bytes: u64,
+    pub(crate) last_reply_bytes: u64,
     /// The CLI's last error message.
     #[serde(default)]
-    pub error: Option<String>,
+    pub(crate) error: Option<String>,
     /// Secret that a hook call must present (given to the CLI as CLIBOT_HOOK_TOKEN).
     #[serde(default)]
-    pub hook_token: String,
+    pub(crate) hook_token: String,
     /// The CLI's own session id when clibot chose it (Claude Code `--session-id`).
     #[serde(default)]
-    pub cli_session_id: String,
+    pub(crate) cli_session_id: String,
     /// Inputs waiting behind the running turn, oldest first. Kept on disk in a file of their
     /// own ([`crate::store::queue_file`]), not in the registry: one message queued costs one line.
     /// Read from a registry written before that, once.
     #[serde(default, skip_serializing)]
-    pub queue: Vec<String>,
+    pub(crate) queue: Vec<String>,
     /// What the pane runs while the CLI waits for input (`bash` for a shell), learned while it
     /// was idle. Kept, so that a daemon restarted while a command runs (`sleep 6`) knows the
     /// turn is not over, instead of learning the command as the idle program.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub idle_program: String,
+    pub(crate) idle_program: String,
     /// Where the running turn's output begins in the pane (absolute line) and how many lines
     /// its input took: a turn that outlives a daemon restart is still reported whole.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turn_anchor: Option<i64>,
+    pub(crate) turn_anchor: Option<i64>,
     #[serde(default, skip_serializing_if = "crate::model::is_zero_u32")]
-    pub turn_input_lines: u32,
+    pub(crate) turn_input_lines: u32,
     /// When the running turn's input was sent (ms since the epoch), 0 when none runs.
     #[serde(default, skip_serializing_if = "crate::model::is_zero_i64")]
-    pub turn_started_ms: i64,
+    pub(crate) turn_started_ms: i64,
     /// The port of the API the CLI serves on 127.0.0.1 (OpenCode), 0 if none.
     #[serde(default)]
-    pub api_port: u16,
+    pub(crate) api_port: u16,
     /// "PLATFORM:USER" of the chat user who made it; empty for a session made on the machine.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub owner: String,
+    pub(crate) owner: String,
     /// Chat users ("PLATFORM:USER") the owner shared it with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub shared_with: Vec<String>,
+    pub(crate) shared_with: Vec<String>,
     /// Why it exited ("the CLI exited", "idle for 12h"); empty while it runs.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub exit_reason: String,
+    pub(crate) exit_reason: String,
     /// When a restart after a failure is due (Unix ms; 0: none): a daemon restarted during
     /// the backoff makes it all the same.
     #[serde(default, skip_serializing_if = "is_zero_i64")]
-    pub restart_due_ms: i64,
+    pub(crate) restart_due_ms: i64,
     /// The last text typed and submitted through clibot: the request a delegation repeats.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub last_input: String,
+    pub(crate) last_input: String,
     /// Hands its work to another CLI on an error listed in `[delegation] on`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub delegate: bool,
+    pub(crate) delegate: bool,
     /// The CLIs the work went through before this session, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delegated_from: Vec<String>,
+    pub(crate) delegated_from: Vec<String>,
     /// Why the work left each of `delegated_from` (an error kind, `crash`, `stalled`, or
     /// `manual`), in the same order: each chain counts its own hops.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub delegated_reasons: Vec<String>,
+    pub(crate) delegated_reasons: Vec<String>,
     /// The session this one handed its work to.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub delegated_to: String,
+    pub(crate) delegated_to: String,
     /// The account profile it was started with (`[cli.NAME.profiles.PROFILE]`; its
     /// environment is in `env`); empty: none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub profile: String,
+    pub(crate) profile: String,
     /// Who asked to cancel the running turn, written before the CLI is interrupted: a daemon
     /// that dies before it records the cancel leaves the next one to report the turn's end as
     /// cancelled, not completed. Empty when no cancel is under way.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub cancel_by: String,
+    pub(crate) cancel_by: String,
     /// Found at start: the last daemon had typed the queue's head whole and was pressing its
     /// Enter when it stopped (never saved: taken into the session's runtime at start).
     #[serde(skip)]
-    pub queue_entering: bool,
+    pub(crate) queue_entering: bool,
     /// Where the jailed CLI's home is (its per-session state is bound over parts of it);
     /// empty for a session that runs unjailed.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub jail_home: String,
+    pub(crate) jail_home: String,
 }
 
 /// What a prompt asks. The names are what the event log, `--json`, the proto and the rules'
@@ -434,6 +434,16 @@ impl Prompt {
 }
 
 impl SessionRecord {
+    /// When the session was made (ms since the epoch).
+    pub fn created_at_ms(&self) -> i64 {
+        self.created_at_ms
+    }
+
+    /// The event that carried its last reply.
+    pub fn last_reply_seq(&self) -> u64 {
+        self.last_reply_seq
+    }
+
     /// The tmux target of the CLI's pane: its pane id, or the session for an old record.
     pub fn target(&self) -> &str {
         if self.pane.is_empty() {

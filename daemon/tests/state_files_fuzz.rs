@@ -158,7 +158,7 @@ proptest! {
         }
         let (reg, rw, _) = load_registry(&d.join("sessions.json"));
         prop_assert!(reg.last_seq <= MAX_SEQ);
-        prop_assert!(reg.sessions.iter().all(|s| s.last_reply_seq <= MAX_SEQ && s.created_at_ms >= 0));
+        prop_assert!(reg.sessions.iter().all(|s| s.last_reply_seq() <= MAX_SEQ && s.created_at_ms() >= 0));
         if absurd(&last_seq.1) {
             prop_assert!(rw.iter().any(|w| w.contains("last_seq") && w.contains("2^53")), "{rw:?}");
         }

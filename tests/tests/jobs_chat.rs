@@ -314,7 +314,11 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
     });
     tg.push_message(ADMIN, ADMIN, "Admin", limit);
     let (message, data) = tg.buttons(ADMIN, "⛔ usage limit");
-    assert_eq!(data.len(), 3, "Resume at reset, Delegate now and Switch to night: {data:?}");
+    assert_eq!(
+        data.len(),
+        3,
+        "Resume at reset, Delegate now and Switch to night: {data:?}"
+    );
     let card = tg
         .sent()
         .into_iter()
@@ -352,7 +356,11 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
     });
     tg.push_message(ANN, ANN, "Ann", limit);
     let (_, data) = tg.buttons(ANN, "⛔ usage limit");
-    assert_eq!(data.len(), 2, "Resume at reset and Delegate now, no profile: {data:?}");
+    assert_eq!(
+        data.len(),
+        2,
+        "Resume at reset and Delegate now, no profile: {data:?}"
+    );
     let _ = g.kill();
     let _ = g.wait();
 }
