@@ -134,6 +134,7 @@ async fn rpc_latency(h: &Harness) -> anyhow::Result<Vec<Duration>> {
         let t = Instant::now();
         c.get_session(v1::GetSessionRequest {
             name: "bench0".into(),
+            ..Default::default()
         })
         .await?;
         if i >= 200 {
@@ -155,6 +156,7 @@ async fn throughput(h: &Harness, clients: usize) -> anyhow::Result<f64> {
             while start.elapsed() < THROUGHPUT_RUN {
                 if c.get_session(v1::GetSessionRequest {
                     name: "bench0".into(),
+                    ..Default::default()
                 })
                 .await
                 .is_ok()

@@ -96,6 +96,7 @@ async fn wait_state(
         let now = c
             .get_session(v1::GetSessionRequest {
                 name: session.into(),
+                ..Default::default()
             })
             .await?
             .into_inner()

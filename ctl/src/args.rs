@@ -87,6 +87,13 @@ pub enum Command {
         /// Code's session id, Codex's thread id, OpenCode's ses_…) instead of a new one.
         #[arg(long, value_name = "CONVERSATION_ID")]
         resume: Option<String>,
+        /// Start it in a git worktree of its own, outside the repository --dir is in, on a new
+        /// branch (BRANCH, default clibot/NAME); the checkout you work in is not touched.
+        #[arg(long, value_name = "BRANCH", num_args = 0..=1, default_missing_value = "")]
+        worktree: Option<String>,
+        /// With --worktree: the branch, tag or commit to start from [default: HEAD].
+        #[arg(long, value_name = "REF", requires = "worktree")]
+        from: Option<String>,
         /// Start it with this account profile of its CLI ([cli.NAME.profiles.PROFILE]: its own
         /// config directory, say); its usage is counted under it.
         #[arg(long)]

@@ -181,11 +181,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             delegate,
             resume,
             profile,
+            worktree,
+            from,
             json,
         } => {
             let mut req = sessions::spawn_request(name, cli, dir, env, args, delegate)?;
             req.resume = resume.unwrap_or_default();
             req.profile = profile.unwrap_or_default();
+            req.worktree = worktree.is_some();
+            req.worktree_branch = worktree.unwrap_or_default();
+            req.worktree_from = from.unwrap_or_default();
             sessions::spawn(c, req, json).await
         }
         Command::Send {

@@ -67,6 +67,8 @@ pub struct Config {
     pub usage: crate::usage::UsageConfig,
     /// `[[budgets]]`: what the turns may cost, and what happens when they have.
     pub budgets: Vec<crate::usage::budgets::BudgetSpec>,
+    /// `[worktrees]`: where sessions' git worktrees are made (docs/WORKTREES.md).
+    pub worktrees: crate::worktrees::WorktreesConfig,
 }
 
 /// One `[[sessions]]` entry.

@@ -54,6 +54,8 @@ pub struct SpawnRequest {
     pub resume: String,
     /// An account profile of the CLI (`[cli.NAME.profiles.PROFILE]`); empty: none.
     pub profile: String,
+    /// Start it in a git worktree of its own (`--worktree [BRANCH] [--from REF]`).
+    pub worktree: Option<crate::worktrees::WorktreeAsk>,
 }
 
 /// Filters for [`Daemon::list`]; empty fields match everything.

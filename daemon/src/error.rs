@@ -92,6 +92,9 @@ pub enum CoreError {
     /// A press on a usage limit's card that cannot be done.
     #[error("{0}")]
     LimitCard(String),
+    /// A worktree that cannot be made or read (not a repository, a branch that exists, ...).
+    #[error("worktree: {0}")]
+    Worktree(String),
     #[error("no tmux session {0:?} on clibot's tmux server: see `{1}` for the sessions there are")]
     NoSuchTmuxSession(String, String),
     #[error("tmux session {0:?} is already managed as session {1:?}")]

@@ -32,3 +32,4 @@ pub mod store;
 pub mod tmux;
 pub mod turn;
 pub mod usage;
+pub mod worktrees;

@@ -166,6 +166,9 @@ pub struct SessionRecord {
     /// environment is in `env`); empty: none.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub(crate) profile: String,
+    /// Its git worktree (`spawn --worktree`): where it works, on which branch, from what.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) worktree: Option<crate::worktrees::Worktree>,
     /// Who asked to cancel the running turn, written before the CLI is interrupted: a daemon
     /// that dies before it records the cancel leaves the next one to report the turn's end as
     /// cancelled, not completed. Empty when no cancel is under way.

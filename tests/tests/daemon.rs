@@ -346,8 +346,11 @@ async fn grpc_status_codes_are_precise() {
     );
     assert_eq!(
         code(
-            c.get_session(v1::GetSessionRequest { name: "zz".into() })
-                .await
+            c.get_session(v1::GetSessionRequest {
+                name: "zz".into(),
+                ..Default::default()
+            })
+            .await
         ),
         Code::NotFound
     );

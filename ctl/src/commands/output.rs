@@ -74,6 +74,12 @@ pub fn session_json(s: &v1::Session) -> Value {
         "delegated_to": s.delegated_to,
         "conversation_id": s.conversation_id,
         "profile": s.profile,
+        "worktree": s.worktree.as_ref().map(|w| json!({
+            "repo": w.repo, "path": w.path, "branch": w.branch, "base": w.base,
+            "base_commit": w.base_commit, "missing": w.missing,
+            "dirty": w.read.then_some(w.dirty), "ahead": w.read.then_some(w.ahead),
+            "behind": w.read.then_some(w.behind),
+        })),
     })
 }
 
@@ -102,6 +108,21 @@ pub fn session_details(s: &v1::Session) -> String {
         rows.push(("exit reason", s.exit_reason.clone()));
     }
     rows.push(("dir", s.dir.clone()));
+    if let Some(w) = &s.worktree {
+        let mut t = format!("{} from {} (of {})", w.branch, w.base, w.repo);
+        if w.missing {
+            t.push_str(&format!(
+                "; its folder is gone: `git worktree prune` in {} forgets it (the branch {} keeps its commits)",
+                w.repo, w.branch
+            ));
+        } else if w.read {
+            t.push_str(&format!(
+                "; {} ahead, {} behind, {} uncommitted",
+                w.ahead, w.behind, w.dirty
+            ));
+        }
+        rows.push(("worktree", t));
+    }
     if !s.conversation_id.is_empty() {
         rows.push(("conversation", s.conversation_id.clone()));
     }

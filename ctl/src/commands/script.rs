@@ -319,7 +319,10 @@ pub async fn wait(
     let deadline = timeout.map(|t| Instant::now() + t);
     let before = last_seq(c).await?;
     let read = c
-        .get_session(v1::GetSessionRequest { name: name.clone() })
+        .get_session(v1::GetSessionRequest {
+            name: name.clone(),
+            ..Default::default()
+        })
         .await;
     let end = match read {
         Ok(s) => match judge_session(&s.into_inner(), until) {
@@ -392,6 +395,7 @@ async fn follow_state(
         let again =
             f.c.get_session(v1::GetSessionRequest {
                 name: name.to_string(),
+                ..Default::default()
             })
             .await;
         match again {
@@ -474,7 +478,10 @@ pub async fn ask(
         Err(e) => {
             // Refused because the session exited: exit 5, as when it exits while asked.
             let now = c
-                .get_session(v1::GetSessionRequest { name: name.clone() })
+                .get_session(v1::GetSessionRequest {
+                    name: name.clone(),
+                    ..Default::default()
+                })
                 .await
                 .map(|s| state(s.into_inner().state));
             if !matches!(now, Ok(S::Exited | S::Declared | S::Hibernated)) {
@@ -544,6 +551,7 @@ async fn follow_turn(
         let s =
             f.c.get_session(v1::GetSessionRequest {
                 name: name.to_string(),
+                ..Default::default()
             })
             .await?
             .into_inner();

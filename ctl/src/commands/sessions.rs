@@ -68,7 +68,10 @@ pub async fn list(
 
 pub async fn show(c: &mut Client, name: String, json: bool) -> anyhow::Result<()> {
     let s = c
-        .get_session(v1::GetSessionRequest { name })
+        .get_session(v1::GetSessionRequest {
+            name,
+            details: true,
+        })
         .await?
         .into_inner();
     if json {
@@ -120,6 +123,12 @@ pub async fn spawn(c: &mut Client, req: v1::SpawnSessionRequest, json: bool) -> 
         "spawned {} ({}) in {}; attach with `clibotctl attach {}`",
         s.name, s.cli, s.dir, s.name
     );
+    if let Some(w) = &s.worktree {
+        println!(
+            "it works on branch {} from {}, in a worktree of {} (your checkout there is not touched)",
+            w.branch, w.base, w.repo
+        );
+    }
     Ok(())
 }
 
@@ -469,7 +478,10 @@ pub async fn release(c: &mut Client, name: String, json: bool) -> anyhow::Result
 /// Replaces this process with the daemon's attach command; only returns on failure.
 pub async fn attach(c: &mut Client, name: String) -> anyhow::Result<()> {
     let s = c
-        .get_session(v1::GetSessionRequest { name })
+        .get_session(v1::GetSessionRequest {
+            name,
+            ..Default::default()
+        })
         .await?
         .into_inner();
     let (prog, args) = s

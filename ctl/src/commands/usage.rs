@@ -117,7 +117,7 @@ pub async fn by_machine(
         }
     }
     all.rows
-        .sort_by(|a, b| (b.output, b.input).cmp(&(a.output, a.input)));
+        .sort_by_key(|r| std::cmp::Reverse((r.output, r.input)));
     print("machine", &all, (json_out, csv), &unreachable)?;
     if unreachable.is_empty() {
         return Ok(());

@@ -186,6 +186,7 @@ impl From<CoreError> for Status {
             | CoreError::SecretNotTyped(_)
             | CoreError::NothingToCancel { .. }
             | CoreError::LimitCard(_)
+            | CoreError::Worktree(_)
             | CoreError::NoBudgetInForce(_)
             | CoreError::CancelNotTaken { .. }
             | CoreError::NoOwnBinary
@@ -374,6 +375,14 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         cli_version: r.cli_version,
         conversation_id: r.cli_session_id,
         profile: r.profile,
+        worktree: r.worktree.map(|w| v1::Worktree {
+            repo: w.repo.display().to_string(),
+            path: w.path.display().to_string(),
+            branch: w.branch,
+            base: w.base,
+            base_commit: w.base_commit,
+            ..Default::default()
+        }),
     }
 }
 

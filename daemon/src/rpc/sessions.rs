@@ -83,7 +83,7 @@ pub(super) async fn get_session(
     req: Request<v1::GetSessionRequest>,
 ) -> Result<Response<v1::Session>, Status> {
     let (actor, who) = (actor(&req), rights(&req));
-    let name = req.into_inner().name;
+    let v1::GetSessionRequest { name, details } = req.into_inner();
     // Declared in the config and not started: shown as such to those who may use it. (Asked
     // only for a name that is not a session: this call runs for every chat message.)
     if svc.daemon.get(&name).is_err()
@@ -97,7 +97,18 @@ pub(super) async fn get_session(
     }
     svc.permit(&actor, who, &name)?;
     let rec = svc.daemon.get(&name)?;
-    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+    let mut s = session_to_proto(&svc.daemon, rec);
+    if details
+        && let Some((_, st)) = svc.daemon.worktree_status(&name).await
+        && let Some(w) = s.worktree.as_mut()
+    {
+        w.read = true;
+        w.dirty = st.dirty;
+        w.ahead = st.ahead;
+        w.behind = st.behind;
+        w.missing = st.missing;
+    }
+    Ok(Response::new(s))
 }
 
 pub(super) async fn spawn_session(
@@ -136,6 +147,10 @@ pub(super) async fn spawn_session(
         delegated_reasons: Vec::new(),
         resume: r.resume,
         profile: r.profile,
+        worktree: r.worktree.then(|| crate::worktrees::WorktreeAsk {
+            branch: r.worktree_branch,
+            from: r.worktree_from,
+        }),
     };
     let rec = svc.daemon.spawn(req).await?;
     Ok(Response::new(session_to_proto(&svc.daemon, rec)))

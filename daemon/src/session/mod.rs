@@ -56,6 +56,7 @@ mod watch;
 pub mod webhook;
 pub mod webhook_http;
 mod workspace;
+mod worktree;
 
 pub use answer::Answered;
 pub use budgets::{BudgetView, budget_amount_words};

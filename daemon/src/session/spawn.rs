@@ -110,6 +110,20 @@ impl Daemon {
                 )));
             }
         }
+        // Its own worktree, made last: nothing above can refuse the spawn after it exists.
+        let worktree = match &req.worktree {
+            None => None,
+            Some(_) if self.non_admin(&req.owner).is_some() => {
+                return Err(CoreError::Worktree(
+                    "a member's session works in their own workspace: worktrees are for the sessions of admins and the machine's user".into(),
+                ));
+            }
+            Some(_) if self.get(&req.name).is_ok() => {
+                return Err(CoreError::AlreadyExists(req.name.clone()));
+            }
+            Some(ask) => Some(self.make_worktree(&req.name, &dir, ask).await?),
+        };
+        let dir = worktree.as_ref().map_or(dir, |w| w.path.clone());
         let id = new_id();
         let created = now_ms();
         let rec = SessionRecord {
@@ -146,13 +160,14 @@ impl Daemon {
                 0
             },
             profile: req.profile.clone(),
+            worktree: worktree.clone(),
             ..Default::default()
         };
         let capped_owner = self.capped_owner(&req.owner);
         // Reserve the name before the slow part, so two spawns of one name cannot both proceed.
         // A transaction: the name is checked free and the limits counted over every session,
         // and the name taken, as one step.
-        self.sessions().transaction(|sessions| {
+        let reserved = self.sessions().transaction(|sessions| {
             if sessions.contains_key(&req.name) {
                 return Err(CoreError::AlreadyExists(req.name.clone()));
             }
@@ -161,7 +176,13 @@ impl Daemon {
             e.stopping = true; // not usable until it exists
             sessions.insert(req.name.clone(), e);
             Ok(())
-        })?;
+        });
+        if let Err(e) = reserved {
+            if let Some(w) = &worktree {
+                self.undo_worktree(w).await;
+            }
+            return Err(e);
+        }
         let result = self.create_tmux_session(&rec, &cli, &req, false).await;
         match result {
             Ok(s) => {
@@ -194,6 +215,9 @@ impl Daemon {
             }
             Err(e) => {
                 self.sessions().remove(&req.name);
+                if let Some(w) = &worktree {
+                    self.undo_worktree(w).await;
+                }
                 Err(e)
             }
         }

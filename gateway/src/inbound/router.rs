@@ -182,7 +182,10 @@ impl Router {
         let bound = binding.as_ref().map(|b| b.session.clone());
         let (waiting, secret) = match &bound {
             Some(name) => c
-                .get_session(v1::GetSessionRequest { name: name.clone() })
+                .get_session(v1::GetSessionRequest {
+                    name: name.clone(),
+                    ..Default::default()
+                })
                 .await
                 .map(|s| {
                     let s = s.into_inner();
@@ -378,6 +381,7 @@ impl Router {
                     _ => c
                         .get_session(v1::GetSessionRequest {
                             name: session.clone(),
+                            ..Default::default()
                         })
                         .await?
                         .into_inner()

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 mod choices;
 pub mod job_add;
 mod names;
+mod new;
 mod suggest;
 pub use choices::{JobAction, UsageSpan};
 pub use names::CommandName;
@@ -103,6 +104,9 @@ pub enum Command {
         /// A last word `delegate`: hand the work to another CLI when this one hits its limits.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         delegate: bool,
+        /// `wt[=BRANCH]`: in a git worktree of its own (`""`: the branch `clibot/NAME`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        worktree: Option<String>,
     },
     /// `whoami`: the sender's platform id (for allowlists).
     Whoami,
@@ -685,37 +689,16 @@ impl CommandParser {
             CommandName::New => {
                 let name = a.name("NAME", tokens.next())?;
                 let cli = a.name("CLI", tokens.next())?;
-                // DIR is the rest of the line, so paths with spaces work; a last word
-                // `delegate` is the flag (a directory of that name: `./delegate`).
-                // Last words `--profile P` and `delegate`, in either order, are options.
-                let mut rest = nth_rest(args, 2).unwrap_or("").trim();
-                let (mut delegate, mut profile) = (false, None);
-                loop {
-                    let (head, last) = rest
-                        .rsplit_once(char::is_whitespace)
-                        .map_or(("", rest), |(h, l)| (h.trim_end(), l));
-                    if last == "delegate" && !delegate {
-                        delegate = true;
-                        rest = head;
-                        continue;
-                    }
-                    let (before, flag) = head
-                        .rsplit_once(char::is_whitespace)
-                        .map_or(("", head), |(h, l)| (h.trim_end(), l));
-                    if flag == "--profile" && profile.is_none() && !last.is_empty() {
-                        profile = Some(a.name("PROFILE", Some(last))?);
-                        rest = before;
-                        continue;
-                    }
-                    break;
-                }
-                let dir = Some(unquote(rest)).filter(|d| !d.is_empty());
+                let o = new::options(nth_rest(args, 2).unwrap_or("").trim(), |p| {
+                    a.name("PROFILE", Some(p))
+                })?;
                 Command::New {
                     name,
                     cli,
-                    dir: dir.map(str::to_string),
-                    delegate,
-                    profile,
+                    dir: o.dir,
+                    delegate: o.delegate,
+                    profile: o.profile,
+                    worktree: o.worktree,
                 }
             }
             CommandName::Screen => {
@@ -1077,7 +1060,8 @@ mod tests {
                 cli: "claude".into(),
                 dir: None,
                 delegate: false,
-                profile: None
+                profile: None,
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1087,7 +1071,8 @@ mod tests {
                 cli: "claude".into(),
                 dir: Some("~/src/my project".into()),
                 delegate: false,
-                profile: None
+                profile: None,
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1097,7 +1082,8 @@ mod tests {
                 cli: "codex".into(),
                 dir: Some("/tmp/a b".into()),
                 delegate: false,
-                profile: None
+                profile: None,
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1107,7 +1093,8 @@ mod tests {
                 cli: "claude".into(),
                 dir: Some("~/src/app".into()),
                 delegate: true,
-                profile: None
+                profile: None,
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1117,7 +1104,8 @@ mod tests {
                 cli: "claude".into(),
                 dir: None,
                 delegate: true,
-                profile: None
+                profile: None,
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1127,7 +1115,8 @@ mod tests {
                 cli: "claude".into(),
                 dir: Some("~/src/app".into()),
                 delegate: true,
-                profile: Some("work".into())
+                profile: Some("work".into()),
+                worktree: None,
             }
         );
         assert_eq!(
@@ -1137,7 +1126,30 @@ mod tests {
                 cli: "claude".into(),
                 dir: None,
                 delegate: true,
-                profile: Some("work".into())
+                profile: Some("work".into()),
+                worktree: None,
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude ~/src/my app wt=feat/x delegate"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: Some("~/src/my app".into()),
+                profile: None,
+                delegate: true,
+                worktree: Some("feat/x".into()),
+            }
+        );
+        assert_eq!(
+            cmd("!!new api claude ~/src/app wt"),
+            Command::New {
+                name: "api".into(),
+                cli: "claude".into(),
+                dir: Some("~/src/app".into()),
+                profile: None,
+                delegate: false,
+                worktree: Some(String::new()),
             }
         );
         assert_eq!(cmd("!!rules"), Command::Rules);
@@ -1585,6 +1597,7 @@ mod props {
                 dir,
                 delegate,
                 profile,
+                worktree,
             } => {
                 parts.push(name.clone());
                 parts.push(cli.clone());
@@ -1595,6 +1608,11 @@ mod props {
                 }
                 if *delegate {
                     parts.push("delegate".into());
+                }
+                match worktree.as_deref() {
+                    Some("") => parts.push("wt".into()),
+                    Some(b) => parts.push(format!("wt={b}")),
+                    None => {}
                 }
             }
             Command::Rules | Command::Jobs => {}
@@ -1699,7 +1717,8 @@ mod props {
                     cli,
                     dir,
                     delegate,
-                    profile
+                    profile,
+                    worktree: None,
                 }),
             Just(Command::Rules),
             Just(Command::Jobs),

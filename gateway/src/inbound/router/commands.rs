@@ -145,17 +145,21 @@ impl Router {
                 }
             }
             Command::Use { name } => {
-                c.get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() })).await?;
+                c.get_session(self.req(msg, v1::GetSessionRequest { name: name.clone(), ..Default::default() })).await?;
                 let place = self.place(c, msg, &name).await?;
                 if msg.topics { format!("{name}: {place}") } else { format!("this chat now talks to {name}") }
             }
-            Command::New { name, cli, dir, delegate, profile } => {
-                let req = v1::SpawnSessionRequest { name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, profile: profile.unwrap_or_default(), ..Default::default() };
+            Command::New { name, cli, dir, delegate, profile, worktree } => {
+                let req = v1::SpawnSessionRequest {
+                    name: name.clone(), cli, dir: dir.unwrap_or_default(), delegate, profile: profile.unwrap_or_default(),
+                    worktree: worktree.is_some(), worktree_branch: worktree.unwrap_or_default(), ..Default::default()
+                };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
+                let wt = s.worktree.as_ref().map(|w| format!(" on branch {} from {} (a worktree of {})", w.branch, w.base, w.repo)).unwrap_or_default();
                 match self.place(c, msg, &name).await {
-                    Ok(place) => format!("started {} ({}) in {}; {place}", s.name, s.cli, s.dir),
+                    Ok(place) => format!("started {} ({}) in {}{wt}; {place}", s.name, s.cli, s.dir),
                     Err(e) if matches!(e.code(), tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition) => {
-                        format!("started {} ({}) in {}; {}", s.name, s.cli, s.dir, e.message())
+                        format!("started {} ({}) in {}{wt}; {}", s.name, s.cli, s.dir, e.message())
                     }
                     Err(e) => return Err(e),
                 }
@@ -163,7 +167,7 @@ impl Router {
             Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
             Command::Status => {
                 let name = need(&bound)?;
-                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name })).await?.into_inner();
+                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name, ..Default::default() })).await?.into_inner();
                 let mut t = format!("{} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir);
                 if let Some(p) = s.prompt {
                     t.push_str(&format!("\n{}", prompt_text(&p)));
@@ -247,7 +251,7 @@ impl Router {
                 // The new session starts where the chat's session works, if it has one.
                 let dir = match &bound {
                     Some(name) => c
-                        .get_session(self.req(msg, v1::GetSessionRequest { name: name.clone() }))
+                        .get_session(self.req(msg, v1::GetSessionRequest { name: name.clone(), ..Default::default() }))
                         .await
                         .map(|s| s.into_inner().dir)
                         .unwrap_or_default(),

@@ -122,7 +122,7 @@ impl CommandName {
         match self {
             CommandName::Help => "[COMMAND]",
             CommandName::Use => "NAME",
-            CommandName::New => "NAME CLI [DIR] [--profile P] [delegate]",
+            CommandName::New => "NAME CLI [DIR] [--profile P] [delegate] [wt[=BRANCH]]",
             CommandName::Screen => "[N]",
             CommandName::Get => "[--force] PATH",
             CommandName::Keys => "KEY…",
@@ -171,7 +171,7 @@ impl CommandName {
             }
             CommandName::Use => "talk to session NAME from this chat",
             CommandName::New => {
-                "start CLI (claude, codex, …) in a new session NAME (delegate: hand its work to another CLI if it hits its limits)"
+                "start CLI (claude, codex, …) in a new session NAME (delegate: hand its work to another CLI if it hits its limits; wt: in a git worktree of its own)"
             }
             CommandName::Whoami => "show your user id",
             CommandName::Status => "show the current session's state",

@@ -1,0 +1,117 @@
+//! A session started in a worktree of its own (`spawn --worktree`): made before the session
+//! starts, on a new branch, in clibot's folder of worktrees; removed again only when the session
+//! could not start in it. Stopping a session leaves its worktree and branch: the work is there.
+
+use std::path::{Path, PathBuf};
+
+use tracing::{info, warn};
+
+use crate::confine::beneath::Dir;
+use crate::core::Daemon;
+use crate::error::CoreError;
+use crate::worktrees::{Worktree, WorktreeAsk, WorktreeStatus, git, includes, repo_id};
+
+/// The largest file `.worktreeinclude` copies, and the list itself.
+const MAX_INCLUDE: u64 = 16 << 20;
+
+impl Daemon {
+    /// Where worktrees are made: `[worktrees] dir`, else `worktrees` in the data directory.
+    pub(crate) fn worktrees_dir(&self) -> PathBuf {
+        match &self.live().config.worktrees.dir {
+            Some(d) => crate::paths::expand_home(d),
+            None => self.settings().data_dir.join("worktrees"),
+        }
+    }
+
+    /// Makes session `name`'s worktree of the repository `dir` lies in: a new branch
+    /// (`clibot/NAME` unless named) from `ask.from` (else `HEAD`), in
+    /// `WORKTREES/REPO-ID/NAME`, with the files `.worktreeinclude` lists copied in.
+    pub(crate) async fn make_worktree(
+        &self,
+        name: &str,
+        dir: &Path,
+        ask: &WorktreeAsk,
+    ) -> Result<Worktree, CoreError> {
+        let repo = git::toplevel(dir).await.map_err(CoreError::Worktree)?;
+        git::refuse_filters(&repo)
+            .await
+            .map_err(CoreError::Worktree)?;
+        let (base, base_commit) = git::base_of(&repo, &ask.from)
+            .await
+            .map_err(CoreError::Worktree)?;
+        let branch = if ask.branch.is_empty() {
+            format!("clibot/{name}")
+        } else {
+            ask.branch.clone()
+        };
+        git::check_new_branch(&repo, &branch)
+            .await
+            .map_err(CoreError::Worktree)?;
+        let path = self.worktrees_dir().join(repo_id(&repo)).join(name);
+        if path.exists() {
+            return Err(CoreError::Worktree(format!(
+                "{} exists already (the worktree of an earlier session {name}?): remove it with `git worktree remove` in {}, or pick another name",
+                path.display(),
+                repo.display()
+            )));
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| {
+                CoreError::Worktree(format!("cannot make {}: {e}", parent.display()))
+            })?;
+        }
+        git::add(&repo, &path, &branch, &base_commit)
+            .await
+            .map_err(CoreError::Worktree)?;
+        copy_includes(&repo, &path);
+        info!(session = %name, branch = %branch, path = %path.display(), "worktree made");
+        Ok(Worktree {
+            repo,
+            path,
+            branch,
+            base,
+            base_commit,
+        })
+    }
+
+    /// Takes back a worktree made for a session that could not start in it.
+    pub(crate) async fn undo_worktree(&self, w: &Worktree) {
+        warn!(branch = %w.branch, "the session did not start: its new worktree is removed");
+        git::undo_add(&w.repo, &w.path, &w.branch).await;
+    }
+
+    /// How session `name`'s worktree stands; `None` when it has none.
+    pub async fn worktree_status(&self, name: &str) -> Option<(Worktree, WorktreeStatus)> {
+        let w = self
+            .sessions()
+            .get(name, |e| e.rec.worktree.clone())
+            .ok()??;
+        let s = git::status(&w.repo, &w.path, &w.branch, &w.base).await;
+        Some((w, s))
+    }
+}
+
+/// Copies what `.worktreeinclude` lists (ignored files a checkout lacks: `.env`, local config)
+/// from the repository into the worktree, following no link; what cannot be copied is logged.
+fn copy_includes(repo: &Path, path: &Path) {
+    let (Ok(src), Ok(dest)) = (Dir::open(repo), Dir::open(path)) else {
+        return;
+    };
+    let Ok(list) = src.read(Path::new(".worktreeinclude"), MAX_INCLUDE) else {
+        return;
+    };
+    for rel in includes(&String::from_utf8_lossy(&list)) {
+        if dest.exists(&rel) || !src.exists(&rel) {
+            continue;
+        }
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
+            && let Err(e) = dest.create_dir_all(parent, 0o700)
+        {
+            warn!("worktree include {}: {e}", rel.display());
+            continue;
+        }
+        if let Err(e) = src.copy_to(&rel, &dest, &rel, MAX_INCLUDE, 0o600) {
+            warn!("worktree include {}: {e}", rel.display());
+        }
+    }
+}
