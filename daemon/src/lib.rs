@@ -26,6 +26,7 @@ pub mod paths;
 pub mod procs;
 pub(crate) mod prompt;
 pub mod rpc;
+pub mod safe_git;
 pub mod server;
 pub mod session;
 pub mod store;

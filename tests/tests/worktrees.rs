@@ -197,16 +197,58 @@ fn sessions_work_in_worktrees_of_their_own_and_the_users_checkout_is_untouched()
         "a refused spawn leaves no branch"
     );
 
-    // Stopped, and the daemon restarted: the work stays where it is, and is still told.
-    h.ctl_ok(&["stop", "one"]);
-    assert!(path.join("b.txt").exists() && path.join("new.txt").exists());
-    assert!(git(&repo_dir, &["branch", "--list", "clibot/one"]).contains("clibot/one"));
+    // The daemon restarted: the sessions are adopted again with their worktrees.
     h.kill_daemon();
     h.start_daemon();
     let w = show(&h, "one")["worktree"].clone();
     assert_eq!(
-        (w["branch"].as_str(), w["ahead"].as_u64()),
-        (Some("clibot/one"), Some(1)),
+        (
+            w["branch"].as_str(),
+            w["ahead"].as_u64(),
+            w["dirty"].as_u64()
+        ),
+        (Some("clibot/one"), Some(1), Some(1)),
         "{w:#}"
     );
+    // Stopped: the work stays where it is, committed and not.
+    h.ctl_ok(&["stop", "one"]);
+    assert!(path.join("b.txt").exists() && path.join("new.txt").exists());
+    assert!(git(&repo_dir, &["branch", "--list", "clibot/one"]).contains("clibot/one"));
+    assert!(git(&repo_dir, &["worktree", "list"]).contains(&*path.display().to_string()));
+}
+
+/// From a chat: an admin's `!!new NAME CLI DIR wt=BRANCH` starts the session in a worktree and
+/// the reply names its branch; a member's `wt` is refused (their sessions work in their own
+/// workspace), saying so.
+#[test]
+fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_why_not() {
+    use clibot_tests::fake_telegram::{self, texts};
+    const ADMIN: i64 = 100;
+    const ANN: i64 = 200;
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n"
+    ));
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Admin",
+        &format!("!!new w bash {} wt=chat/w", repo_dir.display()),
+    );
+    tg.wait_sent("the admin's worktree", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("started w (bash)") && t.contains("on branch chat/w from main"))
+    });
+    assert_eq!(show(&h, "w")["worktree"]["branch"], "chat/w");
+    tg.push_message(ANN, ANN, "Ann", "!!new m bash wt");
+    tg.wait_sent("the member told", |s| {
+        texts(s, ANN)
+            .iter()
+            .any(|t| t.contains("a member's session works in their own workspace"))
+    });
+    assert!(h.ctl_err(&["show", "m"]).contains("no session named"));
+    let _ = g.kill();
+    let _ = g.wait();
 }

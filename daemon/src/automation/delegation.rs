@@ -291,7 +291,7 @@ pub(crate) fn one_line(s: &str, max: usize) -> String {
 /// otherwise or when git is slow or missing.
 pub(crate) async fn git_status(dir: &std::path::Path) -> Option<String> {
     // The repository is the chat user's: git must run none of its code (fsmonitor, filters).
-    let text = crate::automation::safe_git::status_short(dir).await?;
+    let text = crate::safe_git::status_short(dir).await?;
     let lines: Vec<&str> = text.lines().collect();
     let mut s = lines
         .iter()

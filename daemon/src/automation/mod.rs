@@ -13,7 +13,6 @@
 
 pub mod delegation;
 pub mod routing;
-pub mod safe_git;
 pub mod shell;
 pub mod subject;
 

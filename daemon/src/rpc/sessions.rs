@@ -147,7 +147,7 @@ pub(super) async fn spawn_session(
         delegated_reasons: Vec::new(),
         resume: r.resume,
         profile: r.profile,
-        worktree: r.worktree.then(|| crate::worktrees::WorktreeAsk {
+        worktree: r.worktree.then_some(crate::worktrees::WorktreeAsk {
             branch: r.worktree_branch,
             from: r.worktree_from,
         }),

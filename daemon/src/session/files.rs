@@ -398,7 +398,7 @@ pub fn safe_name(name: &str) -> String {
 /// Whether git ignores `rel` in `dir` (never where git cannot run safely: then it is not
 /// known to be ignored).
 async fn git_ignored(dir: &Path, rel: &Path) -> bool {
-    let run = crate::automation::safe_git::command(dir)
+    let run = crate::safe_git::command(dir)
         .args(["check-ignore", "-q", "--"])
         .arg(rel)
         .stdout(std::process::Stdio::null())

@@ -82,10 +82,7 @@ impl Daemon {
 
     /// How session `name`'s worktree stands; `None` when it has none.
     pub async fn worktree_status(&self, name: &str) -> Option<(Worktree, WorktreeStatus)> {
-        let w = self
-            .sessions()
-            .get(name, |e| e.rec.worktree.clone())
-            .ok()??;
+        let w = self.sessions().get(name, |e| e.rec.worktree.clone())??;
         let s = git::status(&w.repo, &w.path, &w.branch, &w.base).await;
         Some((w, s))
     }

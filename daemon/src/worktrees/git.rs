@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::automation::safe_git;
+use crate::safe_git;
 
 /// How long one git call may take (a checkout of a large repository is the slow one).
 const LIMIT: Duration = Duration::from_secs(120);

@@ -3,7 +3,7 @@
 //! user works in is never touched. This module owns what a worktree is and the git calls that
 //! make and read one; `session/worktree.rs` drives them for a session.
 //!
-//! Every git call goes through clibot's safe git (`automation::safe_git`): no hooks, no
+//! Every git call goes through clibot's safe git (`safe_git`): no hooks, no
 //! fsmonitor, no pager; a repository that defines filter drivers is refused, because checking
 //! files out would run the programs they name.
 

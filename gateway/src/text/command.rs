@@ -1265,11 +1265,11 @@ mod tests {
         assert_eq!(e.command(), Some(CommandName::Use));
         assert_eq!(
             err("!!new api").to_string(),
-            "!!new needs CLI; usage: !!new NAME CLI [DIR] [--profile P] [delegate]"
+            "!!new needs CLI; usage: !!new NAME CLI [DIR] [--profile P] [delegate] [wt[=BRANCH]]"
         );
         assert_eq!(
             err("!!new").to_string(),
-            "!!new needs NAME; usage: !!new NAME CLI [DIR] [--profile P] [delegate]"
+            "!!new needs NAME; usage: !!new NAME CLI [DIR] [--profile P] [delegate] [wt[=BRANCH]]"
         );
         assert_eq!(
             err("!!keys").to_string(),
@@ -1457,7 +1457,9 @@ mod tests {
         for c in CommandName::ALL {
             assert!(h.contains(&c.usage("!!")), "{c}");
         }
-        assert!(h.contains("!!new NAME CLI [DIR] [--profile P] [delegate] — start CLI"));
+        assert!(
+            h.contains("!!new NAME CLI [DIR] [--profile P] [delegate] [wt[=BRANCH]] — start CLI")
+        );
     }
 
     #[test]
