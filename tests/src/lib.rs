@@ -662,3 +662,22 @@ pub fn require_pinned(bin: &Path, version: &str, env: &[(&str, &str)]) {
     );
     checked.push(bin.to_path_buf());
 }
+
+/// Runs git in `dir` as the tests' user would, with no system or global config (so the
+/// machine's settings change nothing), and insists that it succeeds; its standard output.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}

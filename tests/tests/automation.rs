@@ -684,15 +684,7 @@ fn a_repository_with_a_clean_filter_runs_nothing_during_a_delegation() {
         std::fs::set_permissions(&filter, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
     let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git")
-            .args(args)
-            .current_dir(&h.work)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .status()
-            .expect("git")
-            .success();
-        assert!(ok, "git {args:?}");
+        clibot_tests::git(&h.work, args);
     };
     git(&["init", "-q"]);
     std::fs::write(h.work.join("notes.txt"), "x").expect("file");

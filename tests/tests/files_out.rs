@@ -5,7 +5,6 @@
 //! `.clibot/outbox/` reach the chat and move to `.clibot/sent/`. Real clibotd and
 //! clibot-gateway, fake Telegram, bash in tmux.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use clibot_tests::fake_telegram::{self, FakeTelegram, texts};
@@ -41,17 +40,6 @@ fn document(tg: &FakeTelegram, chat: i64, name: &str) -> Vec<u8> {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let ok = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
-
 #[test]
 fn get_sends_files_from_the_session_directory_and_refuses_the_rest() {
     let (h, tg, _g) = fake_telegram::started(&format!(
@@ -68,7 +56,7 @@ fn get_sends_files_from_the_session_directory_and_refuses_the_rest() {
     std::fs::write(proj.join("config.txt"), format!("token = {TOKEN}\n")).expect("write");
     std::fs::write(work.join("outside.txt"), "not yours\n").expect("write");
     std::os::unix::fs::symlink(work.join("outside.txt"), proj.join("link.txt")).expect("symlink");
-    git(&proj, &["init", "-q"]);
+    clibot_tests::git(&proj, &["init", "-q"]);
     std::fs::write(proj.join(".gitignore"), "build/\n").expect("write");
 
     tg.push_message(

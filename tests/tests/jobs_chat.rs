@@ -308,12 +308,18 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
         "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n\n[cli.bash.profiles.night]\nenv = {{ CLIBOT_ACCOUNT = \"night-shift\" }}\n"
     ));
     let limit = "printf 'Quota exh%s: the 5-hour quota is exhausted and will reset at %s UTC.\\n' austed \"$(date -u -d '+2 hour' '+%Y-%m-%d %H:%M:%S')\"";
-    tg.push_message(ADMIN, ADMIN, "Admin", "!!new box bash");
-    tg.wait_sent("the admin's session", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started box"))
-    });
-    tg.push_message(ADMIN, ADMIN, "Admin", limit);
-    let (message, data) = tg.buttons(ADMIN, "⛔ usage limit");
+    // A session of `user`'s, whose output is a usage limit: its card's message and buttons.
+    let card_of = |user: i64, who: &str, name: &str| {
+        tg.push_message(user, user, who, &format!("!!new {name} bash"));
+        tg.wait_sent("the session", |s| {
+            texts(s, user)
+                .iter()
+                .any(|t| t.contains(&format!("started {name}")))
+        });
+        tg.push_message(user, user, who, limit);
+        tg.buttons(user, "⛔ usage limit")
+    };
+    let (message, data) = card_of(ADMIN, "Admin", "box");
     assert_eq!(
         data.len(),
         3,
@@ -350,12 +356,7 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
             .any(|t| t.contains("account=night-shift"))
     });
     // A member's session: no profile to switch to.
-    tg.push_message(ANN, ANN, "Ann", "!!new mine bash");
-    tg.wait_sent("Ann's session", |s| {
-        texts(s, ANN).iter().any(|t| t.contains("started mine"))
-    });
-    tg.push_message(ANN, ANN, "Ann", limit);
-    let (_, data) = tg.buttons(ANN, "⛔ usage limit");
+    let (_, data) = card_of(ANN, "Ann", "mine");
     assert_eq!(
         data.len(),
         2,
