@@ -225,10 +225,12 @@ fn rejected_inputs_get_clear_errors_and_disturb_nothing() {
     h.spawn_bash("ok");
     let work = h.work.display().to_string();
     let missing = h.work.join("missing").display().to_string();
+    let made = h.tmux(&["new-session", "-d", "-s", "taken", "--", "sleep", "60"]);
     assert!(
-        h.tmux(&["new-session", "-d", "-s", "taken", "--", "sleep", "60"])
-            .status
-            .success()
+        made.status.success(),
+        "tmux new-session: {}\ndaemon log:\n{}",
+        String::from_utf8_lossy(&made.stderr),
+        h.daemon_log()
     );
 
     let cases: &[(&[&str], &str)] = &[
