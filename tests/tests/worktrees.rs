@@ -5,27 +5,9 @@
 //! leave the work where it is.
 
 use std::path::Path;
-use std::process::Command;
 
-use clibot_tests::Harness;
+use clibot_tests::{Harness, git};
 use serde_json::Value;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A repository on `main` with one commit, an ignored `.env` that `.worktreeinclude` lists,
 /// and an uncommitted change of the user's own.
@@ -154,43 +136,22 @@ fn sessions_work_in_worktrees_of_their_own_and_the_users_checkout_is_untouched()
     // Bad input, each with what to do.
     let plain = h.work.join("plain");
     std::fs::create_dir_all(&plain).expect("mkdir");
-    let err = h.ctl_err(&[
-        "spawn",
-        "x",
-        "--cli",
-        "bash",
-        "--dir",
-        &plain.display().to_string(),
-        "--worktree",
-    ]);
+    let p = plain.display().to_string();
+    let refused = |name: &str, dir: &str, more: &[&str]| {
+        let mut args = vec!["spawn", name, "--cli", "bash", "--dir", dir, "--worktree"];
+        args.extend_from_slice(more);
+        h.ctl_err(&args)
+    };
+    let err = refused("x", &p, &[]);
     assert!(
         err.contains("not in a git repository") && err.contains("git init"),
         "{err}"
     );
-    let err = h.ctl_err(&[
-        "spawn",
-        "x",
-        "--cli",
-        "bash",
-        "--dir",
-        &r,
-        "--worktree",
-        "feat/two",
-    ]);
+    let err = refused("x", &r, &["feat/two"]);
     assert!(err.contains("branch feat/two exists"), "{err}");
-    let err = h.ctl_err(&[
-        "spawn",
-        "x",
-        "--cli",
-        "bash",
-        "--dir",
-        &r,
-        "--worktree",
-        "--from",
-        "nope",
-    ]);
+    let err = refused("x", &r, &["--from", "nope"]);
     assert!(err.contains("no such branch, tag or commit"), "{err}");
-    let err = h.ctl_err(&["spawn", "one", "--cli", "bash", "--dir", &r, "--worktree"]);
+    let err = refused("one", &r, &[]);
     assert!(err.contains("one"), "{err}");
     assert!(
         !git(&repo_dir, &["branch", "--list", "clibot/x"]).contains("clibot/x"),
@@ -242,6 +203,12 @@ fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_why_not() {
             .any(|t| t.contains("started w (bash)") && t.contains("on branch chat/w from main"))
     });
     assert_eq!(show(&h, "w")["worktree"]["branch"], "chat/w");
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!sessions");
+    tg.wait_sent("the branch in the list", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("w (bash)") && t.contains(" on chat/w"))
+    });
     tg.push_message(ANN, ANN, "Ann", "!!new m bash wt");
     tg.wait_sent("the member told", |s| {
         texts(s, ANN)

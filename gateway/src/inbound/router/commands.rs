@@ -138,7 +138,8 @@ impl Router {
                         .iter()
                         .map(|s| {
                             let mark = if bound.as_deref() == Some(&s.name) { "▶" } else { " " };
-                            format!("{mark} {} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir)
+                            let branch = s.worktree.as_ref().map(|w| format!(" on {}", w.branch)).unwrap_or_default();
+                            format!("{mark} {} ({}) {} — {}{branch}", s.name, s.cli, state_name(s.state), s.dir)
                         })
                         .collect::<Vec<_>>()
                         .join("\n")
