@@ -687,6 +687,14 @@ impl FakeTelegram {
         }
     }
 
+    /// The newest version of the message with id `message_id` that was sent, if any.
+    pub fn message(&self, message_id: i64) -> Option<Sent> {
+        self.sent()
+            .into_iter()
+            .rev()
+            .find(|m| m.message_id == message_id)
+    }
+
     /// Everything that changed a chat, in order (only calls that succeeded).
     pub fn sent(&self) -> Vec<Sent> {
         self.shared.lock().sent.clone()

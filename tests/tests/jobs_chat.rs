@@ -143,13 +143,7 @@ fn a_job_added_in_the_chat_exists_only_once_its_card_is_confirmed_by_its_author(
     );
     let (message, data) = tg.buttons(ANN, "⏰ Add job tidy?");
     assert_eq!(data.len(), 2, "Add and Cancel: {data:?}");
-    let card = tg
-        .sent()
-        .into_iter()
-        .rev()
-        .find(|m| m.message_id == message)
-        .map(|m| m.text)
-        .unwrap_or_default();
+    let card = tg.message(message).map(|m| m.text).unwrap_or_default();
     assert!(
         card.contains("every 1h") && card.contains("into: mine") && card.contains("echo tidied"),
         "{card}"
@@ -251,13 +245,7 @@ fn a_usage_limit_offers_to_resume_at_its_reset_and_the_session_continues_then() 
     );
     let (message, data) = tg.buttons(ANN, "⛔ usage limit");
     assert_eq!(data.len(), 2, "Resume at reset and Delegate now: {data:?}");
-    let card = tg
-        .sent()
-        .into_iter()
-        .rev()
-        .find(|m| m.message_id == message)
-        .map(|m| m.text)
-        .unwrap_or_default();
+    let card = tg.message(message).map(|m| m.text).unwrap_or_default();
     assert!(card.contains("It resets in"), "{card}");
     let err: Vec<serde_json::Value> = h
         .events()
@@ -326,10 +314,7 @@ fn a_usage_limit_offers_to_switch_to_another_account_profile() {
         "Resume at reset, Delegate now and Switch to night: {data:?}"
     );
     let card = tg
-        .sent()
-        .into_iter()
-        .rev()
-        .find(|m| m.message_id == message)
+        .message(message)
         .map(|m| format!("{} {:?}", m.text, m.reply_markup))
         .unwrap_or_default();
     assert!(card.contains("Switch to night"), "{card}");

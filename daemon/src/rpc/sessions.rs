@@ -97,11 +97,12 @@ pub(super) async fn get_session(
     }
     svc.permit(&actor, who, &name)?;
     let rec = svc.daemon.get(&name)?;
+    let worktree = rec.worktree.clone().filter(|_| details);
     let mut s = session_to_proto(&svc.daemon, rec);
-    if details
-        && let Some((_, st)) = svc.daemon.worktree_status(&name).await
+    if let Some(wt) = worktree
         && let Some(w) = s.worktree.as_mut()
     {
+        let st = svc.daemon.worktree_status(&wt).await;
         w.read = true;
         w.dirty = st.dirty;
         w.ahead = st.ahead;

@@ -245,15 +245,7 @@ impl Daemon {
         );
         self.metrics()
             .delegated(&old.cli, &target, reason, &new_name, since);
-        // git runs only where no jail can change the repository under it (its config names
-        // programs git runs, and a jailed session could add one between any check and the run).
-        let status = if old.jail_home.is_empty() {
-            git_status(&old.dir).await
-        } else {
-            None
-        };
-        let handoff = handoff_text(&old, reason, detail, &status);
-        if let Err(e) = self.send_input(&new_name, &handoff, true).await {
+        if let Err(e) = self.type_handoff(&new_name, &old, reason, detail).await {
             warn!(session = %new_name, "the handoff could not be typed: {e}");
             self.notice(
                 &new_name,
@@ -273,6 +265,26 @@ impl Daemon {
         ));
         self.persist();
         Ok(self.sessions().record(&new_name).unwrap_or(new))
+    }
+
+    /// Types into session `to` the handoff of `old`'s work (see [`handoff_text`]): what
+    /// stopped it, its last reply, `git status` of its directory, and its last request.
+    pub(crate) async fn type_handoff(
+        &self,
+        to: &str,
+        old: &SessionRecord,
+        reason: &str,
+        detail: &str,
+    ) -> Result<(), CoreError> {
+        // git runs only where no jail can change the repository under it (its config names
+        // programs git runs, and a jailed session could add one between any check and the run).
+        let status = if old.jail_home.is_empty() {
+            git_status(&old.dir).await
+        } else {
+            None
+        };
+        let handoff = handoff_text(old, reason, detail, &status);
+        self.send_input(to, &handoff, true).await.map(drop)
     }
 
     /// A line for the session's chats.

@@ -6,7 +6,6 @@
 
 use tracing::{info, warn};
 
-use crate::automation::delegation::{git_status, handoff_text};
 use crate::cli::{CliSpec, Profile};
 use crate::core::Daemon;
 use crate::error::CoreError;
@@ -144,13 +143,7 @@ impl Daemon {
                     "profile",
                     &format!("{name} runs with profile {profile} now (from {from}) in a new conversation ({why}); it is handed the last request"),
                 );
-                let status = if rec.jail_home.is_empty() {
-                    git_status(&rec.dir).await
-                } else {
-                    None
-                };
-                let handoff = handoff_text(&rec, "usage_limit", "", &status);
-                if let Err(e) = self.send_input(name, &handoff, true).await {
+                if let Err(e) = self.type_handoff(name, &rec, "usage_limit", "").await {
                     warn!(session = %name, "the handoff could not be typed: {e}");
                 }
             }

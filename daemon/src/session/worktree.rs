@@ -80,11 +80,9 @@ impl Daemon {
         git::undo_add(&w.repo, &w.path, &w.branch).await;
     }
 
-    /// How session `name`'s worktree stands; `None` when it has none.
-    pub async fn worktree_status(&self, name: &str) -> Option<(Worktree, WorktreeStatus)> {
-        let w = self.sessions().get(name, |e| e.rec.worktree.clone())??;
-        let s = git::status(&w.repo, &w.path, &w.branch, &w.base).await;
-        Some((w, s))
+    /// How worktree `w` stands against its base (git reads its folder: asked only by `show`).
+    pub async fn worktree_status(&self, w: &Worktree) -> WorktreeStatus {
+        git::status(&w.repo, &w.path, &w.branch, &w.base).await
     }
 }
 
