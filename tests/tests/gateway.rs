@@ -308,18 +308,26 @@ fn a_console_trial_that_ended_leaves_doctor_clean() {
     let mut g = Gateway::start(&h);
     g.say("!!help");
     g.expect("Gateway commands start with");
-    g.kill();
     let doctor = |h: &Harness| -> serde_json::Value {
         let out = h.ctl(&["doctor", "--json"]);
         serde_json::from_slice(&out.stdout).expect("doctor --json")
     };
+    let shown = |v: &serde_json::Value| {
+        v["checks"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["name"] == "gateway console"))
+    };
+    // The gateway reports a platform as soon as it appears; the reply to `!!help` may still
+    // come first, so the report is awaited (a few round trips at most) before the kill.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !shown(&doctor(&h)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    g.kill();
     // While it may still run, it is shown, and nothing fails; past the silence limit (30 s)
     // it is dropped (`rpc::tests` checks that on the daemon's paused clock).
     let v = doctor(&h);
+    assert!(shown(&v), "{v:#}");
     let checks = v["checks"].as_array().cloned().unwrap_or_default();
-    assert!(
-        checks.iter().any(|c| c["name"] == "gateway console"),
-        "{v:#}"
-    );
     assert!(!checks.iter().any(|c| c["status"] == "fail"), "{v:#}");
 }

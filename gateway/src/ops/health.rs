@@ -33,6 +33,9 @@ struct Inner {
     senders: Mutex<BTreeMap<String, Arc<dyn Platform>>>,
     /// With several machines: since when each cannot be reached (0: it answers).
     machines: Mutex<BTreeMap<String, i64>>,
+    /// A platform appeared or changed state: report now, not at the next tick, so `doctor`
+    /// and `status` never miss a short-lived gateway (a `--console` trial).
+    changed: tokio::sync::Notify,
 }
 
 /// One platform's handle on [`Health`].
@@ -114,6 +117,7 @@ impl Health {
 
     fn update(&self, name: &str, f: impl FnOnce(&mut v1::GatewayStatus)) {
         let mut all = lock(&self.0.platforms);
+        let before = all.get(name).map(|s| s.state.clone());
         let entry = all
             .entry(name.to_string())
             .or_insert_with(|| v1::GatewayStatus {
@@ -123,6 +127,9 @@ impl Health {
                 ..Default::default()
             });
         f(entry);
+        if before.as_deref() != Some(entry.state.as_str()) {
+            self.0.changed.notify_one();
+        }
     }
 
     fn snapshot(&self) -> Vec<v1::GatewayStatus> {
@@ -168,7 +175,10 @@ impl Health {
                     Err(_) => client = None,
                 }
             }
-            tokio::time::sleep(REPORT_EVERY).await;
+            tokio::select! {
+                _ = tokio::time::sleep(REPORT_EVERY) => {}
+                _ = self.0.changed.notified() => {}
+            }
         }
     }
 }
