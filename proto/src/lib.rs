@@ -10,6 +10,7 @@ pub mod members;
 mod names;
 mod paths;
 pub mod platforms;
+pub mod redact;
 mod remote;
 mod text;
 pub mod usage_words;

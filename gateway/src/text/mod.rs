@@ -1,4 +1,4 @@
-//! The library's pure text pieces: chat text out (redaction, chunking, Telegram HTML, the pane
+//! The library's pure text pieces: chat text out (redaction — kept in `clibot_proto::redact` —, chunking, Telegram HTML, the pane
 //! for a phone as text or as a PNG) and in (telling gateway commands from text for the CLI).
 //! No network, no tokio, nothing of the binary's: this folder imports only its own files, and
 //! `lib.rs` re-exports each public module under its old path (`clibot_gateway::chunk`, …).
@@ -7,6 +7,7 @@ pub mod chunk;
 pub mod command;
 mod fence;
 pub mod phone_screen;
-pub mod redact;
+/// Redaction lives with the contract: the daemon redacts what it sends off the machine too.
+pub use clibot_proto::redact;
 pub mod shot;
 pub mod telegram_html;
