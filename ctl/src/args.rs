@@ -498,6 +498,12 @@ pub enum Command {
         #[command(subcommand)]
         action: BudgetAction,
     },
+    /// The worktrees of sessions started with --worktree: diff, merge, pull request, keep,
+    /// discard, prune (docs/WORKTREES.md).
+    Worktree {
+        #[command(subcommand)]
+        action: crate::commands::worktree::WorktreeAction,
+    },
     /// Jobs: work that starts itself on a schedule, when a session goes idle, or by hand
     /// (docs/JOBS.md).
     Jobs {

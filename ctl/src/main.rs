@@ -368,6 +368,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Budget {
             action: BudgetAction::Lift { name },
         } => commands::usage::lift(c, name).await,
+        Command::Worktree { action } => commands::worktree::run(c, action).await,
         Command::Attach { name } => sessions::attach(c, name).await,
         Command::Automation {
             action: AutomationAction::Report { json },

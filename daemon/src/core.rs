@@ -131,6 +131,8 @@ pub(crate) struct Inner {
     jobs: crate::jobs::Jobs,
     /// The sessions' goals ([`crate::jobs::goals`]).
     goals: crate::jobs::goals::Goals,
+    /// The worktrees clibot made ([`crate::worktrees::kept`]).
+    worktrees: crate::worktrees::kept::KeptWorktrees,
     /// The counted turns' usage ([`crate::usage::ledger`]).
     usage: crate::usage::ledger::Ledger,
     /// What the budgets did in their periods ([`crate::usage::budgets`]).
@@ -235,6 +237,8 @@ impl Daemon {
         warnings.extend(w);
         let (goals, w) = crate::jobs::goals::Goals::open(&state_dir);
         warnings.extend(w);
+        let (worktrees, w) = crate::worktrees::kept::KeptWorktrees::open(&state_dir);
+        warnings.extend(w);
         let (usage, w) = crate::usage::ledger::Ledger::open(&state_dir);
         warnings.extend(w);
         let (budgets, w) = crate::usage::budgets::Budgets::open(&state_dir);
@@ -249,6 +253,7 @@ impl Daemon {
                 outcomes,
                 jobs,
                 goals,
+                worktrees,
                 usage,
                 budgets,
                 chats,

@@ -378,6 +378,8 @@ fn run(
         tokio::spawn(async move { clock.job_clock().await });
         let budgets = daemon.clone();
         tokio::spawn(async move { budgets.budget_clock().await });
+        let worktrees = daemon.clone();
+        tokio::spawn(async move { worktrees.worktree_clock().await });
         tokio::spawn(wait_for_signal(shutdown.clone()));
         tokio::spawn(reload_on_hangup(daemon.clone(), shutdown.clone()));
         tokio::spawn(watchdog(shutdown.clone()));

@@ -219,3 +219,263 @@ fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_why_not() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// A fake `gh` on the daemon's PATH: signed in, and `pr create` records its arguments (one per
+/// line, in `gh.log`) and prints a pull request's address.
+fn fake_gh(dir: &Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).expect("mkdir");
+    let log = dir.join("gh.log");
+    let gh = dir.join("gh");
+    std::fs::write(
+        &gh,
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\" >> {log}; done\necho --- >> {log}\ncase \"$1\" in auth) exit 0;; pr) echo https://github.com/u/r/pull/7;; esac\n",
+            log = log.display()
+        ),
+    )
+    .expect("write gh");
+    std::fs::set_permissions(&gh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    log
+}
+
+/// Types `cmd` into session `name` and waits for `marker` (which `cmd` prints computed, so
+/// the typed line itself never matches).
+fn run_in(h: &Harness, name: &str, cmd: &str, marker: &str) {
+    h.ctl_ok(&["send", name, cmd]);
+    h.wait_screen(name, marker, |t| t.contains(marker));
+}
+
+const ID: &str = "-c user.name=S -c user.email=s@example.com";
+
+#[test]
+fn work_is_diffed_merged_pushed_and_cleaned_up_but_never_lost() {
+    let mut h = Harness::new();
+    let bin = h.work.join("bin");
+    let gh_log = fake_gh(&bin);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    h.start_daemon_env(&[], &[("PATH", &path)]);
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    std::fs::write(repo_dir.join("shared.txt"), "base\n").expect("write");
+    git(&repo_dir, &["add", "shared.txt"]);
+    git(
+        &repo_dir,
+        &[
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@example.com",
+            "commit",
+            "-qm",
+            "shared",
+        ],
+    );
+    let origin = h.work.join("origin.git");
+    git(&h.work, &["init", "-q", "--bare", "origin.git"]);
+    git(
+        &repo_dir,
+        &["remote", "add", "origin", &origin.display().to_string()],
+    );
+    git(&repo_dir, &["push", "-q", "origin", "main"]);
+    let r = repo_dir.display().to_string();
+    for name in ["one", "two"] {
+        h.ctl_ok(&["spawn", name, "--cli", "bash", "--dir", &r, "--worktree"]);
+    }
+    let wt =
+        |name: &str| std::path::PathBuf::from(show(&h, name)["dir"].as_str().unwrap_or_default());
+    let (one, two) = (wt("one"), wt("two"));
+    run_in(
+        &h,
+        "one",
+        &format!(
+            "echo one > shared.txt && echo extra > one.txt && git add -A && git {ID} commit -qm 'one: shared says one' && echo ok-$((1+1))"
+        ),
+        "ok-2",
+    );
+    run_in(
+        &h,
+        "two",
+        &format!(
+            "echo two > shared.txt && git {ID} commit -qam 'two: shared says two' && echo ok-$((2+2))"
+        ),
+        "ok-4",
+    );
+
+    // Diff: the stat, then the patch; --stat alone; one file's.
+    let d = h.ctl_ok(&["worktree", "diff", "one"]);
+    assert!(
+        d.contains("shared.txt") && d.contains("one.txt") && d.contains("+extra"),
+        "{d}"
+    );
+    let d = h.ctl_ok(&["worktree", "diff", "one", "--stat"]);
+    assert!(d.contains("one.txt") && !d.contains("+extra"), "{d}");
+    let d = h.ctl_ok(&["worktree", "diff", "one", "one.txt"]);
+    assert!(d.contains("+extra") && !d.contains("+one"), "{d}");
+
+    // Merge one: main moves forward, in the user's checkout too, which stays on main with its
+    // own uncommitted change.
+    let m = h.ctl_ok(&["worktree", "merge", "one"]);
+    assert!(
+        m.contains("merged 1 commit(s) of clibot/one into main"),
+        "{m}"
+    );
+    assert_eq!(git(&repo_dir, &["symbolic-ref", "--short", "HEAD"]), "main");
+    assert_eq!(
+        git(&repo_dir, &["rev-parse", "main"]),
+        git(&one, &["rev-parse", "HEAD"])
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo_dir.join("a.txt"))
+            .ok()
+            .as_deref(),
+        Some("one, changed by the user\n"),
+        "the user's own change is untouched"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo_dir.join("shared.txt"))
+            .ok()
+            .as_deref(),
+        Some("one\n")
+    );
+    let again = h.ctl_ok(&["worktree", "merge", "one"]);
+    assert!(again.contains("nothing that main lacks"), "{again}");
+
+    // The agent starts a rebase of its own that stops on the conflict; the daemon restarts.
+    run_in(
+        &h,
+        "two",
+        &format!("git {ID} rebase main >/dev/null 2>&1; echo rebase-$((3+3))"),
+        "rebase-6",
+    );
+    h.kill_daemon();
+    h.start_daemon_env(&[], &[("PATH", &path)]);
+    let main_before = git(&repo_dir, &["rev-parse", "main"]);
+    let e = h.ctl_err(&["worktree", "merge", "two"]);
+    assert!(
+        e.contains("a rebase is under way"),
+        "the agent's rebase is not clibot's to undo: {e}"
+    );
+    run_in(
+        &h,
+        "two",
+        "git rebase --abort; echo abort-$((4+4))",
+        "abort-8",
+    );
+    let two_before = git(&two, &["rev-parse", "HEAD"]);
+    let out = h.ctl(&["worktree", "merge", "two"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("conflicts in shared.txt") && said.contains("Nothing was changed"),
+        "{said}"
+    );
+    assert_eq!(git(&two, &["rev-parse", "HEAD"]), two_before);
+    assert_eq!(git(&repo_dir, &["rev-parse", "main"]), main_before);
+    assert_eq!(
+        git(&two, &["status", "--porcelain", "--untracked-files=no"]),
+        ""
+    );
+
+    // A pull request: the branch pushed, gh asked with the branch, base and a title.
+    let pr = h.ctl_ok(&["worktree", "pr", "two"]);
+    assert!(pr.contains("https://github.com/u/r/pull/7"), "{pr}");
+    let args = std::fs::read_to_string(&gh_log).unwrap_or_default();
+    assert!(args.contains("auth\nstatus\n"), "{args}");
+    assert!(
+        args.contains("pr\ncreate\n--head\nclibot/two\n--base\nmain\n--title\n"),
+        "{args}"
+    );
+    git(&origin, &["rev-parse", "--verify", "refs/heads/clibot/two"]);
+
+    // Discard asks for the name; nothing goes without it.
+    let e = h.ctl_err(&["worktree", "discard", "two"]);
+    assert!(
+        e.contains("type the session's name") && e.contains("--confirm two"),
+        "{e}"
+    );
+    let e = h.ctl_err(&["worktree", "discard", "two", "--confirm", "one"]);
+    assert!(e.contains("type the session's name"), "{e}");
+    assert!(two.is_dir());
+
+    // Stopped sessions: the clean-up removes the merged one and keeps the one with a new file.
+    run_in(&h, "two", "echo wip > wip.txt; echo wip-$((5+5))", "wip-10");
+    h.ctl_ok(&["stop", "one"]);
+    h.ctl_ok(&["stop", "two"]);
+    let list: Value =
+        serde_json::from_str(&h.ctl_ok(&["worktree", "list", "--json"])).expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(2), "{list:#}");
+    assert!(
+        list.as_array()
+            .is_some_and(|l| l.iter().all(|k| k["running"] == false)),
+        "{list:#}"
+    );
+    let p: Value = serde_json::from_str(&h.ctl_ok(&["worktree", "prune", "--json"])).expect("json");
+    assert_eq!(p["removed"], serde_json::json!(["one"]), "{p:#}");
+    assert!(
+        p["stale"]
+            .to_string()
+            .contains("two: 1 file(s) not committed"),
+        "{p:#}"
+    );
+    assert!(!one.exists() && two.join("wip.txt").exists());
+    assert!(!git(&repo_dir, &["branch", "--list", "clibot/one"]).contains("clibot/one"));
+
+    // With the name typed back: gone, branch and all.
+    let d = h.ctl_ok(&["worktree", "discard", "two", "--confirm", "two"]);
+    assert!(d.contains("discarded"), "{d}");
+    assert!(!two.exists());
+    assert!(!git(&repo_dir, &["branch", "--list", "clibot/two"]).contains("clibot/two"));
+    assert!(h.ctl_ok(&["worktree", "list"]).contains("no worktrees"));
+    let audit = h.ctl_ok(&["audit", "--json"]);
+    for action in [
+        "worktree merge",
+        "worktree pr",
+        "worktree discard",
+        "worktree prune",
+    ] {
+        assert!(audit.contains(action), "{action} audited: {audit}");
+    }
+}
+
+/// A session started again under its name goes on in the worktree its last run left, with
+/// what it left there; another branch for that name is refused, saying how to go on.
+#[test]
+fn a_session_started_again_goes_on_in_its_kept_worktree() {
+    let mut h = Harness::new();
+    h.start_daemon();
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    let r = repo_dir.display().to_string();
+    h.ctl_ok(&["spawn", "three", "--cli", "bash", "--dir", &r, "--worktree"]);
+    let dir = show(&h, "three")["dir"].clone();
+    run_in(
+        &h,
+        "three",
+        "echo draft > draft.txt; echo d-$((6+6))",
+        "d-12",
+    );
+    h.ctl_ok(&["stop", "three"]);
+    let e = h.ctl_err(&[
+        "spawn",
+        "three",
+        "--cli",
+        "bash",
+        "--dir",
+        &r,
+        "--worktree",
+        "other",
+    ]);
+    assert!(
+        e.contains("left its worktree on clibot/three") && e.contains("discard"),
+        "{e}"
+    );
+    h.ctl_ok(&["spawn", "three", "--cli", "bash", "--dir", &r, "--worktree"]);
+    assert_eq!(show(&h, "three")["dir"], dir);
+    run_in(&h, "three", "cat draft.txt; echo c-$((7+7))", "c-14");
+    assert!(h.ctl_ok(&["screen", "three"]).contains("draft"));
+}

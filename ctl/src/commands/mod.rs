@@ -4,7 +4,7 @@
 //! `sessions` (list, show, spawn, stop, restart, adopt, release, attach, delegate), `io` (send,
 //! keys, screen, answer, last), `chat` (chats, share, pairing, transcript), `ops` (status,
 //! events, metrics, rules, reload, audit), `automation` (the report of what followed automatic
-//! answers), `jobs` (add, list, show, remove, pause, resume, run), `prompts` (what waits for an answer), `script` (`wait` and `ask`, for scripts), `hook` (the CLIs' hook entry, which must never fail them). `output` is how sessions, events and rules look on a terminal and as JSON;
+//! answers), `jobs` (add, list, show, remove, pause, resume, run), `worktree` (diff, merge, pr, keep, discard, prune), `prompts` (what waits for an answer), `script` (`wait` and `ask`, for scripts), `hook` (the CLIs' hook entry, which must never fail them). `output` is how sessions, events and rules look on a terminal and as JSON;
 //! `audit_log` reads the audit log's files. Nothing here parses arguments, connects on its own
 //! (`main` hands each command a client) or reaches back into `main` or `doctor`.
 
@@ -25,3 +25,4 @@ pub mod prompts;
 pub mod script;
 pub mod sessions;
 pub mod usage;
+pub mod worktree;

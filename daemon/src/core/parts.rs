@@ -51,6 +51,11 @@ impl Daemon {
         &self.inner.goals
     }
 
+    /// The worktrees clibot made, running or stopped.
+    pub(crate) fn kept_worktrees(&self) -> &crate::worktrees::kept::KeptWorktrees {
+        &self.inner.worktrees
+    }
+
     /// The ledger of counted turns.
     pub(crate) fn usage(&self) -> &crate::usage::ledger::Ledger {
         &self.inner.usage

@@ -375,15 +375,33 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         cli_version: r.cli_version,
         conversation_id: r.cli_session_id,
         profile: r.profile,
-        worktree: r.worktree.map(|w| v1::Worktree {
-            repo: w.repo.display().to_string(),
-            path: w.path.display().to_string(),
-            branch: w.branch,
-            base: w.base,
-            base_commit: w.base_commit,
-            ..Default::default()
-        }),
+        worktree: r.worktree.map(worktree_to_proto),
     }
+}
+
+/// A worktree as the contract has it (its counts unread).
+pub(crate) fn worktree_to_proto(w: crate::worktrees::Worktree) -> v1::Worktree {
+    v1::Worktree {
+        repo: w.repo.display().to_string(),
+        path: w.path.display().to_string(),
+        branch: w.branch,
+        base: w.base,
+        base_commit: w.base_commit,
+        ..Default::default()
+    }
+}
+
+/// `w` with how it stands read into it.
+pub(crate) fn with_status(
+    mut w: v1::Worktree,
+    st: crate::worktrees::WorktreeStatus,
+) -> v1::Worktree {
+    w.read = true;
+    w.dirty = st.dirty;
+    w.ahead = st.ahead;
+    w.behind = st.behind;
+    w.missing = st.missing;
+    w
 }
 
 /// Converts a logged event; `None` for kinds this build does not know.

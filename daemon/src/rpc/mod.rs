@@ -34,6 +34,7 @@ mod sessions;
 mod turns;
 mod usage;
 mod watch;
+mod worktrees;
 
 pub use convert::event_to_proto;
 use convert::*;
@@ -624,6 +625,13 @@ impl Clibot for Service {
         req: Request<v1::LimitActionRequest>,
     ) -> Result<Response<v1::LimitActionResponse>, Status> {
         usage::limit_action(self, req).await
+    }
+
+    async fn worktree(
+        &self,
+        req: Request<v1::WorktreeRequest>,
+    ) -> Result<Response<v1::WorktreeResponse>, Status> {
+        worktrees::worktree(self, req).await
     }
 
     async fn list_budgets(

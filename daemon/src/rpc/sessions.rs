@@ -99,15 +99,9 @@ pub(super) async fn get_session(
     let rec = svc.daemon.get(&name)?;
     let worktree = rec.worktree.clone().filter(|_| details);
     let mut s = session_to_proto(&svc.daemon, rec);
-    if let Some(wt) = worktree
-        && let Some(w) = s.worktree.as_mut()
-    {
+    if let Some(wt) = worktree {
         let st = svc.daemon.worktree_status(&wt).await;
-        w.read = true;
-        w.dirty = st.dirty;
-        w.ahead = st.ahead;
-        w.behind = st.behind;
-        w.missing = st.missing;
+        s.worktree = Some(with_status(worktree_to_proto(wt), st));
     }
     Ok(Response::new(s))
 }

@@ -57,6 +57,7 @@ pub mod webhook;
 pub mod webhook_http;
 mod workspace;
 mod worktree;
+mod worktree_finish;
 
 pub use answer::Answered;
 pub use budgets::{BudgetView, budget_amount_words};
@@ -70,3 +71,4 @@ pub use limit_card::LimitAction;
 pub use outcomes::{Report, ReportRow};
 pub use reply::LastReply;
 pub use route::{RouteTask, Routed};
+pub use worktree_finish::{Pruned, WorktreeDone, WorktreeOp};

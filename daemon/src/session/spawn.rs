@@ -121,8 +121,10 @@ impl Daemon {
             Some(_) if self.get(&req.name).is_ok() => {
                 return Err(CoreError::AlreadyExists(req.name.clone()));
             }
-            Some(ask) => Some(self.make_worktree(&req.name, &dir, ask).await?),
+            Some(ask) => Some(self.make_worktree(&req.name, &req.owner, &dir, ask).await?),
         };
+        let taken_up = worktree.as_ref().is_some_and(|(_, t)| *t);
+        let worktree = worktree.map(|(w, _)| w);
         let dir = worktree.as_ref().map_or(dir, |w| w.path.clone());
         let id = new_id();
         let created = now_ms();
@@ -179,7 +181,7 @@ impl Daemon {
         });
         if let Err(e) = reserved {
             if let Some(w) = &worktree {
-                self.undo_worktree(w).await;
+                self.undo_worktree(&req.name, w, taken_up).await;
             }
             return Err(e);
         }
@@ -216,7 +218,7 @@ impl Daemon {
             Err(e) => {
                 self.sessions().remove(&req.name);
                 if let Some(w) = &worktree {
-                    self.undo_worktree(w).await;
+                    self.undo_worktree(&req.name, w, taken_up).await;
                 }
                 Err(e)
             }

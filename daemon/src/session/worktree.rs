@@ -9,6 +9,7 @@ use tracing::{info, warn};
 use crate::confine::beneath::Dir;
 use crate::core::Daemon;
 use crate::error::CoreError;
+use crate::worktrees::kept::Kept;
 use crate::worktrees::{Worktree, WorktreeAsk, WorktreeStatus, git, includes, repo_id};
 
 /// The largest file `.worktreeinclude` copies, and the list itself.
@@ -26,13 +27,23 @@ impl Daemon {
     /// Makes session `name`'s worktree of the repository `dir` lies in: a new branch
     /// (`clibot/NAME` unless named) from `ask.from` (else `HEAD`), in
     /// `WORKTREES/REPO-ID/NAME`, with the files `.worktreeinclude` lists copied in.
+    ///
+    /// A worktree kept from an earlier session of this name is taken up again instead (the
+    /// second value is then true), when it is of the same repository and no other branch or
+    /// base is asked: the session goes on where the last one stopped. It is recorded in the
+    /// table of kept worktrees as soon as it exists, so a daemon stopped before the session
+    /// starts still knows it.
     pub(crate) async fn make_worktree(
         &self,
         name: &str,
+        owner: &str,
         dir: &Path,
         ask: &WorktreeAsk,
-    ) -> Result<Worktree, CoreError> {
+    ) -> Result<(Worktree, bool), CoreError> {
         let repo = git::toplevel(dir).await.map_err(CoreError::Worktree)?;
+        if let Some(k) = self.kept_worktrees().get(name) {
+            return take_up(name, k, &repo, ask).map(|w| (w, true));
+        }
         git::refuse_filters(&repo)
             .await
             .map_err(CoreError::Worktree)?;
@@ -65,25 +76,65 @@ impl Daemon {
             .map_err(CoreError::Worktree)?;
         copy_includes(&repo, &path);
         info!(session = %name, branch = %branch, path = %path.display(), "worktree made");
-        Ok(Worktree {
+        let w = Worktree {
             repo,
             path,
             branch,
             base,
             base_commit,
-        })
+        };
+        self.kept_worktrees().insert(Kept {
+            session: name.to_string(),
+            owner: owner.to_string(),
+            worktree: w.clone(),
+            made_ms: crate::store::now_ms(),
+            ..Default::default()
+        });
+        Ok((w, false))
     }
 
-    /// Takes back a worktree made for a session that could not start in it.
-    pub(crate) async fn undo_worktree(&self, w: &Worktree) {
+    /// Takes back a worktree made for a session that could not start in it (one taken up
+    /// again from an earlier session stays: it holds that session's work).
+    pub(crate) async fn undo_worktree(&self, name: &str, w: &Worktree, taken_up: bool) {
+        if taken_up {
+            return;
+        }
         warn!(branch = %w.branch, "the session did not start: its new worktree is removed");
         git::undo_add(&w.repo, &w.path, &w.branch).await;
+        self.kept_worktrees().remove(name);
     }
 
     /// How worktree `w` stands against its base (git reads its folder: asked only by `show`).
     pub async fn worktree_status(&self, w: &Worktree) -> WorktreeStatus {
         git::status(&w.repo, &w.path, &w.branch, &w.base).await
     }
+}
+
+/// The worktree an earlier session `name` left, if a new session of that name may go on in it.
+fn take_up(name: &str, k: Kept, repo: &Path, ask: &WorktreeAsk) -> Result<Worktree, CoreError> {
+    let w = k.worktree;
+    let discard = format!("discard it first (clibotctl worktree discard {name} --confirm {name})");
+    if w.repo != repo {
+        return Err(CoreError::Worktree(format!(
+            "an earlier session {name} left a worktree of another repository ({}): pick another name, or {discard}",
+            w.repo.display()
+        )));
+    }
+    if (!ask.branch.is_empty() && ask.branch != w.branch) || !ask.from.is_empty() {
+        return Err(CoreError::Worktree(format!(
+            "an earlier session {name} left its worktree on {}: start without a branch or --from to go on there, pick another name, or {discard}",
+            w.branch
+        )));
+    }
+    if !w.path.is_dir() {
+        return Err(CoreError::Worktree(format!(
+            "an earlier session {name}'s worktree {} is gone (removed by hand?): {discard}; its branch {} is kept until then",
+            w.path.display(),
+            w.branch
+        )));
+    }
+    info!(session = %name, branch = %w.branch, "the session goes on in its kept worktree");
+    Ok(w)
 }
 
 /// Copies what `.worktreeinclude` lists (ignored files a checkout lacks: `.env`, local config)

@@ -10,7 +10,7 @@ use crate::safe_git;
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs safe git in `dir`; its standard output, or what it said on failure.
-async fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
+pub(super) async fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
     let out = tokio::time::timeout(LIMIT, safe_git::command(dir).args(args).output())
         .await
         .map_err(|_| format!("git {} took over {} s", args.join(" "), LIMIT.as_secs()))?

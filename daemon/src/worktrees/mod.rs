@@ -7,7 +7,9 @@
 //! fsmonitor, no pager; a repository that defines filter drivers is refused, because checking
 //! files out would run the programs they name.
 
+pub mod finish;
 pub mod git;
+pub mod kept;
 
 use std::path::{Path, PathBuf};
 
