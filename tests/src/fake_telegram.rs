@@ -861,6 +861,27 @@ impl FakeTelegram {
         }
     }
 
+    /// Waits for a file named `filename` sent with `sendDocument`; panics after 20 s.
+    pub fn wait_document(&self, filename: &str) -> Document {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(d) = self
+                .documents()
+                .into_iter()
+                .find(|d| d.filename == filename)
+            {
+                return d;
+            }
+            if Instant::now() >= deadline {
+                panic!(
+                    "timed out waiting for the file {filename}; sent so far: {:#?}",
+                    self.sent()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits until [`FakeTelegram::calls`] satisfies `pred` and returns it; panics after 20 s.
     pub fn wait_calls(
         &self,

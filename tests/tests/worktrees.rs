@@ -479,3 +479,103 @@ fn a_session_started_again_goes_on_in_its_kept_worktree() {
     run_in(&h, "three", "cat draft.txt; echo c-$((7+7))", "c-14");
     assert!(h.ctl_ok(&["screen", "three"]).contains("draft"));
 }
+
+/// From a chat: `!!worktree NAME` shows the card; **Diff** sends the patch as a file,
+/// **Merge** stops on a conflict with **Ask the agent to resolve** (which types into the
+/// session), **Discard** only says how to confirm; a member can neither merge nor discard an
+/// admin's worktree; `!!stop` tells what the worktree holds, and `!!discard NAME` removes it.
+#[test]
+fn a_worktree_is_finished_from_the_chat_with_its_buttons() {
+    use clibot_tests::fake_telegram::{self, texts};
+    const ADMIN: i64 = 100;
+    const ANN: i64 = 200;
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nallow = [\"{ANN}\"]\nadmins = [\"{ADMIN}\"]\nclis = [\"bash\"]\nsandbox = \"off\"\n"
+    ));
+    let said = |chat: i64, what: &str, needle: &str| {
+        tg.wait_sent(what, |s| texts(s, chat).iter().any(|t| t.contains(needle)));
+    };
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Admin",
+        &format!("!!new w bash {} wt", repo_dir.display()),
+    );
+    said(ADMIN, "started", "on branch clibot/w from main");
+    let dir = std::path::PathBuf::from(show(&h, "w")["dir"].as_str().unwrap_or_default());
+    run_in(
+        &h,
+        "w",
+        &format!(
+            "echo session > a.txt && git {ID} commit -qam 'w: a says session' && echo ok-$((8+8))"
+        ),
+        "ok-16",
+    );
+
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!worktree w");
+    let (card, data) = tg.buttons(ADMIN, "🌿 w (running) on clibot/w from main");
+    assert_eq!(data.len(), 5, "{data:?}");
+    tg.push_callback(ADMIN, ADMIN, card, &data[0]);
+    let doc = tg.wait_document("w.diff");
+    let patch = String::from_utf8_lossy(&doc.content);
+    assert!(
+        patch.contains("+session") && patch.contains("-one"),
+        "{patch}"
+    );
+
+    // The user commits their own change to the same file on main: the merge stops on it.
+    git(
+        &repo_dir,
+        &[
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@example.com",
+            "commit",
+            "-qam",
+            "user",
+        ],
+    );
+    let main_before = git(&repo_dir, &["rev-parse", "main"]);
+    tg.push_callback(ADMIN, ADMIN, card, &data[1]);
+    let (conflict, resolve) = tg.buttons(ADMIN, "conflicts in a.txt");
+    assert_eq!(git(&repo_dir, &["rev-parse", "main"]), main_before);
+    tg.push_callback(ADMIN, ADMIN, conflict, &resolve[0]);
+    said(ADMIN, "asked", "asked w to rebase on main");
+    h.wait_screen("w", "the request typed", |t| {
+        t.contains("Please rebase this branch")
+    });
+
+    // Discard from a button only says what would go and how to confirm.
+    tg.push_callback(ADMIN, ADMIN, card, &data[4]);
+    said(ADMIN, "how to discard", "!!discard w");
+    assert!(dir.is_dir());
+
+    // A member gets nothing of an admin's worktree.
+    tg.push_message(ANN, ANN, "Ann", "!!worktree w merge");
+    said(ANN, "refused merge", "no session named \"w\"");
+    tg.push_message(ANN, ANN, "Ann", "!!discard w");
+    tg.wait_sent("refused discard", |s| {
+        texts(s, ANN)
+            .iter()
+            .filter(|t| t.contains("no session named \"w\""))
+            .count()
+            >= 2
+    });
+    assert!(dir.is_dir());
+
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!stop w");
+    said(
+        ADMIN,
+        "what it holds",
+        "the worktree on clibot/w is kept (1 commit(s) ahead of main",
+    );
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!discard w");
+    said(ADMIN, "discarded", "discarded");
+    assert!(!dir.exists());
+    assert!(!git(&repo_dir, &["branch", "--list", "clibot/w"]).contains("clibot/w"));
+    let _ = g.kill();
+    let _ = g.wait();
+}

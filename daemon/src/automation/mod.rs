@@ -309,12 +309,14 @@ impl Automation {
         &'a self,
         dir: &'a Path,
         home: &'a Path,
+        protected: &'a [crate::automation::shell::Protected],
     ) -> crate::automation::shell::GuardContext<'a> {
         crate::automation::shell::GuardContext {
             session_dir: dir,
             home,
             secret_paths: &self.secrets,
             allow_paths: &self.allow_paths,
+            protected,
         }
     }
 
@@ -322,6 +324,16 @@ impl Automation {
     /// judged on its parsed form; a path is resolved and checked; anything else is read for
     /// the built-in dangers and paths outside the session's directory.
     pub fn guard(&self, p: &Prompt, dir: &Path) -> Option<String> {
+        self.guard_among(p, dir, &[])
+    }
+
+    /// [`Automation::guard`], with the worktrees a session's git commands must not reach.
+    pub fn guard_among(
+        &self,
+        p: &Prompt,
+        dir: &Path,
+        protected: &[crate::automation::shell::Protected],
+    ) -> Option<String> {
         let hay = format!("{}\n{}", p.subject, p.text);
         // `[guard] patterns` (the user's own) apply to every prompt.
         for (what, re) in self.guard.iter().skip(BUILTIN_GUARD.len()) {
@@ -330,7 +342,7 @@ impl Automation {
             }
         }
         let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let ctx = self.context(dir, &home);
+        let ctx = self.context(dir, &home, protected);
         if is_command(p) {
             if let crate::automation::shell::Verdict::Guarded(why) =
                 crate::automation::shell::judge(&p.subject, &[], &ctx)
@@ -406,7 +418,7 @@ impl Automation {
     /// What to do with a prompt the guard let through, for session `session` of CLI `cli`.
     pub fn plan(&self, p: &Prompt, cli: &str, session: &str, dir: &Path) -> Plan {
         let home = self.home.clone().unwrap_or_else(|| PathBuf::from("/"));
-        let ctx = self.context(dir, &home);
+        let ctx = self.context(dir, &home, &[]);
         for (i, r) in self.rules.iter().enumerate() {
             if !r.matches(p, cli, session, &ctx) {
                 continue;

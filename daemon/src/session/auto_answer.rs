@@ -54,10 +54,13 @@ impl Daemon {
     /// publication (still being answered automatically, or left to a person).
     fn prepare_prompt(&self, session: &str, mut p: Prompt) -> (Prompt, Option<Plan>) {
         let a = self.automation();
+        let protected = self.protected_worktrees(session);
         // The prompt is weighed against the session's state and the session marked with what
         // answers it, as one step: an automatic answer is decided once.
         let plan = self.sessions().update(session, |e| {
-            p.warning = a.guard(&p, &e.rec.dir).unwrap_or_default();
+            p.warning = a
+                .guard_among(&p, &e.rec.dir, &protected)
+                .unwrap_or_default();
             // When it began to wait: from its first publication.
             let first = e
                 .rec

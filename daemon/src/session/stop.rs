@@ -37,6 +37,9 @@ impl Daemon {
                         },
                     );
                 }
+                if let Some(w) = &rec.worktree {
+                    self.worktree_left(name, w).await;
+                }
                 self.event(
                     name,
                     &rec.id,

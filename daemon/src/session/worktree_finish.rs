@@ -99,6 +99,34 @@ impl Daemon {
             .collect()
     }
 
+    /// What session `name`'s git commands must not reach without a person: the other
+    /// sessions' worktrees and branches, and — for a session in a worktree — its repository's
+    /// own checkout, where the user works.
+    pub(crate) fn protected_worktrees(
+        &self,
+        name: &str,
+    ) -> Vec<crate::automation::shell::Protected> {
+        use crate::automation::shell::Protected;
+        let all = self.kept_worktrees().all();
+        let mut out: Vec<Protected> = all
+            .iter()
+            .filter(|k| k.session != name)
+            .map(|k| Protected {
+                path: k.worktree.path.clone(),
+                branch: k.worktree.branch.clone(),
+                whose: format!("session {}", k.session),
+            })
+            .collect();
+        if let Some(own) = all.iter().find(|k| k.session == name) {
+            out.push(Protected {
+                path: own.worktree.repo.clone(),
+                branch: String::new(),
+                whose: "the repository's own checkout".into(),
+            });
+        }
+        out
+    }
+
     /// Whether session `name` runs now.
     fn runs(&self, name: &str) -> bool {
         self.get(name).is_ok_and(|r| !r.state.is_exited())
@@ -385,6 +413,28 @@ impl Daemon {
             }
         }
         out
+    }
+
+    /// A worktree session stopped: its chats hear what its worktree holds and what to do
+    /// with it (before the session's topic closes).
+    pub(crate) async fn worktree_left(&self, name: &str, w: &crate::worktrees::Worktree) {
+        let st = self.worktree_status(w).await;
+        let holds = if st.missing {
+            "its folder is gone".to_string()
+        } else {
+            format!(
+                "{} commit(s) ahead of {}, {} file(s) not committed",
+                st.ahead, w.base, st.dirty
+            )
+        };
+        self.notice(
+            name,
+            "worktree",
+            &format!(
+                "🌿 the worktree on {} is kept ({holds}): !!worktree {name} to see its diff, merge it, open a pull request or discard it",
+                w.branch
+            ),
+        );
     }
 
     /// The daily clean-up: prunes, then tells each stale worktree's chats (once a day, not for

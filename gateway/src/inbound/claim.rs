@@ -53,6 +53,11 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::JobAdd { .. }
         | Command::Goal { .. } => true,
         Command::Budget { lift } => lift.is_some(),
+        Command::Discard { .. } => true,
+        // A card or a diff shows; a merge, a pull request or a keep acts.
+        Command::Worktree { word, .. } => {
+            word.is_some_and(|w| !matches!(w, clibot_gateway::command::WorktreeWord::Diff))
+        }
         Command::Help { .. }
         | Command::Sessions
         | Command::Discover

@@ -17,6 +17,7 @@ use crate::platforms::{Inbound, Platform};
 mod commands;
 mod files_in;
 mod job_card;
+mod worktree_card;
 
 /// The pseudo-prompt id prefix of a `discover` button: `d.ID` adopts CLI ID.
 pub(crate) const DISCOVERED: &str = "d.";

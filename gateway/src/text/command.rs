@@ -30,7 +30,7 @@ pub mod job_add;
 mod names;
 mod new;
 mod suggest;
-pub use choices::{JobAction, UsageSpan};
+pub use choices::{JobAction, UsageSpan, WorktreeWord};
 pub use error::CommandError;
 use error::command_list;
 pub use names::CommandName;
@@ -191,6 +191,15 @@ pub enum Command {
     Usage { span: UsageSpan },
     /// `budget [lift NAME]`: the budgets, or lift one.
     Budget { lift: Option<String> },
+    /// `worktree [NAME] [WORD [ARG]]`: a session's worktree card, or one of its actions
+    /// (ARG: the file to diff, the branch to merge into).
+    Worktree {
+        name: Option<String>,
+        word: Option<WorktreeWord>,
+        arg: Option<String>,
+    },
+    /// `discard NAME`: delete NAME's worktree and branch (the name is the confirmation).
+    Discard { name: String },
     /// `goal NAME [CMD…|off]`: set, end (`off`) or show (neither) session NAME's goal.
     Goal {
         name: String,
@@ -241,6 +250,8 @@ impl Command {
             Command::Jobs => CommandName::Jobs,
             Command::Usage { .. } => CommandName::Usage,
             Command::Budget { .. } => CommandName::Budget,
+            Command::Worktree { .. } => CommandName::Worktree,
+            Command::Discard { .. } => CommandName::Discard,
             Command::Job { .. } | Command::JobAdd { .. } => CommandName::Job,
             Command::Goal { .. } => CommandName::Goal,
         }
@@ -500,6 +511,33 @@ impl CommandParser {
                 };
                 a.no_more(&mut tokens)?;
                 Command::Budget { lift }
+            }
+            CommandName::Worktree => {
+                let name = tokens.next().map(|t| a.name("NAME", Some(t))).transpose()?;
+                let word = match tokens.next() {
+                    None => None,
+                    Some(w) => Some(
+                        WorktreeWord::ALL
+                            .into_iter()
+                            .find(|x| x.as_str().eq_ignore_ascii_case(w))
+                            .ok_or_else(|| {
+                                a.invalid("ACTION", w, "diff, merge, pr or keep".into())
+                            })?,
+                    ),
+                };
+                let arg = match word {
+                    Some(WorktreeWord::Diff | WorktreeWord::Merge) => {
+                        tokens.next().map(str::to_string)
+                    }
+                    _ => None,
+                };
+                a.no_more(&mut tokens)?;
+                Command::Worktree { name, word, arg }
+            }
+            CommandName::Discard => {
+                let name = a.name("NAME", tokens.next())?;
+                a.no_more(&mut tokens)?;
+                Command::Discard { name }
             }
             CommandName::Goal => {
                 let name = a.name("NAME", tokens.next())?;
@@ -1484,6 +1522,12 @@ mod props {
                     parts.push(name.clone());
                 }
             }
+            Command::Worktree { name, word, arg } => {
+                parts.extend(name.clone());
+                parts.extend(word.map(|w| w.as_str().to_string()));
+                parts.extend(arg.clone());
+            }
+            Command::Discard { name } => parts.push(name.clone()),
             Command::Job { action, name } => {
                 parts.push(action.as_str().into());
                 parts.push(name.clone());
@@ -1585,6 +1629,17 @@ mod props {
             Just(Command::Jobs),
             prop::sample::select(UsageSpan::ALL.to_vec()).prop_map(|span| Command::Usage { span }),
             prop::option::of(name()).prop_map(|lift| Command::Budget { lift }),
+            (
+                name(),
+                prop::sample::select(WorktreeWord::ALL.to_vec()),
+                prop::option::of(name())
+            )
+                .prop_map(|(name, word, arg)| Command::Worktree {
+                    name: Some(name),
+                    word: Some(word),
+                    arg: arg.filter(|_| matches!(word, WorktreeWord::Diff | WorktreeWord::Merge)),
+                }),
+            name().prop_map(|name| Command::Discard { name }),
             (name(), "[a-z][a-z0-9 ./_-]{0,30}[a-z0-9]")
                 .prop_filter("not off", |(_, u)| !u.eq_ignore_ascii_case("off"))
                 .prop_map(|(name, until)| Command::Goal {

@@ -47,6 +47,7 @@ fn with_ctx<T>(allow: &[&str], f: impl FnOnce(&GuardContext) -> T) -> T {
         home: Path::new(HOME),
         secret_paths: &secrets,
         allow_paths: &allow,
+        protected: &[],
     };
     f(&ctx)
 }

@@ -124,7 +124,9 @@ fn danger(words: &[Word], cwds: &[Option<PathBuf>], ctx: &GuardContext) -> Optio
             return Some("a recursive forced delete (rm -rf)".into());
         }
         "find" => return find_danger(words, cwds, ctx),
-        "git" => return git_push_danger(args),
+        "git" => {
+            return git_push_danger(args).or_else(|| super::worktrees::danger(args, cwds, ctx));
+        }
         "crontab" if !(args.len() == 1 && args[0].text == "-l") => {
             return Some("crontab (installs commands that run later)".into());
         }

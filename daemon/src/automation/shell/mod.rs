@@ -21,6 +21,7 @@ mod guard;
 mod parse;
 mod paths;
 mod rules;
+mod worktrees;
 
 #[cfg(test)]
 mod corpus_tests;
@@ -29,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 pub use parse::{Base, Redirect, RedirectKind, SimpleCommand, Word};
 pub use rules::CommandPattern;
+pub use worktrees::Protected;
 
 /// Where a command runs and what the guard must know about the machine.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +44,9 @@ pub struct GuardContext<'a> {
     /// `[guard] allow_paths`: places outside the session's directory that may be written.
     /// They lift only the "outside the session's directory" rule, never a protected place.
     pub allow_paths: &'a [PathBuf],
+    /// Other sessions' worktrees (and, for a session in a worktree, the repository's own
+    /// checkout): git never removes, deletes or resets them without a person.
+    pub protected: &'a [Protected],
 }
 
 /// What may be done with a command without a person.

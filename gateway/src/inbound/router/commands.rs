@@ -315,6 +315,12 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::job_card::JOB_CARD)) {
                     return Ok(Some(self.job_card_answer(c, msg, id, &choice).await?));
                 }
+                // A press on a worktree's card or its conflict card.
+                if let Some(id) = msg.prompt.as_deref().filter(|p| {
+                    p.starts_with(super::worktree_card::WORKTREE_CARD) || p.starts_with(super::worktree_card::CONFLICT_CARD)
+                }) {
+                    return self.worktree_answer(c, msg, id, &choice).await;
+                }
                 // A press on a usage limit's Resume at reset / Delegate now.
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(crate::outbound::render::LIMIT_CARD)) {
                     return Ok(Some(self.limit_answer(c, msg, id, &choice).await?));
@@ -388,6 +394,10 @@ impl Router {
                 c.lift_budget(self.req(msg, v1::LiftBudgetRequest { name: name.clone() })).await?;
                 format!("💰 budget {name} lifted for the rest of its period; held input goes now")
             }
+            Command::Worktree { name, word, arg } => {
+                return self.worktree_command(c, msg, name.or(bound), word, arg).await;
+            }
+            Command::Discard { name } => return self.worktree_discard(c, msg, name).await,
             Command::Budget { lift: None } => {
                 let r = c.list_budgets(self.req(msg, v1::ListBudgetsRequest {})).await?.into_inner();
                 budgets_text(&r.budgets)

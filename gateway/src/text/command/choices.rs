@@ -61,3 +61,31 @@ impl JobAction {
         }
     }
 }
+
+/// What `worktree NAME WORD` does (no word: the card with its buttons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorktreeWord {
+    Diff,
+    Merge,
+    Pr,
+    Keep,
+}
+
+impl WorktreeWord {
+    pub const ALL: [WorktreeWord; 4] = [
+        WorktreeWord::Diff,
+        WorktreeWord::Merge,
+        WorktreeWord::Pr,
+        WorktreeWord::Keep,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorktreeWord::Diff => "diff",
+            WorktreeWord::Merge => "merge",
+            WorktreeWord::Pr => "pr",
+            WorktreeWord::Keep => "keep",
+        }
+    }
+}

@@ -40,11 +40,13 @@ pub enum CommandName {
     Job,
     Goal,
     Budget,
+    Worktree,
+    Discard,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 32] = [
+    pub const ALL: [CommandName; 34] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -77,6 +79,8 @@ impl CommandName {
         CommandName::Job,
         CommandName::Goal,
         CommandName::Budget,
+        CommandName::Worktree,
+        CommandName::Discard,
     ];
 
     /// The word typed after the prefix.
@@ -114,6 +118,8 @@ impl CommandName {
             CommandName::Job => "job",
             CommandName::Goal => "goal",
             CommandName::Budget => "budget",
+            CommandName::Worktree => "worktree",
+            CommandName::Discard => "discard",
         }
     }
 
@@ -142,6 +148,8 @@ impl CommandName {
             CommandName::Goal => "NAME [CMD…|off]",
             CommandName::Usage => "[day|week|month]",
             CommandName::Budget => "[lift NAME]",
+            CommandName::Worktree => "[NAME] [diff [FILE]|merge [BRANCH]|pr|keep]",
+            CommandName::Discard => "NAME",
             CommandName::Rules
             | CommandName::Jobs
             | CommandName::Sessions
@@ -220,6 +228,12 @@ impl CommandName {
             CommandName::Budget => {
                 "the budgets and what they used this period; lift NAME lets the input a spent budget holds go (admins)"
             }
+            CommandName::Worktree => {
+                "session NAME's git worktree on a card: Diff, Merge, Open PR, Keep, Discard (without NAME: the worktrees you may finish)"
+            }
+            CommandName::Discard => {
+                "delete session NAME's worktree and its branch, whatever they hold (typing the name is the confirmation)"
+            }
         }
     }
 
@@ -282,6 +296,12 @@ impl CommandName {
             CommandName::Usage => "Example: {p}usage week. Admins see every session's.",
             CommandName::Budget => {
                 "Budgets are set in the config ([[budgets]]); a lift lasts until the period ends."
+            }
+            CommandName::Worktree => {
+                "Example: {p}worktree api, then a button; or {p}worktree api merge, {p}worktree api diff src/main.rs (docs/WORKTREES.md)."
+            }
+            CommandName::Discard => {
+                "Example: {p}discard api. Nothing asks again: the name typed is the confirmation."
             }
             CommandName::Job => {
                 "Example: {p}job add nightly session=api cron=\"0 9 * * 1-5\" tz=Europe/Berlin prompt=Run the tests — fields key=value (session, cli, dir, cron, tz, every, at, after, idle, gate, overlap, missed, max_runs_per_day, quiet, pause_after_failures), prompt=TEXT last; {p}job run nightly, {p}job pause nightly."
