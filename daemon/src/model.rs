@@ -168,7 +168,7 @@ pub struct SessionRecord {
     pub(crate) profile: String,
     /// Its git worktree (`spawn --worktree`): where it works, on which branch, from what.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) worktree: Option<crate::worktrees::Worktree>,
+    pub(crate) worktree: Option<Worktree>,
     /// Who asked to cancel the running turn, written before the CLI is interrupted: a daemon
     /// that dies before it records the cancel leaves the next one to report the turn's end as
     /// cancelled, not completed. Empty when no cancel is under way.
@@ -715,6 +715,22 @@ pub struct PlanWindow {
     pub used_percent: f64,
     /// When it resets (ms since the epoch); 0: not said.
     pub resets_at_ms: i64,
+}
+
+/// A session's worktree, kept in its record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Worktree {
+    /// The repository's top folder (the user's checkout).
+    pub repo: PathBuf,
+    /// The worktree's folder: where the session works.
+    pub path: PathBuf,
+    /// Its branch (`clibot/NAME` unless named).
+    pub branch: String,
+    /// What it was made from, as given (`main`, a tag, a commit) or the branch `HEAD` was on.
+    pub base: String,
+    /// The commit it was made from.
+    pub base_commit: String,
 }
 
 #[cfg(test)]

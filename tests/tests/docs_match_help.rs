@@ -58,6 +58,9 @@ fn parse(words: &[String], commands: &BTreeSet<String>) -> Option<(Vec<String>, 
         "patterns" => &["test"],
         "hooks" => &["install", "uninstall", "status"],
         "jobs" => &["add", "list", "show", "remove", "pause", "resume", "run"],
+        "worktree" => &[
+            "list", "diff", "merge", "pr", "keep", "discard", "resolve", "prune",
+        ],
         _ => &[],
     };
     if let Some(sub) = words.get(i + 1)

@@ -13,7 +13,7 @@ pub mod kept;
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 /// `[worktrees]`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -24,21 +24,8 @@ pub struct WorktreesConfig {
     pub dir: Option<PathBuf>,
 }
 
-/// A session's worktree, kept in its record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Worktree {
-    /// The repository's top folder (the user's checkout).
-    pub repo: PathBuf,
-    /// The worktree's folder: where the session works.
-    pub path: PathBuf,
-    /// Its branch (`clibot/NAME` unless named).
-    pub branch: String,
-    /// What it was made from, as given (`main`, a tag, a commit) or the branch `HEAD` was on.
-    pub base: String,
-    /// The commit it was made from.
-    pub base_commit: String,
-}
+/// A session's worktree: kept in its record, so defined with the record.
+pub use crate::model::Worktree;
 
 /// What `spawn --worktree [BRANCH] [--from REF]` asks.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
