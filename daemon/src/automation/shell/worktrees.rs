@@ -108,7 +108,7 @@ pub(crate) fn danger(
                 // `checkout -- FILE`, `checkout .`, `restore FILE`: the changes there go.
                 _ => true,
             };
-            if discards && let Some(p) = dirs.iter().find_map(|d| inside(d)) {
+            if discards && let Some(p) = dirs.iter().find_map(inside) {
                 return Some(format!(
                     "git {sub} in {}'s worktree (its uncommitted work would go)",
                     p.whose
