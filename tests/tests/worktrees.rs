@@ -579,3 +579,41 @@ fn a_worktree_is_finished_from_the_chat_with_its_buttons() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// A new session in a repository with changes not committed, or where another session works,
+/// is told so; **Isolate** (or `clibotctl worktree isolate`) starts it again in a worktree of
+/// its own — only before anything was typed into it.
+#[test]
+fn a_session_sharing_a_repository_is_offered_a_worktree_of_its_own() {
+    use clibot_tests::fake_telegram::{self, texts};
+    const ADMIN: i64 = 100;
+    let (h, tg, mut g) = fake_telegram::started(&format!(
+        "\n[access.telegram]\npolicy = \"allowlist\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    let r = repo_dir.display().to_string();
+    let out = h.ctl_ok(&["spawn", "a", "--cli", "bash", "--dir", &r]);
+    assert!(
+        out.contains("1 change(s) not committed") && out.contains("clibotctl worktree isolate a"),
+        "{out}"
+    );
+    tg.push_message(ADMIN, ADMIN, "Admin", &format!("!!new b bash {r}"));
+    let (card, data) = tg.buttons(ADMIN, "session a works in this repository too");
+    tg.push_callback(ADMIN, ADMIN, card, &data[0]);
+    tg.wait_sent("isolated", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("b started again in a worktree of its own, on branch clibot/b"))
+    });
+    let b = show(&h, "b");
+    assert_eq!(b["worktree"]["branch"], "clibot/b", "{b:#}");
+    assert_ne!(b["dir"].as_str(), Some(r.as_str()));
+    // Once it was given work where it is, it stays there.
+    run_in(&h, "a", "echo w-$((9+9))", "w-18");
+    let e = h.ctl_err(&["worktree", "isolate", "a"]);
+    assert!(e.contains("already given work"), "{e}");
+    assert!(show(&h, "a")["worktree"].is_null());
+    let _ = g.kill();
+    let _ = g.wait();
+}

@@ -68,6 +68,7 @@ pub fn session_json(s: &v1::Session) -> Value {
         "server": (!s.server.is_empty()).then_some(&s.server),
         "unmanaged": s.unmanaged,
         "attach_command": s.attach_command,
+        "isolate": (!s.isolate.is_empty()).then_some(&s.isolate),
         "prompt": s.prompt.as_ref().map(prompt_json), "stalled": s.stalled,
         "queued_inputs": s.queued_inputs, "error": s.error, "exit_reason": s.exit_reason,
         "delegate": s.delegate, "delegated_from": s.delegated_from,

@@ -129,6 +129,12 @@ pub async fn spawn(c: &mut Client, req: v1::SpawnSessionRequest, json: bool) -> 
             w.branch, w.base, w.repo
         );
     }
+    if !s.isolate.is_empty() {
+        println!(
+            "note: {}; `clibotctl worktree isolate {}` starts it again in a worktree of its own (before you send it anything)",
+            s.isolate, s.name
+        );
+    }
     Ok(())
 }
 

@@ -51,6 +51,9 @@ pub enum WorktreeAction {
         #[arg(long)]
         into: Option<String>,
     },
+    /// Start a session just spawned outside a worktree again in one of its own (nothing may
+    /// have been typed into it yet).
+    Isolate { name: String },
     /// Remove the worktrees of stopped sessions that are clean and merged or pushed; list the
     /// rest as stale.
     Prune {
@@ -95,6 +98,10 @@ pub async fn run(c: &mut Client, action: WorktreeAction) -> anyhow::Result<()> {
             req.session = name;
             req.confirm = confirm.unwrap_or_default();
             (A::Discard, false)
+        }
+        WorktreeAction::Isolate { name } => {
+            req.session = name;
+            (A::Isolate, false)
         }
         WorktreeAction::Resolve { name, into } => {
             req.session = name;

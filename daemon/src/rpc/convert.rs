@@ -376,6 +376,7 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         conversation_id: r.cli_session_id,
         profile: r.profile,
         worktree: r.worktree.map(worktree_to_proto),
+        isolate: String::new(),
     }
 }
 

@@ -148,7 +148,10 @@ pub(super) async fn spawn_session(
         }),
     };
     let rec = svc.daemon.spawn(req).await?;
-    Ok(Response::new(session_to_proto(&svc.daemon, rec)))
+    let isolate = svc.daemon.isolate_hint(&rec).await;
+    let mut s = session_to_proto(&svc.daemon, rec);
+    s.isolate = isolate;
+    Ok(Response::new(s))
 }
 
 pub(super) async fn stop_session(

@@ -46,6 +46,28 @@ pub(super) async fn worktree(
                 ..Default::default()
             }));
         }
+        A::Isolate => {
+            let done = svc.daemon.isolate(&actor, &r.session).await;
+            let refused = done.as_ref().err().map(ToString::to_string);
+            svc.daemon.audit(
+                &actor,
+                &r.session,
+                "worktree isolate",
+                refused.as_deref().map_or(Ok(()), Err),
+            );
+            let rec = done?;
+            let w = rec.worktree.clone().unwrap_or_default();
+            return Ok(Response::new(v1::WorktreeResponse {
+                text: format!(
+                    "{} started again in a worktree of its own, on branch {} from {} ({})",
+                    rec.name,
+                    w.branch,
+                    w.base,
+                    w.path.display()
+                ),
+                ..Default::default()
+            }));
+        }
         A::Diff => WorktreeOp::Diff { file: r.file },
         A::Merge => WorktreeOp::Merge { into: r.into },
         A::Pr => WorktreeOp::Pr,
@@ -54,7 +76,7 @@ pub(super) async fn worktree(
         A::Resolve => WorktreeOp::Resolve { into: r.into },
         A::Unspecified => {
             return Err(Status::invalid_argument(
-                "action: list, diff, merge, pr, keep, discard, resolve or prune",
+                "action: list, diff, merge, pr, keep, discard, resolve, prune or isolate",
             ));
         }
     };

@@ -58,6 +58,7 @@ pub mod webhook_http;
 mod workspace;
 mod worktree;
 mod worktree_finish;
+mod worktree_isolate;
 
 pub use answer::Answered;
 pub use budgets::{BudgetView, budget_amount_words};

@@ -157,13 +157,14 @@ impl Router {
                 };
                 let s = c.spawn_session(self.req(msg, req)).await?.into_inner();
                 let wt = s.worktree.as_ref().map(|w| format!(" on branch {} from {} (a worktree of {})", w.branch, w.base, w.repo)).unwrap_or_default();
-                match self.place(c, msg, &name).await {
+                let text = match self.place(c, msg, &name).await {
                     Ok(place) => format!("started {} ({}) in {}{wt}; {place}", s.name, s.cli, s.dir),
                     Err(e) if matches!(e.code(), tonic::Code::PermissionDenied | tonic::Code::FailedPrecondition) => {
                         format!("started {} ({}) in {}{wt}; {}", s.name, s.cli, s.dir, e.message())
                     }
                     Err(e) => return Err(e),
-                }
+                };
+                return Ok(self.isolate_offer(msg, &s, text).await);
             }
             Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
             Command::Status => {
@@ -315,10 +316,8 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::job_card::JOB_CARD)) {
                     return Ok(Some(self.job_card_answer(c, msg, id, &choice).await?));
                 }
-                // A press on a worktree's card or its conflict card.
-                if let Some(id) = msg.prompt.as_deref().filter(|p| {
-                    p.starts_with(super::worktree_card::WORKTREE_CARD) || p.starts_with(super::worktree_card::CONFLICT_CARD)
-                }) {
+                // A press on a worktree's card, its conflict card or an Isolate offer.
+                if let Some(id) = msg.prompt.as_deref().filter(|p| super::worktree_card::is_worktree_card(p)) {
                     return self.worktree_answer(c, msg, id, &choice).await;
                 }
                 // A press on a usage limit's Resume at reset / Delegate now.

@@ -16,6 +16,15 @@ use crate::platforms::Inbound;
 pub(crate) const WORKTREE_CARD: &str = "w.";
 /// A merge's conflict card (**Ask the agent to resolve**): `wc.NAME`.
 pub(crate) const CONFLICT_CARD: &str = "wc.";
+/// The **Isolate** offer under a new session's reply: `wi.NAME`.
+pub(crate) const ISOLATE_CARD: &str = "wi.";
+
+/// Whether a pressed button's prompt id is one of these cards'.
+pub(crate) fn is_worktree_card(id: &str) -> bool {
+    [WORKTREE_CARD, CONFLICT_CARD, ISOLATE_CARD]
+        .iter()
+        .any(|p| id.starts_with(p))
+}
 
 const BUTTONS: [&str; 5] = ["Diff", "Merge", "Open PR", "Keep", "Discard"];
 
@@ -122,6 +131,8 @@ impl Router {
     ) -> Result<Option<String>, tonic::Status> {
         let (name, action) = if let Some(name) = prompt.strip_prefix(CONFLICT_CARD) {
             (name, A::Resolve)
+        } else if let Some(name) = prompt.strip_prefix(ISOLATE_CARD) {
+            (name, A::Isolate)
         } else {
             let name = prompt.strip_prefix(WORKTREE_CARD).unwrap_or_default();
             let action = match choice {
@@ -141,6 +152,33 @@ impl Router {
             ..Default::default()
         };
         self.worktree_do(c, msg, req).await
+    }
+
+    /// The reply to `!!new`: with an **Isolate** button when the daemon says the new session
+    /// shares its repository with another or with changes not committed.
+    pub(super) async fn isolate_offer(
+        &self,
+        msg: &Inbound,
+        s: &v1::Session,
+        text: String,
+    ) -> Option<String> {
+        if s.isolate.is_empty() {
+            return Some(text);
+        }
+        let text = format!(
+            "{text}\n⚠️ {}. Isolate starts {} again in a git worktree of its own (only before anything is typed into it).",
+            s.isolate, s.name
+        );
+        let text = self.platform.redact(&text).into_owned();
+        let id = format!("{ISOLATE_CARD}{}", s.name);
+        match self
+            .platform
+            .send_prompt(&msg.chat, &id, &text, &["Isolate".to_string()])
+            .await
+        {
+            Ok(_) => None,
+            Err(_) => Some(text),
+        }
     }
 
     /// `!!discard NAME`: the name typed is the confirmation.
