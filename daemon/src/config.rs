@@ -268,6 +268,7 @@ pub const DAEMON_SECTIONS: &[&str] = &[
     "triggers",
     "usage",
     "budgets",
+    "worktrees",
 ];
 
 /// Top-level sections of the config file that neither the daemon nor the gateway reads (a
@@ -615,6 +616,19 @@ mod tests {
 
     fn parse(s: &str) -> Result<Config, ConfigError> {
         Config::parse(s, Path::new("test.toml"))
+    }
+
+    /// Every section of the daemon's config is read (a section missing from
+    /// `DAEMON_SECTIONS` would be dropped before parsing, silently).
+    #[test]
+    fn every_section_is_read() {
+        let c = parse(
+            "[worktrees]\ndir = \"/wt\"\nsetup = [\"true\"]\nsummary = true\n[usage]\nfooter = true\n",
+        )
+        .expect("parses");
+        assert_eq!(c.worktrees.dir.as_deref(), Some(Path::new("/wt")));
+        assert_eq!((c.worktrees.setup.len(), c.worktrees.summary), (1, true));
+        assert!(unknown_sections("[worktrees]\n[usage]\n[budgets]\n").is_empty());
     }
 
     #[test]

@@ -617,3 +617,78 @@ fn a_session_sharing_a_repository_is_offered_a_worktree_of_its_own() {
     let _ = g.kill();
     let _ = g.wait();
 }
+
+/// `[worktrees] setup` runs in a new worktree before its session starts (one that fails fails
+/// the spawn and leaves nothing behind); with `summary = true` a turn's end tells which files
+/// it changed.
+#[test]
+fn setup_runs_first_and_each_turn_tells_the_files_it_changed() {
+    let mut h = Harness::with_config(
+        "\n[worktrees]\nsetup = [\"echo ok > from-setup.txt\", \"test ! -f no-setup || { echo broken setup >&2; exit 3; }\"]\nsummary = true\n",
+    );
+    h.start_daemon();
+    let repo_dir = h.work.join("repo");
+    repo(&repo_dir);
+    let r = repo_dir.display().to_string();
+    h.ctl_ok(&["spawn", "s", "--cli", "bash", "--dir", &r, "--worktree"]);
+    let dir = std::path::PathBuf::from(show(&h, "s")["dir"].as_str().unwrap_or_default());
+    assert!(
+        dir.join("from-setup.txt").is_file(),
+        "{:?}",
+        std::fs::read_dir(&dir).map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+    );
+
+    let turn_end = |n: usize| {
+        h.wait_event(
+            "s",
+            "a turn's end",
+            std::time::Duration::from_secs(20),
+            |e| {
+                e["type"] == "turn_completed"
+                    && e["session"] == "s"
+                    && e["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains(&format!("t-{n}")))
+            },
+        )
+    };
+    h.ctl_ok(&["send", "s", "true; echo t-$((1+0))"]);
+    turn_end(1);
+    h.ctl_ok(&[
+        "send",
+        "s",
+        "echo x > made.txt; echo y >> a.txt; echo t-$((1+1))",
+    ]);
+    turn_end(2);
+    h.wait_event(
+        "s",
+        "the summary",
+        std::time::Duration::from_secs(20),
+        |e| {
+            e["type"] == "notice"
+                && e["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("this turn changed 2 file(s): a.txt, made.txt"))
+        },
+    );
+
+    // A setup that fails: the spawn is refused with what it said, and no branch is left.
+    std::fs::write(repo_dir.join("no-setup"), "").expect("write");
+    git(&repo_dir, &["add", "no-setup"]);
+    git(
+        &repo_dir,
+        &[
+            "-c",
+            "user.name=U",
+            "-c",
+            "user.email=u@example.com",
+            "commit",
+            "-qm",
+            "no setup",
+        ],
+    );
+    let e = h.ctl_err(&["spawn", "f", "--cli", "bash", "--dir", &r, "--worktree"]);
+    assert!(e.contains("failed") && e.contains("broken setup"), "{e}");
+    assert!(!git(&repo_dir, &["branch", "--list", "clibot/f"]).contains("clibot/f"));
+    assert!(h.ctl_err(&["show", "f"]).contains("no session named"));
+}

@@ -22,6 +22,7 @@ fn subscribers() -> Vec<Arc<dyn Subscriber>> {
         Arc::new(super::auto_answer::AutomaticAnswers),
         Arc::new(super::delegation::Delegation),
         Arc::new(super::jobs::JobWatch),
+        Arc::new(super::worktree_summary::WorktreeSummary::default()),
     ]
 }
 

@@ -75,6 +75,11 @@ impl Daemon {
             .await
             .map_err(CoreError::Worktree)?;
         copy_includes(&repo, &path);
+        let setup = self.live().config.worktrees.setup.clone();
+        if let Err(e) = run_setup(&path, &setup).await {
+            git::undo_add(&repo, &path, &branch).await;
+            return Err(CoreError::Worktree(e));
+        }
         info!(session = %name, branch = %branch, path = %path.display(), "worktree made");
         let w = Worktree {
             repo,
@@ -135,6 +140,54 @@ fn take_up(name: &str, k: Kept, repo: &Path, ask: &WorktreeAsk) -> Result<Worktr
     }
     info!(session = %name, branch = %w.branch, "the session goes on in its kept worktree");
     Ok(w)
+}
+
+/// How long one `[worktrees] setup` command may take.
+const SETUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Runs `[worktrees] setup` in a new worktree, each command with `sh -c`, in order; the first
+/// that fails says what it printed last.
+async fn run_setup(path: &Path, setup: &[String]) -> Result<(), String> {
+    for cmd in setup {
+        let out = tokio::time::timeout(
+            SETUP_LIMIT,
+            tokio::process::Command::new("sh")
+                .args(["-c", cmd])
+                .current_dir(path)
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .map_err(|_| {
+            format!(
+                "[worktrees] setup {cmd:?} took over {} minutes: the worktree was removed",
+                SETUP_LIMIT.as_secs() / 60
+            )
+        })?
+        .map_err(|e| format!("[worktrees] setup {cmd:?} cannot run: {e}"))?;
+        if !out.status.success() {
+            let said = String::from_utf8_lossy(if out.stderr.is_empty() {
+                &out.stdout
+            } else {
+                &out.stderr
+            })
+            .trim()
+            .lines()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join(" / ");
+            return Err(format!(
+                "[worktrees] setup {cmd:?} failed ({}): {said}; the worktree was removed — fix the command in the config or the repository, then start the session again",
+                out.status
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Copies what `.worktreeinclude` lists (ignored files a checkout lacks: `.env`, local config)

@@ -10,6 +10,7 @@
 pub mod finish;
 pub mod git;
 pub mod kept;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,11 @@ pub struct WorktreesConfig {
     /// Where worktrees are made (`REPO-ID/NAME` below it); default: `worktrees` in clibot's
     /// data directory. `~/` is the home directory.
     pub dir: Option<PathBuf>,
+    /// Shell commands run in a new worktree, in order, before its session starts (`npm ci`,
+    /// `cp .env.example .env`); one that fails or takes over 10 minutes fails the spawn.
+    pub setup: Vec<String>,
+    /// After each turn of a worktree session, its chats hear which files the turn changed.
+    pub summary: bool,
 }
 
 /// A session's worktree: kept in its record, so defined with the record.
