@@ -556,3 +556,94 @@ pub async fn push(w: &Worktree) -> Result<(), String> {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A repository on `main` and a worktree on `clibot/w`, both changing `f` differently.
+    fn conflicting(t: &Path) -> Worktree {
+        let repo = t.join("repo");
+        std::fs::create_dir_all(&repo).expect("mkdir");
+        git(&repo, &["init", "-q", "-b", "main"]);
+        std::fs::write(repo.join("f"), "base\n").expect("write");
+        git(&repo, &["add", "f"]);
+        git(&repo, &["commit", "-qm", "base"]);
+        let path = t.join("wt");
+        git(
+            &repo,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "clibot/w",
+                &path.display().to_string(),
+            ],
+        );
+        std::fs::write(path.join("f"), "worktree\n").expect("write");
+        git(&path, &["commit", "-qam", "w"]);
+        std::fs::write(repo.join("f"), "main\n").expect("write");
+        git(&repo, &["commit", "-qam", "main"]);
+        Worktree {
+            repo: repo.clone(),
+            path,
+            branch: "clibot/w".into(),
+            base: "main".into(),
+            base_commit: String::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_rebase_left_by_a_stopped_merge_is_undone_and_anothers_is_not_touched() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = conflicting(t.path());
+        let tip = git(&w.path, &["rev-parse", "HEAD"]);
+        // A rebase stopped on the conflict, as a daemon killed mid-merge (or the agent) leaves it.
+        git(&w.path, &["rebase", "main"]);
+        assert!(rebasing(&w).await);
+        let e = merge(&w, "main", false).await.expect_err("not ours");
+        assert!(e.contains("a rebase is under way"), "{e}");
+        assert!(rebasing(&w).await, "someone else's rebase is left as it is");
+        let m = merge(&w, "main", true)
+            .await
+            .expect("ours is undone, then merged again");
+        assert_eq!(
+            m,
+            Merged::Conflict {
+                target: "main".into(),
+                files: vec!["f".into()]
+            }
+        );
+        assert!(!rebasing(&w).await);
+        assert_eq!(git(&w.path, &["rev-parse", "HEAD"]), tip);
+        assert_eq!(
+            git(&w.path, &["symbolic-ref", "--short", "HEAD"]),
+            "clibot/w"
+        );
+    }
+
+    #[tokio::test]
+    async fn nothing_is_removed_while_it_holds_work() {
+        let t = tempfile::tempdir().expect("tempdir");
+        let w = conflicting(t.path());
+        let why = unsaved_work(&w).await.expect("reads");
+        assert_eq!(why, ["1 commit(s) neither merged nor pushed"]);
+        std::fs::write(w.path.join("new"), "x").expect("write");
+        let why = unsaved_work(&w).await.expect("reads");
+        assert_eq!(why.len(), 2, "{why:?}");
+    }
+}
