@@ -19,7 +19,9 @@ pub enum WorktreeAction {
     /// The session's work against its base: the stat, files git does not track, then the
     /// patch (of FILE only, when given).
     Diff {
+        /// The session's name.
         name: String,
+        /// Only this file's changes (a path in the worktree).
         file: Option<String>,
         /// The stat only.
         #[arg(long)]
@@ -29,17 +31,25 @@ pub enum WorktreeAction {
     /// never switching or overwriting your checkout; on a conflict nothing changes and the
     /// files are named (exit 1).
     Merge {
+        /// The session's name.
         name: String,
         /// The branch to merge into [default: the branch the worktree was made from].
         #[arg(long)]
         into: Option<String>,
     },
     /// Push the branch to origin and open a pull request with `gh` (installed and signed in).
-    Pr { name: String },
+    Pr {
+        /// The session's name.
+        name: String,
+    },
     /// Keep it: the daily clean-up no longer reminds anyone of it.
-    Keep { name: String },
+    Keep {
+        /// The session's name.
+        name: String,
+    },
     /// Remove the worktree and its branch, whatever they hold (the session is stopped first).
     Discard {
+        /// The session's name.
         name: String,
         /// The session's name again: nothing is discarded without it.
         #[arg(long)]
@@ -47,13 +57,18 @@ pub enum WorktreeAction {
     },
     /// Ask the session's agent to rebase on its base (or --into) and resolve the conflicts.
     Resolve {
+        /// The session's name.
         name: String,
+        /// The branch to rebase on [default: the branch the worktree was made from].
         #[arg(long)]
         into: Option<String>,
     },
     /// Start a session just spawned outside a worktree again in one of its own (nothing may
     /// have been typed into it yet).
-    Isolate { name: String },
+    Isolate {
+        /// The session's name.
+        name: String,
+    },
     /// Remove the worktrees of stopped sessions that are clean and merged or pushed; list the
     /// rest as stale.
     Prune {
