@@ -18,20 +18,22 @@ fn repo(at: &Path) {
     std::fs::write(at.join(".gitignore"), ".env\n").expect("write");
     std::fs::write(at.join(".worktreeinclude"), ".env\n../outside\n").expect("write");
     git(at, &["add", "."]);
-    git(
-        at,
-        &[
-            "-c",
-            "user.name=U",
-            "-c",
-            "user.email=u@example.com",
-            "commit",
-            "-qm",
-            "first",
-        ],
-    );
+    commit_as_user(at, &["-qm", "first"]);
     std::fs::write(at.join(".env"), "TOKEN=local\n").expect("write");
     std::fs::write(at.join("a.txt"), "one, changed by the user\n").expect("write");
+}
+
+/// `git commit` in `dir` as the user (their own name, not the session's).
+fn commit_as_user(dir: &Path, args: &[&str]) {
+    let mut all = vec![
+        "-c",
+        "user.name=U",
+        "-c",
+        "user.email=u@example.com",
+        "commit",
+    ];
+    all.extend_from_slice(args);
+    git(dir, &all);
 }
 
 fn show(h: &Harness, name: &str) -> Value {
@@ -263,18 +265,7 @@ fn work_is_diffed_merged_pushed_and_cleaned_up_but_never_lost() {
     repo(&repo_dir);
     std::fs::write(repo_dir.join("shared.txt"), "base\n").expect("write");
     git(&repo_dir, &["add", "shared.txt"]);
-    git(
-        &repo_dir,
-        &[
-            "-c",
-            "user.name=U",
-            "-c",
-            "user.email=u@example.com",
-            "commit",
-            "-qm",
-            "shared",
-        ],
-    );
+    commit_as_user(&repo_dir, &["-qm", "shared"]);
     let origin = h.work.join("origin.git");
     git(&h.work, &["init", "-q", "--bare", "origin.git"]);
     git(
@@ -526,18 +517,7 @@ fn a_worktree_is_finished_from_the_chat_with_its_buttons() {
     );
 
     // The user commits their own change to the same file on main: the merge stops on it.
-    git(
-        &repo_dir,
-        &[
-            "-c",
-            "user.name=U",
-            "-c",
-            "user.email=u@example.com",
-            "commit",
-            "-qam",
-            "user",
-        ],
-    );
+    commit_as_user(&repo_dir, &["-qam", "user"]);
     let main_before = git(&repo_dir, &["rev-parse", "main"]);
     tg.push_callback(ADMIN, ADMIN, card, &data[1]);
     let (conflict, resolve) = tg.buttons(ADMIN, "conflicts in a.txt");
@@ -675,18 +655,7 @@ fn setup_runs_first_and_each_turn_tells_the_files_it_changed() {
     // A setup that fails: the spawn is refused with what it said, and no branch is left.
     std::fs::write(repo_dir.join("no-setup"), "").expect("write");
     git(&repo_dir, &["add", "no-setup"]);
-    git(
-        &repo_dir,
-        &[
-            "-c",
-            "user.name=U",
-            "-c",
-            "user.email=u@example.com",
-            "commit",
-            "-qm",
-            "no setup",
-        ],
-    );
+    commit_as_user(&repo_dir, &["-qm", "no setup"]);
     let e = h.ctl_err(&["spawn", "f", "--cli", "bash", "--dir", &r, "--worktree"]);
     assert!(e.contains("failed") && e.contains("broken setup"), "{e}");
     assert!(!git(&repo_dir, &["branch", "--list", "clibot/f"]).contains("clibot/f"));

@@ -92,19 +92,8 @@ impl Router {
                 let Some(k) = r.worktrees.first() else {
                     return Ok(Some(format!("{name} has no worktree of clibot's")));
                 };
-                let text = self.platform.redact(&card_text(k)).into_owned();
-                let options = BUTTONS.map(String::from);
                 let id = format!("{WORKTREE_CARD}{name}");
-                return Ok(
-                    match self
-                        .platform
-                        .send_prompt(&msg.chat, &id, &text, &options)
-                        .await
-                    {
-                        Ok(_) => None,
-                        Err(e) => Some(format!("the worktree's card could not be sent ({e})")),
-                    },
-                );
+                return Ok(self.send_card(msg, &id, card_text(k), &BUTTONS).await);
             }
             Some(WorktreeWord::Diff) => (A::Diff, arg, String::new()),
             Some(WorktreeWord::Merge) => (A::Merge, String::new(), arg),
@@ -169,11 +158,24 @@ impl Router {
             "{text}\n⚠️ {}. Isolate starts {} again in a git worktree of its own (only before anything is typed into it).",
             s.isolate, s.name
         );
-        let text = self.platform.redact(&text).into_owned();
         let id = format!("{ISOLATE_CARD}{}", s.name);
+        self.send_card(msg, &id, text, &["Isolate"]).await
+    }
+
+    /// Sends `text` (redacted) with a button per option under pseudo prompt `id`; the text
+    /// itself when the card cannot be sent (a typed reply still reaches the chat).
+    async fn send_card(
+        &self,
+        msg: &Inbound,
+        id: &str,
+        text: String,
+        options: &[&str],
+    ) -> Option<String> {
+        let text = self.platform.redact(&text).into_owned();
+        let options: Vec<String> = options.iter().map(|o| o.to_string()).collect();
         match self
             .platform
-            .send_prompt(&msg.chat, &id, &text, &["Isolate".to_string()])
+            .send_prompt(&msg.chat, id, &text, &options)
             .await
         {
             Ok(_) => None,
@@ -218,19 +220,10 @@ impl Router {
             Err(s) => return Err(s),
         };
         if !r.conflicts.is_empty() {
-            let text = self.platform.redact(&r.text).into_owned();
             let id = format!("{CONFLICT_CARD}{name}");
-            let options = ["Ask the agent to resolve".to_string()];
-            return Ok(
-                match self
-                    .platform
-                    .send_prompt(&msg.chat, &id, &text, &options)
-                    .await
-                {
-                    Ok(_) => None,
-                    Err(_) => Some(text),
-                },
-            );
+            return Ok(self
+                .send_card(msg, &id, r.text, &["Ask the agent to resolve"])
+                .await);
         }
         if !r.patch.is_empty() {
             let patch = String::from_utf8_lossy(&r.patch);
