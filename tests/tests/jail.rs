@@ -711,3 +711,92 @@ fn a_goal_check_and_a_job_gate_on_a_members_session_run_in_its_jail() {
         });
     assert_eq!(reached["rounds"], 0);
 }
+
+/// git in `dir` with no system or global config, as a named user.
+fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A repository at `dir` on `main` with one commit.
+fn one_commit(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir");
+    git_in(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("a.txt"), "one\n").expect("write");
+    git_in(dir, &["add", "a.txt"]);
+    git_in(dir, &["commit", "-qm", "first"]);
+}
+
+/// A member's worktree lives in their workspace; their session commits there (the repository's
+/// `.git` writable, its config still not), a merge from the chat lands in their own
+/// repository, a pull request (the owner's credentials) is refused, and a repository whose
+/// `.git` is a link to the owner's gets no worktree of the owner's repository.
+#[test]
+fn a_members_worktree_lives_in_their_workspace_and_reaches_nothing_else() {
+    let j = jail("");
+    let repo = j.workspace().join("repo");
+    one_commit(&repo);
+    let config = bytes(&repo.join(".git/config"));
+    let said = j.ann("!!new w bash repo wt", "started");
+    assert!(said.contains("on branch clibot/w from main"), "{said}");
+    j.h.wait_list("Ann's worktree session idle", |l| {
+        l.as_array()
+            .is_some_and(|a| a.iter().any(|s| s["name"] == "w" && s["state"] == "idle"))
+    });
+    let show: serde_json::Value =
+        serde_json::from_str(&j.h.ctl_ok(&["show", "w", "--json"])).expect("json");
+    let dir = PathBuf::from(show["dir"].as_str().unwrap_or_default());
+    let ws = j.workspace().canonicalize().expect("canonical");
+    assert!(
+        dir.starts_with(ws.join(".clibot-worktrees")),
+        "{}",
+        dir.display()
+    );
+    let out = run_in(
+        &j.h,
+        "w",
+        &dir,
+        &format!(
+            "{{ echo new > f.txt && git add f.txt && git -c user.name=A -c user.email=a@example.com commit -qm ann; echo rc_commit=$?; \
+               printf '[core]\\n\\tfsmonitor = touch /tmp/pwned\\n' >> {cfg}; echo rc_cfg=$?; }} > out 2>&1",
+            cfg = repo.join(".git/config").display()
+        ),
+    );
+    assert_eq!(rc(&out, "rc_commit"), "0", "{out}");
+    assert_ne!(rc(&out, "rc_cfg"), "0", "{out}");
+    assert_eq!(bytes(&repo.join(".git/config")), config);
+
+    j.ann(
+        "!!worktree w merge",
+        "merged 1 commit(s) of clibot/w into main",
+    );
+    assert!(git_in(&repo, &["log", "--format=%s", "main"]).contains("ann"));
+    j.ann("!!worktree w pr", "an admin opens it");
+
+    // A `.git` planted as a link to the owner's repository: nothing of the owner's is reached.
+    let owners = j.h.work.join("owners");
+    one_commit(&owners);
+    let planted = j.workspace().join("planted");
+    std::fs::create_dir_all(&planted).expect("mkdir");
+    std::os::unix::fs::symlink(owners.join(".git"), planted.join(".git")).expect("link");
+    j.ann("!!new x bash planted wt", "not in a git repository");
+    assert_eq!(git_in(&owners, &["worktree", "list"]).lines().count(), 1);
+    assert!(!git_in(&owners, &["branch", "--list"]).contains("clibot/x"));
+
+    j.ann("!!stop w", "the worktree on clibot/w is kept");
+    j.ann("!!discard w", "discarded");
+    assert!(!dir.exists());
+}

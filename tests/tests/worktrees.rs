@@ -181,10 +181,10 @@ fn sessions_work_in_worktrees_of_their_own_and_the_users_checkout_is_untouched()
 }
 
 /// From a chat: an admin's `!!new NAME CLI DIR wt=BRANCH` starts the session in a worktree and
-/// the reply names its branch; a member's `wt` is refused (their sessions work in their own
-/// workspace), saying so.
+/// the reply names its branch; a member's `wt` in their workspace, which is no repository, is
+/// told what to do (their worktrees are tried in `jail.rs`).
 #[test]
-fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_why_not() {
+fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_what_to_do() {
     use clibot_tests::fake_telegram::{self, texts};
     const ADMIN: i64 = 100;
     const ANN: i64 = 200;
@@ -215,7 +215,7 @@ fn a_chat_starts_a_session_in_a_worktree_and_a_member_is_told_why_not() {
     tg.wait_sent("the member told", |s| {
         texts(s, ANN)
             .iter()
-            .any(|t| t.contains("a member's session works in their own workspace"))
+            .any(|t| t.contains("is not in a git repository") && t.contains("git init"))
     });
     assert!(h.ctl_err(&["show", "m"]).contains("no session named"));
     let _ = g.kill();

@@ -58,6 +58,10 @@ pub struct JailSpec {
     pub home: Option<(PathBuf, PathBuf)>,
     /// Bound writable: (source on the host, where the jail sees it).
     pub rw: Vec<(PathBuf, PathBuf)>,
+    /// Bound writable at the same place from a descriptor opened with no link followed, like
+    /// the session's directory: folders the session can change (a worktree's repository's
+    /// `.git`), where a planted link must bind nothing else.
+    pub rw_pinned: Vec<PathBuf>,
     /// Inside the session's directory, made read-only again (git's ways to run code:
     /// `.git/config`, `.git/hooks`).
     pub read_only_inside: Vec<PathBuf>,
@@ -75,6 +79,7 @@ impl Default for JailSpec {
             links: Vec::new(),
             home: None,
             rw: Vec::new(),
+            rw_pinned: Vec::new(),
             read_only_inside: Vec::new(),
             network: true,
             tmp_bytes: DEFAULT_TMP_BYTES,
@@ -150,6 +155,9 @@ pub fn argv(bwrap: &Path, spec: &JailSpec, program: &[String]) -> Vec<String> {
     a.extend([BIND_FD.into(), d.clone(), d.clone()]);
     for (src, dst) in &spec.rw {
         a.extend(["--bind".into(), s(src), s(dst)]);
+    }
+    for p in &spec.rw_pinned {
+        a.extend([BIND_FD.into(), s(p), s(p)]);
     }
     for p in &spec.read_only_inside {
         a.extend([RO_BIND_FD.into(), s(p), s(p)]);
@@ -245,6 +253,7 @@ mod tests {
             links: vec![(PathBuf::from("../x/cli.js"), PathBuf::from("/home/u/bin/x"))],
             home: Some((PathBuf::from("/st/jails/1/home"), PathBuf::from("/home/u"))),
             rw: vec![(PathBuf::from("/st/s/1"), PathBuf::from("/st/s/1"))],
+            rw_pinned: vec![PathBuf::from("/d/members/ann/r/.git")],
             read_only_inside: vec![PathBuf::from("/d/members/ann/p/.git/hooks")],
             network: false,
             tmp_bytes: 1024,
@@ -278,6 +287,11 @@ mod tests {
         assert!(
             pos("--bind-fd /d/members/ann/p") < pos("--ro-bind-fd /d/members/ann/p/.git/hooks"),
             "git's hooks stay read-only over the writable directory"
+        );
+        assert!(
+            pos("--bind-fd /d/members/ann/r/.git")
+                < pos("--ro-bind-fd /d/members/ann/p/.git/hooks"),
+            "a worktree's repository is bound pinned, before what is made read-only again"
         );
         assert!(pos("--remount-ro /") < pos("--chdir /d/members/ann/p --"));
         assert!(j.ends_with("-- claude -x"), "{j}");

@@ -209,13 +209,23 @@ impl Daemon {
             .into_iter()
             .filter(|(_, link)| !read_only.iter().any(|r| link.starts_with(r)))
             .collect();
+        // A worktree's commits, branches and index live in its repository's `.git`: bound
+        // writable from a descriptor opened with no link followed, its config and hooks
+        // read-only again, as in a repository the session works in directly.
+        let mut read_only_inside = crate::confine::jail::read_only_inside(&rec.dir);
+        let mut rw_pinned = Vec::new();
+        if let Some(w) = &rec.worktree {
+            rw_pinned.push(w.repo.join(".git"));
+            read_only_inside.extend(crate::confine::jail::read_only_inside(&w.repo));
+        }
         let spec = crate::confine::jail::JailSpec {
             session_dir: rec.dir.clone(),
+            rw_pinned,
             read_only,
             links,
             home: Some((own, home.to_path_buf())),
             rw,
-            read_only_inside: crate::confine::jail::read_only_inside(&rec.dir),
+            read_only_inside,
             network: conf.network.shared_for(&cli.adapter),
             tmp_bytes: conf.jail_tmp.0,
         };

@@ -59,6 +59,7 @@ mod workspace;
 mod worktree;
 mod worktree_finish;
 mod worktree_isolate;
+mod worktree_jail;
 mod worktree_summary;
 
 pub use answer::Answered;

@@ -113,11 +113,6 @@ impl Daemon {
         // Its own worktree, made last: nothing above can refuse the spawn after it exists.
         let worktree = match &req.worktree {
             None => None,
-            Some(_) if self.non_admin(&req.owner).is_some() => {
-                return Err(CoreError::Worktree(
-                    "a member's session works in their own workspace: worktrees are for the sessions of admins and the machine's user".into(),
-                ));
-            }
             Some(_) if self.get(&req.name).is_ok() => {
                 return Err(CoreError::AlreadyExists(req.name.clone()));
             }

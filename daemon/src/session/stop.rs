@@ -256,7 +256,7 @@ impl Daemon {
     }
 
     /// Per-session files (generated CLI settings) go with the session.
-    fn remove_session_files(&self, id: &str) {
+    pub(crate) fn remove_session_files(&self, id: &str) {
         self.drop_hook_socket(id);
         if let Err(e) = self.queues().remove(id) {
             warn!("cannot remove the queued input of session {id}: {e}");

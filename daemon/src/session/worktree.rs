@@ -33,6 +33,9 @@ impl Daemon {
     /// base is asked: the session goes on where the last one stopped. It is recorded in the
     /// table of kept worktrees as soon as it exists, so a daemon stopped before the session
     /// starts still knows it.
+    ///
+    /// A member's worktree goes in the member root that holds the repository
+    /// (`ROOT/.clibot-worktrees/REPO-ID/NAME`), and its git runs in their jail.
     pub(crate) async fn make_worktree(
         &self,
         name: &str,
@@ -40,7 +43,28 @@ impl Daemon {
         dir: &Path,
         ask: &WorktreeAsk,
     ) -> Result<(Worktree, bool), CoreError> {
+        let root = self.member_root_of(owner, dir)?;
+        let make = self.make_worktree_in(name, owner, dir, ask, root.clone());
+        self.in_member_jail(owner, root.as_deref(), name, make)
+            .await
+    }
+
+    async fn make_worktree_in(
+        &self,
+        name: &str,
+        owner: &str,
+        dir: &Path,
+        ask: &WorktreeAsk,
+        root: Option<PathBuf>,
+    ) -> Result<(Worktree, bool), CoreError> {
         let repo = git::toplevel(dir).await.map_err(CoreError::Worktree)?;
+        if let Some(r) = root.as_deref().filter(|r| !repo.starts_with(r)) {
+            return Err(CoreError::Worktree(format!(
+                "the repository {} reaches outside your workspace {}: start the session in a repository of your own",
+                repo.display(),
+                r.display()
+            )));
+        }
         if let Some(k) = self.kept_worktrees().get(name) {
             return take_up(name, k, &repo, ask).map(|w| (w, true));
         }
@@ -58,7 +82,12 @@ impl Daemon {
         git::check_new_branch(&repo, &branch)
             .await
             .map_err(CoreError::Worktree)?;
-        let path = self.worktrees_dir().join(repo_id(&repo)).join(name);
+        let path = match &root {
+            Some(r) => r.join(".clibot-worktrees"),
+            None => self.worktrees_dir(),
+        }
+        .join(repo_id(&repo))
+        .join(name);
         if path.exists() {
             return Err(CoreError::Worktree(format!(
                 "{} exists already (the worktree of an earlier session {name}?): remove it with `git worktree remove` in {}, or pick another name",
@@ -66,7 +95,9 @@ impl Daemon {
                 repo.display()
             )));
         }
-        if let Some(parent) = path.parent() {
+        // A member's folders are made by git in their jail, never by the daemon through
+        // links they may have planted.
+        if let Some(parent) = path.parent().filter(|_| root.is_none()) {
             std::fs::create_dir_all(parent).map_err(|e| {
                 CoreError::Worktree(format!("cannot make {}: {e}", parent.display()))
             })?;
@@ -93,6 +124,7 @@ impl Daemon {
             owner: owner.to_string(),
             worktree: w.clone(),
             made_ms: crate::store::now_ms(),
+            jail_dir: root.unwrap_or_default(),
             ..Default::default()
         });
         Ok((w, false))
@@ -105,13 +137,26 @@ impl Daemon {
             return;
         }
         warn!(branch = %w.branch, "the session did not start: its new worktree is removed");
-        git::undo_add(&w.repo, &w.path, &w.branch).await;
+        let undo = git::undo_add(&w.repo, &w.path, &w.branch);
+        match self.kept_worktrees().get(name) {
+            Some(k) => self.in_worktree_jail(&k, undo).await,
+            None => undo.await,
+        }
         self.kept_worktrees().remove(name);
     }
 
     /// How worktree `w` stands against its base (git reads its folder: asked only by `show`).
     pub async fn worktree_status(&self, w: &Worktree) -> WorktreeStatus {
-        git::status(&w.repo, &w.path, &w.branch, &w.base).await
+        let read = git::status(&w.repo, &w.path, &w.branch, &w.base);
+        let kept = self
+            .kept_worktrees()
+            .all()
+            .into_iter()
+            .find(|k| k.worktree.path == w.path);
+        match kept {
+            Some(k) => self.in_worktree_jail(&k, read).await,
+            None => read.await,
+        }
     }
 }
 
@@ -149,23 +194,9 @@ const SETUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
 /// that fails says what it printed last.
 async fn run_setup(path: &Path, setup: &[String]) -> Result<(), String> {
     for cmd in setup {
-        let out = tokio::time::timeout(
-            SETUP_LIMIT,
-            tokio::process::Command::new("sh")
-                .args(["-c", cmd])
-                .current_dir(path)
-                .stdin(std::process::Stdio::null())
-                .kill_on_drop(true)
-                .output(),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "[worktrees] setup {cmd:?} took over {} minutes: the worktree was removed",
-                SETUP_LIMIT.as_secs() / 60
-            )
-        })?
-        .map_err(|e| format!("[worktrees] setup {cmd:?} cannot run: {e}"))?;
+        let out = crate::worktrees::runner::sh(path, cmd, SETUP_LIMIT)
+            .await
+            .map_err(|e| format!("[worktrees] setup {cmd:?}: {e}; the worktree was removed"))?;
         if !out.status.success() {
             let said = String::from_utf8_lossy(if out.stderr.is_empty() {
                 &out.stdout

@@ -140,9 +140,20 @@ impl Daemon {
         op: WorktreeOp,
     ) -> Result<WorktreeDone, CoreError> {
         let k = self.worktree_for(actor, name)?;
-        let w = k.worktree.clone();
-        let lock = self.kept_worktrees().repo_lock(&w.repo);
+        let lock = self.kept_worktrees().repo_lock(&k.worktree.repo);
         let _held = lock.lock().await;
+        self.in_worktree_jail(&k, self.worktree_op_in(name, &k, op))
+            .await
+    }
+
+    /// [`Daemon::worktree_op`], its repository's lock held, where its git runs.
+    async fn worktree_op_in(
+        &self,
+        name: &str,
+        k: &Kept,
+        op: WorktreeOp,
+    ) -> Result<WorktreeDone, CoreError> {
+        let w = k.worktree.clone();
         let text = match op {
             WorktreeOp::Diff { file } => {
                 let d = finish::diff(&w, &file).await.map_err(err)?;
@@ -194,8 +205,13 @@ impl Daemon {
                     }
                 }
             }
+            WorktreeOp::Pr if !k.jail_dir.as_os_str().is_empty() => {
+                return Err(err(
+                    "a pull request is pushed with the machine owner's credentials: an admin opens it (clibotctl worktree pr NAME)",
+                ));
+            }
             WorktreeOp::Pr => {
-                let url = self.open_pr(name, &k).await?;
+                let url = self.open_pr(name, k).await?;
                 self.kept_worktrees()
                     .update(name, |k| k.pr_url = url.clone());
                 format!("🔀 pull request for {}: {url}", w.branch)
@@ -395,15 +411,17 @@ impl Daemon {
             let w = k.worktree.clone();
             let lock = self.kept_worktrees().repo_lock(&w.repo);
             let _held = lock.lock().await;
-            let why = match finish::unsaved_work(&w).await {
-                Ok(why) => why,
-                Err(e) => vec![format!("git cannot read it: {e}")],
+            let prune = async {
+                let why = match finish::unsaved_work(&w).await {
+                    Ok(why) => why,
+                    Err(e) => vec![format!("git cannot read it: {e}")],
+                };
+                if !why.is_empty() {
+                    return Err(why.join(", "));
+                }
+                finish::remove(&w).await
             };
-            if !why.is_empty() {
-                out.stale.push((k.session.clone(), why.join(", ")));
-                continue;
-            }
-            match finish::remove(&w).await {
+            match self.in_worktree_jail(&k, prune).await {
                 Ok(()) => {
                     self.kept_worktrees().remove(&k.session);
                     info!(session = %k.session, branch = %w.branch, "merged worktree removed");

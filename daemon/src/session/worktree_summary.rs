@@ -49,44 +49,60 @@ impl Subscriber for WorktreeSummary {
         else {
             return;
         };
+        let Some(kept) = d.kept_worktrees().get(&ev.session) else {
+            return;
+        };
         let (snaps, session, d2) = (self.snaps.clone(), ev.session.clone(), d.clone());
         d.in_background(async move {
-            // One session's turns in order: the lock is held while its files are read.
-            let mut snaps = snaps.lock().await;
-            if !ended {
-                // A first turn since the daemon started: where it begins.
-                if !snaps.contains_key(&session)
-                    && let Some(s) = summary::snapshot(&path).await
-                {
-                    snaps.insert(session, s);
-                }
-                return;
-            }
-            let Some(now) = summary::snapshot(&path).await else {
-                return;
-            };
-            let before = snaps.insert(session.clone(), now.clone());
-            let Some(before) = before else {
-                return;
-            };
-            let files = summary::changed(&path, &before, &now).await;
-            if files.is_empty() {
-                return;
-            }
-            let mut shown = files
-                .iter()
-                .take(SHOWN)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ");
-            if files.len() > SHOWN {
-                shown.push_str(&format!(" (+{} more)", files.len() - SHOWN));
-            }
-            d2.notice(
-                &session,
-                "worktree",
-                &format!("📝 this turn changed {} file(s): {shown}", files.len()),
-            );
+            let d3 = d2.clone();
+            d3.in_worktree_jail(&kept, summarize(snaps, session, path, d2, ended))
+                .await;
         });
     }
+}
+
+/// Takes the session's snapshot; at a turn's end, tells what changed since the last one.
+async fn summarize(
+    snaps: Arc<tokio::sync::Mutex<HashMap<String, Snapshot>>>,
+    session: String,
+    path: std::path::PathBuf,
+    d2: Daemon,
+    ended: bool,
+) {
+    // One session's turns in order: the lock is held while its files are read.
+    let mut snaps = snaps.lock().await;
+    if !ended {
+        // A first turn since the daemon started: where it begins.
+        if !snaps.contains_key(&session)
+            && let Some(s) = summary::snapshot(&path).await
+        {
+            snaps.insert(session, s);
+        }
+        return;
+    }
+    let Some(now) = summary::snapshot(&path).await else {
+        return;
+    };
+    let before = snaps.insert(session.clone(), now.clone());
+    let Some(before) = before else {
+        return;
+    };
+    let files = summary::changed(&path, &before, &now).await;
+    if files.is_empty() {
+        return;
+    }
+    let mut shown = files
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if files.len() > SHOWN {
+        shown.push_str(&format!(" (+{} more)", files.len() - SHOWN));
+    }
+    d2.notice(
+        &session,
+        "worktree",
+        &format!("📝 this turn changed {} file(s): {shown}", files.len()),
+    );
 }

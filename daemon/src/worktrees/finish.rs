@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use super::Worktree;
 use super::git::run;
-use crate::safe_git;
 
 /// The largest patch sent whole; a longer one is cut and says so.
 pub const MAX_PATCH: usize = 3 << 20;
@@ -78,7 +77,7 @@ pub async fn diff(w: &Worktree, file: &str) -> Result<Diff, String> {
     if !w.path.is_dir() {
         return Err(missing(w));
     }
-    if safe_git::defines_filters(&w.repo).await {
+    if super::runner::defines_filters(&w.repo).await {
         return Err(format!(
             "{} defines git filters, which reading its files would run: look at the diff yourself (git diff in {})",
             w.repo.display(),
@@ -109,10 +108,7 @@ pub async fn diff(w: &Worktree, file: &str) -> Result<Diff, String> {
     if !file.is_empty() {
         args.extend(["--", file]);
     }
-    let out = tokio::time::timeout(LIMIT, safe_git::command(&w.path).args(&args).output())
-        .await
-        .map_err(|_| "git diff took too long".to_string())?
-        .map_err(|e| format!("git cannot run ({e})"))?;
+    let out = super::runner::git(&w.path, &args, &[], LIMIT).await?;
     if !out.status.success() {
         return Err(format!(
             "git diff: {}",
@@ -144,7 +140,15 @@ async fn committer(w: &Worktree) -> Vec<(&'static str, String)> {
         let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
         (out.status.success() && !v.is_empty()).then_some(v)
     };
-    let (name, email) = match (global("user.name").await, global("user.email").await) {
+    // A member's rebase is not signed with the owner's name.
+    let own = |key| async move {
+        if super::runner::jailed() {
+            None
+        } else {
+            global(key).await
+        }
+    };
+    let (name, email) = match (own("user.name").await, own("user.email").await) {
         (Some(n), Some(e)) => (n, e),
         _ => {
             let who = run(&w.path, &["log", "-1", "--format=%an%n%ae", "HEAD"])
@@ -163,8 +167,7 @@ async fn committer(w: &Worktree) -> Vec<(&'static str, String)> {
 /// Runs a git command that changes commits or files: safe git, no signing, no editor, no
 /// other branch moved; what git said on failure, whole.
 async fn change(dir: &Path, env: &[(&str, String)], args: &[&str]) -> Result<String, String> {
-    let mut c = safe_git::command(dir);
-    c.args([
+    let mut all = vec![
         "-c",
         "commit.gpgSign=false",
         "-c",
@@ -173,17 +176,12 @@ async fn change(dir: &Path, env: &[(&str, String)], args: &[&str]) -> Result<Str
         "rebase.autoStash=false",
         "-c",
         "merge.autoStash=false",
-    ])
-    .args(args)
-    .env("GIT_EDITOR", "true")
-    .env("GIT_SEQUENCE_EDITOR", "true");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    let out = tokio::time::timeout(LIMIT, c.output())
-        .await
-        .map_err(|_| format!("git {} took too long", args.join(" ")))?
-        .map_err(|e| format!("git cannot run ({e})"))?;
+    ];
+    all.extend_from_slice(args);
+    let mut env = env.to_vec();
+    env.push(("GIT_EDITOR", "true".into()));
+    env.push(("GIT_SEQUENCE_EDITOR", "true".into()));
+    let out = super::runner::git(dir, &all, &env, LIMIT).await?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     } else {
@@ -197,6 +195,10 @@ async fn change(dir: &Path, env: &[(&str, String)], args: &[&str]) -> Result<Str
 
 /// Whether the repository names a merge driver (`merge.*.driver`): a rebase would run it.
 async fn defines_merge_drivers(repo: &Path) -> bool {
+    // In a member's jail a driver runs with the member's rights: nothing to refuse.
+    if super::runner::jailed() {
+        return false;
+    }
     run(
         repo,
         &[
@@ -318,7 +320,7 @@ pub async fn merge(w: &Worktree, target: &str, left_ours: bool) -> Result<Merged
             "{target} is the worktree's own branch: name the branch to merge into"
         ));
     }
-    if safe_git::defines_filters(&w.repo).await || defines_merge_drivers(&w.repo).await {
+    if super::runner::defines_filters(&w.repo).await || defines_merge_drivers(&w.repo).await {
         return Err(format!(
             "{} names filter or merge-driver programs, which a merge would run: merge {} yourself",
             w.repo.display(),
@@ -377,6 +379,17 @@ pub async fn merge(w: &Worktree, target: &str, left_ours: bool) -> Result<Merged
     }
     let new = run(&w.path, &["rev-parse", "HEAD"]).await?;
     let old = run(&w.repo, &["rev-parse", &format!("refs/heads/{target}")]).await?;
+    // The target may have moved while the branch was rebased (a commit of the user's): then
+    // the rebased branch no longer contains it, and moving the target would drop it.
+    if run(&w.repo, &["merge-base", "--is-ancestor", &old, &new])
+        .await
+        .is_err()
+    {
+        return Err(format!(
+            "{target} moved while {} was being rebased on it: merge again",
+            w.branch
+        ));
+    }
     let checkout = checked_out_at(&w.repo, target).await;
     match &checkout {
         None => {

@@ -1,20 +1,18 @@
-//! The git calls a worktree needs, each through clibot's safe git and with a time limit; a
+//! The git calls a worktree needs, each through clibot's safe git (or a member's jail) and with a time limit; a
 //! failure carries what git said, for a message that names what to do.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::safe_git;
+use super::runner::defines_filters;
 
 /// How long one git call may take (a checkout of a large repository is the slow one).
 const LIMIT: Duration = Duration::from_secs(120);
 
-/// Runs safe git in `dir`; its standard output, or what it said on failure.
+/// Runs git in `dir` (safe git, or the member's jail: [`super::runner`]); its standard output,
+/// or what it said on failure.
 pub(super) async fn run(dir: &Path, args: &[&str]) -> Result<String, String> {
-    let out = tokio::time::timeout(LIMIT, safe_git::command(dir).args(args).output())
-        .await
-        .map_err(|_| format!("git {} took over {} s", args.join(" "), LIMIT.as_secs()))?
-        .map_err(|e| format!("git cannot run ({e}): is git installed?"))?;
+    let out = super::runner::git(dir, args, &[], LIMIT).await?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim_end().to_string())
     } else {
@@ -43,7 +41,7 @@ pub async fn toplevel(dir: &Path) -> Result<PathBuf, String> {
 
 /// Refuses a repository whose config names filter programs: checking files out would run them.
 pub async fn refuse_filters(repo: &Path) -> Result<(), String> {
-    if safe_git::defines_filters(repo).await {
+    if defines_filters(repo).await {
         return Err(format!(
             "{} defines git filters (filter.* in its config), which a checkout would run: clibot makes no worktree there; make one yourself (git worktree add) and start the session in it",
             repo.display()
@@ -156,7 +154,7 @@ pub async fn status(repo: &Path, path: &Path, branch: &str, base: &str) -> super
         };
     }
     // `status` reads files, which runs filters: none since the worktree was made, or no count.
-    let dirty = if safe_git::defines_filters(repo).await {
+    let dirty = if defines_filters(repo).await {
         0
     } else {
         run(path, &["status", "--porcelain", "--ignore-submodules=all"])

@@ -34,6 +34,9 @@ pub struct Kept {
     pub merging: bool,
     /// When its chats were last reminded that it waits (ms since the epoch).
     pub reminded_ms: i64,
+    /// A member's worktree: the member root holding its repository and it, where its git runs
+    /// jailed (empty: an admin's, whose git runs on the machine).
+    pub jail_dir: std::path::PathBuf,
 }
 
 /// The table and its file.

@@ -10,6 +10,7 @@
 pub mod finish;
 pub mod git;
 pub mod kept;
+pub mod runner;
 pub mod summary;
 
 use std::path::{Path, PathBuf};

@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use super::git::run;
-use crate::safe_git;
 
 /// A worktree's files at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,7 +18,7 @@ pub struct Snapshot {
 
 /// The worktree at `path` now; `None` where git cannot read it safely.
 pub async fn snapshot(path: &Path) -> Option<Snapshot> {
-    if !path.is_dir() || safe_git::defines_filters(path).await {
+    if !path.is_dir() || super::runner::defines_filters(path).await {
         return None;
     }
     let head = run(path, &["rev-parse", "HEAD"]).await.ok()?;
