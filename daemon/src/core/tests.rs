@@ -1304,7 +1304,8 @@ async fn the_started_daemon_has_every_part_on_the_bus() {
             "outcomes of automatic answers",
             "automatic answers",
             "delegation",
-            "jobs"
+            "jobs",
+            "worktree summary"
         ]
     );
 }

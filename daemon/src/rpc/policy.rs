@@ -249,9 +249,9 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     ("LiftBudget", Outside, admin("budget lift"), Outcome),
     // The handler reads the limit's session from its event and checks the caller may use it.
     ("LimitAction", Sessions, Anyone, Refusals),
-    // The handler checks the caller owns the worktree's session (or is an admin); a process
-    // inside a session never merges, pushes or discards.
-    ("Worktree", Outside, Anyone, Outcome),
+    // The handler checks the caller owned the worktree's session (or is an admin) and audits
+    // each action by its name; a process inside a session never merges, pushes or discards.
+    ("Worktree", Outside, member("worktree"), Outcome),
     // It runs programs.
     (
         "CheckJail",
