@@ -712,23 +712,11 @@ fn a_goal_check_and_a_job_gate_on_a_members_session_run_in_its_jail() {
     assert_eq!(reached["rounds"], 0);
 }
 
-/// git in `dir` with no system or global config, as a named user.
+/// git in `dir` (no system or global config) as a named user.
 fn git_in(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=T", "-c", "user.email=t@example.com"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    let mut all = vec!["-c", "user.name=T", "-c", "user.email=t@example.com"];
+    all.extend_from_slice(args);
+    clibot_tests::git(dir, &all)
 }
 
 /// A repository at `dir` on `main` with one commit.

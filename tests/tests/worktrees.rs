@@ -505,6 +505,13 @@ fn a_worktree_is_finished_from_the_chat_with_its_buttons() {
         "ok-16",
     );
 
+    // The session's status tells how its worktree stands.
+    tg.push_message(ADMIN, ADMIN, "Admin", "!!status");
+    said(
+        ADMIN,
+        "the status",
+        "🌿 on clibot/w from main: 1 commit(s) ahead, 0 behind",
+    );
     tg.push_message(ADMIN, ADMIN, "Admin", "!!worktree w");
     let (card, data) = tg.buttons(ADMIN, "🌿 w (running) on clibot/w from main");
     assert_eq!(data.len(), 5, "{data:?}");

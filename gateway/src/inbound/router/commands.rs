@@ -169,8 +169,12 @@ impl Router {
             Command::Whoami => format!("{} user {} ({}) in chat {}", self.platform.name(), msg.user, msg.user_name, msg.chat),
             Command::Status => {
                 let name = need(&bound)?;
-                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name, ..Default::default() })).await?.into_inner();
+                // Details: how its worktree stands (a git read), asked for here only.
+                let s = c.get_session(self.req(msg, v1::GetSessionRequest { name, details: true })).await?.into_inner();
                 let mut t = format!("{} ({}) {} — {}", s.name, s.cli, state_name(s.state), s.dir);
+                if let Some(w) = &s.worktree {
+                    t.push_str(&format!("\n🌿 {}", super::worktree_card::standing(w)));
+                }
                 if let Some(p) = s.prompt {
                     t.push_str(&format!("\n{}", prompt_text(&p)));
                 }

@@ -28,9 +28,8 @@ pub(crate) fn is_worktree_card(id: &str) -> bool {
 
 const BUTTONS: [&str; 5] = ["Diff", "Merge", "Open PR", "Keep", "Discard"];
 
-/// How a worktree stands, in one line.
-fn card_text(k: &v1::KeptWorktree) -> String {
-    let w = k.worktree.clone().unwrap_or_default();
+/// How a worktree stands: branch, base, commits ahead and behind, files not committed.
+pub(super) fn standing(w: &v1::Worktree) -> String {
     let state = if w.missing {
         "its folder is gone (removed by hand)".to_string()
     } else {
@@ -39,12 +38,17 @@ fn card_text(k: &v1::KeptWorktree) -> String {
             w.ahead, w.behind, w.dirty
         )
     };
+    format!("on {} from {}: {state}", w.branch, w.base)
+}
+
+/// How a kept worktree stands, for its card.
+fn card_text(k: &v1::KeptWorktree) -> String {
+    let w = k.worktree.clone().unwrap_or_default();
     let mut t = format!(
-        "🌿 {} ({}) on {} from {}: {state}",
+        "🌿 {} ({}) {}",
         k.session,
         if k.running { "running" } else { "stopped" },
-        w.branch,
-        w.base
+        standing(&w)
     );
     if !k.pr_url.is_empty() {
         t.push_str(&format!("\npull request: {}", k.pr_url));
