@@ -6,26 +6,35 @@
 use std::path::Path;
 use std::time::Duration;
 
+/// What safe git sets in git's environment: no system or global config, no prompt, no
+/// optional locks (a read never takes a lock a user's own git could trip on).
+pub const ENV: [(&str, &str); 4] = [
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_OPTIONAL_LOCKS", "0"),
+];
+
+/// What safe git passes before the command: no fsmonitor, hook, external diff or pager.
+pub const OPTIONS: [&str; 7] = [
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "diff.external=",
+    "--no-pager",
+];
+
 /// A `git -C dir` command that reads no system or global config, asks for nothing, runs no
 /// fsmonitor, hook, pager, external diff or text conversion, and leaves submodules alone.
 pub fn command(dir: &Path) -> tokio::process::Command {
     let mut c = tokio::process::Command::new("git");
-    c.env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_OPTIONAL_LOCKS", "0")
+    c.envs(ENV)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
         .env_remove("GIT_EXTERNAL_DIFF")
-        .args([
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "diff.external=",
-            "--no-pager",
-        ])
+        .args(OPTIONS)
         .arg("-C")
         .arg(dir)
         .stdin(std::process::Stdio::null())

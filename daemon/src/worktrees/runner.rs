@@ -49,14 +49,6 @@ pub fn jailed() -> bool {
     current().is_some()
 }
 
-/// What safe git sets in git's environment (see [`safe_git::command`]).
-const SAFE_ENV: [(&str, &str); 4] = [
-    ("GIT_CONFIG_NOSYSTEM", "1"),
-    ("GIT_CONFIG_GLOBAL", "/dev/null"),
-    ("GIT_TERMINAL_PROMPT", "0"),
-    ("GIT_OPTIONAL_LOCKS", "0"),
-];
-
 /// `git ARGS` in `dir` with `env`, for at most `limit`.
 pub async fn git(
     dir: &Path,
@@ -66,19 +58,13 @@ pub async fn git(
 ) -> Result<Output, String> {
     let shown = || format!("git {}", args.join(" "));
     if let Some(j) = current() {
-        let mut argv: Vec<String> = [
-            "git",
-            "-c",
-            "core.fsmonitor=false",
-            "-c",
-            "core.hooksPath=/dev/null",
-            "--no-pager",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        // Safe git's settings, in the jail too (where `env -C` says where it runs).
+        let mut argv: Vec<String> = std::iter::once("git")
+            .chain(safe_git::OPTIONS)
+            .map(str::to_string)
+            .collect();
         argv.extend(args.iter().map(|s| s.to_string()));
-        let mut all: Vec<(String, String)> = SAFE_ENV
+        let mut all: Vec<(String, String)> = safe_git::ENV
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
