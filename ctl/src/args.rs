@@ -847,9 +847,9 @@ pub enum PairingAction {
         #[arg(long)]
         json: bool,
     },
-    /// Take access away from a user (platform: telegram, discord, feishu, console).
+    /// Take access away from a user (platform: telegram, discord, feishu, slack, console).
     Revoke {
-        /// telegram, discord, feishu or console.
+        /// telegram, discord, feishu, slack or console.
         platform: String,
         /// The user's id on that platform.
         user: String,

@@ -1,5 +1,5 @@
 //! The gateway's part of the config file: `[gateway.telegram]`, `[gateway.discord]`,
-//! `[gateway.feishu]`. Read by the daemon's rules (clibot-proto): the same default path
+//! `[gateway.feishu]`, `[gateway.slack]`. Read by the daemon's rules (clibot-proto): the same default path
 //! (`$XDG_CONFIG_HOME/clibot/config.toml`), `${NAME}` replaced by the environment variable and an
 //! unset one an error, and an unknown key an error that names it. Sections other than
 //! `[gateway]` belong to the daemon and are not looked at here.
@@ -16,6 +16,7 @@ pub struct GatewayConfig {
     pub telegram: Option<TokenPlatform>,
     pub discord: Option<TokenPlatform>,
     pub feishu: Option<FeishuConfig>,
+    pub slack: Option<SlackConfig>,
     /// A platform whose receive loop completes no cycle for this long is restarted ("90s").
     #[serde(default)]
     pub stall_after: Option<String>,
@@ -118,6 +119,33 @@ fn feishu_default_url() -> String {
     "https://open.feishu.cn".into()
 }
 
+/// `[gateway.slack]`: a Slack app with Socket Mode on.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The app-level token (`xapp-…`, scope `connections:write`): opens the Socket Mode
+    /// connection.
+    pub app_token: String,
+    /// The bot token (`xoxb-…`): every Web API call.
+    pub bot_token: String,
+    /// The Web API base, `https://slack.com/api` (a proxy, a test fake).
+    #[serde(default = "slack_default_url")]
+    pub api_url: String,
+    /// See [`TokenPlatform::default_chat`] (a channel id, `C…`, or a DM's, `D…`).
+    #[serde(default)]
+    pub default_chat: Option<String>,
+    /// Each session in a thread of its own in channels; see [`TokenPlatform::topics`].
+    #[serde(default)]
+    pub topics: bool,
+}
+
+fn slack_default_url() -> String {
+    SLACK_DEFAULT_URL.into()
+}
+
+/// Slack's Web API when `api_url` is not set.
+pub const SLACK_DEFAULT_URL: &str = "https://slack.com/api";
+
 /// Why the config could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -193,7 +221,7 @@ impl GatewayConfig {
             .unwrap_or(toml::Value::Table(gateway));
         let config: GatewayConfig = gateway.try_into().map_err(|e: toml::de::Error| {
             invalid(format!(
-                "[gateway]: {} (the platforms are telegram, discord and feishu)",
+                "[gateway]: {} (the platforms are telegram, discord, feishu and slack)",
                 e.message()
             ))
         })?;
@@ -278,6 +306,22 @@ impl GatewayConfig {
                 t.insert("default_chat".into(), toml::Value::String(chat.clone()));
             }
             gateway.insert("feishu".into(), toml::Value::Table(t));
+        }
+        if let Some(sl) = &self.slack {
+            secrets.push(sl.app_token.clone());
+            secrets.push(sl.bot_token.clone());
+            let mut t = toml::Table::new();
+            for (k, v) in [
+                ("app_token", &sl.app_token),
+                ("bot_token", &sl.bot_token),
+                ("api_url", &sl.api_url),
+            ] {
+                t.insert(k.into(), toml::Value::String(v.clone()));
+            }
+            if let Some(chat) = &sl.default_chat {
+                t.insert("default_chat".into(), toml::Value::String(chat.clone()));
+            }
+            gateway.insert("slack".into(), toml::Value::Table(t));
         }
         for (key, value) in [
             ("stall_after", self.stall_after()),
@@ -404,7 +448,7 @@ pub fn render_effective(
         .map_or(0, |g| g.values().filter(|v| v.is_table()).count());
     if platforms == 0 {
         out.push_str(
-            "# No chat platform is configured: add [gateway.telegram] token = \"${TELEGRAM_TOKEN}\" (or [gateway.discord] token, or [gateway.feishu] app_id and app_secret).\n",
+            "# No chat platform is configured: add [gateway.telegram] token = \"${TELEGRAM_TOKEN}\" (or [gateway.discord] token, [gateway.feishu] app_id and app_secret, or [gateway.slack] app_token and bot_token).\n",
         );
         return out;
     }
@@ -466,7 +510,7 @@ mod tests {
     fn the_effective_config_has_defaults_and_overrides_and_no_secret() {
         let token = "1234567890:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw";
         let c = parse(&format!(
-            "[gateway.telegram]\ntoken = \"{token}\"\n[gateway.feishu]\napp_id = \"cli_a1\"\napp_secret = \"feishu-secret-value-123\"\n"
+            "[gateway.telegram]\ntoken = \"{token}\"\n[gateway.feishu]\napp_id = \"cli_a1\"\napp_secret = \"feishu-secret-value-123\"\n[gateway.slack]\napp_token = \"xapp-1-A1-2-slack-app-secret\"\nbot_token = \"xoxb-1-2-slack-bot-secret\"\n"
         ))
         .expect("parses");
         let o = Overrides {
@@ -484,6 +528,8 @@ mod tests {
             token,
             "feishu-secret-value-123",
             "discord-token-from-the-environment",
+            "xapp-1-A1-2-slack-app-secret",
+            "xoxb-1-2-slack-bot-secret",
         ] {
             assert!(!out.contains(secret), "{out}");
             assert!(!out.contains(&secret[3..secret.len() - 3]), "{out}");
@@ -501,6 +547,7 @@ mod tests {
             g["feishu"]["api_url"].as_str(),
             Some("https://open.feishu.cn")
         );
+        assert_eq!(g["slack"]["api_url"].as_str(), Some(SLACK_DEFAULT_URL));
         assert!(out.contains("/home/me/.config/clibot/config.toml"), "{out}");
         assert!(
             out.contains("[gateway.discord] token: from --discord-token"),
@@ -539,8 +586,10 @@ mod tests {
         );
         let e = parse("[gateway.telegram]\ntokn = \"t\"\n").expect_err("typo");
         assert!(e.to_string().contains("tokn"), "{e}");
-        let e = parse("[gateway.slack]\ntoken = \"t\"\n").expect_err("unknown platform");
-        assert!(e.to_string().contains("slack"), "{e}");
+        let e = parse("[gateway.slack]\ntoken = \"t\"\n").expect_err("Slack has two tokens");
+        assert!(e.to_string().contains("token"), "{e}");
+        let e = parse("[gateway.matrix]\ntoken = \"t\"\n").expect_err("unknown platform");
+        assert!(e.to_string().contains("matrix"), "{e}");
         let e = parse("[gateway.feishu]\napp_id = \"a\"\n").expect_err("no secret");
         assert!(e.to_string().contains("app_secret"), "{e}");
     }

@@ -79,6 +79,9 @@ struct Args {
     /// `api_url`).
     #[arg(long)]
     feishu: bool,
+    /// Serve Slack, by Socket Mode (`[gateway.slack] app_token`, `bot_token`, `api_url`).
+    #[arg(long)]
+    slack: bool,
     /// Config file [default: $XDG_CONFIG_HOME/clibot/config.toml]
     #[arg(long, env = "CLIBOT_CONFIG", value_name = "FILE", global = true)]
     config: Option<PathBuf>,
@@ -300,7 +303,7 @@ fn plan(args: &Args, config: &GatewayConfig, path: Option<&Path>) -> Result<Vec<
             .or_else(|| clibot_proto::default_config_path().map(|p| p.display().to_string()))
             .unwrap_or_else(|| "~/.config/clibot/config.toml".into());
         return Err(format!(
-            "no chat platform is configured: add [gateway.telegram] token = \"${{TELEGRAM_TOKEN}}\" (or [gateway.discord] token, or [gateway.feishu] app_id and app_secret) to {file}, or try it on this terminal with --console"
+            "no chat platform is configured: add [gateway.telegram] token = \"${{TELEGRAM_TOKEN}}\" (or [gateway.discord] token, [gateway.feishu] app_id and app_secret, or [gateway.slack] app_token and bot_token) to {file}, or try it on this terminal with --console"
         ));
     }
     Ok(specs)
@@ -325,6 +328,10 @@ fn flags<'a>(args: &'a Args, name: &str) -> Flags<'a> {
         },
         "feishu" => Flags {
             serve: args.feishu,
+            ..Flags::default()
+        },
+        "slack" => Flags {
+            serve: args.slack,
             ..Flags::default()
         },
         _ => Flags::default(),

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use crate::config::{FeishuConfig, GatewayConfig, TokenPlatform};
-use crate::platforms::{Inbound, Platform, Receiving, console, discord, feishu, telegram};
+use crate::config::{FeishuConfig, GatewayConfig, SlackConfig, TokenPlatform};
+use crate::platforms::{Inbound, Platform, Receiving, console, discord, feishu, slack, telegram};
 
 /// What the command line says of one platform.
 #[derive(Debug, Default, Clone, Copy)]
@@ -86,6 +86,10 @@ pub const ROWS: &[Row] = &[
     Row {
         name: "feishu",
         plan: plan_feishu,
+    },
+    Row {
+        name: "slack",
+        plan: plan_slack,
     },
 ];
 
@@ -251,6 +255,41 @@ fn plan_feishu(flags: Flags<'_>, config: &GatewayConfig) -> Result<Option<Spec>,
     }))
 }
 
+/// Slack: from `[gateway.slack]` only (its two tokens have no flags).
+fn plan_slack(flags: Flags<'_>, config: &GatewayConfig) -> Result<Option<Spec>, String> {
+    struct Slack(SlackConfig);
+    #[async_trait]
+    impl Connect for Slack {
+        async fn start(&self, at: &Start<'_>) -> anyhow::Result<Started> {
+            let c = &self.0;
+            let settings = slack::Settings {
+                app_token: &c.app_token,
+                bot_token: &c.bot_token,
+                api_url: &c.api_url,
+                topics: c.topics,
+            };
+            let (p, rx) = slack::start(&settings, at.prefix, at.lock_dir, at.recv).await?;
+            Ok((Arc::new(p), rx))
+        }
+    }
+    let c = match (&config.slack, flags.serve) {
+        (Some(c), _) => c.clone(),
+        (None, true) => {
+            return Err(
+                "--slack needs [gateway.slack] app_token (xapp-…) and bot_token (xoxb-…) in the config file".into(),
+            );
+        }
+        (None, false) => return Ok(None),
+    };
+    Ok(Some(Spec {
+        name: "slack",
+        default_chat: default_chat(c.default_chat.clone()),
+        secrets: vec![c.app_token.clone(), c.bot_token.clone()],
+        console: false,
+        connect: Arc::new(Slack(c)),
+    }))
+}
+
 /// A default chat that says something.
 fn default_chat(chat: Option<String>) -> Option<String> {
     chat.filter(|c| !c.trim().is_empty())
@@ -317,6 +356,19 @@ mod tests {
         };
         let e = plan(feishu, &config("")).err().expect("no feishu section");
         assert!(e.contains("[gateway.feishu]"), "{e}");
+        let slack = |n: &str| Flags {
+            serve: n == "slack",
+            ..Flags::default()
+        };
+        let e = plan(slack, &config("")).err().expect("no slack section");
+        assert!(e.contains("[gateway.slack]"), "{e}");
+        let specs = plan(
+            slack,
+            &config("[gateway.slack]\napp_token = \"xapp-a\"\nbot_token = \"xoxb-b\"\n"),
+        )
+        .expect("plan");
+        assert_eq!(names(&specs), ["slack"]);
+        assert_eq!(specs[0].secrets, ["xapp-a", "xoxb-b"]);
 
         // A token in the environment alone serves its platform.
         let token = |n: &str| Flags {

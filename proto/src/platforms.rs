@@ -40,6 +40,18 @@ pub const PLATFORMS: &[PlatformRow] = &[
         gateway_keys: &["app_id", "app_secret", "api_url", "default_chat", "topics"],
     },
     PlatformRow {
+        name: "slack",
+        title: "Slack",
+        api_url: "https://slack.com/api",
+        gateway_keys: &[
+            "app_token",
+            "bot_token",
+            "api_url",
+            "default_chat",
+            "topics",
+        ],
+    },
+    PlatformRow {
         name: "console",
         title: "the console",
         api_url: "",
@@ -80,7 +92,7 @@ mod tests {
             assert!(p.api_url.is_empty() || p.api_url.starts_with("https://"));
         }
         assert_eq!(platform("feishu").map(|p| p.title), Some("Feishu"));
-        assert!(platform("slack").is_none());
-        assert_eq!(listed(), "telegram, discord, feishu or console");
+        assert!(platform("matrix").is_none());
+        assert_eq!(listed(), "telegram, discord, feishu, slack or console");
     }
 }

@@ -350,9 +350,22 @@ pub(super) fn gateway_config_check(table: &toml::Table, out: &mut Vec<Check>) {
             "gateway config",
             Level::Fail,
             format!("unknown keys: {}", unknown.join(", ")),
-            "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes, machines (name, socket, ssh, ssh_options, remote_clibotctl, command, home); transcribe takes command, url, model, api_key; telegram/discord take token, api_url, default_chat, topics; feishu takes app_id, app_secret, api_url, default_chat, topics",
+            format!(
+                "the gateway refuses to start on them: [gateway] takes stall_after, down_notice_after, stream, max_file_bytes, machines (name, socket, ssh, ssh_options, remote_clibotctl, command, home); transcribe takes command, url, model, api_key; {}",
+                platform_keys()
+            ),
         ));
     }
+}
+
+/// What each platform's section takes, from the platforms' table: "telegram takes token, …".
+fn platform_keys() -> String {
+    clibot_proto::platforms::PLATFORMS
+        .iter()
+        .filter(|p| !p.gateway_keys.is_empty())
+        .map(|p| format!("{} takes {}", p.name, p.gateway_keys.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -392,7 +405,7 @@ mod tests {
 
     #[test]
     fn gateway_keys() {
-        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntopics = true\ntokn = \"y\"\n[[gateway.machines]]\nname = \"b\"\nssh = \"me@b\"\nhome = true\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.slack]\n"
+        let t: toml::Table = "[gateway]\nstall_after = \"90s\"\ndown_notice_after = \"10m\"\n[gateway.telegram]\ntoken = \"x\"\ndefault_chat = \"1\"\ntopics = true\ntokn = \"y\"\n[[gateway.machines]]\nname = \"b\"\nssh = \"me@b\"\nhome = true\n[gateway.feishu]\napp_id = \"a\"\napp_secret = \"b\"\n[gateway.matrix]\n[gateway.slack]\napp_token = \"a\"\nbot_token = \"b\"\n"
             .parse()
             .expect("toml");
         let mut out = Vec::new();
@@ -404,7 +417,17 @@ mod tests {
             "{}",
             out[0].detail
         );
-        assert!(out[0].detail.contains("gateway.slack"), "{}", out[0].detail);
+        assert!(
+            out[0].detail.contains("gateway.matrix"),
+            "{}",
+            out[0].detail
+        );
+        assert!(!out[0].detail.contains("slack"), "{}", out[0].detail);
+        assert!(
+            out[0].fix.contains("slack takes app_token"),
+            "{}",
+            out[0].fix
+        );
         assert!(!out[0].detail.contains("feishu"), "{}", out[0].detail);
         for known in ["stall_after", "down_notice_after", "default_chat", "topics"] {
             assert!(!out[0].detail.contains(known), "{}", out[0].detail);

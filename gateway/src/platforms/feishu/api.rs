@@ -546,18 +546,7 @@ fn rate_reset(h: &reqwest::header::HeaderMap) -> Option<Duration> {
     })
 }
 
-/// A random 64-bit number (std's hasher keys are seeded from the OS).
-pub fn random() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
-}
+pub use crate::platforms::recent::random;
 
 /// A message's `uuid` (≤ 50 characters).
 fn uuid() -> String {

@@ -24,7 +24,7 @@ mod frame;
 mod tests;
 mod ws;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -33,6 +33,7 @@ use clibot_gateway::chunk::{ChunkOptions, Measure, chunk};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::platforms::recent::Recent;
 use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use api::{Api, Wait};
 use ws::Handled;
@@ -52,8 +53,6 @@ const CARD_BODY_LIMIT: usize = 29_000;
 const CARD_TEXT_CHARS: usize = 4_000;
 /// Prompt cards remembered (to take their buttons off without losing their text).
 const CARDS_KEPT: usize = 256;
-/// Event and message ids remembered, so that a pushed-again event is handed over once.
-const RECENT_IDS: usize = 4096;
 
 pub struct Feishu {
     api: Arc<Api>,
@@ -300,43 +299,6 @@ fn strip_mentions(text: &str, mentions: &[&Value], to_bot: &dyn Fn(&Value) -> bo
     out.trim().to_string()
 }
 
-/// Ids seen lately (bounded, oldest forgotten first).
-#[derive(Default)]
-struct Recent {
-    set: HashSet<String>,
-    order: VecDeque<String>,
-}
-
-impl Recent {
-    /// Whether any of `ids` was seen; all of them are remembered from now on.
-    fn seen(&mut self, ids: &[&str]) -> bool {
-        let mut seen = false;
-        for id in ids.iter().filter(|i| !i.is_empty()) {
-            if self.set.contains(*id) {
-                seen = true;
-            } else {
-                self.set.insert(id.to_string());
-                self.order.push_back(id.to_string());
-            }
-        }
-        while self.order.len() > RECENT_IDS {
-            if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
-            }
-        }
-        seen
-    }
-}
-
-impl Recent {
-    /// Forgets `ids`: an event that could not be taken is taken when pushed again.
-    fn forget(&mut self, ids: &[&str]) {
-        for id in ids {
-            self.set.remove(*id);
-        }
-    }
-}
-
 /// What the connection hands on: a message, or a button press whose chat kind may need
 /// asking.
 enum Queued {
@@ -471,7 +433,7 @@ async fn dispatch(
 ) {
     let mut groups: HashMap<String, bool> = HashMap::new();
     while let Some(q) = queued.recv().await {
-        if groups.len() > RECENT_IDS {
+        if groups.len() > crate::platforms::recent::RECENT_IDS {
             groups.clear();
         }
         let inbound = match q {
@@ -1090,18 +1052,6 @@ mod unit {
         assert!(
             matches!(&got[1], Queued::Button { prompt, choice, .. } if prompt == "p9" && choice == "1")
         );
-    }
-
-    #[test]
-    fn recent_ids_are_bounded() {
-        let mut r = Recent::default();
-        assert!(!r.seen(&["a", ""]));
-        assert!(r.seen(&["a"]));
-        for i in 0..RECENT_IDS {
-            r.seen(&[&i.to_string()]);
-        }
-        assert!(!r.seen(&["a"]), "forgotten after {RECENT_IDS} newer ids");
-        assert!(r.order.len() <= RECENT_IDS && r.set.len() == r.order.len());
     }
 
     #[test]
