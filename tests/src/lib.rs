@@ -11,6 +11,7 @@ pub mod desk;
 mod event_stream;
 pub mod fake_discord;
 pub mod fake_feishu;
+pub mod fake_slack;
 pub mod fake_telegram;
 pub mod gemini;
 pub mod live;

@@ -496,6 +496,91 @@ fn feishu_group_gives_each_session_its_own_thread() {
     posted(&root, "again-36");
 }
 
+#[test]
+fn slack_channel_gives_each_session_its_own_thread() {
+    use clibot_tests::fake_slack::{
+        FakeSlack, Sent as SSent, TEAM, gateway as slack_gateway, gateway_config,
+    };
+    const S_ADMIN: &str = "U0ADMIN";
+    const CHANNEL: &str = "C0DEV";
+    let fs = FakeSlack::start();
+    let mut h = Harness::with_config(&gateway_config(
+        &fs,
+        &format!(
+            "topics = true\n[access.slack]\npolicy = \"allowlist\"\nadmins = [\"{TEAM}:{S_ADMIN}\"]\nclis = [\"*\"]\ngroups = [\"{CHANNEL}\"]\nsandbox = \"off\"\n{ASKER}"
+        ),
+    ));
+    h.start_daemon();
+    let _g = Gateway(slack_gateway(&h, &fs));
+    let say = |thread: Option<&str>, text: &str| match thread {
+        Some(t) => fs.push_thread_message(CHANNEL, t, S_ADMIN, text),
+        None => fs.push_message(
+            CHANNEL,
+            S_ADMIN,
+            &format!("<@{}> {text}", clibot_tests::fake_slack::BOT_USER),
+        ),
+    };
+    let posted = |thread: &str, needle: &str| {
+        fs.wait_sent(needle, |s: &[SSent]| {
+            s.iter().any(|m| {
+                m.channel == CHANNEL && m.thread_ts == thread && m.shown().contains(needle)
+            })
+        })
+    };
+    let dir = h.work.display().to_string();
+
+    say(None, &format!("!!new api asker {dir}"));
+    // The thread grows from a message of the bot's naming the session (in bold).
+    let sent = posted("", "🧵 *api*");
+    let root = sent
+        .iter()
+        .find(|m| m.shown().contains("🧵 *api*"))
+        .map(|m| m.ts.clone())
+        .expect("the thread's first message");
+    posted(&root, "what you write here goes to it");
+
+    say(Some(&root), "echo s-$((3*4))");
+    posted(&root, "s-12");
+    say(None, "echo nowhere");
+    posted("", "each session talks in a topic of its own");
+    assert!(!screen(&h, "api").contains("nowhere"));
+
+    // A prompt in the thread is answered by its button there.
+    say(Some(&root), ASK_FN);
+    say(Some(&root), "ask 'make deploy'");
+    let sent = fs.wait_sent("the prompt in the thread", |s: &[SSent]| {
+        s.iter()
+            .any(|m| m.thread_ts == root && !m.buttons().is_empty())
+    });
+    let prompt = sent
+        .iter()
+        .rev()
+        .find(|m| m.thread_ts == root && !m.buttons().is_empty())
+        .expect("prompt")
+        .clone();
+    fs.press(CHANNEL, S_ADMIN, &prompt.ts, "1.");
+    h.wait_screen("api", "the answer", |t| {
+        t.contains("decided make deploy: y")
+    });
+
+    // Stopped: the thread is marked ended; started again, it talks in the same thread, unmarked.
+    say(Some(&root), "!!stop");
+    assert!(
+        fs.wait_until(Duration::from_secs(20), |f| f
+            .reactions(CHANNEL, &root)
+            .iter()
+            .any(|r| r == "white_check_mark")),
+        "the ended thread is marked"
+    );
+    say(None, &format!("!!new api asker {dir}"));
+    posted("", "it talks in its topic");
+    assert!(fs.wait_until(Duration::from_secs(20), |f| {
+        f.reactions(CHANNEL, &root).is_empty()
+    }));
+    say(Some(&root), "echo again-$((6*6))");
+    posted(&root, "again-36");
+}
+
 /// A session name the admin freed hands nothing to the member who takes it next: the member's
 /// new session gets a topic of its own, the admin's old topic stays closed and leads nowhere,
 /// and what the admin writes there never reaches the member's session.
