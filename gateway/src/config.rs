@@ -144,7 +144,7 @@ fn slack_default_url() -> String {
 }
 
 /// Slack's Web API when `api_url` is not set.
-pub const SLACK_DEFAULT_URL: &str = "https://slack.com/api";
+pub const SLACK_DEFAULT_URL: &str = crate::platforms::slack::DEFAULT_API_URL;
 
 /// Why the config could not be used.
 #[derive(Debug, thiserror::Error)]

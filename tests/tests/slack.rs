@@ -118,6 +118,28 @@ fn a_dm_drives_a_session_and_text_goes_both_ways_as_written() {
     fs.push_message(DM, ADMIN, "echo after-429-$((1+1))");
     said(&fs, DM, "after-429-2");
 
+    // A long reply is split under Slack's limits, or sent as a file: nothing lost.
+    fs.push_message(
+        DM,
+        ADMIN,
+        "for i in $(seq 1 900); do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done",
+    );
+    assert!(
+        fs.wait_until(Duration::from_secs(30), |f| {
+            f.sent()
+                .iter()
+                .any(|m| m.channel == DM && m.shown().contains("line-900-"))
+                || f.uploads()
+                    .iter()
+                    .any(|u| String::from_utf8_lossy(&u.data).contains("line-900-"))
+        }),
+        "the end of a long reply arrived"
+    );
+    assert!(
+        fs.sent().iter().all(|m| m.text.chars().count() <= 4_000),
+        "every message under Slack's advised 4,000 characters"
+    );
+
     // A stranger gets a pairing code in their DM and nothing reaches the session.
     fs.push_message(STRANGER_DM, STRANGER, "echo stranger-was-here");
     fs.wait_sent("the stranger's answer", |s| {

@@ -322,6 +322,11 @@ mod tests {
         i.handle(&message("C1", "channel", "<@UBOT> hi", "1.2"));
         let m = rx.try_recv().expect("handed on");
         assert!(m.group && m.text == "hi");
+        // The same user id in another workspace (a shared channel) is another user.
+        let mut other = message("C1", "channel", "hi", "1.3");
+        other["payload"]["event"]["team"] = json!("T2");
+        i.handle(&other);
+        assert_eq!(rx.try_recv().expect("handed on").user, "T2:U7");
     }
 
     #[test]

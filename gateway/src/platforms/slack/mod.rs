@@ -34,6 +34,8 @@ use crate::platforms::topic;
 use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use api::{Api, Wait};
 
+/// Slack's Web API.
+pub const DEFAULT_API_URL: &str = "https://slack.com/api";
 /// Prompts remembered (to take their buttons off without losing their text).
 const PROMPTS_KEPT: usize = 256;
 /// Messages waiting for the router at most: beyond, an event is left unacknowledged and
@@ -90,7 +92,7 @@ pub async fn start(
         .build()
         .map_err(|e| anyhow::anyhow!("cannot build the HTTP client: {e}"))?;
     let api_url = match config.api_url.trim() {
-        "" => crate::config::SLACK_DEFAULT_URL,
+        "" => DEFAULT_API_URL,
         u => u,
     };
     let api = Arc::new(Api::new(http, api_url, bot_token, app_token));
