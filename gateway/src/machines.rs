@@ -536,6 +536,13 @@ pub async fn serve_connection(
             health.clone(),
             default_chat.clone(),
         )));
+        // Boards show the home machine's sessions (where `!!board` is asked).
+        if (!several || m.home) && !p.is_local() {
+            tasks.0.push(tokio::spawn(crate::outbound::board::keep(
+                p.clone(),
+                m.target.clone(),
+            )));
+        }
         // Replies to chat messages go through a queue per chat: handling the next message
         // never waits for a slow (rate-limited) chat.
         let router = Router {

@@ -19,16 +19,20 @@
 //!   `GET channels/{id}/messages?after=|before=|around=&limit=` (history: at most `limit`, 1–100,
 //!   default 50, newest first; with `after` the ones right after it), `GET channels/{id}` (a DM,
 //!   or a server text channel for channels written in with [`FakeDiscord::send_as_user_in_guild`]),
-//!   `POST channels/{id}/typing` (204), `POST interactions/{id}/{token}/callback` (204),
+//!   `POST channels/{id}/typing` (204), `PUT/DELETE channels/{id}/pins/{message_id}` (204; also
+//!   under the newer `channels/{id}/messages/pins/{message_id}`; see [`FakeDiscord::pinned`]),
+//!   `POST interactions/{id}/{token}/callback` (204),
 //!   `PATCH webhooks/{app}/{token}/messages/@original`, `POST webhooks/{app}/{token}` (follow-up),
 //!   application commands (`GET`/`PUT` answer `[]`). Anything else: 404 `{"message":"404: Not
 //!   Found","code":0}`.
 //! * `Authorization: Bot <token>` is checked (401 otherwise) except on interaction and webhook
 //!   routes, which Discord authorises by the interaction token.
 //! * Discord's checks: content at most 2000 characters (400, code 50035), no empty message (400,
-//!   code 50006), unknown message (404, code 10008), unknown interaction (404, code 10062), an
-//!   interaction answered twice (400, code 40060), and for a channel the bot lost access to
-//!   ([`FakeDiscord::forbid_channel`]) 403 Missing Access (code 50001) on every channel route.
+//!   code 50006), unknown message (404, code 10008; also a message of another channel for a
+//!   pin), more than 50 pins in a channel (400, code 30003), unknown interaction (404, code
+//!   10062), an interaction answered twice (400, code 40060), and for a channel the bot lost
+//!   access to ([`FakeDiscord::forbid_channel`]) 403 Missing Access (code 50001) on every
+//!   channel route.
 //! * The gateway: HELLO (`heartbeat_interval` 45000), IDENTIFY → READY, RESUME → RESUMED,
 //!   heartbeat → ACK, a wrong token in IDENTIFY is closed with 4004. Dispatches pushed while no
 //!   session is ready are kept and delivered after the next READY/RESUMED — except messages a
@@ -196,6 +200,8 @@ struct State {
     forbidden: HashSet<u64>,
     /// Threads by id: (parent channel, name, archived).
     threads: HashMap<u64, (u64, String, bool)>,
+    /// Pinned messages of each channel, in the order they were pinned.
+    pins: HashMap<u64, Vec<u64>>,
     interactions: HashMap<u64, Interaction>,
     /// Ready gateway sessions: (session number, sender).
     sessions: Vec<(u64, mpsc::UnboundedSender<Out>)>,
@@ -346,6 +352,7 @@ impl FakeDiscord {
                 guild_channels: HashMap::new(),
                 forbidden: HashSet::new(),
                 threads: HashMap::new(),
+                pins: HashMap::new(),
                 interactions: HashMap::new(),
                 sessions: Vec::new(),
                 next_session: 1,
@@ -669,6 +676,17 @@ impl FakeDiscord {
     /// A message as it is now (a user's or the bot's).
     pub fn message(&self, id: u64) -> Option<Value> {
         self.shared.lock().messages.get(&id).cloned()
+    }
+
+    /// The ids of the messages pinned in a channel now, in the order they were pinned (the
+    /// last one pinned last).
+    pub fn pinned(&self, channel_id: u64) -> Vec<u64> {
+        self.shared
+            .lock()
+            .pins
+            .get(&channel_id)
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// Answers the next REST request whose path contains `path_contains` with this status and
@@ -1298,6 +1316,16 @@ fn route(
             }
             json_response(200, &thread_json(st, thread))
         }
+        ("PUT" | "DELETE", ["channels", channel, "pins", id])
+        | ("PUT" | "DELETE", ["channels", channel, "messages", "pins", id]) => {
+            let (Some(channel), Some(id)) = (parse_id(channel), parse_id(id)) else {
+                return not_found();
+            };
+            match pin(st, m == "PUT", channel, id) {
+                Ok(()) => no_content(),
+                Err((status, e)) => json_response(status, &e),
+            }
+        }
         (_, ["channels", channel, "messages", id]) => {
             let (Some(channel), Some(id)) = (parse_id(channel), parse_id(id)) else {
                 return not_found();
@@ -1315,6 +1343,9 @@ fn route(
                 "DELETE" => {
                     if st.messages.remove(&id).is_none() {
                         return unknown();
+                    }
+                    if let Some(pins) = st.pins.get_mut(&channel) {
+                        pins.retain(|p| *p != id);
                     }
                     st.sent.push(SentMessage {
                         kind: "delete".into(),
@@ -1412,6 +1443,36 @@ fn route(
 }
 
 type Refusal = (u16, Value);
+
+/// Most messages a channel can have pinned.
+const MAX_PINS: usize = 50;
+
+/// Pins (`pin`) or unpins message `id` of `channel`; pinning a pinned message, or unpinning one
+/// that is not pinned, changes nothing.
+fn pin(st: &mut State, pin: bool, channel: u64, id: u64) -> Result<(), Refusal> {
+    let Some(message) = st
+        .messages
+        .get_mut(&id)
+        .filter(|m| m["channel_id"].as_str().and_then(parse_id) == Some(channel))
+    else {
+        return Err((404, error_body(10008, "Unknown Message")));
+    };
+    let pins = st.pins.entry(channel).or_default();
+    let pinned = pins.contains(&id);
+    if pin && !pinned {
+        if pins.len() >= MAX_PINS {
+            return Err((
+                400,
+                error_body(30003, "Maximum number of pins reached (50)"),
+            ));
+        }
+        pins.push(id);
+    } else if !pin {
+        pins.retain(|p| *p != id);
+    }
+    message["pinned"] = json!(pin);
+    Ok(())
+}
 
 fn invalid_length() -> Refusal {
     (
@@ -1975,6 +2036,84 @@ mod tests {
             fake.message(sent[0].id).expect("kept")["content"],
             "Allowed."
         );
+    }
+
+    #[test]
+    fn pins_and_edits_that_keep_their_buttons() {
+        let fake = FakeDiscord::start(TOKEN);
+        let row = |ids: &[&str]| {
+            let buttons: Vec<Value> = ids
+                .iter()
+                .map(|id| json!({ "type": 2, "style": 2, "label": id, "custom_id": id }))
+                .collect();
+            json!([{ "type": 1, "components": buttons }])
+        };
+        let user = fake.send_as_user(555, 42, "ann", "hi");
+        runtime().block_on(async {
+            let (status, board) = json_call(
+                &fake,
+                "POST",
+                "/api/v10/channels/555/messages",
+                json!({ "content": "Board: idle", "components": row(&["board:stop"]) }),
+            )
+            .await;
+            assert_eq!(status, 200, "{board}");
+            let id: u64 = board["id"].as_str().and_then(parse_id).expect("id");
+            let pin = format!("/api/v10/channels/555/pins/{id}");
+            for _ in 0..2 {
+                let (status, body) = json_call(&fake, "PUT", &pin, Value::Null).await;
+                assert_eq!((status, body), (204, Value::Null));
+            }
+            assert_eq!(fake.pinned(555), [id], "pinned once");
+            assert_eq!(fake.message(id).expect("kept")["pinned"], true);
+            let newer = format!("/api/v10/channels/555/messages/pins/{user}");
+            assert_eq!(json_call(&fake, "PUT", &newer, Value::Null).await.0, 204);
+            assert_eq!(fake.pinned(555), [id, user]);
+            let unknown = (404, error_body(10008, "Unknown Message"));
+            let elsewhere = format!("/api/v10/channels/556/pins/{id}");
+            assert_eq!(json_call(&fake, "PUT", &elsewhere, Value::Null).await, unknown);
+            let missing = "/api/v10/channels/555/pins/1";
+            assert_eq!(json_call(&fake, "PUT", missing, Value::Null).await, unknown);
+            assert_eq!(json_call(&fake, "DELETE", missing, Value::Null).await, unknown);
+
+            // An edit with new buttons.
+            let (status, edited) = json_call(
+                &fake,
+                "PATCH",
+                &format!("/api/v10/channels/555/messages/{id}"),
+                json!({ "content": "Board: busy", "components": row(&["board:stop", "board:log"]) }),
+            )
+            .await;
+            assert_eq!(status, 200, "{edited}");
+            assert_eq!(edited["components"], row(&["board:stop", "board:log"]));
+            assert_eq!(edited["pinned"], true);
+
+            let (status, _) = json_call(&fake, "DELETE", &newer, Value::Null).await;
+            assert_eq!(status, 204);
+            assert_eq!(fake.pinned(555), [id]);
+            assert_eq!(json_call(&fake, "DELETE", &pin, Value::Null).await.0, 204);
+            assert!(fake.pinned(555).is_empty());
+            assert_eq!(fake.message(id).expect("kept")["pinned"], false);
+
+            // A deleted message is no longer pinned; a channel the bot lost refuses.
+            assert_eq!(json_call(&fake, "PUT", &pin, Value::Null).await.0, 204);
+            let message = format!("/api/v10/channels/555/messages/{id}");
+            assert_eq!(json_call(&fake, "DELETE", &message, Value::Null).await.0, 204);
+            assert!(fake.pinned(555).is_empty());
+            fake.forbid_channel(555);
+            let (status, e) = json_call(&fake, "PUT", &newer, Value::Null).await;
+            assert_eq!((status, &e["code"]), (403, &json!(50001)));
+        });
+        let sent = fake.sent();
+        let edit = sent.iter().find(|s| s.kind == "edit").expect("the edit");
+        assert_eq!(edit.content, "Board: busy");
+        assert_eq!(edit.components, Some(row(&["board:stop", "board:log"])));
+        let pins = fake
+            .calls()
+            .into_iter()
+            .filter(|(_, p, _)| p.contains("/pins/"))
+            .count();
+        assert_eq!(pins, 10);
     }
 
     #[test]

@@ -27,9 +27,14 @@
 //!   `PATCH /open-apis/im/v1/messages/{id}` (cards only, shared — `update_multi` — before and
 //!   after), `POST /open-apis/im/v1/files` (`multipart/form-data` with `file_type`, `file_name`,
 //!   `file`), `POST /open-apis/im/v1/images` (`image_type`, `image`) and `image` messages.
-//! * A chat the bot was removed from ([`FakeFeishu::remove_bot`]) answers 230002 to sends and
-//!   edits; [`FakeFeishu::fail_next`] makes the next matching call fail with a code (a 429 or
-//!   99991400 comes with `x-ogw-ratelimit-reset: 1`).
+//! * Pins: `POST /open-apis/im/v1/pins` with `{"message_id"}` (one of the bot's messages; any
+//!   other is HTTP 400 code 230001 `invalid message_id`; pinning a pinned message answers the
+//!   pin it has) → `data.pin` (`message_id`, `chat_id`, `operator_id` the app id,
+//!   `operator_id_type: app_id`, `create_time` in ms), `DELETE /open-apis/im/v1/pins/{id}`.
+//!   See [`FakeFeishu::pinned`].
+//! * A chat the bot was removed from ([`FakeFeishu::remove_bot`]) answers 230002 to sends,
+//!   edits and pins; [`FakeFeishu::fail_next`] makes the next matching call fail with a code
+//!   (a 429 or 99991400 comes with `x-ogw-ratelimit-reset: 1`).
 //!
 //! Like the other fakes, the API is synchronous: the servers run on their own thread with a
 //! single-threaded tokio runtime and stop when the [`FakeFeishu`] is dropped.
@@ -282,6 +287,8 @@ struct State {
     removed: HashSet<String>,
     chat_modes: HashMap<String, String>,
     messages: HashMap<String, Message>,
+    /// Pinned messages, in the order they were pinned: (chat, message id, `create_time`).
+    pins: Vec<(String, String, String)>,
     uuids: HashMap<String, String>,
     next_id: u64,
     next_seq: u64,
@@ -525,6 +532,7 @@ impl FakeFeishu {
                 removed: HashSet::new(),
                 chat_modes: HashMap::new(),
                 messages: HashMap::new(),
+                pins: Vec::new(),
                 uuids: HashMap::new(),
                 next_id: 1,
                 next_seq: 1,
@@ -652,6 +660,18 @@ impl FakeFeishu {
 
     pub fn sent(&self) -> Vec<Sent> {
         self.shared.lock().sent.clone()
+    }
+
+    /// The ids of the messages pinned in `chat` now, in the order they were pinned (the last
+    /// one pinned last).
+    pub fn pinned(&self, chat: &str) -> Vec<String> {
+        self.shared
+            .lock()
+            .pins
+            .iter()
+            .filter(|(c, _, _)| c == chat)
+            .map(|(_, id, _)| id.clone())
+            .collect()
     }
 
     /// Makes resource `key` of message `message_id` downloadable with `data`.
@@ -1102,6 +1122,8 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
             reply_to(&mut st, id, &body, bytes.len())
         }
         (&Method::PATCH, ["im", "v1", "messages", id]) => patch(&mut st, id, &body, bytes.len()),
+        (&Method::POST, ["im", "v1", "pins"]) => pin(&mut st, &body),
+        (&Method::DELETE, ["im", "v1", "pins", id]) => unpin(&mut st, id),
         (&Method::POST, ["im", "v1", "files"]) => upload(&mut st, &body, files),
         (&Method::POST, ["im", "v1", "images"]) => upload_image(&mut st, &body, files),
         _ => code(404, 404, "404 page not found"),
@@ -1319,6 +1341,55 @@ fn patch(st: &mut State, id: &str, body: &Value, size: usize) -> Response<Body> 
     reply(200, &json!({ "code": 0, "msg": "success", "data": {} }))
 }
 
+/// The chat of message `id` that may be pinned or unpinned, or the answer that refuses it.
+fn pinnable(st: &State, id: &str) -> Result<String, Box<Response<Body>>> {
+    let Some(m) = st.messages.get(id) else {
+        return Err(Box::new(code(400, 230001, "invalid message_id")));
+    };
+    if st.removed.contains(&m.chat) {
+        return Err(Box::new(code(
+            400,
+            230002,
+            "The bot can not be outside the group.",
+        )));
+    }
+    Ok(m.chat.clone())
+}
+
+/// `POST /open-apis/im/v1/pins`: pins `message_id` in its chat; a pinned one answers the pin
+/// it already has.
+fn pin(st: &mut State, body: &Value) -> Response<Body> {
+    let id = body["message_id"].as_str().unwrap_or_default().to_string();
+    let chat = match pinnable(st, &id) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
+    let create_time = match st.pins.iter().find(|(_, p, _)| *p == id) {
+        Some((_, _, t)) => t.clone(),
+        None => {
+            let t = now_ms().to_string();
+            st.pins.push((chat.clone(), id.clone(), t.clone()));
+            t
+        }
+    };
+    reply(
+        200,
+        &json!({ "code": 0, "msg": "success", "data": { "pin": {
+            "message_id": id, "chat_id": chat, "operator_id": st.app_id,
+            "operator_id_type": "app_id", "create_time": create_time,
+        }}}),
+    )
+}
+
+/// `DELETE /open-apis/im/v1/pins/{id}`.
+fn unpin(st: &mut State, id: &str) -> Response<Body> {
+    if let Err(r) = pinnable(st, id) {
+        return *r;
+    }
+    st.pins.retain(|(_, p, _)| p != id);
+    reply(200, &json!({ "code": 0, "msg": "success", "data": {} }))
+}
+
 fn upload(st: &mut State, fields: &Value, files: Vec<Part>) -> Response<Body> {
     let file_type = fields["file_type"].as_str().unwrap_or_default();
     let file_name = fields["file_name"].as_str().unwrap_or_default();
@@ -1445,6 +1516,143 @@ fn parse_multipart(body: &[u8], boundary: &str) -> Option<Vec<Part>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hyper::header::HOST;
+    use tokio::net::TcpStream;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    /// One request with hyper's client and a JSON body (none for `Null`): the status and the
+    /// JSON answer.
+    async fn call(
+        fake: &FakeFeishu,
+        method: &str,
+        path: &str,
+        token: &str,
+        body: Value,
+    ) -> (u16, Value) {
+        let stream = TcpStream::connect(fake.addr).await.expect("connect");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let bytes = if body.is_null() {
+            Bytes::new()
+        } else {
+            Bytes::from(body.to_string())
+        };
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(HOST, fake.addr.to_string())
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .header(CONTENT_TYPE, "application/json; charset=utf-8")
+            .body(Full::new(bytes))
+            .expect("request");
+        let response = sender.send_request(request).await.expect("send");
+        let status = response.status().as_u16();
+        let bytes = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, serde_json::from_slice(&bytes).expect("JSON answer"))
+    }
+
+    #[test]
+    fn pins_and_card_updates_that_keep_their_buttons() {
+        let fake = FakeFeishu::start(APP_ID, APP_SECRET);
+        let card = |buttons: &[&str]| {
+            let buttons: Vec<Value> = buttons
+                .iter()
+                .map(|b| {
+                    json!({ "tag": "button", "text": { "tag": "plain_text", "content": b },
+                                 "behaviors": [{ "type": "callback", "value": { "d": b } }] })
+                })
+                .collect();
+            json!({ "schema": "2.0", "config": { "update_multi": true },
+                    "body": { "elements": buttons } })
+        };
+        runtime().block_on(async {
+            let credentials = json!({ "app_id": APP_ID, "app_secret": APP_SECRET });
+            let path = "/open-apis/auth/v3/tenant_access_token/internal";
+            let (_, auth) = call(&fake, "POST", path, "", credentials).await;
+            let token = auth["tenant_access_token"].as_str().expect("a token");
+            let (status, sent) = call(
+                &fake,
+                "POST",
+                "/open-apis/im/v1/messages?receive_id_type=chat_id",
+                token,
+                json!({ "receive_id": "oc_board", "msg_type": "interactive",
+                        "content": card(&["stop"]).to_string() }),
+            )
+            .await;
+            assert_eq!((status, &sent["code"]), (200, &json!(0)), "{sent}");
+            let id = sent["data"]["message_id"].as_str().expect("message_id");
+
+            let pin = json!({ "message_id": id });
+            let pins = "/open-apis/im/v1/pins";
+            let (status, first) = call(&fake, "POST", pins, token, pin.clone()).await;
+            assert_eq!((status, &first["code"]), (200, &json!(0)), "{first}");
+            let p = &first["data"]["pin"];
+            assert_eq!(
+                (&p["message_id"], &p["chat_id"], &p["operator_id"]),
+                (&json!(id), &json!("oc_board"), &json!(APP_ID))
+            );
+            assert_eq!(p["operator_id_type"], "app_id");
+            assert!(p["create_time"].as_str().is_some_and(|t| t.len() >= 13));
+            let (_, again) = call(&fake, "POST", pins, token, pin.clone()).await;
+            assert_eq!(again, first, "a pinned message answers its pin");
+            assert_eq!(fake.pinned("oc_board"), [id]);
+            let invalid = (400, json!({ "code": 230001, "msg": "invalid message_id" }));
+            let nope = json!({ "message_id": "om_nope" });
+            assert_eq!(call(&fake, "POST", pins, token, nope).await, invalid);
+            let (status, e) = call(&fake, "POST", pins, "t-wrong", pin.clone()).await;
+            assert_eq!((status, &e["code"]), (400, &json!(99991663)));
+
+            // An update of the card with new buttons.
+            let (status, patched) = call(
+                &fake,
+                "PATCH",
+                &format!("/open-apis/im/v1/messages/{id}"),
+                token,
+                json!({ "content": card(&["stop", "log"]).to_string() }),
+            )
+            .await;
+            assert_eq!((status, &patched["code"]), (200, &json!(0)), "{patched}");
+
+            let unpin = format!("{pins}/{id}");
+            let (status, done) = call(&fake, "DELETE", &unpin, token, Value::Null).await;
+            assert_eq!((status, &done["code"]), (200, &json!(0)), "{done}");
+            assert!(fake.pinned("oc_board").is_empty());
+            let unknown = format!("{pins}/om_nope");
+            assert_eq!(
+                call(&fake, "DELETE", &unknown, token, Value::Null).await,
+                invalid
+            );
+            fake.remove_bot("oc_board");
+            let (status, e) = call(&fake, "POST", pins, token, pin).await;
+            assert_eq!((status, &e["code"]), (400, &json!(230002)));
+        });
+        let sent = fake.sent();
+        let patch = sent.last().expect("the update");
+        assert_eq!(
+            (patch.kind.as_str(), patch.chat.as_str()),
+            ("patch", "oc_board")
+        );
+        assert_eq!(
+            button_values(&patch.content),
+            [json!({ "d": "stop" }), json!({ "d": "log" })]
+        );
+        assert_eq!(patch.content, card(&["stop", "log"]));
+    }
 
     #[test]
     fn button_values_are_found_in_cards_of_both_schemas() {

@@ -16,7 +16,10 @@
 //!   (text up to [`TEXT_LIMIT`] characters, Block Kit blocks checked against Slack's limits →
 //!   `invalid_blocks`, `thread_ts` must name a message of the channel, only the bot's own
 //!   messages can be edited or deleted, a [`FakeSlack::kick`]ed channel answers
-//!   `not_in_channel`); `reactions.add` / `reactions.remove`.
+//!   `not_in_channel`); `reactions.add` / `reactions.remove`; `pins.add` / `pins.remove`
+//!   (`channel` and `timestamp` of a message of the channel, the users' too, else
+//!   `message_not_found`; `already_pinned`, `no_pin`, `not_in_channel` for a kicked channel; a
+//!   deleted message is no longer pinned; see [`FakeSlack::pinned`]).
 //! * Uploads in three steps: `files.getUploadURLExternal` → `POST /upload/{file_id}` (raw bytes
 //!   or `multipart/form-data` with a `file` part, exactly the declared length) →
 //!   `files.completeUploadExternal` (each file once).
@@ -255,6 +258,8 @@ struct State {
     /// (channel, ts) → the message as it is now.
     messages: HashMap<(String, String), Msg>,
     reactions: HashMap<(String, String), Vec<String>>,
+    /// Pinned messages of each channel (their ts), in the order they were pinned.
+    pins: HashMap<String, Vec<String>>,
     pending: HashMap<String, Pending>,
     /// Files users shared: URL path → (bytes, mimetype).
     files: HashMap<String, (Vec<u8>, String)>,
@@ -708,6 +713,17 @@ impl FakeSlack {
             .lock()
             .reactions
             .get(&key)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The ts of the messages pinned in `channel` now, in the order they were pinned (the
+    /// last one pinned last).
+    pub fn pinned(&self, channel: &str) -> Vec<String> {
+        self.shared
+            .lock()
+            .pins
+            .get(channel)
             .cloned()
             .unwrap_or_default()
     }
@@ -1173,6 +1189,8 @@ fn api(st: &mut State, method: &str, body: &Value, token: &str) -> Response<Body
         "chat.delete",
         "reactions.add",
         "reactions.remove",
+        "pins.add",
+        "pins.remove",
         "files.getUploadURLExternal",
         "files.completeUploadExternal",
     ];
@@ -1207,6 +1225,7 @@ fn api(st: &mut State, method: &str, body: &Value, token: &str) -> Response<Body
         "chat.update" => write_message(st, body, "update"),
         "chat.delete" => delete(st, body),
         "reactions.add" | "reactions.remove" => react(st, method == "reactions.add", body),
+        "pins.add" | "pins.remove" => pin(st, method == "pins.add", body),
         "files.getUploadURLExternal" => upload_url(st, body),
         _ => complete_upload(st, body),
     }
@@ -1383,6 +1402,9 @@ fn delete(st: &mut State, body: &Value) -> Response<Body> {
     };
     st.messages.remove(&key);
     st.reactions.remove(&key);
+    if let Some(pins) = st.pins.get_mut(&key.0) {
+        pins.retain(|p| *p != key.1);
+    }
     let (channel, ts) = key;
     st.sent.push(Sent {
         kind: "delete".into(),
@@ -1417,6 +1439,37 @@ fn react(st: &mut State, add: bool, body: &Value) -> Response<Body> {
         }
         (false, true) => {
             names.retain(|n| *n != name);
+            ok(json!({}))
+        }
+    }
+}
+
+/// `pins.add` (`add`) and `pins.remove`: message `timestamp` of `channel`.
+fn pin(st: &mut State, add: bool, body: &Value) -> Response<Body> {
+    let key = (field(body, "channel"), field(body, "timestamp"));
+    if key.0.is_empty() {
+        return fail("channel_not_found");
+    }
+    if st.kicked.contains(&key.0) {
+        return fail("not_in_channel");
+    }
+    if key.1.is_empty() {
+        return fail("no_item_specified");
+    }
+    if !st.messages.contains_key(&key) {
+        return fail("message_not_found");
+    }
+    let (channel, ts) = key;
+    let pins = st.pins.entry(channel).or_default();
+    match (add, pins.contains(&ts)) {
+        (true, true) => fail("already_pinned"),
+        (false, false) => fail("no_pin"),
+        (true, false) => {
+            pins.push(ts);
+            ok(json!({}))
+        }
+        (false, true) => {
+            pins.retain(|p| *p != ts);
             ok(json!({}))
         }
     }
@@ -1881,6 +1934,93 @@ mod tests {
         let sent = fake.sent();
         assert_eq!((sent.len(), sent[1].text.as_str()), (2, "hi there"));
         assert_eq!(sent[1].buttons()[0].0, "Go");
+    }
+
+    #[test]
+    fn pins_and_updates_that_keep_their_buttons() {
+        let fake = FakeSlack::start();
+        let blocks = |text: &str, labels: &[&str]| {
+            let buttons: Vec<Value> = labels
+                .iter()
+                .map(|l| {
+                    json!({ "type": "button", "action_id": l, "value": l,
+                                 "text": { "type": "plain_text", "text": l } })
+                })
+                .collect();
+            json!([
+                { "type": "section", "text": { "type": "mrkdwn", "text": text } },
+                { "type": "actions", "elements": buttons },
+            ])
+        };
+        let (_, user_ts) = fake.push_message("C0A", "U0ALICE", "hi");
+        runtime().block_on(async {
+            let posted = bot(
+                &fake,
+                "chat.postMessage",
+                json!({ "channel": "C0A", "text": "Board", "blocks": blocks("idle", &["Stop"]) }),
+            )
+            .await;
+            let ts = posted["ts"].as_str().expect("ts").to_string();
+            let pin = json!({ "channel": "C0A", "timestamp": ts });
+            assert_eq!(
+                bot(&fake, "pins.add", pin.clone()).await,
+                json!({ "ok": true })
+            );
+            let r = bot(&fake, "pins.add", pin.clone()).await;
+            assert_eq!(r["error"], "already_pinned");
+            // A form, as some clients send it.
+            let form = format!("channel=C0A&timestamp={user_ts}&token={BOT_TOKEN}");
+            let form_type = [("content-type", "application/x-www-form-urlencoded")];
+            let (_, _, bytes) =
+                http(&fake, "POST", "/api/pins.add", &form_type, form.as_bytes()).await;
+            assert_eq!(
+                serde_json::from_slice::<Value>(&bytes).expect("JSON")["ok"],
+                true
+            );
+            assert_eq!(fake.pinned("C0A"), [ts.clone(), user_ts.clone()]);
+            let nope = json!({ "channel": "C0A", "timestamp": "1.000001" });
+            let r = bot(&fake, "pins.add", nope.clone()).await;
+            assert_eq!(r["error"], "message_not_found");
+            let r = bot(&fake, "pins.remove", nope).await;
+            assert_eq!(r["error"], "message_not_found");
+
+            // An update with new buttons.
+            let update = json!({ "channel": "C0A", "ts": ts, "text": "Board",
+                                 "blocks": blocks("busy", &["Stop", "Log"]) });
+            assert_eq!(bot(&fake, "chat.update", update).await["ok"], true);
+
+            let user_pin = json!({ "channel": "C0A", "timestamp": user_ts });
+            assert_eq!(
+                bot(&fake, "pins.remove", user_pin.clone()).await["ok"],
+                true
+            );
+            let r = bot(&fake, "pins.remove", user_pin).await;
+            assert_eq!(r["error"], "no_pin");
+            assert_eq!(fake.pinned("C0A"), [ts.as_str()]);
+            let delete = json!({ "channel": "C0A", "ts": ts });
+            assert_eq!(bot(&fake, "chat.delete", delete).await["ok"], true);
+            assert!(
+                fake.pinned("C0A").is_empty(),
+                "a deleted message is unpinned"
+            );
+            fake.kick("C0A");
+            let r = bot(&fake, "pins.add", pin).await;
+            assert_eq!(r["error"], "not_in_channel");
+        });
+        let sent = fake.sent();
+        let update = sent
+            .iter()
+            .find(|s| s.kind == "update")
+            .expect("the update");
+        assert_eq!(update.shown(), "Board\nbusy");
+        let labels: Vec<String> = update.buttons().into_iter().map(|b| b.0).collect();
+        assert_eq!(labels, ["Stop", "Log"]);
+        let pins = fake
+            .calls()
+            .iter()
+            .filter(|c| c.method.starts_with("pins."))
+            .count();
+        assert_eq!(pins, 8);
     }
 
     #[test]

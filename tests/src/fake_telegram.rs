@@ -18,6 +18,13 @@
 //!   `editMessageText` of an unknown message, with nothing changed, or of a user's message fails
 //!   as on Telegram, an edit without `reply_markup` removes the inline keyboard, deleted messages
 //!   are gone, `answerCallbackQuery` knows which query ids exist.
+//! * Pinned messages per chat: `pinChatMessage` (any message of the chat, the user's too;
+//!   `disable_notification` accepted; an unknown one is 400 `Bad Request: message to pin not
+//!   found`, pinning a pinned one again changes nothing), `unpinChatMessage` (the given message,
+//!   or without `message_id` the most recent pinned one; one that is not pinned, or nothing
+//!   pinned, is 400 `Bad Request: message to unpin not found`), and a deleted message is no
+//!   longer pinned. No "pinned a message" service message is added to the chat.
+//!   See [`FakeTelegram::pinned`].
 //! * Text checks: `parse_mode: "HTML"` is parsed like Telegram does (supported tags only, tags
 //!   balanced; else 400 `Bad Request: can't parse entities: ...`), the text must not be empty
 //!   and at most 4096 characters after parsing (1024 for a caption). MarkdownV2 is accepted
@@ -28,7 +35,7 @@
 //! Like [`crate::mock_llm`], the API is synchronous: the server runs on its own thread with its
 //! own single-threaded tokio runtime and stops when the [`FakeTelegram`] is dropped.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -227,6 +234,8 @@ struct Chat {
     messages: BTreeMap<i64, StoredMessage>,
     /// Forum topics by id (the id of the message that created each): (name, closed).
     topics: BTreeMap<i64, (String, bool)>,
+    /// Pinned messages; ordered by id, as Telegram orders them (by sending date).
+    pinned: BTreeSet<i64>,
 }
 
 struct State {
@@ -741,6 +750,18 @@ impl FakeTelegram {
             .unwrap_or_default()
     }
 
+    /// The ids of the messages pinned in a chat now (`pinChatMessage`, less `unpinChatMessage`
+    /// and deletions), in message-id order as Telegram keeps them (by sending date, not by when
+    /// they were pinned): the last one is what Telegram shows at the top of the chat.
+    pub fn pinned(&self, chat_id: i64) -> Vec<i64> {
+        self.shared
+            .lock()
+            .chats
+            .get(&chat_id)
+            .map(|c| c.pinned.iter().copied().collect())
+            .unwrap_or_default()
+    }
+
     /// The commands last set with `setMyCommands`.
     pub fn commands(&self) -> Value {
         self.shared.lock().commands.clone()
@@ -925,6 +946,7 @@ impl State {
             next_message_id: 1,
             messages: BTreeMap::new(),
             topics: BTreeMap::new(),
+            pinned: BTreeSet::new(),
         })
     }
 
@@ -1468,10 +1490,12 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
         "deletemessage" => {
             let chat_id = chat_id(p)?;
             let message_id = message_id(p)?;
-            st.chats
-                .get_mut(&chat_id)
-                .and_then(|c| c.messages.remove(&message_id))
-                .ok_or_else(|| bad_request("message to delete not found"))?;
+            let chat = st.chats.get_mut(&chat_id);
+            chat.and_then(|c| {
+                c.pinned.remove(&message_id);
+                c.messages.remove(&message_id)
+            })
+            .ok_or_else(|| bad_request("message to delete not found"))?;
             st.sent.push(Sent {
                 at: std::time::Instant::now(),
                 thread: None,
@@ -1482,6 +1506,30 @@ fn apply(st: &mut State, method: &str, p: &Value, files: &[FilePart]) -> Result<
                 reply_markup: None,
                 message_id,
             });
+            Ok(json!(true))
+        }
+        "pinchatmessage" => {
+            let chat_id = chat_id(p)?;
+            let message_id = message_id(p)?;
+            let chat = st
+                .chats
+                .get_mut(&chat_id)
+                .filter(|c| c.messages.contains_key(&message_id))
+                .ok_or_else(|| bad_request("message to pin not found"))?;
+            chat.pinned.insert(message_id);
+            Ok(json!(true))
+        }
+        "unpinchatmessage" => {
+            let chat_id = chat_id(p)?;
+            let not_found = || bad_request("message to unpin not found");
+            let chat = st.chats.get_mut(&chat_id).ok_or_else(not_found)?;
+            let message_id = match int(p, "message_id") {
+                Some(id) => id,
+                None => chat.pinned.last().copied().ok_or_else(not_found)?,
+            };
+            if !chat.pinned.remove(&message_id) {
+                return Err(not_found());
+            }
             Ok(json!(true))
         }
         "answercallbackquery" => {
@@ -2536,6 +2584,105 @@ mod tests {
         );
         let left = fake.messages(9);
         assert_eq!(left.len(), 1, "only the user's message is left: {left:?}");
+    }
+
+    #[test]
+    fn pins_and_edits_that_keep_their_buttons() {
+        let fake = FakeTelegram::start(TOKEN);
+        runtime().block_on(async {
+            let keyboard = json!({ "inline_keyboard": [[
+                { "text": "Stop", "callback_data": "board:stop" },
+            ]] });
+            let board = call_ok(
+                &fake,
+                "SendMessage",
+                json!({ "chat_id": 12, "text": "Board: idle", "reply_markup": keyboard }),
+            )
+            .await;
+            assert_eq!(board["message_id"], 1);
+            let pin = json!({ "chat_id": 12, "message_id": 1, "disable_notification": true });
+            assert_eq!(call_ok(&fake, "PinChatMessage", pin.clone()).await, true);
+            assert_eq!(call_ok(&fake, "PinChatMessage", pin).await, true);
+            assert_eq!(fake.pinned(12), [1], "pinned once");
+            fake.push_message(12, 12, "Cy", "mine");
+            let mine = json!({ "chat_id": 12, "message_id": 2 });
+            assert_eq!(call_ok(&fake, "PinChatMessage", mine.clone()).await, true);
+            assert_eq!(fake.pinned(12), [1, 2]);
+            let (status, reply) = call(
+                &fake,
+                "PinChatMessage",
+                json!({ "chat_id": 12, "message_id": 99 }),
+            )
+            .await;
+            assert_eq!(
+                (status, reply),
+                (
+                    400,
+                    error_body(400, "Bad Request: message to pin not found")
+                )
+            );
+
+            // An edit that carries buttons keeps them; the same edit again is refused.
+            let keyboard = json!({ "inline_keyboard": [[
+                { "text": "Stop", "callback_data": "board:stop" },
+                { "text": "Log", "callback_data": "board:log" },
+            ]] });
+            let edit = json!({
+                "chat_id": 12, "message_id": 1, "text": "Board: <b>busy</b>",
+                "parse_mode": "HTML", "reply_markup": keyboard,
+            });
+            let edited = call_ok(&fake, "EditMessageText", edit.clone()).await;
+            assert_eq!(
+                (&edited["text"], &edited["reply_markup"]),
+                (&json!("Board: busy"), &keyboard)
+            );
+            let (status, reply) = call(&fake, "EditMessageText", edit).await;
+            assert_eq!((status, reply), (400, error_body(400, NOT_MODIFIED)));
+            let now = fake.message(1).expect("the board");
+            assert_eq!(
+                (now.method.as_str(), now.text.as_str()),
+                ("editmessagetext", "Board: <b>busy</b>")
+            );
+            assert_eq!(now.reply_markup.as_ref(), Some(&keyboard));
+            assert_eq!(fake.messages(12)[0]["reply_markup"], keyboard);
+
+            // Without a message id the most recent pinned one goes.
+            let unpin = json!({ "chat_id": 12 });
+            assert_eq!(
+                call_ok(&fake, "UnpinChatMessage", unpin.clone()).await,
+                true
+            );
+            assert_eq!(fake.pinned(12), [1]);
+            let unpinned = error_body(400, "Bad Request: message to unpin not found");
+            let (status, reply) = call(&fake, "UnpinChatMessage", mine).await;
+            assert_eq!((status, &reply), (400, &unpinned), "not pinned any more");
+            let board = json!({ "chat_id": 12, "message_id": 1 });
+            assert_eq!(
+                call_ok(&fake, "UnpinChatMessage", board.clone()).await,
+                true
+            );
+            let (status, reply) = call(&fake, "UnpinChatMessage", unpin).await;
+            assert_eq!((status, &reply), (400, &unpinned), "nothing pinned");
+            assert!(fake.pinned(12).is_empty());
+
+            // A deleted message is no longer pinned; a chat the bot left refuses.
+            call_ok(&fake, "PinChatMessage", board.clone()).await;
+            call_ok(&fake, "DeleteMessage", board.clone()).await;
+            assert!(fake.pinned(12).is_empty());
+            fake.kick(12);
+            let (status, reply) = call(&fake, "PinChatMessage", board).await;
+            assert_eq!(
+                (status, reply),
+                (
+                    403,
+                    error_body(403, "Forbidden: bot was blocked by the user")
+                )
+            );
+        });
+        let pins = fake.calls_of("pinchatmessage");
+        assert_eq!(pins.len(), 6);
+        assert_eq!(pins[0]["disable_notification"], true);
+        assert_eq!(fake.calls_of("unpinChatMessage").len(), 4);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 pub mod approvals;
 pub mod asker;
 pub mod attack;
+pub mod chats;
 pub mod claude;
 pub mod codex;
 pub mod copilot;

@@ -24,6 +24,7 @@ use crate::store::events::{Event, EventKind};
 use crate::tmux::MuxError;
 use policy::{Rights, Who};
 
+mod boards;
 mod chat;
 pub(crate) mod convert;
 mod io;
@@ -54,6 +55,8 @@ pub struct Service {
     gateways: Arc<Mutex<BTreeMap<String, (v1::GatewayStatus, Instant)>>>,
     /// What each chat sent and was shown.
     transcripts: Arc<Transcripts>,
+    /// Each chat's board message (`!!board`).
+    boards: Arc<crate::chat::boards::Boards>,
 }
 
 /// A gateway that has not reported for this long is shown as not running.
@@ -86,11 +89,13 @@ impl Service {
             &settings.state_dir,
             settings.config.daemon.transcript_max_bytes,
         ));
+        let boards = Arc::new(crate::chat::boards::Boards::open(&settings.state_dir));
         Service {
             daemon,
             shutdown,
             gateways: Arc::default(),
             transcripts,
+            boards,
         }
     }
 
@@ -632,6 +637,13 @@ impl Clibot for Service {
         req: Request<v1::WorktreeRequest>,
     ) -> Result<Response<v1::WorktreeResponse>, Status> {
         worktrees::worktree(self, req).await
+    }
+
+    async fn board(
+        &self,
+        req: Request<v1::BoardRequest>,
+    ) -> Result<Response<v1::BoardResponse>, Status> {
+        boards::board(self, req)
     }
 
     async fn list_budgets(

@@ -252,6 +252,8 @@ const TABLE: &[(&str, Reach, Who, Kept)] = &[
     // The handler checks the caller owned the worktree's session (or is an admin) and audits
     // each action by its name; a process inside a session never merges, pushes or discards.
     ("Worktree", Outside, member("worktree"), Outcome),
+    // A chat's own board (the handler keys it by the caller's chat); the gateway lists them.
+    ("Board", Outside, member("board"), Refusals),
     // It runs programs.
     (
         "CheckJail",

@@ -54,6 +54,8 @@ pub fn has_effects(cmd: &Command) -> bool {
         | Command::Goal { .. } => true,
         Command::Budget { lift } => lift.is_some(),
         Command::Discard { .. } => true,
+        // A board pinned (or taken down) twice is the same board.
+        Command::Board { .. } => false,
         // A card or a diff shows; a merge, a pull request or a keep acts.
         Command::Worktree { word, .. } => {
             word.is_some_and(|w| !matches!(w, clibot_gateway::command::WorktreeWord::Diff))

@@ -14,6 +14,7 @@ use crate::inbound::verified::Verified;
 use crate::outbound::relay::lost;
 use crate::platforms::{Inbound, Platform};
 
+mod board_card;
 mod commands;
 mod files_in;
 mod job_card;
@@ -54,17 +55,7 @@ enum Bound {
 const MAX_SCREEN_MESSAGES: usize = 3;
 
 fn state_name(s: i32) -> &'static str {
-    match v1::SessionState::try_from(s) {
-        Ok(v1::SessionState::Starting) => "starting",
-        Ok(v1::SessionState::Idle) => "idle",
-        Ok(v1::SessionState::Working) => "working",
-        Ok(v1::SessionState::Waiting) => "waiting for you",
-        Ok(v1::SessionState::Exited) => "exited",
-        Ok(v1::SessionState::Error) => "error",
-        Ok(v1::SessionState::Declared) => "declared (not started)",
-        Ok(v1::SessionState::Hibernated) => "hibernated (a message wakes it)",
-        _ => "unknown",
-    }
+    crate::outbound::board::state_word(s)
 }
 
 impl Router {

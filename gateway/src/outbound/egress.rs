@@ -315,6 +315,21 @@ impl Platform for Egress {
     async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
         self.inner.remove_buttons(chat, message).await
     }
+    async fn edit_prompt(
+        &self,
+        chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        self.inner
+            .edit_prompt(chat, message, prompt_id, text, options)
+            .await
+    }
+    async fn pin(&self, chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        self.inner.pin(chat, message, on).await
+    }
     /// At once, not queued: the message holds a secret.
     async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
         self.inner.delete_message(chat, message).await

@@ -27,6 +27,7 @@ use serenity::all::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bounded::Bounded;
+use crate::platforms::discord_backlog::Backlog;
 use crate::platforms::{Attachment, Inbound, Platform, Receiving};
 use crate::progress::Progress;
 
@@ -49,46 +50,6 @@ enum Event {
     /// The gateway client stopped for good (a refused token, say): the platform's connection
     /// ends, and the gateway connects again with backoff.
     Ended,
-}
-
-/// Live messages not yet taken up, bounded: while the daemon is away (catch-up fails) or the
-/// router is slow, strangers and floods cannot make the gateway keep every message in memory.
-/// What is dropped is read back from the channels' history once catch-up works (a recorded
-/// channel's cursor did not move); a stranger's message is simply gone.
-#[derive(Default)]
-struct Backlog {
-    pending: std::sync::atomic::AtomicUsize,
-    overflowed: std::sync::atomic::AtomicBool,
-}
-
-/// Live messages waiting at most, queued and held together.
-const BACKLOG: usize = 2048;
-
-impl Backlog {
-    /// Takes a place for one more message; `false` (and a catch-up is due) when full.
-    fn admit(&self) -> bool {
-        use std::sync::atomic::Ordering::SeqCst;
-        if self.pending.fetch_add(1, SeqCst) >= BACKLOG {
-            self.pending.fetch_sub(1, SeqCst);
-            self.overflowed.store(true, SeqCst);
-            return false;
-        }
-        true
-    }
-
-    /// Gives a message's place back.
-    fn release(&self, n: usize) {
-        use std::sync::atomic::Ordering::SeqCst;
-        let _ = self
-            .pending
-            .fetch_update(SeqCst, SeqCst, |p| Some(p.saturating_sub(n)));
-    }
-
-    /// Whether messages were dropped since the last call.
-    fn took_overflow(&self) -> bool {
-        self.overflowed
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-    }
 }
 
 struct Handler {
@@ -689,12 +650,7 @@ impl Platform for Discord {
     }
 
     async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
-        let channel = Self::channel(chat)?;
-        let mid = serenity::all::MessageId::new(
-            message
-                .parse()
-                .map_err(|_| anyhow::anyhow!("not a Discord message id: {message}"))?,
-        );
+        let (channel, mid) = (Self::channel(chat)?, message_id(message)?);
         channel
             .edit_message(
                 &self.http,
@@ -706,13 +662,42 @@ impl Platform for Discord {
         Ok(())
     }
 
+    async fn edit_prompt(
+        &self,
+        chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        let (channel, mid) = (Self::channel(chat)?, message_id(message)?);
+        let text: String = text.chars().take(4000).collect();
+        let embed = serenity::all::CreateEmbed::new()
+            .description(text)
+            .colour(PROMPT_COLOUR);
+        let edit = serenity::all::EditMessage::new()
+            .embed(embed)
+            .components(prompt_rows(prompt_id, options));
+        channel
+            .edit_message(&self.http, mid, edit)
+            .await
+            .map_err(classify)?;
+        Ok(())
+    }
+
+    async fn pin(&self, chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        let (channel, mid) = (Self::channel(chat)?, message_id(message)?);
+        let done = if on {
+            channel.pin(&self.http, mid).await
+        } else {
+            channel.unpin(&self.http, mid).await
+        };
+        done.map_err(classify)?;
+        Ok(())
+    }
+
     async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
-        let channel = Self::channel(chat)?;
-        let mid = serenity::all::MessageId::new(
-            message
-                .parse()
-                .map_err(|_| anyhow::anyhow!("not a Discord message id: {message}"))?,
-        );
+        let (channel, mid) = (Self::channel(chat)?, message_id(message)?);
         // A bot may delete others' messages in a server channel where it has Manage
         // Messages; never in a DM.
         match channel.delete_message(&self.http, mid).await {
@@ -752,25 +737,7 @@ impl Platform for Discord {
                         CreateMessage::new().content(part.clone())
                     };
                     if last {
-                        // At most 5 buttons per row and 5 rows.
-                        let rows: Vec<CreateActionRow> = options
-                            .iter()
-                            .enumerate()
-                            .take(25)
-                            .map(|(i, o)| {
-                                let label: String =
-                                    format!("{}. {o}", i + 1).chars().take(80).collect();
-                                CreateButton::new(crate::platforms::shown::button_data(
-                                    prompt_id,
-                                    i + 1,
-                                ))
-                                .label(label)
-                            })
-                            .collect::<Vec<_>>()
-                            .chunks(5)
-                            .map(|b| CreateActionRow::Buttons(b.to_vec()))
-                            .collect();
-                        m = m.components(rows);
+                        m = m.components(prompt_rows(prompt_id, options));
                     }
                     m
                 })
@@ -935,6 +902,30 @@ fn classify(e: serenity::Error) -> anyhow::Error {
         )));
     }
     e.into()
+}
+
+/// A prompt's buttons: at most 5 per row and 5 rows.
+fn prompt_rows(prompt_id: &str, options: &[String]) -> Vec<CreateActionRow> {
+    options
+        .iter()
+        .enumerate()
+        .take(25)
+        .map(|(i, o)| {
+            let label: String = format!("{}. {o}", i + 1).chars().take(80).collect();
+            CreateButton::new(crate::platforms::shown::button_data(prompt_id, i + 1)).label(label)
+        })
+        .collect::<Vec<_>>()
+        .chunks(5)
+        .map(|b| CreateActionRow::Buttons(b.to_vec()))
+        .collect()
+}
+
+/// A Discord message id from its text.
+fn message_id(message: &str) -> anyhow::Result<serenity::all::MessageId> {
+    message
+        .parse()
+        .map(serenity::all::MessageId::new)
+        .map_err(|_| anyhow::anyhow!("not a Discord message id: {message}"))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 pub mod console;
 pub mod discord;
+mod discord_backlog;
 mod discord_history;
 pub mod feishu;
 pub mod labelled;
@@ -109,6 +110,23 @@ pub trait Platform: Send + Sync + 'static {
     /// Takes the buttons off a prompt's message once the prompt is resolved, so that nobody
     /// presses a dead button. Best effort.
     async fn remove_buttons(&self, _chat: &str, _message: &str) -> anyhow::Result<()> {
+        Ok(())
+    }
+    /// Edits message `message`, sent by [`Platform::send_prompt`], to `text` with `options` as
+    /// its buttons still (a board, edited in place). Platforms that cannot edit say so.
+    async fn edit_prompt(
+        &self,
+        _chat: &str,
+        _message: &str,
+        _prompt_id: &str,
+        _text: &str,
+        _options: &[String],
+    ) -> anyhow::Result<()> {
+        anyhow::bail!("{} cannot edit a message", self.name())
+    }
+    /// Pins message `message` in its chat (`on`), or unpins it. Where the platform has no pins
+    /// (or the bot may not pin there) nothing happens: the caller says so only when it fails.
+    async fn pin(&self, _chat: &str, _message: &str, _on: bool) -> anyhow::Result<()> {
         Ok(())
     }
     /// Sends long output as a file with a short summary; platforms without files send the text.

@@ -12,8 +12,8 @@ use async_trait::async_trait;
 use clibot_gateway::telegram_html::render_chunks_with_plain;
 use teloxide::RequestError;
 use teloxide::payloads::{
-    GetUpdatesSetters, SendChatActionSetters, SendDocumentSetters, SendMessageSetters,
-    SendPhotoSetters,
+    EditMessageTextSetters, GetUpdatesSetters, PinChatMessageSetters, SendChatActionSetters,
+    SendDocumentSetters, SendMessageSetters, SendPhotoSetters, UnpinChatMessageSetters,
 };
 use teloxide::prelude::Requester;
 use teloxide::types::{
@@ -522,6 +522,46 @@ impl Platform for Telegram {
         }
     }
 
+    async fn edit_prompt(
+        &self,
+        chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        let place = Place::parse(chat)?;
+        let mid = teloxide::types::MessageId(message.parse()?);
+        let text: String = text.chars().take(LIMIT).collect();
+        let req = self
+            .bot
+            .edit_message_text(place.id, mid, text)
+            .reply_markup(keyboard(prompt_id, options));
+        match req.await {
+            Ok(_) => Ok(()),
+            // The same text and buttons as now: nothing to change.
+            Err(RequestError::Api(e)) if e.to_string().contains("not modified") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn pin(&self, chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        let place = Place::parse(chat)?;
+        let mid = teloxide::types::MessageId(message.parse()?);
+        if on {
+            self.bot
+                .pin_chat_message(place.id, mid)
+                .disable_notification(true)
+                .await?;
+        } else {
+            self.bot
+                .unpin_chat_message(place.id)
+                .message_id(mid)
+                .await?;
+        }
+        Ok(())
+    }
+
     async fn send_prompt(
         &self,
         chat: &str,
@@ -530,23 +570,12 @@ impl Platform for Telegram {
         options: &[String],
     ) -> anyhow::Result<Option<String>> {
         let chat_id = Place::parse(chat)?;
-        let rows: Vec<Vec<InlineKeyboardButton>> = options
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let label: String = format!("{}. {o}", i + 1).chars().take(60).collect();
-                vec![InlineKeyboardButton::callback(
-                    label,
-                    crate::platforms::shown::button_data(prompt_id, i + 1),
-                )]
-            })
-            .collect();
+        let rows = keyboard(prompt_id, options);
         let chunks = render_chunks_with_plain(text, LIMIT);
         let n = chunks.len();
         let mut with_buttons = None;
         for (i, c) in chunks.into_iter().enumerate() {
-            let buttons =
-                (i + 1 == n && !rows.is_empty()).then(|| InlineKeyboardMarkup::new(rows.clone()));
+            let buttons = (i + 1 == n && !rows.inline_keyboard.is_empty()).then(|| rows.clone());
             let has = buttons.is_some();
             let id = self.send_one(chat_id, &c.html, &c.plain, buttons).await?;
             if has {
@@ -697,6 +726,22 @@ fn message_ids(chat: &str, message: &str) -> anyhow::Result<(ChatId, teloxide::t
             .map_err(|_| anyhow::anyhow!("not a Telegram message id: {message}"))?,
     );
     Ok((chat_id, mid))
+}
+
+/// A prompt's buttons, one per row.
+fn keyboard(prompt_id: &str, options: &[String]) -> InlineKeyboardMarkup {
+    let rows: Vec<Vec<InlineKeyboardButton>> = options
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let label: String = format!("{}. {o}", i + 1).chars().take(60).collect();
+            vec![InlineKeyboardButton::callback(
+                label,
+                crate::platforms::shown::button_data(prompt_id, i + 1),
+            )]
+        })
+        .collect();
+    InlineKeyboardMarkup::new(rows)
 }
 
 #[cfg(test)]

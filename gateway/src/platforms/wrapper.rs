@@ -96,6 +96,26 @@ impl<W: Wrapper> Platform for W {
     async fn remove_buttons(&self, chat: &str, message: &str) -> anyhow::Result<()> {
         self.inner().remove_buttons(chat, message).await
     }
+    async fn edit_prompt(
+        &self,
+        chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        let options: Vec<String> = options
+            .iter()
+            .map(|o| self.say(Said::Option, o).into_owned())
+            .collect();
+        let text = self.say(Said::Prompt, text);
+        self.inner()
+            .edit_prompt(chat, message, prompt_id, &text, &options)
+            .await
+    }
+    async fn pin(&self, chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        self.inner().pin(chat, message, on).await
+    }
     async fn send_file(
         &self,
         chat: &str,

@@ -191,6 +191,8 @@ pub enum Command {
     Usage { span: UsageSpan },
     /// `budget [lift NAME]`: the budgets, or lift one.
     Budget { lift: Option<String> },
+    /// `board [off]`: pin this chat's board (or take it down).
+    Board { off: bool },
     /// `worktree [NAME] [WORD [ARG]]`: a session's worktree card, or one of its actions
     /// (ARG: the file to diff, the branch to merge into).
     Worktree {
@@ -252,6 +254,7 @@ impl Command {
             Command::Budget { .. } => CommandName::Budget,
             Command::Worktree { .. } => CommandName::Worktree,
             Command::Discard { .. } => CommandName::Discard,
+            Command::Board { .. } => CommandName::Board,
             Command::Job { .. } | Command::JobAdd { .. } => CommandName::Job,
             Command::Goal { .. } => CommandName::Goal,
         }
@@ -500,6 +503,15 @@ impl CommandParser {
                 };
                 a.no_more(&mut tokens)?;
                 Command::Usage { span }
+            }
+            CommandName::Board => {
+                let off = match tokens.next() {
+                    None => false,
+                    Some(w) if w.eq_ignore_ascii_case("off") => true,
+                    Some(w) => return Err(a.invalid("WORD", w, "off".into())),
+                };
+                a.no_more(&mut tokens)?;
+                Command::Board { off }
             }
             CommandName::Budget => {
                 let lift = match tokens.next() {
@@ -1516,6 +1528,11 @@ mod props {
             }
             Command::Rules | Command::Jobs => {}
             Command::Usage { span } => parts.push(span.as_str().into()),
+            Command::Board { off } => {
+                if *off {
+                    parts.push("off".into());
+                }
+            }
             Command::Budget { lift } => {
                 if let Some(name) = lift {
                     parts.push("lift".into());
@@ -1629,6 +1646,7 @@ mod props {
             Just(Command::Jobs),
             prop::sample::select(UsageSpan::ALL.to_vec()).prop_map(|span| Command::Usage { span }),
             prop::option::of(name()).prop_map(|lift| Command::Budget { lift }),
+            any::<bool>().prop_map(|off| Command::Board { off }),
             (
                 name(),
                 prop::sample::select(WorktreeWord::ALL.to_vec()),

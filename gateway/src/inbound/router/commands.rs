@@ -316,6 +316,13 @@ impl Router {
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
                     return Ok(Some(self.adopt_found(c, msg, id, None).await?));
                 }
+                // A press on a board's button: the command it names.
+                if msg.prompt.as_deref() == Some(crate::outbound::board::BOARD_CARD) {
+                    let Some(cmd) = Self::board_press(&choice) else {
+                        return Ok(Some("that board button is unknown".into()));
+                    };
+                    return Box::pin(self.command(c, msg, cmd, binding, foreign)).await;
+                }
                 // A press on a job card's Add / Cancel.
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::job_card::JOB_CARD)) {
                     return Ok(Some(self.job_card_answer(c, msg, id, &choice).await?));
@@ -401,6 +408,7 @@ impl Router {
                 return self.worktree_command(c, msg, name.or(bound), word, arg).await;
             }
             Command::Discard { name } => return self.worktree_discard(c, msg, name).await,
+            Command::Board { off } => return self.board_command(c, msg, off).await,
             Command::Budget { lift: None } => {
                 let r = c.list_budgets(self.req(msg, v1::ListBudgetsRequest {})).await?.into_inner();
                 budgets_text(&r.budgets)

@@ -398,6 +398,33 @@ impl Api {
         .map(|_| ())
     }
 
+    /// Pins a message in its chat (`im/v1/pins`), or unpins it.
+    pub async fn pin(&self, message: &str, on: bool) -> anyhow::Result<()> {
+        if message.is_empty()
+            || !message
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            anyhow::bail!("not a Feishu message id: {message:?}");
+        }
+        let (method, path, body) = if on {
+            (
+                Method::POST,
+                "/open-apis/im/v1/pins".to_string(),
+                Body::Json(json!({ "message_id": message })),
+            )
+        } else {
+            (
+                Method::DELETE,
+                format!("/open-apis/im/v1/pins/{message}"),
+                Body::None,
+            )
+        };
+        self.call(method, &path, &body, Scope::Other, Wait::OutRateLimits)
+            .await
+            .map(|_| ())
+    }
+
     /// Recalls (deletes) a message. Feishu lets a bot recall others' messages only in groups
     /// it administers.
     pub async fn delete_message(&self, message: &str) -> anyhow::Result<()> {

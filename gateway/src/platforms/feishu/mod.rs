@@ -680,6 +680,23 @@ impl Platform for Feishu {
         Ok(())
     }
 
+    async fn edit_prompt(
+        &self,
+        _chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        let text: String = text.chars().take(CARD_TEXT_CHARS).collect();
+        let card = card::prompt(&text, prompt_id, options);
+        self.api.patch_card(message, &card, Wait::No).await
+    }
+
+    async fn pin(&self, _chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        self.api.pin(message, on).await
+    }
+
     async fn delete_message(&self, chat: &str, message: &str) -> anyhow::Result<bool> {
         match self.api.delete_message(message).await {
             Ok(()) => Ok(true),

@@ -287,6 +287,33 @@ impl Platform for Slack {
         Ok(())
     }
 
+    async fn edit_prompt(
+        &self,
+        chat: &str,
+        message: &str,
+        prompt_id: &str,
+        text: &str,
+        options: &[String],
+    ) -> anyhow::Result<()> {
+        let text: String = text.chars().take(blocks::SECTION_CHARS).collect();
+        let body = json!({
+            "text": blocks::escape(&text),
+            "blocks": blocks::prompt(&text, prompt_id, options),
+        });
+        self.update(chat, message, body, Wait::No).await
+    }
+
+    async fn pin(&self, chat: &str, message: &str, on: bool) -> anyhow::Result<()> {
+        let (channel, _) = place(chat);
+        let method = if on { "pins.add" } else { "pins.remove" };
+        let body = json!({ "channel": channel, "timestamp": message });
+        match self.api.to_channel(method, body, Wait::OutRateLimits).await {
+            Ok(_) => Ok(()),
+            Err(e) if matches!(api::error_of(&e), Some("already_pinned" | "no_pin")) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn send_file(
         &self,
         chat: &str,

@@ -42,11 +42,12 @@ pub enum CommandName {
     Budget,
     Worktree,
     Discard,
+    Board,
 }
 
 impl CommandName {
     /// All commands, in help order.
-    pub const ALL: [CommandName; 34] = [
+    pub const ALL: [CommandName; 35] = [
         CommandName::Help,
         CommandName::Sessions,
         CommandName::Discover,
@@ -81,6 +82,7 @@ impl CommandName {
         CommandName::Budget,
         CommandName::Worktree,
         CommandName::Discard,
+        CommandName::Board,
     ];
 
     /// The word typed after the prefix.
@@ -120,6 +122,7 @@ impl CommandName {
             CommandName::Budget => "budget",
             CommandName::Worktree => "worktree",
             CommandName::Discard => "discard",
+            CommandName::Board => "board",
         }
     }
 
@@ -150,6 +153,7 @@ impl CommandName {
             CommandName::Budget => "[lift NAME]",
             CommandName::Worktree => "[NAME] [diff [FILE]|merge [BRANCH]|pr|keep]",
             CommandName::Discard => "NAME",
+            CommandName::Board => "[off]",
             CommandName::Rules
             | CommandName::Jobs
             | CommandName::Sessions
@@ -234,6 +238,9 @@ impl CommandName {
             CommandName::Discard => {
                 "delete session NAME's worktree and its branch, whatever they hold (typing the name is the confirmation)"
             }
+            CommandName::Board => {
+                "pin a board here that stays up to date: each session's state, what waits for you, usage, worktree, next job; off takes it down"
+            }
         }
     }
 
@@ -302,6 +309,9 @@ impl CommandName {
             }
             CommandName::Discard => {
                 "Example: {p}discard api. Nothing asks again: the name typed is the confirmation."
+            }
+            CommandName::Board => {
+                "Example: {p}board, then {p}board off. Its buttons show what waits, the screen, jobs and usage."
             }
             CommandName::Job => {
                 "Example: {p}job add nightly session=api cron=\"0 9 * * 1-5\" tz=Europe/Berlin prompt=Run the tests — fields key=value (session, cli, dir, cron, tz, every, at, after, idle, gate, overlap, missed, max_runs_per_day, quiet, pause_after_failures), prompt=TEXT last; {p}job run nightly, {p}job pause nightly."
