@@ -340,3 +340,46 @@ fn a_voice_clip_is_transcribed_and_typed_only_when_the_sender_says_so() {
         t.contains("from-voice-42")
     });
 }
+
+/// `clibot-gateway status`, `clibot-gateway config` and `clibotctl doctor` know Slack: it is
+/// shown connected, its tokens are masked, its API is checked.
+#[test]
+fn status_config_and_doctor_know_slack() {
+    let (fs, h, _g) = setup("");
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(clibot_tests::bin("clibot-gateway"))
+            .args(args)
+            .arg("--socket")
+            .arg(&h.socket)
+            .env("CLIBOT_CONFIG", &h.config)
+            .env("TEST_SLACK_APP_TOKEN", fake_slack::APP_TOKEN)
+            .env("TEST_SLACK_BOT_TOKEN", BOT_TOKEN)
+            .output()
+            .expect("clibot-gateway");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(
+        fs.wait_until(Duration::from_secs(30), |_| run(&["status"])
+            .lines()
+            .any(|l| l.starts_with("slack") && l.contains("connected"))),
+        "{}",
+        run(&["status"])
+    );
+    let config = run(&["config"]);
+    assert!(config.contains("[gateway.slack]"), "{config}");
+    for secret in [fake_slack::APP_TOKEN, BOT_TOKEN] {
+        assert!(!config.contains(&secret[4..secret.len() - 4]), "{config}");
+    }
+    let doctor = h
+        .ctl_command(&["doctor"])
+        .env("TEST_SLACK_APP_TOKEN", fake_slack::APP_TOKEN)
+        .env("TEST_SLACK_BOT_TOKEN", BOT_TOKEN)
+        .output()
+        .expect("doctor");
+    let text = String::from_utf8_lossy(&doctor.stdout);
+    let reach = text
+        .lines()
+        .find(|l| l.contains("gateway slack api"))
+        .unwrap_or_else(|| panic!("doctor checks Slack's API: {text}"));
+    assert!(!reach.contains("FAIL") && !reach.contains("fail"), "{reach}");
+}
