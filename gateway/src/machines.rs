@@ -551,6 +551,7 @@ pub async fn serve_connection(
             verified: verified.clone(),
             claims: claims.clone(),
             issues_codes: !several || m.home,
+            choosing: Arc::default(),
         };
         let reach: Arc<Mutex<Reach>> = Arc::default();
         if several {

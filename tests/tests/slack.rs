@@ -381,5 +381,8 @@ fn status_config_and_doctor_know_slack() {
         .lines()
         .find(|l| l.contains("gateway slack api"))
         .unwrap_or_else(|| panic!("doctor checks Slack's API: {text}"));
-    assert!(!reach.contains("FAIL") && !reach.contains("fail"), "{reach}");
+    assert!(
+        !reach.contains("FAIL") && !reach.contains("fail"),
+        "{reach}"
+    );
 }

@@ -377,7 +377,23 @@ pub(super) fn session_to_proto(d: &Daemon, r: SessionRecord) -> v1::Session {
         profile: r.profile,
         worktree: r.worktree.map(worktree_to_proto),
         isolate: String::new(),
+        last_input: one_line(&r.last_input),
+        last_reply: one_line(r.last_reply.as_deref().unwrap_or_default()),
     }
+}
+
+/// The first line of `text` that says something, at most 200 characters.
+fn one_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let mut out: String = line.chars().take(200).collect();
+    if line.chars().count() > 200 {
+        out.push('…');
+    }
+    out
 }
 
 /// A worktree as the contract has it (its counts unread).

@@ -15,6 +15,7 @@ use crate::outbound::relay::lost;
 use crate::platforms::{Inbound, Platform};
 
 mod board_card;
+mod choose;
 mod commands;
 mod files_in;
 mod job_card;
@@ -34,6 +35,8 @@ pub struct Router {
     /// This daemon issues pairing codes (the only one, or the home one of several machines):
     /// elsewhere an unknown user is told to be added there, not given a code to pass on.
     pub issues_codes: bool,
+    /// Messages waiting for their sender to pick a session.
+    pub choosing: Arc<choose::Choosing>,
 }
 
 /// A message in a chat bound to a session its sender may not use.
@@ -223,7 +226,7 @@ impl Router {
             }
             Route::Cli(text) => {
                 let Some(session) = bound else {
-                    return Ok(Some(self.no_session_hint(c, msg).await?));
+                    return self.choose_session(c, msg, text).await;
                 };
                 let dedupe_key = if msg.id.is_empty() {
                     String::new()
@@ -851,6 +854,7 @@ mod tests {
             verified: Default::default(),
             claims: Default::default(),
             issues_codes: true,
+            choosing: Default::default(),
         };
         let mut c = h.client().await;
         let work = h.work.display().to_string();

@@ -134,15 +134,8 @@ impl Router {
                 if sessions.is_empty() {
                     self.no_session_hint(c, msg).await?
                 } else {
-                    sessions
-                        .iter()
-                        .map(|s| {
-                            let mark = if bound.as_deref() == Some(&s.name) { "▶" } else { " " };
-                            let branch = s.worktree.as_ref().map(|w| format!(" on {}", w.branch)).unwrap_or_default();
-                            format!("{mark} {} ({}) {} — {}{branch}", s.name, s.cli, state_name(s.state), s.dir)
-                        })
-                        .collect::<Vec<_>>()
-                        .join("\n")
+                    let now = crate::ops::health::now_ms();
+                    sessions.iter().map(|s| session_line(s, bound.as_deref(), now)).collect::<Vec<_>>().join("\n")
                 }
             }
             Command::Use { name } => {
@@ -315,6 +308,10 @@ impl Router {
                 // A press on a `discover` button: adopt that CLI.
                 if let Some(id) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(DISCOVERED)) {
                     return Ok(Some(self.adopt_found(c, msg, id, None).await?));
+                }
+                // A press on a "which session?" button.
+                if let Some(print) = msg.prompt.as_deref().and_then(|p| p.strip_prefix(super::choose::CHOOSE_CARD)) {
+                    return self.chosen(c, msg, print, &choice).await;
                 }
                 // A press on a board's button: the command it names.
                 if msg.prompt.as_deref() == Some(crate::outbound::board::BOARD_CARD) {
@@ -611,4 +608,44 @@ fn jobs_text(jobs: &[v1::Job], now_ms: i64) -> String {
         }
     }
     out
+}
+
+/// A session as `!!sessions` lists it: its name, CLI, state, directory and branch (`▶`: the
+/// one this chat talks to), then how long it has run and what it last did, and when.
+pub(super) fn session_line(s: &v1::Session, bound: Option<&str>, now_ms: i64) -> String {
+    let mark = if bound == Some(s.name.as_str()) {
+        "▶"
+    } else {
+        " "
+    };
+    let branch = s
+        .worktree
+        .as_ref()
+        .map(|w| format!(" on {}", w.branch))
+        .unwrap_or_default();
+    let ago = |ms: i64| age_words((now_ms - ms).max(0) / 1000);
+    let mut line = format!(
+        "{mark} {} ({}) {} — {}{branch}",
+        s.name,
+        s.cli,
+        state_name(s.state),
+        s.dir
+    );
+    let mut more = Vec::new();
+    if s.created_at_ms > 0 {
+        more.push(format!("up {}", ago(s.created_at_ms)));
+    }
+    let working = s.state == v1::SessionState::Working as i32;
+    let last = match (s.last_reply.is_empty() || working, s.last_input.is_empty()) {
+        (false, _) => format!("‹ {}", s.last_reply),
+        (true, false) => format!("› {}", s.last_input),
+        (true, true) => String::new(),
+    };
+    if !last.is_empty() && s.last_activity_ms > 0 {
+        more.push(format!("{} ago: {last}", ago(s.last_activity_ms)));
+    }
+    if !more.is_empty() {
+        line.push_str(&format!("\n    {}", more.join(" · ")));
+    }
+    line
 }

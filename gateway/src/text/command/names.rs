@@ -250,7 +250,7 @@ impl CommandName {
         let more = match self {
             CommandName::Help => "{p}help new shows how to start a session.",
             CommandName::Sessions => {
-                "Each line: name, CLI, state, and whether this chat talks to it."
+                "Each: name, CLI, state, whether this chat talks to it (▶), how long it has run, and what it last did and when."
             }
             CommandName::Discover => "Then {p}adopt ID [NAME] takes one over where it runs.",
             CommandName::Adopt => {

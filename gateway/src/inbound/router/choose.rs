@@ -1,0 +1,191 @@
+//! "Which session?": a message in a chat bound to no session, while several could take it,
+//! gets one button per session. Pressing one binds the chat to it (as `!!use`) and types the
+//! message that was waiting into it.
+//!
+//! The buttons carry a fingerprint of the list they were drawn from (`u.<hash>`), and a press
+//! takes the list again: if sessions came or went meanwhile the press is refused and the
+//! buttons offered anew, so a button never picks a session it did not name. The waiting message
+//! is kept in this process only (one per chat, a bounded number of chats): after a gateway
+//! restart the press still binds the chat and asks for the message again.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use clibot_proto::v1;
+
+use super::Router;
+use crate::platforms::Inbound;
+
+/// The pseudo prompt id of the choice's buttons: `u.<fingerprint>`.
+pub(crate) const CHOOSE_CARD: &str = "u.";
+/// Chats with a message waiting for its session, at most.
+const WAITING: usize = 256;
+/// Buttons offered at most (the text names every session, for `!!use NAME`).
+const BUTTONS: usize = 10;
+
+/// Messages waiting for the user to pick their session, by chat: (fingerprint, text).
+#[derive(Default)]
+pub struct Choosing(Mutex<HashMap<String, (String, String)>>);
+
+impl Choosing {
+    fn put(&self, chat: &str, print: &str, text: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() >= WAITING && !m.contains_key(chat) {
+            m.clear();
+        }
+        m.insert(chat.to_string(), (print.to_string(), text.to_string()));
+    }
+
+    fn take(&self, chat: &str, print: &str) -> Option<String> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match m.get(chat) {
+            Some((p, _)) if p == print => m.remove(chat).map(|(_, t)| t),
+            _ => None,
+        }
+    }
+}
+
+/// A short fingerprint of the names offered, in order.
+fn fingerprint(names: &[&str]) -> String {
+    // FNV-1a: stable across processes (a restarted gateway reads the same buttons).
+    let mut h: u32 = 0x811c_9dc5;
+    for b in names.join("\n").bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    format!("{h:08x}")
+}
+
+impl Router {
+    /// The sessions the sender may use, and their fingerprint.
+    async fn choices(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+    ) -> Result<(Vec<v1::Session>, String), tonic::Status> {
+        let sessions = c
+            .list_sessions(self.req(msg, v1::ListSessionsRequest::default()))
+            .await?
+            .into_inner()
+            .sessions;
+        let names: Vec<&str> = sessions
+            .iter()
+            .take(BUTTONS)
+            .map(|s| s.name.as_str())
+            .collect();
+        let print = fingerprint(&names);
+        Ok((sessions, print))
+    }
+
+    /// A message for no session: with several to choose from, buttons (the message waits for
+    /// the press); otherwise the hint.
+    pub(super) async fn choose_session(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        text: &str,
+    ) -> Result<Option<String>, tonic::Status> {
+        if msg.topics {
+            return Ok(Some(self.no_session_hint(c, msg).await?));
+        }
+        let (sessions, print) = self.choices(c, msg).await?;
+        if sessions.len() < 2 {
+            return Ok(Some(self.no_session_hint(c, msg).await?));
+        }
+        self.offer(msg, &sessions, &print, "which session should take it?")
+            .await?;
+        self.choosing.put(&msg.chat, &print, text);
+        Ok(None)
+    }
+
+    async fn offer(
+        &self,
+        msg: &Inbound,
+        sessions: &[v1::Session],
+        print: &str,
+        head: &str,
+    ) -> Result<(), tonic::Status> {
+        let now = crate::ops::health::now_ms();
+        let lines: Vec<String> = sessions
+            .iter()
+            .map(|s| super::commands::session_line(s, None, now))
+            .collect();
+        let p = self.parser.prefix();
+        let text = format!("{head}\n{}\n(or {p}use NAME)", lines.join("\n"));
+        let options: Vec<String> = sessions
+            .iter()
+            .take(BUTTONS)
+            .map(|s| s.name.clone())
+            .collect();
+        let text = self.platform.redact(&text).into_owned();
+        self.platform
+            .send_prompt(&msg.chat, &format!("{CHOOSE_CARD}{print}"), &text, &options)
+            .await
+            .map(|_| ())
+            .map_err(|e| tonic::Status::unavailable(format!("cannot offer the sessions: {e:#}")))
+    }
+
+    /// A press on one of the buttons: bind the chat, then type the waiting message.
+    pub(super) async fn chosen(
+        &self,
+        c: &mut clibot_proto::Client,
+        msg: &Inbound,
+        print: &str,
+        choice: &str,
+    ) -> Result<Option<String>, tonic::Status> {
+        let (sessions, now_print) = self.choices(c, msg).await?;
+        let picked = choice
+            .parse::<usize>()
+            .ok()
+            .and_then(|n| n.checked_sub(1))
+            .and_then(|i| sessions.get(i))
+            .filter(|_| now_print == print && choice.parse::<usize>().is_ok_and(|n| n <= BUTTONS));
+        let Some(session) = picked else {
+            self.offer(
+                msg,
+                &sessions,
+                &now_print,
+                "the sessions changed since; which one?",
+            )
+            .await?;
+            if let Some(t) = self.choosing.take(&msg.chat, print) {
+                self.choosing.put(&msg.chat, &now_print, &t);
+            }
+            return Ok(None);
+        };
+        let name = session.name.clone();
+        let place = self.place(c, msg, &name).await?;
+        let Some(text) = self.choosing.take(&msg.chat, print) else {
+            return Ok(Some(format!(
+                "this chat now talks to {name} ({place}); send your message again"
+            )));
+        };
+        let req = v1::SendInputRequest {
+            session: name.clone(),
+            text,
+            submit: true,
+            ..Default::default()
+        };
+        c.send_input(self.req(msg, req)).await?;
+        Ok(Some(format!(
+            "this chat now talks to {name}; your message went to it"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_press_takes_its_message_only_for_the_list_it_was_drawn_from() {
+        let c = Choosing::default();
+        let a = fingerprint(&["api", "web"]);
+        assert_ne!(a, fingerprint(&["api", "web", "db"]));
+        assert_eq!(a, fingerprint(&["api", "web"]));
+        c.put("chat", &a, "run the tests");
+        assert_eq!(c.take("chat", "other"), None);
+        assert_eq!(c.take("chat", &a).as_deref(), Some("run the tests"));
+        assert_eq!(c.take("chat", &a), None, "taken once");
+    }
+}
