@@ -72,3 +72,29 @@ fn the_same_commands_work_the_same_on_slack() {
     let (h, mut c) = chats::start(Kind::Slack, "");
     scenarios(c.as_mut(), &h);
 }
+
+/// A program with no pack of its own asking in words ("Shall I continue?") or in Chinese
+/// ("是否继续？") gets buttons like any prompt, and the press types its answer.
+fn confirmations_in_words(kind: Kind) {
+    let (h, mut c) = chats::start(kind, "");
+    let c = c.as_mut();
+    let work = h.work.display().to_string();
+    c.say(&format!("!!new cf bash {work}"));
+    said_more(c, "started cf", 0);
+    c.say("read -p 'Shall I continue? ' a; echo answered=$a");
+    c.press("Shall I continue?", 1);
+    said_more(c, "answered=yes", 0);
+    c.say("read -p '是否继续？' b; echo 回答=$b");
+    c.press("是否继续", 2);
+    said_more(c, "回答=否", 0);
+}
+
+#[test]
+fn confirmations_in_words_on_telegram() {
+    confirmations_in_words(Kind::Telegram);
+}
+
+#[test]
+fn confirmations_in_words_on_slack() {
+    confirmations_in_words(Kind::Slack);
+}
