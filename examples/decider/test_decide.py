@@ -286,6 +286,38 @@ class DeciderTest(unittest.TestCase):
         self.assertAsk(answer, "no options")
         self.assertEqual(self.server.requests, [])
 
+    # open questions (answer_questions)
+
+    def open_question(self, text="Which database should I use?", kind="question", free_text=True):
+        request = make_request(options=[])
+        request["prompt"]["kind"] = kind
+        request["prompt"]["text"] = text
+        if free_text:
+            request["free_text"] = True
+        return request
+
+    def test_an_open_question_is_answered_in_words(self):
+        self.server.reply_text = '{"answer": " PostgreSQL  16 ", "reason": "the user chose it earlier"}'
+        answer = self.run_decider(self.open_question(), self.env())
+        self.assertEqual(answer, {"text": "PostgreSQL 16", "note": "the user chose it earlier"})
+        body = self.server.requests[0]["body"]
+        self.assertIn("Answer it on the user's behalf", body["system"])
+        self.assertIn("Which database should I use?", body["messages"][0]["content"])
+
+    def test_an_open_question_the_model_leaves_is_asked(self):
+        self.server.reply_text = '{"decision": "ask", "reason": "the user never said"}'
+        self.assertAsk(self.run_decider(self.open_question(), self.env()), "never said")
+
+    def test_an_open_question_without_free_text_or_a_secret_is_never_sent(self):
+        for request in (self.open_question(free_text=False), self.open_question(kind="secret")):
+            self.server.reset()
+            self.assertAsk(self.run_decider(request, self.env()), "no options")
+            self.assertEqual(self.server.requests, [])
+
+    def test_a_too_long_answer_is_asked(self):
+        self.server.reply_text = json.dumps({"answer": "x" * 600, "reason": "long"})
+        self.assertAsk(self.run_decider(self.open_question(), self.env()), "too long")
+
     def test_invalid_input_asks(self):
         answer = self.run_decider(None, self.env(), raw_input=b"not json at all")
         self.assertAsk(answer, "not valid JSON")

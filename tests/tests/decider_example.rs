@@ -64,3 +64,89 @@ fn without_a_key_the_example_decider_leaves_the_prompt_to_a_person() {
         "{v}"
     );
 }
+
+/// `[cli.quiz]`: bash whose lines ending in `?` after a `Which`/`What` are open questions.
+const QUIZ: &str = r#"
+[cli.quiz]
+argv = ["bash", "--norc", "--noprofile"]
+env = { PS1 = "$ ", HISTFILE = "/dev/null" }
+submit_delay_ms = 50
+quiet_ms = 300
+
+[cli.quiz.patterns]
+prompts = [
+  { kind = "question", pattern = '(?m)^(?:Which|What) [^\n]*\?\s*$', answer = "line" },
+]
+"#;
+
+/// With `[decider] answer_questions = true`, an open question goes to the example decider
+/// (here against a mock model), whose words are typed as the answer and said in the event log;
+/// a question the model leaves is left to a person, saying so. Real clibotd and tmux.
+#[test]
+fn the_example_decider_answers_an_open_question_in_words_or_leaves_it() {
+    use clibot_tests::mock_llm::{MockLlm, Rule};
+    use std::time::Duration;
+    // The second question's request shows the first on its screen too: its rule comes first.
+    let llm = MockLlm::start(vec![
+        Rule::text(
+            "What colour should the logo be?",
+            r#"{"decision": "ask", "reason": "the user never said"}"#,
+        ),
+        Rule::text(
+            "Which database should I use?",
+            r#"{"answer": "PostgreSQL", "reason": "the README names it"}"#,
+        ),
+    ]);
+    let decide = examples().join("decide.py");
+    let mut h = clibot_tests::Harness::with_config(&format!(
+        "{QUIZ}\n[decider]\ncommand = [\"python3\", {:?}]\ntimeout_ms = 15000\nanswer_questions = true\n",
+        decide.display().to_string()
+    ));
+    h.start_daemon_env(
+        &["OPENAI_API_KEY"],
+        &[
+            ("ANTHROPIC_API_KEY", "sk-ant-test"),
+            ("ANTHROPIC_BASE_URL", &llm.url()),
+        ],
+    );
+    let work = h.work.display().to_string();
+    h.ctl_ok(&["spawn", "q", "--cli", "quiz", "--dir", &work]);
+    h.wait_screen("q", "the shell", |s| s.contains('$'));
+    h.ctl_ok(&[
+        "send",
+        "q",
+        "read -r -p 'Which database should I use? ' db; echo \"chose: $db\"",
+    ]);
+    let r = h.wait_event("q", "the decider's words", Duration::from_secs(30), |e| {
+        e["type"] == "prompt_resolved" && e["by"] == "decider"
+    });
+    assert_eq!(r["answer"], "PostgreSQL", "{r}");
+    assert!(
+        r["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("answered by the decider: \"PostgreSQL\"")),
+        "{r}"
+    );
+    h.wait_screen("q", "the words typed", |s| s.contains("chose: PostgreSQL"));
+
+    h.ctl_ok(&[
+        "send",
+        "q",
+        "read -r -p 'What colour should the logo be? ' c; echo \"colour: $c\"",
+    ]);
+    h.wait_event(
+        "q",
+        "the prompt left to a person",
+        Duration::from_secs(30),
+        |e| {
+            e["text"].as_str().is_some_and(|t| {
+                t.contains("the decider leaves this one to you: the user never said")
+            })
+        },
+    );
+    let screen = h.ctl_ok(&["screen", "q"]);
+    assert!(
+        !screen.lines().any(|l| l.starts_with("colour:")),
+        "nothing typed: {screen}"
+    );
+}

@@ -212,6 +212,7 @@ impl Daemon {
             },
             screen,
             last_reply: &last_reply,
+            free_text: prompt.options.is_empty(),
         };
         let verdict = tokio::select! {
             v = run_decider(&decider, &input) => v,
@@ -258,6 +259,29 @@ impl Daemon {
                     }
                     Ok(Choice::Text(_)) | Err(_) => {
                         format!("the decider chose {choice:?}, which is not one of the options")
+                    }
+                }
+            }
+            // Words for an open question: typed as a person's answer would be, and said so.
+            Ok(Verdict::Text { text, note }) => {
+                match crate::automation::decider::text_refusal(&text) {
+                    _ if !prompt.options.is_empty() => {
+                        format!(
+                            "the decider answered in words ({text:?}) where options are offered"
+                        )
+                    }
+                    Some(why) => why,
+                    None => {
+                        a.decider_answered
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let mut line =
+                            format!("answered by the decider: {text:?} — {}", about(&prompt));
+                        if !note.trim().is_empty() {
+                            line.push_str(&format!(" ({})", note.trim()));
+                        }
+                        self.finish_automatic(name, &prompt, &text, "decider", &line)
+                            .await;
+                        return;
                     }
                 }
             }

@@ -70,6 +70,7 @@ impl Daemon {
             },
             screen: String::new(),
             last_reply: "",
+            free_text: false,
         };
         let verdict = run_decider(&decider, &input).await.map_err(|e| {
             CoreError::Routing(format!(
@@ -101,6 +102,9 @@ impl Daemon {
                     },
                 })
             }
+            Verdict::Text { text, .. } => Err(CoreError::Routing(format!(
+                "the decider answered in words ({text:?}) instead of choosing a CLI: name the CLI yourself (!!new NAME CLI)"
+            ))),
             Verdict::Ask { note } => Err(CoreError::Routing(format!(
                 "the decider left the choice to you{}: name the CLI yourself (!!new NAME CLI)",
                 if note.is_empty() {

@@ -108,7 +108,7 @@ impl Router {
         let now = crate::ops::health::now_ms();
         let lines: Vec<String> = sessions
             .iter()
-            .map(|s| super::commands::session_line(s, None, now))
+            .map(|s| session_line(s, None, now))
             .collect();
         let p = self.parser.prefix();
         let text = format!("{head}\n{}\n(or {p}use NAME)", lines.join("\n"));
@@ -171,6 +171,46 @@ impl Router {
             "this chat now talks to {name}; your message went to it"
         )))
     }
+}
+
+/// A session as `!!sessions` lists it: its name, CLI, state, directory and branch (`▶`: the
+/// one this chat talks to), then how long it has run and what it last did, and when.
+pub(super) fn session_line(s: &v1::Session, bound: Option<&str>, now_ms: i64) -> String {
+    let mark = if bound == Some(s.name.as_str()) {
+        "▶"
+    } else {
+        " "
+    };
+    let branch = s
+        .worktree
+        .as_ref()
+        .map(|w| format!(" on {}", w.branch))
+        .unwrap_or_default();
+    let ago = |ms: i64| super::age_words((now_ms - ms).max(0) / 1000);
+    let mut line = format!(
+        "{mark} {} ({}) {} — {}{branch}",
+        s.name,
+        s.cli,
+        super::state_name(s.state),
+        s.dir
+    );
+    let mut more = Vec::new();
+    if s.created_at_ms > 0 {
+        more.push(format!("up {}", ago(s.created_at_ms)));
+    }
+    let working = s.state == v1::SessionState::Working as i32;
+    let last = match (s.last_reply.is_empty() || working, s.last_input.is_empty()) {
+        (false, _) => format!("‹ {}", s.last_reply),
+        (true, false) => format!("› {}", s.last_input),
+        (true, true) => String::new(),
+    };
+    if !last.is_empty() && s.last_activity_ms > 0 {
+        more.push(format!("{} ago: {last}", ago(s.last_activity_ms)));
+    }
+    if !more.is_empty() {
+        line.push_str(&format!("\n    {}", more.join(" · ")));
+    }
+    line
 }
 
 #[cfg(test)]
