@@ -118,15 +118,11 @@ pub trait Chat {
     fn restart_gateway(&mut self, h: &Harness);
 }
 
-pub fn wait(what: &str, platform: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !f() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{platform}: timed out waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub fn wait(what: &str, platform: &str, f: impl FnMut() -> bool) {
+    assert!(
+        crate::poll_until(Duration::from_secs(30), f),
+        "{platform}: timed out waiting for {what}"
+    );
 }
 
 /// Waits until one more text than `before` holds `needle`.

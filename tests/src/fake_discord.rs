@@ -733,17 +733,7 @@ impl FakeDiscord {
     }
 
     pub fn wait_sent(&self, what: &str, pred: impl Fn(&[SentMessage]) -> bool) -> Vec<SentMessage> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let sent = self.sent();
-            if pred(&sent) {
-                return sent;
-            }
-            if Instant::now() >= deadline {
-                panic!("timed out waiting for {what}; sent so far: {sent:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_records(what, || self.sent(), pred)
     }
 
     /// Waits until [`FakeDiscord::calls`] satisfies `pred` and returns it; panics after 20 s.

@@ -709,32 +709,13 @@ impl FakeFeishu {
 
     /// Polls `pred` until it holds (true) or `timeout` passes (false).
     pub fn wait_until(&self, timeout: Duration, pred: impl Fn(&FakeFeishu) -> bool) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if pred(self) {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::poll_until(timeout, || pred(self))
     }
 
     /// Waits until [`FakeFeishu::sent`] satisfies `pred` and returns it; panics after 20 s
     /// with what was sent.
     pub fn wait_sent(&self, what: &str, pred: impl Fn(&[Sent]) -> bool) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let sent = self.sent();
-            if pred(&sent) {
-                return sent;
-            }
-            if Instant::now() >= deadline {
-                panic!("timed out waiting for {what}; sent so far: {sent:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_records(what, || self.sent(), pred)
     }
 }
 

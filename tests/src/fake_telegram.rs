@@ -869,17 +869,7 @@ impl FakeTelegram {
     /// Waits until [`FakeTelegram::sent`] satisfies `pred` and returns it; panics after 20 s
     /// with what was sent.
     pub fn wait_sent(&self, what: &str, pred: impl Fn(&[Sent]) -> bool) -> Vec<Sent> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let sent = self.sent();
-            if pred(&sent) {
-                return sent;
-            }
-            if Instant::now() >= deadline {
-                panic!("timed out waiting for {what}; sent so far: {sent:#?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::wait_records(what, || self.sent(), pred)
     }
 
     /// Waits for a file named `filename` sent with `sendDocument`; panics after 20 s.

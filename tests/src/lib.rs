@@ -568,6 +568,39 @@ pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Polls `pred` every 20 ms until it holds (true) or `timeout` passes (false): how the fakes
+/// wait for what a gateway does to them.
+pub fn poll_until(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if pred() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// What `records` returns once `pred` holds for it; panics after 20 s naming `what` and
+/// showing the records so far.
+pub fn wait_records<T: std::fmt::Debug>(
+    what: &str,
+    records: impl Fn() -> Vec<T>,
+    pred: impl Fn(&[T]) -> bool,
+) -> Vec<T> {
+    let mut last = Vec::new();
+    let held = poll_until(Duration::from_secs(20), || {
+        last = records();
+        pred(&last)
+    });
+    if !held {
+        panic!("timed out waiting for {what}; sent so far: {last:#?}");
+    }
+    last
+}
+
 /// Lines of a screen, trimmed.
 pub fn lines(screen: &str) -> Vec<&str> {
     screen.lines().map(str::trim_end).collect()
