@@ -55,10 +55,8 @@ use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -794,16 +792,8 @@ async fn serve(
             accepted = http.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
-                    if let Err(e) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                        && !e.is_incomplete_message()
-                    {
-                        eprintln!("fake Discord: connection error: {e}");
-                    }
-                });
+                let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
+                crate::spawn_http(stream, service, "fake Discord");
             }
             accepted = ws.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
@@ -1701,9 +1691,10 @@ mod tests {
         body: Vec<u8>,
     ) -> (u16, Value, Option<String>) {
         let stream = TcpStream::connect(fake.addr()).await.expect("connect");
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("handshake");
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -2124,9 +2115,10 @@ mod tests {
 
             // A wrong token.
             let stream = TcpStream::connect(fake.addr()).await.expect("connect");
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .expect("handshake");
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
             tokio::spawn(conn);
             let req = Request::get("/api/v10/users/@me")
                 .header(HOST, fake.addr().to_string())

@@ -46,10 +46,8 @@ use futures_util::{SinkExt, StreamExt};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, LOCATION, RETRY_AFTER};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message as WsMessage;
@@ -878,16 +876,8 @@ async fn serve(
             accepted = http.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
-                    if let Err(e) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                        && !e.is_incomplete_message()
-                    {
-                        eprintln!("fake Slack: connection error: {e}");
-                    }
-                });
+                let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
+                crate::spawn_http(stream, service, "fake Slack");
             }
             accepted = ws.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
@@ -1672,7 +1662,7 @@ mod tests {
         body: &[u8],
     ) -> (u16, HeaderMap, Bytes) {
         let stream = TcpStream::connect(fake.addr).await.expect("connect");
-        let io = TokioIo::new(stream);
+        let io = hyper_util::rt::TokioIo::new(stream);
         let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
             .await
             .expect("http");

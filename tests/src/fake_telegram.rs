@@ -46,10 +46,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
 use tokio::sync::{oneshot, watch};
 
@@ -1055,18 +1053,8 @@ async fn serve(
                     }
                 };
                 let shared = Arc::clone(&shared);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
-                    if let Err(e) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
-                        // Clients drop keep-alive connections whenever they like; not a failure.
-                        if !e.is_incomplete_message() {
-                            eprintln!("fake Telegram: connection error: {e}");
-                        }
-                    }
-                });
+                let service = service_fn(move |req| handle(req, Arc::clone(&shared)));
+                crate::spawn_http(stream, service, "fake Telegram");
             }
         }
     }
@@ -2195,9 +2183,10 @@ mod tests {
     /// One HTTP/1.1 POST with hyper's client; the status and the JSON answer.
     async fn post(addr: SocketAddr, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
         let stream = TcpStream::connect(addr).await.expect("connect");
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .expect("handshake");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("handshake");
         tokio::spawn(async move {
             let _ = conn.await;
         });

@@ -568,6 +568,27 @@ pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Serves one HTTP/1 connection of a fake or mock with `service`, on a task of its own; `who`
+/// names it in the log. A client dropping a keep-alive connection is not a failure.
+pub fn spawn_http<S, B>(stream: tokio::net::TcpStream, service: S, who: &'static str)
+where
+    S: hyper::service::HttpService<hyper::body::Incoming, ResBody = B> + Send + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::spawn(async move {
+        if let Err(e) = hyper::server::conn::http1::Builder::new()
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+            .await
+            && !e.is_incomplete_message()
+        {
+            eprintln!("{who}: connection error: {e}");
+        }
+    });
+}
+
 /// Polls `pred` every 20 ms until it holds (true) or `timeout` passes (false): how the fakes
 /// wait for what a gateway does to them.
 pub fn poll_until(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {

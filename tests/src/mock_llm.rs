@@ -28,10 +28,8 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Channel, Full};
 use hyper::body::Incoming;
 use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
@@ -289,18 +287,8 @@ async fn serve(
                     }
                 };
                 let state = Arc::clone(&state);
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, Arc::clone(&state)));
-                    if let Err(e) = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await
-                    {
-                        // Clients drop keep-alive connections whenever they like; not a failure.
-                        if !e.is_incomplete_message() {
-                            eprintln!("mock LLM: connection error: {e}");
-                        }
-                    }
-                });
+                let service = service_fn(move |req| handle(req, Arc::clone(&state)));
+                crate::spawn_http(stream, service, "mock LLM");
             }
         }
     }
