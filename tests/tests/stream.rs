@@ -111,3 +111,44 @@ fn a_cancelled_turn_says_cancelled_not_done() {
         .unwrap_or(0);
     assert!((1..30).contains(&secs), "{closed}");
 }
+
+/// `[gateway] stream = false`: the status message shows how long the turn has worked, never
+/// what it printed; the reply still carries the output.
+#[test]
+fn with_stream_off_the_status_shows_the_time_only() {
+    let (h, tg, _g) = fake_telegram::started(&format!(
+        "\n[gateway]\nstream = false\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+    ));
+    let work = h.work.display().to_string();
+    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
+    tg.wait_sent("started", |s| {
+        texts(s, ADMIN).iter().any(|t| t.contains("started s"))
+    });
+    tg.push_message(
+        ADMIN,
+        ADMIN,
+        "Owner",
+        "for i in 1 2 3 4; do echo stream-$i; sleep 1; done; echo all-done",
+    );
+    tg.wait_sent("the reply", |s| {
+        texts(s, ADMIN)
+            .iter()
+            .any(|t| t.contains("all-done") && !t.contains("working"))
+    });
+    tg.wait_sent("the status closed", |_| {
+        tg.calls_of("editMessageText").iter().any(|p| {
+            p["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("[s] done in"))
+        })
+    });
+    let edits: Vec<String> = tg
+        .calls_of("editMessageText")
+        .iter()
+        .filter_map(|p| p["text"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        edits.iter().all(|t| streamed(t).is_empty()),
+        "no output in the status: {edits:#?}"
+    );
+}
