@@ -360,16 +360,9 @@ impl FakeDiscord {
         });
         let (shutdown, stopped) = oneshot::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("fake-discord".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime for the fake Discord");
-                runtime.block_on(serve(http, ws, thread_shared, stopped));
-            })
-            .expect("spawn the fake Discord thread");
+        let thread = crate::fake_thread("fake-discord", move || {
+            serve(http, ws, thread_shared, stopped)
+        });
         FakeDiscord {
             addr,
             ws_addr,

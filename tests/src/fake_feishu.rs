@@ -540,16 +540,9 @@ impl FakeFeishu {
         });
         let (shutdown, stopped) = oneshot::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("fake-feishu".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime for the fake Feishu");
-                runtime.block_on(serve(http, ws, thread_shared, stopped));
-            })
-            .expect("spawn the fake Feishu thread");
+        let thread = crate::fake_thread("fake-feishu", move || {
+            serve(http, ws, thread_shared, stopped)
+        });
         FakeFeishu {
             addr,
             shared,

@@ -448,16 +448,9 @@ impl FakeSlack {
         });
         let (shutdown, stopped) = oneshot::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("fake-slack".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime for the fake Slack");
-                runtime.block_on(serve(http, ws, thread_shared, stopped));
-            })
-            .expect("spawn the fake Slack thread");
+        let thread = crate::fake_thread("fake-slack", move || {
+            serve(http, ws, thread_shared, stopped)
+        });
         FakeSlack {
             addr,
             shared,

@@ -409,17 +409,9 @@ impl FakeTelegram {
         });
         let (shutdown, stopped) = oneshot::channel();
         let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("fake-telegram".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime for the fake Telegram");
-                runtime.block_on(serve(listener, thread_shared, stopped));
-                // Dropping the runtime here ends connections still open and long polls waiting.
-            })
-            .expect("spawn the fake Telegram thread");
+        let thread = crate::fake_thread("fake-telegram", move || {
+            serve(listener, thread_shared, stopped)
+        });
         FakeTelegram {
             addr,
             token: token.to_string(),

@@ -568,6 +568,27 @@ pub fn private_home_env(home: &Path) -> Vec<(String, String)> {
     .collect()
 }
 
+/// Runs a fake's (or a mock's) servers on a thread of its own with a single-threaded tokio
+/// runtime, until the future `serve` makes ends; dropping the runtime then ends the
+/// connections still open (keep-alive, long polls).
+pub fn fake_thread<F, Fut>(name: &str, serve: F) -> std::thread::JoinHandle<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
+    let what = name.to_string();
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap_or_else(|e| panic!("tokio runtime for {what}: {e}"));
+            runtime.block_on(serve());
+        })
+        .unwrap_or_else(|e| panic!("spawn the {name} thread: {e}"))
+}
+
 /// Serves one HTTP/1 connection of a fake or mock with `service`, on a task of its own; `who`
 /// names it in the log. A client dropping a keep-alive connection is not a failure.
 pub fn spawn_http<S, B>(stream: tokio::net::TcpStream, service: S, who: &'static str)

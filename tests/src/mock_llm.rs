@@ -199,17 +199,7 @@ impl MockLlm {
         let state = Arc::new(Mutex::new(State::with_rules(rules)));
         let (shutdown, stopped) = oneshot::channel();
         let thread_state = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name("mock-llm".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime for the mock LLM");
-                runtime.block_on(serve(listener, thread_state, stopped));
-                // Dropping the runtime here cancels connections still open (keep-alive).
-            })
-            .expect("spawn the mock LLM thread");
+        let thread = crate::fake_thread("mock-llm", move || serve(listener, thread_state, stopped));
         MockLlm {
             addr,
             state,

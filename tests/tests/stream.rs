@@ -14,10 +14,11 @@ fn streamed(text: &str) -> Vec<u32> {
         .collect()
 }
 
-#[test]
-fn a_running_turn_shows_its_newest_output_in_the_status_message() {
+/// Runs `for i in 1..=N; echo stream-$i` in a bash session from the admin's chat, with
+/// `gateway` added to the config, and returns the status message's edits once it says done.
+fn status_edits(gateway: &str, n: u32) -> Vec<String> {
     let (h, tg, _g) = fake_telegram::started(&format!(
-        "\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
+        "\n{gateway}[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
     ));
     let work = h.work.display().to_string();
     tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
@@ -28,7 +29,7 @@ fn a_running_turn_shows_its_newest_output_in_the_status_message() {
         ADMIN,
         ADMIN,
         "Owner",
-        "for i in 1 2 3 4 5 6; do echo stream-$i; sleep 1; done; echo all-done",
+        &format!("for i in $(seq 1 {n}); do echo stream-$i; sleep 1; done; echo all-done"),
     );
     tg.wait_sent("the reply", |s| {
         texts(s, ADMIN)
@@ -43,11 +44,15 @@ fn a_running_turn_shows_its_newest_output_in_the_status_message() {
                 .is_some_and(|t| t.contains("[s] done in"))
         })
     });
-    let edits: Vec<String> = tg
-        .calls_of("editMessageText")
+    tg.calls_of("editMessageText")
         .iter()
         .filter_map(|p| p["text"].as_str().map(str::to_string))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn a_running_turn_shows_its_newest_output_in_the_status_message() {
+    let edits = status_edits("", 6);
     let growing: Vec<Vec<u32>> = edits
         .iter()
         .filter(|t| t.contains("working"))
@@ -116,37 +121,7 @@ fn a_cancelled_turn_says_cancelled_not_done() {
 /// what it printed; the reply still carries the output.
 #[test]
 fn with_stream_off_the_status_shows_the_time_only() {
-    let (h, tg, _g) = fake_telegram::started(&format!(
-        "\n[gateway]\nstream = false\n[access.telegram]\npolicy = \"pairing\"\nadmins = [\"{ADMIN}\"]\n"
-    ));
-    let work = h.work.display().to_string();
-    tg.push_message(ADMIN, ADMIN, "Owner", &format!("!!new s bash {work}"));
-    tg.wait_sent("started", |s| {
-        texts(s, ADMIN).iter().any(|t| t.contains("started s"))
-    });
-    tg.push_message(
-        ADMIN,
-        ADMIN,
-        "Owner",
-        "for i in 1 2 3 4; do echo stream-$i; sleep 1; done; echo all-done",
-    );
-    tg.wait_sent("the reply", |s| {
-        texts(s, ADMIN)
-            .iter()
-            .any(|t| t.contains("all-done") && !t.contains("working"))
-    });
-    tg.wait_sent("the status closed", |_| {
-        tg.calls_of("editMessageText").iter().any(|p| {
-            p["text"]
-                .as_str()
-                .is_some_and(|t| t.contains("[s] done in"))
-        })
-    });
-    let edits: Vec<String> = tg
-        .calls_of("editMessageText")
-        .iter()
-        .filter_map(|p| p["text"].as_str().map(str::to_string))
-        .collect();
+    let edits = status_edits("[gateway]\nstream = false\n", 4);
     assert!(
         edits.iter().all(|t| streamed(t).is_empty()),
         "no output in the status: {edits:#?}"
