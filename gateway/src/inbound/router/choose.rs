@@ -5,8 +5,10 @@
 //! The buttons carry a fingerprint of the list they were drawn from (`u.<hash>`), and a press
 //! takes the list again: if sessions came or went meanwhile the press is refused and the
 //! buttons offered anew, so a button never picks a session it did not name. The waiting message
-//! is kept in this process only (one per chat, a bounded number of chats): after a gateway
-//! restart the press still binds the chat and asks for the message again.
+//! is kept in this process only (one per chat and sender, a bounded number): after a gateway
+//! restart the press still binds the chat and asks for the message again. Only its sender's
+//! press types it: in a group, another member's press binds the chat for them and types nothing
+//! of someone else's.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -28,20 +30,26 @@ const BUTTONS: usize = 10;
 pub struct Choosing(Mutex<HashMap<String, (String, String)>>);
 
 impl Choosing {
-    fn put(&self, chat: &str, print: &str, text: &str) {
+    fn put(&self, msg: &Inbound, print: &str, text: &str) {
+        let key = Self::key(msg);
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() >= WAITING && !m.contains_key(chat) {
+        if m.len() >= WAITING && !m.contains_key(&key) {
             m.clear();
         }
-        m.insert(chat.to_string(), (print.to_string(), text.to_string()));
+        m.insert(key, (print.to_string(), text.to_string()));
     }
 
-    fn take(&self, chat: &str, print: &str) -> Option<String> {
+    fn take(&self, msg: &Inbound, print: &str) -> Option<String> {
+        let key = Self::key(msg);
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        match m.get(chat) {
-            Some((p, _)) if p == print => m.remove(chat).map(|(_, t)| t),
+        match m.get(&key) {
+            Some((p, _)) if p == print => m.remove(&key).map(|(_, t)| t),
             _ => None,
         }
+    }
+
+    fn key(msg: &Inbound) -> String {
+        format!("{}\0{}", msg.chat, msg.user)
     }
 }
 
@@ -94,7 +102,7 @@ impl Router {
         }
         self.offer(msg, &sessions, &print, "which session should take it?")
             .await?;
-        self.choosing.put(&msg.chat, &print, text);
+        self.choosing.put(msg, &print, text);
         Ok(None)
     }
 
@@ -148,14 +156,14 @@ impl Router {
                 "the sessions changed since; which one?",
             )
             .await?;
-            if let Some(t) = self.choosing.take(&msg.chat, print) {
-                self.choosing.put(&msg.chat, &now_print, &t);
+            if let Some(t) = self.choosing.take(msg, print) {
+                self.choosing.put(msg, &now_print, &t);
             }
             return Ok(None);
         };
         let name = session.name.clone();
         let place = self.place(c, msg, &name).await?;
-        let Some(text) = self.choosing.take(&msg.chat, print) else {
+        let Some(text) = self.choosing.take(msg, print) else {
             return Ok(Some(format!(
                 "this chat now talks to {name} ({place}); send your message again"
             )));
@@ -218,14 +226,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_press_takes_its_message_only_for_the_list_it_was_drawn_from() {
+    fn a_press_takes_its_message_only_for_the_list_it_was_drawn_from_and_its_sender() {
         let c = Choosing::default();
+        let from = |user: &str| Inbound {
+            chat: "chat".into(),
+            user: user.into(),
+            user_name: user.into(),
+            text: String::new(),
+            id: String::new(),
+            prompt: None,
+            group: true,
+            topics: false,
+            file: None,
+            ack: None,
+        };
         let a = fingerprint(&["api", "web"]);
         assert_ne!(a, fingerprint(&["api", "web", "db"]));
         assert_eq!(a, fingerprint(&["api", "web"]));
-        c.put("chat", &a, "run the tests");
-        assert_eq!(c.take("chat", "other"), None);
-        assert_eq!(c.take("chat", &a).as_deref(), Some("run the tests"));
-        assert_eq!(c.take("chat", &a), None, "taken once");
+        c.put(&from("ann"), &a, "run the tests");
+        assert_eq!(c.take(&from("ann"), "other"), None);
+        assert_eq!(
+            c.take(&from("bob"), &a),
+            None,
+            "another member's press types nothing"
+        );
+        assert_eq!(c.take(&from("ann"), &a).as_deref(), Some("run the tests"));
+        assert_eq!(c.take(&from("ann"), &a), None, "taken once");
     }
 }
